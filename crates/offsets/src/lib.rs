@@ -1,0 +1,45 @@
+//! `kshard-offsets`: a codec for the records Kafka writes to `__consumer_offsets`.
+//!
+//! [`Record::decode`] takes a record's key and value bytes and returns a typed,
+//! borrowed view: strings and bytes point into the input, and the offset-commit
+//! path allocates nothing. It reads every version Kafka has written — offset
+//! commits v0–v4 (with v4's tagged topic id), classic group metadata v0–v4 with
+//! its members (and their consumer-protocol subscriptions and assignments, on
+//! demand), the KIP-848 consumer-group records in full; share- and streams-group
+//! records, and types never seen before, come back as [`RecordKey::Opaque`] rather
+//! than as errors, so a newer broker never stops a reader. Malformed bytes are a
+//! [`DecodeError`] naming the part, field and byte offset; nothing panics and no
+//! allocation is sized by an unchecked length from the wire.
+//!
+//! The encoder ([`Record::encode`]) writes the same layouts, for tests and load
+//! generation. This crate does no I/O.
+//!
+//! Layout: [`wire`](crate) primitives, one module per schema family
+//! (`offset_commit`, `group_metadata`, `consumer_group`, `consumer_protocol`), and
+//! `record`, which dispatches on the key's type.
+
+mod consumer_group;
+mod consumer_protocol;
+mod error;
+mod group_metadata;
+mod hex;
+mod offset_commit;
+mod record;
+mod record_type;
+mod uuid;
+mod wire;
+
+pub use consumer_group::{
+    ClassicMemberMetadata, ClassicProtocol, ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataValue, ConsumerGroupMetadataValue, ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupRegularExpressionValue, ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataValue, GroupIdKey, MemberKey, PartitionMetadata, RegularExpressionKey,
+    TopicIdPartitions, TopicMetadata,
+};
+pub use consumer_protocol::{Assignment, Subscription, TopicPartitions};
+pub use error::{DecodeError, ErrorKind, Part};
+pub use group_metadata::{GroupMetadataKey, GroupMetadataValue, MemberMetadata};
+pub use offset_commit::{OffsetCommitKey, OffsetCommitValue};
+pub use record::{Record, RecordKey, RecordValue};
+pub use record_type::RecordType;
+pub use uuid::Uuid;
