@@ -2,6 +2,8 @@
 //! commits (v3 and v4, a few v1), 3% group metadata with consumer members, 5%
 //! tombstones. Run: `cargo bench -p kshard-offsets --bench decode`.
 
+#![allow(missing_docs)] // criterion_group! generates an undocumented public function.
+
 use std::borrow::Cow;
 use std::hint::black_box;
 
@@ -125,5 +127,9 @@ fn decode(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, decode);
+criterion_group! {
+    name = benches;
+    config = Criterion::default();
+    targets = decode
+}
 criterion_main!(benches);

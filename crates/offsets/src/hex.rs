@@ -14,6 +14,8 @@ fn to_hex(bytes: &[u8]) -> String {
     s
 }
 
+// serde's `serialize_with` hands over `&FieldType`, here `&Cow<[u8]>`.
+#[allow(clippy::ptr_arg)]
 pub(crate) fn bytes<S: serde::Serializer>(v: &Cow<'_, [u8]>, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&to_hex(v))
 }

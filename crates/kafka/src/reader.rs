@@ -1,0 +1,126 @@
+//! Reading chosen partitions from chosen offsets, with end-of-partition events.
+
+use std::time::Duration;
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::{BorrowedMessage, Message};
+use rdkafka::{Offset, TopicPartitionList};
+
+use crate::config::ClientSettings;
+use crate::error::{Error, Result, call};
+
+/// Reads partitions by manual assignment: no consumer group, no commits.
+///
+/// The reader enables librdkafka's end-of-partition events, so a caller learns
+/// that it has read everything the broker has even when the partition ends in
+/// control records (transaction markers) that are never delivered, or is empty.
+pub struct PartitionReader {
+    consumer: BaseConsumer,
+}
+
+impl std::fmt::Debug for PartitionReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PartitionReader").finish_non_exhaustive()
+    }
+}
+
+/// One record as read, borrowed from the client's buffer until the next poll.
+pub struct ReadRecord<'a> {
+    message: BorrowedMessage<'a>,
+}
+
+impl std::fmt::Debug for ReadRecord<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadRecord").field("partition", &self.partition()).field("offset", &self.offset()).finish()
+    }
+}
+
+impl ReadRecord<'_> {
+    /// The partition.
+    pub fn partition(&self) -> i32 {
+        self.message.partition()
+    }
+
+    /// The record's offset.
+    pub fn offset(&self) -> i64 {
+        self.message.offset()
+    }
+
+    /// The key (`None` when null).
+    pub fn key(&self) -> Option<&[u8]> {
+        self.message.key()
+    }
+
+    /// The value (`None` when null: a tombstone).
+    pub fn value(&self) -> Option<&[u8]> {
+        self.message.payload()
+    }
+}
+
+/// What one poll produced.
+#[derive(Debug)]
+pub enum ReadEvent<'a> {
+    /// A record.
+    Record(ReadRecord<'a>),
+    /// The reader reached the current end of a partition; `next_offset` is the
+    /// offset it will read next (the high watermark at the time).
+    EndOfPartition {
+        /// The partition.
+        partition: i32,
+        /// The next offset to be read.
+        next_offset: i64,
+    },
+    /// Nothing arrived within the poll timeout.
+    Idle,
+}
+
+impl PartitionReader {
+    /// Creates a reader of `topic` starting each listed partition at its offset
+    /// (`None`: the earliest offset).
+    pub fn new(settings: &ClientSettings, topic: &str, start: &[(i32, Option<i64>)]) -> Result<Self> {
+        let mut config = settings.client_config();
+        config
+            .set("group.id", "kshard-reader")
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("enable.partition.eof", "true")
+            .set("auto.offset.reset", "earliest")
+            .set("isolation.level", "read_committed")
+            .set("fetch.wait.max.ms", "100");
+        settings.apply_overrides(&mut config);
+        let consumer: BaseConsumer = config.create().map_err(|source| Error::Client { client: "consumer", source })?;
+        let mut assignment = TopicPartitionList::new();
+        for &(partition, offset) in start {
+            let offset = offset.map_or(Offset::Beginning, Offset::Offset);
+            assignment
+                .add_partition_offset(topic, partition, offset)
+                .map_err(call(format!("assigning {topic}/{partition}")))?;
+        }
+        consumer.assign(&assignment).map_err(call(format!("assigning partitions of {topic}")))?;
+        Ok(PartitionReader { consumer })
+    }
+
+    /// Waits up to `timeout` for the next event.
+    pub fn poll(&self, timeout: Duration) -> Result<ReadEvent<'_>> {
+        match self.consumer.poll(timeout) {
+            None => Ok(ReadEvent::Idle),
+            Some(Ok(message)) => Ok(ReadEvent::Record(ReadRecord { message })),
+            Some(Err(KafkaError::PartitionEOF(partition))) => {
+                let next_offset = self.position(partition)?;
+                Ok(ReadEvent::EndOfPartition { partition, next_offset })
+            }
+            Some(Err(e)) => Err(call("reading")(e)),
+        }
+    }
+
+    fn position(&self, partition: i32) -> Result<i64> {
+        let positions = self.consumer.position().map_err(call("reading positions"))?;
+        Ok(positions
+            .elements()
+            .iter()
+            .find(|e| e.partition() == partition)
+            .and_then(|e| e.offset().to_raw())
+            .unwrap_or(-1))
+    }
+}

@@ -1,0 +1,64 @@
+//! Producing keyed records to explicit partitions.
+
+use std::time::Duration;
+
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+
+use crate::config::ClientSettings;
+use crate::error::{Error, Result, call};
+
+/// A producer that writes records to explicit partitions and waits for them
+/// with [`RecordWriter::flush`]. Idempotence is on, so retries never duplicate.
+pub struct RecordWriter {
+    producer: ThreadedProducer<DefaultProducerContext>,
+}
+
+impl std::fmt::Debug for RecordWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecordWriter").finish_non_exhaustive()
+    }
+}
+
+impl RecordWriter {
+    /// Connects a producer.
+    pub fn new(settings: &ClientSettings) -> Result<Self> {
+        let mut config = settings.client_config();
+        config
+            .set("linger.ms", "5")
+            .set("batch.num.messages", "10000")
+            .set("queue.buffering.max.messages", "1000000")
+            .set("compression.type", "none")
+            .set("enable.idempotence", "false")
+            .set("acks", "all");
+        settings.apply_overrides(&mut config);
+        let producer = config.create().map_err(|source| Error::Client { client: "producer", source })?;
+        Ok(RecordWriter { producer })
+    }
+
+    /// Queues one record; `value: None` produces a null value (a tombstone).
+    /// Blocks while librdkafka's queue is full.
+    pub fn send(&self, topic: &str, partition: i32, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        let mut record = BaseRecord::<[u8], [u8]>::to(topic).partition(partition).key(key);
+        if let Some(v) = value {
+            record = record.payload(v);
+        }
+        loop {
+            match self.producer.send(record) {
+                Ok(()) => return Ok(()),
+                Err((
+                    rdkafka::error::KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull),
+                    r,
+                )) => {
+                    record = r;
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err((source, _)) => return Err(call(format!("producing to {topic}/{partition}"))(source)),
+            }
+        }
+    }
+
+    /// Waits until every queued record is acknowledged, or `timeout` passes.
+    pub fn flush(&self, timeout: Duration) -> Result<()> {
+        self.producer.flush(timeout).map_err(call("flushing the producer"))
+    }
+}

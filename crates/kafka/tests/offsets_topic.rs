@@ -1,0 +1,232 @@
+//! Against the real broker: produce canonical records of every kind into
+//! `__consumer_offsets` (each in the partition Kafka would pick for its group),
+//! read the topic back from the earliest offset to the end of every partition,
+//! and check that each record decodes to exactly what was written.
+//!
+//! The broker is the one in `KSHARD_BROKERS` (set by `scripts/test.sh`), or one
+//! this test starts with `scripts/broker.sh` and stops when it ends.
+
+mod support;
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use kshard_kafka::{Admin, CONSUMER_OFFSETS_TOPIC, PartitionReader, ReadEvent, RecordWriter, TopicSpec};
+use kshard_offsets::*;
+
+fn offset_commit(group: &str, partition: i32, version: i16, offset: i64) -> Record<'static> {
+    Record {
+        key: RecordKey::OffsetCommit {
+            key_version: if version == 0 { 0 } else { 1 },
+            key: OffsetCommitKey { group: group.to_owned().into(), topic: "orders".into(), partition },
+        },
+        value: Some(RecordValue::OffsetCommit(OffsetCommitValue {
+            version,
+            offset,
+            leader_epoch: (version >= 3).then_some(4),
+            metadata: Cow::Owned(format!("meta-v{version}")),
+            commit_timestamp: 1_758_335_260_726 + offset,
+            expire_timestamp: (version == 1).then_some(1_758_335_999_999),
+            topic_id: (version >= 4).then_some(Uuid([7; 16])),
+        })),
+    }
+}
+
+fn group_metadata(group: &str, version: i16) -> Record<'static> {
+    let mut subscription = Vec::new();
+    Subscription {
+        version: 1,
+        topics: vec!["orders".into()],
+        user_data: None,
+        owned_partitions: Some(vec![]),
+        generation_id: None,
+        rack_id: None,
+    }
+    .encode(&mut subscription);
+    let mut assignment = Vec::new();
+    Assignment {
+        version: 0,
+        assigned_partitions: vec![TopicPartitions { topic: "orders".into(), partitions: vec![0, 1, 2] }],
+        user_data: None,
+    }
+    .encode(&mut assignment);
+    Record {
+        key: RecordKey::GroupMetadata(GroupMetadataKey { group: group.to_owned().into() }),
+        value: Some(RecordValue::GroupMetadata(GroupMetadataValue {
+            version,
+            protocol_type: "consumer".into(),
+            generation: 3,
+            protocol: Some("range".into()),
+            leader: Some("member-1".into()),
+            current_state_timestamp: (version >= 2).then_some(1_758_335_260_000),
+            members: vec![MemberMetadata {
+                member_id: "member-1".into(),
+                group_instance_id: if version >= 3 { Some("instance-1".into()) } else { None },
+                client_id: "client-1".into(),
+                client_host: "/127.0.0.1".into(),
+                rebalance_timeout: (version >= 1).then_some(300_000),
+                session_timeout: 45_000,
+                subscription: subscription.into(),
+                assignment: assignment.into(),
+            }],
+        })),
+    }
+}
+
+/// Every kind of record, for groups named `prefix-…`.
+fn canonical_records(prefix: &str) -> Vec<Record<'static>> {
+    let mut records = Vec::new();
+    for version in 0..=4 {
+        let group = format!("{prefix}-classic-v{version}");
+        records.push(offset_commit(&group, 0, version, 100 + i64::from(version)));
+        records.push(offset_commit(&group, 1, version, 200));
+        records.push(group_metadata(&group, version));
+    }
+    // An offset tombstone and a group tombstone.
+    let gone = format!("{prefix}-deleted");
+    records.push(offset_commit(&gone, 0, 3, 5));
+    records.push(Record { key: offset_commit(&gone, 0, 3, 5).key, value: None });
+    records
+        .push(Record { key: RecordKey::GroupMetadata(GroupMetadataKey { group: gone.clone().into() }), value: None });
+    // KIP-848 records.
+    let group_id: Cow<'static, str> = format!("{prefix}-kip848").into();
+    records.push(Record {
+        key: RecordKey::ConsumerGroupMetadata(GroupIdKey { group_id: group_id.clone() }),
+        value: Some(RecordValue::ConsumerGroupMetadata(ConsumerGroupMetadataValue {
+            version: 0,
+            epoch: 9,
+            metadata_hash: 42,
+            creation_time_ms: -1,
+        })),
+    });
+    records.push(Record {
+        key: RecordKey::ConsumerGroupMemberMetadata(MemberKey { group_id: group_id.clone(), member_id: "m".into() }),
+        value: Some(RecordValue::ConsumerGroupMemberMetadata(ConsumerGroupMemberMetadataValue {
+            version: 0,
+            instance_id: None,
+            rack_id: Some("rack-a".into()),
+            client_id: "c".into(),
+            client_host: "/127.0.0.1".into(),
+            subscribed_topic_names: vec!["orders".into()],
+            subscribed_topic_regex: None,
+            rebalance_timeout_ms: 30_000,
+            server_assignor: Some("uniform".into()),
+            classic_member_metadata: None,
+        })),
+    });
+    records.push(Record {
+        key: RecordKey::ConsumerGroupCurrentMemberAssignment(MemberKey {
+            group_id: group_id.clone(),
+            member_id: "m".into(),
+        }),
+        value: Some(RecordValue::ConsumerGroupCurrentMemberAssignment(ConsumerGroupCurrentMemberAssignmentValue {
+            version: 0,
+            member_epoch: 9,
+            previous_member_epoch: 8,
+            state: 0,
+            assigned_partitions: vec![TopicIdPartitions {
+                topic_id: Uuid([1; 16]),
+                partitions: vec![0, 1],
+                assignment_epochs: None,
+            }],
+            partitions_pending_revocation: vec![],
+        })),
+    });
+    records.push(offset_commit(&group_id, 2, 4, 77));
+    // A share-group record, kept raw: key type 11 (ShareGroupMetadataKey), group id.
+    let mut share_key = Vec::new();
+    Record { key: RecordKey::GroupMetadata(GroupMetadataKey { group: group_id.clone() }), value: None }
+        .key
+        .encode(&mut share_key);
+    records.push(Record {
+        key: RecordKey::Opaque { key_version: 11, body: share_key[2..].to_vec().into() },
+        value: Some(RecordValue::Opaque { version: 0, body: vec![0, 0, 0, 9, 0].into() }),
+    });
+    records
+}
+
+/// The group a record belongs to, when the key names one.
+fn group_of<'r>(record: &'r Record<'_>) -> Option<&'r str> {
+    match &record.key {
+        RecordKey::OffsetCommit { key, .. } => Some(&key.group),
+        RecordKey::GroupMetadata(k) => Some(&k.group),
+        RecordKey::ConsumerGroupMetadata(k) => Some(&k.group_id),
+        RecordKey::ConsumerGroupMemberMetadata(k) | RecordKey::ConsumerGroupCurrentMemberAssignment(k) => {
+            Some(&k.group_id)
+        }
+        _ => None,
+    }
+}
+
+#[test]
+fn canonical_records_round_trip_through_the_broker() {
+    let broker = support::Broker::from_env_or_start();
+    let settings = broker.settings();
+    let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin client");
+    admin.create_topic(&TopicSpec::consumer_offsets()).expect("__consumer_offsets exists");
+    let partitions = admin.partition_count(CONSUMER_OFFSETS_TOPIC).expect("metadata").expect("topic exists");
+    assert_eq!(partitions, 50);
+
+    let prefix = support::unique_name("offsets-it");
+    let records = canonical_records(&prefix);
+    // Share-group record keys are opaque here; route them by the group id they carry.
+    let share_group = format!("{prefix}-kip848");
+    let writer = RecordWriter::new(&settings).expect("producer");
+    let mut expected: BTreeMap<i32, Vec<Record<'static>>> = BTreeMap::new();
+    for record in &records {
+        let group = group_of(record).unwrap_or(&share_group);
+        let partition = kshard_kafka::offsets_partition_for(group, partitions);
+        let (key, value) = record.encode();
+        writer.send(CONSUMER_OFFSETS_TOPIC, partition, &key, value.as_deref()).expect("send");
+        expected.entry(partition).or_default().push(record.clone());
+    }
+    writer.flush(Duration::from_secs(30)).expect("flush");
+
+    let start: Vec<(i32, Option<i64>)> = (0..partitions).map(|p| (p, None)).collect();
+    let reader = PartitionReader::new(&settings, CONSUMER_OFFSETS_TOPIC, &start).expect("reader");
+    let mut at_end = vec![false; partitions as usize];
+    let mut read: BTreeMap<i32, Vec<Record<'static>>> = BTreeMap::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while at_end.iter().any(|e| !e) {
+        assert!(Instant::now() < deadline, "not at the end of every partition after 60 s: {at_end:?}");
+        match reader.poll(Duration::from_millis(200)).expect("poll") {
+            ReadEvent::Record(r) => {
+                let key = r.key().expect("offsets records have keys");
+                let record = Record::decode(key, r.value())
+                    .unwrap_or_else(|e| panic!("partition {} offset {}: {e}", r.partition(), r.offset()));
+                let ours = match &record.key {
+                    RecordKey::Opaque { body, .. } => body.windows(prefix.len()).any(|w| w == prefix.as_bytes()),
+                    _ => group_of(&record).is_some_and(|g| g.starts_with(&prefix)),
+                };
+                if ours {
+                    read.entry(r.partition()).or_default().push(owned(record));
+                }
+            }
+            ReadEvent::EndOfPartition { partition, .. } => at_end[partition as usize] = true,
+            ReadEvent::Idle => {}
+        }
+    }
+    assert_eq!(read, expected);
+    // Spot checks on what the broker carried.
+    let all: Vec<&Record<'_>> = read.values().flatten().collect();
+    assert_eq!(all.iter().filter(|r| r.is_tombstone()).count(), 2);
+    let versions: Vec<i16> = all
+        .iter()
+        .filter_map(|r| match &r.value {
+            Some(RecordValue::OffsetCommit(v)) => Some(v.version),
+            _ => None,
+        })
+        .collect();
+    for v in 0..=4 {
+        assert!(versions.contains(&v), "offset commit v{v} read back");
+    }
+}
+
+/// A decoded record that no longer borrows from the client's buffer.
+fn owned(record: Record<'_>) -> Record<'static> {
+    let (key, value) = record.encode();
+    let key: &'static [u8] = Box::leak(key.into_boxed_slice());
+    let value: Option<&'static [u8]> = value.map(|v| &*Box::leak(v.into_boxed_slice()));
+    Record::decode(key, value).expect("re-decodes")
+}

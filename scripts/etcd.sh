@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Starts or stops a local etcd on 127.0.0.1.
+#   scripts/etcd.sh start   fresh data directory, free ports; prints KSHARD_ETCD=…
+#   scripts/etcd.sh stop    stops it by PID
+#   scripts/etcd.sh env     prints KSHARD_ETCD=… of the running etcd
+# State lives in $KSHARD_STATE_DIR/etcd (default .kshard/etcd).
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+dir="$KSHARD_STATE_DIR/etcd"
+pidfile="$KSHARD_STATE_DIR/etcd.pid"
+envfile="$KSHARD_STATE_DIR/etcd.env"
+
+start() {
+  command -v etcd >/dev/null 2>&1 || die "etcd is not installed: run scripts/install.sh"
+  if pid_alive "$pidfile"; then
+    die "an etcd is already running (pid $(cat "$pidfile")); run scripts/etcd.sh stop first"
+  fi
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  local client peer
+  client="$(free_port)"
+  peer="$(free_port)"
+  while [[ "$peer" == "$client" ]]; do peer="$(free_port)"; done
+  etcd --name kshard-dev --data-dir "$dir/data" \
+    --listen-client-urls "http://127.0.0.1:$client" --advertise-client-urls "http://127.0.0.1:$client" \
+    --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+    --initial-cluster "kshard-dev=http://127.0.0.1:$peer" \
+    >"$dir/etcd.log" 2>&1 &
+  echo $! >"$pidfile"
+  for _ in $(seq 300); do
+    if ! pid_alive "$pidfile"; then
+      tail -n 20 "$dir/etcd.log" >&2 || true
+      rm -f "$pidfile"
+      die "etcd exited during start (log above: $dir/etcd.log)"
+    fi
+    # etcd answers /health with {"health":"true"} once it has a leader.
+    if port_open "$client" && health "$client" | grep -q '"health":"true"'; then
+      echo "KSHARD_ETCD=http://127.0.0.1:$client" >"$envfile"
+      log "etcd up (pid $(cat "$pidfile")), log: $dir/etcd.log"
+      cat "$envfile"
+      return 0
+    fi
+    sleep 0.1
+  done
+  stop_pid "$pidfile" etcd
+  die "etcd did not answer within 30 s (log: $dir/etcd.log)"
+}
+
+# GET /health over bash's /dev/tcp (no curl needed).
+health() {
+  exec 3<>"/dev/tcp/127.0.0.1/$1" || return 1
+  printf 'GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
+  timeout 2 cat <&3 || true
+  exec 3>&-
+}
+
+case "${1:-}" in
+  start) start ;;
+  stop) stop_pid "$pidfile" etcd; rm -f "$envfile" ;;
+  env) [[ -f "$envfile" ]] && pid_alive "$pidfile" || die "no etcd running"; cat "$envfile" ;;
+  *) die "usage: scripts/etcd.sh start|stop|env" ;;
+esac

@@ -1,0 +1,60 @@
+# shellcheck shell=bash
+# Shared settings and helpers for kshard's development scripts. Sourced, not run.
+
+set -euo pipefail
+
+KSHARD_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# Where tools built once are kept between runs (the broker takes ~30 minutes to build).
+KSHARD_TOOLS_DIR="${KSHARD_TOOLS_DIR:-$HOME/.cache/kshard-tools}"
+# Where running services keep their data directories, PID files and logs.
+KSHARD_STATE_DIR="${KSHARD_STATE_DIR:-$KSHARD_ROOT/.kshard}"
+TANSU_VERSION="0.6.0"
+TANSU_BIN="$KSHARD_TOOLS_DIR/tansu-$TANSU_VERSION/bin/tansu"
+
+log() { printf '[kshard] %s\n' "$*" >&2; }
+die() { printf '[kshard] error: %s\n' "$*" >&2; exit 1; }
+
+# Prints a TCP port on 127.0.0.1 that is free now.
+free_port() {
+  if command -v python3 >/dev/null 2>&1; then
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+    return
+  fi
+  local port
+  for _ in $(seq 100); do
+    port=$(( (RANDOM % 20000) + 30000 ))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      echo "$port"
+      return
+    fi
+  done
+  die "no free port found"
+}
+
+# True when something accepts TCP connections on 127.0.0.1:$1.
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# True when the process in PID file $1 is alive.
+pid_alive() { [[ -f "$1" ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+# Stops the process in PID file $1 (TERM, then KILL after 10 s) and removes the file.
+stop_pid() {
+  local pidfile="$1" name="$2" pid
+  if ! [[ -f "$pidfile" ]]; then
+    return 0
+  fi
+  pid="$(cat "$pidfile")"
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 100); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+      log "$name (pid $pid) ignored TERM; killing it"
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+    log "stopped $name (pid $pid)"
+  fi
+  rm -f "$pidfile"
+}
