@@ -1,13 +1,23 @@
-//! `kshard`: the one binary. Today: `kshard offsets decode` (decode one
-//! `__consumer_offsets` record to JSON). The lag monitor (`kshard serve`) and the
-//! runtime's commands land on the same binary.
+//! `kshard`: the one binary.
+//!
+//! - `kshard offsets decode`: decode one `__consumer_offsets` record to JSON;
+//! - `kshard offsets dump`: read `__consumer_offsets` from a broker and print
+//!   every record as JSON lines;
+//! - `kshard loadgen`: write a realistic `__consumer_offsets` stream into a broker.
+//!
+//! The lag monitor (`kshard serve`) and the runtime's commands land here too.
 
+mod loadgen;
+mod offsets_dump;
 mod offsets_json;
 
 use std::io::Write;
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
+use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
+use kshard_kafka::{Admin, CONSUMER_OFFSETS_TOPIC, ClientSettings, RecordWriter, TopicSpec};
 
 /// Kafka consumer-lag monitor and runtime for stateful, highly-available consumers.
 #[derive(Debug, Parser)]
@@ -17,12 +27,28 @@ struct Cli {
     command: Command,
 }
 
+/// Where the brokers are.
+#[derive(Debug, Clone, clap::Args)]
+struct BrokerArgs {
+    /// Kafka bootstrap servers, `host:port[,host:port…]`.
+    #[arg(long, env = "KSHARD_BROKERS")]
+    brokers: String,
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Work with `__consumer_offsets` records.
     Offsets {
         #[command(subcommand)]
         command: OffsetsCommand,
+    },
+    /// Write a realistic `__consumer_offsets` stream into a broker (creating the
+    /// topic, 50 partitions and compacted, when it is missing).
+    Loadgen {
+        #[command(flatten)]
+        brokers: BrokerArgs,
+        #[command(flatten)]
+        shape: loadgen::LoadShape,
     },
 }
 
@@ -40,6 +66,16 @@ enum OffsetsCommand {
         #[arg(long)]
         value: Option<String>,
     },
+    /// Read `__consumer_offsets` from the earliest offset to the end of every
+    /// partition and print each record as a JSON line (with `partition` and
+    /// `offset`; malformed records with `error`).
+    Dump {
+        #[command(flatten)]
+        brokers: BrokerArgs,
+        /// Only these partitions (comma-separated); all by default.
+        #[arg(long, value_delimiter = ',')]
+        partitions: Vec<i32>,
+    },
 }
 
 /// Exit status for input that could not be decoded (the same as a usage error).
@@ -47,26 +83,71 @@ const EXIT_MALFORMED: u8 = 2;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {
-        Command::Offsets { command: OffsetsCommand::Decode { key, value } } => decode(&key, value.as_deref()),
+    let result = match cli.command {
+        Command::Offsets { command: OffsetsCommand::Decode { key, value } } => return decode(&key, value.as_deref()),
+        Command::Offsets { command: OffsetsCommand::Dump { brokers, partitions } } => dump(&brokers, &partitions),
+        Command::Loadgen { brokers, shape } => run_loadgen(&brokers, &shape),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("kshard: {e:#}");
+            ExitCode::FAILURE
+        }
     }
 }
 
 fn decode(key: &str, value: Option<&str>) -> ExitCode {
     match offsets_json::decode_hex(key, value) {
-        Ok(json) => {
-            let mut stdout = std::io::stdout().lock();
-            match writeln!(stdout, "{json}") {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("kshard: writing the output failed: {e}");
-                    ExitCode::FAILURE
-                }
+        Ok(json) => match writeln!(std::io::stdout().lock(), "{json}") {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("kshard: writing the output failed: {e}");
+                ExitCode::FAILURE
             }
-        }
+        },
         Err(e) => {
             eprintln!("kshard: {e:#}");
             ExitCode::from(EXIT_MALFORMED)
         }
     }
+}
+
+fn dump(brokers: &BrokerArgs, partitions: &[i32]) -> Result<()> {
+    let settings = ClientSettings::new(&brokers.brokers);
+    let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
+    let summary = offsets_dump::dump(&settings, partitions, &mut stdout)?;
+    stdout.flush().context("writing the output")?;
+    eprintln!("kshard: {} records, {} malformed", summary.records, summary.malformed);
+    Ok(())
+}
+
+fn run_loadgen(brokers: &BrokerArgs, shape: &loadgen::LoadShape) -> Result<()> {
+    let settings = ClientSettings::new(&brokers.brokers);
+    let admin = Admin::new(&settings, Duration::from_secs(30))?;
+    if admin.create_topic(&TopicSpec::consumer_offsets())? {
+        eprintln!("kshard: created {CONSUMER_OFFSETS_TOPIC} (50 partitions, compacted)");
+    }
+    let partitions = admin
+        .partition_count(CONSUMER_OFFSETS_TOPIC)?
+        .with_context(|| format!("{CONSUMER_OFFSETS_TOPIC} is missing on {}", settings.brokers))?;
+    let writer = RecordWriter::new(&settings)?;
+    let started = Instant::now();
+    let mut counts = std::collections::BTreeMap::new();
+    let mut bytes = 0usize;
+    for record in shape.records() {
+        let partition = kshard_kafka::offsets_partition_for(&record.group, partitions);
+        writer.send(CONSUMER_OFFSETS_TOPIC, partition, &record.key, record.value.as_deref())?;
+        *counts.entry(record.kind).or_insert(0u64) += 1;
+        bytes += record.key.len() + record.value.as_ref().map_or(0, Vec::len);
+    }
+    writer.flush(Duration::from_secs(300))?;
+    let total: u64 = counts.values().sum();
+    let secs = started.elapsed().as_secs_f64();
+    eprintln!(
+        "kshard: wrote {total} records ({:.1} MB) in {secs:.1} s ({:.0} records/s): {counts:?}",
+        bytes as f64 / 1e6,
+        total as f64 / secs.max(1e-9)
+    );
+    Ok(())
 }

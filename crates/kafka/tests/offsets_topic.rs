@@ -6,13 +6,13 @@
 //! The broker is the one in `KSHARD_BROKERS` (set by `scripts/test.sh`), or one
 //! this test starts with `scripts/broker.sh` and stops when it ends.
 
-mod support;
-
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use kshard_kafka::{Admin, CONSUMER_OFFSETS_TOPIC, PartitionReader, ReadEvent, RecordWriter, TopicSpec};
+use kshard_kafka::{
+    Admin, CONSUMER_OFFSETS_TOPIC, ClientSettings, PartitionReader, ReadEvent, RecordWriter, TopicSpec,
+};
 use kshard_offsets::*;
 
 fn offset_commit(group: &str, partition: i32, version: i16, offset: i64) -> Record<'static> {
@@ -161,14 +161,14 @@ fn group_of<'r>(record: &'r Record<'_>) -> Option<&'r str> {
 
 #[test]
 fn canonical_records_round_trip_through_the_broker() {
-    let broker = support::Broker::from_env_or_start();
-    let settings = broker.settings();
+    let broker = kshard_testkit::Broker::from_env_or_start();
+    let settings = ClientSettings::new(broker.brokers());
     let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin client");
     admin.create_topic(&TopicSpec::consumer_offsets()).expect("__consumer_offsets exists");
     let partitions = admin.partition_count(CONSUMER_OFFSETS_TOPIC).expect("metadata").expect("topic exists");
     assert_eq!(partitions, 50);
 
-    let prefix = support::unique_name("offsets-it");
+    let prefix = kshard_testkit::unique_name("offsets-it");
     let records = canonical_records(&prefix);
     // Share-group record keys are opaque here; route them by the group id they carry.
     let share_group = format!("{prefix}-kip848");

@@ -1,14 +1,17 @@
-//! Test support: the real broker, started by the project's own script when the
-//! environment does not name one.
+//! `kshard-testkit`: test support shared by the crates' integration tests.
+//!
+//! [`Broker`] is the real broker: the one `KSHARD_BROKERS` names (as
+//! `scripts/test.sh` sets it), or one started with `scripts/broker.sh` on
+//! 127.0.0.1 in a fresh state directory and stopped by PID when dropped. It is
+//! not a fake: integration tests run against the real thing.
 
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use kshard_kafka::ClientSettings;
-
 /// A broker to test against; stops it on drop when this process started it.
-pub(crate) struct Broker {
+#[derive(Debug)]
+pub struct Broker {
     brokers: String,
     /// The state directory of a broker this test started (stopped on drop).
     started: Option<PathBuf>,
@@ -20,7 +23,7 @@ fn repo_root() -> PathBuf {
 
 impl Broker {
     /// Uses `KSHARD_BROKERS`, or starts a broker with `scripts/broker.sh`.
-    pub(crate) fn from_env_or_start() -> Self {
+    pub fn from_env_or_start() -> Self {
         if let Ok(brokers) = std::env::var("KSHARD_BROKERS") {
             return Broker { brokers, started: None };
         }
@@ -40,9 +43,9 @@ impl Broker {
         Broker { brokers, started: Some(state) }
     }
 
-    /// Client settings for this broker.
-    pub(crate) fn settings(&self) -> ClientSettings {
-        ClientSettings::new(self.brokers.clone())
+    /// The bootstrap address, `127.0.0.1:PORT`.
+    pub fn brokers(&self) -> &str {
+        &self.brokers
     }
 }
 
@@ -57,7 +60,7 @@ impl Drop for Broker {
 }
 
 /// A name no other test run uses.
-pub(crate) fn unique_name(prefix: &str) -> String {
+pub fn unique_name(prefix: &str) -> String {
     let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
     format!("{prefix}-{}-{nanos}", std::process::id())
 }

@@ -1,0 +1,232 @@
+//! A realistic `__consumer_offsets` stream, generated deterministically: rounds of
+//! offset commits by N groups over M partitions (value versions v1, v3 and v4 mixed
+//! as across a fleet of old and new clients), each group's metadata with consumer
+//! members and their assignments, offset and group tombstones in the last round,
+//! and a few malformed records. Pure: it yields records, the caller writes them.
+
+use std::borrow::Cow;
+
+use kshard_offsets::{
+    Assignment, GroupMetadataKey, GroupMetadataValue, MemberMetadata, OffsetCommitKey, OffsetCommitValue, RecordKey,
+    RecordValue, Subscription, TopicPartitions,
+};
+
+/// The shape of the stream.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct LoadShape {
+    /// Number of consumer groups.
+    #[arg(long, default_value_t = 1000)]
+    pub(crate) groups: u32,
+    /// Partitions each group commits to (of its topic).
+    #[arg(long, default_value_t = 3)]
+    pub(crate) partitions: u32,
+    /// Rounds of commits: every group commits every partition once per round.
+    #[arg(long, default_value_t = 10)]
+    pub(crate) rounds: u32,
+    /// Number of distinct topics the groups consume.
+    #[arg(long, default_value_t = 20)]
+    pub(crate) topics: u32,
+    /// Malformed records to mix in (truncated offset-commit values).
+    #[arg(long, default_value_t = 3)]
+    pub(crate) malformed: u32,
+    /// Prefix of group names.
+    #[arg(long, default_value = "loadgen")]
+    pub(crate) prefix: String,
+}
+
+/// One record to write: its group (for partitioning) and its bytes.
+#[derive(Debug)]
+pub(crate) struct GeneratedRecord {
+    pub(crate) group: String,
+    pub(crate) key: Vec<u8>,
+    pub(crate) value: Option<Vec<u8>>,
+    pub(crate) kind: Kind,
+}
+
+/// What a generated record is, for the summary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Kind {
+    OffsetCommit,
+    GroupMetadata,
+    OffsetTombstone,
+    GroupTombstone,
+    Malformed,
+}
+
+impl LoadShape {
+    pub(crate) fn group_name(&self, g: u32) -> String {
+        format!("{}-group-{g:05}", self.prefix)
+    }
+
+    pub(crate) fn topic_name(&self, g: u32) -> String {
+        format!("{}-topic-{:03}", self.prefix, g % self.topics.max(1))
+    }
+
+    /// Every record of the stream, in write order.
+    pub(crate) fn records(&self) -> impl Iterator<Item = GeneratedRecord> + '_ {
+        (0..self.rounds).flat_map(move |round| self.round(round))
+    }
+
+    fn round(&self, round: u32) -> Vec<GeneratedRecord> {
+        let mut out = Vec::new();
+        let last = round + 1 == self.rounds;
+        for g in 0..self.groups {
+            let group = self.group_name(g);
+            let topic = self.topic_name(g);
+            if round.is_multiple_of(5) || last {
+                out.push(self.group_metadata(&group, &topic, round));
+            }
+            for p in 0..self.partitions {
+                out.push(self.offset_commit(&group, &topic, p, round, g));
+            }
+            if last && g % 10 == 9 {
+                // The group stopped consuming one partition: its offset is deleted.
+                out.push(encode(&group, Kind::OffsetTombstone, &offset_key(&group, &topic, 0), None));
+            }
+            if last && g % 50 == 49 {
+                // The group was deleted: Kafka writes offset tombstones, then the group's.
+                for p in 0..self.partitions {
+                    out.push(encode(&group, Kind::OffsetTombstone, &offset_key(&group, &topic, p as i32), None));
+                }
+                let key = RecordKey::GroupMetadata(GroupMetadataKey { group: Cow::Borrowed(&group) });
+                out.push(encode(&group, Kind::GroupTombstone, &key, None));
+            }
+        }
+        // Spread the malformed records over the rounds and groups.
+        if self.malformed > 0 && self.groups > 0 {
+            for m in 0..self.malformed {
+                if m % self.rounds.max(1) == round {
+                    let g = (m * 7919) % self.groups;
+                    let group = self.group_name(g);
+                    let mut key = Vec::new();
+                    offset_key(&group, &self.topic_name(g), 0).encode(&mut key);
+                    // Version 3 with the value cut off after the offset.
+                    let value = [0, 3, 0, 0, 0, 0, 0, 0, 0, 42].to_vec();
+                    out.push(GeneratedRecord { group, key, value: Some(value), kind: Kind::Malformed });
+                }
+            }
+        }
+        out
+    }
+
+    fn offset_commit(&self, group: &str, topic: &str, p: u32, round: u32, g: u32) -> GeneratedRecord {
+        let version = match (g + p + round) % 10 {
+            0 => 1,
+            1..=3 => 3,
+            _ => 4,
+        };
+        let offset = i64::from(round + 1) * 1_000 + i64::from(g % 97) * 10 + i64::from(p);
+        let value = RecordValue::OffsetCommit(OffsetCommitValue {
+            version,
+            offset,
+            leader_epoch: (version >= 3).then_some(0),
+            metadata: Cow::Borrowed(""),
+            commit_timestamp: 1_758_335_260_726 + i64::from(round) * 5_000,
+            expire_timestamp: (version == 1).then_some(-1),
+            topic_id: None,
+        });
+        encode(group, Kind::OffsetCommit, &offset_key(group, topic, p as i32), Some(&value))
+    }
+
+    fn group_metadata(&self, group: &str, topic: &str, round: u32) -> GeneratedRecord {
+        let members_count = self.partitions.clamp(1, 3);
+        let members = (0..members_count)
+            .map(|m| {
+                let mut subscription = Vec::new();
+                Subscription {
+                    version: 1,
+                    topics: vec![Cow::Borrowed(topic)],
+                    user_data: None,
+                    owned_partitions: Some(vec![]),
+                    generation_id: None,
+                    rack_id: None,
+                }
+                .encode(&mut subscription);
+                let mut assignment = Vec::new();
+                Assignment {
+                    version: 1,
+                    assigned_partitions: vec![TopicPartitions {
+                        topic: Cow::Borrowed(topic),
+                        partitions: (0..self.partitions).filter(|p| p % members_count == m).map(|p| p as i32).collect(),
+                    }],
+                    user_data: None,
+                }
+                .encode(&mut assignment);
+                MemberMetadata {
+                    member_id: Cow::Owned(format!("{group}-consumer-{m}-{round}")),
+                    group_instance_id: None,
+                    client_id: Cow::Owned(format!("{group}-consumer-{m}")),
+                    client_host: Cow::Borrowed("/127.0.0.1"),
+                    rebalance_timeout: Some(300_000),
+                    session_timeout: 45_000,
+                    subscription: subscription.into(),
+                    assignment: assignment.into(),
+                }
+            })
+            .collect();
+        let value = RecordValue::GroupMetadata(GroupMetadataValue {
+            version: 3,
+            protocol_type: Cow::Borrowed("consumer"),
+            generation: round as i32 + 1,
+            protocol: Some(Cow::Borrowed("range")),
+            leader: Some(Cow::Owned(format!("{group}-consumer-0-{round}"))),
+            current_state_timestamp: Some(1_758_335_260_726 + i64::from(round) * 5_000),
+            members,
+        });
+        let key = RecordKey::GroupMetadata(GroupMetadataKey { group: Cow::Borrowed(group) });
+        encode(group, Kind::GroupMetadata, &key, Some(&value))
+    }
+}
+
+fn offset_key<'a>(group: &'a str, topic: &'a str, partition: i32) -> RecordKey<'a> {
+    RecordKey::OffsetCommit {
+        key_version: 1,
+        key: OffsetCommitKey { group: Cow::Borrowed(group), topic: Cow::Borrowed(topic), partition },
+    }
+}
+
+fn encode(group: &str, kind: Kind, key: &RecordKey<'_>, value: Option<&RecordValue<'_>>) -> GeneratedRecord {
+    let mut k = Vec::new();
+    key.encode(&mut k);
+    let v = value.map(|v| {
+        let mut out = Vec::new();
+        v.encode(&mut out);
+        out
+    });
+    GeneratedRecord { group: group.to_owned(), key: k, value: v, kind }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kshard_offsets::Record;
+
+    fn shape() -> LoadShape {
+        LoadShape { groups: 100, partitions: 3, rounds: 5, topics: 4, malformed: 3, prefix: "t".into() }
+    }
+
+    #[test]
+    fn the_stream_has_the_promised_mix() {
+        let records: Vec<_> = shape().records().collect();
+        let count = |k| records.iter().filter(|r| r.kind == k).count();
+        assert_eq!(count(Kind::OffsetCommit), 100 * 3 * 5);
+        assert_eq!(count(Kind::GroupMetadata), 100 * 2); // rounds 0 and 4 (the last)
+        assert_eq!(count(Kind::Malformed), 3);
+        assert_eq!(count(Kind::GroupTombstone), 2);
+        assert_eq!(count(Kind::OffsetTombstone), 10 + 2 * 3);
+        let mut versions = std::collections::BTreeSet::new();
+        for r in &records {
+            let decoded = Record::decode(&r.key, r.value.as_deref());
+            match r.kind {
+                Kind::Malformed => assert!(decoded.is_err()),
+                _ => {
+                    let decoded = decoded.expect("generated records decode");
+                    if let Some(RecordValue::OffsetCommit(v)) = decoded.value {
+                        versions.insert(v.version);
+                    }
+                }
+            }
+        }
+        assert_eq!(versions.into_iter().collect::<Vec<_>>(), vec![1, 3, 4]);
+    }
+}

@@ -1,0 +1,71 @@
+//! `kshard offsets dump`: read `__consumer_offsets` from the earliest offset to
+//! the end of every partition and print each record as one JSON line, with its
+//! partition and offset. Malformed records are printed with their error, counted,
+//! and reading goes on.
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use kshard_kafka::{Admin, CONSUMER_OFFSETS_TOPIC, ClientSettings, PartitionReader, ReadEvent};
+use kshard_offsets::Record;
+use serde_json::{Map, Value};
+
+use crate::offsets_json::record_json;
+
+/// What a dump read.
+#[derive(Debug, Default)]
+pub(crate) struct DumpSummary {
+    pub(crate) records: u64,
+    pub(crate) malformed: u64,
+}
+
+/// Dumps the listed partitions (all when empty) to `out`.
+pub(crate) fn dump(settings: &ClientSettings, partitions: &[i32], out: &mut impl Write) -> Result<DumpSummary> {
+    let admin = Admin::new(settings, Duration::from_secs(30))?;
+    let count = admin
+        .partition_count(CONSUMER_OFFSETS_TOPIC)?
+        .with_context(|| format!("{CONSUMER_OFFSETS_TOPIC} does not exist on {}", settings.brokers))?;
+    let partitions: Vec<i32> = if partitions.is_empty() { (0..count).collect() } else { partitions.to_vec() };
+    let start: Vec<(i32, Option<i64>)> = partitions.iter().map(|&p| (p, None)).collect();
+    let reader = PartitionReader::new(settings, CONSUMER_OFFSETS_TOPIC, &start)?;
+    let mut pending: std::collections::BTreeSet<i32> = partitions.iter().copied().collect();
+    let mut summary = DumpSummary::default();
+    let mut last_progress = Instant::now();
+    while !pending.is_empty() {
+        match reader.poll(Duration::from_millis(500))? {
+            ReadEvent::Record(r) => {
+                summary.records += 1;
+                let mut line = Map::new();
+                line.insert("partition".into(), r.partition().into());
+                line.insert("offset".into(), r.offset().into());
+                match r.key().map(|k| Record::decode(k, r.value())) {
+                    Some(Ok(record)) => {
+                        if let Value::Object(fields) = record_json(&record)? {
+                            line.extend(fields);
+                        }
+                    }
+                    Some(Err(e)) => {
+                        summary.malformed += 1;
+                        line.insert("error".into(), e.to_string().into());
+                    }
+                    None => {
+                        summary.malformed += 1;
+                        line.insert("error".into(), "record has a null key".into());
+                    }
+                }
+                writeln!(out, "{}", Value::Object(line)).context("writing the output")?;
+            }
+            ReadEvent::EndOfPartition { partition, .. } => {
+                pending.remove(&partition);
+            }
+            ReadEvent::Idle => {
+                if last_progress.elapsed() > Duration::from_secs(5) {
+                    eprintln!("kshard: waiting for the end of {} partitions: {:?}", pending.len(), pending);
+                    last_progress = Instant::now();
+                }
+            }
+        }
+    }
+    Ok(summary)
+}

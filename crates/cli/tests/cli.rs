@@ -1,0 +1,137 @@
+//! The `kshard` binary as a user runs it: `offsets decode` (no broker needed),
+//! and `loadgen` then `offsets dump` against the real broker.
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn kshard(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kshard")).args(args).output().expect("kshard runs")
+}
+
+fn json(out: &Output) -> Value {
+    assert!(out.status.success(), "kshard failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("stdout is one JSON object")
+}
+
+#[test]
+fn decode_prints_the_v4_offset_commit_of_architecture_md() {
+    let out = kshard(&[
+        "offsets",
+        "decode",
+        "--key",
+        "000100026731000274310000000a",
+        "--value",
+        "0004000000000021d4a8ffffffff010000019964f2d83600",
+    ]);
+    let v = json(&out);
+    assert_eq!(v["record_type"], "offset_commit");
+    assert_eq!(v["key_version"], 1);
+    assert_eq!((v["group"].as_str(), v["topic"].as_str(), v["partition"].as_i64()), (Some("g1"), Some("t1"), Some(10)));
+    let value = &v["value"];
+    assert_eq!(value["version"], 4);
+    assert_eq!(value["offset"], 2_217_128);
+    assert_eq!(value["leader_epoch"], -1);
+    assert_eq!(value["metadata"], "");
+    assert_eq!(value["commit_timestamp"], 1_758_335_260_726_i64);
+    assert!(value["expire_timestamp"].is_null());
+    assert!(value["topic_id"].is_null());
+    // Keys come in the documented order: record_type, key_version, key fields, value.
+    let keys: Vec<&String> = v.as_object().expect("object").keys().collect();
+    assert_eq!(keys, ["record_type", "key_version", "group", "topic", "partition", "value"]);
+}
+
+#[test]
+fn decode_shows_group_members_with_their_consumer_protocol() {
+    // GroupMetadataValue v1 for group "g": one member subscribed to "t" (v0) and
+    // assigned t/0 (v0); hand-assembled from the schemas.
+    let sub = "0000 00000001 0001 74 ffffffff";
+    let asg = "0000 00000001 0001 74 00000001 00000000 ffffffff";
+    let hex = |s: &str| s.replace(' ', "");
+    let value = format!(
+        "0001 0008 {} 00000002 0005 {} 0001 6d 00000001 0001 6d 0001 63 0001 68 000493e0 0000ea60 {:08x}{} {:08x}{}",
+        hex::encode("consumer"),
+        hex::encode("range"),
+        hex(sub).len() / 2,
+        hex(sub),
+        hex(asg).len() / 2,
+        hex(asg),
+    );
+    let v = json(&kshard(&["offsets", "decode", "--key", "0002000167", "--value", &hex(&value)]));
+    assert_eq!(v["record_type"], "group_metadata");
+    assert_eq!(v["group"], "g");
+    let value = &v["value"];
+    assert_eq!((value["protocol_type"].as_str(), value["protocol"].as_str()), (Some("consumer"), Some("range")));
+    assert_eq!(value["current_state_timestamp"], Value::Null);
+    let member = &value["members"][0];
+    assert_eq!(member["member_id"], "m");
+    assert_eq!(member["rebalance_timeout"], 300_000);
+    assert_eq!(member["session_timeout"], 60_000);
+    assert_eq!(member["subscription"]["topics"][0], "t");
+    assert_eq!(member["assignment"]["assigned_partitions"][0]["topic"], "t");
+    assert_eq!(member["assignment"]["assigned_partitions"][0]["partitions"][0], 0);
+}
+
+#[test]
+fn decode_of_a_tombstone_and_an_unknown_type_exits_zero() {
+    let v = json(&kshard(&["offsets", "decode", "--key", "0002000167"]));
+    assert_eq!(v["record_type"], "group_metadata");
+    assert!(v["value"].is_null());
+    let v = json(&kshard(&["offsets", "decode", "--key", "0063abcd", "--value", "0000ff"]));
+    assert_eq!(v["record_type"], "unknown");
+    assert_eq!(v["key_version"], 99);
+    assert_eq!(v["value"]["version"], 0);
+}
+
+#[test]
+fn malformed_input_exits_2_with_the_error_on_stderr() {
+    let out = kshard(&["offsets", "decode", "--key", "000100026731000274310000000a", "--value", "0003000000000000"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("value: field `offset` at byte 2"), "{err}");
+    let out = kshard(&["offsets", "decode", "--key", "not hex"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn loadgen_then_dump_reads_every_record_back() {
+    let broker = kshard_testkit::Broker::from_env_or_start();
+    let prefix = kshard_testkit::unique_name("cli-it");
+    let out = kshard(&[
+        "loadgen",
+        "--brokers",
+        broker.brokers(),
+        "--groups",
+        "20",
+        "--partitions",
+        "2",
+        "--rounds",
+        "3",
+        "--topics",
+        "2",
+        "--malformed",
+        "2",
+        "--prefix",
+        &prefix,
+    ]);
+    assert!(out.status.success(), "loadgen failed: {}", String::from_utf8_lossy(&out.stderr));
+    let out = kshard(&["offsets", "dump", "--brokers", broker.brokers()]);
+    assert!(out.status.success(), "dump failed: {}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .filter(|v: &Value| {
+            v["group"].as_str().is_some_and(|g| g.starts_with(&prefix))
+                || v["error"].is_string() && v["partition"].is_i64()
+        })
+        .collect();
+    let ours = |kind: &str| lines.iter().filter(|v| v["record_type"] == kind).count();
+    // 20 groups × 2 partitions × 3 rounds of commits, plus 2 offset tombstones.
+    assert_eq!(ours("offset_commit"), 20 * 2 * 3 + 2);
+    // Group metadata in rounds 0 and 2 (the last).
+    assert_eq!(ours("group_metadata"), 20 * 2);
+    let malformed: Vec<&Value> = lines.iter().filter(|v| v["error"].is_string()).collect();
+    assert!(malformed.len() >= 2, "the two malformed records are reported: {malformed:?}");
+    assert!(malformed.iter().all(|v| v["offset"].is_i64()));
+}
