@@ -67,8 +67,8 @@ enum OffsetsCommand {
         value: Option<String>,
     },
     /// Read `__consumer_offsets` from the earliest offset to the end of every
-    /// partition and print each record as a JSON line (with `partition` and
-    /// `offset`; malformed records with `error`).
+    /// partition and print each record as a JSON line (with `log_partition` and
+    /// `log_offset`; malformed records with `error`).
     Dump {
         #[command(flatten)]
         brokers: BrokerArgs,

@@ -1,6 +1,6 @@
 //! `kshard offsets dump`: read `__consumer_offsets` from the earliest offset to
 //! the end of every partition and print each record as one JSON line, with its
-//! partition and offset. Malformed records are printed with their error, counted,
+//! position in the log (`log_partition`, `log_offset`). Malformed records are printed with their error, counted,
 //! and reading goes on.
 
 use std::io::Write;
@@ -37,8 +37,9 @@ pub(crate) fn dump(settings: &ClientSettings, partitions: &[i32], out: &mut impl
             ReadEvent::Record(r) => {
                 summary.records += 1;
                 let mut line = Map::new();
-                line.insert("partition".into(), r.partition().into());
-                line.insert("offset".into(), r.offset().into());
+                // Named apart from the key's own `partition` (the committed topic's).
+                line.insert("log_partition".into(), r.partition().into());
+                line.insert("log_offset".into(), r.offset().into());
                 match r.key().map(|k| Record::decode(k, r.value())) {
                     Some(Ok(record)) => {
                         if let Value::Object(fields) = record_json(&record)? {

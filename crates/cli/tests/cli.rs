@@ -123,7 +123,7 @@ fn loadgen_then_dump_reads_every_record_back() {
         .map(|l| serde_json::from_str(l).expect("each line is JSON"))
         .filter(|v: &Value| {
             v["group"].as_str().is_some_and(|g| g.starts_with(&prefix))
-                || v["error"].is_string() && v["partition"].is_i64()
+                || v["error"].is_string() && v["log_partition"].is_i64()
         })
         .collect();
     let ours = |kind: &str| lines.iter().filter(|v| v["record_type"] == kind).count();
@@ -133,5 +133,5 @@ fn loadgen_then_dump_reads_every_record_back() {
     assert_eq!(ours("group_metadata"), 20 * 2);
     let malformed: Vec<&Value> = lines.iter().filter(|v| v["error"].is_string()).collect();
     assert!(malformed.len() >= 2, "the two malformed records are reported: {malformed:?}");
-    assert!(malformed.iter().all(|v| v["offset"].is_i64()));
+    assert!(malformed.iter().all(|v| v["log_offset"].is_i64()));
 }
