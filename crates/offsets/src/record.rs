@@ -269,7 +269,12 @@ impl<'a> Record<'a> {
         self.value.is_none()
     }
 
-    /// Encodes the record into key bytes and value bytes (`None` for a tombstone).
+    /// Encodes the record into key bytes and value bytes (`None` for a tombstone),
+    /// each in the layout of its version.
+    ///
+    /// # Panics
+    /// When a string, bytes or array is too long for its version's layout (e.g. a
+    /// string over 32,767 bytes in a classic layout).
     pub fn encode(&self) -> (Vec<u8>, Option<Vec<u8>>) {
         let mut key = Vec::new();
         self.key.encode(&mut key);

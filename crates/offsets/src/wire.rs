@@ -282,14 +282,20 @@ impl<'v> Writer<'v> {
     }
 
     /// Writes a length prefix; `None` is null.
+    ///
+    /// # Panics
+    /// When `len` does not fit the prefix (a string over 32,767 bytes in a classic
+    /// layout): the encoder's input comes from this process (tests, load
+    /// generation), and writing a wrong length would corrupt the record silently.
     fn length(&mut self, len: Option<usize>, flexible: bool, wide: bool) {
+        const TOO_LONG: &str = "length does not fit the record's layout";
         match (len, flexible, wide) {
             (None, true, _) => self.uvarint(0),
-            (Some(n), true, _) => self.uvarint(u32::try_from(n + 1).unwrap_or(u32::MAX)),
+            (Some(n), true, _) => self.uvarint(u32::try_from(n + 1).expect(TOO_LONG)),
             (None, false, true) => self.i32(-1),
-            (Some(n), false, true) => self.i32(i32::try_from(n).unwrap_or(i32::MAX)),
+            (Some(n), false, true) => self.i32(i32::try_from(n).expect(TOO_LONG)),
             (None, false, false) => self.i16(-1),
-            (Some(n), false, false) => self.i16(i16::try_from(n).unwrap_or(i16::MAX)),
+            (Some(n), false, false) => self.i16(i16::try_from(n).expect(TOO_LONG)),
         }
     }
 
@@ -341,10 +347,10 @@ impl<'v> Writer<'v> {
 
     /// Writes tagged fields: each `(tag, data)` in ascending tag order.
     pub(crate) fn tagged_fields(&mut self, fields: &[(u32, Vec<u8>)]) {
-        self.uvarint(fields.len() as u32);
+        self.uvarint(u32::try_from(fields.len()).expect("tagged field count fits u32"));
         for (tag, data) in fields {
             self.uvarint(*tag);
-            self.uvarint(data.len() as u32);
+            self.uvarint(u32::try_from(data.len()).expect("tagged field size fits u32"));
             self.out.extend_from_slice(data);
         }
     }
