@@ -124,6 +124,21 @@ fn decode(c: &mut Criterion) {
             offsets
         })
     });
+    let commits: Vec<_> = records.iter().filter(|(k, v)| k[1] == 1 && v.is_some()).cloned().collect();
+    group.throughput(Throughput::Elements(commits.len() as u64));
+    group.bench_function("offset_commits_only", |b| {
+        b.iter(|| {
+            let mut offsets = 0i64;
+            for (key, value) in &commits {
+                if let Ok(Record { value: Some(RecordValue::OffsetCommit(v)), .. }) =
+                    Record::decode(black_box(key), black_box(value.as_deref()))
+                {
+                    offsets = offsets.wrapping_add(v.offset);
+                }
+            }
+            offsets
+        })
+    });
     group.finish();
 }
 
