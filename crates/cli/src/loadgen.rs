@@ -132,18 +132,8 @@ impl LoadShape {
         let members_count = self.partitions.clamp(1, 3);
         let members = (0..members_count)
             .map(|m| {
-                let mut subscription = Vec::new();
-                Subscription {
-                    version: 1,
-                    topics: vec![Cow::Borrowed(topic)],
-                    user_data: None,
-                    owned_partitions: Some(vec![]),
-                    generation_id: None,
-                    rack_id: None,
-                }
-                .encode(&mut subscription);
-                let mut assignment = Vec::new();
-                Assignment {
+                let subscription = Subscription::to_topics(1, vec![Cow::Borrowed(topic)]).to_bytes();
+                let assignment = Assignment {
                     version: 1,
                     assigned_partitions: vec![TopicPartitions {
                         topic: Cow::Borrowed(topic),
@@ -151,7 +141,7 @@ impl LoadShape {
                     }],
                     user_data: None,
                 }
-                .encode(&mut assignment);
+                .to_bytes();
                 MemberMetadata {
                     member_id: Cow::Owned(format!("{group}-consumer-{m}-{round}")),
                     group_instance_id: None,

@@ -34,23 +34,13 @@ fn offset_commit(group: &str, partition: i32, version: i16, offset: i64) -> Reco
 }
 
 fn group_metadata(group: &str, version: i16) -> Record<'static> {
-    let mut subscription = Vec::new();
-    Subscription {
-        version: 1,
-        topics: vec!["orders".into()],
-        user_data: None,
-        owned_partitions: Some(vec![]),
-        generation_id: None,
-        rack_id: None,
-    }
-    .encode(&mut subscription);
-    let mut assignment = Vec::new();
-    Assignment {
+    let subscription = Subscription::to_topics(1, vec!["orders".into()]).to_bytes();
+    let assignment = Assignment {
         version: 0,
         assigned_partitions: vec![TopicPartitions { topic: "orders".into(), partitions: vec![0, 1, 2] }],
         user_data: None,
     }
-    .encode(&mut assignment);
+    .to_bytes();
     Record {
         key: RecordKey::GroupMetadata(GroupMetadataKey { group: group.to_owned().into() }),
         value: Some(RecordValue::GroupMetadata(GroupMetadataValue {

@@ -75,6 +75,25 @@ fn version(r: &mut Reader<'_>, record: &'static str) -> Result<i16> {
 }
 
 impl<'a> Subscription<'a> {
+    /// A subscription to `topics` in `version`'s layout, with that version's
+    /// defaults: no user data, no owned partitions, generation -1, no rack.
+    pub fn to_topics(version: i16, topics: Vec<Cow<'a, str>>) -> Self {
+        Subscription {
+            version,
+            topics,
+            user_data: None,
+            owned_partitions: (version >= 1).then(Vec::new),
+            generation_id: (version >= 2).then_some(-1),
+            rack_id: None,
+        }
+    }
+
+    /// The encoded subscription.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.encode(&mut out);
+        out
+    }
     /// Decodes a subscription from a member's protocol metadata.
     pub fn decode(bytes: &'a [u8]) -> std::result::Result<Self, DecodeError> {
         let r = &mut Reader::new(bytes);
@@ -120,6 +139,12 @@ impl<'a> Subscription<'a> {
 }
 
 impl<'a> Assignment<'a> {
+    /// The encoded assignment.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.encode(&mut out);
+        out
+    }
     /// Decodes an assignment from a member's assignment bytes.
     pub fn decode(bytes: &'a [u8]) -> std::result::Result<Self, DecodeError> {
         let r = &mut Reader::new(bytes);
