@@ -1,0 +1,313 @@
+//! [`GroupOffsets`]: what one partition of `__consumer_offsets` says about the
+//! groups whose records it holds — each group's committed offsets and metadata.
+//!
+//! Kafka keeps all of a group's records in one partition (`abs(hash(group)) % 50`),
+//! so each partition is an independent unit of state with its own position; the
+//! units are merged only when metrics are read. That independence is what lets a
+//! unit become a shard of the runtime later. Pure: no I/O, no clock.
+//!
+//! Semantics follow Kafka's group coordinator when it loads the log: an offset
+//! tombstone deletes that partition's offset; a group tombstone deletes the
+//! group's metadata, and the group disappears once it has neither metadata nor
+//! offsets (Kafka also keeps offsets of a group whose metadata was deleted).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use kshard_offsets::{DecodeError, GroupMetadataValue, OffsetCommitValue, Record, RecordKey, RecordType, RecordValue};
+
+use crate::names::Names;
+
+/// A topic and partition, the topic name interned.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TopicPartition {
+    /// The topic.
+    pub topic: Arc<str>,
+    /// The partition.
+    pub partition: i32,
+}
+
+/// The last offset a group committed for one partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommittedOffset {
+    /// The next offset the group will read.
+    pub offset: i64,
+    /// When it was committed, in ms since the epoch.
+    pub commit_timestamp: i64,
+    /// The leader epoch of the last consumed record, -1 when unknown.
+    pub leader_epoch: i32,
+    /// The client's metadata string, `None` when empty (the usual case).
+    pub metadata: Option<Box<str>>,
+}
+
+/// A member of a group, as the group's metadata lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    /// The member id.
+    pub member_id: Box<str>,
+    /// The static membership id, if any.
+    pub group_instance_id: Option<Box<str>>,
+    /// The client id.
+    pub client_id: Box<str>,
+    /// The client host.
+    pub client_host: Box<str>,
+    /// The partitions assigned to the member, by topic (consumer protocol only).
+    pub assignment: Vec<(Arc<str>, Vec<i32>)>,
+}
+
+/// A group's metadata.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupInfo {
+    /// `consumer`, `connect`, … (`consumer` for KIP-848 groups).
+    pub protocol_type: Arc<str>,
+    /// The assignment protocol (`range`, `uniform`, …), when chosen.
+    pub protocol: Option<Arc<str>>,
+    /// The generation (the group epoch for KIP-848 groups).
+    pub generation: i32,
+    /// When the group last changed state, in ms, when known.
+    pub state_timestamp: Option<i64>,
+    /// The members.
+    pub members: Vec<Member>,
+}
+
+impl GroupInfo {
+    /// The group's state as far as the log tells: `Empty` without members, else
+    /// `Stable` (the log does not record rebalances in progress).
+    pub fn state(&self) -> &'static str {
+        if self.members.is_empty() { "Empty" } else { "Stable" }
+    }
+}
+
+/// Everything known about one group.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Group {
+    /// Committed offsets by topic-partition.
+    pub offsets: HashMap<TopicPartition, CommittedOffset>,
+    /// The group's metadata, when the log has it.
+    pub info: Option<GroupInfo>,
+    /// Offset commits applied for this group since kshard started reading.
+    pub commits: u64,
+}
+
+impl Group {
+    fn is_empty(&self) -> bool {
+        self.offsets.is_empty() && self.info.is_none()
+    }
+}
+
+/// What applying one record did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    /// An offset was committed.
+    OffsetCommitted,
+    /// An offset was deleted (tombstone).
+    OffsetDeleted,
+    /// A group's metadata was set.
+    GroupMetadata,
+    /// A group's metadata was deleted (tombstone).
+    GroupDeleted,
+    /// A KIP-848 member was added, changed or removed.
+    ConsumerGroupMember,
+    /// A record kshard does not need (assignments, share and streams groups, …).
+    Ignored(RecordType),
+}
+
+/// Why a record was skipped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Skipped {
+    /// The record has no key.
+    NullKey,
+    /// The key or value did not decode.
+    Malformed(DecodeError),
+}
+
+impl Skipped {
+    /// A short, bounded label for metrics (`null_key`, `malformed_key`, `malformed_value`).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Skipped::NullKey => "null_key",
+            Skipped::Malformed(e) if e.part == kshard_offsets::Part::Key => "malformed_key",
+            Skipped::Malformed(_) => "malformed_value",
+        }
+    }
+}
+
+/// The groups of one `__consumer_offsets` partition.
+#[derive(Debug, Default)]
+pub struct GroupOffsets {
+    groups: HashMap<Arc<str>, Group>,
+    names: Names,
+    /// The next offset to read from this partition (`None` before the first record).
+    next_offset: Option<i64>,
+}
+
+impl GroupOffsets {
+    /// Applies the record at `offset` given as raw bytes; a record that does not
+    /// decode is skipped, and the position still moves past it.
+    pub fn apply_bytes(&mut self, offset: i64, key: Option<&[u8]>, value: Option<&[u8]>) -> Result<Applied, Skipped> {
+        self.next_offset = Some(offset + 1);
+        let key = key.ok_or(Skipped::NullKey)?;
+        let record = Record::decode(key, value).map_err(Skipped::Malformed)?;
+        Ok(self.apply(&record))
+    }
+
+    /// Applies a decoded record.
+    pub fn apply(&mut self, record: &Record<'_>) -> Applied {
+        match (&record.key, &record.value) {
+            (RecordKey::OffsetCommit { key, .. }, Some(RecordValue::OffsetCommit(v))) => {
+                let tp = TopicPartition { topic: self.names.intern(&key.topic), partition: key.partition };
+                let group = self.group_mut(&key.group);
+                group.offsets.insert(tp, committed(v));
+                group.commits += 1;
+                Applied::OffsetCommitted
+            }
+            (RecordKey::OffsetCommit { key, .. }, None) => {
+                if let Some(group) = self.groups.get_mut(&*key.group) {
+                    group.offsets.retain(|tp, _| !(tp.partition == key.partition && *tp.topic == *key.topic));
+                }
+                self.remove_if_empty(&key.group);
+                Applied::OffsetDeleted
+            }
+            (RecordKey::GroupMetadata(key), Some(RecordValue::GroupMetadata(v))) => {
+                let info = self.group_info(v);
+                self.group_mut(&key.group).info = Some(info);
+                Applied::GroupMetadata
+            }
+            (RecordKey::GroupMetadata(key), None) => {
+                if let Some(group) = self.groups.get_mut(&*key.group) {
+                    group.info = None;
+                }
+                self.remove_if_empty(&key.group);
+                Applied::GroupDeleted
+            }
+            (RecordKey::ConsumerGroupMetadata(key), Some(RecordValue::ConsumerGroupMetadata(v))) => {
+                let protocol_type = self.names.intern("consumer");
+                let group = self.group_mut(&key.group_id);
+                let info = group.info.get_or_insert_with(|| GroupInfo {
+                    protocol_type,
+                    protocol: None,
+                    generation: v.epoch,
+                    state_timestamp: None,
+                    members: Vec::new(),
+                });
+                info.generation = v.epoch;
+                Applied::GroupMetadata
+            }
+            (RecordKey::ConsumerGroupMetadata(key), None) => {
+                if let Some(group) = self.groups.get_mut(&*key.group_id) {
+                    group.info = None;
+                }
+                self.remove_if_empty(&key.group_id);
+                Applied::GroupDeleted
+            }
+            (RecordKey::ConsumerGroupMemberMetadata(key), value) => {
+                let protocol_type = self.names.intern("consumer");
+                let group = self.group_mut(&key.group_id);
+                let info = group.info.get_or_insert_with(|| GroupInfo {
+                    protocol_type,
+                    protocol: None,
+                    generation: 0,
+                    state_timestamp: None,
+                    members: Vec::new(),
+                });
+                info.members.retain(|m| *m.member_id != *key.member_id);
+                if let Some(RecordValue::ConsumerGroupMemberMetadata(m)) = value {
+                    info.members.push(Member {
+                        member_id: key.member_id.as_ref().into(),
+                        group_instance_id: m.instance_id.as_deref().map(Into::into),
+                        client_id: m.client_id.as_ref().into(),
+                        client_host: m.client_host.as_ref().into(),
+                        assignment: Vec::new(),
+                    });
+                }
+                Applied::ConsumerGroupMember
+            }
+            (key, _) => Applied::Ignored(key.record_type()),
+        }
+    }
+
+    fn group_mut(&mut self, name: &str) -> &mut Group {
+        if !self.groups.contains_key(name) {
+            let name = self.names.intern(name);
+            self.groups.insert(name, Group::default());
+        }
+        // Just inserted when missing.
+        self.groups.get_mut(name).expect("group present")
+    }
+
+    fn remove_if_empty(&mut self, name: &str) {
+        if self.groups.get(name).is_some_and(Group::is_empty) {
+            self.groups.remove(name);
+        }
+    }
+
+    fn group_info(&mut self, v: &GroupMetadataValue<'_>) -> GroupInfo {
+        let consumer = v.is_consumer_protocol();
+        let members = v
+            .members
+            .iter()
+            .map(|m| {
+                // Members' assignment bytes come from clients and are not checked by
+                // the broker: bytes that do not decode leave the assignment empty.
+                let assignment = match (consumer, m.consumer_assignment()) {
+                    (true, Ok(Some(a))) => a
+                        .assigned_partitions
+                        .iter()
+                        .map(|tp| (self.names.intern(&tp.topic), tp.partitions.clone()))
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                Member {
+                    member_id: m.member_id.as_ref().into(),
+                    group_instance_id: m.group_instance_id.as_deref().map(Into::into),
+                    client_id: m.client_id.as_ref().into(),
+                    client_host: m.client_host.as_ref().into(),
+                    assignment,
+                }
+            })
+            .collect();
+        GroupInfo {
+            protocol_type: self.names.intern(&v.protocol_type),
+            protocol: v.protocol.as_deref().map(|p| self.names.intern(p)),
+            generation: v.generation,
+            state_timestamp: v.current_state_timestamp,
+            members,
+        }
+    }
+
+    /// Drops interned names nothing refers to any more; call now and then.
+    pub fn sweep_names(&mut self) -> usize {
+        self.names.sweep()
+    }
+
+    /// The groups, by name.
+    pub fn groups(&self) -> &HashMap<Arc<str>, Group> {
+        &self.groups
+    }
+
+    /// The next offset to read from this partition, once something was read.
+    pub fn next_offset(&self) -> Option<i64> {
+        self.next_offset
+    }
+
+    /// Moves the position without a record (control records, compacted gaps).
+    pub fn advance_to(&mut self, next_offset: i64) {
+        if self.next_offset.is_none_or(|n| n < next_offset) {
+            self.next_offset = Some(next_offset);
+        }
+    }
+
+    /// Number of (group, topic-partition) offsets held.
+    pub fn offset_count(&self) -> usize {
+        self.groups.values().map(|g| g.offsets.len()).sum()
+    }
+}
+
+fn committed(v: &OffsetCommitValue<'_>) -> CommittedOffset {
+    CommittedOffset {
+        offset: v.offset,
+        commit_timestamp: v.commit_timestamp,
+        leader_epoch: v.leader_epoch.unwrap_or(-1),
+        metadata: (!v.metadata.is_empty()).then(|| v.metadata.as_ref().into()),
+    }
+}

@@ -1,0 +1,25 @@
+//! `kshard-lag`: the consumer-lag application.
+//!
+//! The state is one [`GroupOffsets`] unit per `__consumer_offsets` partition
+//! (committed offsets and metadata of the groups whose records that partition
+//! holds), merged only when read; [`CatchUp`] knows when the reader has caught up;
+//! [`Watermarks`] hold the topics' watermarks; [`Monitor`] ties them together for
+//! the reader and the readers of metrics; [`Metrics`] renders Prometheus text.
+//! Everything here is free of Kafka I/O: the service that feeds it lives in
+//! [`service`].
+
+mod catch_up;
+mod filter;
+mod group_offsets;
+mod metrics;
+mod monitor;
+mod names;
+mod watermarks;
+
+pub use catch_up::{CatchUp, PartitionProgress, Progress};
+pub use filter::NameFilter;
+pub use group_offsets::{Applied, CommittedOffset, Group, GroupInfo, GroupOffsets, Member, Skipped, TopicPartition};
+pub use metrics::{Metrics, SelfTimings};
+pub use monitor::{Granularity, Monitor, MonitorSettings, ReadCounters, SkippedRecord};
+pub use names::Names;
+pub use watermarks::{Watermark, Watermarks, lag};

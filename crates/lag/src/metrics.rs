@@ -1,0 +1,337 @@
+//! Prometheus metrics, computed from the monitor's state at each scrape.
+//!
+//! Names follow kminion's, so existing dashboards work; the prefix is the
+//! configured namespace (`kminion` gives kminion's exact names). Group series
+//! appear only once the monitor has caught up: before that they would show
+//! offsets from the past as if they were current.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::Registry;
+
+use crate::monitor::{Granularity, Monitor};
+use crate::watermarks::lag;
+
+/// Durations the exporter measures about itself.
+#[derive(Debug, Default)]
+pub struct SelfTimings {
+    /// How long the last watermark refresh took.
+    pub watermark_refresh: Mutex<Option<Duration>>,
+    /// How long the last `/metrics` render took.
+    pub render: Mutex<Option<Duration>>,
+}
+
+/// Renders `/metrics` for a monitor.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    timings: Arc<SelfTimings>,
+}
+
+impl Metrics {
+    /// Metrics for `monitor`, every name prefixed with `namespace_`.
+    pub fn new(namespace: &str, monitor: Arc<Monitor>, timings: Arc<SelfTimings>) -> Self {
+        let mut registry = Registry::with_prefix(namespace);
+        registry.register_collector(Box::new(LagCollector { monitor, timings: Arc::clone(&timings) }));
+        Metrics { registry, timings }
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> Result<String, std::fmt::Error> {
+        let started = Instant::now();
+        let mut out = String::with_capacity(1 << 16);
+        prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry)?;
+        *self.timings.render.lock().unwrap_or_else(PoisonError::into_inner) = Some(started.elapsed());
+        Ok(out)
+    }
+}
+
+#[derive(Debug)]
+struct LagCollector {
+    monitor: Arc<Monitor>,
+    timings: Arc<SelfTimings>,
+}
+
+fn gauge(encoder: &mut DescriptorEncoder<'_>, name: &str, help: &str, value: i64) -> Result<(), std::fmt::Error> {
+    let g = ConstGauge::new(value);
+    g.encode(encoder.encode_descriptor(name, help, None, MetricType::Gauge)?)
+}
+
+fn counter(encoder: &mut DescriptorEncoder<'_>, name: &str, help: &str, value: u64) -> Result<(), std::fmt::Error> {
+    let c = ConstCounter::new(value);
+    c.encode(encoder.encode_descriptor(name, help, None, MetricType::Counter)?)
+}
+
+/// Per group and topic, what the group's members are assigned.
+#[derive(Default)]
+struct TopicAssignment {
+    members: i64,
+    partitions: i64,
+}
+
+impl Collector for LagCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let m = &self.monitor;
+        let counters = m.counters();
+        gauge(&mut encoder, "exporter_up", "1 while the exporter runs.", 1)?;
+        counter(
+            &mut encoder,
+            "exporter_offset_consumer_records_consumed",
+            "Records read from __consumer_offsets.",
+            counters.records.load(Ordering::Relaxed),
+        )?;
+        {
+            let skipped = [
+                ("null_key", counters.null_key.load(Ordering::Relaxed)),
+                ("malformed_key", counters.malformed_key.load(Ordering::Relaxed)),
+                ("malformed_value", counters.malformed_value.load(Ordering::Relaxed)),
+                ("unknown_type", counters.unknown_type.load(Ordering::Relaxed)),
+            ];
+            let mut family = encoder.encode_descriptor(
+                "offsets_records_skipped",
+                "Records of __consumer_offsets skipped, by reason.",
+                None,
+                MetricType::Counter,
+            )?;
+            for (reason, n) in skipped {
+                ConstCounter::new(n).encode(family.encode_family(&[("reason", reason)])?)?;
+            }
+        }
+        let progress = m.progress();
+        gauge(&mut encoder, "catchup_ready", "1 once caught up with __consumer_offsets.", i64::from(progress.ready))?;
+        gauge(
+            &mut encoder,
+            "catchup_offsets_remaining",
+            "Offsets of __consumer_offsets left to read to catch up.",
+            progress.offsets_remaining,
+        )?;
+        gauge(
+            &mut encoder,
+            "catchup_partitions_caught_up",
+            "Partitions of __consumer_offsets caught up.",
+            progress.partitions_caught_up as i64,
+        )?;
+        let timings = [
+            ("watermark_refresh_duration_seconds", "Duration of the last watermark refresh.", &self.timings.watermark_refresh),
+            ("metrics_render_duration_seconds", "Duration of the previous /metrics render.", &self.timings.render),
+        ];
+        for (name, help, timing) in timings {
+            if let Some(d) = *timing.lock().unwrap_or_else(PoisonError::into_inner) {
+                let g = ConstGauge::new(d.as_secs_f64());
+                g.encode(encoder.encode_descriptor(name, help, None, MetricType::Gauge)?)?;
+            }
+        }
+
+        let watermarks = m.watermarks();
+        {
+            let mut high = encoder.encode_descriptor(
+                "kafka_topic_partition_high_water_mark",
+                "High watermark of a partition of a topic some group committed to.",
+                None,
+                MetricType::Gauge,
+            )?;
+            for (topic, partitions) in watermarks.topics() {
+                for (p, w) in partitions.iter().enumerate() {
+                    if let Some(w) = w {
+                        ConstGauge::new(w.high).encode(high.encode_family(&[("topic_name", topic), ("partition_id", &p.to_string())])?)?;
+                    }
+                }
+            }
+        }
+        {
+            let mut low = encoder.encode_descriptor(
+                "kafka_topic_partition_low_water_mark",
+                "Low watermark of a partition of a topic some group committed to.",
+                None,
+                MetricType::Gauge,
+            )?;
+            for (topic, partitions) in watermarks.topics() {
+                for (p, w) in partitions.iter().enumerate() {
+                    if let Some(w) = w {
+                        ConstGauge::new(w.low).encode(low.encode_family(&[("topic_name", topic), ("partition_id", &p.to_string())])?)?;
+                    }
+                }
+            }
+        }
+        for (name, help, pick) in [
+            ("kafka_topic_high_water_mark_sum", "Sum of a topic's partitions' high watermarks.", true),
+            ("kafka_topic_low_water_mark_sum", "Sum of a topic's partitions' low watermarks.", false),
+        ] {
+            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            for (topic, partitions) in watermarks.topics() {
+                let sum: i64 = partitions.iter().flatten().map(|w| if pick { w.high } else { w.low }).sum();
+                ConstGauge::new(sum).encode(family.encode_family(&[("topic_name", topic)])?)?;
+            }
+        }
+
+        if !progress.ready {
+            return Ok(());
+        }
+        self.encode_groups(&mut encoder, &watermarks)
+    }
+}
+
+impl LagCollector {
+    fn encode_groups(
+        &self,
+        encoder: &mut DescriptorEncoder<'_>,
+        watermarks: &crate::watermarks::Watermarks,
+    ) -> Result<(), std::fmt::Error> {
+        let m = &self.monitor;
+        let settings = m.settings();
+        // Collected first, then written family by family (the format wants each
+        // family's samples together).
+        let mut partition_lag: Vec<(Arc<str>, Arc<str>, i32, i64)> = Vec::new();
+        let mut topic_lag: BTreeMap<(Arc<str>, Arc<str>), (i64, i64)> = BTreeMap::new();
+        let mut commits: Vec<(Arc<str>, u64)> = Vec::new();
+        let mut info: Vec<(Arc<str>, Arc<str>, Arc<str>, &'static str, i64, i64)> = Vec::new();
+        let mut assignments: BTreeMap<(Arc<str>, Arc<str>), TopicAssignment> = BTreeMap::new();
+        m.for_each_unit(|_, unit| {
+            for (group, g) in unit.groups() {
+                if !settings.groups.allows(group) {
+                    continue;
+                }
+                commits.push((Arc::clone(group), g.commits));
+                for (tp, committed) in &g.offsets {
+                    if !settings.topics.allows(&tp.topic) {
+                        continue;
+                    }
+                    let Some(w) = watermarks.get(&tp.topic, tp.partition) else { continue };
+                    let l = lag(w.high, committed.offset);
+                    if settings.granularity == Granularity::Partition {
+                        partition_lag.push((Arc::clone(group), Arc::clone(&tp.topic), tp.partition, l));
+                    }
+                    let e = topic_lag.entry((Arc::clone(group), Arc::clone(&tp.topic))).or_default();
+                    e.0 += l;
+                    e.1 += committed.offset;
+                }
+                if let Some(gi) = &g.info {
+                    let empty = gi.members.iter().filter(|mm| mm.assignment.iter().all(|(_, p)| p.is_empty())).count();
+                    let protocol = gi.protocol.clone().unwrap_or_else(|| Arc::from(""));
+                    info.push((
+                        Arc::clone(group),
+                        protocol,
+                        Arc::clone(&gi.protocol_type),
+                        gi.state(),
+                        gi.members.len() as i64,
+                        empty as i64,
+                    ));
+                    let mut per_topic: HashMap<&Arc<str>, TopicAssignment> = HashMap::new();
+                    for member in &gi.members {
+                        for (topic, partitions) in &member.assignment {
+                            let a = per_topic.entry(topic).or_default();
+                            a.members += 1;
+                            a.partitions += partitions.len() as i64;
+                        }
+                    }
+                    for (topic, a) in per_topic {
+                        if settings.topics.allows(topic) {
+                            assignments.insert((Arc::clone(group), Arc::clone(topic)), a);
+                        }
+                    }
+                }
+            }
+        });
+
+        if settings.granularity == Granularity::Partition {
+            let mut family = encoder.encode_descriptor(
+                "kafka_consumer_group_topic_partition_lag",
+                "Lag of a group on a partition: high watermark minus committed offset.",
+                None,
+                MetricType::Gauge,
+            )?;
+            let mut id = itoa_buf();
+            for (group, topic, partition, l) in &partition_lag {
+                let pid = id.format(*partition);
+                ConstGauge::new(*l).encode(family.encode_family(&[
+                    ("group_id", &**group),
+                    ("topic_name", &**topic),
+                    ("partition_id", pid),
+                ])?)?;
+            }
+        }
+        for (name, help, pick) in [
+            ("kafka_consumer_group_topic_lag", "Sum of a group's lag over a topic's partitions.", true),
+            ("kafka_consumer_group_topic_offset_sum", "Sum of a group's committed offsets over a topic.", false),
+        ] {
+            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            for ((group, topic), (l, sum)) in &topic_lag {
+                let v = if pick { *l } else { *sum };
+                ConstGauge::new(v).encode(family.encode_family(&[("group_id", &**group), ("topic_name", &**topic)])?)?;
+            }
+        }
+        {
+            let mut family = encoder.encode_descriptor(
+                "kafka_consumer_group_offset_commits",
+                "Offset commits seen for a group since kshard started reading.",
+                None,
+                MetricType::Counter,
+            )?;
+            for (group, n) in &commits {
+                ConstCounter::new(*n).encode(family.encode_family(&[("group_id", &**group)])?)?;
+            }
+        }
+        {
+            let mut family = encoder.encode_descriptor(
+                "kafka_consumer_group_info",
+                "A group's protocol, protocol type and state; always 1.",
+                None,
+                MetricType::Gauge,
+            )?;
+            for (group, protocol, protocol_type, state, _, _) in &info {
+                ConstGauge::new(1).encode(family.encode_family(&[
+                    ("group_id", &**group),
+                    ("protocol", &**protocol),
+                    ("protocol_type", &**protocol_type),
+                    ("state", state),
+                ])?)?;
+            }
+        }
+        for (name, help, members) in [
+            ("kafka_consumer_group_members", "Members of a group.", true),
+            ("kafka_consumer_group_empty_members", "Members of a group with no partition assigned.", false),
+        ] {
+            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            for (group, _, _, _, all, empty) in &info {
+                ConstGauge::new(if members { *all } else { *empty })
+                    .encode(family.encode_family(&[("group_id", &**group)])?)?;
+            }
+        }
+        for (name, help, members) in [
+            ("kafka_consumer_group_topic_members", "Members of a group assigned partitions of a topic.", true),
+            ("kafka_consumer_group_topic_assigned_partitions", "Partitions of a topic assigned in a group.", false),
+        ] {
+            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            for ((group, topic), a) in &assignments {
+                ConstGauge::new(if members { a.members } else { a.partitions })
+                    .encode(family.encode_family(&[("group_id", &**group), ("topic_name", &**topic)])?)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A small reusable buffer for formatting partition ids without allocating.
+fn itoa_buf() -> IdBuf {
+    IdBuf(String::with_capacity(12))
+}
+
+struct IdBuf(String);
+
+impl IdBuf {
+    fn format(&mut self, n: i32) -> &str {
+        use std::fmt::Write;
+        self.0.clear();
+        // Writing to a String cannot fail.
+        let _ = write!(self.0, "{n}");
+        &self.0
+    }
+}

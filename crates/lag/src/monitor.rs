@@ -1,0 +1,218 @@
+//! [`Monitor`]: the lag monitor's shared state — one [`GroupOffsets`] unit per
+//! `__consumer_offsets` partition, catch-up tracking, the latest watermarks, and
+//! counters. The reader applies records to it; metrics and the HTTP API read it.
+//! No I/O happens here.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+
+use kshard_offsets::RecordType;
+
+use crate::catch_up::{CatchUp, Progress};
+use crate::filter::NameFilter;
+use crate::group_offsets::{Applied, GroupOffsets, Skipped};
+use crate::watermarks::Watermarks;
+
+/// Which lag series to export.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Granularity {
+    /// Per partition and per topic.
+    #[default]
+    Partition,
+    /// Per topic only.
+    Topic,
+}
+
+/// What the monitor exports, fixed at start.
+#[derive(Debug, Clone, Default)]
+pub struct MonitorSettings {
+    /// Groups to export.
+    pub groups: NameFilter,
+    /// Topics to export.
+    pub topics: NameFilter,
+    /// Partition or topic series.
+    pub granularity: Granularity,
+}
+
+/// Counters of what the reader saw.
+#[derive(Debug, Default)]
+pub struct ReadCounters {
+    /// Records read from `__consumer_offsets`.
+    pub records: AtomicU64,
+    /// Records skipped because the key was null.
+    pub null_key: AtomicU64,
+    /// Records skipped because the key did not decode.
+    pub malformed_key: AtomicU64,
+    /// Records skipped because the value did not decode.
+    pub malformed_value: AtomicU64,
+    /// Records of a type this version of kshard does not know.
+    pub unknown_type: AtomicU64,
+}
+
+/// A record the monitor could not use, for the caller to log.
+#[derive(Debug)]
+pub struct SkippedRecord {
+    /// The `__consumer_offsets` partition.
+    pub partition: i32,
+    /// The record's offset.
+    pub offset: i64,
+    /// Why it was skipped.
+    pub skipped: Skipped,
+}
+
+/// The lag monitor's state.
+#[derive(Debug)]
+pub struct Monitor {
+    settings: MonitorSettings,
+    units: RwLock<BTreeMap<i32, Mutex<GroupOffsets>>>,
+    catch_up: Mutex<CatchUp>,
+    watermarks: RwLock<Arc<Watermarks>>,
+    counters: ReadCounters,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding a lock leaves plain data behind; keep serving it.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Monitor {
+    /// An empty monitor.
+    pub fn new(settings: MonitorSettings) -> Self {
+        Monitor {
+            settings,
+            units: RwLock::new(BTreeMap::new()),
+            catch_up: Mutex::new(CatchUp::default()),
+            watermarks: RwLock::new(Arc::new(Watermarks::default())),
+            counters: ReadCounters::default(),
+        }
+    }
+
+    /// The export settings.
+    pub fn settings(&self) -> &MonitorSettings {
+        &self.settings
+    }
+
+    /// Starts tracking a `__consumer_offsets` partition with its watermarks.
+    pub fn track_partition(&self, partition: i32, low: i64, high: i64) {
+        self.units.write().unwrap_or_else(PoisonError::into_inner).entry(partition).or_default();
+        lock(&self.catch_up).track(partition, low, high);
+    }
+
+    /// Ends the initial set of partitions (see [`CatchUp::start`]).
+    pub fn start(&self) {
+        lock(&self.catch_up).start();
+    }
+
+    /// Applies the record at `offset` of `partition`.
+    pub fn apply(
+        &self,
+        partition: i32,
+        offset: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+    ) -> Result<Applied, SkippedRecord> {
+        self.counters.records.fetch_add(1, Ordering::Relaxed);
+        if !self.units.read().unwrap_or_else(PoisonError::into_inner).contains_key(&partition) {
+            self.units.write().unwrap_or_else(PoisonError::into_inner).entry(partition).or_default();
+        }
+        let result = {
+            let units = self.units.read().unwrap_or_else(PoisonError::into_inner);
+            // Units are only ever added, and this one was added above.
+            let unit = units.get(&partition).expect("unit exists");
+            lock(unit).apply_bytes(offset, key, value)
+        };
+        lock(&self.catch_up).on_record(partition, offset);
+        self.count(partition, offset, result)
+    }
+
+    fn count(&self, partition: i32, offset: i64, result: Result<Applied, Skipped>) -> Result<Applied, SkippedRecord> {
+        match result {
+            Ok(applied) => {
+                if let Applied::Ignored(RecordType::Unknown(_)) = applied {
+                    self.counters.unknown_type.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(applied)
+            }
+            Err(skipped) => {
+                let counter = match skipped.reason() {
+                    "null_key" => &self.counters.null_key,
+                    "malformed_key" => &self.counters.malformed_key,
+                    _ => &self.counters.malformed_value,
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
+                Err(SkippedRecord { partition, offset, skipped })
+            }
+        }
+    }
+
+    /// The reader reached the end of `partition`.
+    pub fn end_of_partition(&self, partition: i32, next_offset: i64) {
+        if let Some(unit) = self.units.read().unwrap_or_else(PoisonError::into_inner).get(&partition) {
+            lock(unit).advance_to(next_offset);
+        }
+        lock(&self.catch_up).on_end_of_partition(partition, next_offset);
+    }
+
+    /// Replaces the watermarks.
+    pub fn set_watermarks(&self, watermarks: Watermarks) {
+        *self.watermarks.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(watermarks);
+    }
+
+    /// The latest watermarks.
+    pub fn watermarks(&self) -> Arc<Watermarks> {
+        Arc::clone(&self.watermarks.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// True once caught up with `__consumer_offsets` (latched).
+    pub fn is_ready(&self) -> bool {
+        lock(&self.catch_up).is_ready()
+    }
+
+    /// Where catching up stands.
+    pub fn progress(&self) -> Progress {
+        lock(&self.catch_up).progress()
+    }
+
+    /// Per-partition catch-up state, for `/ready`.
+    pub fn partition_progress(&self) -> Vec<(i32, crate::catch_up::PartitionProgress)> {
+        lock(&self.catch_up).partitions().iter().map(|(p, s)| (*p, s.clone())).collect()
+    }
+
+    /// The read counters.
+    pub fn counters(&self) -> &ReadCounters {
+        &self.counters
+    }
+
+    /// Calls `f` with each unit in turn, holding its lock only during the call.
+    pub fn for_each_unit(&self, mut f: impl FnMut(i32, &GroupOffsets)) {
+        let units = self.units.read().unwrap_or_else(PoisonError::into_inner);
+        for (partition, unit) in units.iter() {
+            f(*partition, &lock(unit));
+        }
+    }
+
+    /// Every topic some exported group has committed to.
+    pub fn committed_topics(&self) -> Vec<String> {
+        let mut topics = std::collections::BTreeSet::new();
+        self.for_each_unit(|_, unit| {
+            for (group, g) in unit.groups() {
+                if !self.settings.groups.allows(group) {
+                    continue;
+                }
+                for tp in g.offsets.keys() {
+                    if self.settings.topics.allows(&tp.topic) {
+                        topics.insert(tp.topic.to_string());
+                    }
+                }
+            }
+        });
+        topics.into_iter().collect()
+    }
+
+    /// Drops interned names no longer used, in every unit.
+    pub fn sweep_names(&self) -> usize {
+        let units = self.units.read().unwrap_or_else(PoisonError::into_inner);
+        units.values().map(|u| lock(u).sweep_names()).sum()
+    }
+}

@@ -1,0 +1,59 @@
+//! [`Watermarks`]: the low and high watermark of every partition of the topics
+//! groups have committed to, replaced wholesale at each refresh.
+
+use std::collections::HashMap;
+
+/// Low and high watermark of one partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Watermark {
+    /// The earliest offset still in the log.
+    pub low: i64,
+    /// The offset the next produced record will get.
+    pub high: i64,
+}
+
+/// Watermarks by topic and partition. A topic that is not here does not exist
+/// (any more): its series are not exported.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Watermarks {
+    topics: HashMap<String, Vec<Option<Watermark>>>,
+}
+
+impl Watermarks {
+    /// Records one partition's watermarks.
+    pub fn insert(&mut self, topic: &str, partition: i32, watermark: Watermark) {
+        let Ok(index) = usize::try_from(partition) else { return };
+        let partitions = self.topics.entry(topic.to_owned()).or_default();
+        if partitions.len() <= index {
+            partitions.resize(index + 1, None);
+        }
+        partitions[index] = Some(watermark);
+    }
+
+    /// One partition's watermarks, when known.
+    pub fn get(&self, topic: &str, partition: i32) -> Option<Watermark> {
+        let index = usize::try_from(partition).ok()?;
+        self.topics.get(topic)?.get(index).copied().flatten()
+    }
+
+    /// True when the topic exists (some partition has watermarks).
+    pub fn has_topic(&self, topic: &str) -> bool {
+        self.topics.contains_key(topic)
+    }
+
+    /// Every topic with its partitions' watermarks (index = partition).
+    pub fn topics(&self) -> impl Iterator<Item = (&str, &[Option<Watermark>])> {
+        self.topics.iter().map(|(t, p)| (t.as_str(), p.as_slice()))
+    }
+
+    /// Number of partitions with watermarks.
+    pub fn partition_count(&self) -> usize {
+        self.topics.values().map(|p| p.iter().flatten().count()).sum()
+    }
+}
+
+/// Lag of a committed offset: how far behind the high watermark it is, never
+/// negative (a commit can run ahead of a stale watermark).
+pub fn lag(high_watermark: i64, committed: i64) -> i64 {
+    (high_watermark - committed).max(0)
+}
