@@ -29,6 +29,11 @@ pub(crate) struct LoadShape {
     /// Malformed records to mix in (truncated offset-commit values).
     #[arg(long, default_value_t = 3)]
     pub(crate) malformed: u32,
+    /// Records to produce into each partition of each consumed topic, so that
+    /// lag is real (the committed offsets stay below it); 0 creates no topics.
+    /// Default: 10 × rounds + 10.
+    #[arg(long)]
+    pub(crate) topic_records: Option<u32>,
     /// Prefix of group names.
     #[arg(long, default_value = "loadgen")]
     pub(crate) prefix: String,
@@ -54,6 +59,16 @@ pub(crate) enum Kind {
 }
 
 impl LoadShape {
+    /// Records produced into each partition of each consumed topic.
+    pub(crate) fn records_per_topic_partition(&self) -> u32 {
+        self.topic_records.unwrap_or(self.rounds * 10 + 10)
+    }
+
+    /// The names of the consumed topics.
+    pub(crate) fn topic_names(&self) -> Vec<String> {
+        (0..self.topics.min(self.groups).max(1)).map(|g| self.topic_name(g)).collect()
+    }
+
     pub(crate) fn group_name(&self, g: u32) -> String {
         format!("{}-group-{g:05}", self.prefix)
     }
@@ -115,7 +130,8 @@ impl LoadShape {
             1..=3 => 3,
             _ => 4,
         };
-        let offset = i64::from(round + 1) * 1_000 + i64::from(g % 97) * 10 + i64::from(p);
+        // Below the records loadgen produces into the topic (10 × rounds + 10).
+        let offset = i64::from(round) * 10 + i64::from((g + p) % 10);
         let value = RecordValue::OffsetCommit(OffsetCommitValue {
             version,
             offset,
@@ -192,7 +208,15 @@ mod tests {
     use kshard_offsets::Record;
 
     fn shape() -> LoadShape {
-        LoadShape { groups: 100, partitions: 3, rounds: 5, topics: 4, malformed: 3, prefix: "t".into() }
+        LoadShape {
+            groups: 100,
+            partitions: 3,
+            rounds: 5,
+            topics: 4,
+            malformed: 3,
+            topic_records: None,
+            prefix: "t".into(),
+        }
     }
 
     #[test]

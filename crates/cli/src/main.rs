@@ -3,13 +3,14 @@
 //! - `kshard offsets decode`: decode one `__consumer_offsets` record to JSON;
 //! - `kshard offsets dump`: read `__consumer_offsets` from a broker and print
 //!   every record as JSON lines;
-//! - `kshard loadgen`: write a realistic `__consumer_offsets` stream into a broker.
-//!
-//! The lag monitor (`kshard serve`) and the runtime's commands land here too.
+//! - `kshard loadgen`: write a realistic `__consumer_offsets` stream into a broker;
+//! - `kshard serve`: the lag monitor.
 
 mod loadgen;
 mod offsets_dump;
 mod offsets_json;
+mod serve;
+mod serve_config;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -37,6 +38,12 @@ struct BrokerArgs {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the lag monitor: read __consumer_offsets, export lag on /metrics,
+    /// readiness on /ready, JSON on /api/groups and a web page on /.
+    Serve {
+        #[command(flatten)]
+        args: Box<serve_config::ServeArgs>,
+    },
     /// Work with `__consumer_offsets` records.
     Offsets {
         #[command(subcommand)]
@@ -87,6 +94,7 @@ fn main() -> ExitCode {
         Command::Offsets { command: OffsetsCommand::Decode { key, value } } => return decode(&key, value.as_deref()),
         Command::Offsets { command: OffsetsCommand::Dump { brokers, partitions } } => dump(&brokers, &partitions),
         Command::Loadgen { brokers, shape } => run_loadgen(&brokers, &shape),
+        Command::Serve { args } => serve::serve(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -132,6 +140,22 @@ fn run_loadgen(brokers: &BrokerArgs, shape: &loadgen::LoadShape) -> Result<()> {
         .partition_count(CONSUMER_OFFSETS_TOPIC)?
         .with_context(|| format!("{CONSUMER_OFFSETS_TOPIC} is missing on {}", settings.brokers))?;
     let writer = RecordWriter::new(&settings)?;
+    let per_partition = shape.records_per_topic_partition();
+    if per_partition > 0 {
+        let topics = shape.topic_names();
+        for topic in &topics {
+            let spec =
+                TopicSpec { name: topic.clone(), partitions: shape.partitions as i32, replication: 1, configs: vec![] };
+            admin.create_topic(&spec)?;
+            for p in 0..shape.partitions as i32 {
+                for i in 0..per_partition {
+                    writer.send(topic, p, format!("key-{i}").as_bytes(), Some(b"loadgen"))?;
+                }
+            }
+        }
+        writer.flush(Duration::from_secs(300))?;
+        eprintln!("kshard: produced {per_partition} records into each partition of {} topics", topics.len());
+    }
     let started = Instant::now();
     let mut counts = std::collections::BTreeMap::new();
     let mut bytes = 0usize;

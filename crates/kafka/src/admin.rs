@@ -1,12 +1,14 @@
 //! Admin calls: create topics, read watermarks.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
+use crate::context::KshardContext;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::util::Timeout;
+use rdkafka::{Offset, TopicPartitionList};
 
 use crate::config::ClientSettings;
 use crate::error::{Error, Result, call};
@@ -36,10 +38,19 @@ impl TopicSpec {
     }
 }
 
+/// Which end of a partition [`Admin::list_offsets`] asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffsetSpec {
+    /// The low watermark.
+    Earliest,
+    /// The high watermark.
+    Latest,
+}
+
 /// Blocking admin client. Calls block the calling thread up to `timeout`.
 pub struct Admin {
-    admin: AdminClient<DefaultClientContext>,
-    metadata: BaseConsumer,
+    admin: AdminClient<KshardContext>,
+    metadata: BaseConsumer<KshardContext>,
     timeout: Duration,
 }
 
@@ -54,8 +65,12 @@ impl Admin {
     pub fn new(settings: &ClientSettings, timeout: Duration) -> Result<Self> {
         let mut config = settings.client_config();
         settings.apply_overrides(&mut config);
-        let admin = config.create().map_err(|source| Error::Client { client: "admin client", source })?;
-        let metadata = config.create().map_err(|source| Error::Client { client: "metadata client", source })?;
+        let admin = config
+            .create_with_context(KshardContext)
+            .map_err(|source| Error::Client { client: "admin client", source })?;
+        let metadata = config
+            .create_with_context(KshardContext)
+            .map_err(|source| Error::Client { client: "metadata client", source })?;
         Ok(Admin { admin, metadata, timeout })
     }
 
@@ -79,6 +94,20 @@ impl Admin {
         }
     }
 
+    /// Deletes a topic; `Ok(false)` when it did not exist.
+    pub fn delete_topic(&self, name: &str) -> Result<bool> {
+        let step = format!("deleting topic {name}");
+        let options = AdminOptions::new().operation_timeout(Some(Timeout::After(self.timeout)));
+        let results =
+            futures_executor::block_on(self.admin.delete_topics(&[name], &options)).map_err(call(step.clone()))?;
+        match results.into_iter().next() {
+            Some(Ok(_)) => Ok(true),
+            Some(Err((_, RDKafkaErrorCode::UnknownTopicOrPartition))) => Ok(false),
+            Some(Err((_, code))) => Err(Error::Refused { step, message: code.to_string() }),
+            None => Err(Error::Refused { step, message: "no result for the topic".into() }),
+        }
+    }
+
     /// The partition count of `topic`, or `None` when the topic does not exist.
     pub fn partition_count(&self, topic: &str) -> Result<Option<i32>> {
         let metadata = self
@@ -91,6 +120,46 @@ impl Admin {
             .find(|t| t.name() == topic && t.error().is_none())
             .map(|t| t.partitions().len() as i32)
             .filter(|n| *n > 0))
+    }
+
+    /// Every topic and its partition count, from one Metadata request.
+    pub fn topics(&self) -> Result<HashMap<String, i32>> {
+        let metadata =
+            self.metadata.fetch_metadata(None, self.timeout).map_err(call("fetching metadata of all topics"))?;
+        Ok(metadata
+            .topics()
+            .iter()
+            .filter(|t| t.error().is_none() && !t.partitions().is_empty())
+            .map(|t| (t.name().to_owned(), t.partitions().len() as i32))
+            .collect())
+    }
+
+    /// The earliest or latest offset of many partitions, batched: librdkafka
+    /// sends one ListOffsets request per partition leader.
+    pub fn list_offsets(&self, partitions: &[(String, i32)], which: OffsetSpec) -> Result<HashMap<(String, i32), i64>> {
+        let mut request = TopicPartitionList::with_capacity(partitions.len());
+        let spec = match which {
+            OffsetSpec::Earliest => Offset::Beginning,
+            OffsetSpec::Latest => Offset::End,
+        };
+        for (topic, partition) in partitions {
+            request
+                .add_partition_offset(topic, *partition, spec)
+                .map_err(call(format!("listing offsets of {topic}/{partition}")))?;
+        }
+        if partitions.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let response = self
+            .metadata
+            .offsets_for_times(request, self.timeout)
+            .map_err(call(format!("listing {which:?} offsets of {} partitions", partitions.len())))?;
+        Ok(response
+            .elements()
+            .iter()
+            .filter(|e| e.error().is_ok())
+            .filter_map(|e| e.offset().to_raw().filter(|o| *o >= 0).map(|o| ((e.topic().to_owned(), e.partition()), o)))
+            .collect())
     }
 
     /// The low and high watermarks of one partition.

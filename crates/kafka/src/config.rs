@@ -2,8 +2,9 @@
 
 use rdkafka::ClientConfig;
 
-/// Where the brokers are and how to reach them.
-#[derive(Debug, Clone)]
+/// Where the brokers are and how to reach them. Its `Debug` output hides the
+/// values of secret properties, so settings can be logged.
+#[derive(Clone)]
 pub struct ClientSettings {
     /// Comma-separated `host:port` bootstrap list.
     pub brokers: String,
@@ -28,5 +29,35 @@ impl ClientSettings {
         for (k, v) in &self.properties {
             config.set(k, v);
         }
+    }
+}
+
+impl std::fmt::Debug for ClientSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let properties: Vec<(&str, &str)> = self
+            .properties
+            .iter()
+            .map(|(k, v)| (k.as_str(), if is_secret(k) { "<redacted>" } else { v.as_str() }))
+            .collect();
+        f.debug_struct("ClientSettings").field("brokers", &self.brokers).field("properties", &properties).finish()
+    }
+}
+
+/// librdkafka properties whose values are secrets.
+fn is_secret(property: &str) -> bool {
+    property.contains("password") || property.contains("secret") || property.ends_with(".key.pem")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ClientSettings;
+
+    #[test]
+    fn debug_output_hides_secrets() {
+        let mut s = ClientSettings::new("b:9092");
+        s.properties.push(("sasl.password".into(), "hunter2".into()));
+        s.properties.push(("sasl.username".into(), "alice".into()));
+        let shown = format!("{s:?}");
+        assert!(!shown.contains("hunter2") && shown.contains("alice"), "{shown}");
     }
 }

@@ -12,11 +12,12 @@
 
 mod admin;
 mod config;
+mod context;
 mod error;
 mod reader;
 mod writer;
 
-pub use admin::{Admin, TopicSpec};
+pub use admin::{Admin, OffsetSpec, TopicSpec};
 pub use config::ClientSettings;
 pub use error::{Error, Result};
 pub use reader::{PartitionReader, ReadEvent, ReadRecord};

@@ -8,6 +8,7 @@ use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::config::ClientSettings;
+use crate::context::KshardContext;
 use crate::error::{Error, Result, call};
 
 /// Reads partitions by manual assignment: no consumer group, no commits.
@@ -16,7 +17,7 @@ use crate::error::{Error, Result, call};
 /// that it has read everything the broker has even when the partition ends in
 /// control records (transaction markers) that are never delivered, or is empty.
 pub struct PartitionReader {
-    consumer: BaseConsumer,
+    consumer: BaseConsumer<KshardContext>,
 }
 
 impl std::fmt::Debug for PartitionReader {
@@ -87,9 +88,16 @@ impl PartitionReader {
             .set("enable.partition.eof", "true")
             .set("auto.offset.reset", "earliest")
             .set("isolation.level", "read_committed")
-            .set("fetch.wait.max.ms", "100");
+            .set("fetch.wait.max.ms", "100")
+            // librdkafka buffers up to 64 MB per client by default; a reader that
+            // applies records as fast as they arrive needs far less, and memory is
+            // one of the reasons users run kshard.
+            .set("queued.max.messages.kbytes", "4096")
+            .set("fetch.message.max.bytes", "1048576")
+            .set("fetch.max.bytes", "8388608");
         settings.apply_overrides(&mut config);
-        let consumer: BaseConsumer = config.create().map_err(|source| Error::Client { client: "consumer", source })?;
+        let consumer: BaseConsumer<KshardContext> =
+            config.create_with_context(KshardContext).map_err(|source| Error::Client { client: "consumer", source })?;
         let mut assignment = TopicPartitionList::new();
         for &(partition, offset) in start {
             let offset = offset.map_or(Offset::Beginning, Offset::Offset);
@@ -99,6 +107,19 @@ impl PartitionReader {
         }
         consumer.assign(&assignment).map_err(call(format!("assigning partitions of {topic}")))?;
         Ok(PartitionReader { consumer })
+    }
+
+    /// Adds partitions of `topic` to the assignment, each from its offset (`None`:
+    /// the earliest), without disturbing those already assigned.
+    pub fn add_partitions(&self, topic: &str, start: &[(i32, Option<i64>)]) -> Result<()> {
+        let mut added = TopicPartitionList::new();
+        for &(partition, offset) in start {
+            let offset = offset.map_or(Offset::Beginning, Offset::Offset);
+            added
+                .add_partition_offset(topic, partition, offset)
+                .map_err(call(format!("assigning {topic}/{partition}")))?;
+        }
+        self.consumer.incremental_assign(&added).map_err(call(format!("adding partitions of {topic}")))
     }
 
     /// Waits up to `timeout` for the next event.

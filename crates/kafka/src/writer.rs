@@ -2,15 +2,16 @@
 
 use std::time::Duration;
 
-use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 
 use crate::config::ClientSettings;
+use crate::context::KshardContext;
 use crate::error::{Error, Result, call};
 
 /// A producer that writes records to explicit partitions and waits for them
 /// with [`RecordWriter::flush`]. Idempotence is on, so retries never duplicate.
 pub struct RecordWriter {
-    producer: ThreadedProducer<DefaultProducerContext>,
+    producer: ThreadedProducer<KshardContext>,
 }
 
 impl std::fmt::Debug for RecordWriter {
@@ -31,7 +32,8 @@ impl RecordWriter {
             .set("enable.idempotence", "false")
             .set("acks", "all");
         settings.apply_overrides(&mut config);
-        let producer = config.create().map_err(|source| Error::Client { client: "producer", source })?;
+        let producer =
+            config.create_with_context(KshardContext).map_err(|source| Error::Client { client: "producer", source })?;
         Ok(RecordWriter { producer })
     }
 

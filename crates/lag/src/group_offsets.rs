@@ -121,6 +121,15 @@ pub enum Skipped {
     Malformed(DecodeError),
 }
 
+impl std::fmt::Display for Skipped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Skipped::NullKey => f.write_str("the record has a null key"),
+            Skipped::Malformed(e) => e.fmt(f),
+        }
+    }
+}
+
 impl Skipped {
     /// A short, bounded label for metrics (`null_key`, `malformed_key`, `malformed_value`).
     pub fn reason(&self) -> &'static str {

@@ -5,17 +5,21 @@
 //! holds), merged only when read; [`CatchUp`] knows when the reader has caught up;
 //! [`Watermarks`] hold the topics' watermarks; [`Monitor`] ties them together for
 //! the reader and the readers of metrics; [`Metrics`] renders Prometheus text.
-//! Everything here is free of Kafka I/O: the service that feeds it lives in
-//! [`service`].
+//! These are free of I/O; [`service`] feeds them from Kafka and serves them over
+//! HTTP.
 
+mod api;
 mod catch_up;
 mod filter;
 mod group_offsets;
+mod http;
 mod metrics;
 mod monitor;
 mod names;
+pub mod service;
 mod watermarks;
 
+pub use api::{GroupView, PartitionBehind, PartitionView, Readiness, TopicView};
 pub use catch_up::{CatchUp, PartitionProgress, Progress};
 pub use filter::NameFilter;
 pub use group_offsets::{Applied, CommittedOffset, Group, GroupInfo, GroupOffsets, Member, Skipped, TopicPartition};

@@ -70,6 +70,16 @@ fn counter(encoder: &mut DescriptorEncoder<'_>, name: &str, help: &str, value: u
     c.encode(encoder.encode_descriptor(name, help, None, MetricType::Counter)?)
 }
 
+/// One group's metadata, as exported.
+struct InfoRow {
+    group: Arc<str>,
+    protocol: Arc<str>,
+    protocol_type: Arc<str>,
+    state: &'static str,
+    members: i64,
+    empty_members: i64,
+}
+
 /// Per group and topic, what the group's members are assigned.
 #[derive(Default)]
 struct TopicAssignment {
@@ -106,7 +116,13 @@ impl Collector for LagCollector {
             }
         }
         let progress = m.progress();
-        gauge(&mut encoder, "catchup_ready", "1 once caught up with __consumer_offsets.", i64::from(progress.ready))?;
+        let ready = m.is_ready();
+        gauge(
+            &mut encoder,
+            "catchup_ready",
+            "1 once caught up with __consumer_offsets (and watermarks refreshed since).",
+            i64::from(ready),
+        )?;
         gauge(
             &mut encoder,
             "catchup_offsets_remaining",
@@ -120,7 +136,11 @@ impl Collector for LagCollector {
             progress.partitions_caught_up as i64,
         )?;
         let timings = [
-            ("watermark_refresh_duration_seconds", "Duration of the last watermark refresh.", &self.timings.watermark_refresh),
+            (
+                "watermark_refresh_duration_seconds",
+                "Duration of the last watermark refresh.",
+                &self.timings.watermark_refresh,
+            ),
             ("metrics_render_duration_seconds", "Duration of the previous /metrics render.", &self.timings.render),
         ];
         for (name, help, timing) in timings {
@@ -141,7 +161,8 @@ impl Collector for LagCollector {
             for (topic, partitions) in watermarks.topics() {
                 for (p, w) in partitions.iter().enumerate() {
                     if let Some(w) = w {
-                        ConstGauge::new(w.high).encode(high.encode_family(&[("topic_name", topic), ("partition_id", &p.to_string())])?)?;
+                        ConstGauge::new(w.high)
+                            .encode(high.encode_family(&[("topic_name", topic), ("partition_id", &p.to_string())])?)?;
                     }
                 }
             }
@@ -156,7 +177,8 @@ impl Collector for LagCollector {
             for (topic, partitions) in watermarks.topics() {
                 for (p, w) in partitions.iter().enumerate() {
                     if let Some(w) = w {
-                        ConstGauge::new(w.low).encode(low.encode_family(&[("topic_name", topic), ("partition_id", &p.to_string())])?)?;
+                        ConstGauge::new(w.low)
+                            .encode(low.encode_family(&[("topic_name", topic), ("partition_id", &p.to_string())])?)?;
                     }
                 }
             }
@@ -172,7 +194,7 @@ impl Collector for LagCollector {
             }
         }
 
-        if !progress.ready {
+        if !ready {
             return Ok(());
         }
         self.encode_groups(&mut encoder, &watermarks)
@@ -192,7 +214,7 @@ impl LagCollector {
         let mut partition_lag: Vec<(Arc<str>, Arc<str>, i32, i64)> = Vec::new();
         let mut topic_lag: BTreeMap<(Arc<str>, Arc<str>), (i64, i64)> = BTreeMap::new();
         let mut commits: Vec<(Arc<str>, u64)> = Vec::new();
-        let mut info: Vec<(Arc<str>, Arc<str>, Arc<str>, &'static str, i64, i64)> = Vec::new();
+        let mut info: Vec<InfoRow> = Vec::new();
         let mut assignments: BTreeMap<(Arc<str>, Arc<str>), TopicAssignment> = BTreeMap::new();
         m.for_each_unit(|_, unit| {
             for (group, g) in unit.groups() {
@@ -216,14 +238,14 @@ impl LagCollector {
                 if let Some(gi) = &g.info {
                     let empty = gi.members.iter().filter(|mm| mm.assignment.iter().all(|(_, p)| p.is_empty())).count();
                     let protocol = gi.protocol.clone().unwrap_or_else(|| Arc::from(""));
-                    info.push((
-                        Arc::clone(group),
+                    info.push(InfoRow {
+                        group: Arc::clone(group),
                         protocol,
-                        Arc::clone(&gi.protocol_type),
-                        gi.state(),
-                        gi.members.len() as i64,
-                        empty as i64,
-                    ));
+                        protocol_type: Arc::clone(&gi.protocol_type),
+                        state: gi.state(),
+                        members: gi.members.len() as i64,
+                        empty_members: empty as i64,
+                    });
                     let mut per_topic: HashMap<&Arc<str>, TopicAssignment> = HashMap::new();
                     for member in &gi.members {
                         for (topic, partitions) in &member.assignment {
@@ -265,7 +287,8 @@ impl LagCollector {
             let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
             for ((group, topic), (l, sum)) in &topic_lag {
                 let v = if pick { *l } else { *sum };
-                ConstGauge::new(v).encode(family.encode_family(&[("group_id", &**group), ("topic_name", &**topic)])?)?;
+                ConstGauge::new(v)
+                    .encode(family.encode_family(&[("group_id", &**group), ("topic_name", &**topic)])?)?;
             }
         }
         {
@@ -286,12 +309,12 @@ impl LagCollector {
                 None,
                 MetricType::Gauge,
             )?;
-            for (group, protocol, protocol_type, state, _, _) in &info {
+            for row in &info {
                 ConstGauge::new(1).encode(family.encode_family(&[
-                    ("group_id", &**group),
-                    ("protocol", &**protocol),
-                    ("protocol_type", &**protocol_type),
-                    ("state", state),
+                    ("group_id", &*row.group),
+                    ("protocol", &*row.protocol),
+                    ("protocol_type", &*row.protocol_type),
+                    ("state", row.state),
                 ])?)?;
             }
         }
@@ -300,9 +323,9 @@ impl LagCollector {
             ("kafka_consumer_group_empty_members", "Members of a group with no partition assigned.", false),
         ] {
             let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
-            for (group, _, _, _, all, empty) in &info {
-                ConstGauge::new(if members { *all } else { *empty })
-                    .encode(family.encode_family(&[("group_id", &**group)])?)?;
+            for row in &info {
+                ConstGauge::new(if members { row.members } else { row.empty_members })
+                    .encode(family.encode_family(&[("group_id", &*row.group)])?)?;
             }
         }
         for (name, help, members) in [

@@ -68,6 +68,9 @@ pub struct Monitor {
     units: RwLock<BTreeMap<i32, Mutex<GroupOffsets>>>,
     catch_up: Mutex<CatchUp>,
     watermarks: RwLock<Arc<Watermarks>>,
+    /// Set once watermarks were refreshed after catching up, so that the first
+    /// lag exported is measured against current watermarks.
+    fresh_watermarks: std::sync::atomic::AtomicBool,
     counters: ReadCounters,
 }
 
@@ -84,6 +87,7 @@ impl Monitor {
             units: RwLock::new(BTreeMap::new()),
             catch_up: Mutex::new(CatchUp::default()),
             watermarks: RwLock::new(Arc::new(Watermarks::default())),
+            fresh_watermarks: std::sync::atomic::AtomicBool::new(false),
             counters: ReadCounters::default(),
         }
     }
@@ -154,9 +158,19 @@ impl Monitor {
         lock(&self.catch_up).on_end_of_partition(partition, next_offset);
     }
 
-    /// Replaces the watermarks.
-    pub fn set_watermarks(&self, watermarks: Watermarks) {
+    /// Replaces the watermarks. `caught_up_before` says whether the reader had
+    /// caught up when the refresh began (see [`Monitor::is_ready`]).
+    pub fn set_watermarks(&self, watermarks: Watermarks, caught_up_before: bool) {
         *self.watermarks.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(watermarks);
+        if caught_up_before {
+            self.fresh_watermarks.store(true, Ordering::Release);
+        }
+    }
+
+    /// True once every initial partition of `__consumer_offsets` was read to the
+    /// high watermark it had at start (latched).
+    pub fn is_caught_up(&self) -> bool {
+        lock(&self.catch_up).is_ready()
     }
 
     /// The latest watermarks.
@@ -164,9 +178,10 @@ impl Monitor {
         Arc::clone(&self.watermarks.read().unwrap_or_else(PoisonError::into_inner))
     }
 
-    /// True once caught up with `__consumer_offsets` (latched).
+    /// True once caught up with `__consumer_offsets` and the watermarks were
+    /// refreshed after that (latched): from then on, lag is exported.
     pub fn is_ready(&self) -> bool {
-        lock(&self.catch_up).is_ready()
+        self.fresh_watermarks.load(Ordering::Acquire) && self.is_caught_up()
     }
 
     /// Where catching up stands.

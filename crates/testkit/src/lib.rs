@@ -27,6 +27,12 @@ impl Broker {
         if let Ok(brokers) = std::env::var("KSHARD_BROKERS") {
             return Broker { brokers, started: None };
         }
+        Self::start_private()
+    }
+
+    /// Always starts a broker of this test's own, for tests that may leave a
+    /// broker unusable and must not take other tests down with it.
+    pub fn start_private() -> Self {
         let state = std::env::temp_dir().join(unique_name("kshard-test-broker"));
         let out = Command::new(repo_root().join("scripts/broker.sh"))
             .arg("start")
@@ -63,4 +69,34 @@ impl Drop for Broker {
 pub fn unique_name(prefix: &str) -> String {
     let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
     format!("{prefix}-{}-{nanos}", std::process::id())
+}
+
+/// A plain HTTP/1.0 GET to `addr` (e.g. `127.0.0.1:9308`): the status code and
+/// body. Enough for tests of kshard's own endpoints; no client library needed.
+pub fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(30)))?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("not an HTTP response: {response:.80}")))?;
+    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    Ok((status, body))
+}
+
+/// Parses Prometheus text into `series → value`, where a series is the metric
+/// name with its labels exactly as rendered (`name{a="1",b="2"}`).
+pub fn parse_metrics(text: &str) -> std::collections::BTreeMap<String, f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            Some((series.to_owned(), value.parse().ok()?))
+        })
+        .collect()
 }

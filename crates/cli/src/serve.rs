@@ -1,0 +1,70 @@
+//! `kshard serve`: the lag monitor.
+
+use anyhow::{Context, Result};
+use kshard_lag::service::{ServeOptions, run};
+use tracing::info;
+
+use crate::serve_config::{LogFormat, ServeArgs, ServeConfig};
+
+/// Loads the configuration, sets up logging, and runs until SIGINT or SIGTERM.
+pub(crate) fn serve(args: &ServeArgs) -> Result<()> {
+    let config = ServeConfig::load(args)?;
+    init_logging(config.log_format);
+    info!(brokers = %config.kafka.brokers, listen = %config.listen, namespace = %config.namespace, scrape_mode = ?config.scrape_mode, "starting kshard serve");
+    if let Some(dir) = &config.data_dir {
+        std::fs::create_dir_all(dir).with_context(|| format!("invalid data_dir: cannot create {}", dir.display()))?;
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .with_context(|| format!("invalid listen: cannot bind {}", config.listen))?;
+        let options = ServeOptions {
+            kafka: config.kafka.clone(),
+            namespace: config.namespace.clone(),
+            watermark_interval: config.watermark_interval,
+            monitor: config.monitor.clone(),
+            request_timeout: std::time::Duration::from_secs(30),
+            hold_reading: None,
+        };
+        run(options, listener, shutdown_signal()).await.context("kshard serve")
+    })
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("KSHARD_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // A second initialisation (tests) keeps the first subscriber.
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}
+
+/// Completes on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = interrupt.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = interrupt => info!("SIGINT: shutting down"),
+            _ = term.recv() => info!("SIGTERM: shutting down"),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = interrupt.await;
+    }
+}

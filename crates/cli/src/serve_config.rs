@@ -1,0 +1,338 @@
+//! `kshard serve` configuration: a YAML file (`--config`), then `KSHARD_…`
+//! environment variables, then flags, each source overriding the one before.
+//! Every setting is checked at start; an invalid one fails naming the setting.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use kshard_kafka::ClientSettings;
+use kshard_lag::{Granularity, MonitorSettings, NameFilter};
+use serde::Deserialize;
+
+/// Flags and environment variables of `kshard serve` (clap reads both; flags win).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct ServeArgs {
+    /// YAML configuration file; flags and KSHARD_… variables override it.
+    #[arg(long, env = "KSHARD_CONFIG")]
+    pub(crate) config: Option<PathBuf>,
+    /// Kafka bootstrap servers, `host:port[,host:port…]`.
+    #[arg(long, env = "KSHARD_BROKERS")]
+    pub(crate) brokers: Option<String>,
+    /// Address to serve HTTP on.
+    #[arg(long, env = "KSHARD_LISTEN")]
+    pub(crate) listen: Option<String>,
+    /// Prefix of every metric name (`kminion` gives kminion's names).
+    #[arg(long, env = "KSHARD_METRICS_NAMESPACE")]
+    pub(crate) metrics_namespace: Option<String>,
+    /// Directory for kshard's local state.
+    #[arg(long, env = "KSHARD_DATA_DIR")]
+    pub(crate) data_dir: Option<PathBuf>,
+    /// `offsets_topic` (read __consumer_offsets).
+    #[arg(long, env = "KSHARD_SCRAPE_MODE")]
+    pub(crate) scrape_mode: Option<String>,
+    /// `partition` or `topic`: which lag series to export.
+    #[arg(long, env = "KSHARD_GRANULARITY")]
+    pub(crate) granularity: Option<String>,
+    /// Seconds between watermark refreshes.
+    #[arg(long, env = "KSHARD_WATERMARK_INTERVAL_SECONDS")]
+    pub(crate) watermark_interval_seconds: Option<f64>,
+    /// `text` or `json` logs.
+    #[arg(long, env = "KSHARD_LOG_FORMAT")]
+    pub(crate) log_format: Option<String>,
+    /// SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+    #[arg(long, env = "KSHARD_SASL_MECHANISM")]
+    pub(crate) sasl_mechanism: Option<String>,
+    /// SASL user name.
+    #[arg(long, env = "KSHARD_SASL_USERNAME")]
+    pub(crate) sasl_username: Option<String>,
+    /// SASL password (prefer the environment variable to the flag).
+    #[arg(long, env = "KSHARD_SASL_PASSWORD", hide_env_values = true)]
+    pub(crate) sasl_password: Option<String>,
+    /// Use TLS to reach the brokers.
+    #[arg(long, env = "KSHARD_TLS_ENABLED")]
+    pub(crate) tls_enabled: Option<bool>,
+    /// CA certificate file (PEM) to verify the brokers with.
+    #[arg(long, env = "KSHARD_TLS_CA_FILE")]
+    pub(crate) tls_ca_file: Option<PathBuf>,
+}
+
+/// The YAML file's shape. Unknown keys are errors, so a typo is not ignored.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    brokers: Option<String>,
+    listen: Option<String>,
+    metrics_namespace: Option<String>,
+    data_dir: Option<PathBuf>,
+    scrape_mode: Option<ScrapeMode>,
+    granularity: Option<GranularityName>,
+    watermark_interval_seconds: Option<f64>,
+    log_format: Option<LogFormat>,
+    #[serde(default)]
+    groups: Lists,
+    #[serde(default)]
+    topics: Lists,
+    #[serde(default)]
+    tls: Tls,
+    sasl: Option<Sasl>,
+    /// Extra librdkafka properties, applied last.
+    #[serde(default)]
+    kafka_properties: std::collections::BTreeMap<String, String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Lists {
+    #[serde(default)]
+    allow: Vec<String>,
+    #[serde(default)]
+    ignore: Vec<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Tls {
+    enabled: Option<bool>,
+    ca_file: Option<PathBuf>,
+    cert_file: Option<PathBuf>,
+    key_file: Option<PathBuf>,
+    #[serde(default)]
+    insecure_skip_verify: bool,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Sasl {
+    mechanism: Option<String>,
+    username: Option<String>,
+    password: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum ScrapeMode {
+    OffsetsTopic,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum GranularityName {
+    Partition,
+    Topic,
+}
+
+/// How logs are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+/// The resolved, checked configuration.
+#[derive(Debug, Clone)]
+pub(crate) struct ServeConfig {
+    pub(crate) kafka: ClientSettings,
+    pub(crate) listen: SocketAddr,
+    pub(crate) namespace: String,
+    pub(crate) data_dir: Option<PathBuf>,
+    pub(crate) scrape_mode: ScrapeMode,
+    pub(crate) watermark_interval: Duration,
+    pub(crate) monitor: MonitorSettings,
+    pub(crate) log_format: LogFormat,
+}
+
+/// Parses a value the way the YAML file would, naming the setting on error.
+fn parse_named<T: for<'de> Deserialize<'de>>(setting: &str, value: &str) -> Result<T> {
+    serde_norway::from_str(value).with_context(|| format!("invalid {setting}: {value:?}"))
+}
+
+impl ServeConfig {
+    /// Reads the file (if any) and applies the environment and flags over it.
+    pub(crate) fn load(args: &ServeArgs) -> Result<Self> {
+        let file = match &args.config {
+            Some(path) => read_file(path)?,
+            None => FileConfig::default(),
+        };
+        let brokers = args
+            .brokers
+            .clone()
+            .or(file.brokers)
+            .context("brokers is not set (--brokers, KSHARD_BROKERS or brokers: in the config file)")?;
+        if brokers.trim().is_empty() {
+            bail!("invalid brokers: empty");
+        }
+        let listen = args.listen.clone().or(file.listen).unwrap_or_else(|| "0.0.0.0:9308".into());
+        let listen: SocketAddr = listen
+            .parse()
+            .with_context(|| format!("invalid listen: {listen:?} is not an address like 0.0.0.0:9308"))?;
+        let namespace = args.metrics_namespace.clone().or(file.metrics_namespace).unwrap_or_else(|| "kshard".into());
+        if namespace.is_empty()
+            || !namespace.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            || namespace.starts_with(|c: char| c.is_ascii_digit())
+        {
+            bail!("invalid metrics_namespace: {namespace:?} (letters, digits and _, not starting with a digit)");
+        }
+        let scrape_mode = match &args.scrape_mode {
+            Some(v) => parse_named("scrape_mode (offsets_topic)", v)?,
+            None => file.scrape_mode.unwrap_or(ScrapeMode::OffsetsTopic),
+        };
+        let granularity = match &args.granularity {
+            Some(v) => parse_named("granularity (partition or topic)", v)?,
+            None => file.granularity.unwrap_or(GranularityName::Partition),
+        };
+        let interval = args.watermark_interval_seconds.or(file.watermark_interval_seconds).unwrap_or(5.0);
+        if !(interval.is_finite() && (0.1..=3600.0).contains(&interval)) {
+            bail!("invalid watermark_interval_seconds: {interval} (between 0.1 and 3600)");
+        }
+        let log_format = match &args.log_format {
+            Some(v) => parse_named("log_format (text or json)", v)?,
+            None => file.log_format.unwrap_or_default(),
+        };
+        let groups = NameFilter::new(&file.groups.allow, &file.groups.ignore)
+            .context("invalid groups: a pattern is not a valid regular expression")?;
+        let topics = NameFilter::new(&file.topics.allow, &file.topics.ignore)
+            .context("invalid topics: a pattern is not a valid regular expression")?;
+
+        let mut kafka = ClientSettings::new(brokers);
+        let tls_enabled = args.tls_enabled.or(file.tls.enabled).unwrap_or(false);
+        let ca_file = args.tls_ca_file.clone().or(file.tls.ca_file);
+        let sasl = file.sasl.unwrap_or_default();
+        let mechanism = args.sasl_mechanism.clone().or(sasl.mechanism);
+        let username = args.sasl_username.clone().or(sasl.username);
+        let password = args.sasl_password.clone().or(sasl.password);
+        let protocol = match (tls_enabled, mechanism.is_some()) {
+            (false, false) => "plaintext",
+            (true, false) => "ssl",
+            (false, true) => "sasl_plaintext",
+            (true, true) => "sasl_ssl",
+        };
+        kafka.properties.push(("security.protocol".into(), protocol.into()));
+        if let Some(mechanism) = mechanism {
+            let upper = mechanism.to_ascii_uppercase();
+            if !["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"].contains(&upper.as_str()) {
+                bail!("invalid sasl.mechanism: {mechanism:?} (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)");
+            }
+            let username = username.context("sasl.username is required with sasl.mechanism")?;
+            let password = password.context("sasl.password is required with sasl.mechanism")?;
+            kafka.properties.push(("sasl.mechanism".into(), upper));
+            kafka.properties.push(("sasl.username".into(), username));
+            kafka.properties.push(("sasl.password".into(), password));
+        }
+        if tls_enabled {
+            for (setting, path, property) in [
+                ("tls.ca_file", ca_file, "ssl.ca.location"),
+                ("tls.cert_file", file.tls.cert_file, "ssl.certificate.location"),
+                ("tls.key_file", file.tls.key_file, "ssl.key.location"),
+            ] {
+                if let Some(path) = path {
+                    if !path.is_file() {
+                        bail!("invalid {setting}: {} is not a readable file", path.display());
+                    }
+                    kafka.properties.push((property.into(), path.display().to_string()));
+                }
+            }
+            if file.tls.insecure_skip_verify {
+                kafka.properties.push(("enable.ssl.certificate.verification".into(), "false".into()));
+            }
+        }
+        kafka.properties.extend(file.kafka_properties);
+
+        Ok(ServeConfig {
+            kafka,
+            listen,
+            namespace,
+            data_dir: args.data_dir.clone().or(file.data_dir),
+            scrape_mode,
+            watermark_interval: Duration::from_secs_f64(interval),
+            monitor: MonitorSettings {
+                groups,
+                topics,
+                granularity: match granularity {
+                    GranularityName::Partition => Granularity::Partition,
+                    GranularityName::Topic => Granularity::Topic,
+                },
+            },
+            log_format,
+        })
+    }
+}
+
+fn read_file(path: &Path) -> Result<FileConfig> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading the config file {}", path.display()))?;
+    serde_norway::from_str(&text).with_context(|| format!("invalid config file {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(yaml: &str, args: ServeArgs) -> Result<ServeConfig> {
+        let dir = std::env::temp_dir().join(format!("kshard-config-{}-{}", std::process::id(), yaml.len()));
+        std::fs::create_dir_all(&dir)?;
+        let path = dir.join("kshard.yaml");
+        std::fs::write(&path, yaml)?;
+        let result = ServeConfig::load(&ServeArgs { config: Some(path), ..args });
+        let _ = std::fs::remove_dir_all(&dir);
+        result
+    }
+
+    fn err(yaml: &str) -> String {
+        format!("{:#}", load(yaml, ServeArgs::default()).expect_err("invalid config"))
+    }
+
+    #[test]
+    fn flags_override_the_file() {
+        let c = load(
+            "brokers: a:9092\nlisten: 127.0.0.1:1000\ngranularity: topic\ngroups:\n  allow: ['orders-.*']\n",
+            ServeArgs {
+                brokers: Some("b:9092".into()),
+                metrics_namespace: Some("kminion".into()),
+                ..Default::default()
+            },
+        )
+        .expect("valid");
+        assert_eq!(c.kafka.brokers, "b:9092");
+        assert_eq!(c.listen.to_string(), "127.0.0.1:1000");
+        assert_eq!(c.namespace, "kminion");
+        assert_eq!(c.monitor.granularity, Granularity::Topic);
+        assert!(c.monitor.groups.allows("orders-1") && !c.monitor.groups.allows("billing"));
+    }
+
+    #[test]
+    fn invalid_settings_name_the_setting() {
+        assert!(
+            err("brokers: a:1\ngranularity: partitions\n").contains("granularity"),
+            "{}",
+            err("brokers: a:1\ngranularity: partitions\n")
+        );
+        assert!(err("brokers: a:1\nlisten: nowhere\n").contains("listen"));
+        assert!(err("brokers: a:1\nmetrics_namespace: 'my-ns'\n").contains("metrics_namespace"));
+        assert!(err("brokers: a:1\nbrokerz: b\n").contains("brokerz"));
+        assert!(err("brokers: a:1\ngroups:\n  allow: ['(']\n").contains("groups"));
+        assert!(
+            err("brokers: a:1\nsasl:\n  mechanism: GSSAPI\n  username: u\n  password: p\n").contains("sasl.mechanism")
+        );
+        assert!(err("brokers: a:1\nsasl:\n  mechanism: PLAIN\n").contains("sasl.username"));
+        assert!(err("brokers: a:1\ntls:\n  enabled: true\n  ca_file: /nonexistent/ca.pem\n").contains("tls.ca_file"));
+        assert!(err("listen: 0.0.0.0:1\n").contains("brokers"));
+        assert!(err("brokers: a:1\nwatermark_interval_seconds: 0\n").contains("watermark_interval_seconds"));
+        assert!(err("brokers: a:1\nscrape_mode: zookeeper\n").contains("scrape_mode"));
+    }
+
+    #[test]
+    fn sasl_and_tls_become_client_properties() {
+        let c = load(
+            "brokers: a:1\nsasl:\n  mechanism: scram-sha-512\n  username: u\n  password: p\ntls:\n  enabled: true\n",
+            ServeArgs::default(),
+        )
+        .expect("valid");
+        let get = |k: &str| c.kafka.properties.iter().find(|(p, _)| p == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("security.protocol"), Some("sasl_ssl"));
+        assert_eq!(get("sasl.mechanism"), Some("SCRAM-SHA-512"));
+        assert_eq!(get("sasl.username"), Some("u"));
+    }
+}

@@ -1,0 +1,158 @@
+//! The JSON shapes of `/ready` and `/api/groups`.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::monitor::Monitor;
+use crate::watermarks::lag;
+
+/// `/ready`: readiness with catch-up progress.
+#[derive(Debug, Serialize)]
+pub struct Readiness {
+    /// True once caught up and watermarks refreshed since.
+    pub ready: bool,
+    /// True once every initial partition was read to its start high watermark.
+    pub caught_up: bool,
+    /// Partitions of `__consumer_offsets` caught up.
+    pub partitions_caught_up: usize,
+    /// Partitions of `__consumer_offsets` tracked.
+    pub partitions: usize,
+    /// Offsets read.
+    pub offsets_read: i64,
+    /// Offsets left to read.
+    pub offsets_remaining: i64,
+    /// Percent done.
+    pub percent: f64,
+    /// Records read so far.
+    pub records: u64,
+    /// The partitions not caught up yet (at most 50), with where they stand.
+    pub behind: Vec<PartitionBehind>,
+}
+
+/// A partition of `__consumer_offsets` still catching up.
+#[derive(Debug, Serialize)]
+pub struct PartitionBehind {
+    /// The partition.
+    pub partition: i32,
+    /// The next offset to read.
+    pub position: i64,
+    /// The offset to reach.
+    pub target: i64,
+}
+
+pub(crate) fn readiness(monitor: &Monitor) -> Readiness {
+    let p = monitor.progress();
+    let behind = monitor
+        .partition_progress()
+        .into_iter()
+        .filter(|(_, s)| !s.caught_up)
+        .take(50)
+        .map(|(partition, s)| PartitionBehind { partition, position: s.position, target: s.target })
+        .collect();
+    Readiness {
+        ready: monitor.is_ready(),
+        caught_up: monitor.is_caught_up(),
+        partitions_caught_up: p.partitions_caught_up,
+        partitions: p.partitions,
+        offsets_read: p.offsets_read,
+        offsets_remaining: p.offsets_remaining,
+        percent: p.percent,
+        records: monitor.counters().records.load(std::sync::atomic::Ordering::Relaxed),
+        behind,
+    }
+}
+
+/// One group in `/api/groups`.
+#[derive(Debug, Serialize)]
+pub struct GroupView {
+    /// The group.
+    pub group_id: String,
+    /// `Stable`, `Empty`, or `Unknown` when the log has no metadata for it.
+    pub state: String,
+    /// The protocol type, when known.
+    pub protocol_type: Option<String>,
+    /// The assignment protocol, when known.
+    pub protocol: Option<String>,
+    /// Members, when known.
+    pub members: usize,
+    /// Total lag over the exported topics.
+    pub lag: i64,
+    /// Per topic.
+    pub topics: Vec<TopicView>,
+}
+
+/// One topic of a group.
+#[derive(Debug, Serialize)]
+pub struct TopicView {
+    /// The topic.
+    pub topic: String,
+    /// Sum of the partitions' lag.
+    pub lag: i64,
+    /// Per partition.
+    pub partitions: Vec<PartitionView>,
+}
+
+/// One partition of a group's topic.
+#[derive(Debug, Serialize)]
+pub struct PartitionView {
+    /// The partition.
+    pub partition: i32,
+    /// The committed offset.
+    pub committed_offset: i64,
+    /// The high watermark, when known (`null` for a deleted topic).
+    pub high_water_mark: Option<i64>,
+    /// The lag, when the high watermark is known.
+    pub lag: Option<i64>,
+    /// When the offset was committed, ms since the epoch.
+    pub commit_timestamp: i64,
+}
+
+pub(crate) fn groups(monitor: &Monitor) -> Vec<GroupView> {
+    let settings = monitor.settings();
+    let watermarks = monitor.watermarks();
+    let mut out = Vec::new();
+    monitor.for_each_unit(|_, unit| {
+        for (group, g) in unit.groups() {
+            if !settings.groups.allows(group) {
+                continue;
+            }
+            let mut topics: BTreeMap<&str, Vec<PartitionView>> = BTreeMap::new();
+            for (tp, c) in &g.offsets {
+                if !settings.topics.allows(&tp.topic) {
+                    continue;
+                }
+                let high = watermarks.get(&tp.topic, tp.partition).map(|w| w.high);
+                topics.entry(&tp.topic).or_default().push(PartitionView {
+                    partition: tp.partition,
+                    committed_offset: c.offset,
+                    high_water_mark: high,
+                    lag: high.map(|h| lag(h, c.offset)),
+                    commit_timestamp: c.commit_timestamp,
+                });
+            }
+            let topics: Vec<TopicView> = topics
+                .into_iter()
+                .map(|(topic, mut partitions)| {
+                    partitions.sort_by_key(|p| p.partition);
+                    TopicView {
+                        topic: topic.to_owned(),
+                        lag: partitions.iter().filter_map(|p| p.lag).sum(),
+                        partitions,
+                    }
+                })
+                .collect();
+            out.push(GroupView {
+                group_id: group.to_string(),
+                state: g.info.as_ref().map_or("Unknown", |i| i.state()).to_owned(),
+                protocol_type: g.info.as_ref().map(|i| i.protocol_type.to_string()),
+                protocol: g.info.as_ref().and_then(|i| i.protocol.as_deref().map(str::to_owned)),
+                members: g.info.as_ref().map_or(0, |i| i.members.len()),
+                lag: topics.iter().map(|t| t.lag).sum(),
+                topics,
+            });
+        }
+    });
+    out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+    out
+}

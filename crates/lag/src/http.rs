@@ -1,0 +1,57 @@
+//! HTTP: `/metrics` (Prometheus text), `/ready` (503 with progress until caught
+//! up, then 200), `/api/groups` (JSON), `/healthz`, and a web page at `/`.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+
+use crate::api;
+use crate::metrics::Metrics;
+use crate::monitor::Monitor;
+
+#[derive(Clone)]
+struct AppState {
+    monitor: Arc<Monitor>,
+    metrics: Arc<Metrics>,
+}
+
+/// The service's routes.
+pub(crate) fn router(monitor: Arc<Monitor>, metrics: Arc<Metrics>) -> Router {
+    Router::new()
+        .route("/", get(page))
+        .route("/metrics", get(metrics_text))
+        .route("/ready", get(ready))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/api/groups", get(groups))
+        .with_state(AppState { monitor, metrics })
+}
+
+async fn metrics_text(State(state): State<AppState>) -> Response {
+    // Rendering 100k series takes tens of milliseconds: keep it off the async workers.
+    match tokio::task::spawn_blocking(move || state.metrics.render()).await {
+        Ok(Ok(text)) => ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response(),
+        Ok(Err(_)) | Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "rendering metrics failed\n").into_response(),
+    }
+}
+
+async fn ready(State(state): State<AppState>) -> Response {
+    let body = api::readiness(&state.monitor);
+    let status = if body.ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    (status, axum::Json(body)).into_response()
+}
+
+async fn groups(State(state): State<AppState>) -> Response {
+    if !state.monitor.is_ready() {
+        let body = api::readiness(&state.monitor);
+        return (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response();
+    }
+    axum::Json(api::groups(&state.monitor)).into_response()
+}
+
+async fn page() -> Html<&'static str> {
+    Html(include_str!("page.html"))
+}

@@ -1,0 +1,290 @@
+//! The lag monitor as a service: reads `__consumer_offsets` on a thread of its
+//! own, refreshes watermarks on another, and serves `/metrics`, `/ready`, the
+//! JSON API and the web page over HTTP until `shutdown` completes.
+//!
+//! Shape after mini-redis: [`run`] takes a bound listener and a shutdown future,
+//! so tests bind port 0 and stop the service by completing the future.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use kshard_kafka::{Admin, CONSUMER_OFFSETS_TOPIC, ClientSettings, OffsetSpec, PartitionReader, ReadEvent};
+use tracing::{debug, info, warn};
+
+use crate::http;
+use crate::metrics::{Metrics, SelfTimings};
+use crate::monitor::{Monitor, MonitorSettings};
+use crate::watermarks::{Watermark, Watermarks};
+
+/// How `kshard serve` runs.
+#[derive(Debug)]
+pub struct ServeOptions {
+    /// How to reach Kafka.
+    pub kafka: ClientSettings,
+    /// Metric name prefix (`kshard`; `kminion` for drop-in names).
+    pub namespace: String,
+    /// How often watermarks are refreshed.
+    pub watermark_interval: Duration,
+    /// Filters and granularity.
+    pub monitor: MonitorSettings,
+    /// Timeout of each admin call.
+    pub request_timeout: Duration,
+    /// When set, reading waits until this future completes. Embedders and tests
+    /// use it to observe the service before catch-up begins.
+    pub hold_reading: Option<tokio::sync::oneshot::Receiver<()>>,
+}
+
+/// Why the service stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// A Kafka call failed at start.
+    #[error(transparent)]
+    Kafka(#[from] kshard_kafka::Error),
+    /// `__consumer_offsets` is not there.
+    #[error("{CONSUMER_OFFSETS_TOPIC} does not exist on {0}; if this cluster hides it, use scrape_mode: admin_api")]
+    NoOffsetsTopic(String),
+    /// Serving HTTP failed.
+    #[error("serving HTTP: {0}")]
+    Http(#[source] std::io::Error),
+    /// A worker thread failed.
+    #[error("{0}")]
+    Worker(String),
+}
+
+/// Runs the lag monitor until `shutdown` completes.
+pub async fn run(
+    mut options: ServeOptions,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    let monitor = Arc::new(Monitor::new(options.monitor.clone()));
+    let timings = Arc::new(SelfTimings::default());
+    let metrics = Arc::new(Metrics::new(&options.namespace, Arc::clone(&monitor), Arc::clone(&timings)));
+
+    let hold = options.hold_reading.take();
+    let start = {
+        let kafka = options.kafka.clone();
+        let timeout = options.request_timeout;
+        let monitor = Arc::clone(&monitor);
+        tokio::task::spawn_blocking(move || track_offsets_partitions(&kafka, timeout, &monitor))
+            .await
+            .map_err(|e| ServeError::Worker(format!("start-up task: {e}")))??
+    };
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let (new_partitions_tx, new_partitions_rx) = mpsc::channel();
+    let reader = spawn_reader(&options, Arc::clone(&monitor), Arc::clone(&stop), start, new_partitions_rx, hold)?;
+    let refresher =
+        spawn_refresher(&options, Arc::clone(&monitor), Arc::clone(&timings), Arc::clone(&stop), new_partitions_tx)?;
+
+    let addr = listener.local_addr().map_err(ServeError::Http)?;
+    info!(%addr, "serving /metrics, /ready, /api/groups and the web page");
+    let served = axum::serve(listener, http::router(Arc::clone(&monitor), metrics))
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(ServeError::Http);
+
+    stop.store(true, Ordering::Release);
+    let reader = tokio::task::spawn_blocking(move || reader.join()).await;
+    let refresher = tokio::task::spawn_blocking(move || refresher.join()).await;
+    for (name, joined) in [("reader", reader), ("watermark refresher", refresher)] {
+        match joined {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(e))) => return Err(ServeError::Worker(format!("{name}: {e}"))),
+            Ok(Err(_)) | Err(_) => return Err(ServeError::Worker(format!("{name} thread panicked"))),
+        }
+    }
+    info!("stopped");
+    served
+}
+
+/// Tracks every partition of `__consumer_offsets` with its current watermarks;
+/// returns the partition count.
+fn track_offsets_partitions(kafka: &ClientSettings, timeout: Duration, monitor: &Monitor) -> Result<i32, ServeError> {
+    let admin = Admin::new(kafka, timeout)?;
+    let count = admin
+        .partition_count(CONSUMER_OFFSETS_TOPIC)?
+        .ok_or_else(|| ServeError::NoOffsetsTopic(kafka.brokers.clone()))?;
+    let partitions: Vec<(String, i32)> = (0..count).map(|p| (CONSUMER_OFFSETS_TOPIC.to_owned(), p)).collect();
+    let low = admin.list_offsets(&partitions, OffsetSpec::Earliest)?;
+    let high = admin.list_offsets(&partitions, OffsetSpec::Latest)?;
+    let mut total = 0;
+    for key in &partitions {
+        let (l, h) = (low.get(key).copied().unwrap_or(0), high.get(key).copied().unwrap_or(0));
+        total += (h - l).max(0);
+        monitor.track_partition(key.1, l, h);
+    }
+    monitor.start();
+    info!(partitions = count, offsets = total, "catching up with {CONSUMER_OFFSETS_TOPIC}");
+    Ok(count)
+}
+
+fn spawn_reader(
+    options: &ServeOptions,
+    monitor: Arc<Monitor>,
+    stop: Arc<AtomicBool>,
+    partitions: i32,
+    new_partitions: mpsc::Receiver<Vec<i32>>,
+    hold: Option<tokio::sync::oneshot::Receiver<()>>,
+) -> Result<JoinHandle<Result<(), String>>, ServeError> {
+    let start: Vec<(i32, Option<i64>)> = (0..partitions).map(|p| (p, None)).collect();
+    let settings = options.kafka.clone();
+    std::thread::Builder::new()
+        .name("offsets-reader".into())
+        .spawn(move || {
+            if let Some(hold) = hold {
+                // A dropped sender releases the hold too.
+                let _ = hold.blocking_recv();
+            }
+            let reader = PartitionReader::new(&settings, CONSUMER_OFFSETS_TOPIC, &start).map_err(|e| e.to_string())?;
+            read_offsets(&reader, &monitor, &stop, &new_partitions)
+        })
+        .map_err(|e| ServeError::Worker(format!("starting the reader thread: {e}")))
+}
+
+fn read_offsets(
+    reader: &PartitionReader,
+    monitor: &Monitor,
+    stop: &AtomicBool,
+    new_partitions: &mpsc::Receiver<Vec<i32>>,
+) -> Result<(), String> {
+    let started = Instant::now();
+    let mut last_log = Instant::now();
+    let mut records_at_last_log = 0u64;
+    let mut announced_ready = false;
+    while !stop.load(Ordering::Acquire) {
+        while let Ok(added) = new_partitions.try_recv() {
+            let start: Vec<(i32, Option<i64>)> = added.iter().map(|p| (*p, None)).collect();
+            reader.add_partitions(CONSUMER_OFFSETS_TOPIC, &start).map_err(|e| e.to_string())?;
+            info!(partitions = ?added, "reading new partitions of {CONSUMER_OFFSETS_TOPIC}");
+        }
+        match reader.poll(Duration::from_millis(100)) {
+            Ok(ReadEvent::Record(r)) => {
+                if let Err(s) = monitor.apply(r.partition(), r.offset(), r.key(), r.value()) {
+                    warn!(
+                        partition = s.partition,
+                        offset = s.offset,
+                        reason = s.skipped.reason(),
+                        error = %s.skipped,
+                        "skipped a record of {CONSUMER_OFFSETS_TOPIC}"
+                    );
+                }
+            }
+            Ok(ReadEvent::EndOfPartition { partition, next_offset }) => {
+                debug!(partition, next_offset, "end of partition");
+                monitor.end_of_partition(partition, next_offset);
+            }
+            Ok(ReadEvent::Idle) => {}
+            Err(e) => {
+                warn!(error = %e, "reading {CONSUMER_OFFSETS_TOPIC}; the client retries");
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+        if !announced_ready && monitor.is_caught_up() {
+            announced_ready = true;
+            let records = monitor.counters().records.load(Ordering::Relaxed);
+            let secs = started.elapsed().as_secs_f64();
+            info!(records, seconds = secs, rate = records as f64 / secs.max(1e-9), "caught up");
+        } else if !announced_ready && last_log.elapsed() >= Duration::from_secs(5) {
+            let p = monitor.progress();
+            let records = monitor.counters().records.load(Ordering::Relaxed);
+            let rate = (records - records_at_last_log) as f64 / last_log.elapsed().as_secs_f64();
+            let eta = if rate > 0.0 { p.offsets_remaining as f64 / rate } else { f64::INFINITY };
+            info!(
+                records,
+                rate = rate.round(),
+                percent = format!("{:.1}", p.percent),
+                partitions_caught_up = p.partitions_caught_up,
+                partitions = p.partitions,
+                eta_seconds = eta.round(),
+                "catching up"
+            );
+            last_log = Instant::now();
+            records_at_last_log = records;
+        }
+    }
+    Ok(())
+}
+
+fn spawn_refresher(
+    options: &ServeOptions,
+    monitor: Arc<Monitor>,
+    timings: Arc<SelfTimings>,
+    stop: Arc<AtomicBool>,
+    new_partitions: mpsc::Sender<Vec<i32>>,
+) -> Result<JoinHandle<Result<(), String>>, ServeError> {
+    let admin = Admin::new(&options.kafka, options.request_timeout)?;
+    let interval = options.watermark_interval;
+    std::thread::Builder::new()
+        .name("watermarks".into())
+        .spawn(move || {
+            let mut next = Instant::now();
+            let mut refreshed_since_catch_up = false;
+            while !stop.load(Ordering::Acquire) {
+                let caught_up = monitor.is_caught_up();
+                // Refresh on schedule, and at once when catch-up completes, so that
+                // readiness waits for watermarks no older than the catch-up.
+                if Instant::now() >= next || (caught_up && !refreshed_since_catch_up) {
+                    let started = Instant::now();
+                    match refresh(&admin, &monitor, &new_partitions) {
+                        Ok(watermarks) => {
+                            monitor.set_watermarks(watermarks, caught_up);
+                            refreshed_since_catch_up |= caught_up;
+                            *timings.watermark_refresh.lock().unwrap_or_else(PoisonError::into_inner) =
+                                Some(started.elapsed());
+                        }
+                        Err(e) => warn!(error = %e, "refreshing watermarks"),
+                    }
+                    next = started + interval;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Ok(())
+        })
+        .map_err(|e| ServeError::Worker(format!("starting the watermark thread: {e}")))
+}
+
+/// One refresh: topics and partition counts (one Metadata request), then the
+/// earliest and latest offsets of every partition of every topic some group
+/// committed to (ListOffsets, batched per leader). Also notices new partitions
+/// of `__consumer_offsets` and hands them to the reader.
+fn refresh(
+    admin: &Admin,
+    monitor: &Monitor,
+    new_partitions: &mpsc::Sender<Vec<i32>>,
+) -> Result<Watermarks, kshard_kafka::Error> {
+    let topics = admin.topics()?;
+    if let Some(&count) = topics.get(CONSUMER_OFFSETS_TOPIC) {
+        let known = monitor.progress().partitions as i32;
+        if count > known {
+            let added: Vec<(String, i32)> = (known..count).map(|p| (CONSUMER_OFFSETS_TOPIC.to_owned(), p)).collect();
+            let low = admin.list_offsets(&added, OffsetSpec::Earliest)?;
+            let high = admin.list_offsets(&added, OffsetSpec::Latest)?;
+            for key in &added {
+                monitor.track_partition(key.1, low.get(key).copied().unwrap_or(0), high.get(key).copied().unwrap_or(0));
+            }
+            // The reader has gone when this fails, and is stopping anyway.
+            let _ = new_partitions.send((known..count).collect());
+        }
+    }
+    let wanted: Vec<(String, i32)> = monitor
+        .committed_topics()
+        .into_iter()
+        .filter_map(|t| topics.get(&t).map(|&n| (t, n)))
+        .flat_map(|(t, n)| (0..n).map(move |p| (t.clone(), p)))
+        .collect();
+    let low = admin.list_offsets(&wanted, OffsetSpec::Earliest)?;
+    let high = admin.list_offsets(&wanted, OffsetSpec::Latest)?;
+    let mut watermarks = Watermarks::default();
+    for key in &wanted {
+        if let (Some(&l), Some(&h)) = (low.get(key), high.get(key)) {
+            watermarks.insert(&key.0, key.1, Watermark { low: l, high: h });
+        }
+    }
+    debug!(partitions = watermarks.partition_count(), "watermarks refreshed");
+    Ok(watermarks)
+}
