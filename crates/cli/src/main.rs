@@ -6,6 +6,7 @@
 //! - `kshard loadgen`: write a realistic `__consumer_offsets` stream into a broker;
 //! - `kshard serve`: the lag monitor.
 
+mod bench;
 mod loadgen;
 mod offsets_dump;
 mod offsets_json;
@@ -38,6 +39,11 @@ struct BrokerArgs {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Measure kshard on a real broker (figures for the README).
+    Bench {
+        #[command(subcommand)]
+        command: BenchCommand,
+    },
     /// Run the lag monitor: read __consumer_offsets, export lag on /metrics,
     /// readiness on /ready, JSON on /api/groups and a web page on /.
     Serve {
@@ -56,6 +62,36 @@ enum Command {
         brokers: BrokerArgs,
         #[command(flatten)]
         shape: loadgen::LoadShape,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum BenchCommand {
+    /// Read __consumer_offsets to the end doing nothing else; prints the record count.
+    Drain {
+        #[command(flatten)]
+        brokers: BrokerArgs,
+    },
+    /// In one run on the same broker and data: the raw drain, then `kshard serve`
+    /// to ready; time, CPU-seconds and peak RSS of each (medians).
+    CatchUp {
+        #[command(flatten)]
+        brokers: BrokerArgs,
+        /// Runs of each.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+    },
+    /// Memory per tracked group-partition and /metrics render time, without a broker.
+    State {
+        /// Groups.
+        #[arg(long, default_value_t = 33_334)]
+        groups: u32,
+        /// Partitions per group.
+        #[arg(long, default_value_t = 3)]
+        partitions: u32,
+        /// Distinct topics.
+        #[arg(long, default_value_t = 1000)]
+        topics: u32,
     },
 }
 
@@ -95,6 +131,13 @@ fn main() -> ExitCode {
         Command::Offsets { command: OffsetsCommand::Dump { brokers, partitions } } => dump(&brokers, &partitions),
         Command::Loadgen { brokers, shape } => run_loadgen(&brokers, &shape),
         Command::Serve { args } => serve::serve(&args),
+        Command::Bench { command: BenchCommand::Drain { brokers } } => {
+            bench::drain(&ClientSettings::new(&brokers.brokers)).map(|n| println!("{n}"))
+        }
+        Command::Bench { command: BenchCommand::CatchUp { brokers, runs } } => bench::catch_up(&brokers.brokers, runs),
+        Command::Bench { command: BenchCommand::State { groups, partitions, topics } } => {
+            bench::state(groups, partitions, topics)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
