@@ -64,7 +64,9 @@ pub(crate) fn drain(settings: &ClientSettings) -> Result<u64> {
                 records += 1;
                 catch_up.on_record(r.partition(), r.offset());
             }
-            ReadEvent::EndOfPartition { partition, next_offset } => catch_up.on_end_of_partition(partition, next_offset),
+            ReadEvent::EndOfPartition { partition, next_offset } => {
+                catch_up.on_end_of_partition(partition, next_offset)
+            }
             ReadEvent::Idle => {}
         }
     }
@@ -152,7 +154,7 @@ fn run_serve(brokers: &str) -> Result<Run> {
             let records = serde_json::from_str::<serde_json::Value>(&body)?["records"].as_u64().unwrap_or(0);
             return Ok(Run { seconds, stats, records });
         }
-        std::thread::sleep(Duration::from_millis(10));
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -227,8 +229,9 @@ pub(crate) fn state(groups: u32, partitions: u32, topics: u32) -> Result<()> {
         monitor.track_partition(p, 0, 0);
     }
     monitor.start();
-    let mut offset = 0i64;
     let mut watermarks = Watermarks::default();
+    let mut offset = 0i64;
+    let mut records = Vec::new();
     for g in 0..groups {
         let group = format!("consumer-group-{g:06}");
         let topic = format!("topic-{:04}", g % topics.max(1));
@@ -240,8 +243,28 @@ pub(crate) fn state(groups: u32, partitions: u32, topics: u32) -> Result<()> {
             watermarks.insert(&topic, p as i32, Watermark { low: 0, high: 1_000_000 });
         }
     }
-    monitor.sweep_names();
     let rss_after = rss()?;
+    // The steady state of a monitor following commits: existing offsets updated.
+    for g in 0..groups.min(60_000) {
+        let group = format!("consumer-group-{g:06}");
+        let topic = format!("topic-{:04}", g % topics.max(1));
+        let unit = kshard_kafka::offsets_partition_for(&group, units);
+        for p in 0..partitions {
+            records.push((unit, bench_commit(&group, &topic, p as i32, i64::from(g) + 1)));
+        }
+    }
+    let started = Instant::now();
+    let mut applied = 0u64;
+    for _ in 0..5 {
+        for (unit, (key, value)) in &records {
+            monitor.apply(*unit, offset, Some(key), value.as_deref()).map_err(|e| anyhow::anyhow!("{e:?}"))?;
+            offset += 1;
+            applied += 1;
+        }
+    }
+    let apply_rate = applied as f64 / started.elapsed().as_secs_f64();
+    drop(records);
+    monitor.sweep_names();
     let tracked = u64::from(groups) * u64::from(partitions);
     monitor.set_watermarks(watermarks, true);
     let metrics = Metrics::new("kshard", Arc::clone(&monitor), Arc::new(SelfTimings::default()));
@@ -255,6 +278,7 @@ pub(crate) fn state(groups: u32, partitions: u32, topics: u32) -> Result<()> {
     let per = (rss_after - rss_before) / tracked as f64;
     let _ = before;
     println!("tracked group-partitions: {tracked} ({groups} groups × {partitions} partitions, {topics} topics)");
+    println!("apply: {:.2} million offset commits/s (decode and update, one thread)", apply_rate / 1e6);
     println!("state memory: {:.1} MB RSS, {per:.0} bytes per tracked group-partition", (rss_after - rss_before) / 1e6);
     println!("/metrics render: median {:.1} ms over 7 renders ({:.1} MB of text)", median(times), size as f64 / 1e6);
     Ok(())

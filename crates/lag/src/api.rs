@@ -118,13 +118,13 @@ pub(crate) fn groups(monitor: &Monitor) -> Vec<GroupView> {
                 continue;
             }
             let mut topics: BTreeMap<&str, Vec<PartitionView>> = BTreeMap::new();
-            for (tp, c) in &g.offsets {
-                if !settings.topics.allows(&tp.topic) {
+            for (topic, partition, c) in g.offsets() {
+                if !settings.topics.allows(topic) {
                     continue;
                 }
-                let high = watermarks.get(&tp.topic, tp.partition).map(|w| w.high);
-                topics.entry(&tp.topic).or_default().push(PartitionView {
-                    partition: tp.partition,
+                let high = watermarks.get(topic, partition).map(|w| w.high);
+                topics.entry(topic).or_default().push(PartitionView {
+                    partition,
                     committed_offset: c.offset,
                     high_water_mark: high,
                     lag: high.map(|h| lag(h, c.offset)),

@@ -11,21 +11,11 @@
 //! group's metadata, and the group disappears once it has neither metadata nor
 //! offsets (Kafka also keeps offsets of a group whose metadata was deleted).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use kshard_offsets::{DecodeError, GroupMetadataValue, OffsetCommitValue, Record, RecordKey, RecordType, RecordValue};
 
-use crate::names::Names;
-
-/// A topic and partition, the topic name interned.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TopicPartition {
-    /// The topic.
-    pub topic: Arc<str>,
-    /// The partition.
-    pub partition: i32,
-}
+use crate::names::{FastMap, Names};
 
 /// The last offset a group committed for one partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,10 +69,12 @@ impl GroupInfo {
 }
 
 /// Everything known about one group.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct Group {
-    /// Committed offsets by topic-partition.
-    pub offsets: HashMap<TopicPartition, CommittedOffset>,
+    /// Committed offsets by topic, then by partition (index = partition id):
+    /// updating an offset looks the topic up by `&str` and indexes, with no
+    /// interning and no allocation.
+    offsets: FastMap<Arc<str>, Vec<Option<CommittedOffset>>>,
     /// The group's metadata, when the log has it.
     pub info: Option<GroupInfo>,
     /// Offset commits applied for this group since kshard started reading.
@@ -93,7 +85,69 @@ impl Group {
     fn is_empty(&self) -> bool {
         self.offsets.is_empty() && self.info.is_none()
     }
+
+    /// Every committed offset: topic, partition, offset.
+    pub fn offsets(&self) -> impl Iterator<Item = (&Arc<str>, i32, &CommittedOffset)> {
+        self.offsets.iter().flat_map(|(topic, partitions)| {
+            partitions.iter().enumerate().filter_map(move |(p, c)| c.as_ref().map(|c| (topic, p as i32, c)))
+        })
+    }
+
+    /// The committed offsets topic by topic: each topic with its partitions.
+    pub fn by_topic(&self) -> impl Iterator<Item = (&Arc<str>, impl Iterator<Item = (i32, &CommittedOffset)>)> {
+        self.offsets.iter().map(|(topic, partitions)| {
+            (topic, partitions.iter().enumerate().filter_map(|(p, c)| c.as_ref().map(|c| (p as i32, c))))
+        })
+    }
+
+    /// The topics the group has offsets for.
+    pub fn topics(&self) -> impl Iterator<Item = &Arc<str>> {
+        self.offsets.keys()
+    }
+
+    /// The committed offset of one partition.
+    pub fn offset(&self, topic: &str, partition: i32) -> Option<&CommittedOffset> {
+        self.offsets.get(topic)?.get(usize::try_from(partition).ok()?)?.as_ref()
+    }
+
+    /// Number of partitions with a committed offset.
+    pub fn offset_count(&self) -> usize {
+        self.offsets.values().map(|p| p.iter().flatten().count()).sum()
+    }
+
+    fn set_offset(&mut self, names: &mut Names, topic: &str, partition: i32, committed: CommittedOffset) {
+        // Partition ids come from the wire: a negative one is kept out, and a huge
+        // one cannot make the vector huge (Kafka topics have at most ~10^5 partitions).
+        let Ok(index) = usize::try_from(partition) else { return };
+        if index > MAX_PARTITION_INDEX {
+            return;
+        }
+        let partitions = match self.offsets.get_mut(topic) {
+            Some(p) => p,
+            None => self.offsets.entry(names.intern(topic)).or_default(),
+        };
+        if partitions.len() <= index {
+            partitions.resize(index + 1, None);
+        }
+        partitions[index] = Some(committed);
+    }
+
+    fn delete_offset(&mut self, topic: &str, partition: i32) {
+        let Some(partitions) = self.offsets.get_mut(topic) else { return };
+        if let Some(slot) = usize::try_from(partition).ok().and_then(|i| partitions.get_mut(i)) {
+            *slot = None;
+        }
+        while partitions.last().is_some_and(Option::is_none) {
+            partitions.pop();
+        }
+        if partitions.is_empty() {
+            self.offsets.remove(topic);
+        }
+    }
 }
+
+/// The largest partition index kept (Kafka's own limits are far below this).
+const MAX_PARTITION_INDEX: usize = 1 << 20;
 
 /// What applying one record did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,7 +198,7 @@ impl Skipped {
 /// The groups of one `__consumer_offsets` partition.
 #[derive(Debug, Default)]
 pub struct GroupOffsets {
-    groups: HashMap<Arc<str>, Group>,
+    groups: FastMap<Arc<str>, Group>,
     names: Names,
     /// The next offset to read from this partition (`None` before the first record).
     next_offset: Option<i64>,
@@ -164,15 +218,17 @@ impl GroupOffsets {
     pub fn apply(&mut self, record: &Record<'_>) -> Applied {
         match (&record.key, &record.value) {
             (RecordKey::OffsetCommit { key, .. }, Some(RecordValue::OffsetCommit(v))) => {
-                let tp = TopicPartition { topic: self.names.intern(&key.topic), partition: key.partition };
-                let group = self.group_mut(&key.group);
-                group.offsets.insert(tp, committed(v));
+                let group = match self.groups.get_mut(&*key.group) {
+                    Some(g) => g,
+                    None => self.groups.entry(self.names.intern(&key.group)).or_default(),
+                };
+                group.set_offset(&mut self.names, &key.topic, key.partition, committed(v));
                 group.commits += 1;
                 Applied::OffsetCommitted
             }
             (RecordKey::OffsetCommit { key, .. }, None) => {
                 if let Some(group) = self.groups.get_mut(&*key.group) {
-                    group.offsets.retain(|tp, _| !(tp.partition == key.partition && *tp.topic == *key.topic));
+                    group.delete_offset(&key.topic, key.partition);
                 }
                 self.remove_if_empty(&key.group);
                 Applied::OffsetDeleted
@@ -290,8 +346,13 @@ impl GroupOffsets {
     }
 
     /// The groups, by name.
-    pub fn groups(&self) -> &HashMap<Arc<str>, Group> {
-        &self.groups
+    pub fn groups(&self) -> impl Iterator<Item = (&Arc<str>, &Group)> {
+        self.groups.iter()
+    }
+
+    /// One group.
+    pub fn group(&self, name: &str) -> Option<&Group> {
+        self.groups.get(name)
     }
 
     /// The next offset to read from this partition, once something was read.
@@ -308,7 +369,7 @@ impl GroupOffsets {
 
     /// Number of (group, topic-partition) offsets held.
     pub fn offset_count(&self) -> usize {
-        self.groups.values().map(|g| g.offsets.len()).sum()
+        self.groups.values().map(Group::offset_count).sum()
     }
 }
 

@@ -5,7 +5,7 @@
 //! appear only once the monitor has caught up: before that they would show
 //! offsets from the past as if they were current.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -210,30 +210,37 @@ impl LagCollector {
         let m = &self.monitor;
         let settings = m.settings();
         // Collected first, then written family by family (the format wants each
-        // family's samples together).
+        // family's samples together). Aggregation is per group, so no map keyed
+        // by (group, topic) strings is needed.
         let mut partition_lag: Vec<(Arc<str>, Arc<str>, i32, i64)> = Vec::new();
-        let mut topic_lag: BTreeMap<(Arc<str>, Arc<str>), (i64, i64)> = BTreeMap::new();
+        let mut topic_lag: Vec<(Arc<str>, Arc<str>, i64, i64)> = Vec::new();
         let mut commits: Vec<(Arc<str>, u64)> = Vec::new();
         let mut info: Vec<InfoRow> = Vec::new();
-        let mut assignments: BTreeMap<(Arc<str>, Arc<str>), TopicAssignment> = BTreeMap::new();
+        let mut assignments: Vec<(Arc<str>, Arc<str>, TopicAssignment)> = Vec::new();
         m.for_each_unit(|_, unit| {
             for (group, g) in unit.groups() {
                 if !settings.groups.allows(group) {
                     continue;
                 }
                 commits.push((Arc::clone(group), g.commits));
-                for (tp, committed) in &g.offsets {
-                    if !settings.topics.allows(&tp.topic) {
+                for (topic, partitions) in g.by_topic() {
+                    if !settings.topics.allows(topic) {
                         continue;
                     }
-                    let Some(w) = watermarks.get(&tp.topic, tp.partition) else { continue };
-                    let l = lag(w.high, committed.offset);
-                    if settings.granularity == Granularity::Partition {
-                        partition_lag.push((Arc::clone(group), Arc::clone(&tp.topic), tp.partition, l));
+                    let (mut topic_sum, mut offset_sum, mut any) = (0, 0, false);
+                    for (partition, committed) in partitions {
+                        let Some(w) = watermarks.get(topic, partition) else { continue };
+                        let l = lag(w.high, committed.offset);
+                        if settings.granularity == Granularity::Partition {
+                            partition_lag.push((Arc::clone(group), Arc::clone(topic), partition, l));
+                        }
+                        topic_sum += l;
+                        offset_sum += committed.offset;
+                        any = true;
                     }
-                    let e = topic_lag.entry((Arc::clone(group), Arc::clone(&tp.topic))).or_default();
-                    e.0 += l;
-                    e.1 += committed.offset;
+                    if any {
+                        topic_lag.push((Arc::clone(group), Arc::clone(topic), topic_sum, offset_sum));
+                    }
                 }
                 if let Some(gi) = &g.info {
                     let empty = gi.members.iter().filter(|mm| mm.assignment.iter().all(|(_, p)| p.is_empty())).count();
@@ -246,7 +253,8 @@ impl LagCollector {
                         members: gi.members.len() as i64,
                         empty_members: empty as i64,
                     });
-                    let mut per_topic: HashMap<&Arc<str>, TopicAssignment> = HashMap::new();
+                    let mut per_topic: HashMap<&Arc<str>, TopicAssignment, foldhash::fast::RandomState> =
+                        HashMap::default();
                     for member in &gi.members {
                         for (topic, partitions) in &member.assignment {
                             let a = per_topic.entry(topic).or_default();
@@ -256,7 +264,7 @@ impl LagCollector {
                     }
                     for (topic, a) in per_topic {
                         if settings.topics.allows(topic) {
-                            assignments.insert((Arc::clone(group), Arc::clone(topic)), a);
+                            assignments.push((Arc::clone(group), Arc::clone(topic), a));
                         }
                     }
                 }
@@ -285,7 +293,7 @@ impl LagCollector {
             ("kafka_consumer_group_topic_offset_sum", "Sum of a group's committed offsets over a topic.", false),
         ] {
             let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
-            for ((group, topic), (l, sum)) in &topic_lag {
+            for (group, topic, l, sum) in &topic_lag {
                 let v = if pick { *l } else { *sum };
                 ConstGauge::new(v)
                     .encode(family.encode_family(&[("group_id", &**group), ("topic_name", &**topic)])?)?;
@@ -333,7 +341,7 @@ impl LagCollector {
             ("kafka_consumer_group_topic_assigned_partitions", "Partitions of a topic assigned in a group.", false),
         ] {
             let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
-            for ((group, topic), a) in &assignments {
+            for (group, topic, a) in &assignments {
                 ConstGauge::new(if members { a.members } else { a.partitions })
                     .encode(family.encode_family(&[("group_id", &**group), ("topic_name", &**topic)])?)?;
             }

@@ -117,14 +117,13 @@ impl Monitor {
         value: Option<&[u8]>,
     ) -> Result<Applied, SkippedRecord> {
         self.counters.records.fetch_add(1, Ordering::Relaxed);
-        if !self.units.read().unwrap_or_else(PoisonError::into_inner).contains_key(&partition) {
-            self.units.write().unwrap_or_else(PoisonError::into_inner).entry(partition).or_default();
-        }
-        let result = {
+        let result = loop {
             let units = self.units.read().unwrap_or_else(PoisonError::into_inner);
-            // Units are only ever added, and this one was added above.
-            let unit = units.get(&partition).expect("unit exists");
-            lock(unit).apply_bytes(offset, key, value)
+            if let Some(unit) = units.get(&partition) {
+                break lock(unit).apply_bytes(offset, key, value);
+            }
+            drop(units);
+            self.units.write().unwrap_or_else(PoisonError::into_inner).entry(partition).or_default();
         };
         lock(&self.catch_up).on_record(partition, offset);
         self.count(partition, offset, result)
@@ -215,9 +214,9 @@ impl Monitor {
                 if !self.settings.groups.allows(group) {
                     continue;
                 }
-                for tp in g.offsets.keys() {
-                    if self.settings.topics.allows(&tp.topic) {
-                        topics.insert(tp.topic.to_string());
+                for topic in g.topics() {
+                    if self.settings.topics.allows(topic) {
+                        topics.insert(topic.to_string());
                     }
                 }
             }

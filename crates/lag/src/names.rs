@@ -1,13 +1,19 @@
 //! Interned names: every group and topic name is stored once per unit of state,
 //! however many partitions and commits refer to it.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+
+/// A hash map with foldhash, several times faster than SipHash on the short
+/// group and topic names every record is looked up by. Names come from
+/// `__consumer_offsets`, which only brokers write, so HashDoS resistance is not
+/// needed; foldhash still seeds per process.
+pub type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// A set of shared strings; [`Names::intern`] returns the one copy of a name.
 #[derive(Debug, Default)]
 pub struct Names {
-    set: HashSet<Arc<str>>,
+    set: HashSet<Arc<str>, foldhash::fast::RandomState>,
 }
 
 impl Names {
