@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The main job, from a fresh machine: installs what is missing, starts a local
-# broker on 127.0.0.1, creates __consumer_offsets as Kafka does, writes a demo
-# stream of canonical records into it (consumer groups committing offsets with
-# value versions v1/v3/v4, group metadata with members, tombstones, and a few
-# malformed records), then reads the whole topic back and decodes every record.
-# The broker is stopped by PID when the script ends (Ctrl-C included).
-# Usage: scripts/run.sh [kshard loadgen options, e.g. --groups 200 --rounds 20]
+# broker on 127.0.0.1, creates __consumer_offsets as Kafka does, writes demo
+# consumer groups into it (topics with data, offset commits with value versions
+# v1/v3/v4, group metadata with members, tombstones, a few malformed records),
+# and runs the lag monitor against it until Ctrl-C. The broker is stopped by PID
+# when the script ends.
+# Usage: scripts/run.sh [kshard serve options]   (listens on $KSHARD_LISTEN, default 127.0.0.1:9308)
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$KSHARD_ROOT"
 
@@ -21,22 +21,23 @@ export "$("$KSHARD_ROOT/scripts/broker.sh" start)"
 "$KSHARD_ROOT/scripts/create-offsets-topic.sh" "$KSHARD_BROKERS"
 
 log "writing demo consumer groups into __consumer_offsets"
-"$kshard" loadgen --groups 50 --partitions 3 --rounds 5 --topics 5 --malformed 2 --prefix demo "$@"
+"$kshard" loadgen --groups 50 --partitions 3 --rounds 5 --topics 5 --malformed 2 --prefix demo
 
-out="$KSHARD_STATE_DIR/dump.jsonl"
-log "reading __consumer_offsets back: every record decoded to $out"
-"$kshard" offsets dump >"$out"
+listen="${KSHARD_LISTEN:-127.0.0.1:9308}"
+cat >&2 <<MSG
 
-echo
-echo "A few decoded records:"
-grep -m1 '"record_type":"offset_commit".*"value":{"version":1,' "$out" || true
-grep -m1 '"record_type":"offset_commit".*"value":{"version":4,' "$out" || true
-grep -m1 '"record_type":"group_metadata"' "$out" | cut -c1-400; echo "…"
-grep -m1 '"error"' "$out" || true
-echo
-echo "Records by type:"
-grep -o '"record_type":"[a-z_]*"' "$out" | sort | uniq -c
-echo "  $(grep -c '"error"' "$out" || true) malformed (logged with partition and offset, skipped)"
-echo
-echo "Decode a single record yourself:"
-echo "  $kshard offsets decode --key 000100026731000274310000000a --value 0004000000000021d4a8ffffffff010000019964f2d83600"
+[kshard] the lag monitor is starting; look at
+  http://$listen/            the web page
+  http://$listen/metrics     Prometheus metrics (kminion-compatible names)
+  http://$listen/ready       readiness and catch-up progress
+  http://$listen/api/groups  every group's lag as JSON
+[kshard] broker: KSHARD_BROKERS=$KSHARD_BROKERS; write more with:
+  $kshard loadgen --brokers $KSHARD_BROKERS --groups 20 --prefix more
+[kshard] Ctrl-C stops the monitor and the broker.
+
+MSG
+# In the background, so that a TERM to this script stops the monitor too.
+"$kshard" serve --brokers "$KSHARD_BROKERS" --listen "$listen" --watermark-interval-seconds 2 "$@" &
+serve_pid=$!
+trap 'kill -TERM "$serve_pid" 2>/dev/null; wait "$serve_pid" 2>/dev/null; "$KSHARD_ROOT/scripts/broker.sh" stop' EXIT
+wait "$serve_pid"
