@@ -13,9 +13,16 @@ cd "$KSHARD_ROOT"
 # broker (in .kshard) and concurrent runs are left alone.
 KSHARD_STATE_DIR="$(mktemp -d "${TMPDIR:-/tmp}/kshard-test.XXXXXX")"
 export KSHARD_STATE_DIR
+# Tests that start services of their own keep them under this directory too, so
+# that the cleanup below finds every PID file, even after a test was killed.
+export TMPDIR="$KSHARD_STATE_DIR/tmp"
+mkdir -p "$TMPDIR"
 cleanup() {
   "$KSHARD_ROOT/scripts/broker.sh" stop || true
   "$KSHARD_ROOT/scripts/etcd.sh" stop || true
+  while IFS= read -r pidfile; do
+    stop_pid "$pidfile" "$(basename "$pidfile" .pid) left by a test"
+  done < <(find "$KSHARD_STATE_DIR" -name '*.pid' 2>/dev/null)
   rm -rf "$KSHARD_STATE_DIR"
 }
 trap cleanup EXIT
