@@ -34,6 +34,10 @@ pub(crate) struct LoadShape {
     /// Default: 10 × rounds + 10.
     #[arg(long)]
     pub(crate) topic_records: Option<u32>,
+    /// Real consumer groups to run through the broker's group coordinator (they
+    /// join, read part of a topic and commit): what `scrape_mode: admin_api` sees.
+    #[arg(long, default_value_t = 0)]
+    pub(crate) real_groups: u32,
     /// Prefix of group names.
     #[arg(long, default_value = "loadgen")]
     pub(crate) prefix: String,
@@ -215,6 +219,7 @@ mod tests {
             topics: 4,
             malformed: 3,
             topic_records: None,
+            real_groups: 0,
             prefix: "t".into(),
         }
     }

@@ -209,6 +209,17 @@ fn run_loadgen(brokers: &BrokerArgs, shape: &loadgen::LoadShape) -> Result<()> {
         bytes += record.key.len() + record.value.as_ref().map_or(0, Vec::len);
     }
     writer.flush(Duration::from_secs(300))?;
+    for i in 0..shape.real_groups {
+        let topics = shape.topic_names();
+        let topic = &topics[i as usize % topics.len()];
+        let group = format!("{}-real-group-{i:03}", shape.prefix);
+        let member = kshard_kafka::GroupConsumer::new(&settings, &group, &[topic])?;
+        // Each real group reads part of its topic, so that it has lag.
+        let target = (per_partition as usize * shape.partitions as usize) / 2;
+        let read = member.consume(target, Duration::from_secs(60))?;
+        member.commit()?;
+        eprintln!("kshard: real group {group} read {read} records of {topic} and committed");
+    }
     let total: u64 = counts.values().sum();
     let secs = started.elapsed().as_secs_f64();
     eprintln!(

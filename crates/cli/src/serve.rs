@@ -4,7 +4,7 @@ use anyhow::{Context, Result};
 use kshard_lag::service::{ServeOptions, run};
 use tracing::info;
 
-use crate::serve_config::{LogFormat, ServeArgs, ServeConfig};
+use crate::serve_config::{LogFormat, ScrapeMode, ServeArgs, ServeConfig};
 
 /// Loads the configuration, sets up logging, and runs until SIGINT or SIGTERM.
 pub(crate) fn serve(args: &ServeArgs) -> Result<()> {
@@ -25,6 +25,10 @@ pub(crate) fn serve(args: &ServeArgs) -> Result<()> {
             .with_context(|| format!("invalid listen: cannot bind {}", config.listen))?;
         let options = ServeOptions {
             kafka: config.kafka.clone(),
+            mode: match config.scrape_mode {
+                ScrapeMode::OffsetsTopic => kshard_lag::service::ScrapeMode::OffsetsTopic,
+                ScrapeMode::AdminApi => kshard_lag::service::ScrapeMode::AdminApi,
+            },
             namespace: config.namespace.clone(),
             watermark_interval: config.watermark_interval,
             monitor: config.monitor.clone(),

@@ -29,7 +29,8 @@ pub(crate) struct ServeArgs {
     /// Directory for kshard's local state.
     #[arg(long, env = "KSHARD_DATA_DIR")]
     pub(crate) data_dir: Option<PathBuf>,
-    /// `offsets_topic` (read __consumer_offsets).
+    /// `offsets_topic` (read __consumer_offsets) or `admin_api` (ListGroups and
+    /// OffsetFetch, for clusters whose __consumer_offsets cannot be read).
     #[arg(long, env = "KSHARD_SCRAPE_MODE")]
     pub(crate) scrape_mode: Option<String>,
     /// `partition` or `topic`: which lag series to export.
@@ -114,6 +115,7 @@ struct Sasl {
 #[serde(rename_all = "snake_case")]
 pub(crate) enum ScrapeMode {
     OffsetsTopic,
+    AdminApi,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -177,7 +179,7 @@ impl ServeConfig {
             bail!("invalid metrics_namespace: {namespace:?} (letters, digits and _, not starting with a digit)");
         }
         let scrape_mode = match &args.scrape_mode {
-            Some(v) => parse_named("scrape_mode (offsets_topic)", v)?,
+            Some(v) => parse_named("scrape_mode (offsets_topic or admin_api)", v)?,
             None => file.scrape_mode.unwrap_or(ScrapeMode::OffsetsTopic),
         };
         let granularity = match &args.granularity {

@@ -94,6 +94,16 @@ impl Admin {
         }
     }
 
+    /// Every consumer group of the cluster (ListGroups on every broker).
+    pub fn list_groups(&self) -> Result<Vec<crate::groups::GroupListing>> {
+        crate::groups::list_groups(self.admin.inner().native_ptr(), self.timeout)
+    }
+
+    /// The committed offsets of each group (OffsetFetch for all its partitions).
+    pub fn group_offsets(&self, groups: &[String]) -> Result<Vec<crate::groups::GroupOffsets>> {
+        crate::groups::group_offsets(self.admin.inner().native_ptr(), groups, self.timeout)
+    }
+
     /// Deletes a topic; `Ok(false)` when it did not exist.
     pub fn delete_topic(&self, name: &str) -> Result<bool> {
         let step = format!("deleting topic {name}");

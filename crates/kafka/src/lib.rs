@@ -14,12 +14,16 @@ mod admin;
 mod config;
 mod context;
 mod error;
+mod group_consumer;
+mod groups;
 mod reader;
 mod writer;
 
 pub use admin::{Admin, OffsetSpec, TopicSpec};
 pub use config::ClientSettings;
 pub use error::{Error, Result};
+pub use group_consumer::GroupConsumer;
+pub use groups::{GroupListing, GroupOffsets};
 pub use reader::{PartitionReader, ReadEvent, ReadRecord};
 pub use writer::RecordWriter;
 

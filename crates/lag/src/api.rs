@@ -147,7 +147,7 @@ pub(crate) fn groups(monitor: &Monitor) -> Vec<GroupView> {
                 state: g.info.as_ref().map_or("Unknown", |i| i.state()).to_owned(),
                 protocol_type: g.info.as_ref().map(|i| i.protocol_type.to_string()),
                 protocol: g.info.as_ref().and_then(|i| i.protocol.as_deref().map(str::to_owned)),
-                members: g.info.as_ref().map_or(0, |i| i.members.len()),
+                members: g.info.as_ref().map_or(0, |i| i.members().len()),
                 lag: topics.iter().map(|t| t.lag).sum(),
                 topics,
             });

@@ -56,15 +56,28 @@ pub struct GroupInfo {
     pub generation: i32,
     /// When the group last changed state, in ms, when known.
     pub state_timestamp: Option<i64>,
-    /// The members.
-    pub members: Vec<Member>,
+    /// The members, when known (`None` in admin-API mode, which does not
+    /// describe groups).
+    pub members: Option<Vec<Member>>,
+    /// The state a broker reported (admin-API mode); `None` when read from the log.
+    pub reported_state: Option<Arc<str>>,
 }
 
 impl GroupInfo {
-    /// The group's state as far as the log tells: `Empty` without members, else
-    /// `Stable` (the log does not record rebalances in progress).
-    pub fn state(&self) -> &'static str {
-        if self.members.is_empty() { "Empty" } else { "Stable" }
+    /// The group's state: as the broker reported it, or as far as the log tells
+    /// (`Empty` without members, else `Stable`: the log does not record
+    /// rebalances in progress).
+    pub fn state(&self) -> &str {
+        match (&self.reported_state, &self.members) {
+            (Some(state), _) => state,
+            (None, Some(m)) if !m.is_empty() => "Stable",
+            (None, _) => "Empty",
+        }
+    }
+
+    /// The members, or none when unknown.
+    pub fn members(&self) -> &[Member] {
+        self.members.as_deref().unwrap_or_default()
     }
 }
 
@@ -253,7 +266,8 @@ impl GroupOffsets {
                     protocol: None,
                     generation: v.epoch,
                     state_timestamp: None,
-                    members: Vec::new(),
+                    members: Some(Vec::new()),
+                    reported_state: None,
                 });
                 info.generation = v.epoch;
                 Applied::GroupMetadata
@@ -273,11 +287,13 @@ impl GroupOffsets {
                     protocol: None,
                     generation: 0,
                     state_timestamp: None,
-                    members: Vec::new(),
+                    members: Some(Vec::new()),
+                    reported_state: None,
                 });
-                info.members.retain(|m| *m.member_id != *key.member_id);
+                let members = info.members.get_or_insert_with(Vec::new);
+                members.retain(|m| *m.member_id != *key.member_id);
                 if let Some(RecordValue::ConsumerGroupMemberMetadata(m)) = value {
-                    info.members.push(Member {
+                    members.push(Member {
                         member_id: key.member_id.as_ref().into(),
                         group_instance_id: m.instance_id.as_deref().map(Into::into),
                         client_id: m.client_id.as_ref().into(),
@@ -336,8 +352,32 @@ impl GroupOffsets {
             protocol: v.protocol.as_deref().map(|p| self.names.intern(p)),
             generation: v.generation,
             state_timestamp: v.current_state_timestamp,
-            members,
+            members: Some(members),
+            reported_state: None,
         }
+    }
+
+    /// Sets a group's committed offset as an Admin API reported it.
+    pub fn set_committed(&mut self, group: &str, topic: &str, partition: i32, offset: i64) {
+        let committed = CommittedOffset { offset, commit_timestamp: -1, leader_epoch: -1, metadata: None };
+        let g = match self.groups.get_mut(group) {
+            Some(g) => g,
+            None => self.groups.entry(self.names.intern(group)).or_default(),
+        };
+        g.set_offset(&mut self.names, topic, partition, committed);
+    }
+
+    /// Sets a group's state as an Admin API reported it (members unknown).
+    pub fn set_reported_state(&mut self, group: &str, protocol_type: &str, state: &str) {
+        let info = GroupInfo {
+            protocol_type: self.names.intern(protocol_type),
+            protocol: None,
+            generation: -1,
+            state_timestamp: None,
+            members: None,
+            reported_state: Some(self.names.intern(state)),
+        };
+        self.group_mut(group).info = Some(info);
     }
 
     /// Drops interned names nothing refers to any more; call now and then.

@@ -75,8 +75,9 @@ struct InfoRow {
     group: Arc<str>,
     protocol: Arc<str>,
     protocol_type: Arc<str>,
-    state: &'static str,
-    members: i64,
+    state: Arc<str>,
+    /// `None` when the members are unknown (admin-API mode): no member series.
+    members: Option<i64>,
     empty_members: i64,
 }
 
@@ -243,19 +244,20 @@ impl LagCollector {
                     }
                 }
                 if let Some(gi) = &g.info {
-                    let empty = gi.members.iter().filter(|mm| mm.assignment.iter().all(|(_, p)| p.is_empty())).count();
+                    let empty =
+                        gi.members().iter().filter(|mm| mm.assignment.iter().all(|(_, p)| p.is_empty())).count();
                     let protocol = gi.protocol.clone().unwrap_or_else(|| Arc::from(""));
                     info.push(InfoRow {
                         group: Arc::clone(group),
                         protocol,
                         protocol_type: Arc::clone(&gi.protocol_type),
-                        state: gi.state(),
-                        members: gi.members.len() as i64,
+                        state: Arc::from(gi.state()),
+                        members: gi.members.as_ref().map(|m| m.len() as i64),
                         empty_members: empty as i64,
                     });
                     let mut per_topic: HashMap<&Arc<str>, TopicAssignment, foldhash::fast::RandomState> =
                         HashMap::default();
-                    for member in &gi.members {
+                    for member in gi.members() {
                         for (topic, partitions) in &member.assignment {
                             let a = per_topic.entry(topic).or_default();
                             a.members += 1;
@@ -322,7 +324,7 @@ impl LagCollector {
                     ("group_id", &*row.group),
                     ("protocol", &*row.protocol),
                     ("protocol_type", &*row.protocol_type),
-                    ("state", row.state),
+                    ("state", &*row.state),
                 ])?)?;
             }
         }
@@ -332,7 +334,8 @@ impl LagCollector {
         ] {
             let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
             for row in &info {
-                ConstGauge::new(if members { row.members } else { row.empty_members })
+                let Some(all) = row.members else { continue };
+                ConstGauge::new(if members { all } else { row.empty_members })
                     .encode(family.encode_family(&[("group_id", &*row.group)])?)?;
             }
         }

@@ -149,6 +149,13 @@ impl Monitor {
         }
     }
 
+    /// Replaces the state of `partition` wholesale (admin-API mode rebuilds its
+    /// one unit at every scrape).
+    pub fn replace_unit(&self, partition: i32, unit: GroupOffsets) {
+        let mut units = self.units.write().unwrap_or_else(PoisonError::into_inner);
+        units.insert(partition, Mutex::new(unit));
+    }
+
     /// The reader reached the end of `partition`.
     pub fn end_of_partition(&self, partition: i32, next_offset: i64) {
         if let Some(unit) = self.units.read().unwrap_or_else(PoisonError::into_inner).get(&partition) {

@@ -20,11 +20,24 @@ use crate::metrics::{Metrics, SelfTimings};
 use crate::monitor::{Monitor, MonitorSettings};
 use crate::watermarks::{Watermark, Watermarks};
 
+/// Where group offsets come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ScrapeMode {
+    /// Read `__consumer_offsets` (the default: fast, complete, with metadata).
+    #[default]
+    OffsetsTopic,
+    /// Ask the brokers (ListGroups, OffsetFetch) at every refresh, for clusters
+    /// whose `__consumer_offsets` cannot be read. Ready after the first scrape.
+    AdminApi,
+}
+
 /// How `kshard serve` runs.
 #[derive(Debug)]
 pub struct ServeOptions {
     /// How to reach Kafka.
     pub kafka: ClientSettings,
+    /// Where group offsets come from.
+    pub mode: ScrapeMode,
     /// Metric name prefix (`kshard`; `kminion` for drop-in names).
     pub namespace: String,
     /// How often watermarks are refreshed.
@@ -66,18 +79,27 @@ pub async fn run(
     let metrics = Arc::new(Metrics::new(&options.namespace, Arc::clone(&monitor), Arc::clone(&timings)));
 
     let hold = options.hold_reading.take();
-    let start = {
-        let kafka = options.kafka.clone();
-        let timeout = options.request_timeout;
-        let monitor = Arc::clone(&monitor);
-        tokio::task::spawn_blocking(move || track_offsets_partitions(&kafka, timeout, &monitor))
-            .await
-            .map_err(|e| ServeError::Worker(format!("start-up task: {e}")))??
-    };
-
     let stop = Arc::new(AtomicBool::new(false));
     let (new_partitions_tx, new_partitions_rx) = mpsc::channel();
-    let reader = spawn_reader(&options, Arc::clone(&monitor), Arc::clone(&stop), start, new_partitions_rx, hold)?;
+    let reader = match options.mode {
+        ScrapeMode::OffsetsTopic => {
+            let start = {
+                let kafka = options.kafka.clone();
+                let timeout = options.request_timeout;
+                let monitor = Arc::clone(&monitor);
+                tokio::task::spawn_blocking(move || track_offsets_partitions(&kafka, timeout, &monitor))
+                    .await
+                    .map_err(|e| ServeError::Worker(format!("start-up task: {e}")))??
+            };
+            spawn_reader(&options, Arc::clone(&monitor), Arc::clone(&stop), start, new_partitions_rx, hold)?
+        }
+        ScrapeMode::AdminApi => {
+            // Nothing to catch up with: ready once the first scrape has landed.
+            monitor.start();
+            info!("scrape_mode admin_api: groups and offsets come from ListGroups and OffsetFetch");
+            std::thread::spawn(|| Ok(()))
+        }
+    };
     let refresher =
         spawn_refresher(&options, Arc::clone(&monitor), Arc::clone(&timings), Arc::clone(&stop), new_partitions_tx)?;
 
@@ -219,25 +241,35 @@ fn spawn_refresher(
 ) -> Result<JoinHandle<Result<(), String>>, ServeError> {
     let admin = Admin::new(&options.kafka, options.request_timeout)?;
     let interval = options.watermark_interval;
+    let mode = options.mode;
     std::thread::Builder::new()
         .name("watermarks".into())
         .spawn(move || {
             let mut next = Instant::now();
             let mut refreshed_since_catch_up = false;
+            let mut last_attempt: Option<Instant> = None;
             while !stop.load(Ordering::Acquire) {
                 let caught_up = monitor.is_caught_up();
-                // Refresh on schedule, and at once when catch-up completes, so that
-                // readiness waits for watermarks no older than the catch-up.
-                if Instant::now() >= next || (caught_up && !refreshed_since_catch_up) {
+                // Refresh on schedule, and at once when catch-up completes (retrying
+                // at most every second), so that readiness waits for watermarks no
+                // older than the catch-up.
+                let retry = last_attempt.is_none_or(|t| t.elapsed() >= Duration::from_secs(1));
+                if Instant::now() >= next || (caught_up && !refreshed_since_catch_up && retry) {
                     let started = Instant::now();
-                    match refresh(&admin, &monitor, &new_partitions) {
+                    last_attempt = Some(started);
+                    let scraped = match mode {
+                        ScrapeMode::AdminApi => scrape_groups(&admin, &monitor),
+                        ScrapeMode::OffsetsTopic => Ok(()),
+                    };
+                    let refreshed = scraped.and_then(|()| refresh(&admin, &monitor, mode, &new_partitions));
+                    match refreshed {
                         Ok(watermarks) => {
                             monitor.set_watermarks(watermarks, caught_up);
                             refreshed_since_catch_up |= caught_up;
                             *timings.watermark_refresh.lock().unwrap_or_else(PoisonError::into_inner) =
                                 Some(started.elapsed());
                         }
-                        Err(e) => warn!(error = %e, "refreshing watermarks"),
+                        Err(e) => warn!(error = %e, "refreshing groups and watermarks"),
                     }
                     next = started + interval;
                 }
@@ -248,6 +280,31 @@ fn spawn_refresher(
         .map_err(|e| ServeError::Worker(format!("starting the watermark thread: {e}")))
 }
 
+/// Admin-API mode: every group (ListGroups) and its committed offsets
+/// (OffsetFetch), replacing the monitor's one unit of state.
+fn scrape_groups(admin: &Admin, monitor: &Monitor) -> Result<(), kshard_kafka::Error> {
+    let listings = admin.list_groups()?;
+    let ids: Vec<String> =
+        listings.iter().map(|g| g.group_id.clone()).filter(|g| monitor.settings().groups.allows(g)).collect();
+    let offsets = admin.group_offsets(&ids)?;
+    let mut unit = crate::group_offsets::GroupOffsets::default();
+    for listing in listings.iter().filter(|g| monitor.settings().groups.allows(&g.group_id)) {
+        let protocol_type = if listing.simple { "" } else { "consumer" };
+        unit.set_reported_state(&listing.group_id, protocol_type, &listing.state);
+    }
+    for group in offsets {
+        if let Some(error) = &group.error {
+            warn!(group = %group.group_id, %error, "fetching a group's offsets");
+        }
+        for (topic, partition, offset) in &group.offsets {
+            unit.set_committed(&group.group_id, topic, *partition, *offset);
+        }
+    }
+    debug!(groups = ids.len(), "groups scraped");
+    monitor.replace_unit(0, unit);
+    Ok(())
+}
+
 /// One refresh: topics and partition counts (one Metadata request), then the
 /// earliest and latest offsets of every partition of every topic some group
 /// committed to (ListOffsets, batched per leader). Also notices new partitions
@@ -255,10 +312,12 @@ fn spawn_refresher(
 fn refresh(
     admin: &Admin,
     monitor: &Monitor,
+    mode: ScrapeMode,
     new_partitions: &mpsc::Sender<Vec<i32>>,
 ) -> Result<Watermarks, kshard_kafka::Error> {
     let topics = admin.topics()?;
-    if let Some(&count) = topics.get(CONSUMER_OFFSETS_TOPIC) {
+    let offsets_topic = topics.get(CONSUMER_OFFSETS_TOPIC).filter(|_| mode == ScrapeMode::OffsetsTopic);
+    if let Some(&count) = offsets_topic {
         let known = monitor.progress().partitions as i32;
         if count > known {
             let added: Vec<(String, i32)> = (known..count).map(|p| (CONSUMER_OFFSETS_TOPIC.to_owned(), p)).collect();
