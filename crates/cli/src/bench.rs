@@ -106,8 +106,11 @@ fn run_drain(brokers: &str) -> Result<Run> {
             }
             break;
         }
+        // A process that has exited but not been reaped has no VmHWM any more:
+        // keep the highest figures seen while it ran.
         if let Ok(s) = process_stats(pid) {
-            last = s;
+            last.cpu_seconds = last.cpu_seconds.max(s.cpu_seconds);
+            last.peak_rss_mb = last.peak_rss_mb.max(s.peak_rss_mb);
         }
         std::thread::sleep(Duration::from_millis(5));
     }

@@ -135,3 +135,58 @@ fn loadgen_then_dump_reads_every_record_back() {
     assert!(malformed.len() >= 2, "the two malformed records are reported: {malformed:?}");
     assert!(malformed.iter().all(|v| v["log_offset"].is_i64()));
 }
+
+#[test]
+fn serve_fails_at_start_naming_an_invalid_setting() {
+    let out = kshard(&["serve", "--brokers", "127.0.0.1:9", "--granularity", "partitions"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("granularity"), "{err}");
+    let dir = std::env::temp_dir().join(kshard_testkit::unique_name("kshard-config"));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let config = dir.join("kshard.yaml");
+    std::fs::write(&config, "brokers: 127.0.0.1:9\nwatermark_intervall_seconds: 5\n").expect("write");
+    let out = kshard(&["serve", "--config", config.to_str().expect("utf-8 path")]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("watermark_intervall_seconds"), "the unknown key is named: {err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn serve_stops_cleanly_on_sigterm() {
+    let broker = kshard_testkit::Broker::from_env_or_start();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let addr = format!("127.0.0.1:{port}");
+    let admin = kshard_kafka::Admin::new(
+        &kshard_kafka::ClientSettings::new(broker.brokers()),
+        std::time::Duration::from_secs(30),
+    )
+    .expect("admin");
+    admin.create_topic(&kshard_kafka::TopicSpec::consumer_offsets()).expect("__consumer_offsets");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kshard"))
+        .args(["serve", "--brokers", broker.brokers(), "--listen", &addr])
+        .env("KSHARD_LOG", "warn")
+        .spawn()
+        .expect("spawn");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if let Ok((200, _)) = kshard_testkit::http_get(&addr, "/ready") {
+            break;
+        }
+        assert!(child.try_wait().expect("wait").is_none(), "kshard serve exited before it was ready");
+        assert!(std::time::Instant::now() < deadline, "not ready within 60 s");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let killed = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
+    assert!(killed.success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            assert!(status.success(), "exit status after SIGTERM: {status}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "still running 15 s after SIGTERM");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}

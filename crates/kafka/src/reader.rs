@@ -94,7 +94,7 @@ impl PartitionReader {
             // one of the reasons users run kshard.
             .set("queued.max.messages.kbytes", "4096")
             .set("fetch.message.max.bytes", "1048576")
-            .set("fetch.max.bytes", "8388608");
+            .set("fetch.max.bytes", "4194304");
         settings.apply_overrides(&mut config);
         let consumer: BaseConsumer<KshardContext> =
             config.create_with_context(KshardContext).map_err(|source| Error::Client { client: "consumer", source })?;

@@ -1,0 +1,186 @@
+//! The state of one `__consumer_offsets` partition, driven by encoded records:
+//! Kafka's semantics for commits, both kinds of tombstone, group metadata and
+//! KIP-848 members, and bad input.
+
+use std::borrow::Cow;
+
+use kshard_lag::{Applied, GroupOffsets, Skipped};
+use kshard_offsets::*;
+
+fn commit(group: &str, topic: &str, partition: i32, offset: i64) -> Record<'static> {
+    Record {
+        key: RecordKey::OffsetCommit {
+            key_version: 1,
+            key: OffsetCommitKey { group: group.to_owned().into(), topic: topic.to_owned().into(), partition },
+        },
+        value: Some(RecordValue::OffsetCommit(OffsetCommitValue {
+            version: 4,
+            offset,
+            leader_epoch: Some(3),
+            metadata: Cow::Borrowed("m"),
+            commit_timestamp: 77,
+            expire_timestamp: None,
+            topic_id: None,
+        })),
+    }
+}
+
+fn tombstone(record: Record<'static>) -> Record<'static> {
+    Record { key: record.key, value: None }
+}
+
+fn metadata(group: &str, protocol_type: &str, members: Vec<MemberMetadata<'static>>) -> Record<'static> {
+    Record {
+        key: RecordKey::GroupMetadata(GroupMetadataKey { group: group.to_owned().into() }),
+        value: Some(RecordValue::GroupMetadata(GroupMetadataValue {
+            version: 3,
+            protocol_type: protocol_type.to_owned().into(),
+            generation: 7,
+            protocol: Some("range".into()),
+            leader: None,
+            current_state_timestamp: Some(5),
+            members,
+        })),
+    }
+}
+
+fn member(id: &str, assignment: Vec<u8>) -> MemberMetadata<'static> {
+    MemberMetadata {
+        member_id: id.to_owned().into(),
+        group_instance_id: None,
+        client_id: "c".into(),
+        client_host: "h".into(),
+        rebalance_timeout: Some(1),
+        session_timeout: 1,
+        subscription: Subscription::to_topics(1, vec!["t".into()]).to_bytes().into(),
+        assignment: assignment.into(),
+    }
+}
+
+fn apply(state: &mut GroupOffsets, offset: i64, record: &Record<'_>) -> Result<Applied, Skipped> {
+    let (k, v) = record.encode();
+    state.apply_bytes(offset, Some(&k), v.as_deref())
+}
+
+#[test]
+fn commits_update_and_offset_tombstones_delete() {
+    let mut s = GroupOffsets::default();
+    assert_eq!(apply(&mut s, 0, &commit("g", "t", 1, 10)), Ok(Applied::OffsetCommitted));
+    apply(&mut s, 1, &commit("g", "t", 1, 12)).expect("applies");
+    apply(&mut s, 2, &commit("g", "t", 0, 4)).expect("applies");
+    let g = s.group("g").expect("group");
+    let c = g.offset("t", 1).expect("offset");
+    assert_eq!((c.offset, c.commit_timestamp, c.leader_epoch, c.metadata.as_deref()), (12, 77, 3, Some("m")));
+    assert_eq!(g.commits, 3);
+    assert_eq!(s.offset_count(), 2);
+    assert_eq!(apply(&mut s, 3, &tombstone(commit("g", "t", 1, 0))), Ok(Applied::OffsetDeleted));
+    assert!(s.group("g").expect("group").offset("t", 1).is_none());
+    apply(&mut s, 4, &tombstone(commit("g", "t", 0, 0))).expect("applies");
+    assert!(s.group("g").is_none(), "a group with neither offsets nor metadata is gone");
+    assert_eq!(s.next_offset(), Some(5));
+    s.sweep_names();
+}
+
+#[test]
+fn a_group_tombstone_deletes_metadata_but_keeps_offsets() {
+    let mut s = GroupOffsets::default();
+    apply(&mut s, 0, &metadata("g", "consumer", vec![member("m1", vec![])])).expect("applies");
+    apply(&mut s, 1, &commit("g", "t", 0, 9)).expect("applies");
+    let gone = Record { key: RecordKey::GroupMetadata(GroupMetadataKey { group: "g".into() }), value: None };
+    assert_eq!(apply(&mut s, 2, &gone), Ok(Applied::GroupDeleted));
+    let g = s.group("g").expect("offsets keep the group");
+    assert!(g.info.is_none());
+    assert_eq!(g.offset("t", 0).map(|c| c.offset), Some(9));
+    apply(&mut s, 3, &tombstone(commit("g", "t", 0, 0))).expect("applies");
+    assert!(s.group("g").is_none());
+}
+
+#[test]
+fn members_and_assignments_from_consumer_group_metadata() {
+    let mut s = GroupOffsets::default();
+    let assignment = Assignment {
+        version: 0,
+        assigned_partitions: vec![TopicPartitions { topic: "t".into(), partitions: vec![0, 2] }],
+        user_data: None,
+    }
+    .to_bytes();
+    let members = vec![member("m1", assignment.clone()), member("m2", vec![]), member("m3", vec![0xff, 0x00])];
+    apply(&mut s, 0, &metadata("g", "consumer", members)).expect("applies");
+    let info = s.group("g").and_then(|g| g.info.as_ref()).expect("info");
+    assert_eq!((info.generation, info.state(), info.protocol.as_deref()), (7, "Stable", Some("range")));
+    let m = info.members();
+    assert_eq!(m.len(), 3);
+    assert_eq!(m[0].assignment.len(), 1);
+    assert_eq!(&*m[0].assignment[0].0, "t");
+    assert_eq!(m[0].assignment[0].1, vec![0, 2]);
+    assert!(m[1].assignment.is_empty(), "no assignment yet");
+    assert!(m[2].assignment.is_empty(), "undecodable client bytes leave the assignment empty");
+
+    // A Connect group's bytes are not the consumer protocol: not decoded.
+    apply(&mut s, 1, &metadata("c", "connect", vec![member("w1", assignment)])).expect("applies");
+    let info = s.group("c").and_then(|g| g.info.as_ref()).expect("info");
+    assert!(info.members()[0].assignment.is_empty());
+    assert_eq!(&*info.protocol_type, "connect");
+
+    apply(&mut s, 2, &metadata("g", "consumer", vec![])).expect("applies");
+    assert_eq!(s.group("g").and_then(|g| g.info.as_ref()).map(|i| i.state()), Some("Empty"));
+}
+
+#[test]
+fn kip_848_members_come_and_go() {
+    let mut s = GroupOffsets::default();
+    let key = |m: &str| {
+        RecordKey::ConsumerGroupMemberMetadata(MemberKey { group_id: "g".into(), member_id: m.to_owned().into() })
+    };
+    let value = RecordValue::ConsumerGroupMemberMetadata(ConsumerGroupMemberMetadataValue {
+        version: 0,
+        instance_id: None,
+        rack_id: None,
+        client_id: "c".into(),
+        client_host: "h".into(),
+        subscribed_topic_names: vec!["t".into()],
+        subscribed_topic_regex: None,
+        rebalance_timeout_ms: 1,
+        server_assignor: None,
+        classic_member_metadata: None,
+    });
+    apply(&mut s, 0, &Record { key: key("a"), value: Some(value.clone()) }).expect("applies");
+    apply(&mut s, 1, &Record { key: key("b"), value: Some(value.clone()) }).expect("applies");
+    apply(&mut s, 2, &Record { key: key("a"), value: Some(value) }).expect("applies");
+    let epoch = Record {
+        key: RecordKey::ConsumerGroupMetadata(GroupIdKey { group_id: "g".into() }),
+        value: Some(RecordValue::ConsumerGroupMetadata(ConsumerGroupMetadataValue {
+            version: 0,
+            epoch: 12,
+            metadata_hash: 0,
+            creation_time_ms: -1,
+        })),
+    };
+    apply(&mut s, 3, &epoch).expect("applies");
+    let info = s.group("g").and_then(|g| g.info.as_ref()).expect("info");
+    assert_eq!((info.members().len(), info.generation, &*info.protocol_type), (2, 12, "consumer"));
+    apply(&mut s, 4, &Record { key: key("a"), value: None }).expect("applies");
+    assert_eq!(s.group("g").and_then(|g| g.info.as_ref()).map(|i| i.members().len()), Some(1));
+}
+
+#[test]
+fn bad_input_is_skipped_with_a_reason_and_the_position_moves() {
+    let mut s = GroupOffsets::default();
+    assert_eq!(s.apply_bytes(0, None, Some(b"x")), Err(Skipped::NullKey));
+    let err = s.apply_bytes(1, Some(&[0, 1, 0]), None).expect_err("malformed key");
+    assert_eq!(err.reason(), "malformed_key");
+    let (k, _) = commit("g", "t", 0, 1).encode();
+    let err = s.apply_bytes(2, Some(&k), Some(&[0, 3, 0])).expect_err("malformed value");
+    assert_eq!(err.reason(), "malformed_value");
+    assert!(err.to_string().contains("value: field `offset`"), "{err}");
+    assert_eq!(s.next_offset(), Some(3));
+    // Share-group and unknown records are not errors.
+    let share = Record { key: RecordKey::Opaque { key_version: 11, body: vec![0, 1, 0x67].into() }, value: None };
+    assert_eq!(apply(&mut s, 3, &share), Ok(Applied::Ignored(RecordType::ShareGroupMetadata)));
+    let unknown = Record { key: RecordKey::Opaque { key_version: 99, body: vec![].into() }, value: None };
+    assert_eq!(apply(&mut s, 4, &unknown), Ok(Applied::Ignored(RecordType::Unknown(99))));
+    // A negative or absurd partition id from the wire is not stored.
+    apply(&mut s, 5, &commit("g", "t", -1, 1)).expect("applies");
+    apply(&mut s, 6, &commit("g", "t", i32::MAX, 1)).expect("applies");
+    assert_eq!(s.offset_count(), 0);
+}
