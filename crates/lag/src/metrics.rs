@@ -152,34 +152,26 @@ impl Collector for LagCollector {
         }
 
         let watermarks = m.watermarks();
-        {
-            let mut high = encoder.encode_descriptor(
+        for (name, help, high) in [
+            (
                 "kafka_topic_partition_high_water_mark",
                 "High watermark of a partition of a topic some group committed to.",
-                None,
-                MetricType::Gauge,
-            )?;
-            for (topic, partitions) in watermarks.topics() {
-                for (p, w) in partitions.iter().enumerate() {
-                    if let Some(w) = w {
-                        ConstGauge::new(w.high)
-                            .encode(high.encode_family(&[("topic_name", topic), ("partition_id", &p.to_string())])?)?;
-                    }
-                }
-            }
-        }
-        {
-            let mut low = encoder.encode_descriptor(
+                true,
+            ),
+            (
                 "kafka_topic_partition_low_water_mark",
                 "Low watermark of a partition of a topic some group committed to.",
-                None,
-                MetricType::Gauge,
-            )?;
+                false,
+            ),
+        ] {
+            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            let mut id = itoa_buf();
             for (topic, partitions) in watermarks.topics() {
                 for (p, w) in partitions.iter().enumerate() {
                     if let Some(w) = w {
-                        ConstGauge::new(w.low)
-                            .encode(low.encode_family(&[("topic_name", topic), ("partition_id", &p.to_string())])?)?;
+                        let pid = id.format(p as i32);
+                        ConstGauge::new(if high { w.high } else { w.low })
+                            .encode(family.encode_family(&[("topic_name", topic), ("partition_id", pid)])?)?;
                     }
                 }
             }
