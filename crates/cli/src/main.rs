@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
-use kshard_kafka::{Admin, CONSUMER_OFFSETS_TOPIC, ClientSettings, RecordWriter, TopicSpec};
+use kshard_kafka::{Admin, CONSUMER_OFFSETS_TOPIC, RecordWriter, TopicSpec};
 
 /// Kafka consumer-lag monitor and runtime for stateful, highly-available consumers.
 #[derive(Debug, Parser)]
@@ -27,14 +27,6 @@ use kshard_kafka::{Admin, CONSUMER_OFFSETS_TOPIC, ClientSettings, RecordWriter, 
 struct Cli {
     #[command(subcommand)]
     command: Command,
-}
-
-/// Where the brokers are.
-#[derive(Debug, Clone, clap::Args)]
-struct BrokerArgs {
-    /// Kafka bootstrap servers, `host:port[,host:port…]`.
-    #[arg(long, env = "KSHARD_BROKERS")]
-    brokers: String,
 }
 
 #[derive(Debug, Subcommand)]
@@ -59,7 +51,7 @@ enum Command {
     /// topic, 50 partitions and compacted, when it is missing).
     Loadgen {
         #[command(flatten)]
-        brokers: BrokerArgs,
+        brokers: serve_config::KafkaArgs,
         #[command(flatten)]
         shape: loadgen::LoadShape,
     },
@@ -70,13 +62,13 @@ enum BenchCommand {
     /// Read __consumer_offsets to the end doing nothing else; prints the record count.
     Drain {
         #[command(flatten)]
-        brokers: BrokerArgs,
+        brokers: serve_config::KafkaArgs,
     },
     /// In one run on the same broker and data: the raw drain, then `kshard serve`
     /// to ready; time, CPU-seconds and peak RSS of each (medians).
     CatchUp {
         #[command(flatten)]
-        brokers: BrokerArgs,
+        brokers: serve_config::KafkaArgs,
         /// Runs of each.
         #[arg(long, default_value_t = 3)]
         runs: usize,
@@ -114,7 +106,7 @@ enum OffsetsCommand {
     /// `log_offset`; malformed records with `error`).
     Dump {
         #[command(flatten)]
-        brokers: BrokerArgs,
+        brokers: serve_config::KafkaArgs,
         /// Only these partitions (comma-separated); all by default.
         #[arg(long, value_delimiter = ',')]
         partitions: Vec<i32>,
@@ -132,9 +124,11 @@ fn main() -> ExitCode {
         Command::Loadgen { brokers, shape } => run_loadgen(&brokers, &shape),
         Command::Serve { args } => serve::serve(&args),
         Command::Bench { command: BenchCommand::Drain { brokers } } => {
-            bench::drain(&ClientSettings::new(&brokers.brokers)).map(|n| println!("{n}"))
+            brokers.settings().and_then(|s| bench::drain(&s)).map(|n| println!("{n}"))
         }
-        Command::Bench { command: BenchCommand::CatchUp { brokers, runs } } => bench::catch_up(&brokers.brokers, runs),
+        Command::Bench { command: BenchCommand::CatchUp { brokers, runs } } => {
+            brokers.settings().and_then(|s| bench::catch_up(&s.brokers, runs))
+        }
         Command::Bench { command: BenchCommand::State { groups, partitions, topics } } => {
             bench::state(groups, partitions, topics)
         }
@@ -164,8 +158,8 @@ fn decode(key: &str, value: Option<&str>) -> ExitCode {
     }
 }
 
-fn dump(brokers: &BrokerArgs, partitions: &[i32]) -> Result<()> {
-    let settings = ClientSettings::new(&brokers.brokers);
+fn dump(brokers: &serve_config::KafkaArgs, partitions: &[i32]) -> Result<()> {
+    let settings = brokers.settings()?;
     let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
     let summary = offsets_dump::dump(&settings, partitions, &mut stdout)?;
     stdout.flush().context("writing the output")?;
@@ -173,8 +167,8 @@ fn dump(brokers: &BrokerArgs, partitions: &[i32]) -> Result<()> {
     Ok(())
 }
 
-fn run_loadgen(brokers: &BrokerArgs, shape: &loadgen::LoadShape) -> Result<()> {
-    let settings = ClientSettings::new(&brokers.brokers);
+fn run_loadgen(brokers: &serve_config::KafkaArgs, shape: &loadgen::LoadShape) -> Result<()> {
+    let settings = brokers.settings()?;
     let admin = Admin::new(&settings, Duration::from_secs(30))?;
     if admin.create_topic(&TopicSpec::consumer_offsets())? {
         eprintln!("kshard: created {CONSUMER_OFFSETS_TOPIC} (50 partitions, compacted)");

@@ -11,15 +11,49 @@ use kshard_kafka::ClientSettings;
 use kshard_lag::{Granularity, MonitorSettings, NameFilter};
 use serde::Deserialize;
 
-/// Flags and environment variables of `kshard serve` (clap reads both; flags win).
+/// How to reach Kafka: the flags and environment variables every command that
+/// talks to Kafka shares, over the `--config` file's settings (flags win).
 #[derive(Debug, Clone, Default, clap::Args)]
-pub(crate) struct ServeArgs {
+pub(crate) struct KafkaArgs {
     /// YAML configuration file; flags and KSHARD_… variables override it.
     #[arg(long, env = "KSHARD_CONFIG")]
     pub(crate) config: Option<PathBuf>,
     /// Kafka bootstrap servers, `host:port[,host:port…]`.
     #[arg(long, env = "KSHARD_BROKERS")]
     pub(crate) brokers: Option<String>,
+    /// SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+    #[arg(long, env = "KSHARD_SASL_MECHANISM")]
+    pub(crate) sasl_mechanism: Option<String>,
+    /// SASL user name.
+    #[arg(long, env = "KSHARD_SASL_USERNAME")]
+    pub(crate) sasl_username: Option<String>,
+    /// SASL password (prefer the environment variable to the flag).
+    #[arg(long, env = "KSHARD_SASL_PASSWORD", hide_env_values = true)]
+    pub(crate) sasl_password: Option<String>,
+    /// Use TLS to reach the brokers.
+    #[arg(long, env = "KSHARD_TLS_ENABLED")]
+    pub(crate) tls_enabled: Option<bool>,
+    /// CA certificate file (PEM) to verify the brokers with.
+    #[arg(long, env = "KSHARD_TLS_CA_FILE")]
+    pub(crate) tls_ca_file: Option<PathBuf>,
+}
+
+impl KafkaArgs {
+    /// The client settings from the file (if any), the environment and flags.
+    pub(crate) fn settings(&self) -> Result<ClientSettings> {
+        let file = match &self.config {
+            Some(path) => read_file(path)?,
+            None => FileConfig::default(),
+        };
+        kafka_settings(self, &file)
+    }
+}
+
+/// Flags and environment variables of `kshard serve` (clap reads both; flags win).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct ServeArgs {
+    #[command(flatten)]
+    pub(crate) kafka: KafkaArgs,
     /// Address to serve HTTP on.
     #[arg(long, env = "KSHARD_LISTEN")]
     pub(crate) listen: Option<String>,
@@ -42,21 +76,6 @@ pub(crate) struct ServeArgs {
     /// `text` or `json` logs.
     #[arg(long, env = "KSHARD_LOG_FORMAT")]
     pub(crate) log_format: Option<String>,
-    /// SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
-    #[arg(long, env = "KSHARD_SASL_MECHANISM")]
-    pub(crate) sasl_mechanism: Option<String>,
-    /// SASL user name.
-    #[arg(long, env = "KSHARD_SASL_USERNAME")]
-    pub(crate) sasl_username: Option<String>,
-    /// SASL password (prefer the environment variable to the flag).
-    #[arg(long, env = "KSHARD_SASL_PASSWORD", hide_env_values = true)]
-    pub(crate) sasl_password: Option<String>,
-    /// Use TLS to reach the brokers.
-    #[arg(long, env = "KSHARD_TLS_ENABLED")]
-    pub(crate) tls_enabled: Option<bool>,
-    /// CA certificate file (PEM) to verify the brokers with.
-    #[arg(long, env = "KSHARD_TLS_CA_FILE")]
-    pub(crate) tls_ca_file: Option<PathBuf>,
 }
 
 /// The YAML file's shape. Unknown keys are errors, so a typo is not ignored.
@@ -103,7 +122,7 @@ struct Tls {
     insecure_skip_verify: bool,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Sasl {
     mechanism: Option<String>,
@@ -155,18 +174,11 @@ fn parse_named<T: for<'de> Deserialize<'de>>(setting: &str, value: &str) -> Resu
 impl ServeConfig {
     /// Reads the file (if any) and applies the environment and flags over it.
     pub(crate) fn load(args: &ServeArgs) -> Result<Self> {
-        let file = match &args.config {
+        let file = match &args.kafka.config {
             Some(path) => read_file(path)?,
             None => FileConfig::default(),
         };
-        let brokers = args
-            .brokers
-            .clone()
-            .or(file.brokers)
-            .context("brokers is not set (--brokers, KSHARD_BROKERS or brokers: in the config file)")?;
-        if brokers.trim().is_empty() {
-            bail!("invalid brokers: empty");
-        }
+        let kafka = kafka_settings(&args.kafka, &file)?;
         let listen = args.listen.clone().or(file.listen).unwrap_or_else(|| "0.0.0.0:9308".into());
         let listen: SocketAddr = listen
             .parse()
@@ -199,50 +211,6 @@ impl ServeConfig {
         let topics = NameFilter::new(&file.topics.allow, &file.topics.ignore)
             .context("invalid topics: a pattern is not a valid regular expression")?;
 
-        let mut kafka = ClientSettings::new(brokers);
-        let tls_enabled = args.tls_enabled.or(file.tls.enabled).unwrap_or(false);
-        let ca_file = args.tls_ca_file.clone().or(file.tls.ca_file);
-        let sasl = file.sasl.unwrap_or_default();
-        let mechanism = args.sasl_mechanism.clone().or(sasl.mechanism);
-        let username = args.sasl_username.clone().or(sasl.username);
-        let password = args.sasl_password.clone().or(sasl.password);
-        let protocol = match (tls_enabled, mechanism.is_some()) {
-            (false, false) => "plaintext",
-            (true, false) => "ssl",
-            (false, true) => "sasl_plaintext",
-            (true, true) => "sasl_ssl",
-        };
-        kafka.properties.push(("security.protocol".into(), protocol.into()));
-        if let Some(mechanism) = mechanism {
-            let upper = mechanism.to_ascii_uppercase();
-            if !["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"].contains(&upper.as_str()) {
-                bail!("invalid sasl.mechanism: {mechanism:?} (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)");
-            }
-            let username = username.context("sasl.username is required with sasl.mechanism")?;
-            let password = password.context("sasl.password is required with sasl.mechanism")?;
-            kafka.properties.push(("sasl.mechanism".into(), upper));
-            kafka.properties.push(("sasl.username".into(), username));
-            kafka.properties.push(("sasl.password".into(), password));
-        }
-        if tls_enabled {
-            for (setting, path, property) in [
-                ("tls.ca_file", ca_file, "ssl.ca.location"),
-                ("tls.cert_file", file.tls.cert_file, "ssl.certificate.location"),
-                ("tls.key_file", file.tls.key_file, "ssl.key.location"),
-            ] {
-                if let Some(path) = path {
-                    if !path.is_file() {
-                        bail!("invalid {setting}: {} is not a readable file", path.display());
-                    }
-                    kafka.properties.push((property.into(), path.display().to_string()));
-                }
-            }
-            if file.tls.insecure_skip_verify {
-                kafka.properties.push(("enable.ssl.certificate.verification".into(), "false".into()));
-            }
-        }
-        kafka.properties.extend(file.kafka_properties);
-
         Ok(ServeConfig {
             kafka,
             listen,
@@ -263,6 +231,62 @@ impl ServeConfig {
     }
 }
 
+/// Brokers, TLS, SASL and extra properties: flags and environment over the file.
+fn kafka_settings(args: &KafkaArgs, file: &FileConfig) -> Result<ClientSettings> {
+    let brokers = args
+        .brokers
+        .clone()
+        .or_else(|| file.brokers.clone())
+        .context("brokers is not set (--brokers, KSHARD_BROKERS or brokers: in the config file)")?;
+    if brokers.trim().is_empty() {
+        bail!("invalid brokers: empty");
+    }
+    let mut kafka = ClientSettings::new(brokers);
+    let tls_enabled = args.tls_enabled.or(file.tls.enabled).unwrap_or(false);
+    let ca_file = args.tls_ca_file.clone().or_else(|| file.tls.ca_file.clone());
+    let sasl = file.sasl.clone().unwrap_or_default();
+    let mechanism = args.sasl_mechanism.clone().or(sasl.mechanism);
+    let username = args.sasl_username.clone().or(sasl.username);
+    let password = args.sasl_password.clone().or(sasl.password);
+    let protocol = match (tls_enabled, mechanism.is_some()) {
+        (false, false) => "plaintext",
+        (true, false) => "ssl",
+        (false, true) => "sasl_plaintext",
+        (true, true) => "sasl_ssl",
+    };
+    kafka.properties.push(("security.protocol".into(), protocol.into()));
+    if let Some(mechanism) = mechanism {
+        let upper = mechanism.to_ascii_uppercase();
+        if !["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"].contains(&upper.as_str()) {
+            bail!("invalid sasl.mechanism: {mechanism:?} (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)");
+        }
+        let username = username.context("sasl.username is required with sasl.mechanism")?;
+        let password = password.context("sasl.password is required with sasl.mechanism")?;
+        kafka.properties.push(("sasl.mechanism".into(), upper));
+        kafka.properties.push(("sasl.username".into(), username));
+        kafka.properties.push(("sasl.password".into(), password));
+    }
+    if tls_enabled {
+        for (setting, path, property) in [
+            ("tls.ca_file", ca_file, "ssl.ca.location"),
+            ("tls.cert_file", file.tls.cert_file.clone(), "ssl.certificate.location"),
+            ("tls.key_file", file.tls.key_file.clone(), "ssl.key.location"),
+        ] {
+            if let Some(path) = path {
+                if !path.is_file() {
+                    bail!("invalid {setting}: {} is not a readable file", path.display());
+                }
+                kafka.properties.push((property.into(), path.display().to_string()));
+            }
+        }
+        if file.tls.insecure_skip_verify {
+            kafka.properties.push(("enable.ssl.certificate.verification".into(), "false".into()));
+        }
+    }
+    kafka.properties.extend(file.kafka_properties.clone());
+    Ok(kafka)
+}
+
 fn read_file(path: &Path) -> Result<FileConfig> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading the config file {}", path.display()))?;
     serde_norway::from_str(&text).with_context(|| format!("invalid config file {}", path.display()))
@@ -277,7 +301,8 @@ mod tests {
         std::fs::create_dir_all(&dir)?;
         let path = dir.join("kshard.yaml");
         std::fs::write(&path, yaml)?;
-        let result = ServeConfig::load(&ServeArgs { config: Some(path), ..args });
+        let result =
+            ServeConfig::load(&ServeArgs { kafka: KafkaArgs { config: Some(path), ..args.kafka.clone() }, ..args });
         let _ = std::fs::remove_dir_all(&dir);
         result
     }
@@ -291,7 +316,7 @@ mod tests {
         let c = load(
             "brokers: a:9092\nlisten: 127.0.0.1:1000\ngranularity: topic\ngroups:\n  allow: ['orders-.*']\n",
             ServeArgs {
-                brokers: Some("b:9092".into()),
+                kafka: KafkaArgs { brokers: Some("b:9092".into()), ..Default::default() },
                 metrics_namespace: Some("kminion".into()),
                 ..Default::default()
             },
