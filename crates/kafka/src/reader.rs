@@ -64,13 +64,14 @@ impl ReadRecord<'_> {
 pub enum ReadEvent<'a> {
     /// A record.
     Record(ReadRecord<'a>),
-    /// The reader reached the current end of a partition; `next_offset` is the
-    /// offset it will read next (the high watermark at the time).
+    /// The reader reached the current end of a partition.
     EndOfPartition {
         /// The partition.
         partition: i32,
-        /// The next offset to be read.
-        next_offset: i64,
+        /// The offset the reader will read next, when it has read a record of
+        /// this partition (librdkafka knows no position before the first one,
+        /// e.g. for an empty partition or one holding only transaction markers).
+        next_offset: Option<i64>,
     },
     /// Nothing arrived within the poll timeout.
     Idle,
@@ -135,13 +136,13 @@ impl PartitionReader {
         }
     }
 
-    fn position(&self, partition: i32) -> Result<i64> {
+    fn position(&self, partition: i32) -> Result<Option<i64>> {
         let positions = self.consumer.position().map_err(call("reading positions"))?;
         Ok(positions
             .elements()
             .iter()
             .find(|e| e.partition() == partition)
             .and_then(|e| e.offset().to_raw())
-            .unwrap_or(-1))
+            .filter(|o| *o >= 0))
     }
 }

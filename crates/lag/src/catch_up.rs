@@ -91,9 +91,12 @@ impl CatchUp {
     }
 
     /// The client reports the end of `partition`: everything there is was read.
-    pub fn on_end_of_partition(&mut self, partition: i32, next_offset: i64) {
+    /// `next_offset` is the reader's position when it knows one.
+    pub fn on_end_of_partition(&mut self, partition: i32, next_offset: Option<i64>) {
         if let Some(p) = self.partitions.get_mut(&partition) {
-            p.position = p.position.max(next_offset);
+            // Records past the last delivered one may be markers: the position
+            // is at least the target once the end is reached.
+            p.position = p.position.max(next_offset.unwrap_or(p.target)).max(p.target);
             if !p.caught_up {
                 p.caught_up = true;
                 self.update_ready();
@@ -173,7 +176,7 @@ mod tests {
             c.on_record(0, offset);
         }
         assert!(!c.is_ready(), "position 10 is short of 12 forever");
-        c.on_end_of_partition(0, 12);
+        c.on_end_of_partition(0, None);
         assert!(c.is_ready());
     }
 

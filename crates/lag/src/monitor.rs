@@ -157,9 +157,11 @@ impl Monitor {
     }
 
     /// The reader reached the end of `partition`.
-    pub fn end_of_partition(&self, partition: i32, next_offset: i64) {
-        if let Some(unit) = self.units.read().unwrap_or_else(PoisonError::into_inner).get(&partition) {
-            lock(unit).advance_to(next_offset);
+    pub fn end_of_partition(&self, partition: i32, next_offset: Option<i64>) {
+        if let (Some(next), Some(unit)) =
+            (next_offset, self.units.read().unwrap_or_else(PoisonError::into_inner).get(&partition))
+        {
+            lock(unit).advance_to(next);
         }
         lock(&self.catch_up).on_end_of_partition(partition, next_offset);
     }

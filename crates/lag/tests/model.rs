@@ -114,16 +114,15 @@ proptest! {
         let mut ever_ready = false;
         for (p, offset, eof) in events {
             let Some((low, len)) = partitions.get(p) else { continue };
-            let target = low + len;
             if eof {
-                c.on_end_of_partition(p as i32, target);
+                c.on_end_of_partition(p as i32, None);
                 done[p] = true;
             } else {
                 // Records only exist between the low and high watermark.
                 let offset = low + offset % (*len).max(1);
                 if *len == 0 { continue; }
                 c.on_record(p as i32, offset);
-                if offset + 1 >= target {
+                if offset + 1 >= low + len {
                     done[p] = true;
                 }
             }
