@@ -144,6 +144,23 @@ impl Admin {
             .collect())
     }
 
+    /// The leader broker of each partition of `topic` (partitions without a
+    /// leader are left out).
+    pub fn leaders(&self, topic: &str) -> Result<HashMap<i32, i32>> {
+        let metadata = self
+            .metadata
+            .fetch_metadata(Some(topic), self.timeout)
+            .map_err(call(format!("fetching metadata of {topic}")))?;
+        Ok(metadata
+            .topics()
+            .iter()
+            .filter(|t| t.name() == topic)
+            .flat_map(|t| t.partitions())
+            .filter(|p| p.leader() >= 0)
+            .map(|p| (p.id(), p.leader()))
+            .collect())
+    }
+
     /// The earliest or latest offset of many partitions, batched: librdkafka
     /// sends one ListOffsets request per partition leader.
     pub fn list_offsets(&self, partitions: &[(String, i32)], which: OffsetSpec) -> Result<HashMap<(String, i32), i64>> {

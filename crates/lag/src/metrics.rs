@@ -73,6 +73,8 @@ fn counter(encoder: &mut DescriptorEncoder<'_>, name: &str, help: &str, value: u
 /// One group's metadata, as exported.
 struct InfoRow {
     group: Arc<str>,
+    /// The coordinator's broker id, empty when unknown.
+    coordinator: String,
     protocol: Arc<str>,
     protocol_type: Arc<str>,
     state: Arc<str>,
@@ -92,7 +94,11 @@ impl Collector for LagCollector {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
         let m = &self.monitor;
         let counters = m.counters();
-        gauge(&mut encoder, "exporter_up", "1 while the exporter runs.", 1)?;
+        {
+            let mut up =
+                encoder.encode_descriptor("exporter_up", "1 while the exporter runs.", None, MetricType::Gauge)?;
+            ConstGauge::new(1).encode(up.encode_family(&[("version", env!("CARGO_PKG_VERSION"))])?)?;
+        }
         counter(
             &mut encoder,
             "exporter_offset_consumer_records_consumed",
@@ -210,7 +216,8 @@ impl LagCollector {
         let mut commits: Vec<(Arc<str>, u64)> = Vec::new();
         let mut info: Vec<InfoRow> = Vec::new();
         let mut assignments: Vec<(Arc<str>, Arc<str>, TopicAssignment)> = Vec::new();
-        m.for_each_unit(|_, unit| {
+        m.for_each_unit(|unit_partition, unit| {
+            let coordinator = m.coordinator(unit_partition).map(|c| c.to_string()).unwrap_or_default();
             for (group, g) in unit.groups() {
                 if !settings.groups.allows(group) {
                     continue;
@@ -241,6 +248,7 @@ impl LagCollector {
                     let protocol = gi.protocol.clone().unwrap_or_else(|| Arc::from(""));
                     info.push(InfoRow {
                         group: Arc::clone(group),
+                        coordinator: coordinator.clone(),
                         protocol,
                         protocol_type: Arc::clone(&gi.protocol_type),
                         state: Arc::from(gi.state()),
@@ -307,16 +315,17 @@ impl LagCollector {
         {
             let mut family = encoder.encode_descriptor(
                 "kafka_consumer_group_info",
-                "A group's protocol, protocol type and state; always 1.",
+                "Consumer group info; 1 when the group is Stable, else 0 (as kminion).",
                 None,
                 MetricType::Gauge,
             )?;
             for row in &info {
-                ConstGauge::new(1).encode(family.encode_family(&[
+                ConstGauge::new(i64::from(&*row.state == "Stable")).encode(family.encode_family(&[
                     ("group_id", &*row.group),
                     ("protocol", &*row.protocol),
                     ("protocol_type", &*row.protocol_type),
                     ("state", &*row.state),
+                    ("coordinator_id", row.coordinator.as_str()),
                 ])?)?;
             }
         }

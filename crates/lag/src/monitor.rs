@@ -72,6 +72,9 @@ pub struct Monitor {
     /// lag exported is measured against current watermarks.
     fresh_watermarks: std::sync::atomic::AtomicBool,
     counters: ReadCounters,
+    /// The leader of each `__consumer_offsets` partition: the coordinator of
+    /// the groups whose records it holds.
+    coordinators: RwLock<std::collections::HashMap<i32, i32>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -89,6 +92,7 @@ impl Monitor {
             watermarks: RwLock::new(Arc::new(Watermarks::default())),
             fresh_watermarks: std::sync::atomic::AtomicBool::new(false),
             counters: ReadCounters::default(),
+            coordinators: RwLock::new(std::collections::HashMap::new()),
         }
     }
 
@@ -179,6 +183,17 @@ impl Monitor {
     /// high watermark it had at start (latched).
     pub fn is_caught_up(&self) -> bool {
         lock(&self.catch_up).is_ready()
+    }
+
+    /// Records the leaders of the `__consumer_offsets` partitions.
+    pub fn set_coordinators(&self, leaders: std::collections::HashMap<i32, i32>) {
+        *self.coordinators.write().unwrap_or_else(PoisonError::into_inner) = leaders;
+    }
+
+    /// The coordinator (leader of the `__consumer_offsets` partition) of the
+    /// groups held by unit `partition`, when known.
+    pub fn coordinator(&self, partition: i32) -> Option<i32> {
+        self.coordinators.read().unwrap_or_else(PoisonError::into_inner).get(&partition).copied()
     }
 
     /// The latest watermarks.

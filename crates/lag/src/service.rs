@@ -317,6 +317,9 @@ fn refresh(
 ) -> Result<Watermarks, kshard_kafka::Error> {
     let topics = admin.topics()?;
     let offsets_topic = topics.get(CONSUMER_OFFSETS_TOPIC).filter(|_| mode == ScrapeMode::OffsetsTopic);
+    if offsets_topic.is_some() {
+        monitor.set_coordinators(admin.leaders(CONSUMER_OFFSETS_TOPIC)?);
+    }
     if let Some(&count) = offsets_topic {
         let known = monitor.progress().partitions as i32;
         if count > known {

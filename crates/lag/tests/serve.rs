@@ -344,10 +344,14 @@ fn every_value_version_tombstones_members_and_a_malformed_record() {
     assert_eq!(m.get(&group_series(ns, "empty_members", &members)), Some(&1.0));
     assert_eq!(m.get(&topic_series(ns, "topic_members", &members, &topic)), Some(&2.0));
     assert_eq!(m.get(&topic_series(ns, "topic_assigned_partitions", &members, &topic)), Some(&2.0));
+    // Stable groups report 1, as kminion; the coordinator is the leader of the
+    // group's __consumer_offsets partition.
     let info = format!(
-        "{ns}_kafka_consumer_group_info{{group_id=\"{members}\",protocol=\"range\",protocol_type=\"consumer\",state=\"Stable\"}}"
+        "{ns}_kafka_consumer_group_info{{group_id=\"{members}\",protocol=\"range\",protocol_type=\"consumer\",state=\"Stable\",coordinator_id=\""
     );
-    assert_eq!(m.get(&info), Some(&1.0));
+    let (series, value) = m.iter().find(|(k, _)| k.starts_with(&info)).expect("info series");
+    assert_eq!(*value, 1.0);
+    assert!(!series.ends_with("coordinator_id=\"\"}"), "the coordinator is known: {series}");
     assert_eq!(
         m.get(&partition_lag(ns, &mal, &topic, 0)),
         Some(&91.0),
@@ -404,7 +408,7 @@ fn filters_topic_granularity_and_the_kminion_namespace() {
     assert!(!m.keys().any(|k| k.contains(&skipped)), "ignored group");
     assert!(!m.keys().any(|k| k.contains(&other)), "group not allowed");
     assert!(!m.keys().any(|k| k.contains(&hidden)), "ignored topic");
-    assert_eq!(m.get("kminion_exporter_up"), Some(&1.0));
+    assert_eq!(m.get(&format!("kminion_exporter_up{{version=\"{}\"}}", env!("CARGO_PKG_VERSION"))), Some(&1.0));
 }
 
 #[test]
