@@ -20,9 +20,14 @@ pub struct Watermarks {
 }
 
 impl Watermarks {
-    /// Records one partition's watermarks.
+    /// Records one partition's watermarks. Partition ids come from brokers: a
+    /// negative or absurd one (beyond 2^20) is ignored rather than allowed to
+    /// size a vector.
     pub fn insert(&mut self, topic: &str, partition: i32, watermark: Watermark) {
         let Ok(index) = usize::try_from(partition) else { return };
+        if index > 1 << 20 {
+            return;
+        }
         let partitions = self.topics.entry(topic.to_owned()).or_default();
         if partitions.len() <= index {
             partitions.resize(index + 1, None);
@@ -56,4 +61,23 @@ impl Watermarks {
 /// negative (a commit can run ahead of a stale watermark).
 pub fn lag(high_watermark: i64, committed: i64) -> i64 {
     (high_watermark - committed).max(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partitions_index_and_absurd_ids_are_ignored() {
+        let mut w = Watermarks::default();
+        w.insert("t", 2, Watermark { low: 1, high: 5 });
+        w.insert("t", -1, Watermark { low: 0, high: 0 });
+        w.insert("t", i32::MAX, Watermark { low: 0, high: 0 });
+        assert_eq!(w.get("t", 2), Some(Watermark { low: 1, high: 5 }));
+        assert_eq!(w.get("t", 0), None);
+        assert_eq!(w.partition_count(), 1);
+        assert!(w.has_topic("t") && !w.has_topic("u"));
+        assert_eq!(lag(10, 4), 6);
+        assert_eq!(lag(10, 12), 0);
+    }
 }
