@@ -5,8 +5,11 @@
 //! [`PartitionReader`] that reads chosen partitions from chosen offsets with
 //! manual assignment and reports when each reaches its end, a [`RecordWriter`]
 //! that produces keyed records (null values included) to explicit partitions,
-//! and [`Admin`] calls (create topics, watermarks). Everything else in kshard sees
-//! these types, so a faster fetch path can replace rdkafka here alone.
+//! [`Admin`] calls (create and delete topics, metadata, batched watermarks, and
+//! ListGroups/OffsetFetch for consumer groups through librdkafka's admin API),
+//! and a [`GroupConsumer`] that reads and commits like any application.
+//! Everything else in kshard sees these types, so a faster fetch path can replace
+//! rdkafka here alone. All clients log through `tracing`.
 //!
 //! Nothing here decodes record contents; that is `kshard-offsets`' job.
 
