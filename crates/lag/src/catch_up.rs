@@ -90,6 +90,11 @@ impl CatchUp {
         }
     }
 
+    /// True once [`CatchUp::start`] was called.
+    pub fn is_started(&self) -> bool {
+        self.started
+    }
+
     /// The client reports the end of `partition`: everything there is was read.
     /// `next_offset` is the reader's position when it knows one.
     pub fn on_end_of_partition(&mut self, partition: i32, next_offset: Option<i64>) {

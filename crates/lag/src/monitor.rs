@@ -107,6 +107,11 @@ impl Monitor {
         lock(&self.catch_up).track(partition, low, high);
     }
 
+    /// True once the initial partitions are tracked ([`Monitor::start`] was called).
+    pub fn is_started(&self) -> bool {
+        lock(&self.catch_up).is_started()
+    }
+
     /// Ends the initial set of partitions (see [`CatchUp::start`]).
     pub fn start(&self) {
         lock(&self.catch_up).start();

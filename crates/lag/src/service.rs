@@ -83,15 +83,7 @@ pub async fn run(
     let (new_partitions_tx, new_partitions_rx) = mpsc::channel();
     let reader = match options.mode {
         ScrapeMode::OffsetsTopic => {
-            let start = {
-                let kafka = options.kafka.clone();
-                let timeout = options.request_timeout;
-                let monitor = Arc::clone(&monitor);
-                tokio::task::spawn_blocking(move || track_offsets_partitions(&kafka, timeout, &monitor))
-                    .await
-                    .map_err(|e| ServeError::Worker(format!("start-up task: {e}")))??
-            };
-            spawn_reader(&options, Arc::clone(&monitor), Arc::clone(&stop), start, new_partitions_rx, hold)?
+            spawn_reader(&options, Arc::clone(&monitor), Arc::clone(&stop), new_partitions_rx, hold)?
         }
         ScrapeMode::AdminApi => {
             // Nothing to catch up with: ready once the first scrape has landed.
@@ -145,27 +137,56 @@ fn track_offsets_partitions(kafka: &ClientSettings, timeout: Duration, monitor: 
     Ok(count)
 }
 
+/// Starts the reader thread: it tracks the partitions of `__consumer_offsets`
+/// (waiting, not ready, while the brokers cannot be reached or the topic does not
+/// exist yet — Kafka creates it when the first group commits), then reads.
 fn spawn_reader(
     options: &ServeOptions,
     monitor: Arc<Monitor>,
     stop: Arc<AtomicBool>,
-    partitions: i32,
     new_partitions: mpsc::Receiver<Vec<i32>>,
     hold: Option<tokio::sync::oneshot::Receiver<()>>,
 ) -> Result<JoinHandle<Result<(), String>>, ServeError> {
-    let start: Vec<(i32, Option<i64>)> = (0..partitions).map(|p| (p, None)).collect();
     let settings = options.kafka.clone();
+    let timeout = options.request_timeout;
     std::thread::Builder::new()
         .name("offsets-reader".into())
         .spawn(move || {
+            let Some(partitions) = wait_for_offsets_topic(&settings, timeout, &monitor, &stop) else {
+                return Ok(());
+            };
             if let Some(hold) = hold {
                 // A dropped sender releases the hold too.
                 let _ = hold.blocking_recv();
             }
+            let start: Vec<(i32, Option<i64>)> = (0..partitions).map(|p| (p, None)).collect();
             let reader = PartitionReader::new(&settings, CONSUMER_OFFSETS_TOPIC, &start).map_err(|e| e.to_string())?;
             read_offsets(&reader, &monitor, &stop, &new_partitions)
         })
         .map_err(|e| ServeError::Worker(format!("starting the reader thread: {e}")))
+}
+
+/// Tracks `__consumer_offsets`, retrying every 5 s until it works; `None` when
+/// the service stops first.
+fn wait_for_offsets_topic(
+    settings: &ClientSettings,
+    timeout: Duration,
+    monitor: &Monitor,
+    stop: &AtomicBool,
+) -> Option<i32> {
+    loop {
+        match track_offsets_partitions(settings, timeout, monitor) {
+            Ok(count) => return Some(count),
+            Err(e) => warn!(error = %e, "cannot track {CONSUMER_OFFSETS_TOPIC} yet; retrying in 5 s (not ready)"),
+        }
+        let retry_at = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < retry_at {
+            if stop.load(Ordering::Acquire) {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
 }
 
 fn read_offsets(
@@ -324,7 +345,10 @@ fn refresh(
     new_partitions: &mpsc::Sender<Vec<i32>>,
 ) -> Result<Watermarks, kshard_kafka::Error> {
     let topics = admin.topics()?;
-    let offsets_topic = topics.get(CONSUMER_OFFSETS_TOPIC).filter(|_| mode == ScrapeMode::OffsetsTopic);
+    // Growth of __consumer_offsets is the reader's to handle once it tracks the
+    // topic; before that, the reader's own start-up tracks every partition.
+    let offsets_topic =
+        topics.get(CONSUMER_OFFSETS_TOPIC).filter(|_| mode == ScrapeMode::OffsetsTopic && monitor.is_started());
     if offsets_topic.is_some() {
         monitor.set_coordinators(admin.leaders(CONSUMER_OFFSETS_TOPIC)?);
     }

@@ -305,12 +305,19 @@ fn every_value_version_tombstones_members_and_a_malformed_record() {
 
     let ns = "kshard";
     let mut service = TestService::start(broker.brokers(), ns, only(&p), true);
-    // Held before reading: not ready, and no group series yet.
-    let (status, body) = service.get("/ready");
-    assert_eq!(status, 503, "{body}");
-    let ready: serde_json::Value = serde_json::from_str(&body).expect("JSON");
-    assert_eq!(ready["ready"], false);
-    assert!(ready["partitions"].as_u64().is_some_and(|n| n >= 50));
+    // Held before reading: partitions tracked, not ready, and no group series yet.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, body) = service.get("/ready");
+        assert_eq!(status, 503, "{body}");
+        let ready: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+        assert_eq!(ready["ready"], false);
+        if ready["partitions"].as_u64().is_some_and(|n| n >= 50) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "partitions not tracked: {body}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let m = service.metrics();
     assert_eq!(m.get("kshard_catchup_ready"), Some(&0.0));
     assert!(!m.keys().any(|k| k.contains(&p)), "no group series before catch-up");
@@ -468,4 +475,26 @@ fn admin_api_mode_reports_real_consumer_groups() {
         !m.keys().any(|k| k.starts_with("kshard_kafka_consumer_group_members{") && k.contains(&group)),
         "members are unknown in this mode"
     );
+}
+
+#[test]
+fn waits_not_ready_until_consumer_offsets_exists() {
+    // A new cluster has no __consumer_offsets until the first group commits.
+    let broker = Broker::start_private();
+    let p = unique_name("lag-wait");
+    let ns = "kshard";
+    let mut service = TestService::start(broker.brokers(), ns, only(&p), false);
+    let (status, body) = service.get("/ready");
+    assert_eq!(status, 503, "{body}");
+    std::thread::sleep(Duration::from_millis(500));
+    let (status, _) = service.get("/ready");
+    assert_eq!(status, 503, "still waiting for the topic");
+    let w = Writer::new(broker.brokers()); // creates __consumer_offsets
+    let topic = format!("{p}-t");
+    w.topic(&topic, &[4]);
+    let g = format!("{p}-g");
+    w.commit(&g, &topic, 0, 3, 1);
+    w.flush();
+    service.wait_ready();
+    service.eventually("the first group's lag", |m| m.get(&partition_lag(ns, &g, &topic, 0)) == Some(&3.0));
 }
