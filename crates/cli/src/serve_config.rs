@@ -54,26 +54,27 @@ impl KafkaArgs {
 pub(crate) struct ServeArgs {
     #[command(flatten)]
     pub(crate) kafka: KafkaArgs,
-    /// Address to serve HTTP on.
+    /// Address to serve HTTP on (default 0.0.0.0:9308).
     #[arg(long, env = "KSHARD_LISTEN")]
     pub(crate) listen: Option<String>,
-    /// Prefix of every metric name (`kminion` gives kminion's names).
+    /// Prefix of every metric name (default `kshard`; `kminion` gives kminion's names).
     #[arg(long, env = "KSHARD_METRICS_NAMESPACE")]
     pub(crate) metrics_namespace: Option<String>,
     /// Directory for kshard's local state.
     #[arg(long, env = "KSHARD_DATA_DIR")]
     pub(crate) data_dir: Option<PathBuf>,
     /// `offsets_topic` (read __consumer_offsets) or `admin_api` (ListGroups and
-    /// OffsetFetch, for clusters whose __consumer_offsets cannot be read).
+    /// OffsetFetch, for clusters whose __consumer_offsets cannot be read); default
+    /// `offsets_topic`.
     #[arg(long, env = "KSHARD_SCRAPE_MODE")]
     pub(crate) scrape_mode: Option<String>,
-    /// `partition` or `topic`: which lag series to export.
+    /// `partition` (default) or `topic`: which lag series to export.
     #[arg(long, env = "KSHARD_GRANULARITY")]
     pub(crate) granularity: Option<String>,
-    /// Seconds between watermark refreshes.
+    /// Seconds between watermark refreshes (default 5).
     #[arg(long, env = "KSHARD_WATERMARK_INTERVAL_SECONDS")]
     pub(crate) watermark_interval_seconds: Option<f64>,
-    /// `text` or `json` logs.
+    /// `text` (default) or `json` logs; the level comes from KSHARD_LOG (default `info`).
     #[arg(long, env = "KSHARD_LOG_FORMAT")]
     pub(crate) log_format: Option<String>,
 }
