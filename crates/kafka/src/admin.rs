@@ -118,13 +118,14 @@ impl Admin {
         }
     }
 
+    fn topic_metadata(&self, topic: &str) -> Result<rdkafka::metadata::Metadata> {
+        self.metadata.fetch_metadata(Some(topic), self.timeout).map_err(call(format!("fetching metadata of {topic}")))
+    }
+
     /// The partition count of `topic`, or `None` when the topic does not exist.
     pub fn partition_count(&self, topic: &str) -> Result<Option<i32>> {
-        let metadata = self
-            .metadata
-            .fetch_metadata(Some(topic), self.timeout)
-            .map_err(call(format!("fetching metadata of {topic}")))?;
-        Ok(metadata
+        Ok(self
+            .topic_metadata(topic)?
             .topics()
             .iter()
             .find(|t| t.name() == topic && t.error().is_none())
@@ -147,11 +148,8 @@ impl Admin {
     /// The leader broker of each partition of `topic` (partitions without a
     /// leader are left out).
     pub fn leaders(&self, topic: &str) -> Result<HashMap<i32, i32>> {
-        let metadata = self
-            .metadata
-            .fetch_metadata(Some(topic), self.timeout)
-            .map_err(call(format!("fetching metadata of {topic}")))?;
-        Ok(metadata
+        Ok(self
+            .topic_metadata(topic)?
             .topics()
             .iter()
             .filter(|t| t.name() == topic)
