@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use kshard_kafka::{Admin, CONSUMER_OFFSETS_TOPIC, ClientSettings, OffsetSpec, PartitionReader, ReadEvent};
+use kshard_kafka::{Admin, CONSUMER_OFFSETS_TOPIC, ClientSettings, PartitionReader, ReadEvent};
 use kshard_lag::{CatchUp, Metrics, Monitor, MonitorSettings, SelfTimings, Watermark, Watermarks};
 
 /// CPU time and peak memory of a process, from `/proc`.
@@ -48,11 +48,11 @@ pub(crate) fn drain(settings: &ClientSettings) -> Result<u64> {
     let admin = Admin::new(settings, Duration::from_secs(30))?;
     let count = admin.partition_count(CONSUMER_OFFSETS_TOPIC)?.context("__consumer_offsets does not exist")?;
     let partitions: Vec<(String, i32)> = (0..count).map(|p| (CONSUMER_OFFSETS_TOPIC.to_owned(), p)).collect();
-    let low = admin.list_offsets(&partitions, OffsetSpec::Earliest)?;
-    let high = admin.list_offsets(&partitions, OffsetSpec::Latest)?;
+    let watermarks = admin.watermarks(&partitions)?;
     let mut catch_up = CatchUp::default();
     for key in &partitions {
-        catch_up.track(key.1, low.get(key).copied().unwrap_or(0), high.get(key).copied().unwrap_or(0));
+        let (low, high) = watermarks.get(key).copied().unwrap_or((0, 0));
+        catch_up.track(key.1, low, high);
     }
     catch_up.start();
     let start: Vec<(i32, Option<i64>)> = (0..count).map(|p| (p, None)).collect();
@@ -214,7 +214,6 @@ pub(crate) fn catch_up(brokers: &str, runs: usize) -> Result<()> {
 
 /// `bench state`: memory per tracked group-partition and `/metrics` render time.
 pub(crate) fn state(groups: u32, partitions: u32, topics: u32) -> Result<()> {
-    let before = process_stats(std::process::id())?;
     let rss = || -> Result<f64> {
         let status = std::fs::read_to_string("/proc/self/status")?;
         Ok(status
@@ -279,7 +278,6 @@ pub(crate) fn state(groups: u32, partitions: u32, topics: u32) -> Result<()> {
         times.push(started.elapsed().as_secs_f64() * 1000.0);
     }
     let per = (rss_after - rss_before) / tracked as f64;
-    let _ = before;
     println!("tracked group-partitions: {tracked} ({groups} groups × {partitions} partitions, {topics} topics)");
     println!("apply: {:.2} million offset commits/s (decode and update, one thread)", apply_rate / 1e6);
     println!("state memory: {:.1} MB RSS, {per:.0} bytes per tracked group-partition", (rss_after - rss_before) / 1e6);

@@ -187,10 +187,12 @@ impl Admin {
             .collect())
     }
 
-    /// The low and high watermarks of one partition.
-    pub fn watermarks(&self, topic: &str, partition: i32) -> Result<(i64, i64)> {
-        self.metadata
-            .fetch_watermarks(topic, partition, self.timeout)
-            .map_err(call(format!("fetching watermarks of {topic}/{partition}")))
+    /// The low and high watermarks of many partitions: two batched ListOffsets
+    /// rounds (earliest, latest). Partitions the brokers gave no answer for are
+    /// left out.
+    pub fn watermarks(&self, partitions: &[(String, i32)]) -> Result<HashMap<(String, i32), (i64, i64)>> {
+        let low = self.list_offsets(partitions, OffsetSpec::Earliest)?;
+        let mut high = self.list_offsets(partitions, OffsetSpec::Latest)?;
+        Ok(low.into_iter().filter_map(|(key, l)| high.remove(&key).map(|h| (key, (l, h)))).collect())
     }
 }

@@ -12,7 +12,7 @@ use std::sync::{Arc, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use kshard_kafka::{Admin, CONSUMER_OFFSETS_TOPIC, ClientSettings, OffsetSpec, PartitionReader, ReadEvent};
+use kshard_kafka::{Admin, CONSUMER_OFFSETS_TOPIC, ClientSettings, PartitionReader, ReadEvent};
 use tracing::{debug, info, warn};
 
 use crate::http;
@@ -123,18 +123,24 @@ fn track_offsets_partitions(kafka: &ClientSettings, timeout: Duration, monitor: 
     let count = admin
         .partition_count(CONSUMER_OFFSETS_TOPIC)?
         .ok_or_else(|| ServeError::NoOffsetsTopic(kafka.brokers.clone()))?;
-    let partitions: Vec<(String, i32)> = (0..count).map(|p| (CONSUMER_OFFSETS_TOPIC.to_owned(), p)).collect();
-    let low = admin.list_offsets(&partitions, OffsetSpec::Earliest)?;
-    let high = admin.list_offsets(&partitions, OffsetSpec::Latest)?;
-    let mut total = 0;
-    for key in &partitions {
-        let (l, h) = (low.get(key).copied().unwrap_or(0), high.get(key).copied().unwrap_or(0));
-        total += (h - l).max(0);
-        monitor.track_partition(key.1, l, h);
-    }
+    let total = track_range(&admin, monitor, 0..count)?;
     monitor.start();
     info!(partitions = count, offsets = total, "catching up with {CONSUMER_OFFSETS_TOPIC}");
     Ok(count)
+}
+
+/// Tracks `partitions` of `__consumer_offsets` with their current watermarks;
+/// returns how many offsets they hold.
+fn track_range(admin: &Admin, monitor: &Monitor, partitions: std::ops::Range<i32>) -> Result<i64, kshard_kafka::Error> {
+    let keys: Vec<(String, i32)> = partitions.map(|p| (CONSUMER_OFFSETS_TOPIC.to_owned(), p)).collect();
+    let watermarks = admin.watermarks(&keys)?;
+    let mut total = 0;
+    for key in keys {
+        let (low, high) = watermarks.get(&key).copied().unwrap_or((0, 0));
+        total += (high - low).max(0);
+        monitor.track_partition(key.1, low, high);
+    }
+    Ok(total)
 }
 
 /// Starts the reader thread: it tracks the partitions of `__consumer_offsets`
@@ -355,12 +361,7 @@ fn refresh(
     if let Some(&count) = offsets_topic {
         let known = monitor.progress().partitions as i32;
         if count > known {
-            let added: Vec<(String, i32)> = (known..count).map(|p| (CONSUMER_OFFSETS_TOPIC.to_owned(), p)).collect();
-            let low = admin.list_offsets(&added, OffsetSpec::Earliest)?;
-            let high = admin.list_offsets(&added, OffsetSpec::Latest)?;
-            for key in &added {
-                monitor.track_partition(key.1, low.get(key).copied().unwrap_or(0), high.get(key).copied().unwrap_or(0));
-            }
+            track_range(admin, monitor, known..count)?;
             // The reader has gone when this fails, and is stopping anyway.
             let _ = new_partitions.send((known..count).collect());
         }
@@ -371,13 +372,9 @@ fn refresh(
         .filter_map(|t| topics.get(&t).map(|&n| (t, n)))
         .flat_map(|(t, n)| (0..n).map(move |p| (t.clone(), p)))
         .collect();
-    let low = admin.list_offsets(&wanted, OffsetSpec::Earliest)?;
-    let high = admin.list_offsets(&wanted, OffsetSpec::Latest)?;
     let mut watermarks = Watermarks::default();
-    for key in &wanted {
-        if let (Some(&l), Some(&h)) = (low.get(key), high.get(key)) {
-            watermarks.insert(&key.0, key.1, Watermark { low: l, high: h });
-        }
+    for ((topic, partition), (low, high)) in admin.watermarks(&wanted)? {
+        watermarks.insert(&topic, partition, Watermark { low, high });
     }
     debug!(partitions = watermarks.partition_count(), "watermarks refreshed");
     Ok(watermarks)
