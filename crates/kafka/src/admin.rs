@@ -63,14 +63,8 @@ impl std::fmt::Debug for Admin {
 impl Admin {
     /// Connects an admin client; `timeout` bounds every call.
     pub fn new(settings: &ClientSettings, timeout: Duration) -> Result<Self> {
-        let mut config = settings.client_config();
-        settings.apply_overrides(&mut config);
-        let admin = config
-            .create_with_context(KshardContext)
-            .map_err(|source| Error::Client { client: "admin client", source })?;
-        let metadata = config
-            .create_with_context(KshardContext)
-            .map_err(|source| Error::Client { client: "metadata client", source })?;
+        let admin = settings.create("admin client", &[])?;
+        let metadata = settings.create("metadata client", &[])?;
         Ok(Admin { admin, metadata, timeout })
     }
 

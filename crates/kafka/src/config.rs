@@ -1,6 +1,10 @@
 //! Connection settings shared by every client kshard creates.
 
 use rdkafka::ClientConfig;
+use rdkafka::config::FromClientConfigAndContext;
+
+use crate::context::KshardContext;
+use crate::error::{Error, Result};
 
 /// Where the brokers are and how to reach them. Its `Debug` output hides the
 /// values of secret properties, so settings can be logged.
@@ -19,16 +23,21 @@ impl ClientSettings {
         ClientSettings { brokers: brokers.into(), properties: Vec::new() }
     }
 
-    pub(crate) fn client_config(&self) -> ClientConfig {
+    /// Creates a client (`client` names it in errors) with kshard's properties
+    /// for that kind of client, then the user's, which win.
+    pub(crate) fn create<T>(&self, client: &'static str, properties: &[(&str, &str)]) -> Result<T>
+    where
+        T: FromClientConfigAndContext<KshardContext>,
+    {
         let mut config = ClientConfig::new();
         config.set("bootstrap.servers", &self.brokers).set("client.id", "kshard");
-        config
-    }
-
-    pub(crate) fn apply_overrides(&self, config: &mut ClientConfig) {
+        for (k, v) in properties {
+            config.set(*k, *v);
+        }
         for (k, v) in &self.properties {
             config.set(k, v);
         }
+        config.create_with_context(KshardContext).map_err(|source| Error::Client { client, source })
     }
 }
 

@@ -8,7 +8,7 @@ use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 
 use crate::config::ClientSettings;
 use crate::context::KshardContext;
-use crate::error::{Error, Result, call};
+use crate::error::{Result, call};
 
 /// A member of a consumer group that commits what it read when told to.
 pub struct GroupConsumer {
@@ -26,16 +26,15 @@ impl GroupConsumer {
     /// Joins `group`, subscribed to `topics`, reading from the earliest offset
     /// when the group has none.
     pub fn new(settings: &ClientSettings, group: &str, topics: &[&str]) -> Result<Self> {
-        let mut config = settings.client_config();
-        config
-            .set("group.id", group)
-            .set("enable.auto.commit", "false")
-            .set("auto.offset.reset", "earliest")
-            .set("session.timeout.ms", "10000");
-        settings.apply_overrides(&mut config);
-        let consumer: BaseConsumer<KshardContext> = config
-            .create_with_context(KshardContext)
-            .map_err(|source| Error::Client { client: "group consumer", source })?;
+        let consumer: BaseConsumer<KshardContext> = settings.create(
+            "group consumer",
+            &[
+                ("group.id", group),
+                ("enable.auto.commit", "false"),
+                ("auto.offset.reset", "earliest"),
+                ("session.timeout.ms", "10000"),
+            ],
+        )?;
         consumer.subscribe(topics).map_err(call(format!("subscribing {group} to {topics:?}")))?;
         Ok(GroupConsumer { consumer, group: group.to_owned() })
     }

@@ -9,7 +9,7 @@ use rdkafka::{Offset, TopicPartitionList};
 
 use crate::config::ClientSettings;
 use crate::context::KshardContext;
-use crate::error::{Error, Result, call};
+use crate::error::{Result, call};
 
 /// Reads partitions by manual assignment: no consumer group, no commits.
 ///
@@ -81,24 +81,24 @@ impl PartitionReader {
     /// Creates a reader of `topic` starting each listed partition at its offset
     /// (`None`: the earliest offset).
     pub fn new(settings: &ClientSettings, topic: &str, start: &[(i32, Option<i64>)]) -> Result<Self> {
-        let mut config = settings.client_config();
-        config
-            .set("group.id", "kshard-reader")
-            .set("enable.auto.commit", "false")
-            .set("enable.auto.offset.store", "false")
-            .set("enable.partition.eof", "true")
-            .set("auto.offset.reset", "earliest")
-            .set("isolation.level", "read_committed")
-            .set("fetch.wait.max.ms", "100")
-            // librdkafka buffers up to 64 MB per client by default; a reader that
-            // applies records as fast as they arrive needs far less, and memory is
-            // one of the reasons users run kshard.
-            .set("queued.max.messages.kbytes", "4096")
-            .set("fetch.message.max.bytes", "1048576")
-            .set("fetch.max.bytes", "4194304");
-        settings.apply_overrides(&mut config);
-        let consumer: BaseConsumer<KshardContext> =
-            config.create_with_context(KshardContext).map_err(|source| Error::Client { client: "consumer", source })?;
+        let consumer: BaseConsumer<KshardContext> = settings.create(
+            "consumer",
+            &[
+                ("group.id", "kshard-reader"),
+                ("enable.auto.commit", "false"),
+                ("enable.auto.offset.store", "false"),
+                ("enable.partition.eof", "true"),
+                ("auto.offset.reset", "earliest"),
+                ("isolation.level", "read_committed"),
+                ("fetch.wait.max.ms", "100"),
+                // librdkafka buffers up to 64 MB per client by default; a reader that
+                // applies records as fast as they arrive needs far less, and memory
+                // is one of the reasons users run kshard.
+                ("queued.max.messages.kbytes", "4096"),
+                ("fetch.message.max.bytes", "1048576"),
+                ("fetch.max.bytes", "4194304"),
+            ],
+        )?;
         let mut assignment = TopicPartitionList::new();
         for &(partition, offset) in start {
             let offset = offset.map_or(Offset::Beginning, Offset::Offset);

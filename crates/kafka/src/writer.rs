@@ -6,7 +6,7 @@ use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 
 use crate::config::ClientSettings;
 use crate::context::KshardContext;
-use crate::error::{Error, Result, call};
+use crate::error::{Result, call};
 
 /// A producer that writes records to explicit partitions and waits for them
 /// with [`RecordWriter::flush`]. Idempotence is on, so retries never duplicate.
@@ -23,17 +23,17 @@ impl std::fmt::Debug for RecordWriter {
 impl RecordWriter {
     /// Connects a producer.
     pub fn new(settings: &ClientSettings) -> Result<Self> {
-        let mut config = settings.client_config();
-        config
-            .set("linger.ms", "5")
-            .set("batch.num.messages", "10000")
-            .set("queue.buffering.max.messages", "1000000")
-            .set("compression.type", "none")
-            .set("enable.idempotence", "false")
-            .set("acks", "all");
-        settings.apply_overrides(&mut config);
-        let producer =
-            config.create_with_context(KshardContext).map_err(|source| Error::Client { client: "producer", source })?;
+        let producer = settings.create(
+            "producer",
+            &[
+                ("linger.ms", "5"),
+                ("batch.num.messages", "10000"),
+                ("queue.buffering.max.messages", "1000000"),
+                ("compression.type", "none"),
+                ("enable.idempotence", "false"),
+                ("acks", "all"),
+            ],
+        )?;
         Ok(RecordWriter { producer })
     }
 
