@@ -83,13 +83,13 @@ pub async fn run(
     let (new_partitions_tx, new_partitions_rx) = mpsc::channel();
     let reader = match options.mode {
         ScrapeMode::OffsetsTopic => {
-            spawn_reader(&options, Arc::clone(&monitor), Arc::clone(&stop), new_partitions_rx, hold)?
+            Some(spawn_reader(&options, Arc::clone(&monitor), Arc::clone(&stop), new_partitions_rx, hold)?)
         }
         ScrapeMode::AdminApi => {
             // Nothing to catch up with: ready once the first scrape has landed.
             monitor.start();
             info!("scrape_mode admin_api: groups and offsets come from ListGroups and OffsetFetch");
-            std::thread::spawn(|| Ok(()))
+            None
         }
     };
     let refresher =
@@ -103,9 +103,10 @@ pub async fn run(
         .map_err(ServeError::Http);
 
     stop.store(true, Ordering::Release);
-    let reader = tokio::task::spawn_blocking(move || reader.join()).await;
-    let refresher = tokio::task::spawn_blocking(move || refresher.join()).await;
-    for (name, joined) in [("reader", reader), ("watermark refresher", refresher)] {
+    let workers = [("reader", reader), ("watermark refresher", Some(refresher))];
+    for (name, worker) in workers {
+        let Some(worker) = worker else { continue };
+        let joined = tokio::task::spawn_blocking(move || worker.join()).await;
         match joined {
             Ok(Ok(Ok(()))) => {}
             Ok(Ok(Err(e))) => return Err(ServeError::Worker(format!("{name}: {e}"))),
@@ -212,7 +213,8 @@ fn read_offsets(
             reader.add_partitions(CONSUMER_OFFSETS_TOPIC, &start).map_err(|e| e.to_string())?;
             info!(partitions = ?added, "reading new partitions of {CONSUMER_OFFSETS_TOPIC}");
         }
-        match reader.poll(Duration::from_millis(100)) {
+        // `idle`: nothing arrived, a good moment to check readiness and progress.
+        let idle = match reader.poll(Duration::from_millis(100)) {
             Ok(ReadEvent::Record(r)) => {
                 if let Err(s) = monitor.apply(r.partition(), r.offset(), r.key(), r.value()) {
                     warn!(
@@ -223,22 +225,24 @@ fn read_offsets(
                         "skipped a record of {CONSUMER_OFFSETS_TOPIC}"
                     );
                 }
+                false
             }
             Ok(ReadEvent::EndOfPartition { partition, next_offset }) => {
                 debug!(partition, next_offset, "end of partition");
                 monitor.end_of_partition(partition, next_offset);
+                false
             }
-            // Idle: nothing arrived; check readiness and progress now.
-            Ok(ReadEvent::Idle) => events = events / 1024 * 1024 + 1023,
+            Ok(ReadEvent::Idle) => true,
             Err(e) => {
                 warn!(error = %e, "reading {CONSUMER_OFFSETS_TOPIC}; the client retries");
                 std::thread::sleep(Duration::from_millis(200));
+                true
             }
-        }
+        };
         // Readiness and progress are checked every 1024 events, not per record:
         // a clock read per record is a measurable share of the reader's CPU.
         events += 1;
-        if announced_ready || !events.is_multiple_of(1024) {
+        if announced_ready || !(events.is_multiple_of(1024) || idle) {
             continue;
         }
         if monitor.is_caught_up() {
@@ -303,6 +307,9 @@ fn spawn_refresher(
                             refreshed_since_catch_up |= caught_up;
                             *timings.watermark_refresh.lock().unwrap_or_else(PoisonError::into_inner) =
                                 Some(started.elapsed());
+                            // Names of deleted groups and topics are otherwise kept
+                            // for the life of the process.
+                            monitor.sweep_names();
                         }
                         Err(e) => warn!(error = %e, "refreshing groups and watermarks"),
                     }
