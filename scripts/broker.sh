@@ -29,22 +29,15 @@ start() {
       >"$dir/broker.log" 2>&1
   ) &
   echo $! >"$pidfile"
-  for _ in $(seq 300); do
-    if ! pid_alive "$pidfile"; then
-      tail -n 20 "$dir/broker.log" >&2 || true
-      rm -f "$pidfile"
-      die "the broker exited during start (log above: $dir/broker.log)"
-    fi
-    if port_open "$port" && "$TANSU_BIN" topic list --broker "tcp://127.0.0.1:$port" >/dev/null 2>&1; then
-      echo "KSHARD_BROKERS=127.0.0.1:$port" >"$envfile"
-      log "broker up (pid $(cat "$pidfile")), log: $dir/broker.log"
-      cat "$envfile"
-      return 0
-    fi
-    sleep 0.1
-  done
-  stop_pid "$pidfile" broker
-  die "the broker did not answer within 30 s (log: $dir/broker.log)"
+  wait_until_up "$pidfile" broker "$dir/broker.log" answers "$port"
+  echo "KSHARD_BROKERS=127.0.0.1:$port" >"$envfile"
+  log "broker up (pid $(cat "$pidfile")), log: $dir/broker.log"
+  cat "$envfile"
+}
+
+# True once the broker on port $1 answers a Metadata request.
+answers() {
+  port_open "$1" && "$TANSU_BIN" topic list --broker "tcp://127.0.0.1:$1" >/dev/null 2>&1
 }
 
 case "${1:-}" in

@@ -27,23 +27,15 @@ start() {
     --initial-cluster "kshard-dev=http://127.0.0.1:$peer" \
     >"$dir/etcd.log" 2>&1 &
   echo $! >"$pidfile"
-  for _ in $(seq 300); do
-    if ! pid_alive "$pidfile"; then
-      tail -n 20 "$dir/etcd.log" >&2 || true
-      rm -f "$pidfile"
-      die "etcd exited during start (log above: $dir/etcd.log)"
-    fi
-    # etcd answers /health with {"health":"true"} once it has a leader.
-    if port_open "$client" && health "$client" | grep -q '"health":"true"'; then
-      echo "KSHARD_ETCD=http://127.0.0.1:$client" >"$envfile"
-      log "etcd up (pid $(cat "$pidfile")), log: $dir/etcd.log"
-      cat "$envfile"
-      return 0
-    fi
-    sleep 0.1
-  done
-  stop_pid "$pidfile" etcd
-  die "etcd did not answer within 30 s (log: $dir/etcd.log)"
+  wait_until_up "$pidfile" etcd "$dir/etcd.log" healthy "$client"
+  echo "KSHARD_ETCD=http://127.0.0.1:$client" >"$envfile"
+  log "etcd up (pid $(cat "$pidfile")), log: $dir/etcd.log"
+  cat "$envfile"
+}
+
+# True once etcd on port $1 answers /health with {"health":"true"} (it has a leader).
+healthy() {
+  port_open "$1" && health "$1" | grep -q '"health":"true"'
 }
 
 # GET /health over bash's /dev/tcp (no curl needed).

@@ -37,6 +37,27 @@ port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 # True when the process in PID file $1 is alive.
 pid_alive() { [[ -f "$1" ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
+# Waits up to 30 s for a service just started: fails with its log's tail if the
+# process in PID file $1 exits, succeeds once `$4…` (a readiness check) does.
+# $2 names the service in messages, $3 is its log file.
+wait_until_up() {
+  local pidfile="$1" name="$2" logfile="$3"
+  shift 3
+  for _ in $(seq 300); do
+    if ! pid_alive "$pidfile"; then
+      tail -n 20 "$logfile" >&2 || true
+      rm -f "$pidfile"
+      die "$name exited during start (log above: $logfile)"
+    fi
+    if "$@"; then
+      return 0
+    fi
+    sleep 0.1
+  done
+  stop_pid "$pidfile" "$name"
+  die "$name did not answer within 30 s (log: $logfile)"
+}
+
 # Stops the process in PID file $1 (TERM, then KILL after 10 s) and removes the file.
 stop_pid() {
   local pidfile="$1" name="$2" pid
