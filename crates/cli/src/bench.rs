@@ -286,21 +286,7 @@ pub(crate) fn state(groups: u32, partitions: u32, topics: u32) -> Result<()> {
 }
 
 fn bench_commit(group: &str, topic: &str, partition: i32, offset: i64) -> (Vec<u8>, Option<Vec<u8>>) {
-    use kshard_offsets::{OffsetCommitKey, OffsetCommitValue, Record, RecordKey, RecordValue};
-    Record {
-        key: RecordKey::OffsetCommit {
-            key_version: 1,
-            key: OffsetCommitKey { group: group.into(), topic: topic.into(), partition },
-        },
-        value: Some(RecordValue::OffsetCommit(OffsetCommitValue {
-            version: 3,
-            offset,
-            leader_epoch: Some(0),
-            metadata: "".into(),
-            commit_timestamp: 1_758_335_260_726,
-            expire_timestamp: None,
-            topic_id: None,
-        })),
-    }
-    .encode()
+    use kshard_offsets::{OffsetCommitValue, Record};
+    let value = OffsetCommitValue::new(3, offset, 1_758_335_260_726);
+    Record::offset_commit(group, topic, partition, Some(value)).encode()
 }

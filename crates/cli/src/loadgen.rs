@@ -7,7 +7,7 @@
 use std::borrow::Cow;
 
 use kshard_offsets::{
-    Assignment, GroupMetadataKey, GroupMetadataValue, MemberMetadata, OffsetCommitKey, OffsetCommitValue, RecordKey,
+    Assignment, GroupMetadataKey, GroupMetadataValue, MemberMetadata, OffsetCommitValue, Record, RecordKey,
     RecordValue, Subscription, TopicPartitions,
 };
 
@@ -100,15 +100,19 @@ impl LoadShape {
             }
             if last && g % 10 == 9 {
                 // The group stopped consuming one partition: its offset is deleted.
-                out.push(encode(&group, Kind::OffsetTombstone, &offset_key(&group, &topic, 0), None));
+                out.push(encode(&group, Kind::OffsetTombstone, &Record::offset_commit(&group, &topic, 0, None)));
             }
             if last && g % 50 == 49 {
                 // The group was deleted: Kafka writes offset tombstones, then the group's.
                 for p in 0..self.partitions {
-                    out.push(encode(&group, Kind::OffsetTombstone, &offset_key(&group, &topic, p as i32), None));
+                    out.push(encode(
+                        &group,
+                        Kind::OffsetTombstone,
+                        &Record::offset_commit(&group, &topic, p as i32, None),
+                    ));
                 }
                 let key = RecordKey::GroupMetadata(GroupMetadataKey { group: Cow::Borrowed(&group) });
-                out.push(encode(&group, Kind::GroupTombstone, &key, None));
+                out.push(encode(&group, Kind::GroupTombstone, &Record { key, value: None }));
             }
         }
         // Spread the malformed records over the rounds and groups.
@@ -117,8 +121,7 @@ impl LoadShape {
                 if m % self.rounds.max(1) == round {
                     let g = (m * 7919) % self.groups;
                     let group = self.group_name(g);
-                    let mut key = Vec::new();
-                    offset_key(&group, &self.topic_name(g), 0).encode(&mut key);
+                    let (key, _) = Record::offset_commit(&group, self.topic_name(g), 0, None).encode();
                     // Version 3 with the value cut off after the offset.
                     let value = [0, 3, 0, 0, 0, 0, 0, 0, 0, 42].to_vec();
                     out.push(GeneratedRecord { group, key, value: Some(value), kind: Kind::Malformed });
@@ -136,16 +139,11 @@ impl LoadShape {
         };
         // Below the records loadgen produces into the topic (10 × rounds + 10).
         let offset = i64::from(round) * 10 + i64::from((g + p) % 10);
-        let value = RecordValue::OffsetCommit(OffsetCommitValue {
-            version,
-            offset,
+        let value = OffsetCommitValue {
             leader_epoch: (version >= 3).then_some(0),
-            metadata: Cow::Borrowed(""),
-            commit_timestamp: 1_758_335_260_726 + i64::from(round) * 5_000,
-            expire_timestamp: (version == 1).then_some(-1),
-            topic_id: None,
-        });
-        encode(group, Kind::OffsetCommit, &offset_key(group, topic, p as i32), Some(&value))
+            ..OffsetCommitValue::new(version, offset, 1_758_335_260_726 + i64::from(round) * 5_000)
+        };
+        encode(group, Kind::OffsetCommit, &Record::offset_commit(group, topic, p as i32, Some(value)))
     }
 
     fn group_metadata(&self, group: &str, topic: &str, round: u32) -> GeneratedRecord {
@@ -184,26 +182,13 @@ impl LoadShape {
             members,
         });
         let key = RecordKey::GroupMetadata(GroupMetadataKey { group: Cow::Borrowed(group) });
-        encode(group, Kind::GroupMetadata, &key, Some(&value))
+        encode(group, Kind::GroupMetadata, &Record { key, value: Some(value) })
     }
 }
 
-fn offset_key<'a>(group: &'a str, topic: &'a str, partition: i32) -> RecordKey<'a> {
-    RecordKey::OffsetCommit {
-        key_version: 1,
-        key: OffsetCommitKey { group: Cow::Borrowed(group), topic: Cow::Borrowed(topic), partition },
-    }
-}
-
-fn encode(group: &str, kind: Kind, key: &RecordKey<'_>, value: Option<&RecordValue<'_>>) -> GeneratedRecord {
-    let mut k = Vec::new();
-    key.encode(&mut k);
-    let v = value.map(|v| {
-        let mut out = Vec::new();
-        v.encode(&mut out);
-        out
-    });
-    GeneratedRecord { group: group.to_owned(), key: k, value: v, kind }
+fn encode(group: &str, kind: Kind, record: &Record<'_>) -> GeneratedRecord {
+    let (key, value) = record.encode();
+    GeneratedRecord { group: group.to_owned(), key, value, kind }
 }
 
 #[cfg(test)]

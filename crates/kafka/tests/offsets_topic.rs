@@ -16,21 +16,14 @@ use kshard_kafka::{
 use kshard_offsets::*;
 
 fn offset_commit(group: &str, partition: i32, version: i16, offset: i64) -> Record<'static> {
-    Record {
-        key: RecordKey::OffsetCommit {
-            key_version: if version == 0 { 0 } else { 1 },
-            key: OffsetCommitKey { group: group.to_owned().into(), topic: "orders".into(), partition },
-        },
-        value: Some(RecordValue::OffsetCommit(OffsetCommitValue {
-            version,
-            offset,
-            leader_epoch: (version >= 3).then_some(4),
-            metadata: Cow::Owned(format!("meta-v{version}")),
-            commit_timestamp: 1_758_335_260_726 + offset,
-            expire_timestamp: (version == 1).then_some(1_758_335_999_999),
-            topic_id: (version >= 4).then_some(Uuid([7; 16])),
-        })),
-    }
+    let value = OffsetCommitValue {
+        leader_epoch: (version >= 3).then_some(4),
+        metadata: Cow::Owned(format!("meta-v{version}")),
+        expire_timestamp: (version == 1).then_some(1_758_335_999_999),
+        topic_id: (version >= 4).then_some(Uuid([7; 16])),
+        ..OffsetCommitValue::new(version, offset, 1_758_335_260_726 + offset)
+    };
+    Record::offset_commit(group.to_owned(), "orders", partition, Some(value))
 }
 
 fn group_metadata(group: &str, version: i16) -> Record<'static> {

@@ -8,21 +8,12 @@ use kshard_lag::{Applied, GroupOffsets, Skipped};
 use kshard_offsets::*;
 
 fn commit(group: &str, topic: &str, partition: i32, offset: i64) -> Record<'static> {
-    Record {
-        key: RecordKey::OffsetCommit {
-            key_version: 1,
-            key: OffsetCommitKey { group: group.to_owned().into(), topic: topic.to_owned().into(), partition },
-        },
-        value: Some(RecordValue::OffsetCommit(OffsetCommitValue {
-            version: 4,
-            offset,
-            leader_epoch: Some(3),
-            metadata: Cow::Borrowed("m"),
-            commit_timestamp: 77,
-            expire_timestamp: None,
-            topic_id: None,
-        })),
-    }
+    let value = OffsetCommitValue {
+        leader_epoch: Some(3),
+        metadata: Cow::Borrowed("m"),
+        ..OffsetCommitValue::new(4, offset, 77)
+    };
+    Record::offset_commit(group.to_owned(), topic.to_owned(), partition, Some(value))
 }
 
 fn tombstone(record: Record<'static>) -> Record<'static> {

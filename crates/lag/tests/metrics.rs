@@ -1,30 +1,14 @@
 //! Metrics rendered from a monitor fed by hand (no broker): series appear and
 //! disappear with the watermarks, and nothing about groups shows before ready.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use kshard_lag::{Granularity, Metrics, Monitor, MonitorSettings, NameFilter, SelfTimings, Watermark, Watermarks};
-use kshard_offsets::{OffsetCommitKey, OffsetCommitValue, Record, RecordKey, RecordValue};
+use kshard_offsets::{OffsetCommitValue, Record};
 use kshard_testkit::parse_metrics;
 
 fn commit(group: &str, topic: &str, partition: i32, offset: i64) -> (Vec<u8>, Option<Vec<u8>>) {
-    Record {
-        key: RecordKey::OffsetCommit {
-            key_version: 1,
-            key: OffsetCommitKey { group: group.to_owned().into(), topic: topic.to_owned().into(), partition },
-        },
-        value: Some(RecordValue::OffsetCommit(OffsetCommitValue {
-            version: 3,
-            offset,
-            leader_epoch: Some(0),
-            metadata: Cow::Borrowed(""),
-            commit_timestamp: 0,
-            expire_timestamp: None,
-            topic_id: None,
-        })),
-    }
-    .encode()
+    Record::offset_commit(group, topic, partition, Some(OffsetCommitValue::new(3, offset, 0))).encode()
 }
 
 fn watermarks(topics: &[(&str, i64)]) -> Watermarks {

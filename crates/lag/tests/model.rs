@@ -3,7 +3,6 @@
 //! [`CatchUp`] is ready exactly when every initial partition reached its target
 //! or its end, and stays ready.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use kshard_lag::{CatchUp, GroupOffsets};
@@ -28,25 +27,15 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn record(op: &Op) -> Record<'static> {
-    let key = |g: u8, t: u8, p: u8| RecordKey::OffsetCommit {
-        key_version: 1,
-        key: OffsetCommitKey { group: format!("g{g}").into(), topic: format!("t{t}").into(), partition: i32::from(p) },
+    let commit = |g: u8, t: u8, p: u8, value: Option<OffsetCommitValue<'static>>| {
+        Record::offset_commit(format!("g{g}"), format!("t{t}"), i32::from(p), value)
     };
     let group_key = |g: u8| RecordKey::GroupMetadata(GroupMetadataKey { group: format!("g{g}").into() });
     match *op {
-        Op::Commit { group, topic, partition, offset } => Record {
-            key: key(group, topic, partition),
-            value: Some(RecordValue::OffsetCommit(OffsetCommitValue {
-                version: 3,
-                offset,
-                leader_epoch: Some(0),
-                metadata: Cow::Borrowed(""),
-                commit_timestamp: 0,
-                expire_timestamp: None,
-                topic_id: None,
-            })),
-        },
-        Op::DeleteOffset { group, topic, partition } => Record { key: key(group, topic, partition), value: None },
+        Op::Commit { group, topic, partition, offset } => {
+            commit(group, topic, partition, Some(OffsetCommitValue::new(3, offset, 0)))
+        }
+        Op::DeleteOffset { group, topic, partition } => commit(group, topic, partition, None),
         Op::Metadata { group } => Record {
             key: group_key(group),
             value: Some(RecordValue::GroupMetadata(GroupMetadataValue {

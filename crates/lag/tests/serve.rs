@@ -3,7 +3,6 @@
 //! HTTP endpoints. Each test isolates its groups with a name prefix and an allow
 //! filter, since the broker's `__consumer_offsets` is shared.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::thread::JoinHandle;
@@ -184,21 +183,8 @@ impl Writer {
 }
 
 fn commit(group: &str, topic: &str, partition: i32, version: i16, offset: i64) -> Record<'static> {
-    Record {
-        key: RecordKey::OffsetCommit {
-            key_version: if version == 0 { 0 } else { 1 },
-            key: OffsetCommitKey { group: group.to_owned().into(), topic: topic.to_owned().into(), partition },
-        },
-        value: Some(RecordValue::OffsetCommit(OffsetCommitValue {
-            version,
-            offset,
-            leader_epoch: (version >= 3).then_some(0),
-            metadata: Cow::Borrowed(""),
-            commit_timestamp: 1_758_335_260_726,
-            expire_timestamp: (version == 1).then_some(-1),
-            topic_id: None,
-        })),
-    }
+    let value = OffsetCommitValue::new(version, offset, 1_758_335_260_726);
+    Record::offset_commit(group.to_owned(), topic.to_owned(), partition, Some(value))
 }
 
 fn group_metadata(group: &str, topic: &str, assignments: &[Vec<i32>]) -> Record<'static> {

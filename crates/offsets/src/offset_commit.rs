@@ -66,6 +66,21 @@ impl<'a> OffsetCommitValue<'a> {
     /// The highest version whose layout this codec knows.
     pub const MAX_KNOWN_VERSION: i16 = 4;
 
+    /// A commit of `offset` at `commit_timestamp` in `version`'s layout, with
+    /// that version's defaults: empty metadata, leader epoch -1 (v3+), expire
+    /// timestamp -1 (v1 only), no topic id. Set other fields with struct update.
+    pub fn new(version: i16, offset: i64, commit_timestamp: i64) -> Self {
+        OffsetCommitValue {
+            version,
+            offset,
+            leader_epoch: (version >= 3).then_some(-1),
+            metadata: Cow::Borrowed(""),
+            commit_timestamp,
+            expire_timestamp: (version == 1).then_some(-1),
+            topic_id: None,
+        }
+    }
+
     pub(crate) fn decode(version: i16, r: &mut Reader<'a>) -> Result<Self> {
         let mut value = match version {
             0 | 2 => OffsetCommitValue {

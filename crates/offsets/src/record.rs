@@ -254,6 +254,25 @@ impl<'a> RecordValue<'a> {
 }
 
 impl<'a> Record<'a> {
+    /// An offset-commit record for `group`, `topic` and `partition`; `value: None`
+    /// is the tombstone that deletes the offset. The key is version 0 for a v0
+    /// value (as pre-0.10 brokers wrote it), else 1.
+    pub fn offset_commit(
+        group: impl Into<Cow<'a, str>>,
+        topic: impl Into<Cow<'a, str>>,
+        partition: i32,
+        value: Option<OffsetCommitValue<'a>>,
+    ) -> Self {
+        let key_version = if value.as_ref().is_some_and(|v| v.version == 0) { 0 } else { 1 };
+        Record {
+            key: RecordKey::OffsetCommit {
+                key_version,
+                key: OffsetCommitKey { group: group.into(), topic: topic.into(), partition },
+            },
+            value: value.map(RecordValue::OffsetCommit),
+        }
+    }
+
     /// Decodes a record from its key and value bytes (`None`: a tombstone).
     pub fn decode(key: &'a [u8], value: Option<&'a [u8]>) -> std::result::Result<Self, DecodeError> {
         let key = RecordKey::decode(key)?;
