@@ -107,6 +107,20 @@ impl Monitor {
         lock(&self.catch_up).track(partition, low, high);
     }
 
+    /// The catch-up state, brought up to the units' positions first. Applying a
+    /// record only moves its unit's position; catch-up reads the positions when
+    /// asked, which keeps a second lock off the per-record path.
+    fn catch_up(&self) -> MutexGuard<'_, CatchUp> {
+        let mut catch_up = lock(&self.catch_up);
+        let units = self.units.read().unwrap_or_else(PoisonError::into_inner);
+        for (partition, unit) in units.iter() {
+            if let Some(next) = lock(unit).next_offset() {
+                catch_up.on_record(*partition, next - 1);
+            }
+        }
+        catch_up
+    }
+
     /// True once the initial partitions are tracked ([`Monitor::start`] was called).
     pub fn is_started(&self) -> bool {
         lock(&self.catch_up).is_started()
@@ -114,7 +128,7 @@ impl Monitor {
 
     /// Ends the initial set of partitions (see [`CatchUp::start`]).
     pub fn start(&self) {
-        lock(&self.catch_up).start();
+        self.catch_up().start();
     }
 
     /// Applies the record at `offset` of `partition`.
@@ -134,7 +148,6 @@ impl Monitor {
             drop(units);
             self.units.write().unwrap_or_else(PoisonError::into_inner).entry(partition).or_default();
         };
-        lock(&self.catch_up).on_record(partition, offset);
         self.count(partition, offset, result)
     }
 
@@ -187,7 +200,7 @@ impl Monitor {
     /// True once every initial partition of `__consumer_offsets` was read to the
     /// high watermark it had at start (latched).
     pub fn is_caught_up(&self) -> bool {
-        lock(&self.catch_up).is_ready()
+        self.catch_up().is_ready()
     }
 
     /// Records the leaders of the `__consumer_offsets` partitions.
@@ -214,12 +227,12 @@ impl Monitor {
 
     /// Where catching up stands.
     pub fn progress(&self) -> Progress {
-        lock(&self.catch_up).progress()
+        self.catch_up().progress()
     }
 
     /// Per-partition catch-up state, for `/ready`.
     pub fn partition_progress(&self) -> Vec<(i32, crate::catch_up::PartitionProgress)> {
-        lock(&self.catch_up).partitions().iter().map(|(p, s)| (*p, s.clone())).collect()
+        self.catch_up().partitions().iter().map(|(p, s)| (*p, s.clone())).collect()
     }
 
     /// The read counters.
