@@ -1,20 +1,26 @@
 #!/usr/bin/env bash
 # Installs what kshard's development and tests need, reusing what is there:
-#   - Debian packages: etcd-server, protobuf-compiler, libprotobuf-dev (tansu's
-#     build), libssl-dev, pkg-config, make, perl (librdkafka's build), python3;
-#   - the tansu broker, built once into $KSHARD_TOOLS_DIR (~30 minutes on 2 cores).
+#   - Debian packages: etcd-server, openssl (the test broker's throwaway CA),
+#     libssl-dev, pkg-config, make, perl (librdkafka's build), python3, a Java 17
+#     runtime and Maven (the broker), when missing;
+#   - Apache Kafka $KAFKA_VERSION: the broker's jars and their dependencies,
+#     fetched from Maven Central with Maven into $KSHARD_TOOLS_DIR once (about
+#     55 MB), plus log4j2 configurations for the broker and Kafka's tools;
+#   - the pinned Rust toolchain, linked to the machine's own stable when rustup
+#     has no toolchain of that name (nothing is downloaded).
 # Usage: scripts/install.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 need_apt=()
 command -v etcd >/dev/null 2>&1 || need_apt+=(etcd-server)
-command -v protoc >/dev/null 2>&1 || need_apt+=(protobuf-compiler)
-dpkg -s libprotobuf-dev >/dev/null 2>&1 || need_apt+=(libprotobuf-dev)
+command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 dpkg -s libssl-dev >/dev/null 2>&1 || need_apt+=(libssl-dev)
 command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 command -v make >/dev/null 2>&1 || need_apt+=(make)
 command -v perl >/dev/null 2>&1 || need_apt+=(perl)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
+command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
+command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 if ((${#need_apt[@]})); then
   log "installing Debian packages: ${need_apt[*]}"
   sudo_cmd=()
@@ -23,13 +29,81 @@ if ((${#need_apt[@]})); then
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
-if [[ -x "$TANSU_BIN" ]]; then
-  log "tansu $TANSU_VERSION found at $TANSU_BIN"
+# The toolchain rust-toolchain.toml pins: link the machine's stable under that
+# name when rustup lacks it and stable is that version (no download).
+pinned="$(sed -n 's/^channel = "\(.*\)"/\1/p' "$KSHARD_ROOT/rust-toolchain.toml")"
+if command -v rustup >/dev/null 2>&1 && ! rustup toolchain list | grep -q "^$pinned"; then
+  stable_rustc="$(rustup which --toolchain stable rustc 2>/dev/null || true)"
+  if [[ -n "$stable_rustc" ]] && "$stable_rustc" --version | grep -q "^rustc $pinned "; then
+    log "linking the machine's stable Rust as the pinned $pinned"
+    rustup toolchain link "$pinned" "$(dirname "$(dirname "$stable_rustc")")"
+  fi
+fi
+
+install_kafka() {
+  local work
+  work="$(mktemp -d "${TMPDIR:-/tmp}/kshard-kafka-install.XXXXXX")"
+  # The broker (kafka_2.13), Kafka's command-line tools (kafka-consumer-groups,
+  # kafka-acls) and log4j2 behind slf4j 1.x, which Kafka 4 logs through.
+  cat >"$work/pom.xml" <<POM
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>dev.kshard</groupId>
+  <artifactId>kafka-broker</artifactId>
+  <version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>$KAFKA_VERSION</version></dependency>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-tools</artifactId><version>$KAFKA_VERSION</version></dependency>
+    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-core</artifactId><version>2.24.3</version></dependency>
+    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j-impl</artifactId><version>2.24.3</version></dependency>
+  </dependencies>
+</project>
+POM
+  log "fetching Apache Kafka $KAFKA_VERSION from Maven Central into $KAFKA_HOME (done once)"
+  rm -rf "$KAFKA_HOME"
+  mkdir -p "$KAFKA_HOME/libs" "$KAFKA_HOME/config"
+  (cd "$work" && mvn -q -B dependency:copy-dependencies -DincludeScope=runtime \
+    -DoutputDirectory="$KAFKA_HOME/libs") || die "Maven could not fetch Kafka $KAFKA_VERSION (see above)"
+  rm -rf "$work"
+  # The broker logs to its data directory; tools log warnings to stderr only.
+  cat >"$KAFKA_HOME/config/log4j2.xml" <<'XML'
+<?xml version="1.0" encoding="UTF-8"?>
+<Configuration status="warn">
+  <Appenders>
+    <Console name="stdout" target="SYSTEM_OUT">
+      <PatternLayout pattern="[%d] %p %m (%c)%n"/>
+    </Console>
+  </Appenders>
+  <Loggers>
+    <Logger name="kafka" level="info"/>
+    <Logger name="org.apache.kafka" level="info"/>
+    <Logger name="kafka.request.logger" level="warn"/>
+    <Logger name="state.change.logger" level="warn"/>
+    <Logger name="kafka.authorizer.logger" level="warn"/>
+    <Root level="info"><AppenderRef ref="stdout"/></Root>
+  </Loggers>
+</Configuration>
+XML
+  cat >"$KAFKA_HOME/config/log4j2-tools.xml" <<'XML'
+<?xml version="1.0" encoding="UTF-8"?>
+<Configuration status="warn">
+  <Appenders>
+    <Console name="stderr" target="SYSTEM_ERR">
+      <PatternLayout pattern="[%d] %p %m (%c)%n"/>
+    </Console>
+  </Appenders>
+  <Loggers>
+    <Root level="warn"><AppenderRef ref="stderr"/></Root>
+  </Loggers>
+</Configuration>
+XML
+  [[ -f "$KAFKA_HOME/libs/kafka_2.13-$KAFKA_VERSION.jar" ]] || die "Kafka's jars did not install to $KAFKA_HOME/libs"
+  touch "$KAFKA_HOME/.complete"
+}
+
+if [[ -f "$KAFKA_HOME/.complete" ]]; then
+  log "Apache Kafka $KAFKA_VERSION found at $KAFKA_HOME"
 else
-  log "building tansu $TANSU_VERSION into $KSHARD_TOOLS_DIR (about 30 minutes on 2 cores; done once)"
-  mkdir -p "$KSHARD_TOOLS_DIR"
-  CARGO_TARGET_DIR="$KSHARD_TOOLS_DIR/build" cargo install tansu --version "$TANSU_VERSION" --locked \
-    --no-default-features --features dynostore,libsql --root "$KSHARD_TOOLS_DIR/tansu-$TANSU_VERSION"
-  rm -rf "$KSHARD_TOOLS_DIR/build"
-  [[ -x "$TANSU_BIN" ]] || die "tansu did not install to $TANSU_BIN"
+  install_kafka
 fi

@@ -4,12 +4,13 @@
 set -euo pipefail
 
 KSHARD_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-# Where tools built once are kept between runs (the broker takes ~30 minutes to build).
+# Where tools installed once are kept between runs (the broker's jars).
 KSHARD_TOOLS_DIR="${KSHARD_TOOLS_DIR:-$HOME/.cache/kshard-tools}"
 # Where running services keep their data directories, PID files and logs.
 KSHARD_STATE_DIR="${KSHARD_STATE_DIR:-$KSHARD_ROOT/.kshard}"
-TANSU_VERSION="0.6.0"
-TANSU_BIN="$KSHARD_TOOLS_DIR/tansu-$TANSU_VERSION/bin/tansu"
+# The test and demo broker: Apache Kafka in KRaft mode, jars from Maven Central.
+KAFKA_VERSION="4.4.0"
+KAFKA_HOME="$KSHARD_TOOLS_DIR/kafka-$KAFKA_VERSION"
 
 log() { printf '[kshard] %s\n' "$*" >&2; }
 die() { printf '[kshard] error: %s\n' "$*" >&2; exit 1; }
@@ -29,6 +30,17 @@ free_port() {
     fi
   done
   die "no free port found"
+}
+
+# Runs a Kafka tool class from the installed jars: kafka_tool CLASS ARGS…
+# (a small, quickly started JVM: tools run for seconds).
+kafka_tool() {
+  local class="$1"
+  shift
+  [[ -f "$KAFKA_HOME/.complete" ]] || die "Kafka is not installed: run scripts/install.sh"
+  java -Xshare:auto -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xmx256m \
+    -Dlog4j2.configurationFile="$KAFKA_HOME/config/log4j2-tools.xml" \
+    -cp "$KAFKA_HOME/libs/*" "$class" "$@"
 }
 
 # True when something accepts TCP connections on 127.0.0.1:$1.

@@ -1,12 +1,9 @@
 #!/usr/bin/env bash
 # The main job, from a fresh machine: installs what is missing, starts a local
-# broker on 127.0.0.1, creates __consumer_offsets as Kafka does, writes demo
-# consumer groups into it (topics with data, canonical offset commits with value
-# versions v1/v3/v4, group metadata with members, tombstones, a few malformed
-# records; tansu never writes __consumer_offsets itself), runs three real
-# consumer groups through the broker (what `--scrape-mode admin_api` sees), and
-# runs the lag monitor until Ctrl-C. The broker is stopped by PID
-# when the script ends.
+# Apache Kafka broker (KRaft) on 127.0.0.1, creates demo consumer groups that
+# commit through the group coordinator (topics with data, groups with lag),
+# runs three real consumer groups that join and read, and runs the lag monitor
+# until Ctrl-C. The broker is stopped by PID when the script ends.
 # Usage: scripts/run.sh [kshard serve options]   (listens on $KSHARD_LISTEN, default 127.0.0.1:9308)
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$KSHARD_ROOT"
@@ -19,11 +16,13 @@ kshard="$KSHARD_ROOT/target/release/kshard"
 "$KSHARD_ROOT/scripts/broker.sh" stop >/dev/null 2>&1 || true
 trap '"$KSHARD_ROOT/scripts/broker.sh" stop' EXIT
 trap 'exit 130' INT TERM
-export "$("$KSHARD_ROOT/scripts/broker.sh" start)"
-"$KSHARD_ROOT/scripts/create-offsets-topic.sh" "$KSHARD_BROKERS"
+broker_env="$("$KSHARD_ROOT/scripts/broker.sh" start)"
+set -a
+eval "$broker_env"
+set +a
 
-log "writing demo consumer groups into __consumer_offsets"
-"$kshard" loadgen --groups 50 --partitions 3 --rounds 5 --topics 5 --malformed 2 --real-groups 3 --prefix demo
+log "creating demo consumer groups (commits through the group coordinator)"
+"$kshard" loadgen --groups 50 --partitions 3 --rounds 5 --topics 5 --real-groups 3 --prefix demo
 
 listen="${KSHARD_LISTEN:-127.0.0.1:9308}"
 cat >&2 <<MSG

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: installs what is missing, starts a
-# broker and an etcd on 127.0.0.1 (free ports, fresh data directories), runs the
+# broker (Apache Kafka, KRaft) and an etcd on 127.0.0.1 (free ports, fresh data
+# directories), runs the
 # formatting check, clippy and every test, and stops both services by PID, even
 # when a step fails.
 # Usage: scripts/test.sh [extra cargo test arguments]
@@ -28,9 +29,14 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-export "$("$KSHARD_ROOT/scripts/broker.sh" start)"
-export "$("$KSHARD_ROOT/scripts/etcd.sh" start)"
-"$KSHARD_ROOT/scripts/create-offsets-topic.sh" "$KSHARD_BROKERS"
+# Every KEY=VALUE line the scripts print (addresses, the CA, test users'
+# passwords) is exported for the tests.
+broker_env="$("$KSHARD_ROOT/scripts/broker.sh" start)"
+etcd_env="$("$KSHARD_ROOT/scripts/etcd.sh" start)"
+set -a
+eval "$broker_env"
+eval "$etcd_env"
+set +a
 log "testing against KSHARD_BROKERS=$KSHARD_BROKERS KSHARD_ETCD=$KSHARD_ETCD"
 
 cargo fmt --all -- --check

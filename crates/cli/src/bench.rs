@@ -14,8 +14,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::serve_config::{KafkaArgs, KafkaTarget};
 use anyhow::{Context, Result, bail};
-use kshard_kafka::{Admin, CONSUMER_OFFSETS_TOPIC, ClientSettings, PartitionReader, ReadEvent};
+use kshard_kafka::{Admin, PartitionReader, ReadEvent};
 use kshard_lag::{CatchUp, Metrics, Monitor, MonitorSettings, SelfTimings, Watermark, Watermarks};
 
 /// CPU time and peak memory of a process, from `/proc`.
@@ -43,11 +44,15 @@ pub(crate) fn process_stats(pid: u32) -> Result<ProcessStats> {
     Ok(ProcessStats { cpu_seconds: ticks / 100.0, peak_rss_mb: hwm_kb / 1024.0 })
 }
 
-/// Reads `__consumer_offsets` to the end of every partition, counting records.
-pub(crate) fn drain(settings: &ClientSettings) -> Result<u64> {
+/// Reads the offsets topic to the end of every partition, counting records.
+pub(crate) fn drain(target: &KafkaTarget) -> Result<u64> {
+    let (settings, topic) = (&target.settings, target.offsets_topic.as_str());
     let admin = Admin::new(settings, Duration::from_secs(30))?;
-    let count = admin.partition_count(CONSUMER_OFFSETS_TOPIC)?.context("__consumer_offsets does not exist")?;
-    let partitions: Vec<(String, i32)> = (0..count).map(|p| (CONSUMER_OFFSETS_TOPIC.to_owned(), p)).collect();
+    let count = admin
+        .partition_count(topic)
+        .map_err(|e| crate::explain(settings, e))?
+        .with_context(|| format!("{topic} does not exist"))?;
+    let partitions: Vec<(String, i32)> = (0..count).map(|p| (topic.to_owned(), p)).collect();
     let watermarks = admin.watermarks(&partitions)?;
     let mut catch_up = CatchUp::default();
     for key in &partitions {
@@ -56,10 +61,10 @@ pub(crate) fn drain(settings: &ClientSettings) -> Result<u64> {
     }
     catch_up.start();
     let start: Vec<(i32, Option<i64>)> = (0..count).map(|p| (p, None)).collect();
-    let reader = PartitionReader::new(settings, CONSUMER_OFFSETS_TOPIC, &start)?;
+    let reader = PartitionReader::new(settings, topic, &start)?;
     let mut records = 0u64;
     while !catch_up.is_ready() {
-        match reader.poll(Duration::from_millis(100))? {
+        match reader.poll(Duration::from_millis(100)).map_err(|e| crate::explain(settings, e))? {
             ReadEvent::Record(r) => {
                 records += 1;
                 catch_up.on_record(r.partition(), r.offset());
@@ -87,15 +92,13 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// Runs `kshard bench drain` as a child and measures it.
-fn run_drain(brokers: &str) -> Result<Run> {
+fn run_drain(kafka: &KafkaArgs) -> Result<Run> {
     let exe = std::env::current_exe()?;
     let started = Instant::now();
-    let mut child = Command::new(exe)
-        .args(["bench", "drain", "--brokers", brokers])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .context("starting the drain")?;
+    let mut command = Command::new(exe);
+    command.args(["bench", "drain"]);
+    kafka.pass_to(&mut command);
+    let mut child = command.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().context("starting the drain")?;
     let pid = child.id();
     // Sample the stats just before the child exits: poll until it prints its result.
     let mut last = process_stats(pid)?;
@@ -132,14 +135,16 @@ impl Drop for KillOnDrop {
 
 /// Starts `kshard serve` as a child, measures time to a 200 on `/ready`, and the
 /// child's CPU and peak RSS at that moment.
-fn run_serve(brokers: &str) -> Result<Run> {
+fn run_serve(kafka: &KafkaArgs) -> Result<Run> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let addr = format!("127.0.0.1:{port}");
     let exe = std::env::current_exe()?;
     let started = Instant::now();
+    let mut command = Command::new(exe);
+    command.args(["serve", "--listen", &addr]);
+    kafka.pass_to(&mut command);
     let child = KillOnDrop(
-        Command::new(exe)
-            .args(["serve", "--brokers", brokers, "--listen", &addr])
+        command
             .env("KSHARD_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
@@ -173,11 +178,13 @@ fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
 }
 
 /// `bench catch-up`: drain and serve, alternating, `runs` times each.
-pub(crate) fn catch_up(brokers: &str, runs: usize) -> Result<()> {
+pub(crate) fn catch_up(kafka: &KafkaArgs, runs: usize) -> Result<()> {
+    // Fail here, with the reason, rather than in a child.
+    kafka.target()?;
     let mut drains = Vec::new();
     let mut serves = Vec::new();
     for i in 0..runs {
-        let d = run_drain(brokers)?;
+        let d = run_drain(kafka)?;
         eprintln!(
             "run {}: drain  {:>8} records in {:.2} s, {:.2} CPU-s, peak RSS {:.1} MB",
             i + 1,
@@ -186,7 +193,7 @@ pub(crate) fn catch_up(brokers: &str, runs: usize) -> Result<()> {
             d.stats.cpu_seconds,
             d.stats.peak_rss_mb
         );
-        let s = run_serve(brokers)?;
+        let s = run_serve(kafka)?;
         eprintln!(
             "run {}: serve  {:>8} records in {:.2} s, {:.2} CPU-s, peak RSS {:.1} MB",
             i + 1,

@@ -1,8 +1,10 @@
-//! A realistic `__consumer_offsets` stream, generated deterministically: rounds of
-//! offset commits by N groups over M partitions (value versions v1, v3 and v4 mixed
-//! as across a fleet of old and new clients), each group's metadata with consumer
-//! members and their assignments, offset and group tombstones in the last round,
-//! and a few malformed records. Pure: it yields records, the caller writes them.
+//! The shape of a realistic load, generated deterministically: rounds of offset
+//! commits by N groups over M partitions. As a synthetic `__consumer_offsets`
+//! stream (for a topic of that layout: Kafka writes the real one itself) it also
+//! mixes value versions v1, v3 and v4 as across a fleet of old and new clients,
+//! each group's metadata with consumer members and their assignments, offset and
+//! group tombstones in the last round, and a few malformed records. Pure: it
+//! yields offsets and records, `loadgen_write` writes them.
 
 use std::borrow::Cow;
 
@@ -26,7 +28,8 @@ pub(crate) struct LoadShape {
     /// Number of distinct topics the groups consume.
     #[arg(long, default_value_t = 20)]
     pub(crate) topics: u32,
-    /// Malformed records to mix in (truncated offset-commit values).
+    /// Malformed records to mix in (truncated offset-commit values; with
+    /// `--offsets-topic` only).
     #[arg(long, default_value_t = 3)]
     pub(crate) malformed: u32,
     /// Records to produce into each partition of each consumed topic, so that
@@ -79,6 +82,13 @@ impl LoadShape {
 
     pub(crate) fn topic_name(&self, g: u32) -> String {
         format!("{}-topic-{:03}", self.prefix, g % self.topics.max(1))
+    }
+
+    /// The offset group `g` commits for partition `p` in `round`: growing with
+    /// the rounds, below the records loadgen produces into the topic
+    /// (10 × rounds + 10), so that every group has some lag.
+    pub(crate) fn offset(&self, g: u32, p: u32, round: u32) -> i64 {
+        i64::from(round) * 10 + i64::from((g + p) % 10)
     }
 
     /// Every record of the stream, in write order.
@@ -137,8 +147,7 @@ impl LoadShape {
             1..=3 => 3,
             _ => 4,
         };
-        // Below the records loadgen produces into the topic (10 × rounds + 10).
-        let offset = i64::from(round) * 10 + i64::from((g + p) % 10);
+        let offset = self.offset(g, p, round);
         let value = OffsetCommitValue {
             leader_epoch: (version >= 3).then_some(0),
             ..OffsetCommitValue::new(version, offset, 1_758_335_260_726 + i64::from(round) * 5_000)

@@ -8,6 +8,7 @@
 
 mod bench;
 mod loadgen;
+mod loadgen_write;
 mod offsets_dump;
 mod offsets_json;
 mod serve;
@@ -15,11 +16,9 @@ mod serve_config;
 
 use std::io::Write;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
-use kshard_kafka::{Admin, CONSUMER_OFFSETS_TOPIC, RecordWriter, TopicSpec};
 
 /// Kafka consumer-lag monitor and runtime for stateful, highly-available consumers.
 #[derive(Debug, Parser)]
@@ -47,13 +46,18 @@ enum Command {
         #[command(subcommand)]
         command: OffsetsCommand,
     },
-    /// Write a realistic `__consumer_offsets` stream into a broker (creating the
-    /// topic, 50 partitions and compacted, when it is missing).
+    /// Write a realistic load into a broker: commits of many groups through the
+    /// group coordinator (Kafka writes __consumer_offsets), or with
+    /// `--offsets-topic` a synthetic stream of every record kind into that topic
+    /// (created compacted when missing).
     Loadgen {
         #[command(flatten)]
         brokers: serve_config::KafkaArgs,
         #[command(flatten)]
         shape: loadgen::LoadShape,
+        /// Partitions of a synthetic offsets topic loadgen creates.
+        #[arg(long, default_value_t = 50)]
+        offsets_partitions: i32,
     },
 }
 
@@ -121,14 +125,14 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Offsets { command: OffsetsCommand::Decode { key, value } } => return decode(&key, value.as_deref()),
         Command::Offsets { command: OffsetsCommand::Dump { brokers, partitions } } => dump(&brokers, &partitions),
-        Command::Loadgen { brokers, shape } => run_loadgen(&brokers, &shape),
+        Command::Loadgen { brokers, shape, offsets_partitions } => {
+            brokers.target().and_then(|t| loadgen_write::run(&t, &shape, offsets_partitions))
+        }
         Command::Serve { args } => serve::serve(&args),
         Command::Bench { command: BenchCommand::Drain { brokers } } => {
-            brokers.settings().and_then(|s| bench::drain(&s)).map(|n| println!("{n}"))
+            brokers.target().and_then(|t| bench::drain(&t)).map(|n| println!("{n}"))
         }
-        Command::Bench { command: BenchCommand::CatchUp { brokers, runs } } => {
-            brokers.settings().and_then(|s| bench::catch_up(&s.brokers, runs))
-        }
+        Command::Bench { command: BenchCommand::CatchUp { brokers, runs } } => bench::catch_up(&brokers, runs),
         Command::Bench { command: BenchCommand::State { groups, partitions, topics } } => {
             bench::state(groups, partitions, topics)
         }
@@ -159,67 +163,26 @@ fn decode(key: &str, value: Option<&str>) -> ExitCode {
 }
 
 fn dump(brokers: &serve_config::KafkaArgs, partitions: &[i32]) -> Result<()> {
-    let settings = brokers.settings()?;
+    let target = brokers.target()?;
     let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
-    let summary = offsets_dump::dump(&settings, partitions, &mut stdout)?;
+    let summary = offsets_dump::dump(&target, partitions, &mut stdout)?;
     stdout.flush().context("writing the output")?;
     eprintln!("kshard: {} records, {} malformed", summary.records, summary.malformed);
     Ok(())
 }
 
-fn run_loadgen(brokers: &serve_config::KafkaArgs, shape: &loadgen::LoadShape) -> Result<()> {
-    let settings = brokers.settings()?;
-    let admin = Admin::new(&settings, Duration::from_secs(30))?;
-    if admin.create_topic(&TopicSpec::consumer_offsets())? {
-        eprintln!("kshard: created {CONSUMER_OFFSETS_TOPIC} (50 partitions, compacted)");
+/// A Kafka error with what the user can do about it: the ACLs behind an
+/// authorization error, or the TLS or authentication failure behind a timeout
+/// (librdkafka reports those only to its error callback).
+pub(crate) fn explain(settings: &kshard_kafka::ClientSettings, e: kshard_kafka::Error) -> anyhow::Error {
+    if e.is_authorization() {
+        anyhow::anyhow!(
+            "{e}: this principal lacks an ACL; reading the offsets topic needs Describe and Read on it \
+             (or use `kshard serve --scrape-mode admin_api`, which needs Describe on groups and topics only)"
+        )
+    } else if let Some(problem) = settings.access_problem() {
+        anyhow::anyhow!("{e}: {problem}")
+    } else {
+        e.into()
     }
-    let partitions = admin
-        .partition_count(CONSUMER_OFFSETS_TOPIC)?
-        .with_context(|| format!("{CONSUMER_OFFSETS_TOPIC} is missing on {}", settings.brokers))?;
-    let writer = RecordWriter::new(&settings)?;
-    let per_partition = shape.records_per_topic_partition();
-    if per_partition > 0 {
-        let topics = shape.topic_names();
-        for topic in &topics {
-            let spec =
-                TopicSpec { name: topic.clone(), partitions: shape.partitions as i32, replication: 1, configs: vec![] };
-            admin.create_topic(&spec)?;
-            for p in 0..shape.partitions as i32 {
-                for i in 0..per_partition {
-                    writer.send(topic, p, format!("key-{i}").as_bytes(), Some(b"loadgen"))?;
-                }
-            }
-        }
-        writer.flush(Duration::from_secs(300))?;
-        eprintln!("kshard: produced {per_partition} records into each partition of {} topics", topics.len());
-    }
-    let started = Instant::now();
-    let mut counts = std::collections::BTreeMap::new();
-    let mut bytes = 0usize;
-    for record in shape.records() {
-        let partition = kshard_kafka::offsets_partition_for(&record.group, partitions);
-        writer.send(CONSUMER_OFFSETS_TOPIC, partition, &record.key, record.value.as_deref())?;
-        *counts.entry(record.kind).or_insert(0u64) += 1;
-        bytes += record.key.len() + record.value.as_ref().map_or(0, Vec::len);
-    }
-    writer.flush(Duration::from_secs(300))?;
-    for i in 0..shape.real_groups {
-        let topics = shape.topic_names();
-        let topic = &topics[i as usize % topics.len()];
-        let group = format!("{}-real-group-{i:03}", shape.prefix);
-        let member = kshard_kafka::GroupConsumer::new(&settings, &group, &[topic])?;
-        // Each real group reads part of its topic, so that it has lag.
-        let target = (per_partition as usize * shape.partitions as usize) / 2;
-        let read = member.consume(target, Duration::from_secs(60))?;
-        member.commit()?;
-        eprintln!("kshard: real group {group} read {read} records of {topic} and committed");
-    }
-    let total: u64 = counts.values().sum();
-    let secs = started.elapsed().as_secs_f64();
-    eprintln!(
-        "kshard: wrote {total} records ({:.1} MB) in {secs:.1} s ({:.0} records/s): {counts:?}",
-        bytes as f64 / 1e6,
-        total as f64 / secs.max(1e-9)
-    );
-    Ok(())
 }

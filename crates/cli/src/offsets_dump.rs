@@ -7,11 +7,12 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use kshard_kafka::{Admin, CONSUMER_OFFSETS_TOPIC, ClientSettings, PartitionReader, ReadEvent};
+use kshard_kafka::{Admin, PartitionReader, ReadEvent};
 use kshard_offsets::Record;
 use serde_json::{Map, Value};
 
 use crate::offsets_json::record_json;
+use crate::serve_config::KafkaTarget;
 
 /// What a dump read.
 #[derive(Debug, Default)]
@@ -20,20 +21,22 @@ pub(crate) struct DumpSummary {
     pub(crate) malformed: u64,
 }
 
-/// Dumps the listed partitions (all when empty) to `out`.
-pub(crate) fn dump(settings: &ClientSettings, partitions: &[i32], out: &mut impl Write) -> Result<DumpSummary> {
+/// Dumps the listed partitions (all when empty) of the offsets topic to `out`.
+pub(crate) fn dump(target: &KafkaTarget, partitions: &[i32], out: &mut impl Write) -> Result<DumpSummary> {
+    let (settings, topic) = (&target.settings, target.offsets_topic.as_str());
     let admin = Admin::new(settings, Duration::from_secs(30))?;
     let count = admin
-        .partition_count(CONSUMER_OFFSETS_TOPIC)?
-        .with_context(|| format!("{CONSUMER_OFFSETS_TOPIC} does not exist on {}", settings.brokers))?;
+        .partition_count(topic)
+        .map_err(|e| crate::explain(settings, e))?
+        .with_context(|| format!("{topic} does not exist on {}", settings.brokers))?;
     let partitions: Vec<i32> = if partitions.is_empty() { (0..count).collect() } else { partitions.to_vec() };
     let start: Vec<(i32, Option<i64>)> = partitions.iter().map(|&p| (p, None)).collect();
-    let reader = PartitionReader::new(settings, CONSUMER_OFFSETS_TOPIC, &start)?;
+    let reader = PartitionReader::new(settings, topic, &start)?;
     let mut pending: std::collections::BTreeSet<i32> = partitions.iter().copied().collect();
     let mut summary = DumpSummary::default();
     let mut last_progress = Instant::now();
     while !pending.is_empty() {
-        match reader.poll(Duration::from_millis(500))? {
+        match reader.poll(Duration::from_millis(500)).map_err(|e| crate::explain(settings, e))? {
             ReadEvent::Record(r) => {
                 summary.records += 1;
                 let mut line = Map::new();

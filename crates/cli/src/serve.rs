@@ -10,7 +10,7 @@ use crate::serve_config::{LogFormat, ScrapeMode, ServeArgs, ServeConfig};
 pub(crate) fn serve(args: &ServeArgs) -> Result<()> {
     let config = ServeConfig::load(args)?;
     init_logging(config.log_format);
-    info!(brokers = %config.kafka.brokers, listen = %config.listen, namespace = %config.namespace, scrape_mode = ?config.scrape_mode, "starting kshard serve");
+    info!(brokers = %config.kafka.brokers, offsets_topic = %config.offsets_topic, listen = %config.listen, namespace = %config.namespace, scrape_mode = ?config.scrape_mode, "starting kshard serve");
     if let Some(dir) = &config.data_dir {
         std::fs::create_dir_all(dir).with_context(|| format!("invalid data_dir: cannot create {}", dir.display()))?;
     }
@@ -24,7 +24,7 @@ pub(crate) fn serve(args: &ServeArgs) -> Result<()> {
             .await
             .with_context(|| format!("invalid listen: cannot bind {}", config.listen))?;
         let options = ServeOptions {
-            kafka: config.kafka.clone(),
+            offsets_topic: config.offsets_topic.clone(),
             mode: match config.scrape_mode {
                 ScrapeMode::OffsetsTopic => kshard_lag::service::ScrapeMode::OffsetsTopic,
                 ScrapeMode::AdminApi => kshard_lag::service::ScrapeMode::AdminApi,
@@ -32,8 +32,7 @@ pub(crate) fn serve(args: &ServeArgs) -> Result<()> {
             namespace: config.namespace.clone(),
             watermark_interval: config.watermark_interval,
             monitor: config.monitor.clone(),
-            request_timeout: std::time::Duration::from_secs(30),
-            hold_reading: None,
+            ..ServeOptions::new(config.kafka.clone())
         };
         run(options, listener, shutdown_signal()).await.context("kshard serve")
     })

@@ -36,17 +36,65 @@ pub(crate) struct KafkaArgs {
     /// CA certificate file (PEM) to verify the brokers with.
     #[arg(long, env = "KSHARD_TLS_CA_FILE")]
     pub(crate) tls_ca_file: Option<PathBuf>,
+    /// The topic holding committed offsets (default `__consumer_offsets`); another
+    /// topic of the same layout for tests and synthetic data.
+    #[arg(long, env = "KSHARD_OFFSETS_TOPIC")]
+    pub(crate) offsets_topic: Option<String>,
+}
+
+/// Where and how to reach Kafka, and which topic holds the offsets.
+#[derive(Debug, Clone)]
+pub(crate) struct KafkaTarget {
+    pub(crate) settings: ClientSettings,
+    pub(crate) offsets_topic: String,
 }
 
 impl KafkaArgs {
-    /// The client settings from the file (if any), the environment and flags.
-    pub(crate) fn settings(&self) -> Result<ClientSettings> {
+    /// The client settings and offsets topic from the file (if any), the
+    /// environment and flags.
+    pub(crate) fn target(&self) -> Result<KafkaTarget> {
         let file = match &self.config {
             Some(path) => read_file(path)?,
             None => FileConfig::default(),
         };
-        kafka_settings(self, &file)
+        Ok(KafkaTarget { settings: kafka_settings(self, &file)?, offsets_topic: offsets_topic(self, &file)? })
     }
+}
+
+impl KafkaArgs {
+    /// Hands these settings to a child `kshard` process: as flags, except the
+    /// password, which goes in the environment (never on a command line that
+    /// `ps` shows).
+    pub(crate) fn pass_to(&self, child: &mut std::process::Command) {
+        let mut flag = |name: &str, value: Option<String>| {
+            if let Some(v) = value {
+                child.arg(name).arg(v);
+            }
+        };
+        flag("--config", self.config.as_ref().map(|p| p.display().to_string()));
+        flag("--brokers", self.brokers.clone());
+        flag("--sasl-mechanism", self.sasl_mechanism.clone());
+        flag("--sasl-username", self.sasl_username.clone());
+        flag("--tls-enabled", self.tls_enabled.map(|b| b.to_string()));
+        flag("--tls-ca-file", self.tls_ca_file.as_ref().map(|p| p.display().to_string()));
+        flag("--offsets-topic", self.offsets_topic.clone());
+        if let Some(password) = &self.sasl_password {
+            child.env("KSHARD_SASL_PASSWORD", password);
+        }
+    }
+}
+
+fn offsets_topic(args: &KafkaArgs, file: &FileConfig) -> Result<String> {
+    let topic = args
+        .offsets_topic
+        .clone()
+        .or_else(|| file.offsets_topic.clone())
+        .unwrap_or_else(|| kshard_kafka::CONSUMER_OFFSETS_TOPIC.to_owned());
+    let legal = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    if topic.is_empty() || topic.len() > 249 || !topic.chars().all(legal) || topic == "." || topic == ".." {
+        bail!("invalid offsets_topic: {topic:?} is not a Kafka topic name");
+    }
+    Ok(topic)
 }
 
 /// Flags and environment variables of `kshard serve` (clap reads both; flags win).
@@ -84,6 +132,7 @@ pub(crate) struct ServeArgs {
 #[serde(deny_unknown_fields)]
 struct FileConfig {
     brokers: Option<String>,
+    offsets_topic: Option<String>,
     listen: Option<String>,
     metrics_namespace: Option<String>,
     data_dir: Option<PathBuf>,
@@ -158,6 +207,7 @@ pub(crate) enum LogFormat {
 #[derive(Debug, Clone)]
 pub(crate) struct ServeConfig {
     pub(crate) kafka: ClientSettings,
+    pub(crate) offsets_topic: String,
     pub(crate) listen: SocketAddr,
     pub(crate) namespace: String,
     pub(crate) data_dir: Option<PathBuf>,
@@ -180,6 +230,7 @@ impl ServeConfig {
             None => FileConfig::default(),
         };
         let kafka = kafka_settings(&args.kafka, &file)?;
+        let offsets_topic = offsets_topic(&args.kafka, &file)?;
         let listen = args.listen.clone().or(file.listen).unwrap_or_else(|| "0.0.0.0:9308".into());
         let listen: SocketAddr = listen
             .parse()
@@ -214,6 +265,7 @@ impl ServeConfig {
 
         Ok(ServeConfig {
             kafka,
+            offsets_topic,
             listen,
             namespace,
             data_dir: args.data_dir.clone().or(file.data_dir),
@@ -349,6 +401,7 @@ mod tests {
         assert!(err("listen: 0.0.0.0:1\n").contains("brokers"));
         assert!(err("brokers: a:1\nwatermark_interval_seconds: 0\n").contains("watermark_interval_seconds"));
         assert!(err("brokers: a:1\nscrape_mode: zookeeper\n").contains("scrape_mode"));
+        assert!(err("brokers: a:1\noffsets_topic: 'no spaces'\n").contains("offsets_topic"));
     }
 
     #[test]

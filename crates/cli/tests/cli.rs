@@ -1,5 +1,7 @@
 //! The `kshard` binary as a user runs it: `offsets decode` (no broker needed),
-//! and `loadgen` then `offsets dump` against the real broker.
+//! and `loadgen` then `offsets dump` against the real broker, both for real
+//! commits through the group coordinator and for a synthetic stream in a topic
+//! of the test's own.
 
 use std::process::{Command, Output};
 
@@ -95,13 +97,18 @@ fn malformed_input_exits_2_with_the_error_on_stderr() {
 }
 
 #[test]
-fn loadgen_then_dump_reads_every_record_back() {
+fn synthetic_loadgen_then_dump_reads_every_record_back() {
     let broker = kshard_testkit::Broker::from_env_or_start();
     let prefix = kshard_testkit::unique_name("cli-it");
+    let topic = format!("{prefix}-offsets");
     let out = kshard(&[
         "loadgen",
         "--brokers",
         broker.brokers(),
+        "--offsets-topic",
+        &topic,
+        "--offsets-partitions",
+        "5",
         "--groups",
         "20",
         "--partitions",
@@ -116,24 +123,63 @@ fn loadgen_then_dump_reads_every_record_back() {
         &prefix,
     ]);
     assert!(out.status.success(), "loadgen failed: {}", String::from_utf8_lossy(&out.stderr));
-    let out = kshard(&["offsets", "dump", "--brokers", broker.brokers()]);
+    let out = kshard(&["offsets", "dump", "--brokers", broker.brokers(), "--offsets-topic", &topic]);
     assert!(out.status.success(), "dump failed: {}", String::from_utf8_lossy(&out.stderr));
+    // The topic is this test's own: every line is one of its records.
     let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).expect("each line is JSON"))
-        .filter(|v: &Value| {
-            v["group"].as_str().is_some_and(|g| g.starts_with(&prefix))
-                || v["error"].is_string() && v["log_partition"].is_i64()
-        })
         .collect();
     let ours = |kind: &str| lines.iter().filter(|v| v["record_type"] == kind).count();
-    // 20 groups × 2 partitions × 3 rounds of commits, plus 2 offset tombstones.
+    // 20 groups × 2 partitions × 3 rounds of commits; malformed commits carry
+    // an error instead of a record type; plus 2 offset tombstones.
     assert_eq!(ours("offset_commit"), 20 * 2 * 3 + 2);
     // Group metadata in rounds 0 and 2 (the last).
     assert_eq!(ours("group_metadata"), 20 * 2);
     let malformed: Vec<&Value> = lines.iter().filter(|v| v["error"].is_string()).collect();
-    assert!(malformed.len() >= 2, "the two malformed records are reported: {malformed:?}");
-    assert!(malformed.iter().all(|v| v["log_offset"].is_i64()));
+    assert_eq!(malformed.len(), 2, "exactly the two malformed records are reported: {malformed:?}");
+    assert!(malformed.iter().all(|v| v["log_offset"].is_i64() && v["log_partition"].is_i64()));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("{} records, 2 malformed", lines.len())));
+}
+
+#[test]
+fn loadgen_commits_through_the_coordinator_and_dump_shows_what_kafka_wrote() {
+    let broker = kshard_testkit::Broker::from_env_or_start();
+    let prefix = kshard_testkit::unique_name("cli-real");
+    let out = kshard(&[
+        "loadgen",
+        "--brokers",
+        broker.brokers(),
+        "--groups",
+        "6",
+        "--partitions",
+        "2",
+        "--rounds",
+        "3",
+        "--topics",
+        "2",
+        "--prefix",
+        &prefix,
+    ]);
+    assert!(out.status.success(), "loadgen failed: {}", String::from_utf8_lossy(&out.stderr));
+    let out = kshard(&["offsets", "dump", "--brokers", broker.brokers()]);
+    assert!(out.status.success(), "dump failed: {}", String::from_utf8_lossy(&out.stderr));
+    let commits: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .filter(|v: &Value| v["record_type"] == "offset_commit")
+        .filter(|v| v["group"].as_str().is_some_and(|g| g.starts_with(&prefix)))
+        .collect();
+    // Kafka wrote one record per committed partition: 6 groups × 2 × 3 rounds.
+    assert_eq!(commits.len(), 6 * 2 * 3, "{commits:#?}");
+    // Each group's last commit of each partition is round 2's offset (20 + (g + p) % 10).
+    for g in 0..6 {
+        for p in 0..2 {
+            let group = format!("{prefix}-group-{g:05}");
+            let last = commits.iter().rfind(|v| v["group"] == group.as_str() && v["partition"] == p).expect("a commit");
+            assert_eq!(last["value"]["offset"], 20 + (g + p) % 10, "{last}");
+        }
+    }
 }
 
 #[test]
@@ -158,12 +204,15 @@ fn serve_stops_cleanly_on_sigterm() {
     let broker = kshard_testkit::Broker::from_env_or_start();
     let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
     let addr = format!("127.0.0.1:{port}");
-    let admin = kshard_kafka::Admin::new(
-        &kshard_kafka::ClientSettings::new(broker.brokers()),
-        std::time::Duration::from_secs(30),
-    )
-    .expect("admin");
-    admin.create_topic(&kshard_kafka::TopicSpec::consumer_offsets()).expect("__consumer_offsets");
+    // __consumer_offsets exists once some group has committed.
+    let settings = kshard_kafka::ClientSettings::new(broker.brokers());
+    let admin = kshard_kafka::Admin::new(&settings, std::time::Duration::from_secs(30)).expect("admin");
+    let topic = kshard_testkit::unique_name("cli-sigterm");
+    admin
+        .create_topic(&kshard_kafka::TopicSpec { name: topic.clone(), partitions: 1, replication: 1, configs: vec![] })
+        .expect("topic");
+    let committer = kshard_kafka::OffsetCommitter::new(&settings, &format!("{topic}-g")).expect("committer");
+    committer.commit(&[(&topic, 0, 0)]).expect("commit");
     let mut child = Command::new(env!("CARGO_BIN_EXE_kshard"))
         .args(["serve", "--brokers", broker.brokers(), "--listen", &addr])
         .env("KSHARD_LOG", "warn")

@@ -27,11 +27,13 @@ pub struct TopicSpec {
 }
 
 impl TopicSpec {
-    /// `__consumer_offsets` as Kafka creates it: 50 partitions, compacted.
-    pub fn consumer_offsets() -> Self {
+    /// A compacted topic shaped like `__consumer_offsets` (which Kafka creates
+    /// itself and refuses client writes to): where tests and `kshard loadgen
+    /// --offsets-topic` write synthetic records, for `offsets_topic` to point at.
+    pub fn compacted(name: impl Into<String>, partitions: i32) -> Self {
         TopicSpec {
-            name: crate::CONSUMER_OFFSETS_TOPIC.to_owned(),
-            partitions: 50,
+            name: name.into(),
+            partitions,
             replication: 1,
             configs: vec![("cleanup.policy".into(), "compact".into())],
         }
@@ -96,6 +98,20 @@ impl Admin {
     /// The committed offsets of each group (OffsetFetch for all its partitions).
     pub fn group_offsets(&self, groups: &[String]) -> Result<Vec<crate::groups::GroupOffsets>> {
         crate::groups::group_offsets(self.admin.inner().native_ptr(), groups, self.timeout)
+    }
+
+    /// Deletes a consumer group (DeleteGroups): Kafka writes tombstones for its
+    /// offsets and its metadata. Fails for a group that has members.
+    pub fn delete_group(&self, group: &str) -> Result<()> {
+        let step = format!("deleting group {group}");
+        let options = AdminOptions::new().operation_timeout(Some(Timeout::After(self.timeout)));
+        let results =
+            futures_executor::block_on(self.admin.delete_groups(&[group], &options)).map_err(call(step.clone()))?;
+        match results.into_iter().next() {
+            Some(Ok(_)) => Ok(()),
+            Some(Err((_, code))) => Err(Error::Refused { step, message: code.to_string() }),
+            None => Err(Error::Refused { step, message: "no result for the group".into() }),
+        }
     }
 
     /// Deletes a topic; `Ok(false)` when it did not exist.

@@ -15,12 +15,27 @@ pub struct ClientSettings {
     /// Extra librdkafka properties (`security.protocol`, `sasl.*`, `ssl.*`, …),
     /// applied after kshard's own so that users can override them.
     pub properties: Vec<(String, String)>,
+    /// Shared by every client made from these settings (and their clones).
+    context: KshardContext,
 }
 
 impl ClientSettings {
     /// Settings for `brokers` with no extra properties.
     pub fn new(brokers: impl Into<String>) -> Self {
-        ClientSettings { brokers: brokers.into(), properties: Vec::new() }
+        ClientSettings { brokers: brokers.into(), properties: Vec::new(), context: KshardContext::default() }
+    }
+
+    /// The latest TLS or authentication failure any client made from these
+    /// settings met, in words, if any. librdkafka retries such connections
+    /// forever, and the calls they break fail only with a timeout: this is the
+    /// reason to tell the user.
+    pub fn access_problem(&self) -> Option<String> {
+        self.context.access_problem.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Forgets the latest access problem (after a call succeeded).
+    pub fn clear_access_problem(&self) {
+        *self.context.access_problem.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
     }
 
     /// Creates a client (`client` names it in errors) with kshard's properties
@@ -37,7 +52,7 @@ impl ClientSettings {
         for (k, v) in &self.properties {
             config.set(k, v);
         }
-        config.create_with_context(KshardContext).map_err(|source| Error::Client { client, source })
+        config.create_with_context(self.context.clone()).map_err(|source| Error::Client { client, source })
     }
 }
 

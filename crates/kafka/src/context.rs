@@ -9,10 +9,16 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::DeliveryResult;
 use rdkafka::producer::ProducerContext;
 use rdkafka::types::RDKafkaErrorCode;
+use std::sync::{Arc, Mutex, PoisonError};
 
-/// Routes librdkafka's logs and global errors to `tracing`.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct KshardContext;
+/// Routes librdkafka's logs and global errors to `tracing`, and keeps the
+/// latest TLS or authentication failure where the owner of the settings can
+/// read it: librdkafka reports those only here, while the calls that fail
+/// because of them end with a timeout or "all brokers down".
+#[derive(Debug, Clone, Default)]
+pub(crate) struct KshardContext {
+    pub(crate) access_problem: Arc<Mutex<Option<String>>>,
+}
 
 impl ClientContext for KshardContext {
     fn log(&self, level: RDKafkaLogLevel, facility: &str, message: &str) {
@@ -32,6 +38,11 @@ impl ClientContext for KshardContext {
         if let KafkaError::PartitionEOF(_) | KafkaError::Global(RDKafkaErrorCode::PartitionEOF) = error {
             return;
         }
+        if let Some(kind) = access_problem_kind(&error) {
+            tracing::error!(target: "librdkafka", %error, reason, "{kind}");
+            *self.access_problem.lock().unwrap_or_else(PoisonError::into_inner) = Some(format!("{kind}: {reason}"));
+            return;
+        }
         tracing::warn!(target: "librdkafka", %error, reason, "client error; librdkafka retries");
     }
 }
@@ -45,5 +56,17 @@ impl ProducerContext for KshardContext {
         if let Err((error, _)) = result {
             tracing::warn!(target: "librdkafka", %error, "a produced record was not delivered");
         }
+    }
+}
+
+/// What kind of access problem `error` is, when it is one that retrying cannot
+/// fix: a failed TLS handshake or failed authentication.
+fn access_problem_kind(error: &KafkaError) -> Option<&'static str> {
+    match error.rdkafka_error_code()? {
+        RDKafkaErrorCode::SSL => Some("TLS with the broker failed (check tls.ca_file and the broker's certificate)"),
+        RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SaslAuthenticationFailed => {
+            Some("the broker refused the credentials (check sasl.mechanism, sasl.username and sasl.password)")
+        }
+        _ => None,
     }
 }

@@ -31,6 +31,27 @@ pub enum Error {
     },
 }
 
+impl Error {
+    /// True when the brokers refused for lack of rights (an ACL): retrying does
+    /// not help until someone grants them.
+    pub fn is_authorization(&self) -> bool {
+        use rdkafka::types::RDKafkaErrorCode as Code;
+        let code = match self {
+            Error::Client { source, .. } | Error::Call { source, .. } => source.rdkafka_error_code(),
+            Error::Refused { message, .. } => return message.contains("Authorization"),
+        };
+        matches!(
+            code,
+            Some(
+                Code::TopicAuthorizationFailed
+                    | Code::GroupAuthorizationFailed
+                    | Code::ClusterAuthorizationFailed
+                    | Code::TransactionalIdAuthorizationFailed
+            )
+        )
+    }
+}
+
 /// Result of a Kafka-layer operation.
 pub type Result<T> = std::result::Result<T, Error>;
 

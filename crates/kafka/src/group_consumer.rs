@@ -10,6 +10,16 @@ use crate::config::ClientSettings;
 use crate::context::KshardContext;
 use crate::error::{Result, call};
 
+/// Which rebalance protocol a [`GroupConsumer`] speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GroupProtocol {
+    /// JoinGroup/SyncGroup with a client-side assignor (every Kafka version).
+    #[default]
+    Classic,
+    /// KIP-848's ConsumerGroupHeartbeat with server-side assignment (Kafka 4.0+).
+    Consumer,
+}
+
 /// A member of a consumer group that commits what it read when told to.
 pub struct GroupConsumer {
     consumer: BaseConsumer<KshardContext>,
@@ -23,18 +33,29 @@ impl std::fmt::Debug for GroupConsumer {
 }
 
 impl GroupConsumer {
-    /// Joins `group`, subscribed to `topics`, reading from the earliest offset
-    /// when the group has none.
+    /// Joins `group` with the classic protocol, subscribed to `topics`, reading
+    /// from the earliest offset when the group has none.
     pub fn new(settings: &ClientSettings, group: &str, topics: &[&str]) -> Result<Self> {
-        let consumer: BaseConsumer<KshardContext> = settings.create(
-            "group consumer",
-            &[
-                ("group.id", group),
-                ("enable.auto.commit", "false"),
-                ("auto.offset.reset", "earliest"),
-                ("session.timeout.ms", "10000"),
-            ],
-        )?;
+        Self::with_protocol(settings, group, topics, GroupProtocol::Classic)
+    }
+
+    /// Joins `group` with `protocol`, subscribed to `topics`.
+    pub fn with_protocol(
+        settings: &ClientSettings,
+        group: &str,
+        topics: &[&str],
+        protocol: GroupProtocol,
+    ) -> Result<Self> {
+        let mut properties =
+            vec![("group.id", group), ("enable.auto.commit", "false"), ("auto.offset.reset", "earliest")];
+        match protocol {
+            // The session timeout is the broker's under KIP-848.
+            GroupProtocol::Classic => {
+                properties.extend([("group.protocol", "classic"), ("session.timeout.ms", "10000")])
+            }
+            GroupProtocol::Consumer => properties.push(("group.protocol", "consumer")),
+        }
+        let consumer: BaseConsumer<KshardContext> = settings.create("group consumer", &properties)?;
         consumer.subscribe(topics).map_err(call(format!("subscribing {group} to {topics:?}")))?;
         Ok(GroupConsumer { consumer, group: group.to_owned() })
     }

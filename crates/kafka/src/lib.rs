@@ -7,13 +7,17 @@
 //! that produces keyed records (null values included) to explicit partitions,
 //! [`Admin`] calls (create and delete topics, metadata, batched watermarks, and
 //! ListGroups/OffsetFetch for consumer groups through librdkafka's admin API),
-//! and a [`GroupConsumer`] that reads and commits like any application.
+//! a [`GroupConsumer`] that reads and commits like any application (classic or
+//! KIP-848 protocol), and committers that write offsets through the group
+//! coordinator without consuming: plain ([`OffsetCommitter`]) and inside
+//! transactions ([`TransactionalCommitter`]).
 //! Everything else in kshard sees these types, so a faster fetch path can replace
 //! rdkafka here alone. All clients log through `tracing`.
 //!
 //! Nothing here decodes record contents; that is `kshard-offsets`' job.
 
 mod admin;
+mod committer;
 mod config;
 mod context;
 mod error;
@@ -23,9 +27,10 @@ mod reader;
 mod writer;
 
 pub use admin::{Admin, OffsetSpec, TopicSpec};
+pub use committer::{OffsetCommitter, Offsets, TransactionEnd, TransactionalCommitter};
 pub use config::ClientSettings;
 pub use error::{Error, Result};
-pub use group_consumer::GroupConsumer;
+pub use group_consumer::{GroupConsumer, GroupProtocol};
 pub use groups::{GroupListing, GroupOffsets};
 pub use reader::{PartitionReader, ReadEvent, ReadRecord};
 pub use writer::RecordWriter;

@@ -1,7 +1,9 @@
-//! Against the real broker: produce canonical records of every kind into
-//! `__consumer_offsets` (each in the partition Kafka would pick for its group),
-//! read the topic back from the earliest offset to the end of every partition,
-//! and check that each record decodes to exactly what was written.
+//! Against the real broker: produce canonical records of every kind into a
+//! compacted topic laid out like `__consumer_offsets` (Kafka refuses client
+//! writes to the real one; each record goes to the partition Kafka would pick
+//! for its group), read the topic back from the earliest offset to the end of
+//! every partition, and check that each record decodes to exactly what was
+//! written.
 //!
 //! The broker is the one in `KSHARD_BROKERS` (set by `scripts/test.sh`), or one
 //! this test starts with `scripts/broker.sh` and stops when it ends.
@@ -10,9 +12,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use kshard_kafka::{
-    Admin, CONSUMER_OFFSETS_TOPIC, ClientSettings, PartitionReader, ReadEvent, RecordWriter, TopicSpec,
-};
+use kshard_kafka::{Admin, ClientSettings, PartitionReader, ReadEvent, RecordWriter, TopicSpec};
 use kshard_offsets::*;
 
 fn offset_commit(group: &str, partition: i32, version: i16, offset: i64) -> Record<'static> {
@@ -147,11 +147,12 @@ fn canonical_records_round_trip_through_the_broker() {
     let broker = kshard_testkit::Broker::from_env_or_start();
     let settings = ClientSettings::new(broker.brokers());
     let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin client");
-    admin.create_topic(&TopicSpec::consumer_offsets()).expect("__consumer_offsets exists");
-    let partitions = admin.partition_count(CONSUMER_OFFSETS_TOPIC).expect("metadata").expect("topic exists");
+    let prefix = kshard_testkit::unique_name("offsets-it");
+    let topic = format!("{prefix}-offsets");
+    assert!(admin.create_topic(&TopicSpec::compacted(&topic, 50)).expect("create the topic"));
+    let partitions = admin.partition_count(&topic).expect("metadata").expect("topic exists");
     assert_eq!(partitions, 50);
 
-    let prefix = kshard_testkit::unique_name("offsets-it");
     let records = canonical_records(&prefix);
     // Share-group record keys are opaque here; route them by the group id they carry.
     let share_group = format!("{prefix}-kip848");
@@ -161,13 +162,13 @@ fn canonical_records_round_trip_through_the_broker() {
         let group = group_of(&record.key).unwrap_or(&share_group);
         let partition = kshard_kafka::offsets_partition_for(group, partitions);
         let (key, value) = record.encode();
-        writer.send(CONSUMER_OFFSETS_TOPIC, partition, &key, value.as_deref()).expect("send");
+        writer.send(&topic, partition, &key, value.as_deref()).expect("send");
         expected.entry(partition).or_default().push(record.clone());
     }
     writer.flush(Duration::from_secs(30)).expect("flush");
 
     let start: Vec<(i32, Option<i64>)> = (0..partitions).map(|p| (p, None)).collect();
-    let reader = PartitionReader::new(&settings, CONSUMER_OFFSETS_TOPIC, &start).expect("reader");
+    let reader = PartitionReader::new(&settings, &topic, &start).expect("reader");
     let mut at_end = vec![false; partitions as usize];
     let mut read: BTreeMap<i32, Vec<Record<'static>>> = BTreeMap::new();
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -175,19 +176,11 @@ fn canonical_records_round_trip_through_the_broker() {
         assert!(Instant::now() < deadline, "not at the end of every partition after 60 s: {at_end:?}");
         match reader.poll(Duration::from_millis(200)).expect("poll") {
             ReadEvent::Record(r) => {
-                // Other tests share the broker and may write malformed records of
-                // their own: look at the key first, and only at records of ours.
+                // The topic is this test's own: every record in it is ours.
                 let key = r.key().expect("offsets records have keys");
-                let ours = match RecordKey::decode(key) {
-                    Ok(RecordKey::Opaque { body, .. }) => body.windows(prefix.len()).any(|w| w == prefix.as_bytes()),
-                    Ok(k) => group_of(&k).is_some_and(|g| g.starts_with(&prefix)),
-                    Err(_) => false,
-                };
-                if ours {
-                    let record = Record::decode(key, r.value())
-                        .unwrap_or_else(|e| panic!("partition {} offset {}: {e}", r.partition(), r.offset()));
-                    read.entry(r.partition()).or_default().push(owned(record));
-                }
+                let record = Record::decode(key, r.value())
+                    .unwrap_or_else(|e| panic!("partition {} offset {}: {e}", r.partition(), r.offset()));
+                read.entry(r.partition()).or_default().push(owned(record));
             }
             ReadEvent::EndOfPartition { partition, .. } => at_end[partition as usize] = true,
             ReadEvent::Idle => {}

@@ -10,8 +10,12 @@ use crate::watermarks::lag;
 /// `/ready`: readiness with catch-up progress.
 #[derive(Debug, Serialize)]
 pub struct Readiness {
-    /// True once caught up and watermarks refreshed since.
+    /// True once caught up and watermarks refreshed since, while every worker
+    /// runs and the watermarks are recent.
     pub ready: bool,
+    /// Why not ready, in words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     /// True once every initial partition was read to its start high watermark.
     pub caught_up: bool,
     /// Partitions of `__consumer_offsets` caught up.
@@ -50,9 +54,23 @@ pub(crate) fn readiness(monitor: &Monitor) -> Readiness {
         .take(50)
         .map(|(partition, s)| PartitionBehind { partition, position: s.position, target: s.target })
         .collect();
+    let ready = monitor.is_ready();
+    let caught_up = monitor.is_caught_up();
+    let reason = if ready {
+        None
+    } else if let Some(problem) = monitor.problem() {
+        Some(problem)
+    } else if !monitor.is_started() {
+        Some(monitor.waiting_reason().unwrap_or_else(|| "waiting for the brokers and the offsets topic".to_owned()))
+    } else if !caught_up {
+        Some(format!("catching up: {} offsets left to read", p.offsets_remaining))
+    } else {
+        Some("waiting for the first watermark refresh after catching up".to_owned())
+    };
     Readiness {
-        ready: monitor.is_ready(),
-        caught_up: monitor.is_caught_up(),
+        ready,
+        reason,
+        caught_up,
         partitions_caught_up: p.partitions_caught_up,
         partitions: p.partitions,
         offsets_read: p.offsets_read,

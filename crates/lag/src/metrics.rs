@@ -127,7 +127,7 @@ impl Collector for LagCollector {
         gauge(
             &mut encoder,
             "catchup_ready",
-            "1 once caught up with __consumer_offsets (and watermarks refreshed since).",
+            "1 while /ready is 200: caught up with the offsets topic, watermarks refreshed since, and data current.",
             i64::from(ready),
         )?;
         gauge(
@@ -157,6 +157,27 @@ impl Collector for LagCollector {
             }
         }
 
+        // Watermarks the brokers have not confirmed lately are not current: no
+        // series rather than frozen ones.
+        let current = m.problem().is_none();
+        gauge(
+            &mut encoder,
+            "data_current",
+            "1 while every worker runs and watermarks are recent; 0 when lag would be stale (see /ready).",
+            i64::from(current),
+        )?;
+        if let Some(age) = m.health().watermark_age(std::time::Instant::now()) {
+            let g = ConstGauge::new(age.as_secs_f64());
+            g.encode(encoder.encode_descriptor(
+                "watermarks_age_seconds",
+                "Time since the last successful watermark refresh.",
+                None,
+                MetricType::Gauge,
+            )?)?;
+        }
+        if !current {
+            return Ok(());
+        }
         let watermarks = m.watermarks();
         for (name, help, high) in [
             (

@@ -12,6 +12,7 @@ use kshard_offsets::RecordType;
 use crate::catch_up::{CatchUp, Progress};
 use crate::filter::NameFilter;
 use crate::group_offsets::{Applied, GroupOffsets, Skipped};
+use crate::health::Health;
 use crate::watermarks::Watermarks;
 
 /// Which lag series to export.
@@ -75,7 +76,14 @@ pub struct Monitor {
     /// The leader of each `__consumer_offsets` partition: the coordinator of
     /// the groups whose records it holds.
     coordinators: RwLock<std::collections::HashMap<i32, i32>>,
+    /// Whether the workers run and the watermarks are recent.
+    health: Health,
+    /// Why the reader cannot start tracking the offsets topic yet.
+    waiting: Mutex<Option<String>>,
 }
+
+/// Watermarks older than this are stale unless the service says otherwise.
+pub const DEFAULT_STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(15);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding a lock leaves plain data behind; keep serving it.
@@ -83,8 +91,13 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Monitor {
-    /// An empty monitor.
+    /// An empty monitor whose watermarks are stale after [`DEFAULT_STALE_AFTER`].
     pub fn new(settings: MonitorSettings) -> Self {
+        Self::with_stale_after(settings, DEFAULT_STALE_AFTER)
+    }
+
+    /// An empty monitor whose watermarks are stale after `stale_after`.
+    pub fn with_stale_after(settings: MonitorSettings, stale_after: std::time::Duration) -> Self {
         Monitor {
             settings,
             units: RwLock::new(BTreeMap::new()),
@@ -93,7 +106,30 @@ impl Monitor {
             fresh_watermarks: std::sync::atomic::AtomicBool::new(false),
             counters: ReadCounters::default(),
             coordinators: RwLock::new(std::collections::HashMap::new()),
+            health: Health::new(stale_after),
+            waiting: Mutex::new(None),
         }
+    }
+
+    /// Records why the reader cannot track the offsets topic yet (`None` once it can).
+    pub fn set_waiting_reason(&self, reason: Option<String>) {
+        *lock(&self.waiting) = reason;
+    }
+
+    /// Why the reader cannot track the offsets topic yet, if it cannot.
+    pub fn waiting_reason(&self) -> Option<String> {
+        lock(&self.waiting).clone()
+    }
+
+    /// Worker and watermark health.
+    pub fn health(&self) -> &Health {
+        &self.health
+    }
+
+    /// Why lag cannot be presented as current right now (a failed worker,
+    /// stale watermarks), or `None`.
+    pub fn problem(&self) -> Option<String> {
+        self.health.problem(std::time::Instant::now())
     }
 
     /// The export settings.
@@ -119,6 +155,14 @@ impl Monitor {
             }
         }
         catch_up
+    }
+
+    /// Where a reader should start each tracked partition to go on from what was
+    /// applied: the next offset after the last record read, or `None` (the
+    /// earliest offset) for a partition nothing was read from yet.
+    pub fn resume_positions(&self) -> Vec<(i32, Option<i64>)> {
+        let units = self.units.read().unwrap_or_else(PoisonError::into_inner);
+        units.iter().map(|(partition, unit)| (*partition, lock(unit).next_offset())).collect()
     }
 
     /// True once the initial partitions are tracked ([`Monitor::start`] was called).
@@ -220,9 +264,10 @@ impl Monitor {
     }
 
     /// True once caught up with `__consumer_offsets` and the watermarks were
-    /// refreshed after that (latched): from then on, lag is exported.
+    /// refreshed after that (latched), while no worker has failed and the
+    /// watermarks are recent: then lag is exported as current.
     pub fn is_ready(&self) -> bool {
-        self.fresh_watermarks.load(Ordering::Acquire) && self.is_caught_up()
+        self.fresh_watermarks.load(Ordering::Acquire) && self.is_caught_up() && self.problem().is_none()
     }
 
     /// Where catching up stands.

@@ -1,191 +1,21 @@
-//! `kshard serve` against the real broker: canonical records produced into
-//! `__consumer_offsets`, real topics with real watermarks, and the service's own
-//! HTTP endpoints. Each test isolates its groups with a name prefix and an allow
-//! filter, since the broker's `__consumer_offsets` is shared.
+//! `kshard serve` against the real broker with synthetic records: canonical
+//! records of every version and kind, tombstones and malformed records produced
+//! into a compacted topic of the `__consumer_offsets` layout that the service
+//! reads through its `offsets_topic` setting (Kafka refuses client writes to the
+//! real one: real groups are in `real_groups.rs`), real topics with real
+//! watermarks, and the service's own HTTP endpoints. Each test has its own
+//! offsets topic and names its groups with a prefix of its own.
 
-use std::collections::BTreeMap;
-use std::net::SocketAddr;
-use std::thread::JoinHandle;
+mod common;
+
 use std::time::{Duration, Instant};
 
-use kshard_kafka::{Admin, CONSUMER_OFFSETS_TOPIC, ClientSettings, RecordWriter, TopicSpec, offsets_partition_for};
-use kshard_lag::service::{ScrapeMode, ServeError, ServeOptions, run};
+use common::*;
+use kshard_kafka::{Admin, ClientSettings, OffsetCommitter, RecordWriter, TopicSpec};
+use kshard_lag::service::{ScrapeMode, ServeOptions};
 use kshard_lag::{Granularity, MonitorSettings, NameFilter};
 use kshard_offsets::*;
-use kshard_testkit::{Broker, http_get, parse_metrics, unique_name};
-use tokio::sync::oneshot;
-
-/// The service on a runtime of its own, stopped on drop.
-struct TestService {
-    addr: SocketAddr,
-    shutdown: Option<oneshot::Sender<()>>,
-    hold: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<Result<(), ServeError>>>,
-}
-
-impl TestService {
-    fn start(brokers: &str, namespace: &str, monitor: MonitorSettings, held: bool) -> Self {
-        Self::start_in(ScrapeMode::OffsetsTopic, brokers, namespace, monitor, held)
-    }
-
-    fn start_in(mode: ScrapeMode, brokers: &str, namespace: &str, monitor: MonitorSettings, held: bool) -> Self {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        listener.set_nonblocking(true).expect("nonblocking");
-        let addr = listener.local_addr().expect("addr");
-        let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
-        let (hold_tx, hold_rx) = oneshot::channel::<()>();
-        let options = ServeOptions {
-            kafka: ClientSettings::new(brokers),
-            mode,
-            namespace: namespace.to_owned(),
-            watermark_interval: Duration::from_millis(200),
-            monitor,
-            request_timeout: Duration::from_secs(30),
-            hold_reading: held.then_some(hold_rx),
-        };
-        let thread = std::thread::spawn(move || {
-            let runtime =
-                tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("rt");
-            runtime.block_on(async move {
-                let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
-                run(options, listener, async move {
-                    let _ = shutdown_rx.await;
-                })
-                .await
-            })
-        });
-        TestService { addr, shutdown: Some(shutdown_tx), hold: held.then_some(hold_tx), thread: Some(thread) }
-    }
-
-    fn get(&mut self, path: &str) -> (u16, String) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            match http_get(&self.addr.to_string(), path) {
-                Ok(r) => return r,
-                Err(e) => {
-                    if self.thread.as_ref().is_some_and(JoinHandle::is_finished) {
-                        let result = self.thread.take().map(|t| t.join());
-                        panic!("the service stopped: {result:?}");
-                    }
-                    assert!(Instant::now() < deadline, "GET {path}: {e}");
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-            }
-        }
-    }
-
-    fn metrics(&mut self) -> BTreeMap<String, f64> {
-        let (status, body) = self.get("/metrics");
-        assert_eq!(status, 200);
-        parse_metrics(&body)
-    }
-
-    fn release(&mut self) {
-        if let Some(hold) = self.hold.take() {
-            let _ = hold.send(());
-        }
-    }
-
-    fn wait_ready(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let (status, body) = self.get("/ready");
-            if status == 200 {
-                return;
-            }
-            assert!(Instant::now() < deadline, "not ready after 60 s: {body}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// Waits until `check` holds for the metrics, or fails after 30 s.
-    fn eventually(&mut self, what: &str, check: impl Fn(&BTreeMap<String, f64>) -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let m = self.metrics();
-            if check(&m) {
-                return;
-            }
-            assert!(Instant::now() < deadline, "{what} did not happen within 30 s; metrics: {m:#?}");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for TestService {
-    fn drop(&mut self) {
-        self.release();
-        if let Some(s) = self.shutdown.take() {
-            let _ = s.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let result = t.join();
-            if !std::thread::panicking() {
-                result.expect("service thread").expect("service stopped cleanly");
-            }
-        }
-    }
-}
-
-/// Writes records into the broker: topics with data, and `__consumer_offsets`.
-struct Writer {
-    admin: Admin,
-    writer: RecordWriter,
-    offsets_partitions: i32,
-}
-
-impl Writer {
-    fn new(brokers: &str) -> Self {
-        let settings = ClientSettings::new(brokers);
-        let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
-        admin.create_topic(&TopicSpec::consumer_offsets()).expect("__consumer_offsets");
-        let offsets_partitions = admin.partition_count(CONSUMER_OFFSETS_TOPIC).expect("metadata").expect("exists");
-        Writer { admin, writer: RecordWriter::new(&settings).expect("producer"), offsets_partitions }
-    }
-
-    fn topic(&self, name: &str, records_per_partition: &[u32]) {
-        let spec = TopicSpec {
-            name: name.into(),
-            partitions: records_per_partition.len() as i32,
-            replication: 1,
-            configs: vec![],
-        };
-        self.admin.create_topic(&spec).expect("create topic");
-        self.produce(name, records_per_partition);
-    }
-
-    fn produce(&self, topic: &str, records_per_partition: &[u32]) {
-        for (p, n) in records_per_partition.iter().enumerate() {
-            for i in 0..*n {
-                self.writer.send(topic, p as i32, format!("k{i}").as_bytes(), Some(b"v")).expect("send");
-            }
-        }
-        self.writer.flush(Duration::from_secs(30)).expect("flush");
-    }
-
-    fn record(&self, group: &str, record: &Record<'_>) {
-        let (key, value) = record.encode();
-        self.raw(group, &key, value.as_deref());
-    }
-
-    fn raw(&self, group: &str, key: &[u8], value: Option<&[u8]>) {
-        let partition = offsets_partition_for(group, self.offsets_partitions);
-        self.writer.send(CONSUMER_OFFSETS_TOPIC, partition, key, value).expect("send");
-    }
-
-    fn flush(&self) {
-        self.writer.flush(Duration::from_secs(30)).expect("flush");
-    }
-
-    fn commit(&self, group: &str, topic: &str, partition: i32, version: i16, offset: i64) {
-        self.record(group, &commit(group, topic, partition, version, offset));
-    }
-}
-
-fn commit(group: &str, topic: &str, partition: i32, version: i16, offset: i64) -> Record<'static> {
-    let value = OffsetCommitValue::new(version, offset, 1_758_335_260_726);
-    Record::offset_commit(group.to_owned(), topic.to_owned(), partition, Some(value))
-}
+use kshard_testkit::{Broker, unique_name};
 
 fn group_metadata(group: &str, topic: &str, assignments: &[Vec<i32>]) -> Record<'static> {
     let members = assignments
@@ -229,33 +59,11 @@ fn group_metadata(group: &str, topic: &str, assignments: &[Vec<i32>]) -> Record<
     }
 }
 
-fn only(prefix: &str) -> MonitorSettings {
-    MonitorSettings {
-        groups: NameFilter::new(&[format!("{prefix}.*")], &[]).expect("filter"),
-        topics: NameFilter::default(),
-        granularity: Granularity::Partition,
-    }
-}
-
-fn partition_lag(ns: &str, group: &str, topic: &str, partition: i32) -> String {
-    format!(
-        "{ns}_kafka_consumer_group_topic_partition_lag{{group_id=\"{group}\",topic_name=\"{topic}\",partition_id=\"{partition}\"}}"
-    )
-}
-
-fn topic_series(ns: &str, metric: &str, group: &str, topic: &str) -> String {
-    format!("{ns}_kafka_consumer_group_{metric}{{group_id=\"{group}\",topic_name=\"{topic}\"}}")
-}
-
-fn group_series(ns: &str, metric: &str, group: &str) -> String {
-    format!("{ns}_kafka_consumer_group_{metric}{{group_id=\"{group}\"}}")
-}
-
 #[test]
 fn every_value_version_tombstones_members_and_a_malformed_record() {
     let broker = Broker::from_env_or_start();
-    let w = Writer::new(broker.brokers());
     let p = unique_name("lag-it");
+    let w = Writer::new(broker.brokers(), &p);
     let topic = format!("{p}-orders");
     w.topic(&topic, &[100, 50]);
 
@@ -290,7 +98,7 @@ fn every_value_version_tombstones_members_and_a_malformed_record() {
     w.flush();
 
     let ns = "kshard";
-    let mut service = TestService::start(broker.brokers(), ns, only(&p), true);
+    let mut service = TestService::start(options(&w, ns, only(&p)), true);
     // Held before reading: partitions tracked, not ready, and no group series yet.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -298,7 +106,7 @@ fn every_value_version_tombstones_members_and_a_malformed_record() {
         assert_eq!(status, 503, "{body}");
         let ready: serde_json::Value = serde_json::from_str(&body).expect("JSON");
         assert_eq!(ready["ready"], false);
-        if ready["partitions"].as_u64().is_some_and(|n| n >= 50) {
+        if ready["partitions"].as_u64().is_some_and(|n| n >= w.offsets_partitions as u64) {
             break;
         }
         assert!(Instant::now() < deadline, "partitions not tracked: {body}");
@@ -372,8 +180,8 @@ fn every_value_version_tombstones_members_and_a_malformed_record() {
 #[test]
 fn filters_topic_granularity_and_the_kminion_namespace() {
     let broker = Broker::from_env_or_start();
-    let w = Writer::new(broker.brokers());
     let p = unique_name("lag-filter");
+    let w = Writer::new(broker.brokers(), &p);
     let shown = format!("{p}-shown");
     let hidden = format!("{p}-hidden");
     w.topic(&shown, &[10, 10]);
@@ -393,7 +201,7 @@ fn filters_topic_granularity_and_the_kminion_namespace() {
         granularity: Granularity::Topic,
     };
     let ns = "kminion";
-    let mut service = TestService::start(broker.brokers(), ns, settings, false);
+    let mut service = TestService::start(options(&w, ns, settings), false);
     service.wait_ready();
     let m = service.metrics();
     assert_eq!(m.get(&topic_series(ns, "topic_lag", &a, &shown)), Some(&10.0));
@@ -407,15 +215,15 @@ fn filters_topic_granularity_and_the_kminion_namespace() {
 #[test]
 fn lag_follows_new_commits_and_new_produce() {
     let broker = Broker::from_env_or_start();
-    let w = Writer::new(broker.brokers());
     let p = unique_name("lag-live");
+    let w = Writer::new(broker.brokers(), &p);
     let topic = format!("{p}-live");
     w.topic(&topic, &[20]);
     let g = format!("{p}-g");
     w.commit(&g, &topic, 0, 4, 15);
     w.flush();
     let ns = "kshard";
-    let mut service = TestService::start(broker.brokers(), ns, only(&p), false);
+    let mut service = TestService::start(options(&w, ns, only(&p)), false);
     service.wait_ready();
     let lag = partition_lag(ns, &g, &topic, 0);
     assert_eq!(service.metrics().get(&lag), Some(&5.0));
@@ -430,8 +238,8 @@ fn lag_follows_new_commits_and_new_produce() {
 #[test]
 fn admin_api_mode_reports_real_consumer_groups() {
     let broker = Broker::from_env_or_start();
-    let w = Writer::new(broker.brokers());
     let p = unique_name("lag-admin");
+    let w = Writer::new(broker.brokers(), &p);
     let topic = format!("{p}-events");
     w.topic(&topic, &[30]);
     let group = format!("{p}-app");
@@ -442,7 +250,8 @@ fn admin_api_mode_reports_real_consumer_groups() {
     member.commit().expect("commit");
 
     let ns = "kshard";
-    let mut service = TestService::start_in(ScrapeMode::AdminApi, broker.brokers(), ns, only(&p), false);
+    let mut service =
+        TestService::start(ServeOptions { mode: ScrapeMode::AdminApi, ..options(&w, ns, only(&p)) }, false);
     service.wait_ready();
     let lag = partition_lag(ns, &group, &topic, 0);
     service.eventually("the real group's lag", |m| m.get(&lag) == Some(&18.0));
@@ -465,22 +274,38 @@ fn admin_api_mode_reports_real_consumer_groups() {
 
 #[test]
 fn waits_not_ready_until_consumer_offsets_exists() {
-    // A new cluster has no __consumer_offsets until the first group commits.
-    let broker = Broker::start_private();
+    // A new cluster has no __consumer_offsets until the first group commits:
+    // Kafka creates it then, and writes the commit itself.
+    let broker = Broker::start_private(&[]);
     let p = unique_name("lag-wait");
     let ns = "kshard";
-    let mut service = TestService::start(broker.brokers(), ns, only(&p), false);
+    let settings = ClientSettings::new(broker.brokers());
+    let options = ServeOptions {
+        namespace: ns.to_owned(),
+        watermark_interval: Duration::from_millis(200),
+        monitor: only(&p),
+        ..ServeOptions::new(settings.clone())
+    };
+    let mut service = TestService::start(options, false);
     let (status, body) = service.get("/ready");
     assert_eq!(status, 503, "{body}");
     std::thread::sleep(Duration::from_millis(500));
-    let (status, _) = service.get("/ready");
+    let (status, body) = service.get("/ready");
     assert_eq!(status, 503, "still waiting for the topic");
-    let w = Writer::new(broker.brokers()); // creates __consumer_offsets
+    let ready: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    assert!(ready["reason"].as_str().is_some_and(|r| !r.is_empty()), "the reason is given: {body}");
+    let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
     let topic = format!("{p}-t");
-    w.topic(&topic, &[4]);
+    admin
+        .create_topic(&TopicSpec { name: topic.clone(), partitions: 1, replication: 1, configs: vec![] })
+        .expect("topic");
+    let writer = RecordWriter::new(&settings).expect("producer");
+    for i in 0..4 {
+        writer.send(&topic, 0, format!("k{i}").as_bytes(), Some(b"v")).expect("send");
+    }
+    writer.flush(Duration::from_secs(30)).expect("flush");
     let g = format!("{p}-g");
-    w.commit(&g, &topic, 0, 3, 1);
-    w.flush();
+    OffsetCommitter::new(&settings, &g).expect("committer").commit(&[(&topic, 0, 1)]).expect("commit");
     service.wait_ready();
     service.eventually("the first group's lag", |m| m.get(&partition_lag(ns, &g, &topic, 0)) == Some(&3.0));
 }

@@ -1,10 +1,14 @@
 //! `kshard-testkit`: test support shared by the crates' integration tests.
 //!
-//! [`Broker`] is the real broker: the one `KSHARD_BROKERS` names (as
-//! `scripts/test.sh` sets it), or one started with `scripts/broker.sh` on
-//! 127.0.0.1 in a fresh state directory and stopped by PID when dropped. It is
-//! not a fake: integration tests run against the real thing.
+//! [`Broker`] is the real broker, Apache Kafka in KRaft mode: the one
+//! `scripts/test.sh` started (its settings in `KSHARD_BROKERS`,
+//! `KSHARD_BROKERS_SSL`, … as `scripts/broker.sh` prints them), or one started
+//! with `scripts/broker.sh` on 127.0.0.1 in a fresh state directory and stopped
+//! by PID when dropped. It is not a fake: integration tests run against the
+//! real thing. [`kafka_tool`] runs Kafka's own command-line tools, the oracle
+//! kshard's answers are checked against.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -12,46 +16,119 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// A broker to test against; stops it on drop when this process started it.
 #[derive(Debug)]
 pub struct Broker {
-    brokers: String,
+    /// The settings `scripts/broker.sh` printed (`KSHARD_BROKERS=…` and the rest).
+    settings: BTreeMap<String, String>,
     /// The state directory of a broker this test started (stopped on drop).
     started: Option<PathBuf>,
+}
+
+/// A listener of the test broker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listener {
+    /// No TLS, no authentication (a super user).
+    Plaintext,
+    /// TLS from the broker's throwaway CA, no authentication (a super user).
+    Ssl,
+    /// SASL (PLAIN or SCRAM-SHA-512) without TLS.
+    SaslPlaintext,
+    /// SASL over TLS.
+    SaslSsl,
 }
 
 fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// `KEY=VALUE` lines into a map.
+fn parse_settings(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .filter_map(|l| l.split_once('='))
+        .filter(|(k, _)| k.starts_with("KSHARD_"))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
 impl Broker {
-    /// Uses `KSHARD_BROKERS`, or starts a broker with `scripts/broker.sh`.
+    /// Uses the broker `KSHARD_BROKERS` names, or starts one with `scripts/broker.sh`.
     pub fn from_env_or_start() -> Self {
-        if let Ok(brokers) = std::env::var("KSHARD_BROKERS") {
-            return Broker { brokers, started: None };
+        if std::env::var("KSHARD_BROKERS").is_ok() {
+            let settings = std::env::vars().filter(|(k, _)| k.starts_with("KSHARD_BROKER")).collect();
+            return Broker { settings, started: None };
         }
-        Self::start_private()
+        Self::start_private(&[])
     }
 
-    /// Always starts a broker of this test's own, for tests that may leave a
-    /// broker unusable and must not take other tests down with it.
-    pub fn start_private() -> Self {
+    /// Always starts a broker of this test's own, with extra broker properties
+    /// (`key=value`), for tests that stop it, change its settings, or may leave
+    /// it unusable.
+    pub fn start_private(properties: &[&str]) -> Self {
         let state = std::env::temp_dir().join(unique_name("kshard-test-broker"));
         let out = Command::new(repo_root().join("scripts/broker.sh"))
             .arg("start")
+            .args(properties)
             .env("KSHARD_STATE_DIR", &state)
             .output()
             .expect("running scripts/broker.sh (install the broker with scripts/install.sh)");
-        let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "scripts/broker.sh start failed:\n{}", String::from_utf8_lossy(&out.stderr));
-        let brokers = stdout
-            .lines()
-            .find_map(|l| l.strip_prefix("KSHARD_BROKERS="))
-            .expect("broker.sh prints KSHARD_BROKERS=")
-            .to_owned();
-        Broker { brokers, started: Some(state) }
+        let settings = parse_settings(&String::from_utf8_lossy(&out.stdout));
+        assert!(settings.contains_key("KSHARD_BROKERS"), "broker.sh prints KSHARD_BROKERS=");
+        Broker { settings, started: Some(state) }
     }
 
-    /// The bootstrap address, `127.0.0.1:PORT`.
+    fn setting(&self, key: &str) -> &str {
+        self.settings.get(key).map(String::as_str).unwrap_or_else(|| panic!("the broker's settings lack {key}"))
+    }
+
+    /// The PLAINTEXT bootstrap address, `127.0.0.1:PORT`.
     pub fn brokers(&self) -> &str {
-        &self.brokers
+        self.setting("KSHARD_BROKERS")
+    }
+
+    /// The bootstrap address of `listener`.
+    pub fn address(&self, listener: Listener) -> &str {
+        match listener {
+            Listener::Plaintext => self.brokers(),
+            Listener::Ssl => self.setting("KSHARD_BROKERS_SSL"),
+            Listener::SaslPlaintext => self.setting("KSHARD_BROKERS_SASL_PLAINTEXT"),
+            Listener::SaslSsl => self.setting("KSHARD_BROKERS_SASL_SSL"),
+        }
+    }
+
+    /// The CA certificate (PEM) the broker's TLS certificate is signed with.
+    pub fn ca_file(&self) -> &str {
+        self.setting("KSHARD_BROKER_CA")
+    }
+
+    /// The password of a SASL user of the test broker: `admin` (a super user),
+    /// `kshard` (Describe on topics, Read on `__consumer_offsets`), `monitor`
+    /// (Describe on topics and groups) or `nobody` (no ACLs).
+    pub fn password(&self, user: &str) -> &str {
+        self.setting(&format!("KSHARD_BROKER_PASSWORD_{}", user.to_ascii_uppercase()))
+    }
+
+    fn control(&self, command: &str) {
+        let state = self.started.as_ref().expect("only a broker this test started can be stopped or resumed");
+        let out = Command::new(repo_root().join("scripts/broker.sh"))
+            .arg(command)
+            .env("KSHARD_STATE_DIR", state)
+            .output()
+            .expect("running scripts/broker.sh");
+        assert!(out.status.success(), "broker.sh {command} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// Kills the broker with SIGKILL, keeping its data (a private broker only).
+    pub fn kill(&self) {
+        self.control("kill");
+    }
+
+    /// Stops the broker with SIGTERM, keeping its data (a private broker only).
+    pub fn stop(&self) {
+        self.control("stop");
+    }
+
+    /// Starts a stopped or killed broker again on its data and ports.
+    pub fn resume(&self) {
+        self.control("resume");
     }
 }
 
@@ -63,6 +140,23 @@ impl Drop for Broker {
             let _ = std::fs::remove_dir_all(state);
         }
     }
+}
+
+/// Runs one of Kafka's command-line tools (`consumer-groups`, `acls`, `topics`,
+/// …) through `scripts/kafka-tool.sh`; its stdout, or a panic with its stderr.
+pub fn kafka_tool(tool: &str, args: &[&str]) -> String {
+    let out = Command::new(repo_root().join("scripts/kafka-tool.sh"))
+        .arg(tool)
+        .args(args)
+        .output()
+        .expect("running scripts/kafka-tool.sh");
+    assert!(
+        out.status.success(),
+        "kafka-{tool} {args:?} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// A name no other test run uses.
@@ -91,7 +185,7 @@ pub fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
 
 /// Parses Prometheus text into `series → value`, where a series is the metric
 /// name with its labels exactly as rendered (`name{a="1",b="2"}`).
-pub fn parse_metrics(text: &str) -> std::collections::BTreeMap<String, f64> {
+pub fn parse_metrics(text: &str) -> BTreeMap<String, f64> {
     text.lines()
         .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
         .filter_map(|l| {

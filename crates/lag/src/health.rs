@@ -1,0 +1,136 @@
+//! [`Health`]: whether what kshard knows is current, apart from catch-up.
+//!
+//! Catch-up says the reader once read the log to its end; health says it still
+//! can and that the watermarks lag is measured against are recent. Two things
+//! make the answer "not current": a worker (the reader or the watermark
+//! refresher) that failed and waits to be restarted, and watermarks older than
+//! the staleness limit (the brokers stopped answering: every lag value would be
+//! frozen). While either holds, `/ready` is 503 with the reason and no lag is
+//! exported as if it were current. The decisions take the time as an argument,
+//! so they are tested without a clock.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+/// A worker that failed and is waiting to be restarted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerFailure {
+    /// What went wrong.
+    pub error: String,
+    /// How many times it has failed in a row.
+    pub failures: u32,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Workers that failed, by name; removed when they run again.
+    failed: BTreeMap<&'static str, WorkerFailure>,
+    /// When watermarks were last refreshed successfully.
+    last_refresh: Option<Instant>,
+    /// Why the latest refresh failed, until one succeeds.
+    refresh_error: Option<String>,
+}
+
+/// Worker and watermark health.
+#[derive(Debug)]
+pub struct Health {
+    state: Mutex<State>,
+    /// Watermarks older than this are stale.
+    stale_after: Duration,
+}
+
+impl Health {
+    /// Watermarks count as stale once older than `stale_after`.
+    pub fn new(stale_after: Duration) -> Self {
+        Health { state: Mutex::new(State::default()), stale_after }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// `worker` failed with `error`; returns how many times in a row.
+    pub fn worker_failed(&self, worker: &'static str, error: String) -> u32 {
+        let mut state = self.state();
+        let failures = state.failed.get(worker).map_or(1, |f| f.failures + 1);
+        state.failed.insert(worker, WorkerFailure { error, failures });
+        failures
+    }
+
+    /// `worker` runs (again).
+    pub fn worker_running(&self, worker: &'static str) {
+        self.state().failed.remove(worker);
+    }
+
+    /// Watermarks were refreshed at `at`.
+    pub fn refreshed(&self, at: Instant) {
+        let mut state = self.state();
+        state.last_refresh = Some(at);
+        state.refresh_error = None;
+    }
+
+    /// A refresh failed.
+    pub fn refresh_failed(&self, error: String) {
+        self.state().refresh_error = Some(error);
+    }
+
+    /// How old the watermarks are at `now` (`None` before the first refresh).
+    pub fn watermark_age(&self, now: Instant) -> Option<Duration> {
+        self.state().last_refresh.map(|t| now.saturating_duration_since(t))
+    }
+
+    /// Why what kshard knows is not current at `now`, or `None` when it is. A
+    /// service that never refreshed watermarks is not judged here (catch-up
+    /// readiness waits for the first refresh).
+    pub fn problem(&self, now: Instant) -> Option<String> {
+        let state = self.state();
+        if let Some((worker, f)) = state.failed.iter().next() {
+            return Some(format!("the {worker} failed ({} in a row) and is restarting: {}", f.failures, f.error));
+        }
+        let age = now.saturating_duration_since(state.last_refresh?);
+        if age > self.stale_after {
+            let why = state.refresh_error.as_deref().unwrap_or("no refresh has completed since");
+            return Some(format!(
+                "watermarks are {:.0} s old (stale after {:.0} s): {why}",
+                age.as_secs_f64(),
+                self.stale_after.as_secs_f64()
+            ));
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_worker_is_a_problem_until_it_runs_again() {
+        let h = Health::new(Duration::from_secs(10));
+        let t = Instant::now();
+        h.refreshed(t);
+        assert_eq!(h.problem(t), None);
+        assert_eq!(h.worker_failed("reader", "boom".into()), 1);
+        assert_eq!(h.worker_failed("reader", "boom again".into()), 2);
+        let p = h.problem(t).expect("a problem");
+        assert!(p.contains("reader") && p.contains("boom again") && p.contains("2 in a row"), "{p}");
+        h.worker_running("reader");
+        assert_eq!(h.problem(t), None);
+    }
+
+    #[test]
+    fn watermarks_older_than_the_limit_are_stale_until_refreshed() {
+        let h = Health::new(Duration::from_secs(10));
+        let t = Instant::now();
+        assert_eq!(h.problem(t + Duration::from_secs(100)), None, "never refreshed: catch-up decides");
+        h.refreshed(t);
+        assert_eq!(h.problem(t + Duration::from_secs(10)), None);
+        h.refresh_failed("all brokers down".into());
+        let p = h.problem(t + Duration::from_secs(11)).expect("stale");
+        assert!(p.contains("11 s old") && p.contains("all brokers down"), "{p}");
+        h.refreshed(t + Duration::from_secs(12));
+        assert_eq!(h.problem(t + Duration::from_secs(13)), None);
+        assert_eq!(h.watermark_age(t + Duration::from_secs(13)), Some(Duration::from_secs(1)));
+    }
+}

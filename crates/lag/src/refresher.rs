@@ -1,0 +1,144 @@
+//! The watermark refresher: every interval, one Metadata request and batched
+//! ListOffsets for every partition of every topic some exported group committed
+//! to; in `admin_api` mode also ListGroups and OffsetFetch. It hands partitions
+//! of the offsets topic that appear later to the reader, and records each
+//! success or failure in [`Health`](crate::Health), so stale watermarks turn
+//! `/ready` 503. Run under the supervisor.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, PoisonError, mpsc};
+use std::time::{Duration, Instant};
+
+use kshard_kafka::{Admin, ClientSettings};
+use tracing::{debug, warn};
+
+use crate::metrics::SelfTimings;
+use crate::monitor::Monitor;
+use crate::offsets_reader::track_range;
+use crate::service::ScrapeMode;
+use crate::watermarks::{Watermark, Watermarks};
+
+/// The worker's name in logs and on `/ready`.
+pub(crate) const WORKER: &str = "watermark refresher";
+
+pub(crate) struct Refresher {
+    pub(crate) settings: ClientSettings,
+    pub(crate) offsets_topic: String,
+    pub(crate) mode: ScrapeMode,
+    pub(crate) interval: Duration,
+    pub(crate) timeout: Duration,
+    pub(crate) monitor: Arc<Monitor>,
+    pub(crate) timings: Arc<SelfTimings>,
+    pub(crate) stop: Arc<AtomicBool>,
+    pub(crate) new_partitions: mpsc::Sender<Vec<i32>>,
+}
+
+impl Refresher {
+    /// One life of the worker: until `stop` (`Ok`) or a failure (`Err`).
+    pub(crate) fn run(&mut self) -> Result<(), String> {
+        let admin = Admin::new(&self.settings, self.timeout).map_err(|e| e.to_string())?;
+        self.monitor.health().worker_running(WORKER);
+        let mut next = Instant::now();
+        let mut refreshed_since_catch_up = false;
+        let mut last_attempt: Option<Instant> = None;
+        while !self.stop.load(Ordering::Acquire) {
+            let caught_up = self.monitor.is_caught_up();
+            // Refresh on schedule, and at once when catch-up completes (retrying
+            // at most every second), so that readiness waits for watermarks no
+            // older than the catch-up.
+            let retry = last_attempt.is_none_or(|t| t.elapsed() >= Duration::from_secs(1));
+            if Instant::now() >= next || (caught_up && !refreshed_since_catch_up && retry) {
+                let started = Instant::now();
+                last_attempt = Some(started);
+                let scraped = match self.mode {
+                    ScrapeMode::AdminApi => scrape_groups(&admin, &self.monitor).map_err(|e| e.to_string()),
+                    ScrapeMode::OffsetsTopic => Ok(()),
+                };
+                match scraped.and_then(|()| self.refresh(&admin)) {
+                    Ok(watermarks) => {
+                        self.monitor.set_watermarks(watermarks, caught_up);
+                        self.monitor.health().refreshed(started);
+                        self.settings.clear_access_problem();
+                        refreshed_since_catch_up |= caught_up;
+                        *self.timings.watermark_refresh.lock().unwrap_or_else(PoisonError::into_inner) =
+                            Some(started.elapsed());
+                        // Names of deleted groups and topics are otherwise kept
+                        // for the life of the process.
+                        self.monitor.sweep_names();
+                    }
+                    Err(e) => {
+                        let e = match self.settings.access_problem() {
+                            Some(problem) => format!("{e} ({problem})"),
+                            None => e,
+                        };
+                        warn!(error = %e, "refreshing groups and watermarks");
+                        self.monitor.health().refresh_failed(e);
+                    }
+                }
+                next = started + self.interval;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(())
+    }
+
+    /// One refresh: topics and partition counts (one Metadata request), then the
+    /// earliest and latest offsets of every partition of every topic some group
+    /// committed to (ListOffsets, batched per leader). Also notices new
+    /// partitions of the offsets topic and hands them to the reader.
+    fn refresh(&self, admin: &Admin) -> Result<Watermarks, String> {
+        let topics = admin.topics().map_err(|e| e.to_string())?;
+        // Growth of the offsets topic is the reader's to handle once it tracks
+        // the topic; before that, the reader's own start-up tracks every partition.
+        let offsets_topic = topics
+            .get(&self.offsets_topic)
+            .filter(|_| self.mode == ScrapeMode::OffsetsTopic && self.monitor.is_started());
+        if let Some(&count) = offsets_topic {
+            self.monitor.set_coordinators(admin.leaders(&self.offsets_topic).map_err(|e| e.to_string())?);
+            let known = self.monitor.progress().partitions as i32;
+            if count > known {
+                track_range(admin, &self.monitor, &self.offsets_topic, known..count)?;
+                // The reader has gone when this fails, and is stopping anyway.
+                let _ = self.new_partitions.send((known..count).collect());
+            }
+        }
+        let wanted: Vec<(String, i32)> = self
+            .monitor
+            .committed_topics()
+            .into_iter()
+            .filter_map(|t| topics.get(&t).map(|&n| (t, n)))
+            .flat_map(|(t, n)| (0..n).map(move |p| (t.clone(), p)))
+            .collect();
+        let mut watermarks = Watermarks::default();
+        for ((topic, partition), (low, high)) in admin.watermarks(&wanted).map_err(|e| e.to_string())? {
+            watermarks.insert(&topic, partition, Watermark { low, high });
+        }
+        debug!(partitions = watermarks.partition_count(), "watermarks refreshed");
+        Ok(watermarks)
+    }
+}
+
+/// Admin-API mode: every group (ListGroups) and its committed offsets
+/// (OffsetFetch), replacing the monitor's one unit of state.
+fn scrape_groups(admin: &Admin, monitor: &Monitor) -> Result<(), kshard_kafka::Error> {
+    let listings = admin.list_groups()?;
+    let ids: Vec<String> =
+        listings.iter().map(|g| g.group_id.clone()).filter(|g| monitor.settings().groups.allows(g)).collect();
+    let offsets = admin.group_offsets(&ids)?;
+    let mut unit = crate::group_offsets::GroupOffsets::default();
+    for listing in listings.iter().filter(|g| monitor.settings().groups.allows(&g.group_id)) {
+        let protocol_type = if listing.simple { "" } else { "consumer" };
+        unit.set_reported_state(&listing.group_id, protocol_type, &listing.state);
+    }
+    for group in offsets {
+        if let Some(error) = &group.error {
+            warn!(group = %group.group_id, %error, "fetching a group's offsets");
+        }
+        for (topic, partition, offset) in &group.offsets {
+            unit.set_committed(&group.group_id, topic, *partition, *offset);
+        }
+    }
+    debug!(groups = ids.len(), "groups scraped");
+    monitor.replace_unit(0, unit);
+    Ok(())
+}

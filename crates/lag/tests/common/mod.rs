@@ -1,0 +1,302 @@
+//! Shared by the lag crate's broker tests: the service on a runtime of its own
+//! ([`TestService`]), a [`Writer`] of topics and of synthetic records into an
+//! offsets topic of the test's own, and the names of metric series.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use kshard_kafka::{Admin, ClientSettings, RecordWriter, TopicSpec, offsets_partition_for};
+use kshard_lag::service::{ServeError, ServeOptions, run};
+use kshard_lag::{Granularity, MonitorSettings, NameFilter};
+use kshard_offsets::{OffsetCommitValue, Record};
+use kshard_testkit::{http_get, parse_metrics};
+use tokio::sync::oneshot;
+
+/// The service on a runtime of its own, stopped on drop.
+pub struct TestService {
+    addr: SocketAddr,
+    shutdown: Option<oneshot::Sender<()>>,
+    hold: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<Result<(), ServeError>>>,
+}
+
+/// Options for a test: the offsets topic `w` writes, watermarks every 200 ms.
+pub fn options(w: &Writer, namespace: &str, monitor: MonitorSettings) -> ServeOptions {
+    ServeOptions {
+        offsets_topic: w.offsets_topic.clone(),
+        namespace: namespace.to_owned(),
+        watermark_interval: Duration::from_millis(200),
+        monitor,
+        ..ServeOptions::new(w.settings.clone())
+    }
+}
+
+impl TestService {
+    pub fn start(mut options: ServeOptions, held: bool) -> Self {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let addr = listener.local_addr().expect("addr");
+        let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
+        let (hold_tx, hold_rx) = oneshot::channel::<()>();
+        options.hold_reading = held.then_some(hold_rx);
+        let thread = std::thread::spawn(move || {
+            let runtime =
+                tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("rt");
+            runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
+                run(options, listener, async move {
+                    let _ = shutdown_rx.await;
+                })
+                .await
+            })
+        });
+        TestService { addr, shutdown: Some(shutdown_tx), hold: held.then_some(hold_tx), thread: Some(thread) }
+    }
+
+    pub fn get(&mut self, path: &str) -> (u16, String) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            match http_get(&self.addr.to_string(), path) {
+                Ok(r) => return r,
+                Err(e) => {
+                    if self.thread.as_ref().is_some_and(JoinHandle::is_finished) {
+                        let result = self.thread.take().map(|t| t.join());
+                        panic!("the service stopped: {result:?}");
+                    }
+                    assert!(Instant::now() < deadline, "GET {path}: {e}");
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+        }
+    }
+
+    pub fn metrics(&mut self) -> BTreeMap<String, f64> {
+        let (status, body) = self.get("/metrics");
+        assert_eq!(status, 200);
+        parse_metrics(&body)
+    }
+
+    pub fn release(&mut self) {
+        if let Some(hold) = self.hold.take() {
+            let _ = hold.send(());
+        }
+    }
+
+    pub fn wait_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let (status, body) = self.get("/ready");
+            if status == 200 {
+                return;
+            }
+            assert!(Instant::now() < deadline, "not ready after 60 s: {body}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits until `check` holds for the metrics, or fails after 30 s.
+    pub fn eventually(&mut self, what: &str, check: impl Fn(&BTreeMap<String, f64>) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let m = self.metrics();
+            if check(&m) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "{what} did not happen within 30 s; metrics: {m:#?}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for TestService {
+    fn drop(&mut self) {
+        self.release();
+        if let Some(s) = self.shutdown.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let result = t.join();
+            if !std::thread::panicking() {
+                result.expect("service thread").expect("service stopped cleanly");
+            }
+        }
+    }
+}
+
+/// Writes records into the broker: topics with data, and synthetic records
+/// into an offsets topic of this test's own.
+pub struct Writer {
+    pub settings: ClientSettings,
+    pub admin: Admin,
+    pub writer: RecordWriter,
+    pub offsets_topic: String,
+    pub offsets_partitions: i32,
+}
+
+impl Writer {
+    pub fn new(brokers: &str, prefix: &str) -> Self {
+        let settings = ClientSettings::new(brokers);
+        let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
+        let offsets_topic = format!("{prefix}-offsets");
+        let offsets_partitions = 10;
+        admin.create_topic(&TopicSpec::compacted(&offsets_topic, offsets_partitions)).expect("create offsets topic");
+        let writer = RecordWriter::new(&settings).expect("producer");
+        Writer { settings, admin, writer, offsets_topic, offsets_partitions }
+    }
+
+    pub fn topic(&self, name: &str, records_per_partition: &[u32]) {
+        let spec = TopicSpec {
+            name: name.into(),
+            partitions: records_per_partition.len() as i32,
+            replication: 1,
+            configs: vec![],
+        };
+        self.admin.create_topic(&spec).expect("create topic");
+        self.produce(name, records_per_partition);
+    }
+
+    pub fn produce(&self, topic: &str, records_per_partition: &[u32]) {
+        for (p, n) in records_per_partition.iter().enumerate() {
+            for i in 0..*n {
+                self.writer.send(topic, p as i32, format!("k{i}").as_bytes(), Some(b"v")).expect("send");
+            }
+        }
+        self.writer.flush(Duration::from_secs(30)).expect("flush");
+    }
+
+    pub fn record(&self, group: &str, record: &Record<'_>) {
+        let (key, value) = record.encode();
+        self.raw(group, &key, value.as_deref());
+    }
+
+    pub fn raw(&self, group: &str, key: &[u8], value: Option<&[u8]>) {
+        let partition = offsets_partition_for(group, self.offsets_partitions);
+        self.writer.send(&self.offsets_topic, partition, key, value).expect("send");
+    }
+
+    pub fn flush(&self) {
+        self.writer.flush(Duration::from_secs(30)).expect("flush");
+    }
+
+    pub fn commit(&self, group: &str, topic: &str, partition: i32, version: i16, offset: i64) {
+        self.record(group, &commit(group, topic, partition, version, offset));
+    }
+}
+
+pub fn only(prefix: &str) -> MonitorSettings {
+    MonitorSettings {
+        groups: NameFilter::new(&[format!("{prefix}.*")], &[]).expect("filter"),
+        topics: NameFilter::default(),
+        granularity: Granularity::Partition,
+    }
+}
+
+pub fn partition_lag(ns: &str, group: &str, topic: &str, partition: i32) -> String {
+    format!(
+        "{ns}_kafka_consumer_group_topic_partition_lag{{group_id=\"{group}\",topic_name=\"{topic}\",partition_id=\"{partition}\"}}"
+    )
+}
+
+pub fn topic_series(ns: &str, metric: &str, group: &str, topic: &str) -> String {
+    format!("{ns}_kafka_consumer_group_{metric}{{group_id=\"{group}\",topic_name=\"{topic}\"}}")
+}
+
+pub fn group_series(ns: &str, metric: &str, group: &str) -> String {
+    format!("{ns}_kafka_consumer_group_{metric}{{group_id=\"{group}\"}}")
+}
+
+pub fn commit(group: &str, topic: &str, partition: i32, version: i16, offset: i64) -> Record<'static> {
+    let value = OffsetCommitValue::new(version, offset, 1_758_335_260_726);
+    Record::offset_commit(group.to_owned(), topic.to_owned(), partition, Some(value))
+}
+
+/// One row of `kafka-consumer-groups --describe`: a group's committed offset
+/// of a partition, the log end offset and the lag, as Kafka's tool reports them.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct KafkaLag {
+    pub group: String,
+    pub topic: String,
+    pub partition: i32,
+    pub committed: i64,
+    pub log_end: i64,
+    pub lag: i64,
+}
+
+/// What Kafka's own `kafka-consumer-groups --describe --all-groups` reports for
+/// the groups whose names start with `prefix` (partitions without a committed
+/// offset left out).
+pub fn kafka_consumer_groups(brokers: &str, prefix: &str) -> Vec<KafkaLag> {
+    let out = kshard_testkit::kafka_tool(
+        "consumer-groups",
+        &["--bootstrap-server", brokers, "--describe", "--all-groups", "--timeout", "30000"],
+    );
+    let mut rows: Vec<KafkaLag> = out
+        .lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() < 6 || !f[0].starts_with(prefix) {
+                return None;
+            }
+            Some(KafkaLag {
+                group: f[0].to_owned(),
+                topic: f[1].to_owned(),
+                partition: f[2].parse().ok()?,
+                committed: f[3].parse().ok()?,
+                log_end: f[4].parse().ok()?,
+                lag: f[5].parse().ok()?,
+            })
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// The same rows from kshard's `/api/groups` (only partitions with a known lag).
+pub fn kshard_api_lag(service: &mut TestService, prefix: &str) -> Vec<KafkaLag> {
+    let (status, body) = service.get("/api/groups");
+    assert_eq!(status, 200, "{body}");
+    let groups: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    let mut rows = Vec::new();
+    for g in groups.as_array().expect("array") {
+        let group = g["group_id"].as_str().expect("group_id");
+        if !group.starts_with(prefix) {
+            continue;
+        }
+        for t in g["topics"].as_array().expect("topics") {
+            for p in t["partitions"].as_array().expect("partitions") {
+                let (Some(log_end), Some(lag)) = (p["high_water_mark"].as_i64(), p["lag"].as_i64()) else { continue };
+                rows.push(KafkaLag {
+                    group: group.to_owned(),
+                    topic: t["topic"].as_str().expect("topic").to_owned(),
+                    partition: p["partition"].as_i64().expect("partition") as i32,
+                    committed: p["committed_offset"].as_i64().expect("offset"),
+                    log_end,
+                    lag,
+                });
+            }
+        }
+    }
+    rows.sort();
+    rows
+}
+
+/// The same rows from kshard's `/metrics`: each partition lag series of the
+/// groups starting with `prefix`, `(group, topic, partition) → lag`.
+pub fn kshard_metric_lag(service: &mut TestService, ns: &str, prefix: &str) -> BTreeMap<(String, String, i32), i64> {
+    let head = format!("{ns}_kafka_consumer_group_topic_partition_lag{{group_id=\"");
+    service
+        .metrics()
+        .into_iter()
+        .filter_map(|(series, value)| {
+            let labels = series.strip_prefix(&head)?;
+            let (group, rest) = labels.split_once("\",topic_name=\"")?;
+            let (topic, rest) = rest.split_once("\",partition_id=\"")?;
+            let partition = rest.strip_suffix("\"}")?.parse().ok()?;
+            group.starts_with(prefix).then(|| ((group.to_owned(), topic.to_owned(), partition), value as i64))
+        })
+        .collect()
+}

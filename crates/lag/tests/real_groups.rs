@@ -1,0 +1,164 @@
+//! `kshard serve` against groups that commit through Kafka's group coordinator —
+//! classic consumer groups, KIP-848 groups (`group.protocol=consumer`), plain
+//! commits without membership, and transactional commits, committed, aborted
+//! and left open — so every record kshard reads was written by Kafka itself.
+//! The oracle is Kafka's own `kafka-consumer-groups --describe`: kshard's
+//! `/api/groups` and `/metrics` must agree with it exactly, in both scrape modes.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use kshard_kafka::{
+    Admin, ClientSettings, GroupConsumer, GroupProtocol, OffsetCommitter, RecordWriter, TopicSpec, TransactionEnd,
+    TransactionalCommitter,
+};
+use kshard_lag::service::{ScrapeMode, ServeOptions};
+use kshard_testkit::{Broker, unique_name};
+
+fn create_and_fill(settings: &ClientSettings, topic: &str, records_per_partition: &[u32]) {
+    let admin = Admin::new(settings, Duration::from_secs(30)).expect("admin");
+    let spec = TopicSpec {
+        name: topic.into(),
+        partitions: records_per_partition.len() as i32,
+        replication: 1,
+        configs: vec![],
+    };
+    admin.create_topic(&spec).expect("create topic");
+    let writer = RecordWriter::new(settings).expect("producer");
+    for (p, n) in records_per_partition.iter().enumerate() {
+        for i in 0..*n {
+            writer.send(topic, p as i32, format!("k{i}").as_bytes(), Some(b"v")).expect("send");
+        }
+    }
+    writer.flush(Duration::from_secs(30)).expect("flush");
+}
+
+fn serve(settings: &ClientSettings, mode: ScrapeMode, prefix: &str) -> TestService {
+    TestService::start(
+        ServeOptions {
+            mode,
+            watermark_interval: Duration::from_millis(200),
+            monitor: only(prefix),
+            ..ServeOptions::new(settings.clone())
+        },
+        false,
+    )
+}
+
+/// Waits until kshard's API and metrics report exactly what Kafka's tool does.
+fn assert_agrees_with_kafka(service: &mut TestService, expected: &[KafkaLag], prefix: &str, mode: &str) {
+    let by_key: std::collections::BTreeMap<(String, String, i32), i64> =
+        expected.iter().map(|r| ((r.group.clone(), r.topic.clone(), r.partition), r.lag)).collect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let api = kshard_api_lag(service, prefix);
+        let metrics = kshard_metric_lag(service, "kshard", prefix);
+        if api == expected && metrics == by_key {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{mode}: kshard disagrees with kafka-consumer-groups after 30 s\nkafka:  {expected:#?}\n/api/groups: {api:#?}\n/metrics: {metrics:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn lag_of_real_groups_equals_kafka_consumer_groups_in_both_modes() {
+    let broker = Broker::from_env_or_start();
+    let settings = ClientSettings::new(broker.brokers());
+    let p = unique_name("real");
+    let orders = format!("{p}-orders");
+    let events = format!("{p}-events");
+    create_and_fill(&settings, &orders, &[40, 40, 40]);
+    create_and_fill(&settings, &events, &[30, 30]);
+
+    // A classic group that stays a member, and a KIP-848 group.
+    let classic = format!("{p}-classic");
+    let classic_member = GroupConsumer::new(&settings, &classic, &[&orders]).expect("classic consumer");
+    assert_eq!(classic_member.consume(50, Duration::from_secs(60)).expect("consume"), 50);
+    classic_member.commit().expect("commit");
+    let kip848 = format!("{p}-kip848");
+    let kip848_member = GroupConsumer::with_protocol(&settings, &kip848, &[&events], GroupProtocol::Consumer)
+        .expect("KIP-848 consumer");
+    assert_eq!(kip848_member.consume(20, Duration::from_secs(60)).expect("consume"), 20);
+    kip848_member.commit().expect("commit");
+    // Plain commits by a group without members.
+    let simple = format!("{p}-simple");
+    OffsetCommitter::new(&settings, &simple)
+        .expect("committer")
+        .commit(&[(&orders, 0, 5), (&orders, 1, 7)])
+        .expect("commit");
+    // Transactional commits: one committed, then one aborted.
+    let txn = format!("{p}-txn");
+    let committer =
+        TransactionalCommitter::new(&settings, &format!("{p}-txid"), &txn, Duration::from_secs(60)).expect("txn");
+    committer.commit(&[(&events, 0, 11), (&events, 1, 3)], TransactionEnd::Commit).expect("committed transaction");
+    committer.commit(&[(&events, 0, 15)], TransactionEnd::Abort).expect("aborted transaction");
+
+    let kafka = kafka_consumer_groups(broker.brokers(), &p);
+    let row = |group: &str, topic: &str, partition: i32| {
+        kafka.iter().find(|r| r.group == group && r.topic == topic && r.partition == partition).cloned()
+    };
+    assert_eq!(row(&txn, &events, 0).map(|r| r.committed), Some(11), "the aborted commit never counts: {kafka:#?}");
+    assert_eq!(row(&simple, &orders, 1).map(|r| (r.committed, r.lag)), Some((7, 33)));
+    assert!(kafka.iter().any(|r| r.group == classic) && kafka.iter().any(|r| r.group == kip848), "{kafka:#?}");
+
+    let mut service = serve(&settings, ScrapeMode::OffsetsTopic, &p);
+    service.wait_ready();
+    assert_agrees_with_kafka(&mut service, &kafka, &p, "offsets_topic mode");
+    let info = |service: &mut TestService, group: &str| {
+        let head = format!("kshard_kafka_consumer_group_info{{group_id=\"{group}\",");
+        service.metrics().into_iter().find(|(k, _)| k.starts_with(&head)).map(|(k, _)| k)
+    };
+    let classic_info = info(&mut service, &classic).expect("info of the classic group");
+    assert!(classic_info.contains("state=\"Stable\""), "{classic_info}");
+    drop(service);
+
+    let mut service = serve(&settings, ScrapeMode::AdminApi, &p);
+    service.wait_ready();
+    assert_agrees_with_kafka(&mut service, &kafka, &p, "admin_api mode");
+    let classic_info = info(&mut service, &classic).expect("info of the classic group");
+    assert!(classic_info.contains("state=\"Stable\""), "{classic_info}");
+    drop((classic_member, kip848_member));
+}
+
+#[test]
+fn open_and_finished_transactions_neither_block_readiness_nor_leak_offsets() {
+    // A broker of this test's own: a transaction left open holds back what
+    // read_committed readers see of its __consumer_offsets partition.
+    let broker = Broker::start_private(&[]);
+    let settings = ClientSettings::new(broker.brokers());
+    let p = unique_name("txn");
+    let topic = format!("{p}-t");
+    create_and_fill(&settings, &topic, &[50]);
+    // One group's partition of __consumer_offsets ends in a commit marker...
+    let done = format!("{p}-done");
+    TransactionalCommitter::new(&settings, &format!("{p}-done-tx"), &done, Duration::from_secs(60))
+        .expect("txn")
+        .commit(&[(&topic, 0, 20)], TransactionEnd::Commit)
+        .expect("committed");
+    // ...another's in a transaction its producer never ends (as if killed):
+    // the broker aborts it only after the 10-minute transaction timeout.
+    let open = format!("{p}-open");
+    let committer =
+        TransactionalCommitter::new(&settings, &format!("{p}-open-tx"), &open, Duration::from_secs(600)).expect("txn");
+    committer.commit(&[(&topic, 0, 4)], TransactionEnd::Commit).expect("committed");
+    committer.commit(&[(&topic, 0, 9)], TransactionEnd::LeaveOpen).expect("left open");
+
+    let mut service = serve(&settings, ScrapeMode::OffsetsTopic, &p);
+    // Ready long before the broker would abort the open transaction.
+    service.wait_ready();
+    let kafka = kafka_consumer_groups(broker.brokers(), &p);
+    assert_eq!(
+        kafka.iter().map(|r| (r.group.as_str(), r.committed)).collect::<Vec<_>>(),
+        [(done.as_str(), 20), (open.as_str(), 4)],
+        "Kafka reports the committed offsets only"
+    );
+    assert_agrees_with_kafka(&mut service, &kafka, &p, "with an open transaction");
+    drop(service);
+    drop(committer);
+}
