@@ -48,6 +48,7 @@ pub(crate) fn process_stats(pid: u32) -> Result<ProcessStats> {
 pub(crate) fn drain(target: &KafkaTarget) -> Result<u64> {
     let (settings, topic) = (&target.settings, target.offsets_topic.as_str());
     let admin = Admin::new(settings, Duration::from_secs(30))?;
+    admin.check_access()?;
     let count = admin
         .partition_count(topic)
         .map_err(|e| crate::explain(settings, e))?

@@ -25,6 +25,7 @@ pub(crate) struct DumpSummary {
 pub(crate) fn dump(target: &KafkaTarget, partitions: &[i32], out: &mut impl Write) -> Result<DumpSummary> {
     let (settings, topic) = (&target.settings, target.offsets_topic.as_str());
     let admin = Admin::new(settings, Duration::from_secs(30))?;
+    admin.check_access()?;
     let count = admin
         .partition_count(topic)
         .map_err(|e| crate::explain(settings, e))?
@@ -52,6 +53,9 @@ pub(crate) fn dump(target: &KafkaTarget, partitions: &[i32], out: &mut impl Writ
                     Some(Err(e)) => {
                         summary.malformed += 1;
                         line.insert("error".into(), e.to_string().into());
+                        // The bytes, so the record can be examined with `offsets decode`.
+                        line.insert("key_hex".into(), r.key().map(hex::encode).into());
+                        line.insert("value_hex".into(), r.value().map(hex::encode).into());
                     }
                     None => {
                         summary.malformed += 1;

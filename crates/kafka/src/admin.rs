@@ -54,6 +54,7 @@ pub struct Admin {
     admin: AdminClient<KshardContext>,
     metadata: BaseConsumer<KshardContext>,
     timeout: Duration,
+    settings: ClientSettings,
 }
 
 impl std::fmt::Debug for Admin {
@@ -67,7 +68,35 @@ impl Admin {
     pub fn new(settings: &ClientSettings, timeout: Duration) -> Result<Self> {
         let admin = settings.create("admin client", &[])?;
         let metadata = settings.create("metadata client", &[])?;
-        Ok(Admin { admin, metadata, timeout })
+        Ok(Admin { admin, metadata, timeout, settings: settings.clone() })
+    }
+
+    /// Waits until the brokers answer a Metadata request, for at most the call
+    /// timeout, and fails at once — with the reason — when TLS or authentication
+    /// fails: librdkafka would retry such a connection until the timeout and
+    /// then report only that it timed out.
+    pub fn check_access(&self) -> Result<()> {
+        let deadline = std::time::Instant::now() + self.timeout;
+        loop {
+            match self.metadata.fetch_metadata(None, Duration::from_millis(500)) {
+                Ok(_) => return Ok(()),
+                Err(e) => {
+                    // Serves the client's queue: librdkafka delivers its logs and
+                    // error events (where TLS and authentication failures show)
+                    // through it. The client reads nothing, so no record is lost.
+                    let _ = self.metadata.poll(Duration::ZERO);
+                    if let Some(problem) = self.settings.access_problem() {
+                        return Err(Error::Refused {
+                            step: format!("connecting to {}", self.settings.brokers),
+                            message: problem,
+                        });
+                    }
+                    if std::time::Instant::now() >= deadline {
+                        return Err(call(format!("connecting to {}", self.settings.brokers))(e));
+                    }
+                }
+            }
+        }
     }
 
     /// Creates a topic; `Ok(false)` when it already existed.

@@ -2,6 +2,7 @@
 
 use rdkafka::ClientConfig;
 use rdkafka::config::FromClientConfigAndContext;
+use rdkafka::config::RDKafkaLogLevel;
 
 use crate::context::KshardContext;
 use crate::error::{Error, Result};
@@ -45,6 +46,16 @@ impl ClientSettings {
         T: FromClientConfigAndContext<KshardContext>,
     {
         let mut config = ClientConfig::new();
+        // librdkafka logs as much as the `log` crate's level allows, which is
+        // nothing in a process without a logger; failed TLS handshakes and
+        // authentication are only ever reported in warnings, and kshard needs
+        // them to say why it cannot connect.
+        if matches!(
+            config.log_level,
+            RDKafkaLogLevel::Emerg | RDKafkaLogLevel::Alert | RDKafkaLogLevel::Critical | RDKafkaLogLevel::Error
+        ) {
+            config.set_log_level(RDKafkaLogLevel::Warning);
+        }
         config.set("bootstrap.servers", &self.brokers).set("client.id", "kshard");
         for (k, v) in properties {
             config.set(*k, *v);

@@ -22,6 +22,12 @@ pub(crate) struct KshardContext {
 
 impl ClientContext for KshardContext {
     fn log(&self, level: RDKafkaLogLevel, facility: &str, message: &str) {
+        // Clients that are not polled (metadata and admin calls) hear of failed
+        // TLS handshakes and authentication only through their logs.
+        let serious = !matches!(level, RDKafkaLogLevel::Notice | RDKafkaLogLevel::Info | RDKafkaLogLevel::Debug);
+        if serious && let Some(kind) = access_problem_kind(None, message) {
+            *self.access_problem.lock().unwrap_or_else(PoisonError::into_inner) = Some(format!("{kind}: {message}"));
+        }
         match level {
             RDKafkaLogLevel::Emerg | RDKafkaLogLevel::Alert | RDKafkaLogLevel::Critical | RDKafkaLogLevel::Error => {
                 tracing::error!(target: "librdkafka", facility, "{message}")
@@ -38,7 +44,7 @@ impl ClientContext for KshardContext {
         if let KafkaError::PartitionEOF(_) | KafkaError::Global(RDKafkaErrorCode::PartitionEOF) = error {
             return;
         }
-        if let Some(kind) = access_problem_kind(&error) {
+        if let Some(kind) = access_problem_kind(error.rdkafka_error_code(), reason) {
             tracing::error!(target: "librdkafka", %error, reason, "{kind}");
             *self.access_problem.lock().unwrap_or_else(PoisonError::into_inner) = Some(format!("{kind}: {reason}"));
             return;
@@ -61,12 +67,16 @@ impl ProducerContext for KshardContext {
 
 /// What kind of access problem `error` is, when it is one that retrying cannot
 /// fix: a failed TLS handshake or failed authentication.
-fn access_problem_kind(error: &KafkaError) -> Option<&'static str> {
-    match error.rdkafka_error_code()? {
-        RDKafkaErrorCode::SSL => Some("TLS with the broker failed (check tls.ca_file and the broker's certificate)"),
-        RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SaslAuthenticationFailed => {
-            Some("the broker refused the credentials (check sasl.mechanism, sasl.username and sasl.password)")
-        }
+/// librdkafka reports some of these as transport failures, with the cause only
+/// in the reason text.
+fn access_problem_kind(code: Option<RDKafkaErrorCode>, reason: &str) -> Option<&'static str> {
+    const TLS: &str = "TLS with the broker failed (check tls.ca_file and the broker's certificate)";
+    const AUTH: &str = "the broker refused the credentials (check sasl.mechanism, sasl.username and sasl.password)";
+    match code {
+        Some(RDKafkaErrorCode::SSL) => Some(TLS),
+        Some(RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SaslAuthenticationFailed) => Some(AUTH),
+        _ if reason.contains("SSL handshake failed") || reason.contains("certificate verify failed") => Some(TLS),
+        _ if reason.contains("SASL authentication error") || reason.contains("Authentication failed") => Some(AUTH),
         _ => None,
     }
 }

@@ -132,6 +132,14 @@ impl PartitionReader {
                 let next_offset = self.position(partition)?;
                 Ok(ReadEvent::EndOfPartition { partition, next_offset })
             }
+            // librdkafka looks up the coordinator of the reader's group.id even
+            // though the reader never joins, fetches or commits through it: a
+            // principal without rights on that group loses nothing.
+            Some(Err(e))
+                if e.rdkafka_error_code() == Some(rdkafka::types::RDKafkaErrorCode::GroupAuthorizationFailed) =>
+            {
+                Ok(ReadEvent::Idle)
+            }
             Some(Err(e)) => Err(call("reading")(e)),
         }
     }

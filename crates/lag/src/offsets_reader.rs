@@ -103,6 +103,7 @@ impl OffsetsReader {
 
     fn track_all(&self) -> Result<(), String> {
         let admin = Admin::new(&self.settings, self.timeout).map_err(|e| e.to_string())?;
+        admin.check_access().map_err(|e| e.to_string())?;
         let count = admin
             .partition_count(&self.topic)
             .map_err(|e| e.to_string())?

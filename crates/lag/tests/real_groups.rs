@@ -116,6 +116,13 @@ fn lag_of_real_groups_equals_kafka_consumer_groups_in_both_modes() {
     };
     let classic_info = info(&mut service, &classic).expect("info of the classic group");
     assert!(classic_info.contains("state=\"Stable\""), "{classic_info}");
+    // Everything Kafka wrote decodes (KIP-848 member records included).
+    let skipped: Vec<(String, f64)> = service
+        .metrics()
+        .into_iter()
+        .filter(|(k, v)| k.starts_with("kshard_offsets_records_skipped") && *v > 0.0)
+        .collect();
+    assert!(skipped.is_empty(), "records Kafka wrote were skipped: {skipped:?}");
     drop(service);
 
     let mut service = serve(&settings, ScrapeMode::AdminApi, &p);

@@ -240,13 +240,20 @@ pub struct ConsumerGroupMemberMetadataValue<'a> {
 }
 
 impl<'a> ClassicMemberMetadata<'a> {
-    /// Reads the tagged field's data: a presence byte, then the struct.
+    /// Reads the tagged field's data: a presence marker (an unsigned varint, 0
+    /// for null, 1 for present), then the struct. Kafka writes the tag with a 0
+    /// marker for every member of the consumer protocol: its generated writer
+    /// compares the field with an empty struct, not with null (read from the
+    /// `ConsumerGroupMemberMetadataValue` class of kafka-group-coordinator 4.4).
     fn decode(r: &mut Reader<'a>) -> Result<Option<Self>> {
         let start = r.position();
-        match r.i8("classic_member_metadata")? {
-            -1 => return Ok(None),
+        match r.uvarint("classic_member_metadata")? {
+            0 => return Ok(None),
             1 => {}
-            other => return Err(r.error("classic_member_metadata", start, ErrorKind::InvalidPresence(other))),
+            other => {
+                let marker = i64::from(other);
+                return Err(r.error("classic_member_metadata", start, ErrorKind::InvalidPresence(marker)));
+            }
         }
         let session_timeout_ms = r.i32("session_timeout_ms")?;
         let supported_protocols = r.array_of("supported_protocols", true, 3, |r| {
@@ -259,7 +266,7 @@ impl<'a> ClassicMemberMetadata<'a> {
     }
 
     fn encode(&self, w: &mut Writer<'_>) {
-        w.i8(1);
+        w.uvarint(1);
         w.i32(self.session_timeout_ms);
         w.array_of(&self.supported_protocols, true, |w, p| {
             w.string(&p.name, true);
@@ -300,9 +307,12 @@ impl<'a> ConsumerGroupMemberMetadataValue<'a> {
         w.nullable_string(self.subscribed_topic_regex.as_deref(), true);
         w.i32(self.rebalance_timeout_ms);
         w.nullable_string(self.server_assignor.as_deref(), true);
-        let tags: Vec<(u32, Vec<u8>)> =
-            self.classic_member_metadata.iter().map(|m| (0, tag_data(|t| m.encode(t)))).collect();
-        w.tagged_fields(&tags);
+        // As Kafka writes it: a null marker when the member has no classic metadata.
+        let classic = match &self.classic_member_metadata {
+            Some(m) => tag_data(|t| m.encode(t)),
+            None => vec![0],
+        };
+        w.tagged_fields(&[(0, classic)]);
     }
 }
 

@@ -70,9 +70,9 @@ pub enum ErrorKind {
         /// The size the field's type has.
         expected: usize,
     },
-    /// A nullable struct's presence marker was neither -1 nor 1.
+    /// A nullable struct's presence marker was neither null nor present.
     #[error("invalid presence marker {0}")]
-    InvalidPresence(i8),
+    InvalidPresence(i64),
 }
 
 /// A malformed `__consumer_offsets` record: which part, which field, at which byte.

@@ -199,3 +199,25 @@ fn hostile_counts_are_rejected_before_allocating() {
     assert_eq!(e.field, "members");
     assert!(matches!(e.kind, ErrorKind::UnexpectedEnd { .. }), "{e}");
 }
+
+#[test]
+fn kip848_member_metadata_as_written_by_kafka_4_4() {
+    // Read back from __consumer_offsets of an Apache Kafka 4.4.0 broker (KRaft)
+    // after a librdkafka 2.12.1 consumer joined group "g" with
+    // group.protocol=consumer, subscribed to topic "events". Kafka writes the
+    // ClassicMemberMetadata tag (0) with a null marker (varint 0) for members
+    // of the consumer protocol; kshard 0.1 misread that marker as an error.
+    let key = unhex("0005 0001 67 0001 6d");
+    let value =
+        unhex("0000 00 00 07 6b7368617264 0b 2f3132372e302e302e31 02 07 6576656e7473 01 000493e0 00 01 00 01 00");
+    let record = Record::decode(&key, Some(&value)).expect("decodes");
+    let Some(RecordValue::ConsumerGroupMemberMetadata(v)) = &record.value else { panic!("{record:?}") };
+    assert_eq!((v.client_id.as_ref(), v.client_host.as_ref()), ("kshard", "/127.0.0.1"));
+    assert_eq!(v.subscribed_topic_names, ["events"]);
+    assert_eq!(v.subscribed_topic_regex.as_deref(), Some(""));
+    assert_eq!(v.rebalance_timeout_ms, 300_000);
+    assert_eq!(v.server_assignor, None);
+    assert_eq!(v.classic_member_metadata, None);
+    // Encoding gives Kafka's bytes back.
+    assert_eq!(record.encode().1.as_deref(), Some(value.as_slice()));
+}
