@@ -73,10 +73,10 @@ impl Serve {
     fn ready_until(&mut self, what: &str, done: impl Fn(u16, &str) -> bool) -> String {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            if let Ok((status, body)) = http_get(&self.addr, "/ready") {
-                if done(status, &body) {
-                    return body;
-                }
+            if let Ok((status, body)) = http_get(&self.addr, "/ready")
+                && done(status, &body)
+            {
+                return body;
             }
             assert!(self.child.try_wait().expect("wait").is_none(), "kshard serve exited");
             assert!(Instant::now() < deadline, "{what}: not within 60 s");
