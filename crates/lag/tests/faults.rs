@@ -1,0 +1,217 @@
+//! Faults a real cluster has, against the real broker: the broker killed with
+//! SIGKILL and started again while kshard serves and while it catches up, a
+//! topic deleted live, a group deleted live (DeleteGroups), offsets expired by
+//! the broker, and the log cleaner compacting `__consumer_offsets` under a
+//! running kshard. kshard recovers by itself, says so on `/ready` while it
+//! cannot know, and ends with the lag Kafka's own tool reports.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use kshard_kafka::{Admin, ClientSettings, OffsetCommitter, RecordWriter, TopicSpec};
+use kshard_lag::service::ServeOptions;
+use kshard_testkit::{Broker, unique_name};
+
+fn fill(settings: &ClientSettings, topic: &str, partitions: i32, records: u32) {
+    let admin = Admin::new(settings, Duration::from_secs(30)).expect("admin");
+    admin.create_topic(&TopicSpec { name: topic.into(), partitions, replication: 1, configs: vec![] }).expect("topic");
+    produce(settings, topic, partitions, records);
+}
+
+fn produce(settings: &ClientSettings, topic: &str, partitions: i32, records: u32) {
+    let writer = RecordWriter::new(settings).expect("producer");
+    for p in 0..partitions {
+        for i in 0..records {
+            writer.send(topic, p, format!("k{i}").as_bytes(), Some(b"v")).expect("send");
+        }
+    }
+    writer.flush(Duration::from_secs(60)).expect("flush");
+}
+
+fn service(settings: &ClientSettings, prefix: &str, held: bool) -> TestService {
+    let options = ServeOptions {
+        watermark_interval: Duration::from_millis(200),
+        monitor: only(prefix),
+        ..ServeOptions::new(settings.clone())
+    };
+    TestService::start(options, held)
+}
+
+/// Waits until `/ready` answers `status`; returns the body.
+fn wait_status(service: &mut TestService, status: u16, what: &str, within: Duration) -> String {
+    let deadline = Instant::now() + within;
+    loop {
+        let (s, body) = service.get("/ready");
+        if s == status {
+            return body;
+        }
+        assert!(Instant::now() < deadline, "{what}: /ready did not answer {status} within {within:?}: {body}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Waits until kshard's lag equals what `kafka-consumer-groups` reports.
+fn agrees_with_kafka(service: &mut TestService, brokers: &str, prefix: &str, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let kafka = kafka_consumer_groups(brokers, prefix);
+        let ours = kshard_api_lag(service, prefix);
+        if !kafka.is_empty() && ours == kafka {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what}: kshard {ours:#?} != kafka {kafka:#?}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+#[test]
+fn broker_killed_while_serving_and_while_catching_up() {
+    let broker = Broker::start_private(&[]);
+    let settings = ClientSettings::new(broker.brokers());
+    let p = unique_name("fault-kill");
+    let topic = format!("{p}-t");
+    fill(&settings, &topic, 2, 30);
+    let group = format!("{p}-g");
+    let committer = OffsetCommitter::new(&settings, &group).expect("committer");
+    committer.commit(&[(&topic, 0, 10), (&topic, 1, 20)]).expect("commit");
+
+    let mut serving = service(&settings, &p, false);
+    serving.wait_ready();
+    agrees_with_kafka(&mut serving, broker.brokers(), &p, "before the kill");
+
+    // Killed while serving: within the staleness limit (10 s here) /ready says
+    // why, and no lag is exported as current.
+    broker.kill();
+    let body = wait_status(&mut serving, 503, "after SIGKILL", Duration::from_secs(60));
+    assert!(body.contains("watermarks are"), "the reason is stale watermarks: {body}");
+    let m = serving.metrics();
+    assert_eq!(m.get("kshard_data_current"), Some(&0.0));
+    assert!(!m.keys().any(|k| k.contains(&group)), "no stale lag series: {m:#?}");
+    let (status, _) = serving.get("/api/groups");
+    assert_eq!(status, 503, "the API does not serve stale lag");
+
+    // Another service starts catching up while the broker is down.
+    let mut catching_up = service(&settings, &p, false);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(catching_up.get("/ready").0, 503);
+
+    broker.resume();
+    committer.commit(&[(&topic, 0, 25)]).expect("commit after the restart");
+    for (s, what) in [(&mut serving, "serving"), (&mut catching_up, "catching up")] {
+        wait_status(s, 200, what, Duration::from_secs(90));
+        agrees_with_kafka(s, broker.brokers(), &p, what);
+    }
+}
+
+#[test]
+fn deleted_topics_and_groups_disappear() {
+    let broker = Broker::from_env_or_start();
+    let settings = ClientSettings::new(broker.brokers());
+    let p = unique_name("fault-delete");
+    let kept = format!("{p}-kept");
+    let doomed = format!("{p}-doomed");
+    fill(&settings, &kept, 1, 10);
+    fill(&settings, &doomed, 1, 10);
+    let reader = format!("{p}-reader");
+    let gone = format!("{p}-gone");
+    OffsetCommitter::new(&settings, &reader)
+        .expect("committer")
+        .commit(&[(&kept, 0, 3), (&doomed, 0, 4)])
+        .expect("commit");
+    OffsetCommitter::new(&settings, &gone).expect("committer").commit(&[(&kept, 0, 1)]).expect("commit");
+
+    let mut s = service(&settings, &p, false);
+    s.wait_ready();
+    let lag_of = |group: &str, topic: &str| {
+        format!(
+            "kshard_kafka_consumer_group_topic_partition_lag{{group_id=\"{group}\",topic_name=\"{topic}\",partition_id=\"0\"}}"
+        )
+    };
+    s.eventually("every series", |m| {
+        m.get(&lag_of(&reader, &doomed)) == Some(&6.0) && m.get(&lag_of(&gone, &kept)) == Some(&9.0)
+    });
+
+    let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
+    assert!(admin.delete_topic(&doomed).expect("delete topic"));
+    s.eventually("the deleted topic's series disappear", |m| {
+        !m.keys().any(|k| k.contains(&format!("\"{doomed}\""))) && m.get(&lag_of(&reader, &kept)) == Some(&7.0)
+    });
+    admin.delete_group(&gone).expect("DeleteGroups");
+    s.eventually("the deleted group disappears", |m| !m.keys().any(|k| k.contains(&format!("\"{gone}\""))));
+    let (_, body) = s.get("/api/groups");
+    assert!(!body.contains(&format!("\"{gone}\"")), "nor is it in the API: {body}");
+}
+
+#[test]
+fn offsets_the_broker_expires_are_removed() {
+    // Kafka expires the offsets of a group without members once they are older
+    // than offsets.retention.minutes, writing tombstones.
+    let broker = Broker::start_private(&["offsets.retention.minutes=1", "offsets.retention.check.interval.ms=1000"]);
+    let settings = ClientSettings::new(broker.brokers());
+    let p = unique_name("fault-expiry");
+    let topic = format!("{p}-t");
+    fill(&settings, &topic, 1, 10);
+    let group = format!("{p}-g");
+    OffsetCommitter::new(&settings, &group).expect("committer").commit(&[(&topic, 0, 2)]).expect("commit");
+    let mut s = service(&settings, &p, false);
+    s.wait_ready();
+    let lag = format!(
+        "kshard_kafka_consumer_group_topic_partition_lag{{group_id=\"{group}\",topic_name=\"{topic}\",partition_id=\"0\"}}"
+    );
+    s.eventually("the group's lag", |m| m.get(&lag) == Some(&8.0));
+    let deadline = Instant::now() + Duration::from_secs(150);
+    loop {
+        let m = s.metrics();
+        if !m.keys().any(|k| k.contains(&group)) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the expired offsets are still reported: {m:#?}");
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    assert!(kafka_consumer_groups(broker.brokers(), &p).is_empty(), "Kafka forgot the group too");
+}
+
+#[test]
+fn compaction_of_consumer_offsets_changes_no_lag() {
+    // Segments of __consumer_offsets roll every 10 s (scripts/broker.sh), and
+    // the cleaner runs every second: keep committing for long enough that it
+    // compacts what kshard reads while kshard runs.
+    let broker = Broker::start_private(&["log.roll.ms=2000"]);
+    let settings = ClientSettings::new(broker.brokers());
+    let p = unique_name("fault-compact");
+    let topic = format!("{p}-t");
+    fill(&settings, &topic, 4, 1000);
+    let groups: Vec<String> = (0..5).map(|g| format!("{p}-g{g}")).collect();
+    let committers: Vec<OffsetCommitter> =
+        groups.iter().map(|g| OffsetCommitter::new(&settings, g).expect("committer")).collect();
+    let mut s = service(&settings, &p, false);
+    s.wait_ready();
+    let started = Instant::now();
+    let mut round = 0i64;
+    while started.elapsed() < Duration::from_secs(12) {
+        for c in &committers {
+            let offsets: Vec<(&str, i32, i64)> = (0..4).map(|part| (topic.as_str(), part, round % 1000)).collect();
+            c.commit(&offsets).expect("commit");
+        }
+        round += 1;
+    }
+    let written = round * 5 * 4;
+    agrees_with_kafka(&mut s, broker.brokers(), &p, "after compaction");
+    // The cleaner did remove superseded commits: a fresh read sees fewer records.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let fresh = service(&settings, &p, false);
+        let mut fresh = fresh;
+        fresh.wait_ready();
+        agrees_with_kafka(&mut fresh, broker.brokers(), &p, "a fresh read of the compacted log");
+        let m = fresh.metrics();
+        let read = m.get("kshard_exporter_offset_consumer_records_consumed_total").copied().unwrap_or(f64::MAX);
+        if read < written as f64 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the cleaner never compacted: {read} records read of {written} written");
+        std::thread::sleep(Duration::from_secs(2));
+    }
+}
