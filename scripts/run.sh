@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The main job, from a fresh machine: installs what is missing, starts a local
-# Apache Kafka broker (KRaft) on 127.0.0.1, creates demo consumer groups that
-# commit through the group coordinator (topics with data, groups with lag),
-# runs three real consumer groups that join and read, and runs the lag monitor
-# until Ctrl-C. The broker is stopped by PID when the script ends.
+# Apache Kafka broker (KRaft) on 127.0.0.1, creates 50 groups that commit
+# through the group coordinator (topics with data, groups with lag), starts
+# live demo groups of every kind (`kshard demo`: producers; classic groups
+# keeping up and falling behind; a KIP-848 group; a transactional one that
+# aborts every fifth commit; a stalled one), and runs the lag monitor until
+# Ctrl-C. The broker and the demo are stopped by PID when the script ends.
 # Usage: scripts/run.sh [kshard serve options]   (listens on $KSHARD_LISTEN, default 127.0.0.1:9308)
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$KSHARD_ROOT"
@@ -21,8 +23,12 @@ set -a
 eval "$broker_env"
 set +a
 
-log "creating demo consumer groups (commits through the group coordinator)"
-"$kshard" loadgen --groups 50 --partitions 3 --rounds 5 --topics 5 --real-groups 3 --prefix demo
+log "creating 50 groups (commits through the group coordinator)"
+"$kshard" loadgen --groups 50 --partitions 3 --rounds 5 --topics 5 --real-groups 3 --prefix static
+log "starting live demo groups (kshard demo)"
+"$kshard" demo --brokers "$KSHARD_BROKERS" &
+demo_pid=$!
+trap 'kill -TERM "$demo_pid" 2>/dev/null; "$KSHARD_ROOT/scripts/broker.sh" stop' EXIT
 
 listen="${KSHARD_LISTEN:-127.0.0.1:9308}"
 cat >&2 <<MSG
@@ -40,5 +46,5 @@ MSG
 # In the background, so that a TERM to this script stops the monitor too.
 "$kshard" serve --brokers "$KSHARD_BROKERS" --listen "$listen" --watermark-interval-seconds 2 "$@" &
 serve_pid=$!
-trap 'kill -TERM "$serve_pid" 2>/dev/null; wait "$serve_pid" 2>/dev/null; "$KSHARD_ROOT/scripts/broker.sh" stop' EXIT
+trap 'kill -TERM "$serve_pid" "$demo_pid" 2>/dev/null; wait "$serve_pid" 2>/dev/null; "$KSHARD_ROOT/scripts/broker.sh" stop' EXIT
 wait "$serve_pid"

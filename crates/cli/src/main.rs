@@ -7,6 +7,7 @@
 //! - `kshard serve`: the lag monitor.
 
 mod bench;
+mod demo;
 mod loadgen;
 mod loadgen_write;
 mod offsets_dump;
@@ -45,6 +46,15 @@ enum Command {
     Offsets {
         #[command(subcommand)]
         command: OffsetsCommand,
+    },
+    /// Run live demo consumer groups of every kind (classic, KIP-848,
+    /// transactional, stalled) with producers, until killed or for --seconds.
+    Demo {
+        #[command(flatten)]
+        brokers: serve_config::KafkaArgs,
+        /// Stop after this many seconds (default: run until killed).
+        #[arg(long)]
+        seconds: Option<u64>,
     },
     /// Write a realistic load into a broker: commits of many groups through the
     /// group coordinator (Kafka writes __consumer_offsets), or with
@@ -129,6 +139,7 @@ fn main() -> ExitCode {
             brokers.target().and_then(|t| loadgen_write::run(&t, &shape, offsets_partitions))
         }
         Command::Serve { args } => serve::serve(&args),
+        Command::Demo { brokers, seconds } => brokers.target().and_then(|t| demo::run(&t.settings, seconds)),
         Command::Bench { command: BenchCommand::Drain { brokers } } => {
             brokers.target().and_then(|t| bench::drain(&t)).map(|n| println!("{n}"))
         }

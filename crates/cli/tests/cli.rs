@@ -239,3 +239,19 @@ fn serve_stops_cleanly_on_sigterm() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+#[test]
+fn demo_runs_groups_of_every_kind_through_the_broker() {
+    let broker = kshard_testkit::Broker::start_private(&[]);
+    let out = kshard(&["demo", "--brokers", broker.brokers(), "--seconds", "8"]);
+    assert!(out.status.success(), "demo failed: {}", String::from_utf8_lossy(&out.stderr));
+    let described = kshard_testkit::kafka_tool(
+        "consumer-groups",
+        &["--bootstrap-server", broker.brokers(), "--describe", "--all-groups", "--timeout", "30000"],
+    );
+    for group in
+        ["demo-orders-fast", "demo-orders-slow", "demo-clicks-kip848", "demo-payments-txn", "demo-clicks-stalled"]
+    {
+        assert!(described.contains(group), "{group} committed: {described}");
+    }
+}

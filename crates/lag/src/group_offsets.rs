@@ -13,7 +13,9 @@
 
 use std::sync::Arc;
 
-use kshard_offsets::{DecodeError, GroupMetadataValue, OffsetCommitValue, Record, RecordKey, RecordType, RecordValue};
+use kshard_offsets::{
+    DecodeError, GroupMetadataValue, OffsetCommitValue, Record, RecordKey, RecordType, RecordValue, Uuid,
+};
 
 use crate::names::{FastMap, Names};
 
@@ -41,8 +43,12 @@ pub struct Member {
     pub client_id: Box<str>,
     /// The client host.
     pub client_host: Box<str>,
-    /// The partitions assigned to the member, by topic (consumer protocol only).
+    /// The partitions assigned to the member, by topic name (consumer protocol;
+    /// for KIP-848 members, the assigned topics whose names are known).
     pub assignment: Vec<(Arc<str>, Vec<i32>)>,
+    /// A KIP-848 member's assignment as the log has it, by topic id; resolved
+    /// into `assignment` through the topic ids offset commits carry.
+    pub assignment_by_id: Vec<(Uuid, Vec<i32>)>,
 }
 
 /// A group's metadata.
@@ -213,6 +219,9 @@ impl Skipped {
 pub struct GroupOffsets {
     groups: FastMap<Arc<str>, Group>,
     names: Names,
+    /// Topic names by id, as offset commits (v4, Kafka 4.1+) carry both: how
+    /// KIP-848 assignments, which name topics by id only, are shown by name.
+    topic_ids: FastMap<Uuid, Arc<str>>,
     /// The next offset to read from this partition (`None` before the first record).
     next_offset: Option<i64>,
 }
@@ -231,6 +240,11 @@ impl GroupOffsets {
     pub fn apply(&mut self, record: &Record<'_>) -> Applied {
         match (&record.key, &record.value) {
             (RecordKey::OffsetCommit { key, .. }, Some(RecordValue::OffsetCommit(v))) => {
+                if let Some(id) = v.topic_id
+                    && !self.topic_ids.contains_key(&id)
+                {
+                    self.learn_topic_id(id, &key.topic);
+                }
                 let group = match self.groups.get_mut(&*key.group) {
                     Some(g) => g,
                     None => self.groups.entry(self.names.intern(&key.group)).or_default(),
@@ -291,19 +305,70 @@ impl GroupOffsets {
                     reported_state: None,
                 });
                 let members = info.members.get_or_insert_with(Vec::new);
-                members.retain(|m| *m.member_id != *key.member_id);
+                let previous = members.iter().position(|m| *m.member_id == *key.member_id).map(|i| members.remove(i));
                 if let Some(RecordValue::ConsumerGroupMemberMetadata(m)) = value {
+                    // The assignment is a record of its own (type 7): keep it.
+                    let (assignment, assignment_by_id) =
+                        previous.map(|p| (p.assignment, p.assignment_by_id)).unwrap_or_default();
                     members.push(Member {
                         member_id: key.member_id.as_ref().into(),
                         group_instance_id: m.instance_id.as_deref().map(Into::into),
                         client_id: m.client_id.as_ref().into(),
                         client_host: m.client_host.as_ref().into(),
-                        assignment: Vec::new(),
+                        assignment,
+                        assignment_by_id,
                     });
                 }
                 Applied::ConsumerGroupMember
             }
+            (RecordKey::ConsumerGroupCurrentMemberAssignment(key), value) => {
+                let by_id: Vec<(Uuid, Vec<i32>)> = match value {
+                    Some(RecordValue::ConsumerGroupCurrentMemberAssignment(a)) => {
+                        a.assigned_partitions.iter().map(|t| (t.topic_id, t.partitions.clone())).collect()
+                    }
+                    _ => Vec::new(),
+                };
+                let assignment = self.resolve(&by_id);
+                // Only for a member the group has: a tombstone or an assignment of a
+                // member already gone creates nothing.
+                if let Some(member) = self
+                    .groups
+                    .get_mut(&*key.group_id)
+                    .and_then(|g| g.info.as_mut())
+                    .and_then(|i| i.members.as_mut())
+                    .and_then(|ms| ms.iter_mut().find(|m| *m.member_id == *key.member_id))
+                {
+                    member.assignment = assignment;
+                    member.assignment_by_id = by_id;
+                }
+                Applied::ConsumerGroupMember
+            }
             (key, _) => Applied::Ignored(key.record_type()),
+        }
+    }
+
+    /// The assignment by topic name, for the topics whose names are known.
+    fn resolve(&mut self, by_id: &[(Uuid, Vec<i32>)]) -> Vec<(Arc<str>, Vec<i32>)> {
+        by_id
+            .iter()
+            .filter_map(|(id, partitions)| self.topic_ids.get(id).map(|name| (Arc::clone(name), partitions.clone())))
+            .collect()
+    }
+
+    /// Records a topic id first seen, and names it in the assignments that
+    /// were waiting for it (rare: once per topic).
+    fn learn_topic_id(&mut self, id: Uuid, topic: &str) {
+        let name = self.names.intern(topic);
+        self.topic_ids.insert(id, Arc::clone(&name));
+        for group in self.groups.values_mut() {
+            let Some(members) = group.info.as_mut().and_then(|i| i.members.as_mut()) else { continue };
+            for m in members.iter_mut() {
+                if let Some((_, partitions)) = m.assignment_by_id.iter().find(|(i, _)| *i == id)
+                    && !m.assignment.iter().any(|(t, _)| **t == *topic)
+                {
+                    m.assignment.push((Arc::clone(&name), partitions.clone()));
+                }
+            }
         }
     }
 
@@ -344,6 +409,7 @@ impl GroupOffsets {
                     client_id: m.client_id.as_ref().into(),
                     client_host: m.client_host.as_ref().into(),
                     assignment,
+                    assignment_by_id: Vec::new(),
                 }
             })
             .collect();
@@ -382,6 +448,9 @@ impl GroupOffsets {
 
     /// Drops interned names nothing refers to any more; call now and then.
     pub fn sweep_names(&mut self) -> usize {
+        // A topic id whose name only the interner and this map hold belongs to
+        // a topic no group refers to any more.
+        self.topic_ids.retain(|_, name| Arc::strong_count(name) > 2);
         self.names.sweep()
     }
 

@@ -175,3 +175,71 @@ fn bad_input_is_skipped_with_a_reason_and_the_position_moves() {
     apply(&mut s, 6, &commit("g", "t", i32::MAX, 1)).expect("applies");
     assert_eq!(s.offset_count(), 0);
 }
+
+fn kip848_member(group: &str, member: &str) -> Record<'static> {
+    Record {
+        key: RecordKey::ConsumerGroupMemberMetadata(MemberKey {
+            group_id: group.to_owned().into(),
+            member_id: member.to_owned().into(),
+        }),
+        value: Some(RecordValue::ConsumerGroupMemberMetadata(ConsumerGroupMemberMetadataValue {
+            version: 0,
+            instance_id: None,
+            rack_id: None,
+            client_id: "c".into(),
+            client_host: "/127.0.0.1".into(),
+            subscribed_topic_names: vec!["events".into()],
+            subscribed_topic_regex: None,
+            rebalance_timeout_ms: 30_000,
+            server_assignor: None,
+            classic_member_metadata: None,
+        })),
+    }
+}
+
+fn kip848_assignment(group: &str, member: &str, topic_id: Uuid, partitions: Vec<i32>) -> Record<'static> {
+    Record {
+        key: RecordKey::ConsumerGroupCurrentMemberAssignment(MemberKey {
+            group_id: group.to_owned().into(),
+            member_id: member.to_owned().into(),
+        }),
+        value: Some(RecordValue::ConsumerGroupCurrentMemberAssignment(ConsumerGroupCurrentMemberAssignmentValue {
+            version: 0,
+            member_epoch: 2,
+            previous_member_epoch: 1,
+            state: 0,
+            assigned_partitions: vec![TopicIdPartitions { topic_id, partitions, assignment_epochs: None }],
+            partitions_pending_revocation: vec![],
+        })),
+    }
+}
+
+fn assignment_of(unit: &GroupOffsets, group: &str) -> Vec<(String, Vec<i32>)> {
+    let info = unit.group(group).and_then(|g| g.info.as_ref()).expect("group info");
+    info.members().iter().flat_map(|m| m.assignment.iter().map(|(t, p)| (t.to_string(), p.clone()))).collect()
+}
+
+#[test]
+fn kip848_assignments_are_named_through_the_topic_ids_of_offset_commits() {
+    let id = Uuid([9; 16]);
+    let mut unit = GroupOffsets::default();
+    unit.apply(&kip848_member("g", "m1"));
+    unit.apply(&kip848_assignment("g", "m1", id, vec![0, 1]));
+    assert_eq!(assignment_of(&unit, "g"), [], "the id is not known yet");
+    // An offset commit (v4) names the topic of that id: the assignment resolves.
+    let value = OffsetCommitValue { topic_id: Some(id), ..OffsetCommitValue::new(4, 5, 77) };
+    unit.apply(&Record::offset_commit("other-group", "events", 0, Some(value)));
+    assert_eq!(assignment_of(&unit, "g"), [("events".to_owned(), vec![0, 1])]);
+    // A new member record keeps the assignment; a new assignment replaces it;
+    // a tombstone of the assignment clears it.
+    unit.apply(&kip848_member("g", "m1"));
+    assert_eq!(assignment_of(&unit, "g"), [("events".to_owned(), vec![0, 1])]);
+    unit.apply(&kip848_assignment("g", "m1", id, vec![1]));
+    assert_eq!(assignment_of(&unit, "g"), [("events".to_owned(), vec![1])]);
+    let key = kip848_assignment("g", "m1", id, vec![]).key;
+    unit.apply(&Record { key, value: None });
+    assert_eq!(assignment_of(&unit, "g"), []);
+    // An assignment of a member the group does not have creates nothing.
+    unit.apply(&kip848_assignment("h", "ghost", id, vec![0]));
+    assert!(unit.group("h").is_none());
+}

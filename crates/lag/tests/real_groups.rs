@@ -116,6 +116,14 @@ fn lag_of_real_groups_equals_kafka_consumer_groups_in_both_modes() {
     };
     let classic_info = info(&mut service, &classic).expect("info of the classic group");
     assert!(classic_info.contains("state=\"Stable\""), "{classic_info}");
+    // The KIP-848 group's member and its assignment (by topic id in the log,
+    // named through the ids offset commits carry), like a classic group's.
+    let m = service.metrics();
+    assert_eq!(m.get(&format!("kshard_kafka_consumer_group_members{{group_id=\"{kip848}\"}}")), Some(&1.0));
+    let assigned = format!(
+        "kshard_kafka_consumer_group_topic_assigned_partitions{{group_id=\"{kip848}\",topic_name=\"{events}\"}}"
+    );
+    assert_eq!(m.get(&assigned), Some(&2.0), "{m:#?}");
     // Everything Kafka wrote decodes (KIP-848 member records included).
     let skipped: Vec<(String, f64)> = service
         .metrics()

@@ -1,0 +1,128 @@
+//! `kshard demo`: live consumer groups of every kind against a broker, until
+//! interrupted — what `scripts/run.sh` shows the lag monitor. Producers keep
+//! writing to three topics, and groups read and commit through the group
+//! coordinator:
+//!
+//! - `demo-orders-fast` (classic protocol) keeps up: lag near zero;
+//! - `demo-orders-slow` (classic) reads 20 records/s of 60: lag grows;
+//! - `demo-clicks-kip848` (KIP-848, `group.protocol=consumer`) keeps up;
+//! - `demo-payments-txn` commits inside transactions (as an exactly-once
+//!   processor does), aborting every fifth: aborted commits never count;
+//! - `demo-clicks-stalled` (no members) committed once and stopped: lag grows.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use kshard_kafka::{
+    Admin, ClientSettings, GroupConsumer, GroupProtocol, OffsetCommitter, OffsetSpec, RecordWriter, TopicSpec,
+    TransactionEnd, TransactionalCommitter,
+};
+
+/// The demo's topics: name, partitions, records produced per second.
+const TOPICS: [(&str, i32, u32); 3] = [("demo-orders", 6, 60), ("demo-payments", 3, 20), ("demo-clicks", 4, 200)];
+
+/// Runs the demo for `seconds` (until killed when `None`).
+pub(crate) fn run(settings: &ClientSettings, seconds: Option<u64>) -> Result<()> {
+    let admin = Admin::new(settings, Duration::from_secs(30))?;
+    admin.check_access()?;
+    for (name, partitions, _) in TOPICS {
+        let spec = TopicSpec { name: name.into(), partitions, replication: 1, configs: vec![] };
+        admin.create_topic(&spec)?;
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    if let Some(seconds) = seconds {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(seconds));
+            stop.store(true, Ordering::Relaxed);
+        });
+    }
+    std::thread::scope(|scope| -> Result<()> {
+        let workers = vec![
+            scope.spawn(|| produce(settings, &stop)),
+            scope.spawn(|| consume(settings, &stop, "demo-orders-fast", "demo-orders", GroupProtocol::Classic, 1000)),
+            scope.spawn(|| consume(settings, &stop, "demo-orders-slow", "demo-orders", GroupProtocol::Classic, 20)),
+            scope
+                .spawn(|| consume(settings, &stop, "demo-clicks-kip848", "demo-clicks", GroupProtocol::Consumer, 1000)),
+            scope.spawn(|| transactional(settings, &stop)),
+            scope.spawn(|| stalled(settings)),
+        ];
+        eprintln!("kshard demo: producing to {} topics; 5 groups reading and committing", TOPICS.len());
+        for w in workers {
+            w.join().map_err(|_| anyhow::anyhow!("a demo thread panicked"))??;
+        }
+        Ok(())
+    })
+}
+
+fn produce(settings: &ClientSettings, stop: &AtomicBool) -> Result<()> {
+    let writer = RecordWriter::new(settings)?;
+    let mut n = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let started = Instant::now();
+        for (topic, partitions, per_second) in TOPICS {
+            for i in 0..per_second / 10 {
+                let partition = ((n + u64::from(i)) % partitions as u64) as i32;
+                writer.send(topic, partition, format!("key-{n}-{i}").as_bytes(), Some(b"demo"))?;
+            }
+        }
+        n += 1;
+        writer.flush(Duration::from_secs(30))?;
+        std::thread::sleep(Duration::from_millis(100).saturating_sub(started.elapsed()));
+    }
+    Ok(())
+}
+
+/// A member of `group` reading up to `per_second` records a second and
+/// committing what it read every second.
+fn consume(
+    settings: &ClientSettings,
+    stop: &AtomicBool,
+    group: &str,
+    topic: &str,
+    protocol: GroupProtocol,
+    per_second: usize,
+) -> Result<()> {
+    let member = GroupConsumer::with_protocol(settings, group, &[topic], protocol)?;
+    while !stop.load(Ordering::Relaxed) {
+        let started = Instant::now();
+        member.consume(per_second, Duration::from_secs(1))?;
+        if let Err(e) = member.commit() {
+            // Nothing read yet, or a rebalance: the next round commits.
+            tracing::debug!(group, error = %e, "commit");
+        }
+        std::thread::sleep(Duration::from_secs(1).saturating_sub(started.elapsed()));
+    }
+    Ok(())
+}
+
+/// Commits offsets of `demo-payments` inside transactions, a little behind the
+/// end of each partition, every two seconds; every fifth transaction aborts.
+fn transactional(settings: &ClientSettings, stop: &AtomicBool) -> Result<()> {
+    let (topic, partitions, _) = TOPICS[1];
+    let committer =
+        TransactionalCommitter::new(settings, "demo-payments-txn-1", "demo-payments-txn", Duration::from_secs(60))?;
+    let admin = Admin::new(settings, Duration::from_secs(30))?;
+    let keys: Vec<(String, i32)> = (0..partitions).map(|p| (topic.to_owned(), p)).collect();
+    let mut round = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let ends = admin.list_offsets(&keys, OffsetSpec::Latest)?;
+        let offsets: Vec<(&str, i32, i64)> =
+            keys.iter().filter_map(|k| ends.get(k).map(|end| (topic, k.1, (end - 5).max(0)))).collect();
+        let end = if round % 5 == 4 { TransactionEnd::Abort } else { TransactionEnd::Commit };
+        committer.commit(&offsets, end).context("transactional commit")?;
+        round += 1;
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    Ok(())
+}
+
+/// A group that committed once and stopped.
+fn stalled(settings: &ClientSettings) -> Result<()> {
+    let (topic, partitions, _) = TOPICS[2];
+    let offsets: Vec<(&str, i32, i64)> = (0..partitions).map(|p| (topic, p, 0)).collect();
+    OffsetCommitter::new(settings, "demo-clicks-stalled")?.commit(&offsets)?;
+    Ok(())
+}
