@@ -121,12 +121,18 @@ impl Admin {
 
     /// Every consumer group of the cluster (ListGroups on every broker).
     pub fn list_groups(&self) -> Result<Vec<crate::groups::GroupListing>> {
-        crate::groups::list_groups(self.admin.inner().native_ptr(), self.timeout)
+        crate::groups::list_groups(&self.admin, self.timeout)
+    }
+
+    /// The state, assignor and members of each group (DescribeGroups, or
+    /// ConsumerGroupDescribe for KIP-848 groups).
+    pub fn describe_groups(&self, groups: &[String]) -> Result<Vec<crate::groups::GroupDescription>> {
+        crate::groups::describe_groups(&self.admin, groups, self.timeout)
     }
 
     /// The committed offsets of each group (OffsetFetch for all its partitions).
     pub fn group_offsets(&self, groups: &[String]) -> Result<Vec<crate::groups::GroupOffsets>> {
-        crate::groups::group_offsets(self.admin.inner().native_ptr(), groups, self.timeout)
+        crate::groups::group_offsets(&self.admin, groups, self.timeout)
     }
 
     /// Deletes a consumer group (DeleteGroups): Kafka writes tombstones for its

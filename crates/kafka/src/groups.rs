@@ -1,8 +1,10 @@
-//! Consumer groups through the Admin API — ListGroups and OffsetFetch — for
-//! clusters whose `__consumer_offsets` cannot be read (`scrape_mode: admin_api`).
+//! Consumer groups through the Admin API — ListGroups, DescribeGroups and
+//! OffsetFetch — for clusters whose `__consumer_offsets` cannot be read
+//! (`scrape_mode: admin_api`).
 //!
-//! The rdkafka crate does not wrap librdkafka's `ListConsumerGroups` and
-//! `ListConsumerGroupOffsets`, so this module calls them directly. Its only
+//! The rdkafka crate does not wrap librdkafka's `ListConsumerGroups`,
+//! `DescribeConsumerGroups` and `ListConsumerGroupOffsets`, so this module calls
+//! them directly, through the client handle of a live [`AdminClient`]. Its only
 //! alternative, `rd_kafka_list_groups`, also sends DescribeGroups for every group,
 //! which costs a request per group and which some brokers do not answer. Going
 //! through librdkafka keeps TLS, SASL and retries the same as every other client.
@@ -15,10 +17,14 @@
 use std::ffi::{CStr, CString, c_char};
 use std::time::{Duration, Instant};
 
+use rdkafka::admin::AdminClient;
 use rdkafka_sys as sys;
-use sys::rd_kafka_t as RDKafkaType;
 
+use crate::context::KshardContext;
 use crate::error::{Error, Result};
+
+/// A live admin client: its handle stays valid for the borrow.
+type Client = AdminClient<KshardContext>;
 
 /// One group as ListGroups reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,19 +83,25 @@ fn string(ptr: *const c_char) -> String {
     unsafe { CStr::from_ptr(ptr) }.to_string_lossy().into_owned()
 }
 
-fn new_queue(rk: *mut RDKafkaType) -> Queue {
-    // SAFETY: `rk` is a live client handle owned by the caller's AdminClient.
-    Queue(unsafe { sys::rd_kafka_queue_new(rk) })
+fn new_queue(client: &Client) -> Queue {
+    // SAFETY: the handle belongs to `client`, which is alive for the borrow.
+    Queue(unsafe { sys::rd_kafka_queue_new(client.inner().native_ptr()) })
 }
 
-fn new_options(rk: *mut RDKafkaType, op: sys::rd_kafka_admin_op_t, timeout: Duration) -> Options {
-    // SAFETY: `rk` is live; the options are destroyed by the guard.
-    let options = Options(unsafe { sys::rd_kafka_AdminOptions_new(rk, op) });
+fn new_options(client: &Client, op: sys::rd_kafka_admin_op_t, timeout: Duration, step: &str) -> Result<Options> {
+    // SAFETY: the handle is live; the options are destroyed by the guard.
+    let options = Options(unsafe { sys::rd_kafka_AdminOptions_new(client.inner().native_ptr(), op) });
     let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
     let mut errstr = [0 as c_char; 256];
     // SAFETY: `options` is live; errstr is a writable buffer of the given size.
-    unsafe { sys::rd_kafka_AdminOptions_set_request_timeout(options.0, ms, errstr.as_mut_ptr(), errstr.len()) };
-    options
+    let code =
+        unsafe { sys::rd_kafka_AdminOptions_set_request_timeout(options.0, ms, errstr.as_mut_ptr(), errstr.len()) };
+    if code != sys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+        // SAFETY: librdkafka NUL-terminates what it writes into errstr.
+        let message = unsafe { CStr::from_ptr(errstr.as_ptr()) }.to_string_lossy().into_owned();
+        return Err(Error::Refused { step: format!("{step}: setting the request timeout"), message });
+    }
+    Ok(options)
 }
 
 /// Waits for the next result event on `queue` until `deadline`.
@@ -120,12 +132,12 @@ fn event_error(ev: &Event) -> Option<String> {
 }
 
 /// ListGroups on every broker.
-pub(crate) fn list_groups(rk: *mut RDKafkaType, timeout: Duration) -> Result<Vec<GroupListing>> {
+pub(crate) fn list_groups(client: &Client, timeout: Duration) -> Result<Vec<GroupListing>> {
     let step = "listing consumer groups";
-    let queue = new_queue(rk);
-    let options = new_options(rk, sys::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPS, timeout);
+    let queue = new_queue(client);
+    let options = new_options(client, sys::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPS, timeout, step)?;
     // SAFETY: all handles are live; the result arrives on `queue`.
-    unsafe { sys::rd_kafka_ListConsumerGroups(rk, options.0, queue.0) };
+    unsafe { sys::rd_kafka_ListConsumerGroups(client.inner().native_ptr(), options.0, queue.0) };
     let ev = poll(&queue, Instant::now() + timeout + Duration::from_secs(1), step)?;
     if let Some(message) = event_error(&ev) {
         return Err(Error::Refused { step: step.to_owned(), message });
@@ -163,10 +175,12 @@ pub(crate) fn list_groups(rk: *mut RDKafkaType, timeout: Duration) -> Result<Vec
 
 /// OffsetFetch of every committed offset of each group (one request per group,
 /// all in flight at once).
-pub(crate) fn group_offsets(rk: *mut RDKafkaType, groups: &[String], timeout: Duration) -> Result<Vec<GroupOffsets>> {
+pub(crate) fn group_offsets(client: &Client, groups: &[String], timeout: Duration) -> Result<Vec<GroupOffsets>> {
     let step = "fetching committed offsets of consumer groups";
-    let queue = new_queue(rk);
-    let options = new_options(rk, sys::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPOFFSETS, timeout);
+    let rk = client.inner().native_ptr();
+    let queue = new_queue(client);
+    let options =
+        new_options(client, sys::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPOFFSETS, timeout, step)?;
     let mut sent = 0usize;
     let mut out = Vec::with_capacity(groups.len());
     for group in groups {
@@ -224,4 +238,120 @@ pub(crate) fn group_offsets(rk: *mut RDKafkaType, groups: &[String], timeout: Du
         }
     }
     Ok(out)
+}
+
+/// A member of a group, as DescribeGroups reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberDescription {
+    /// The member id.
+    pub member_id: String,
+    /// The static membership id, if any.
+    pub group_instance_id: Option<String>,
+    /// The client id.
+    pub client_id: String,
+    /// The client host.
+    pub host: String,
+    /// The partitions assigned to it: topic and partition.
+    pub assignment: Vec<(String, i32)>,
+}
+
+/// A group as DescribeGroups (or ConsumerGroupDescribe) reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupDescription {
+    /// The group id.
+    pub group_id: String,
+    /// `Stable`, `PreparingRebalance`, `CompletingRebalance`, `Empty`, `Dead`, …
+    pub state: String,
+    /// The assignor (`range`, `uniform`, …), when chosen.
+    pub assignor: String,
+    /// The members.
+    pub members: Vec<MemberDescription>,
+    /// The error the broker gave for this group, if any.
+    pub error: Option<String>,
+}
+
+/// Copies a partition list owned by librdkafka.
+///
+/// # Safety
+/// `list` is null or points to a live partition list.
+unsafe fn partitions(list: *const sys::rd_kafka_topic_partition_list_t) -> Vec<(String, i32)> {
+    if list.is_null() {
+        return Vec::new();
+    }
+    // SAFETY: the caller guarantees the list is live; `elems` holds `cnt` entries.
+    unsafe {
+        let n = usize::try_from((*list).cnt).unwrap_or(0);
+        (0..n).map(|j| &*(*list).elems.add(j)).map(|e| (string(e.topic), e.partition)).collect()
+    }
+}
+
+/// DescribeGroups of `groups`, in one request per coordinator.
+pub(crate) fn describe_groups(client: &Client, groups: &[String], timeout: Duration) -> Result<Vec<GroupDescription>> {
+    let step = "describing consumer groups";
+    if groups.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<CString> = groups.iter().filter_map(|g| CString::new(g.as_str()).ok()).collect();
+    let mut pointers: Vec<*const c_char> = ids.iter().map(|c| c.as_ptr()).collect();
+    let queue = new_queue(client);
+    let options =
+        new_options(client, sys::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_DESCRIBECONSUMERGROUPS, timeout, step)?;
+    // SAFETY: the handles are live; librdkafka copies the group ids, which
+    // outlive the call anyway; the result arrives on `queue`.
+    unsafe {
+        sys::rd_kafka_DescribeConsumerGroups(
+            client.inner().native_ptr(),
+            pointers.as_mut_ptr(),
+            pointers.len(),
+            options.0,
+            queue.0,
+        )
+    };
+    let ev = poll(&queue, Instant::now() + timeout + Duration::from_secs(1), step)?;
+    if let Some(message) = event_error(&ev) {
+        return Err(Error::Refused { step: step.to_owned(), message });
+    }
+    // SAFETY: the event is a DescribeConsumerGroups result (the only request on
+    // this queue); descriptions, members and lists belong to the event, which
+    // outlives the copies made here.
+    unsafe {
+        let result = sys::rd_kafka_event_DescribeConsumerGroups_result(ev.0);
+        if result.is_null() {
+            return Err(Error::Refused { step: step.to_owned(), message: "unexpected event".into() });
+        }
+        let mut count = 0usize;
+        let descriptions = sys::rd_kafka_DescribeConsumerGroups_result_groups(result, &mut count);
+        let mut out = Vec::with_capacity(count);
+        for i in 0..count {
+            let d = *descriptions.add(i);
+            let error = sys::rd_kafka_ConsumerGroupDescription_error(d);
+            let members = (0..sys::rd_kafka_ConsumerGroupDescription_member_count(d))
+                .map(|j| sys::rd_kafka_ConsumerGroupDescription_member(d, j))
+                .filter(|m| !m.is_null())
+                .map(|m| {
+                    let assignment = sys::rd_kafka_MemberDescription_assignment(m);
+                    let instance = sys::rd_kafka_MemberDescription_group_instance_id(m);
+                    MemberDescription {
+                        member_id: string(sys::rd_kafka_MemberDescription_consumer_id(m)),
+                        group_instance_id: (!instance.is_null()).then(|| string(instance)),
+                        client_id: string(sys::rd_kafka_MemberDescription_client_id(m)),
+                        host: string(sys::rd_kafka_MemberDescription_host(m)),
+                        assignment: if assignment.is_null() {
+                            Vec::new()
+                        } else {
+                            partitions(sys::rd_kafka_MemberAssignment_partitions(assignment))
+                        },
+                    }
+                })
+                .collect();
+            out.push(GroupDescription {
+                group_id: string(sys::rd_kafka_ConsumerGroupDescription_group_id(d)),
+                state: string(sys::rd_kafka_consumer_group_state_name(sys::rd_kafka_ConsumerGroupDescription_state(d))),
+                assignor: string(sys::rd_kafka_ConsumerGroupDescription_partition_assignor(d)),
+                members,
+                error: (!error.is_null()).then(|| string(sys::rd_kafka_error_string(error))),
+            });
+        }
+        Ok(out)
+    }
 }

@@ -214,6 +214,21 @@ impl Skipped {
     }
 }
 
+/// A member as DescribeGroups reports it, for [`GroupOffsets::set_described`].
+#[derive(Debug, Clone, Copy)]
+pub struct DescribedMember<'a> {
+    /// The member id.
+    pub member_id: &'a str,
+    /// The static membership id, if any.
+    pub instance: Option<&'a str>,
+    /// The client id.
+    pub client_id: &'a str,
+    /// The client host.
+    pub host: &'a str,
+    /// The assigned partitions: topic and partition.
+    pub assigned: &'a [(String, i32)],
+}
+
 /// The groups of one `__consumer_offsets` partition.
 #[derive(Debug, Default)]
 pub struct GroupOffsets {
@@ -441,6 +456,47 @@ impl GroupOffsets {
             generation: -1,
             state_timestamp: None,
             members: None,
+            reported_state: Some(self.names.intern(state)),
+        };
+        self.group_mut(group).info = Some(info);
+    }
+
+    /// Sets a group's state and members as DescribeGroups reported them
+    /// (admin-API mode).
+    pub fn set_described(
+        &mut self,
+        group: &str,
+        protocol_type: &str,
+        assignor: &str,
+        state: &str,
+        members: &[DescribedMember<'_>],
+    ) {
+        let members = members
+            .iter()
+            .map(|&DescribedMember { member_id, instance, client_id, host, assigned }| {
+                let mut by_topic: Vec<(Arc<str>, Vec<i32>)> = Vec::new();
+                for (topic, partition) in assigned {
+                    match by_topic.iter_mut().find(|(t, _)| **t == **topic) {
+                        Some((_, partitions)) => partitions.push(*partition),
+                        None => by_topic.push((self.names.intern(topic), vec![*partition])),
+                    }
+                }
+                Member {
+                    member_id: member_id.into(),
+                    group_instance_id: instance.map(Into::into),
+                    client_id: client_id.into(),
+                    client_host: host.into(),
+                    assignment: by_topic,
+                    assignment_by_id: Vec::new(),
+                }
+            })
+            .collect();
+        let info = GroupInfo {
+            protocol_type: self.names.intern(protocol_type),
+            protocol: (!assignor.is_empty()).then(|| self.names.intern(assignor)),
+            generation: -1,
+            state_timestamp: None,
+            members: Some(members),
             reported_state: Some(self.names.intern(state)),
         };
         self.group_mut(group).info = Some(info);

@@ -26,7 +26,7 @@ mod watermarks;
 pub use api::{GroupView, PartitionBehind, PartitionView, Readiness, TopicView};
 pub use catch_up::{CatchUp, PartitionProgress, Progress};
 pub use filter::NameFilter;
-pub use group_offsets::{Applied, CommittedOffset, Group, GroupInfo, GroupOffsets, Member, Skipped};
+pub use group_offsets::{Applied, CommittedOffset, DescribedMember, Group, GroupInfo, GroupOffsets, Member, Skipped};
 pub use health::{Health, WorkerFailure};
 pub use metrics::{Metrics, SelfTimings};
 pub use monitor::{DEFAULT_STALE_AFTER, Granularity, Monitor, MonitorSettings, ReadCounters, SkippedRecord};

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use kshard_kafka::{Admin, ClientSettings};
 use tracing::{debug, warn};
 
+use crate::group_offsets::DescribedMember;
 use crate::metrics::SelfTimings;
 use crate::monitor::Monitor;
 use crate::offsets_reader::track_range;
@@ -118,7 +119,8 @@ impl Refresher {
     }
 }
 
-/// Admin-API mode: every group (ListGroups) and its committed offsets
+/// Admin-API mode: every group (ListGroups), the state and members of those
+/// with members (DescribeGroups) and every group's committed offsets
 /// (OffsetFetch), replacing the monitor's one unit of state.
 fn scrape_groups(admin: &Admin, monitor: &Monitor) -> Result<(), kshard_kafka::Error> {
     let listings = admin.list_groups()?;
@@ -126,9 +128,39 @@ fn scrape_groups(admin: &Admin, monitor: &Monitor) -> Result<(), kshard_kafka::E
         listings.iter().map(|g| g.group_id.clone()).filter(|g| monitor.settings().groups.allows(g)).collect();
     let offsets = admin.group_offsets(&ids)?;
     let mut unit = crate::group_offsets::GroupOffsets::default();
+    let mut to_describe = Vec::new();
     for listing in listings.iter().filter(|g| monitor.settings().groups.allows(&g.group_id)) {
-        let protocol_type = if listing.simple { "" } else { "consumer" };
-        unit.set_reported_state(&listing.group_id, protocol_type, &listing.state);
+        if listing.simple {
+            unit.set_reported_state(&listing.group_id, "", &listing.state);
+        } else {
+            unit.set_reported_state(&listing.group_id, "consumer", &listing.state);
+            to_describe.push(listing.group_id.clone());
+        }
+    }
+    // Members and the state DescribeGroups reports; a group it cannot describe
+    // keeps its listing's state, without members.
+    match admin.describe_groups(&to_describe) {
+        Ok(descriptions) => {
+            for d in descriptions {
+                if let Some(error) = &d.error {
+                    warn!(group = %d.group_id, %error, "describing a group");
+                    continue;
+                }
+                let members: Vec<_> = d
+                    .members
+                    .iter()
+                    .map(|m| DescribedMember {
+                        member_id: &m.member_id,
+                        instance: m.group_instance_id.as_deref(),
+                        client_id: &m.client_id,
+                        host: &m.host,
+                        assigned: &m.assignment,
+                    })
+                    .collect();
+                unit.set_described(&d.group_id, "consumer", &d.assignor, &d.state, &members);
+            }
+        }
+        Err(e) => warn!(error = %e, "describing groups"),
     }
     for group in offsets {
         if let Some(error) = &group.error {

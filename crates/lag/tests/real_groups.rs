@@ -138,6 +138,17 @@ fn lag_of_real_groups_equals_kafka_consumer_groups_in_both_modes() {
     assert_agrees_with_kafka(&mut service, &kafka, &p, "admin_api mode");
     let classic_info = info(&mut service, &classic).expect("info of the classic group");
     assert!(classic_info.contains("state=\"Stable\""), "{classic_info}");
+    // DescribeGroups: members and assignments of both kinds of group.
+    let m = service.metrics();
+    let assigned = |group: &str, topic: &str| {
+        m.get(&format!(
+            "kshard_kafka_consumer_group_topic_assigned_partitions{{group_id=\"{group}\",topic_name=\"{topic}\"}}"
+        ))
+        .copied()
+    };
+    assert_eq!(assigned(&classic, &orders), Some(3.0), "{m:#?}");
+    assert_eq!(assigned(&kip848, &events), Some(2.0), "{m:#?}");
+    assert!(classic_info.contains("protocol=\"range\""), "the assignor: {classic_info}");
     drop((classic_member, kip848_member));
 }
 

@@ -266,10 +266,9 @@ fn admin_api_mode_reports_real_consumer_groups() {
         m.keys().any(|k| k.starts_with("kshard_kafka_consumer_group_info") && k.contains(&group)),
         "the group is listed: {m:#?}"
     );
-    assert!(
-        !m.keys().any(|k| k.starts_with("kshard_kafka_consumer_group_members{") && k.contains(&group)),
-        "members are unknown in this mode"
-    );
+    // DescribeGroups gives the members and their assignment.
+    assert_eq!(m.get(&format!("kshard_kafka_consumer_group_members{{group_id=\"{group}\"}}")), Some(&1.0), "{m:#?}");
+    assert_eq!(m.get(&topic_series(ns, "topic_assigned_partitions", &group, &topic)), Some(&1.0));
 }
 
 #[test]
