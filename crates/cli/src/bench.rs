@@ -45,7 +45,9 @@ pub(crate) fn process_stats(pid: u32) -> Result<ProcessStats> {
 }
 
 /// Reads the offsets topic to the end of every partition, counting records.
-pub(crate) fn drain(target: &KafkaTarget) -> Result<u64> {
+/// With `apply`, every record is also applied to the lag monitor's state, as
+/// `serve` does: the difference between the two is the cost of applying.
+pub(crate) fn drain(target: &KafkaTarget, apply: bool) -> Result<u64> {
     let (settings, topic) = (&target.settings, target.offsets_topic.as_str());
     let admin = Admin::new(settings, Duration::from_secs(30))?;
     admin.check_access()?;
@@ -63,12 +65,17 @@ pub(crate) fn drain(target: &KafkaTarget) -> Result<u64> {
     catch_up.start();
     let start: Vec<(i32, Option<i64>)> = (0..count).map(|p| (p, None)).collect();
     let reader = PartitionReader::new(settings, topic, &start)?;
+    let monitor = Monitor::new(MonitorSettings::default());
     let mut records = 0u64;
     while !catch_up.is_ready() {
         match reader.poll(Duration::from_millis(100)).map_err(|e| crate::explain(settings, e))? {
             ReadEvent::Record(r) => {
                 records += 1;
                 catch_up.on_record(r.partition(), r.offset());
+                if apply {
+                    // Malformed records are counted by the monitor; nothing to do here.
+                    let _ = monitor.apply(r.partition(), r.offset(), r.key(), r.value());
+                }
             }
             ReadEvent::EndOfPartition { partition, next_offset } => {
                 catch_up.on_end_of_partition(partition, next_offset)

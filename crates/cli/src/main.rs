@@ -77,6 +77,9 @@ enum BenchCommand {
     Drain {
         #[command(flatten)]
         brokers: serve_config::KafkaArgs,
+        /// Also apply every record to the lag monitor's state, as serve does.
+        #[arg(long)]
+        apply: bool,
     },
     /// In one run on the same broker and data: the raw drain, then `kshard serve`
     /// to ready; time, CPU-seconds and peak RSS of each (medians).
@@ -140,8 +143,8 @@ fn main() -> ExitCode {
         }
         Command::Serve { args } => serve::serve(&args),
         Command::Demo { brokers, seconds } => brokers.target().and_then(|t| demo::run(&t.settings, seconds)),
-        Command::Bench { command: BenchCommand::Drain { brokers } } => {
-            brokers.target().and_then(|t| bench::drain(&t)).map(|n| println!("{n}"))
+        Command::Bench { command: BenchCommand::Drain { brokers, apply } } => {
+            brokers.target().and_then(|t| bench::drain(&t, apply)).map(|n| println!("{n}"))
         }
         Command::Bench { command: BenchCommand::CatchUp { brokers, runs } } => bench::catch_up(&brokers, runs),
         Command::Bench { command: BenchCommand::State { groups, partitions, topics } } => {
