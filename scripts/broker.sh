@@ -17,7 +17,9 @@
 #            `kshard serve` needs by default),
 #   monitor  may Describe every topic and group (what scrape_mode admin_api needs),
 #   nobody   may do nothing.
-# Their passwords are random per start: KSHARD_BROKER_PASSWORD_<USER>.
+# Their passwords are random per start: KSHARD_BROKER_PASSWORD_<USER>. (The
+# SCRAM ones pass on kafka-storage's command line at format time: test
+# credentials of a broker on 127.0.0.1 only.)
 # State lives in $KSHARD_STATE_DIR/broker (default .kshard/broker).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -34,12 +36,10 @@ start() {
   local began=$SECONDS
   rm -rf "$dir"
   mkdir -p "$dir/tls"
+  # Passwords, keys and the broker's configuration are for this user only.
+  umask 077
   local plaintext ssl sasl_plaintext sasl_ssl controller
-  plaintext="$(free_port)"
-  ssl="$(free_port)"
-  sasl_plaintext="$(free_port)"
-  sasl_ssl="$(free_port)"
-  controller="$(free_port)"
+  { read -r plaintext; read -r ssl; read -r sasl_plaintext; read -r sasl_ssl; read -r controller; } < <(free_ports 5)
   make_certificates "$dir/tls"
   declare -A password
   for user in "${users[@]}"; do password[$user]="$(openssl rand -hex 16)"; done
@@ -53,7 +53,6 @@ start() {
     echo "KSHARD_BROKER_STATE_DIR=$KSHARD_STATE_DIR"
     for user in "${users[@]}"; do echo "KSHARD_BROKER_PASSWORD_${user^^}=${password[$user]}"; done
   } >"$dir/broker.env"
-  chmod 600 "$dir/broker.env"
 
   local plain_users="" user
   for user in "${users[@]}"; do plain_users+=" user_$user=\"${password[$user]}\""; done
@@ -101,7 +100,6 @@ authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
 super.users=User:ANONYMOUS;User:admin
 allow.everyone.if.no.acl.found=false
 PROPERTIES
-  chmod 600 "$dir/server.properties"
   local extra
   for extra in "$@"; do
     [[ "$extra" == *=* ]] || die "not a broker property (key=value): $extra"
@@ -153,7 +151,8 @@ make_certificates() {
     openssl x509 -req -in broker.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 7 \
       -extfile san.ext -out broker.crt 2>/dev/null
     cat broker.key broker.crt ca.pem >broker.pem
-    chmod 600 ./*.key broker.pem
+    # Clients need the CA certificate.
+    chmod 644 ca.pem
   ) || die "making the test certificates with openssl failed"
 }
 
@@ -190,9 +189,15 @@ case "${1:-}" in
   stop) stop_pid "$pidfile" broker; rm -f "$envfile" ;;
   kill)
     if pid_alive "$pidfile"; then
-      kill -KILL "$(cat "$pidfile")"
-      while pid_alive "$pidfile"; do sleep 0.05; done
-      log "killed the broker (pid $(cat "$pidfile")); its data stays in $dir"
+      pid="$(cat "$pidfile")"
+      kill -KILL "$pid"
+      # Gone, or a zombie nobody reaps yet: either way it serves no more.
+      for _ in $(seq 100); do
+        pid_alive "$pidfile" || break
+        [[ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" == Z ]] && break
+        sleep 0.05
+      done
+      log "killed the broker (pid $pid); its data stays in $dir"
     fi
     rm -f "$pidfile"
     ;;

@@ -18,9 +18,7 @@ start() {
   rm -rf "$dir"
   mkdir -p "$dir"
   local client peer
-  client="$(free_port)"
-  peer="$(free_port)"
-  while [[ "$peer" == "$client" ]]; do peer="$(free_port)"; done
+  { read -r client; read -r peer; } < <(free_ports 2)
   etcd --name kshard-dev --data-dir "$dir/data" \
     --listen-client-urls "http://127.0.0.1:$client" --advertise-client-urls "http://127.0.0.1:$client" \
     --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \

@@ -19,7 +19,11 @@ command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 command -v make >/dev/null 2>&1 || need_apt+=(make)
 command -v perl >/dev/null 2>&1 || need_apt+=(perl)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
-command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
+# Kafka 4 needs Java 17 or newer.
+java_major() { java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n 1; }
+if ! command -v java >/dev/null 2>&1 || (($(java_major || echo 0) < 17)); then
+  need_apt+=(default-jre-headless)
+fi
 command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 if ((${#need_apt[@]})); then
   log "installing Debian packages: ${need_apt[*]}"
@@ -43,6 +47,7 @@ fi
 install_kafka() {
   local work
   work="$(mktemp -d "${TMPDIR:-/tmp}/kshard-kafka-install.XXXXXX")"
+  trap 'rm -rf "$work"' RETURN
   # The broker (kafka_2.13), Kafka's command-line tools (kafka-consumer-groups,
   # kafka-acls) and log4j2 behind slf4j 1.x, which Kafka 4 logs through.
   cat >"$work/pom.xml" <<POM
@@ -65,7 +70,6 @@ POM
   mkdir -p "$KAFKA_HOME/libs" "$KAFKA_HOME/config"
   (cd "$work" && mvn -q -B dependency:copy-dependencies -DincludeScope=runtime \
     -DoutputDirectory="$KAFKA_HOME/libs") || die "Maven could not fetch Kafka $KAFKA_VERSION (see above)"
-  rm -rf "$work"
   # The broker logs to its data directory; tools log warnings to stderr only.
   cat >"$KAFKA_HOME/config/log4j2.xml" <<'XML'
 <?xml version="1.0" encoding="UTF-8"?>
@@ -102,6 +106,11 @@ XML
   touch "$KAFKA_HOME/.complete"
 }
 
+(($(java_major || echo 0) >= 17)) || die "Kafka $KAFKA_VERSION needs Java 17 or newer; java -version says $(java_major)"
+mkdir -p "$KSHARD_TOOLS_DIR"
+# One install at a time: a second run waits, then finds Kafka installed.
+exec 9>"$KSHARD_TOOLS_DIR/.install.lock"
+flock 9
 if [[ -f "$KAFKA_HOME/.complete" ]]; then
   log "Apache Kafka $KAFKA_VERSION found at $KAFKA_HOME"
 else

@@ -15,21 +15,42 @@ KAFKA_HOME="$KSHARD_TOOLS_DIR/kafka-$KAFKA_VERSION"
 log() { printf '[kshard] %s\n' "$*" >&2; }
 die() { printf '[kshard] error: %s\n' "$*" >&2; exit 1; }
 
-# Prints a TCP port on 127.0.0.1 that is free now.
-free_port() {
+# Prints N (default 1) distinct TCP ports on 127.0.0.1 that are free now, one
+# per line: all sockets are held open until every port is chosen.
+free_ports() {
+  local n="${1:-1}"
   if command -v python3 >/dev/null 2>&1; then
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+    python3 - "$n" <<'PY'
+import socket, sys
+held = []
+for _ in range(int(sys.argv[1])):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    held.append(s)
+print("\n".join(str(s.getsockname()[1]) for s in held))
+PY
     return
   fi
-  local port
-  for _ in $(seq 100); do
-    port=$(( (RANDOM % 20000) + 30000 ))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-      echo "$port"
-      return
+  local port chosen=()
+  while ((${#chosen[@]} < n)); do
+    port=$(((RANDOM % 20000) + 30000))
+    if [[ " ${chosen[*]} " != *" $port "* ]] && ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      chosen+=("$port")
     fi
   done
-  die "no free port found"
+  printf '%s\n' "${chosen[@]}"
+}
+
+# Prints a TCP port on 127.0.0.1 that is free now.
+free_port() { free_ports 1; }
+
+# Exports the KEY=VALUE lines a service script printed (values may hold spaces;
+# nothing is evaluated).
+export_settings() {
+  local key value
+  while IFS='=' read -r key value; do
+    [[ "$key" =~ ^[A-Z_][A-Z0-9_]*$ ]] && export "$key=$value"
+  done <<<"$1"
 }
 
 # Runs a Kafka tool class from the installed jars: kafka_tool CLASS ARGS…

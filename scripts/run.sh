@@ -19,16 +19,14 @@ kshard="$KSHARD_ROOT/target/release/kshard"
 trap '"$KSHARD_ROOT/scripts/broker.sh" stop' EXIT
 trap 'exit 130' INT TERM
 broker_env="$("$KSHARD_ROOT/scripts/broker.sh" start)"
-set -a
-eval "$broker_env"
-set +a
+export_settings "$broker_env"
 
 log "creating 50 groups (commits through the group coordinator)"
 "$kshard" loadgen --groups 50 --partitions 3 --rounds 5 --topics 5 --real-groups 3 --prefix static
 log "starting live demo groups (kshard demo)"
 "$kshard" demo --brokers "$KSHARD_BROKERS" &
 demo_pid=$!
-trap 'kill -TERM "$demo_pid" 2>/dev/null; "$KSHARD_ROOT/scripts/broker.sh" stop' EXIT
+trap 'kill -TERM "$demo_pid" 2>/dev/null || true; "$KSHARD_ROOT/scripts/broker.sh" stop' EXIT
 
 listen="${KSHARD_LISTEN:-127.0.0.1:9308}"
 cat >&2 <<MSG
@@ -46,5 +44,5 @@ MSG
 # In the background, so that a TERM to this script stops the monitor too.
 "$kshard" serve --brokers "$KSHARD_BROKERS" --listen "$listen" --watermark-interval-seconds 2 "$@" &
 serve_pid=$!
-trap 'kill -TERM "$serve_pid" "$demo_pid" 2>/dev/null; wait "$serve_pid" 2>/dev/null; "$KSHARD_ROOT/scripts/broker.sh" stop' EXIT
+trap 'kill -TERM "$serve_pid" "$demo_pid" 2>/dev/null || true; wait "$serve_pid" 2>/dev/null || true; "$KSHARD_ROOT/scripts/broker.sh" stop' EXIT
 wait "$serve_pid"

@@ -33,10 +33,8 @@ trap 'exit 130' INT TERM
 # passwords) is exported for the tests.
 broker_env="$("$KSHARD_ROOT/scripts/broker.sh" start)"
 etcd_env="$("$KSHARD_ROOT/scripts/etcd.sh" start)"
-set -a
-eval "$broker_env"
-eval "$etcd_env"
-set +a
+export_settings "$broker_env"
+export_settings "$etcd_env"
 log "testing against KSHARD_BROKERS=$KSHARD_BROKERS KSHARD_ETCD=$KSHARD_ETCD"
 
 cargo fmt --all -- --check

@@ -170,8 +170,9 @@ fn loadgen_commits_through_the_coordinator_and_dump_shows_what_kafka_wrote() {
         .filter(|v: &Value| v["record_type"] == "offset_commit")
         .filter(|v| v["group"].as_str().is_some_and(|g| g.starts_with(&prefix)))
         .collect();
-    // Kafka wrote one record per committed partition: 6 groups × 2 × 3 rounds.
-    assert_eq!(commits.len(), 6 * 2 * 3, "{commits:#?}");
+    // Kafka wrote one record per committed partition: 6 groups × 2 × 3 rounds
+    // (the test broker's eager cleaner may already have compacted some away).
+    assert!((6 * 2..=6 * 2 * 3).contains(&commits.len()), "{commits:#?}");
     // Each group's last commit of each partition is round 2's offset (20 + (g + p) % 10).
     for g in 0..6 {
         for p in 0..2 {
@@ -252,6 +253,11 @@ fn demo_runs_groups_of_every_kind_through_the_broker() {
     for group in
         ["demo-orders-fast", "demo-orders-slow", "demo-clicks-kip848", "demo-payments-txn", "demo-clicks-stalled"]
     {
-        assert!(described.contains(group), "{group} committed: {described}");
+        // A row of the group with a committed offset (a number, not "-").
+        let committed = described.lines().any(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() >= 6 && f[0] == group && f[3].parse::<i64>().is_ok()
+        });
+        assert!(committed, "{group} committed: {described}");
     }
 }

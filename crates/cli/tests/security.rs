@@ -52,10 +52,12 @@ fn assert_no_secret(broker: &Broker, what: &str, text: &str) {
     }
 }
 
-/// `kshard serve` as a child process, killed on drop.
+/// `kshard serve` as a child process, killed on drop. Its stderr is read as it
+/// comes, so that a chatty child never blocks on a full pipe.
 struct Serve {
     child: Child,
     addr: String,
+    logs: Option<std::thread::JoinHandle<String>>,
 }
 
 impl Serve {
@@ -65,8 +67,15 @@ impl Serve {
         let mut command = Command::new(env!("CARGO_BIN_EXE_kshard"));
         command.args(["serve", "--listen", &addr, "--watermark-interval-seconds", "0.5"]).args(extra);
         access.apply(broker, &mut command);
-        let child = command.env_remove("KSHARD_BROKERS").stderr(Stdio::piped()).spawn().expect("spawn kshard serve");
-        Serve { child, addr }
+        let mut child =
+            command.env_remove("KSHARD_BROKERS").stderr(Stdio::piped()).spawn().expect("spawn kshard serve");
+        let mut stderr = child.stderr.take().expect("piped stderr");
+        let logs = std::thread::spawn(move || {
+            let mut logs = String::new();
+            let _ = stderr.read_to_string(&mut logs);
+            logs
+        });
+        Serve { child, addr, logs: Some(logs) }
     }
 
     /// Polls `/ready` until `done` holds for its status and body, or 60 s pass.
@@ -88,11 +97,7 @@ impl Serve {
     fn stop(mut self) -> String {
         let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
         let _ = self.child.wait();
-        let mut logs = String::new();
-        if let Some(mut stderr) = self.child.stderr.take() {
-            let _ = stderr.read_to_string(&mut logs);
-        }
-        logs
+        self.logs.take().and_then(|t| t.join().ok()).unwrap_or_default()
     }
 }
 

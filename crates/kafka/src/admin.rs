@@ -67,7 +67,10 @@ impl Admin {
     /// Connects an admin client; `timeout` bounds every call.
     pub fn new(settings: &ClientSettings, timeout: Duration) -> Result<Self> {
         let admin = settings.create("admin client", &[])?;
-        let metadata = settings.create("metadata client", &[])?;
+        // read_uncommitted: "latest" is the high watermark, the log end offset
+        // Kafka's own tools report, not the last stable offset (which an open
+        // transaction holds back).
+        let metadata = settings.create("metadata client", &[("isolation.level", "read_uncommitted")])?;
         Ok(Admin { admin, metadata, timeout, settings: settings.clone() })
     }
 
@@ -232,7 +235,8 @@ impl Admin {
             .collect())
     }
 
-    /// The low and high watermarks of many partitions: two batched ListOffsets
+    /// The low and high watermarks (log start and log end offsets, whatever
+    /// transactions are open) of many partitions: two batched ListOffsets
     /// rounds (earliest, latest). Partitions the brokers gave no answer for are
     /// left out.
     pub fn watermarks(&self, partitions: &[(String, i32)]) -> Result<HashMap<(String, i32), (i64, i64)>> {

@@ -153,9 +153,10 @@ pub(crate) fn list_groups(client: &Client, timeout: Duration) -> Result<Vec<Grou
         let mut errors = 0usize;
         let errs = sys::rd_kafka_ListConsumerGroups_result_errors(result, &mut errors);
         if errors > 0 && !errs.is_null() {
-            // Some broker did not answer: its groups are missing this time.
+            // Some broker did not answer: its groups would be missing, and a
+            // listing without them is not the cluster's.
             let first = string(sys::rd_kafka_error_string(*errs));
-            tracing::warn!(errors, first = %first, "{step}: some brokers failed");
+            return Err(Error::Refused { step: step.to_owned(), message: format!("{errors} brokers failed: {first}") });
         }
         let mut count = 0usize;
         let listings = sys::rd_kafka_ListConsumerGroups_result_valid(result, &mut count);

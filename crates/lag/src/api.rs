@@ -65,7 +65,10 @@ pub(crate) fn readiness(monitor: &Monitor) -> Readiness {
     } else if !caught_up {
         Some(format!("catching up: {} offsets left to read", p.offsets_remaining))
     } else {
-        Some("waiting for the first watermark refresh after catching up".to_owned())
+        Some(match monitor.health().refresh_error() {
+            Some(error) => format!("waiting for a watermark refresh after catching up; the last one failed: {error}"),
+            None => "waiting for the first watermark refresh after catching up".to_owned(),
+        })
     };
     Readiness {
         ready,

@@ -214,6 +214,9 @@ impl Skipped {
     }
 }
 
+/// A KIP-848 assignment: partitions by topic id.
+type AssignmentById = Vec<(Uuid, Vec<i32>)>;
+
 /// A member as DescribeGroups reports it, for [`GroupOffsets::set_described`].
 #[derive(Debug, Clone, Copy)]
 pub struct DescribedMember<'a> {
@@ -237,6 +240,9 @@ pub struct GroupOffsets {
     /// Topic names by id, as offset commits (v4, Kafka 4.1+) carry both: how
     /// KIP-848 assignments, which name topics by id only, are shown by name.
     topic_ids: FastMap<Uuid, Arc<str>>,
+    /// KIP-848 assignments read before their member's metadata record (after
+    /// compaction a member's assignment can come first), by group and member.
+    pending_assignments: FastMap<(Arc<str>, Box<str>), AssignmentById>,
     /// The next offset to read from this partition (`None` before the first record).
     next_offset: Option<i64>,
 }
@@ -308,7 +314,22 @@ impl GroupOffsets {
                 self.remove_if_empty(&key.group_id);
                 Applied::GroupDeleted
             }
-            (RecordKey::ConsumerGroupMemberMetadata(key), value) => {
+            (RecordKey::ConsumerGroupMemberMetadata(key), None) => {
+                // A member left. Its tombstone creates nothing.
+                self.pending_assignments.retain(|(g, m), _| !(**g == *key.group_id && **m == *key.member_id));
+                if let Some(members) = self.members_mut(&key.group_id) {
+                    members.retain(|m| *m.member_id != *key.member_id);
+                }
+                Applied::ConsumerGroupMember
+            }
+            (RecordKey::ConsumerGroupMemberMetadata(key), Some(value)) => {
+                let RecordValue::ConsumerGroupMemberMetadata(m) = value else {
+                    return Applied::Ignored(record.key.record_type());
+                };
+                // An assignment read before this member's metadata (after
+                // compaction it can come first) is taken now.
+                let pending_key = (self.names.intern(&key.group_id), Box::<str>::from(key.member_id.as_ref()));
+                let pending = self.pending_assignments.remove(&pending_key).map(|by_id| (self.resolve(&by_id), by_id));
                 let protocol_type = self.names.intern("consumer");
                 let group = self.group_mut(&key.group_id);
                 let info = group.info.get_or_insert_with(|| GroupInfo {
@@ -320,20 +341,19 @@ impl GroupOffsets {
                     reported_state: None,
                 });
                 let members = info.members.get_or_insert_with(Vec::new);
-                let previous = members.iter().position(|m| *m.member_id == *key.member_id).map(|i| members.remove(i));
-                if let Some(RecordValue::ConsumerGroupMemberMetadata(m)) = value {
-                    // The assignment is a record of its own (type 7): keep it.
-                    let (assignment, assignment_by_id) =
-                        previous.map(|p| (p.assignment, p.assignment_by_id)).unwrap_or_default();
-                    members.push(Member {
-                        member_id: key.member_id.as_ref().into(),
-                        group_instance_id: m.instance_id.as_deref().map(Into::into),
-                        client_id: m.client_id.as_ref().into(),
-                        client_host: m.client_host.as_ref().into(),
-                        assignment,
-                        assignment_by_id,
-                    });
-                }
+                let previous = members.iter().position(|x| *x.member_id == *key.member_id).map(|i| members.remove(i));
+                // The assignment is a record of its own (type 7): a new
+                // metadata record keeps the one the member had.
+                let (assignment, assignment_by_id) =
+                    pending.or_else(|| previous.map(|p| (p.assignment, p.assignment_by_id))).unwrap_or_default();
+                members.push(Member {
+                    member_id: key.member_id.as_ref().into(),
+                    group_instance_id: m.instance_id.as_deref().map(Into::into),
+                    client_id: m.client_id.as_ref().into(),
+                    client_host: m.client_host.as_ref().into(),
+                    assignment,
+                    assignment_by_id,
+                });
                 Applied::ConsumerGroupMember
             }
             (RecordKey::ConsumerGroupCurrentMemberAssignment(key), value) => {
@@ -344,22 +364,33 @@ impl GroupOffsets {
                     _ => Vec::new(),
                 };
                 let assignment = self.resolve(&by_id);
-                // Only for a member the group has: a tombstone or an assignment of a
-                // member already gone creates nothing.
-                if let Some(member) = self
-                    .groups
-                    .get_mut(&*key.group_id)
-                    .and_then(|g| g.info.as_mut())
-                    .and_then(|i| i.members.as_mut())
-                    .and_then(|ms| ms.iter_mut().find(|m| *m.member_id == *key.member_id))
-                {
-                    member.assignment = assignment;
-                    member.assignment_by_id = by_id;
+                let member = self
+                    .members_mut(&key.group_id)
+                    .and_then(|ms| ms.iter_mut().find(|m| *m.member_id == *key.member_id));
+                match (member, value.is_some()) {
+                    (Some(member), _) => {
+                        member.assignment = assignment;
+                        member.assignment_by_id = by_id;
+                    }
+                    // The member's metadata comes later (or never, when it left:
+                    // its tombstone then drops this).
+                    (None, true) => {
+                        let pending_key = (self.names.intern(&key.group_id), Box::<str>::from(key.member_id.as_ref()));
+                        self.pending_assignments.insert(pending_key, by_id);
+                    }
+                    (None, false) => {
+                        self.pending_assignments.retain(|(g, m), _| !(**g == *key.group_id && **m == *key.member_id));
+                    }
                 }
                 Applied::ConsumerGroupMember
             }
             (key, _) => Applied::Ignored(key.record_type()),
         }
+    }
+
+    /// The member list of a group that has one.
+    fn members_mut(&mut self, group: &str) -> Option<&mut Vec<Member>> {
+        self.groups.get_mut(group).and_then(|g| g.info.as_mut()).and_then(|i| i.members.as_mut())
     }
 
     /// The assignment by topic name, for the topics whose names are known.
@@ -388,12 +419,12 @@ impl GroupOffsets {
     }
 
     fn group_mut(&mut self, name: &str) -> &mut Group {
-        if !self.groups.contains_key(name) {
-            let name = self.names.intern(name);
-            self.groups.insert(name, Group::default());
-        }
-        // Just inserted when missing.
-        self.groups.get_mut(name).expect("group present")
+        // Metadata records only (commits take a faster path): an Arc clone is fine.
+        let key = match self.groups.get_key_value(name) {
+            Some((key, _)) => Arc::clone(key),
+            None => self.names.intern(name),
+        };
+        self.groups.entry(key).or_default()
     }
 
     fn remove_if_empty(&mut self, name: &str) {

@@ -13,18 +13,27 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-/// A worker that failed and is waiting to be restarted.
+/// A worker's failures.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerFailure {
-    /// What went wrong.
+    /// What went wrong last.
     pub error: String,
-    /// How many times it has failed in a row.
+    /// How many times it has failed in a row: failures less than
+    /// [`FAILURES_FORGOTTEN_AFTER`] apart.
     pub failures: u32,
+    /// When it failed last.
+    pub at: Instant,
+    /// True until the restarted worker has shown progress.
+    pub down: bool,
 }
+
+/// A failure this long after the previous one starts a new series (the
+/// worker had been working), so the restart backoff starts small again.
+pub const FAILURES_FORGOTTEN_AFTER: Duration = Duration::from_secs(60);
 
 #[derive(Debug, Default)]
 struct State {
-    /// Workers that failed, by name; removed when they run again.
+    /// Workers that failed, by name.
     failed: BTreeMap<&'static str, WorkerFailure>,
     /// When watermarks were last refreshed successfully.
     last_refresh: Option<Instant>,
@@ -50,17 +59,29 @@ impl Health {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// `worker` failed with `error`; returns how many times in a row.
-    pub fn worker_failed(&self, worker: &'static str, error: String) -> u32 {
+    /// `worker` failed with `error` at `now`; returns how many times in a row.
+    pub fn worker_failed(&self, worker: &'static str, error: String, now: Instant) -> u32 {
         let mut state = self.state();
-        let failures = state.failed.get(worker).map_or(1, |f| f.failures + 1);
-        state.failed.insert(worker, WorkerFailure { error, failures });
+        let failures = match state.failed.get(worker) {
+            Some(f) if now.saturating_duration_since(f.at) < FAILURES_FORGOTTEN_AFTER => f.failures + 1,
+            _ => 1,
+        };
+        state.failed.insert(worker, WorkerFailure { error, failures, at: now, down: true });
         failures
     }
 
-    /// `worker` runs (again).
+    /// `worker` has shown progress since it (re)started: it no longer keeps
+    /// kshard from being current. Its count of failures stays, so that a worker
+    /// that fails again soon waits longer before its next restart.
     pub fn worker_running(&self, worker: &'static str) {
-        self.state().failed.remove(worker);
+        if let Some(f) = self.state().failed.get_mut(worker) {
+            f.down = false;
+        }
+    }
+
+    /// Why the latest watermark refresh failed, until one succeeds.
+    pub fn refresh_error(&self) -> Option<String> {
+        self.state().refresh_error.clone()
     }
 
     /// Watermarks were refreshed at `at`.
@@ -75,6 +96,11 @@ impl Health {
         self.state().refresh_error = Some(error);
     }
 
+    /// How old watermarks may be before they count as stale.
+    pub fn stale_after(&self) -> Duration {
+        self.stale_after
+    }
+
     /// How old the watermarks are at `now` (`None` before the first refresh).
     pub fn watermark_age(&self, now: Instant) -> Option<Duration> {
         self.state().last_refresh.map(|t| now.saturating_duration_since(t))
@@ -85,7 +111,7 @@ impl Health {
     /// readiness waits for the first refresh).
     pub fn problem(&self, now: Instant) -> Option<String> {
         let state = self.state();
-        if let Some((worker, f)) = state.failed.iter().next() {
+        if let Some((worker, f)) = state.failed.iter().find(|(_, f)| f.down) {
             return Some(format!("the {worker} failed ({} in a row) and is restarting: {}", f.failures, f.error));
         }
         let age = now.saturating_duration_since(state.last_refresh?);
@@ -106,17 +132,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_failed_worker_is_a_problem_until_it_runs_again() {
+    fn a_failed_worker_is_a_problem_until_it_shows_progress() {
         let h = Health::new(Duration::from_secs(10));
         let t = Instant::now();
         h.refreshed(t);
         assert_eq!(h.problem(t), None);
-        assert_eq!(h.worker_failed("reader", "boom".into()), 1);
-        assert_eq!(h.worker_failed("reader", "boom again".into()), 2);
+        assert_eq!(h.worker_failed("reader", "boom".into(), t), 1);
         let p = h.problem(t).expect("a problem");
-        assert!(p.contains("reader") && p.contains("boom again") && p.contains("2 in a row"), "{p}");
+        assert!(p.contains("reader") && p.contains("boom") && p.contains("1 in a row"), "{p}");
         h.worker_running("reader");
         assert_eq!(h.problem(t), None);
+    }
+
+    #[test]
+    fn failures_count_in_a_row_across_restarts_until_a_quiet_minute() {
+        let h = Health::new(Duration::from_secs(10));
+        let t = Instant::now();
+        let s = Duration::from_secs;
+        assert_eq!(h.worker_failed("reader", "a".into(), t), 1);
+        h.worker_running("reader");
+        // Fails again soon after coming back: the series goes on.
+        assert_eq!(h.worker_failed("reader", "b".into(), t + s(2)), 2);
+        h.worker_running("reader");
+        assert_eq!(h.worker_failed("reader", "c".into(), t + s(5)), 3);
+        assert!(h.problem(t + s(5)).is_some_and(|p| p.contains("3 in a row")));
+        h.worker_running("reader");
+        // After a minute of work, a failure starts a new series.
+        assert_eq!(h.worker_failed("reader", "d".into(), t + s(70)), 1);
     }
 
     #[test]

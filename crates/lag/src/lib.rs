@@ -27,7 +27,7 @@ pub use api::{GroupView, PartitionBehind, PartitionView, Readiness, TopicView};
 pub use catch_up::{CatchUp, PartitionProgress, Progress};
 pub use filter::NameFilter;
 pub use group_offsets::{Applied, CommittedOffset, DescribedMember, Group, GroupInfo, GroupOffsets, Member, Skipped};
-pub use health::{Health, WorkerFailure};
+pub use health::{FAILURES_FORGOTTEN_AFTER, Health, WorkerFailure};
 pub use metrics::{Metrics, SelfTimings};
 pub use monitor::{DEFAULT_STALE_AFTER, Granularity, Monitor, MonitorSettings, ReadCounters, SkippedRecord};
 pub use names::{FastMap, Names};

@@ -142,6 +142,20 @@ impl Collector for LagCollector {
             "Partitions of __consumer_offsets caught up.",
             progress.partitions_caught_up as i64,
         )?;
+        {
+            let mut family = encoder.encode_descriptor(
+                "offsets_topic_unread_offsets",
+                "Offsets of a partition of the offsets topic past the reader's position at the last refresh: \
+                 0, or 1 after a transaction marker; more for long means a transaction left open holds back \
+                 later commits of that partition.",
+                None,
+                MetricType::Gauge,
+            )?;
+            let mut id = itoa_buf();
+            for (partition, unread) in m.unread() {
+                ConstGauge::new(unread).encode(family.encode_family(&[("partition_id", id.format(partition))])?)?;
+            }
+        }
         let timings = [
             (
                 "watermark_refresh_duration_seconds",

@@ -80,6 +80,9 @@ pub struct Monitor {
     health: Health,
     /// Why the reader cannot start tracking the offsets topic yet.
     waiting: Mutex<Option<String>>,
+    /// The high watermark of each partition of the offsets topic at the last
+    /// refresh: how far the reader is from the end (see [`Monitor::unread`]).
+    offsets_topic_ends: RwLock<std::collections::BTreeMap<i32, i64>>,
 }
 
 /// Watermarks older than this are stale unless the service says otherwise.
@@ -108,6 +111,7 @@ impl Monitor {
             coordinators: RwLock::new(std::collections::HashMap::new()),
             health: Health::new(stale_after),
             waiting: Mutex::new(None),
+            offsets_topic_ends: RwLock::new(std::collections::BTreeMap::new()),
         }
     }
 
@@ -245,6 +249,29 @@ impl Monitor {
     /// high watermark it had at start (latched).
     pub fn is_caught_up(&self) -> bool {
         self.catch_up().is_ready()
+    }
+
+    /// Records the high watermarks of the offsets topic's partitions.
+    pub fn set_offsets_topic_ends(&self, ends: std::collections::BTreeMap<i32, i64>) {
+        *self.offsets_topic_ends.write().unwrap_or_else(PoisonError::into_inner) = ends;
+    }
+
+    /// For each partition of the offsets topic, the offsets between the reader's
+    /// position and the high watermark of the last refresh. At rest that is 0,
+    /// or 1 when the partition ends in a transaction marker (never delivered);
+    /// more, for long, means commits kshard cannot read yet: a transaction left
+    /// open holds back every later commit of its partition until the broker
+    /// aborts it (`read_committed`), while Kafka already answers OffsetFetch
+    /// with the non-transactional ones.
+    pub fn unread(&self) -> Vec<(i32, i64)> {
+        let ends = self.offsets_topic_ends.read().unwrap_or_else(PoisonError::into_inner);
+        let units = self.units.read().unwrap_or_else(PoisonError::into_inner);
+        ends.iter()
+            .map(|(partition, end)| {
+                let position = units.get(partition).and_then(|u| lock(u).next_offset());
+                (*partition, position.map_or(*end, |p| (end - p).max(0)))
+            })
+            .collect()
     }
 
     /// Records the leaders of the `__consumer_offsets` partitions.

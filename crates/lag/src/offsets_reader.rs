@@ -69,8 +69,8 @@ impl OffsetsReader {
         }
         let start = self.monitor.resume_positions();
         let reader = PartitionReader::new(&self.settings, &self.topic, &start).map_err(|e| e.to_string())?;
-        self.monitor.health().worker_running(WORKER);
-        self.read(&reader)
+        let assigned = start.iter().map(|(p, _)| *p).collect();
+        self.read(&reader, assigned)
     }
 
     /// Tracks the topic's partitions, retrying until it works; false when the
@@ -115,20 +115,51 @@ impl OffsetsReader {
         Ok(())
     }
 
-    fn read(&self, reader: &PartitionReader) -> Result<(), String> {
+    /// Reads until `stop`. `assigned` are the partitions the reader was created
+    /// with; the refresher may announce some of them again after a restart.
+    fn read(&self, reader: &PartitionReader, mut assigned: std::collections::BTreeSet<i32>) -> Result<(), String> {
         let started = Instant::now();
         let mut last_log = Instant::now();
         let mut records_at_last_log = self.monitor.counters().records.load(Ordering::Relaxed);
         let mut announced_ready = self.monitor.is_caught_up();
         let mut events = 0u64;
+        // Progress (a record or the end of a partition) tells the supervisor this
+        // life works; errors that persist past the staleness limit end it.
+        let mut progressed = false;
+        let mut failing_since: Option<Instant> = None;
         while !self.stop.load(Ordering::Acquire) {
-            while let Ok(added) = self.new_partitions.try_recv() {
+            while let Ok(mut added) = self.new_partitions.try_recv() {
+                added.retain(|p| assigned.insert(*p));
+                if added.is_empty() {
+                    continue;
+                }
                 let start: Vec<(i32, Option<i64>)> = added.iter().map(|p| (*p, None)).collect();
                 reader.add_partitions(&self.topic, &start).map_err(|e| e.to_string())?;
                 info!(partitions = ?added, topic = %self.topic, "reading new partitions of the offsets topic");
             }
             // `idle`: nothing arrived, a good moment to check readiness and progress.
-            let idle = match reader.poll(Duration::from_millis(100)) {
+            let polled = reader.poll(Duration::from_millis(100));
+            match &polled {
+                Ok(ReadEvent::Record(_) | ReadEvent::EndOfPartition { .. }) => {
+                    failing_since = None;
+                    if !progressed {
+                        progressed = true;
+                        self.monitor.health().worker_running(WORKER);
+                    }
+                }
+                Ok(ReadEvent::Idle) => {}
+                Err(e) => {
+                    let since = *failing_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() > self.monitor.health().stale_after() {
+                        return Err(format!(
+                            "reading {} has failed for {:.0} s: {e}",
+                            self.topic,
+                            since.elapsed().as_secs_f64()
+                        ));
+                    }
+                }
+            }
+            let idle = match polled {
                 Ok(ReadEvent::Record(r)) => {
                     if let Err(s) = self.monitor.apply(r.partition(), r.offset(), r.key(), r.value()) {
                         warn!(

@@ -38,7 +38,6 @@ impl Refresher {
     /// One life of the worker: until `stop` (`Ok`) or a failure (`Err`).
     pub(crate) fn run(&mut self) -> Result<(), String> {
         let admin = Admin::new(&self.settings, self.timeout).map_err(|e| e.to_string())?;
-        self.monitor.health().worker_running(WORKER);
         let mut next = Instant::now();
         let mut refreshed_since_catch_up = false;
         let mut last_attempt: Option<Instant> = None;
@@ -59,6 +58,7 @@ impl Refresher {
                     Ok(watermarks) => {
                         self.monitor.set_watermarks(watermarks, caught_up);
                         self.monitor.health().refreshed(started);
+                        self.monitor.health().worker_running(WORKER);
                         self.settings.clear_access_problem();
                         refreshed_since_catch_up |= caught_up;
                         *self.timings.watermark_refresh.lock().unwrap_or_else(PoisonError::into_inner) =
@@ -103,17 +103,26 @@ impl Refresher {
                 let _ = self.new_partitions.send((known..count).collect());
             }
         }
-        let wanted: Vec<(String, i32)> = self
-            .monitor
-            .committed_topics()
-            .into_iter()
-            .filter_map(|t| topics.get(&t).map(|&n| (t, n)))
+        let committed: std::collections::BTreeSet<String> = self.monitor.committed_topics().into_iter().collect();
+        let mut wanted: Vec<(String, i32)> = committed
+            .iter()
+            .filter_map(|t| topics.get(t).map(|&n| (t.clone(), n)))
             .flat_map(|(t, n)| (0..n).map(move |p| (t.clone(), p)))
             .collect();
+        // The offsets topic's own ends, in the same requests: how far the reader is.
+        let offsets_partitions = offsets_topic.copied().unwrap_or(0);
+        wanted.extend((0..offsets_partitions).map(|p| (self.offsets_topic.clone(), p)));
         let mut watermarks = Watermarks::default();
+        let mut ends = std::collections::BTreeMap::new();
         for ((topic, partition), (low, high)) in admin.watermarks(&wanted).map_err(|e| e.to_string())? {
-            watermarks.insert(&topic, partition, Watermark { low, high });
+            if topic == self.offsets_topic && offsets_topic.is_some() {
+                ends.insert(partition, high);
+            }
+            if committed.contains(&topic) {
+                watermarks.insert(&topic, partition, Watermark { low, high });
+            }
         }
+        self.monitor.set_offsets_topic_ends(ends);
         debug!(partitions = watermarks.partition_count(), "watermarks refreshed");
         Ok(watermarks)
     }
@@ -164,7 +173,17 @@ fn scrape_groups(admin: &Admin, monitor: &Monitor) -> Result<(), kshard_kafka::E
     }
     for group in offsets {
         if let Some(error) = &group.error {
-            warn!(group = %group.group_id, %error, "fetching a group's offsets");
+            // Keep what the last scrape knew rather than let the group vanish
+            // and come back.
+            warn!(group = %group.group_id, %error, "fetching a group's offsets; keeping its previous offsets");
+            monitor.for_each_unit(|_, previous| {
+                if let Some(g) = previous.group(&group.group_id) {
+                    for (topic, partition, committed) in g.offsets() {
+                        unit.set_committed(&group.group_id, topic, partition, committed.offset);
+                    }
+                }
+            });
+            continue;
         }
         for (topic, partition, offset) in &group.offsets {
             unit.set_committed(&group.group_id, topic, *partition, *offset);

@@ -5,7 +5,7 @@
 //! Both threads are supervised: one that fails or panics is logged, reported on
 //! `/ready` (which turns 503 with the reason) and restarted with backoff; the
 //! reader resumes from what it had applied. Watermarks older than the staleness
-//! limit (three refresh intervals, at least 10 s) also turn `/ready` 503 and
+//! limit ([`ServeOptions::stale_after`]) also turn `/ready` 503 and
 //! take lag off `/metrics` and `/api/groups`: when the brokers stop answering,
 //! frozen lag is never presented as current.
 //!
@@ -75,9 +75,11 @@ impl ServeOptions {
         }
     }
 
-    /// How old watermarks may be before lag counts as stale.
+    /// How old watermarks may be before lag counts as stale: three refresh
+    /// intervals, and at least one interval plus the request timeout, so that
+    /// one slow refresh on a big cluster does not turn `/ready` 503.
     pub fn stale_after(&self) -> Duration {
-        (self.watermark_interval * 3).max(Duration::from_secs(10))
+        (self.watermark_interval * 3).max(self.watermark_interval + self.request_timeout)
     }
 }
 

@@ -20,7 +20,8 @@ pub(crate) fn backoff(failures: u32) -> Duration {
 
 /// Runs `body` on a thread named `name` until `stop` is set. `body` returns
 /// `Ok(())` only when it saw `stop`; an error or a panic restarts it after the
-/// backoff. `body` is told each time it (re)starts, so it can resume.
+/// backoff, which grows with failures in a row (see [`crate::Health`]). `body`
+/// calls `Health::worker_running` once it has shown progress.
 pub(crate) fn spawn(
     name: &'static str,
     monitor: Arc<Monitor>,
@@ -42,7 +43,7 @@ pub(crate) fn spawn(
                     format!("panicked: {what}")
                 }
             };
-            let failures = monitor.health().worker_failed(name, error.clone());
+            let failures = monitor.health().worker_failed(name, error.clone(), Instant::now());
             let wait = backoff(failures);
             error!(worker = name, failures, restart_in_seconds = wait.as_secs(), error = %error, "worker failed; restarting");
             let until = Instant::now() + wait;

@@ -31,8 +31,10 @@ fn produce(settings: &ClientSettings, topic: &str, partitions: i32, records: u32
 }
 
 fn service(settings: &ClientSettings, prefix: &str, held: bool) -> TestService {
+    // Stale after one interval plus the request timeout: about 5 s.
     let options = ServeOptions {
         watermark_interval: Duration::from_millis(200),
+        request_timeout: Duration::from_secs(5),
         monitor: only(prefix),
         ..ServeOptions::new(settings.clone())
     };
@@ -81,7 +83,7 @@ fn broker_killed_while_serving_and_while_catching_up() {
     serving.wait_ready();
     agrees_with_kafka(&mut serving, broker.brokers(), &p, "before the kill");
 
-    // Killed while serving: within the staleness limit (10 s here) /ready says
+    // Killed while serving: within the staleness limit (about 5 s here) /ready says
     // why, and no lag is exported as current.
     broker.kill();
     let body = wait_status(&mut serving, 503, "after SIGKILL", Duration::from_secs(60));

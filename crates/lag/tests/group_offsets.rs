@@ -243,3 +243,27 @@ fn kip848_assignments_are_named_through_the_topic_ids_of_offset_commits() {
     unit.apply(&kip848_assignment("h", "ghost", id, vec![0]));
     assert!(unit.group("h").is_none());
 }
+
+#[test]
+fn a_kip848_assignment_read_before_its_member_waits_for_it() {
+    // After compaction, a member's assignment record can precede its metadata.
+    let id = Uuid([4; 16]);
+    let mut unit = GroupOffsets::default();
+    let value = OffsetCommitValue { topic_id: Some(id), ..OffsetCommitValue::new(4, 5, 77) };
+    unit.apply(&Record::offset_commit("g", "events", 0, Some(value)));
+    unit.apply(&kip848_assignment("g", "m1", id, vec![2, 3]));
+    unit.apply(&kip848_member("g", "m1"));
+    assert_eq!(assignment_of(&unit, "g"), [("events".to_owned(), vec![2, 3])]);
+}
+
+#[test]
+fn a_kip848_member_tombstone_creates_no_group() {
+    let mut unit = GroupOffsets::default();
+    let key = kip848_member("g", "m1").key;
+    unit.apply(&Record { key: key.clone(), value: None });
+    assert!(unit.group("g").is_none(), "a tombstone of an unknown member creates nothing");
+    unit.apply(&kip848_member("g", "m1"));
+    unit.apply(&Record { key, value: None });
+    let info = unit.group("g").and_then(|g| g.info.as_ref()).expect("the group stays");
+    assert!(info.members().is_empty(), "the member left");
+}

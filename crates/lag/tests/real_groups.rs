@@ -175,6 +175,17 @@ fn open_and_finished_transactions_neither_block_readiness_nor_leak_offsets() {
     committer.commit(&[(&topic, 0, 4)], TransactionEnd::Commit).expect("committed");
     committer.commit(&[(&topic, 0, 9)], TransactionEnd::LeaveOpen).expect("left open");
 
+    // A plain commit of another group in the same partition of
+    // __consumer_offsets, after the open transaction: Kafka answers OffsetFetch
+    // with it at once, but no read_committed reader sees it before the
+    // transaction ends.
+    let partition = kshard_kafka::offsets_partition_for(&open, 50);
+    let held = (0..)
+        .map(|i| format!("held-{p}-{i}"))
+        .find(|g| kshard_kafka::offsets_partition_for(g, 50) == partition)
+        .expect("some name hashes to the partition");
+    OffsetCommitter::new(&settings, &held).expect("committer").commit(&[(&topic, 0, 30)]).expect("commit");
+
     let mut service = serve(&settings, ScrapeMode::OffsetsTopic, &p);
     // Ready long before the broker would abort the open transaction.
     service.wait_ready();
@@ -185,6 +196,10 @@ fn open_and_finished_transactions_neither_block_readiness_nor_leak_offsets() {
         "Kafka reports the committed offsets only"
     );
     assert_agrees_with_kafka(&mut service, &kafka, &p, "with an open transaction");
+    // What the open transaction holds back shows, per partition.
+    let unread = format!("kshard_offsets_topic_unread_offsets{{partition_id=\"{partition}\"}}");
+    service.eventually("the held-back partition shows", |m| m.get(&unread).is_some_and(|n| *n >= 2.0));
+    assert_eq!(kafka_consumer_groups(broker.brokers(), &held).len(), 1, "Kafka already has the held-back commit");
     drop(service);
     drop(committer);
 }
