@@ -99,9 +99,10 @@ fn commit_groups(settings: &ClientSettings, shape: &LoadShape, groups: &[u32]) -
         for round in 0..shape.rounds {
             let offsets: Vec<(&str, i32, i64)> =
                 (0..shape.partitions).map(|p| (topic.as_str(), p as i32, shape.offset(g, p, round))).collect();
-            // The last commit of a group waits for the coordinator, and with it
-            // every earlier one (they are handled in order).
-            if round + 1 == shape.rounds {
+            // The first commit of a group finds the coordinator (and retries
+            // while it moves or loads); the last waits for it, and with it every
+            // earlier one (they are handled in order).
+            if round == 0 || round + 1 == shape.rounds {
                 committer.commit(&offsets).with_context(|| format!("committing for {group}"))?;
             } else {
                 committer.commit_async(&offsets)?;

@@ -27,12 +27,22 @@ fn partition_list(offsets: Offsets<'_>) -> Result<TopicPartitionList> {
     Ok(list)
 }
 
-/// True for the errors of a coordinator that is moving or loading its state.
+/// True for the errors of a coordinator that is moving or loading its state,
+/// or whose connection dropped (as when `__consumer_offsets` is being created):
+/// worth another try.
 fn coordinator_busy(e: &rdkafka::error::KafkaError) -> bool {
     use rdkafka::types::RDKafkaErrorCode as Code;
     matches!(
         e.rdkafka_error_code(),
-        Some(Code::NotCoordinator | Code::CoordinatorLoadInProgress | Code::CoordinatorNotAvailable)
+        Some(
+            Code::NotCoordinator
+                | Code::CoordinatorLoadInProgress
+                | Code::CoordinatorNotAvailable
+                | Code::WaitingForCoordinator
+                | Code::BrokerTransportFailure
+                | Code::RequestTimedOut
+                | Code::OperationTimedOut
+        )
     )
 }
 
@@ -60,8 +70,8 @@ impl OffsetCommitter {
     }
 
     /// Commits `offsets` and waits for the coordinator's answer. While the
-    /// coordinator moves or loads (a new `__consumer_offsets`, a broker that
-    /// just started), the commit is retried for up to 30 s.
+    /// coordinator moves, loads or reconnects (a new `__consumer_offsets`, a
+    /// broker that just started), the commit is retried for up to 30 s.
     pub fn commit(&self, offsets: Offsets<'_>) -> Result<()> {
         let list = partition_list(offsets)?;
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
@@ -77,9 +87,10 @@ impl OffsetCommitter {
         }
     }
 
-    /// Sends a commit without waiting for the answer; [`OffsetCommitter::commit`]
-    /// after a series of these waits for all of them (the coordinator handles a
-    /// group's commits in order).
+    /// Sends a commit without waiting for the answer, for load generation: a
+    /// failure is not reported (librdkafka logs it). A [`OffsetCommitter::commit`]
+    /// after a series of these returns once the coordinator has handled them
+    /// all (it handles a group's commits in order).
     pub fn commit_async(&self, offsets: Offsets<'_>) -> Result<()> {
         let list = partition_list(offsets)?;
         self.consumer.commit(&list, CommitMode::Async).map_err(call(format!("committing offsets of {}", self.group)))
