@@ -8,10 +8,7 @@
 
 use std::borrow::Cow;
 
-use kshard_offsets::{
-    Assignment, GroupMetadataKey, GroupMetadataValue, MemberMetadata, OffsetCommitValue, Record, RecordKey,
-    RecordValue, Subscription, TopicPartitions,
-};
+use kshard_offsets::{GroupMetadataValue, MemberMetadata, OffsetCommitValue, Record, TopicPartitions};
 
 /// The shape of the stream.
 #[derive(Debug, Clone, clap::Args)]
@@ -121,8 +118,7 @@ impl LoadShape {
                         &Record::offset_commit(&group, &topic, p as i32, None),
                     ));
                 }
-                let key = RecordKey::GroupMetadata(GroupMetadataKey { group: Cow::Borrowed(&group) });
-                out.push(encode(&group, Kind::GroupTombstone, &Record { key, value: None }));
+                out.push(encode(&group, Kind::GroupTombstone, &Record::group_metadata(group.as_str(), None)));
             }
         }
         // Spread the malformed records over the rounds and groups.
@@ -159,39 +155,23 @@ impl LoadShape {
         let members_count = self.partitions.clamp(1, 3);
         let members = (0..members_count)
             .map(|m| {
-                let subscription = Subscription::to_topics(1, vec![Cow::Borrowed(topic)]).to_bytes();
-                let assignment = Assignment {
-                    version: 1,
-                    assigned_partitions: vec![TopicPartitions {
-                        topic: Cow::Borrowed(topic),
-                        partitions: (0..self.partitions).filter(|p| p % members_count == m).map(|p| p as i32).collect(),
-                    }],
-                    user_data: None,
-                }
-                .to_bytes();
-                MemberMetadata {
-                    member_id: Cow::Owned(format!("{group}-consumer-{m}-{round}")),
-                    group_instance_id: None,
-                    client_id: Cow::Owned(format!("{group}-consumer-{m}")),
-                    client_host: Cow::Borrowed("/127.0.0.1"),
-                    rebalance_timeout: Some(300_000),
-                    session_timeout: 45_000,
-                    subscription: subscription.into(),
-                    assignment: assignment.into(),
-                }
+                let assigned = vec![TopicPartitions {
+                    topic: Cow::Borrowed(topic),
+                    partitions: (0..self.partitions).filter(|p| p % members_count == m).map(|p| p as i32).collect(),
+                }];
+                MemberMetadata::consumer(
+                    format!("{group}-consumer-{m}-{round}"),
+                    format!("{group}-consumer-{m}"),
+                    vec![Cow::Borrowed(topic)],
+                    assigned,
+                )
             })
             .collect();
-        let value = RecordValue::GroupMetadata(GroupMetadataValue {
-            version: 3,
-            protocol_type: Cow::Borrowed("consumer"),
-            generation: round as i32 + 1,
-            protocol: Some(Cow::Borrowed("range")),
-            leader: Some(Cow::Owned(format!("{group}-consumer-0-{round}"))),
+        let value = GroupMetadataValue {
             current_state_timestamp: Some(1_758_335_260_726 + i64::from(round) * 5_000),
-            members,
-        });
-        let key = RecordKey::GroupMetadata(GroupMetadataKey { group: Cow::Borrowed(group) });
-        encode(group, Kind::GroupMetadata, &Record { key, value: Some(value) })
+            ..GroupMetadataValue::consumer(3, round as i32 + 1, members)
+        };
+        encode(group, Kind::GroupMetadata, &Record::group_metadata(group, Some(value)))
     }
 }
 
@@ -203,7 +183,7 @@ fn encode(group: &str, kind: Kind, record: &Record<'_>) -> GeneratedRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kshard_offsets::Record;
+    use kshard_offsets::{Record, RecordValue};
 
     fn shape() -> LoadShape {
         LoadShape {

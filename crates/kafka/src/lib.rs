@@ -38,34 +38,48 @@ pub use writer::RecordWriter;
 /// The topic Kafka keeps committed offsets and group metadata in.
 pub const CONSUMER_OFFSETS_TOPIC: &str = "__consumer_offsets";
 
+/// Java's `String.hashCode()`: `s[0]*31^(n-1) + … + s[n-1]` over UTF-16 code
+/// units, wrapping like Java's `int`.
+pub fn java_string_hash_code(s: &str) -> i32 {
+    s.encode_utf16().fold(0i32, |h, unit| h.wrapping_mul(31).wrapping_add(i32::from(unit)))
+}
+
 /// The partition of `__consumer_offsets` that holds `group`'s records, as Kafka
-/// computes it: `abs(group.hashCode()) % partitions` with Java's `String.hashCode`
-/// over UTF-16 code units (and `abs(i32::MIN)` taken as 0, like Kafka's
-/// `Utils.abs`).
+/// computes it: `Utils.abs(group.hashCode()) % partitions`, where Kafka's
+/// `Utils.abs` maps `Integer.MIN_VALUE` to 0.
 ///
 /// # Panics
 /// When `partitions` is not positive: a topic always has at least one partition.
 pub fn offsets_partition_for(group: &str, partitions: i32) -> i32 {
     assert!(partitions > 0, "a topic has at least one partition");
-    let hash = group.encode_utf16().fold(0i32, |h, unit| h.wrapping_mul(31).wrapping_add(i32::from(unit)));
+    let hash = java_string_hash_code(group);
     let abs = if hash == i32::MIN { 0 } else { hash.abs() };
     abs % partitions
 }
 
 #[cfg(test)]
 mod tests {
-    use super::offsets_partition_for;
+    use super::{java_string_hash_code, offsets_partition_for};
 
     #[test]
     fn partition_matches_java_string_hash_code() {
-        // "".hashCode() == 0; "a".hashCode() == 97; "my-group".hashCode() == 1278627868
-        // (values from Java's String.hashCode definition: s[0]*31^(n-1) + ... + s[n-1]).
-        assert_eq!(offsets_partition_for("", 50), 0);
-        assert_eq!(offsets_partition_for("a", 50), 97 % 50);
-        let h: i64 = "my-group".bytes().fold(0i64, |h, b| (h * 31 + i64::from(b)) % (1 << 32));
-        let h = h as u32 as i32;
-        assert_eq!(offsets_partition_for("my-group", 50), h.abs() % 50);
-        // Non-BMP characters count as two UTF-16 units, as in Java.
-        assert!(offsets_partition_for("grüppe-🦀", 50) < 50);
+        // Printed by OpenJDK 17.0.15 (`java H.java` calling `name.hashCode()`,
+        // and `(h == Integer.MIN_VALUE ? 0 : Math.abs(h)) % 50` as Kafka's
+        // Utils.abs does): name, hashCode, partition of 50.
+        let java = [
+            ("", 0, 0),
+            ("a", 97, 47),
+            ("my-group", -1_906_497_762, 12),
+            // The well-known string whose hash is Integer.MIN_VALUE.
+            ("polygenelubricants", i32::MIN, 0),
+            // Non-BMP characters count as two UTF-16 units, as in Java.
+            ("grüppe-🦀", -1_039_948_261, 11),
+            ("orders-consumer", -1_204_742_690, 40),
+            ("GROUP_ÄÖÜ", 1_305_010_346, 46),
+        ];
+        for (name, hash, partition) in java {
+            assert_eq!(java_string_hash_code(name), hash, "{name:?}.hashCode()");
+            assert_eq!(offsets_partition_for(name, 50), partition, "partition of {name:?}");
+        }
     }
 }

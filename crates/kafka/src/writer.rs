@@ -9,7 +9,8 @@ use crate::context::KshardContext;
 use crate::error::{Result, call};
 
 /// A producer that writes records to explicit partitions and waits for them
-/// with [`RecordWriter::flush`]. Idempotence is on, so retries never duplicate.
+/// with [`RecordWriter::flush`]. Idempotence is on, so retries never duplicate
+/// or reorder records (the principal needs IdempotentWrite on the cluster).
 pub struct RecordWriter {
     producer: ThreadedProducer<KshardContext>,
 }
@@ -30,7 +31,7 @@ impl RecordWriter {
                 ("batch.num.messages", "10000"),
                 ("queue.buffering.max.messages", "1000000"),
                 ("compression.type", "none"),
-                ("enable.idempotence", "false"),
+                ("enable.idempotence", "true"),
                 ("acks", "all"),
             ],
         )?;

@@ -27,34 +27,17 @@ fn offset_commit(group: &str, partition: i32, version: i16, offset: i64) -> Reco
 }
 
 fn group_metadata(group: &str, version: i16) -> Record<'static> {
-    let subscription = Subscription::to_topics(1, vec!["orders".into()]).to_bytes();
-    let assignment = Assignment {
-        version: 0,
-        assigned_partitions: vec![TopicPartitions { topic: "orders".into(), partitions: vec![0, 1, 2] }],
-        user_data: None,
-    }
-    .to_bytes();
-    Record {
-        key: RecordKey::GroupMetadata(GroupMetadataKey { group: group.to_owned().into() }),
-        value: Some(RecordValue::GroupMetadata(GroupMetadataValue {
-            version,
-            protocol_type: "consumer".into(),
-            generation: 3,
-            protocol: Some("range".into()),
-            leader: Some("member-1".into()),
-            current_state_timestamp: (version >= 2).then_some(1_758_335_260_000),
-            members: vec![MemberMetadata {
-                member_id: "member-1".into(),
-                group_instance_id: if version >= 3 { Some("instance-1".into()) } else { None },
-                client_id: "client-1".into(),
-                client_host: "/127.0.0.1".into(),
-                rebalance_timeout: (version >= 1).then_some(300_000),
-                session_timeout: 45_000,
-                subscription: subscription.into(),
-                assignment: assignment.into(),
-            }],
-        })),
-    }
+    let assigned = vec![TopicPartitions { topic: "orders".into(), partitions: vec![0, 1, 2] }];
+    let member = MemberMetadata {
+        group_instance_id: if version >= 3 { Some("instance-1".into()) } else { None },
+        rebalance_timeout: (version >= 1).then_some(300_000),
+        ..MemberMetadata::consumer("member-1", "client-1", vec!["orders".into()], assigned)
+    };
+    let value = GroupMetadataValue {
+        current_state_timestamp: (version >= 2).then_some(1_758_335_260_000),
+        ..GroupMetadataValue::consumer(version, 3, vec![member])
+    };
+    Record::group_metadata(group.to_owned(), Some(value))
 }
 
 /// Every kind of record, for groups named `prefix-…`.

@@ -21,30 +21,23 @@ fn tombstone(record: Record<'static>) -> Record<'static> {
 }
 
 fn metadata(group: &str, protocol_type: &str, members: Vec<MemberMetadata<'static>>) -> Record<'static> {
-    Record {
-        key: RecordKey::GroupMetadata(GroupMetadataKey { group: group.to_owned().into() }),
-        value: Some(RecordValue::GroupMetadata(GroupMetadataValue {
-            version: 3,
-            protocol_type: protocol_type.to_owned().into(),
-            generation: 7,
-            protocol: Some("range".into()),
-            leader: None,
-            current_state_timestamp: Some(5),
-            members,
-        })),
-    }
+    let value = GroupMetadataValue {
+        protocol_type: protocol_type.to_owned().into(),
+        leader: None,
+        current_state_timestamp: Some(5),
+        ..GroupMetadataValue::consumer(3, 7, members)
+    };
+    Record::group_metadata(group.to_owned(), Some(value))
 }
 
 fn member(id: &str, assignment: Vec<u8>) -> MemberMetadata<'static> {
+    // Raw assignment bytes: tests give malformed ones too.
     MemberMetadata {
-        member_id: id.to_owned().into(),
-        group_instance_id: None,
-        client_id: "c".into(),
         client_host: "h".into(),
         rebalance_timeout: Some(1),
         session_timeout: 1,
-        subscription: Subscription::to_topics(1, vec!["t".into()]).to_bytes().into(),
         assignment: assignment.into(),
+        ..MemberMetadata::consumer(id.to_owned(), "c", vec!["t".into()], vec![])
     }
 }
 
@@ -69,7 +62,9 @@ fn commits_update_and_offset_tombstones_delete() {
     apply(&mut s, 4, &tombstone(commit("g", "t", 0, 0))).expect("applies");
     assert!(s.group("g").is_none(), "a group with neither offsets nor metadata is gone");
     assert_eq!(s.next_offset(), Some(5));
-    s.sweep_names();
+    // The names of the group and its topic are no longer used: swept once.
+    assert_eq!(s.sweep_names(), 2, "\"g\" and \"t\" are dropped");
+    assert_eq!(s.sweep_names(), 0);
 }
 
 #[test]

@@ -21,42 +21,24 @@ fn group_metadata(group: &str, topic: &str, assignments: &[Vec<i32>]) -> Record<
     let members = assignments
         .iter()
         .enumerate()
-        .map(|(i, partitions)| MemberMetadata {
-            member_id: format!("m{i}").into(),
-            group_instance_id: None,
-            client_id: format!("c{i}").into(),
-            client_host: "/127.0.0.1".into(),
-            rebalance_timeout: Some(30_000),
-            session_timeout: 10_000,
-            subscription: Subscription::to_topics(1, vec![topic.to_owned().into()]).to_bytes().into(),
-            assignment: if partitions.is_empty() {
-                Vec::new().into()
+        .map(|(i, partitions)| {
+            let assigned = if partitions.is_empty() {
+                vec![]
             } else {
-                Assignment {
-                    version: 1,
-                    assigned_partitions: vec![TopicPartitions {
-                        topic: topic.to_owned().into(),
-                        partitions: partitions.clone(),
-                    }],
-                    user_data: None,
-                }
-                .to_bytes()
-                .into()
-            },
+                vec![TopicPartitions { topic: topic.to_owned().into(), partitions: partitions.clone() }]
+            };
+            MemberMetadata {
+                rebalance_timeout: Some(30_000),
+                session_timeout: 10_000,
+                ..MemberMetadata::consumer(format!("m{i}"), format!("c{i}"), vec![topic.to_owned().into()], assigned)
+            }
         })
         .collect();
-    Record {
-        key: RecordKey::GroupMetadata(GroupMetadataKey { group: group.to_owned().into() }),
-        value: Some(RecordValue::GroupMetadata(GroupMetadataValue {
-            version: 3,
-            protocol_type: "consumer".into(),
-            generation: 4,
-            protocol: Some("range".into()),
-            leader: Some("m0".into()),
-            current_state_timestamp: Some(1_758_335_260_726),
-            members,
-        })),
-    }
+    let value = GroupMetadataValue {
+        current_state_timestamp: Some(1_758_335_260_726),
+        ..GroupMetadataValue::consumer(3, 4, members)
+    };
+    Record::group_metadata(group.to_owned(), Some(value))
 }
 
 #[test]

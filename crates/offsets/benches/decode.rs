@@ -9,8 +9,8 @@ use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use kshard_offsets::{
-    Assignment, GroupMetadataKey, GroupMetadataValue, MemberMetadata, OffsetCommitKey, OffsetCommitValue, Record,
-    RecordKey, RecordValue, Subscription, TopicPartitions,
+    GroupMetadataValue, MemberMetadata, OffsetCommitKey, OffsetCommitValue, Record, RecordKey, RecordValue,
+    TopicPartitions,
 };
 
 const RECORDS: usize = 10_000;
@@ -61,40 +61,26 @@ fn mix() -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
 fn group_metadata(group: &str, topic: &str, i: usize) -> Record<'static> {
     let members = (0..3)
         .map(|m| {
-            let subscription = Subscription::to_topics(1, vec![topic.to_owned().into()]).to_bytes();
-            let assignment = Assignment {
-                version: 1,
-                assigned_partitions: vec![TopicPartitions {
-                    topic: topic.to_owned().into(),
-                    partitions: vec![m * 4, m * 4 + 1, m * 4 + 2, m * 4 + 3],
-                }],
-                user_data: None,
-            }
-            .to_bytes();
+            let assigned = vec![TopicPartitions {
+                topic: topic.to_owned().into(),
+                partitions: vec![m * 4, m * 4 + 1, m * 4 + 2, m * 4 + 3],
+            }];
             MemberMetadata {
-                member_id: format!("consumer-{group}-{m}-5f1c2a9e-0d3b-4c8e-9a51-{i:012}").into(),
-                group_instance_id: None,
-                client_id: format!("consumer-{group}-{m}").into(),
                 client_host: "/10.0.3.17".into(),
-                rebalance_timeout: Some(300_000),
-                session_timeout: 45_000,
-                subscription: subscription.into(),
-                assignment: assignment.into(),
+                ..MemberMetadata::consumer(
+                    format!("consumer-{group}-{m}-5f1c2a9e-0d3b-4c8e-9a51-{i:012}"),
+                    format!("consumer-{group}-{m}"),
+                    vec![topic.to_owned().into()],
+                    assigned,
+                )
             }
         })
         .collect();
-    Record {
-        key: RecordKey::GroupMetadata(GroupMetadataKey { group: group.to_owned().into() }),
-        value: Some(RecordValue::GroupMetadata(GroupMetadataValue {
-            version: 3,
-            protocol_type: "consumer".into(),
-            generation: 12,
-            protocol: Some("range".into()),
-            leader: Some("consumer-1".into()),
-            current_state_timestamp: Some(1_758_335_260_726),
-            members,
-        })),
-    }
+    let value = GroupMetadataValue {
+        current_state_timestamp: Some(1_758_335_260_726),
+        ..GroupMetadataValue::consumer(3, 12, members)
+    };
+    Record::group_metadata(group.to_owned(), Some(value))
 }
 
 /// Decodes every record; sums the committed offsets so nothing is optimized away.

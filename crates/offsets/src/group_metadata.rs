@@ -75,6 +75,35 @@ pub struct MemberMetadata<'a> {
 }
 
 impl<'a> MemberMetadata<'a> {
+    /// A member of a consumer group (protocol type `consumer`), subscribed to
+    /// `topics` (subscription v1) and assigned `assigned` (assignment v1; empty
+    /// bytes when nothing is assigned, as Kafka stores a member mid-rebalance),
+    /// with the defaults of a Java consumer: no instance id, host `/127.0.0.1`,
+    /// rebalance timeout 300 s, session timeout 45 s. Set other fields with
+    /// struct update.
+    pub fn consumer(
+        member_id: impl Into<Cow<'a, str>>,
+        client_id: impl Into<Cow<'a, str>>,
+        topics: Vec<Cow<'a, str>>,
+        assigned: Vec<crate::consumer_protocol::TopicPartitions<'a>>,
+    ) -> Self {
+        let assignment = if assigned.is_empty() {
+            Vec::new()
+        } else {
+            Assignment { version: 1, assigned_partitions: assigned, user_data: None }.to_bytes()
+        };
+        MemberMetadata {
+            member_id: member_id.into(),
+            group_instance_id: None,
+            client_id: client_id.into(),
+            client_host: Cow::Borrowed("/127.0.0.1"),
+            rebalance_timeout: Some(300_000),
+            session_timeout: 45_000,
+            subscription: Cow::Owned(Subscription::to_topics(1, topics).to_bytes()),
+            assignment: Cow::Owned(assignment),
+        }
+    }
+
     fn decode(version: i16, r: &mut Reader<'a>) -> Result<Self> {
         let flexible = version >= 4;
         let member = MemberMetadata {
@@ -135,6 +164,23 @@ const MIN_MEMBER_SIZE: usize = 2 + 2 + 2 + 4 + 4 + 4;
 impl<'a> GroupMetadataValue<'a> {
     /// The highest version whose layout this codec knows.
     pub const MAX_KNOWN_VERSION: i16 = 4;
+
+    /// A consumer group's metadata in `version`'s layout: protocol type
+    /// `consumer`, protocol `range`, the first member as leader (none when there
+    /// are no members), state timestamp -1 (v2+, Kafka's default). Set other
+    /// fields with struct update.
+    pub fn consumer(version: i16, generation: i32, members: Vec<MemberMetadata<'a>>) -> Self {
+        let leader = members.first().map(|m| m.member_id.clone());
+        GroupMetadataValue {
+            version,
+            protocol_type: Cow::Borrowed("consumer"),
+            generation,
+            protocol: leader.as_ref().map(|_| Cow::Borrowed("range")),
+            leader,
+            current_state_timestamp: (version >= 2).then_some(-1),
+            members,
+        }
+    }
 
     pub(crate) fn decode(version: i16, r: &mut Reader<'a>) -> Result<Self> {
         if version < 0 {

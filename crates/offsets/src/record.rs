@@ -273,6 +273,15 @@ impl<'a> Record<'a> {
         }
     }
 
+    /// A group-metadata record for `group`; `value: None` is the tombstone that
+    /// deletes the group's metadata.
+    pub fn group_metadata(group: impl Into<Cow<'a, str>>, value: Option<GroupMetadataValue<'a>>) -> Self {
+        Record {
+            key: RecordKey::GroupMetadata(GroupMetadataKey { group: group.into() }),
+            value: value.map(RecordValue::GroupMetadata),
+        }
+    }
+
     /// Decodes a record from its key and value bytes (`None`: a tombstone).
     pub fn decode(key: &'a [u8], value: Option<&'a [u8]>) -> std::result::Result<Self, DecodeError> {
         let key = RecordKey::decode(key)?;
