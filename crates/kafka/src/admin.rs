@@ -1,4 +1,6 @@
-//! Admin calls: create topics, read watermarks.
+//! Admin calls: create and delete topics and groups, metadata, batched
+//! watermarks (log start and end offsets), and the consumer-group calls of
+//! `groups.rs`.
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -105,6 +105,12 @@ impl Collector for LagCollector {
             "Records read from __consumer_offsets.",
             counters.records.load(Ordering::Relaxed),
         )?;
+        counter(
+            &mut encoder,
+            "admin_api_offset_fetch_errors",
+            "Admin-API mode: groups whose OffsetFetch failed at a scrape; their previous offsets are kept.",
+            counters.offset_fetch_errors.load(Ordering::Relaxed),
+        )?;
         {
             let skipped = [
                 ("null_key", counters.null_key.load(Ordering::Relaxed)),

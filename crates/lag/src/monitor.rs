@@ -49,6 +49,9 @@ pub struct ReadCounters {
     pub malformed_value: AtomicU64,
     /// Records of a type this version of kshard does not know.
     pub unknown_type: AtomicU64,
+    /// Admin-API mode: groups whose OffsetFetch failed at a scrape (their
+    /// previous offsets were kept).
+    pub offset_fetch_errors: AtomicU64,
 }
 
 /// A record the monitor could not use, for the caller to log.

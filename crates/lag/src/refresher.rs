@@ -176,6 +176,7 @@ fn scrape_groups(admin: &Admin, monitor: &Monitor) -> Result<(), kshard_kafka::E
             // Keep what the last scrape knew rather than let the group vanish
             // and come back.
             warn!(group = %group.group_id, %error, "fetching a group's offsets; keeping its previous offsets");
+            monitor.counters().offset_fetch_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             monitor.for_each_unit(|_, previous| {
                 if let Some(g) = previous.group(&group.group_id) {
                     for (topic, partition, committed) in g.offsets() {
