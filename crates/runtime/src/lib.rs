@@ -1,0 +1,19 @@
+//! `kshard-runtime`: shards with a primary replica and hot standbys, in the
+//! style of Gazette's consumer framework.
+//!
+//! Work is split into shards. Each has one primary replica, which reads the
+//! shard's sources and runs transactions against a local store, and hot standby
+//! replicas, which tail the shard's recovery log so that one of them can take
+//! over at once. Assignments and replica status live in a [`keyspace`] (etcd,
+//! or an embedded one for a single process).
+//!
+//! This first part is the pure core, free of I/O so it is tested exhaustively:
+//! [`status`] (replica status codes and how two reports reduce), [`backoff`]
+//! (the retry schedule of status writes) and [`replica`] (the replica
+//! lifecycle as a state machine that takes events and returns what to do), and
+//! the [`keyspace`] contract with its embedded implementation.
+
+pub mod backoff;
+pub mod keyspace;
+pub mod replica;
+pub mod status;

@@ -1,0 +1,92 @@
+//! The replica state machine under random event sequences: whatever happens,
+//! a replica serves only after playing the log, handing off and recovering, in
+//! that order, under one assignment; it never serves again under an assignment
+//! it failed in; the statuses it writes per assignment only go up; and it never
+//! starts work while a tear-down is pending.
+
+use std::collections::BTreeMap;
+
+use kshard_runtime::replica::{Action, AssignmentId, Event, Replica};
+use kshard_runtime::status::ReplicaCode;
+use proptest::prelude::*;
+
+fn event() -> impl Strategy<Value = Event> {
+    prop_oneof![
+        (1i64..4, 0u32..3).prop_map(|(assignment, slot)| Event::Assigned { assignment, slot }),
+        Just(Event::Unassigned),
+        Just(Event::PlayedToHead),
+        any::<bool>().prop_map(|ours| Event::HandOffReadBack { ours }),
+        Just(Event::Recovered),
+        Just(Event::Failed("boom".into())),
+        Just(Event::TornDown),
+    ]
+}
+
+/// What one assignment's life has shown so far.
+#[derive(Debug, Default)]
+struct Life {
+    played: bool,
+    handed_off: bool,
+    opened: bool,
+    served: bool,
+    failed: bool,
+    last_code: Option<ReplicaCode>,
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2048))]
+
+    #[test]
+    fn replicas_serve_only_in_order_and_never_after_failing(events in proptest::collection::vec(event(), 0..60)) {
+        let mut replica = Replica::default();
+        let mut lives: BTreeMap<AssignmentId, Life> = BTreeMap::new();
+        let mut tearing_down = false;
+        for e in events {
+            let torn_down = e == Event::TornDown;
+            let actions = replica.step(e);
+            if torn_down {
+                tearing_down = false;
+            }
+            let current = replica.assignment();
+            for a in actions {
+                match a {
+                    Action::TearDown => tearing_down = true,
+                    Action::WriteStatus(assignment, status) => {
+                        let life = lives.entry(assignment).or_default();
+                        if let Some(last) = life.last_code {
+                            prop_assert!(status.code >= last, "status went down: {last:?} then {:?}", status.code);
+                        }
+                        prop_assert_eq!(status.errors.is_empty(), status.code != ReplicaCode::Failed);
+                        if status.code == ReplicaCode::Failed {
+                            life.failed = true;
+                        }
+                        life.last_code = Some(status.code);
+                    }
+                    work => {
+                        prop_assert!(!tearing_down, "{work:?} while a tear-down is pending");
+                        let assignment = current.expect("work happens under an assignment");
+                        let life = lives.entry(assignment).or_default();
+                        match work {
+                            Action::StartPlayback => life.played = true,
+                            Action::AppendHandOff => {
+                                prop_assert!(life.played, "hand-off before playback");
+                                life.handed_off = true;
+                            }
+                            Action::OpenStore => {
+                                prop_assert!(life.handed_off, "store opened before the hand-off");
+                                life.opened = true;
+                            }
+                            Action::StartSources => {
+                                prop_assert!(life.opened, "sources before recovery");
+                                prop_assert!(!life.failed, "serving under an assignment that failed");
+                                prop_assert!(!life.served, "sources started twice");
+                                life.served = true;
+                            }
+                            Action::TearDown | Action::WriteStatus(..) => unreachable!(),
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
