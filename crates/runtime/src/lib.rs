@@ -11,9 +11,11 @@
 //! [`status`] (replica status codes and how two reports reduce), [`backoff`]
 //! (the retry schedule of status writes) and [`replica`] (the replica
 //! lifecycle as a state machine that takes events and returns what to do), and
-//! the [`keyspace`] contract with its embedded implementation.
+//! the [`keyspace`] contract with its embedded implementation, and the [`model`]
+//! (shard specs, members, assignments) with its keys.
 
 pub mod backoff;
 pub mod keyspace;
+pub mod model;
 pub mod replica;
 pub mod status;

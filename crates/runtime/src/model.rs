@@ -1,0 +1,233 @@
+//! The runtime's model and where it lives in the keyspace: shard specs,
+//! members (processes) and assignments, each a key under one root prefix.
+//!
+//! ```text
+//! {root}/shards/{shard}                        ShardSpec (JSON)
+//! {root}/members/{zone}#{member}               MemberSpec (JSON), under the member's lease
+//! {root}/assign/{shard}#{zone}#{member}#{slot} ReplicaStatus (JSON), under the member's lease
+//! ```
+//!
+//! Slot 0 is the primary. An assignment's identity is its key's create
+//! revision: a shard assigned again to the same member and slot is a new key.
+//! `#` and `/` may not appear in ids, so keys parse back unambiguously.
+
+use serde::{Deserialize, Serialize};
+
+use crate::status::ReplicaStatus;
+
+/// A partition of a topic a shard reads, and the offset to start from when the
+/// shard has no checkpoint yet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Source {
+    /// The topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: i32,
+    /// The first offset to read without a checkpoint.
+    #[serde(default)]
+    pub min_offset: i64,
+}
+
+/// Where a shard's recovery log is: one partition of a Kafka topic.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecoveryLog {
+    /// The topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: i32,
+}
+
+/// A shard: its sources, its recovery log and how it is served.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardSpec {
+    /// The shard's id (no `#` or `/`).
+    pub id: String,
+    /// What it reads.
+    pub sources: Vec<Source>,
+    /// Where its store's changes go.
+    pub recovery_log: RecoveryLog,
+    /// Standbys besides the primary.
+    #[serde(default)]
+    pub hot_standbys: u32,
+    /// A transaction groups messages for at least this long, in ms.
+    #[serde(default)]
+    pub min_txn_duration_ms: u64,
+    /// and at most this long, in ms.
+    #[serde(default = "default_max_txn_ms")]
+    pub max_txn_duration_ms: u64,
+    /// Disabled shards get no replicas.
+    #[serde(default)]
+    pub disable: bool,
+    /// Free-form labels.
+    #[serde(default)]
+    pub labels: std::collections::BTreeMap<String, String>,
+}
+
+fn default_max_txn_ms() -> u64 {
+    1000
+}
+
+impl ShardSpec {
+    /// Replicas wanted: the primary and the hot standbys (none when disabled).
+    pub fn replicas(&self) -> u32 {
+        if self.disable { 0 } else { 1 + self.hot_standbys }
+    }
+}
+
+/// A member: one kshard process of the application.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberSpec {
+    /// The member's id (no `#` or `/`).
+    pub id: String,
+    /// Its zone (rack, availability zone; no `#` or `/`).
+    pub zone: String,
+    /// The most replicas it takes.
+    pub shard_limit: u32,
+}
+
+/// One replica's assignment, as its key says.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AssignmentKey {
+    /// The shard.
+    pub shard: String,
+    /// The member's zone.
+    pub zone: String,
+    /// The member.
+    pub member: String,
+    /// 0 for the primary.
+    pub slot: u32,
+}
+
+/// An assignment with what the keyspace knows of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assignment {
+    /// Which replica.
+    pub key: AssignmentKey,
+    /// Its identity: the key's create revision.
+    pub create_revision: i64,
+    /// The revision status writes must check.
+    pub mod_revision: i64,
+    /// The replica's status.
+    pub status: ReplicaStatus,
+}
+
+/// A key that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("malformed {what} key {key:?}: {why}")]
+pub struct KeyError {
+    /// Which kind of key.
+    pub what: &'static str,
+    /// The key.
+    pub key: String,
+    /// What is wrong.
+    pub why: &'static str,
+}
+
+/// True for ids that can be part of keys.
+pub fn valid_id(id: &str) -> bool {
+    !id.is_empty() && !id.contains(['#', '/'])
+}
+
+/// The keys of one application, under `root`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Keys {
+    root: String,
+}
+
+impl Keys {
+    /// Keys under `root` (e.g. `/kshard/sum`); a trailing `/` is ignored.
+    pub fn new(root: &str) -> Self {
+        Keys { root: root.trim_end_matches('/').to_owned() }
+    }
+
+    /// The prefix of shard specs.
+    pub fn shards(&self) -> String {
+        format!("{}/shards/", self.root)
+    }
+
+    /// The prefix of members.
+    pub fn members(&self) -> String {
+        format!("{}/members/", self.root)
+    }
+
+    /// The prefix of assignments.
+    pub fn assignments(&self) -> String {
+        format!("{}/assign/", self.root)
+    }
+
+    /// A shard spec's key.
+    pub fn shard(&self, shard: &str) -> String {
+        format!("{}{shard}", self.shards())
+    }
+
+    /// A member's key.
+    pub fn member(&self, zone: &str, member: &str) -> String {
+        format!("{}{zone}#{member}", self.members())
+    }
+
+    /// An assignment's key.
+    pub fn assignment(&self, a: &AssignmentKey) -> String {
+        format!("{}{}#{}#{}#{}", self.assignments(), a.shard, a.zone, a.member, a.slot)
+    }
+
+    /// Parses an assignment's key.
+    pub fn parse_assignment(&self, key: &str) -> Result<AssignmentKey, KeyError> {
+        let err = |why| KeyError { what: "assignment", key: key.to_owned(), why };
+        let rest = key.strip_prefix(&self.assignments()).ok_or_else(|| err("not under the assignments prefix"))?;
+        let parts: Vec<&str> = rest.split('#').collect();
+        let [shard, zone, member, slot] = parts.as_slice() else { return Err(err("not shard#zone#member#slot")) };
+        if ![shard, zone, member].iter().all(|p| valid_id(p)) {
+            return Err(err("an empty or invalid id"));
+        }
+        let slot = slot.parse().map_err(|_| err("the slot is not a number"))?;
+        Ok(AssignmentKey { shard: (*shard).to_owned(), zone: (*zone).to_owned(), member: (*member).to_owned(), slot })
+    }
+
+    /// Parses a member's key into (zone, member).
+    pub fn parse_member(&self, key: &str) -> Result<(String, String), KeyError> {
+        let err = |why| KeyError { what: "member", key: key.to_owned(), why };
+        let rest = key.strip_prefix(&self.members()).ok_or_else(|| err("not under the members prefix"))?;
+        let (zone, member) = rest.split_once('#').ok_or_else(|| err("not zone#member"))?;
+        if !valid_id(zone) || !valid_id(member) {
+            return Err(err("an empty or invalid id"));
+        }
+        Ok((zone.to_owned(), member.to_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn assignment_keys_round_trip_and_bad_ones_are_named() {
+        let keys = Keys::new("/kshard/sum/");
+        let a = AssignmentKey { shard: "offsets-07".into(), zone: "eu-1a".into(), member: "m-1".into(), slot: 2 };
+        let key = keys.assignment(&a);
+        assert_eq!(key, "/kshard/sum/assign/offsets-07#eu-1a#m-1#2");
+        assert_eq!(keys.parse_assignment(&key), Ok(a));
+        for bad in [
+            "/kshard/sum/assign/s#z#m",
+            "/kshard/sum/assign/s#z#m#x",
+            "/other/assign/s#z#m#0",
+            "/kshard/sum/assign/#z#m#0",
+        ] {
+            let e = keys.parse_assignment(bad).expect_err(bad);
+            assert!(e.to_string().contains("assignment key"), "{e}");
+        }
+        assert_eq!(keys.parse_member(&keys.member("z", "m")), Ok(("z".into(), "m".into())));
+        assert!(keys.parse_member("/kshard/sum/members/zm").is_err());
+    }
+
+    #[test]
+    fn specs_read_from_json_with_defaults() {
+        let spec: ShardSpec = serde_json::from_str(
+            r#"{"id":"s1","sources":[{"topic":"t","partition":0}],"recovery_log":{"topic":"log","partition":1},"hot_standbys":1}"#,
+        )
+        .expect("parses");
+        assert_eq!(spec.replicas(), 2);
+        assert_eq!((spec.min_txn_duration_ms, spec.max_txn_duration_ms), (0, 1000));
+        assert_eq!(ShardSpec { disable: true, ..spec }.replicas(), 0);
+        assert!(valid_id("a-b.c") && !valid_id("a#b") && !valid_id("a/b") && !valid_id(""));
+    }
+}
