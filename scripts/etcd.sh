@@ -2,6 +2,8 @@
 # Starts or stops a local etcd on 127.0.0.1.
 #   scripts/etcd.sh start   fresh data directory, free ports; prints KSHARD_ETCD=…
 #   scripts/etcd.sh stop    stops it by PID
+#   scripts/etcd.sh kill    kills it with SIGKILL, keeping its data
+#   scripts/etcd.sh resume  starts it again on the same data and ports
 #   scripts/etcd.sh env     prints KSHARD_ETCD=… of the running etcd
 # State lives in $KSHARD_STATE_DIR/etcd (default .kshard/etcd).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -19,11 +21,19 @@ start() {
   mkdir -p "$dir"
   local client peer
   { read -r client; read -r peer; } < <(free_ports 2)
+  printf '%s %s\n' "$client" "$peer" >"$dir/ports"
+  launch
+}
+
+# Starts etcd on the data directory and ports in $dir, and waits until healthy.
+launch() {
+  local client peer
+  read -r client peer <"$dir/ports"
   etcd --name kshard-dev --data-dir "$dir/data" \
     --listen-client-urls "http://127.0.0.1:$client" --advertise-client-urls "http://127.0.0.1:$client" \
     --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
     --initial-cluster "kshard-dev=http://127.0.0.1:$peer" \
-    >"$dir/etcd.log" 2>&1 &
+    >>"$dir/etcd.log" 2>&1 &
   echo $! >"$pidfile"
   wait_until_up "$pidfile" etcd "$dir/etcd.log" healthy "$client"
   echo "KSHARD_ETCD=http://127.0.0.1:$client" >"$envfile"
@@ -47,6 +57,24 @@ health() {
 case "${1:-}" in
   start) start ;;
   stop) stop_pid "$pidfile" etcd; rm -f "$envfile" ;;
+  kill)
+    if pid_alive "$pidfile"; then
+      pid="$(cat "$pidfile")"
+      kill -KILL "$pid"
+      for _ in $(seq 100); do
+        pid_alive "$pidfile" || break
+        [[ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" == Z ]] && break
+        sleep 0.05
+      done
+      log "killed etcd (pid $pid); its data stays in $dir"
+    fi
+    rm -f "$pidfile"
+    ;;
+  resume)
+    [[ -f "$dir/ports" ]] || die "no etcd data to resume in $dir"
+    pid_alive "$pidfile" && die "etcd is running (pid $(cat "$pidfile"))"
+    launch
+    ;;
   env) [[ -f "$envfile" ]] && pid_alive "$pidfile" || die "no etcd running"; cat "$envfile" ;;
-  *) die "usage: scripts/etcd.sh start|stop|env" ;;
+  *) die "usage: scripts/etcd.sh start|stop|kill|resume|env" ;;
 esac

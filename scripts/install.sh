@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what kshard's development and tests need, reusing what is there:
-#   - Debian packages: etcd-server, openssl (the test broker's throwaway CA),
+#   - Debian packages: etcd-server, protobuf-compiler (etcd-client's build),
+#     openssl (the test broker's throwaway CA),
 #     libssl-dev, pkg-config, make, perl (librdkafka's build), python3, a Java 17
 #     runtime and Maven (the broker), when missing;
 #   - Apache Kafka $KAFKA_VERSION: the broker's jars and their dependencies,
@@ -14,6 +15,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 need_apt=()
 command -v etcd >/dev/null 2>&1 || need_apt+=(etcd-server)
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
+# etcd-client's build generates its gRPC code with protoc.
+command -v protoc >/dev/null 2>&1 || need_apt+=(protobuf-compiler)
 dpkg -s libssl-dev >/dev/null 2>&1 || need_apt+=(libssl-dev)
 command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 command -v make >/dev/null 2>&1 || need_apt+=(make)

@@ -6,7 +6,7 @@
 //! with `scripts/broker.sh` on 127.0.0.1 in a fresh state directory and stopped
 //! by PID when dropped. It is not a fake: integration tests run against the
 //! real thing. [`kafka_tool`] runs Kafka's own command-line tools, the oracle
-//! kshard's answers are checked against.
+//! kshard's answers are checked against. [`Etcd`] is the real etcd, the same way.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -137,6 +137,73 @@ impl Drop for Broker {
         if let Some(state) = &self.started {
             let _ =
                 Command::new(repo_root().join("scripts/broker.sh")).arg("stop").env("KSHARD_STATE_DIR", state).status();
+            let _ = std::fs::remove_dir_all(state);
+        }
+    }
+}
+
+/// An etcd to test against; stops it on drop when this process started it.
+#[derive(Debug)]
+pub struct Etcd {
+    endpoint: String,
+    started: Option<PathBuf>,
+}
+
+impl Etcd {
+    /// Uses `KSHARD_ETCD` (as `scripts/test.sh` sets it), or starts an etcd
+    /// with `scripts/etcd.sh` in a fresh state directory.
+    pub fn from_env_or_start() -> Self {
+        if let Ok(endpoint) = std::env::var("KSHARD_ETCD") {
+            return Etcd { endpoint, started: None };
+        }
+        Self::start_private()
+    }
+
+    /// Always starts an etcd of this test's own, for tests that stop it.
+    pub fn start_private() -> Self {
+        let state = std::env::temp_dir().join(unique_name("kshard-test-etcd"));
+        let out = Command::new(repo_root().join("scripts/etcd.sh"))
+            .arg("start")
+            .env("KSHARD_STATE_DIR", &state)
+            .output()
+            .expect("running scripts/etcd.sh (install etcd with scripts/install.sh)");
+        assert!(out.status.success(), "scripts/etcd.sh start failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        let settings = parse_settings(&String::from_utf8_lossy(&out.stdout));
+        let endpoint = settings.get("KSHARD_ETCD").cloned().expect("etcd.sh prints KSHARD_ETCD=");
+        Etcd { endpoint, started: Some(state) }
+    }
+
+    /// The client endpoint, `http://127.0.0.1:PORT`.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    fn control(&self, command: &str) {
+        let state = self.started.as_ref().expect("only an etcd this test started can be killed or resumed");
+        let out = Command::new(repo_root().join("scripts/etcd.sh"))
+            .arg(command)
+            .env("KSHARD_STATE_DIR", state)
+            .output()
+            .expect("running scripts/etcd.sh");
+        assert!(out.status.success(), "etcd.sh {command} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// Kills etcd with SIGKILL, keeping its data (a private etcd only).
+    pub fn kill(&self) {
+        self.control("kill");
+    }
+
+    /// Starts a killed etcd again on its data and ports.
+    pub fn resume(&self) {
+        self.control("resume");
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        if let Some(state) = &self.started {
+            let _ =
+                Command::new(repo_root().join("scripts/etcd.sh")).arg("stop").env("KSHARD_STATE_DIR", state).status();
             let _ = std::fs::remove_dir_all(state);
         }
     }

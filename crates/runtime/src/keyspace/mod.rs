@@ -3,8 +3,7 @@
 //! assignments, member records and replica status in.
 //!
 //! [`Keyspace`] is the contract; [`memory::MemoryKeyspace`] implements it in
-//! process (the default for a single process), and an etcd implementation
-//! follows the same semantics. [`conformance`] is the contract as checks, run
+//! process (the default for a single process), [`etcd::EtcdKeyspace`] on etcd. [`conformance`] is the contract as checks, run
 //! against every implementation.
 //!
 //! Semantics, as etcd's:
@@ -20,6 +19,7 @@
 //!   history kept fails with [`KeyspaceError::Compacted`].
 
 pub mod conformance;
+pub mod etcd;
 pub mod memory;
 
 use std::future::Future;

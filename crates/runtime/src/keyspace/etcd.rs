@@ -1,0 +1,231 @@
+//! [`EtcdKeyspace`]: the keyspace on etcd (v3 API, through `etcd-client`), for
+//! applications of several processes.
+//!
+//! A watch follows its stream on a task of its own; when the connection drops,
+//! it watches again from the revision after the last one it delivered, with a
+//! backoff, so no change is lost or repeated. Only a compacted revision ends it
+//! (with [`KeyspaceError::Compacted`]).
+
+use std::time::Duration;
+
+use etcd_client::{Client, Compare as EtcdCompare, CompareOp, EventType, GetOptions, PutOptions, TxnOp, WatchOptions};
+use tokio::sync::mpsc;
+
+use super::{
+    Compare, KeyValue, Keyspace, KeyspaceError, LeaseId, Op, Result, Snapshot, Txn, TxnResponse, WatchEvent,
+    WatchStream,
+};
+
+/// The keyspace on an etcd cluster.
+#[derive(Clone)]
+pub struct EtcdKeyspace {
+    client: Client,
+}
+
+impl std::fmt::Debug for EtcdKeyspace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdKeyspace").finish_non_exhaustive()
+    }
+}
+
+fn unavailable(e: etcd_client::Error) -> KeyspaceError {
+    KeyspaceError::Unavailable(e.to_string())
+}
+
+fn lease_missing(e: &etcd_client::Error) -> bool {
+    e.to_string().contains("lease not found")
+}
+
+fn key_value(kv: &etcd_client::KeyValue) -> KeyValue {
+    KeyValue {
+        key: String::from_utf8_lossy(kv.key()).into_owned(),
+        value: kv.value().to_vec(),
+        create_revision: kv.create_revision(),
+        mod_revision: kv.mod_revision(),
+        version: kv.version(),
+        lease: (kv.lease() != 0).then_some(kv.lease()),
+    }
+}
+
+fn ops(ops: Vec<Op>) -> Vec<TxnOp> {
+    ops.into_iter()
+        .map(|op| match op {
+            Op::Put { key, value, lease } => {
+                let options = lease.map(|l| PutOptions::new().with_lease(l));
+                TxnOp::put(key, value, options)
+            }
+            Op::Delete(key) => TxnOp::delete(key, None),
+            Op::DeletePrefix(prefix) => TxnOp::delete(prefix, Some(etcd_client::DeleteOptions::new().with_prefix())),
+        })
+        .collect()
+}
+
+impl EtcdKeyspace {
+    /// Connects to the etcd cluster at `endpoints` (`http://host:port`).
+    pub async fn connect(endpoints: &[String]) -> Result<Self> {
+        let options = etcd_client::ConnectOptions::new()
+            .with_connect_timeout(Duration::from_secs(5))
+            .with_timeout(Duration::from_secs(10))
+            .with_keep_alive(Duration::from_secs(5), Duration::from_secs(5));
+        let client = Client::connect(endpoints, Some(options)).await.map_err(unavailable)?;
+        Ok(EtcdKeyspace { client })
+    }
+}
+
+impl Keyspace for EtcdKeyspace {
+    async fn get_prefix(&self, prefix: &str) -> Result<Snapshot> {
+        let mut client = self.client.clone();
+        let resp = client.get(prefix, Some(GetOptions::new().with_prefix())).await.map_err(unavailable)?;
+        let revision = resp.header().map_or(0, |h| h.revision());
+        Ok(Snapshot { kvs: resp.kvs().iter().map(key_value).collect(), revision })
+    }
+
+    async fn txn(&self, txn: Txn) -> Result<TxnResponse> {
+        let leases: Vec<LeaseId> = txn
+            .success
+            .iter()
+            .chain(&txn.failure)
+            .filter_map(|op| match op {
+                Op::Put { lease, .. } => *lease,
+                _ => None,
+            })
+            .collect();
+        let compares: Vec<EtcdCompare> = txn
+            .compares
+            .into_iter()
+            .map(|c| match c {
+                Compare::ModRevision(key, r) => EtcdCompare::mod_revision(key, CompareOp::Equal, r),
+                Compare::CreateRevision(key, r) => EtcdCompare::create_revision(key, CompareOp::Equal, r),
+                Compare::Value(key, v) => EtcdCompare::value(key, CompareOp::Equal, v),
+            })
+            .collect();
+        let request = etcd_client::Txn::new().when(compares).and_then(ops(txn.success)).or_else(ops(txn.failure));
+        let mut client = self.client.clone();
+        match client.txn(request).await {
+            Ok(resp) => {
+                Ok(TxnResponse { succeeded: resp.succeeded(), revision: resp.header().map_or(0, |h| h.revision()) })
+            }
+            Err(e) if lease_missing(&e) => Err(KeyspaceError::LeaseNotFound(leases.first().copied().unwrap_or(0))),
+            Err(e) => Err(unavailable(e)),
+        }
+    }
+
+    async fn grant(&self, ttl: Duration) -> Result<LeaseId> {
+        let seconds = i64::try_from(ttl.as_secs().max(1)).unwrap_or(i64::MAX);
+        let mut client = self.client.clone();
+        Ok(client.lease_grant(seconds, None).await.map_err(unavailable)?.id())
+    }
+
+    async fn keep_alive(&self, lease: LeaseId) -> Result<()> {
+        let error = |e: etcd_client::Error| {
+            if lease_missing(&e) { KeyspaceError::LeaseNotFound(lease) } else { unavailable(e) }
+        };
+        let mut client = self.client.clone();
+        let (mut keeper, mut stream) = client.lease_keep_alive(lease).await.map_err(error)?;
+        keeper.keep_alive().await.map_err(error)?;
+        match stream.message().await.map_err(error)? {
+            Some(resp) if resp.ttl() > 0 => Ok(()),
+            Some(_) => Err(KeyspaceError::LeaseNotFound(lease)),
+            None => Err(KeyspaceError::Unavailable("the keep-alive stream ended".into())),
+        }
+    }
+
+    async fn revoke(&self, lease: LeaseId) -> Result<()> {
+        let mut client = self.client.clone();
+        match client.lease_revoke(lease).await {
+            Ok(_) => Ok(()),
+            Err(e) if lease_missing(&e) => Err(KeyspaceError::LeaseNotFound(lease)),
+            Err(e) => Err(unavailable(e)),
+        }
+    }
+
+    async fn watch(&self, prefix: &str, from_revision: i64) -> Result<WatchStream> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let client = self.client.clone();
+        let prefix = prefix.to_owned();
+        // The first watch is made here, so that its errors reach the caller.
+        let first = start_watch(&client, &prefix, from_revision).await?;
+        tokio::spawn(follow(client, prefix, from_revision, first, tx));
+        Ok(rx)
+    }
+}
+
+async fn start_watch(client: &Client, prefix: &str, from: i64) -> Result<etcd_client::WatchStream> {
+    let mut client = client.clone();
+    let options = WatchOptions::new().with_prefix().with_start_revision(from.max(1));
+    let (_watcher, stream) = client.watch(prefix, Some(options)).await.map_err(unavailable)?;
+    Ok(stream)
+}
+
+/// Forwards events until the receiver is dropped or the revision is compacted,
+/// watching again after the last delivered revision when the stream breaks.
+async fn follow(
+    client: Client,
+    prefix: String,
+    mut next: i64,
+    mut stream: etcd_client::WatchStream,
+    tx: mpsc::UnboundedSender<Result<WatchEvent>>,
+) {
+    let mut failures = 0u32;
+    loop {
+        match stream.message().await {
+            Ok(Some(resp)) => {
+                failures = 0;
+                if resp.compact_revision() > 0 {
+                    let oldest = resp.compact_revision();
+                    let _ = tx.send(Err(KeyspaceError::Compacted { requested: next, oldest }));
+                    return;
+                }
+                for event in resp.events() {
+                    let Some(kv) = event.kv() else { continue };
+                    let e = match event.event_type() {
+                        EventType::Put => WatchEvent::Put(key_value(kv)),
+                        EventType::Delete => WatchEvent::Delete {
+                            key: String::from_utf8_lossy(kv.key()).into_owned(),
+                            mod_revision: kv.mod_revision(),
+                        },
+                    };
+                    next = e.revision() + 1;
+                    if tx.send(Ok(e)).is_err() {
+                        return;
+                    }
+                }
+                if resp.canceled() {
+                    // Canceled by the server (not compaction): watch again.
+                    stream = match reconnect(&client, &prefix, next, &tx, &mut failures).await {
+                        Some(s) => s,
+                        None => return,
+                    };
+                }
+            }
+            Ok(None) | Err(_) => {
+                stream = match reconnect(&client, &prefix, next, &tx, &mut failures).await {
+                    Some(s) => s,
+                    None => return,
+                };
+            }
+        }
+    }
+}
+
+/// Watches again from `next`, retrying with a backoff up to 5 s while etcd is
+/// away; `None` when the receiver is gone.
+async fn reconnect(
+    client: &Client,
+    prefix: &str,
+    next: i64,
+    tx: &mpsc::UnboundedSender<Result<WatchEvent>>,
+    failures: &mut u32,
+) -> Option<etcd_client::WatchStream> {
+    loop {
+        if tx.is_closed() {
+            return None;
+        }
+        *failures += 1;
+        tokio::time::sleep(Duration::from_millis(100 * u64::from((*failures).min(50)))).await;
+        match start_watch(client, prefix, next).await {
+            Ok(stream) => return Some(stream),
+            Err(e) => tracing::warn!(prefix, next, error = %e, "watching etcd again failed; retrying"),
+        }
+    }
+}
