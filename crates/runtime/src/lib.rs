@@ -14,6 +14,7 @@
 //! the [`keyspace`] contract with its embedded implementation, and the [`model`]
 //! (shard specs, members, assignments) with its keys.
 
+pub mod allocator;
 pub mod backoff;
 pub mod keyspace;
 pub mod model;

@@ -1,0 +1,270 @@
+//! The allocator: given the shards, the members and the current assignments
+//! with their replicas' status, the changes that move towards every shard having
+//! its replicas (the primary and `hot_standbys` standbys) — pure, so that one
+//! elected member runs it on what the keyspace holds and writes the changes
+//! with revision-checked transactions.
+//!
+//! Rules (Gazette's, and kshard's retry of FAILED replicas):
+//! - a shard wants R = 1 + hot standbys replicas (0 when disabled), at most one
+//!   per member, within each member's shard limit, and — when the members span
+//!   two zones or more and R ≥ 2 — at most R − 1 in one zone;
+//! - a replica that is STANDBY or PRIMARY is consistent; the allocator never
+//!   removes a consistent replica while fewer than R consistent ones would
+//!   remain (members that leave take theirs with them, which no one can help);
+//! - slot 0 is the primary: a shard whose primary is gone gets its most
+//!   advanced replica promoted (PRIMARY, then STANDBY, …; FAILED last);
+//! - a FAILED replica is removed once its crash-loop backoff has passed (the
+//!   caller says which), so that a new assignment — a new start — follows,
+//!   instead of staying assigned forever;
+//! - work moves when members join: while one member holds two replicas more than
+//!   another, a shard with all its replicas consistent gets an extra one on the
+//!   less loaded member; once that one is consistent, the surplus goes from the
+//!   more loaded member (make before break).
+//!
+//! Each call makes progress; the caller calls again after the keyspace changed.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::status::ReplicaCode;
+
+/// A shard as the allocator sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shard {
+    /// Its id.
+    pub id: String,
+    /// Replicas wanted (0 when disabled).
+    pub replicas: u32,
+}
+
+/// A member as the allocator sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    /// Its id.
+    pub id: String,
+    /// Its zone.
+    pub zone: String,
+    /// The most replicas it takes.
+    pub limit: u32,
+}
+
+/// A current assignment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Current {
+    /// The shard.
+    pub shard: String,
+    /// The member.
+    pub member: String,
+    /// 0 for the primary.
+    pub slot: u32,
+    /// Its replica's status.
+    pub code: ReplicaCode,
+    /// For a FAILED replica: its backoff has passed, it may be removed.
+    pub retry_due: bool,
+}
+
+/// A change to make.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Change {
+    /// Remove the assignment of `shard` to `member`.
+    Remove {
+        /// The shard.
+        shard: String,
+        /// The member.
+        member: String,
+    },
+    /// Give `member` a new assignment of `shard` in `slot`.
+    Add {
+        /// The shard.
+        shard: String,
+        /// The member.
+        member: String,
+        /// The slot.
+        slot: u32,
+    },
+    /// Move an existing assignment to another slot (0: promote).
+    Reslot {
+        /// The shard.
+        shard: String,
+        /// The member.
+        member: String,
+        /// The new slot.
+        slot: u32,
+    },
+}
+
+/// How advanced a replica is, for choosing a primary (higher is better).
+fn rank(code: ReplicaCode) -> u8 {
+    match code {
+        ReplicaCode::Primary => 4,
+        ReplicaCode::Standby => 3,
+        ReplicaCode::Backfill => 2,
+        ReplicaCode::Idle => 1,
+        ReplicaCode::Failed => 0,
+    }
+}
+
+/// The changes towards the wanted assignments.
+pub fn allocate(shards: &[Shard], members: &[Member], current: &[Current]) -> Vec<Change> {
+    let member_by_id: BTreeMap<&str, &Member> = members.iter().map(|m| (m.id.as_str(), m)).collect();
+    let zones: BTreeSet<&str> = members.iter().map(|m| m.zone.as_str()).collect();
+    let wanted: BTreeMap<&str, u32> = shards.iter().map(|s| (s.id.as_str(), s.replicas)).collect();
+    let mut changes = Vec::new();
+
+    // Assignments of members that left are going with their lease; those of
+    // shards that are gone or disabled, and FAILED ones due a retry, go now.
+    let mut by_shard: BTreeMap<&str, Vec<&Current>> = BTreeMap::new();
+    for c in current {
+        if !member_by_id.contains_key(c.member.as_str()) {
+            continue;
+        }
+        let remove = match wanted.get(c.shard.as_str()) {
+            None | Some(0) => true,
+            Some(_) => c.code == ReplicaCode::Failed && c.retry_due,
+        };
+        if remove {
+            changes.push(Change::Remove { shard: c.shard.clone(), member: c.member.clone() });
+        } else {
+            by_shard.entry(c.shard.as_str()).or_default().push(c);
+        }
+    }
+    let mut load: BTreeMap<&str, u32> = members.iter().map(|m| (m.id.as_str(), 0)).collect();
+    for replicas in by_shard.values() {
+        for c in replicas {
+            *load.entry(c.member.as_str()).or_default() += 1;
+        }
+    }
+
+    for shard in shards.iter().filter(|s| s.replicas > 0) {
+        let r = shard.replicas as usize;
+        let mut replicas: Vec<&Current> = by_shard.get(shard.id.as_str()).cloned().unwrap_or_default();
+        let consistent = replicas.iter().filter(|c| c.code.is_consistent()).count();
+
+        // Surplus (hot standbys lowered, or a move's new replica caught up):
+        // FAILED replicas first; then consistent ones, not the primary, on the
+        // most loaded members, only while more than R consistent remain. A
+        // replica still catching up is never removed for surplus: it is what a
+        // move waits for, and once it is consistent the surplus is consistent.
+        if replicas.len() > r {
+            let mut order: Vec<&Current> =
+                replicas.iter().filter(|c| c.code == ReplicaCode::Failed || c.code.is_consistent()).copied().collect();
+            order.sort_by_key(|c| {
+                (c.code != ReplicaCode::Failed, c.slot == 0, std::cmp::Reverse(load[c.member.as_str()]))
+            });
+            let mut consistent_left = consistent;
+            let mut surplus = replicas.len() - r;
+            for c in order {
+                if surplus == 0 {
+                    break;
+                }
+                if c.code.is_consistent() {
+                    if consistent_left <= r {
+                        continue;
+                    }
+                    consistent_left -= 1;
+                }
+                changes.push(Change::Remove { shard: shard.id.clone(), member: c.member.clone() });
+                if let Some(l) = load.get_mut(c.member.as_str()) {
+                    *l -= 1;
+                }
+                replicas.retain(|x| x.member != c.member);
+                surplus -= 1;
+            }
+        }
+
+        // The primary: promote the most advanced replica when slot 0 is empty,
+        // or held by a FAILED replica waiting for its retry while another can serve.
+        let best = replicas.iter().max_by_key(|c| (rank(c.code), std::cmp::Reverse(c.member.as_str()))).copied();
+        let holder = replicas.iter().find(|c| c.slot == 0).copied();
+        match (holder, best) {
+            (None, Some(best)) => {
+                changes.push(Change::Reslot { shard: shard.id.clone(), member: best.member.clone(), slot: 0 });
+            }
+            (Some(failed), Some(best)) if failed.code == ReplicaCode::Failed && best.code != ReplicaCode::Failed => {
+                let free = (1..).find(|s| !replicas.iter().any(|c| c.slot == *s)).unwrap_or(1);
+                changes.push(Change::Reslot { shard: shard.id.clone(), member: failed.member.clone(), slot: free });
+                changes.push(Change::Reslot { shard: shard.id.clone(), member: best.member.clone(), slot: 0 });
+            }
+            _ => {}
+        }
+
+        // Missing replicas: on the least loaded members that may take them.
+        let mut holders: BTreeSet<&str> = replicas.iter().map(|c| c.member.as_str()).collect();
+        let mut slots: BTreeSet<u32> = replicas.iter().map(|c| c.slot).collect();
+        let has_primary = !replicas.is_empty();
+        let mut count = replicas.len();
+        while count < r {
+            let Some(member) = pick(members, &load, &holders, &zones, r, &member_by_id) else { break };
+            let slot = if !has_primary && count == 0 { 0 } else { (1..).find(|s| !slots.contains(s)).unwrap_or(1) };
+            changes.push(Change::Add { shard: shard.id.clone(), member: member.to_owned(), slot });
+            holders.insert(member);
+            slots.insert(slot);
+            *load.entry(member).or_default() += 1;
+            count += 1;
+        }
+    }
+
+    // Moving work to members that joined: one extra replica at a time, on a
+    // shard whose replicas are all consistent and complete.
+    if changes.is_empty()
+        && let Some(change) = rebalance(shards, members, &by_shard, &load, &zones, &member_by_id)
+    {
+        changes.push(change);
+    }
+    changes
+}
+
+/// The least loaded member that may take one more replica of a shard held by
+/// `holders`, with R replicas wanted.
+fn pick<'m>(
+    members: &'m [Member],
+    load: &BTreeMap<&str, u32>,
+    holders: &BTreeSet<&str>,
+    zones: &BTreeSet<&str>,
+    r: usize,
+    member_by_id: &BTreeMap<&str, &Member>,
+) -> Option<&'m str> {
+    let zoned = zones.len() >= 2 && r >= 2;
+    let mut per_zone: BTreeMap<&str, usize> = BTreeMap::new();
+    for h in holders {
+        if let Some(m) = member_by_id.get(h) {
+            *per_zone.entry(m.zone.as_str()).or_default() += 1;
+        }
+    }
+    members
+        .iter()
+        .filter(|m| !holders.contains(m.id.as_str()))
+        .filter(|m| load.get(m.id.as_str()).copied().unwrap_or(0) < m.limit)
+        .filter(|m| !zoned || per_zone.get(m.zone.as_str()).copied().unwrap_or(0) < r - 1)
+        .min_by_key(|m| (load.get(m.id.as_str()).copied().unwrap_or(0), m.id.as_str()))
+        .map(|m| m.id.as_str())
+}
+
+fn rebalance(
+    shards: &[Shard],
+    members: &[Member],
+    by_shard: &BTreeMap<&str, Vec<&Current>>,
+    load: &BTreeMap<&str, u32>,
+    zones: &BTreeSet<&str>,
+    member_by_id: &BTreeMap<&str, &Member>,
+) -> Option<Change> {
+    let busiest = members.iter().max_by_key(|m| (load.get(m.id.as_str()).copied().unwrap_or(0), m.id.as_str()))?;
+    let busiest_load = load.get(busiest.id.as_str()).copied().unwrap_or(0);
+    for shard in shards.iter().filter(|s| s.replicas > 0) {
+        let Some(replicas) = by_shard.get(shard.id.as_str()) else { continue };
+        let complete = replicas.len() == shard.replicas as usize && replicas.iter().all(|c| c.code.is_consistent());
+        if !complete || !replicas.iter().any(|c| c.member == busiest.id) {
+            continue;
+        }
+        let holders: BTreeSet<&str> = replicas.iter().map(|c| c.member.as_str()).collect();
+        // The extra replica is one more than R: the zone rule counts it so.
+        let Some(target) = pick(members, load, &holders, zones, shard.replicas as usize + 1, member_by_id) else {
+            continue;
+        };
+        if load.get(target).copied().unwrap_or(0) + 2 <= busiest_load {
+            let slots: BTreeSet<u32> = replicas.iter().map(|c| c.slot).collect();
+            let slot = (1..).find(|s| !slots.contains(s)).unwrap_or(1);
+            return Some(Change::Add { shard: shard.id.clone(), member: target.to_owned(), slot });
+        }
+    }
+    None
+}
