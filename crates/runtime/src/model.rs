@@ -2,14 +2,18 @@
 //! members (processes) and assignments, each a key under one root prefix.
 //!
 //! ```text
-//! {root}/shards/{shard}                        ShardSpec (JSON)
-//! {root}/members/{zone}#{member}               MemberSpec (JSON), under the member's lease
-//! {root}/assign/{shard}#{zone}#{member}#{slot} ReplicaStatus (JSON), under the member's lease
+//! {root}/shards/{shard}                  ShardSpec (JSON)
+//! {root}/members/{zone}#{member}         MemberSpec (JSON), under the member's lease
+//! {root}/assign/{shard}#{zone}#{member}  AssignmentValue (JSON: slot and replica status),
+//!                                        under the member's lease
 //! ```
 //!
-//! Slot 0 is the primary. An assignment's identity is its key's create
-//! revision: a shard assigned again to the same member and slot is a new key.
-//! `#` and `/` may not appear in ids, so keys parse back unambiguously.
+//! Slot 0 is the primary. The slot is in the value, not the key, so that
+//! promoting a standby (its slot becomes 0) changes the assignment rather than
+//! making a new one: the replica keeps what it played. An assignment's identity
+//! is its key's create revision: a shard assigned again to the same member
+//! (after a removal) is a new key. `#` and `/` may not appear in ids, so keys
+//! parse back unambiguously.
 
 use serde::{Deserialize, Serialize};
 
@@ -94,8 +98,17 @@ pub struct AssignmentKey {
     pub zone: String,
     /// The member.
     pub member: String,
+}
+
+/// An assignment's value: its slot and its replica's status. The allocator
+/// writes the slot, the replica its status, each keeping the other's part,
+/// with transactions checked against the key's mod revision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AssignmentValue {
     /// 0 for the primary.
     pub slot: u32,
+    /// The replica's status.
+    pub status: ReplicaStatus,
 }
 
 /// An assignment with what the keyspace knows of it.
@@ -105,10 +118,10 @@ pub struct Assignment {
     pub key: AssignmentKey,
     /// Its identity: the key's create revision.
     pub create_revision: i64,
-    /// The revision status writes must check.
+    /// The revision writes must check.
     pub mod_revision: i64,
-    /// The replica's status.
-    pub status: ReplicaStatus,
+    /// Slot and status.
+    pub value: AssignmentValue,
 }
 
 /// A key that does not parse.
@@ -167,7 +180,7 @@ impl Keys {
 
     /// An assignment's key.
     pub fn assignment(&self, a: &AssignmentKey) -> String {
-        format!("{}{}#{}#{}#{}", self.assignments(), a.shard, a.zone, a.member, a.slot)
+        format!("{}{}#{}#{}", self.assignments(), a.shard, a.zone, a.member)
     }
 
     /// Parses an assignment's key.
@@ -175,12 +188,11 @@ impl Keys {
         let err = |why| KeyError { what: "assignment", key: key.to_owned(), why };
         let rest = key.strip_prefix(&self.assignments()).ok_or_else(|| err("not under the assignments prefix"))?;
         let parts: Vec<&str> = rest.split('#').collect();
-        let [shard, zone, member, slot] = parts.as_slice() else { return Err(err("not shard#zone#member#slot")) };
+        let [shard, zone, member] = parts.as_slice() else { return Err(err("not shard#zone#member")) };
         if ![shard, zone, member].iter().all(|p| valid_id(p)) {
             return Err(err("an empty or invalid id"));
         }
-        let slot = slot.parse().map_err(|_| err("the slot is not a number"))?;
-        Ok(AssignmentKey { shard: (*shard).to_owned(), zone: (*zone).to_owned(), member: (*member).to_owned(), slot })
+        Ok(AssignmentKey { shard: (*shard).to_owned(), zone: (*zone).to_owned(), member: (*member).to_owned() })
     }
 
     /// Parses a member's key into (zone, member).
@@ -202,21 +214,26 @@ mod tests {
     #[test]
     fn assignment_keys_round_trip_and_bad_ones_are_named() {
         let keys = Keys::new("/kshard/sum/");
-        let a = AssignmentKey { shard: "offsets-07".into(), zone: "eu-1a".into(), member: "m-1".into(), slot: 2 };
+        let a = AssignmentKey { shard: "offsets-07".into(), zone: "eu-1a".into(), member: "m-1".into() };
         let key = keys.assignment(&a);
-        assert_eq!(key, "/kshard/sum/assign/offsets-07#eu-1a#m-1#2");
+        assert_eq!(key, "/kshard/sum/assign/offsets-07#eu-1a#m-1");
         assert_eq!(keys.parse_assignment(&key), Ok(a));
-        for bad in [
-            "/kshard/sum/assign/s#z#m",
-            "/kshard/sum/assign/s#z#m#x",
-            "/other/assign/s#z#m#0",
-            "/kshard/sum/assign/#z#m#0",
-        ] {
+        for bad in
+            ["/kshard/sum/assign/s#z", "/kshard/sum/assign/s#z#m#0", "/other/assign/s#z#m", "/kshard/sum/assign/#z#m"]
+        {
             let e = keys.parse_assignment(bad).expect_err(bad);
             assert!(e.to_string().contains("assignment key"), "{e}");
         }
         assert_eq!(keys.parse_member(&keys.member("z", "m")), Ok(("z".into(), "m".into())));
         assert!(keys.parse_member("/kshard/sum/members/zm").is_err());
+    }
+
+    #[test]
+    fn an_assignment_value_is_slot_and_status() {
+        let v = AssignmentValue { slot: 0, status: ReplicaStatus::new(crate::status::ReplicaCode::Primary) };
+        let json = serde_json::to_string(&v).expect("serializes");
+        assert_eq!(json, r#"{"slot":0,"status":{"code":"PRIMARY"}}"#);
+        assert_eq!(serde_json::from_str::<AssignmentValue>(&json).expect("parses"), v);
     }
 
     #[test]
