@@ -20,3 +20,4 @@ pub mod keyspace;
 pub mod model;
 pub mod replica;
 pub mod status;
+pub mod status_writer;
