@@ -11,13 +11,16 @@
 //! [`status`] (replica status codes and how two reports reduce), [`backoff`]
 //! (the retry schedule of status writes) and [`replica`] (the replica
 //! lifecycle as a state machine that takes events and returns what to do), and
-//! the [`keyspace`] contract with its embedded implementation, and the [`model`]
-//! (shard specs, members, assignments) with its keys.
+//! the [`keyspace`] contract with its embedded and etcd implementations, the
+//! [`model`] (shard specs, members, assignments) with its keys, the pure
+//! [`allocator`], [`status_writer`] (revision-checked status writes with the
+//! seed's backoff), and the [`recovery_log`]'s record format and chain rules.
 
 pub mod allocator;
 pub mod backoff;
 pub mod keyspace;
 pub mod model;
+pub mod recovery_log;
 pub mod replica;
 pub mod status;
 pub mod status_writer;

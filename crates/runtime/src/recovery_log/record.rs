@@ -1,0 +1,221 @@
+//! One recovery-log record, and its bytes.
+//!
+//! Every record names its author (a random id each primary draws when it hands
+//! off), its sequence number in the chain and the checksum of the chain before
+//! it; its body is a hand-off, or one consumer transaction: the store mutations
+//! and the source offsets it covers, so that state and checkpoint move together.
+//!
+//! Layout (big-endian): magic `KSRL`, version u8 (1), author u64, seq u64,
+//! prev u64, kind u8 (0 hand-off, 1 transaction); a transaction then has a
+//! mutation count u32 and each mutation (op u8: 0 put, 1 delete; key len u32,
+//! key; for a put, value len u32, value), then an offset count u32 and each
+//! offset (topic len u16, topic, partition i32, offset i64). Every length is
+//! checked against the bytes left before anything is allocated.
+
+/// A store change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mutation {
+    /// Sets a key.
+    Put {
+        /// The key.
+        key: Vec<u8>,
+        /// The value.
+        value: Vec<u8>,
+    },
+    /// Deletes a key.
+    Delete {
+        /// The key.
+        key: Vec<u8>,
+    },
+}
+
+/// A source partition's next offset to read, as of a transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceOffset {
+    /// The topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: i32,
+    /// The next offset to read.
+    pub offset: i64,
+}
+
+/// What a record carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Body {
+    /// A new primary takes over the log: from here on, only its author's
+    /// records continue the chain.
+    HandOff,
+    /// One consumer transaction.
+    Transaction {
+        /// The store mutations, in order.
+        mutations: Vec<Mutation>,
+        /// The source offsets after the transaction.
+        offsets: Vec<SourceOffset>,
+    },
+}
+
+/// One record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogRecord {
+    /// Who wrote it.
+    pub author: u64,
+    /// Its place in the chain (the first record is 1).
+    pub seq: u64,
+    /// The chain's checksum before it.
+    pub prev: u64,
+    /// What it carries.
+    pub body: Body,
+}
+
+/// Bytes that are not a record.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("malformed recovery-log record: {what} at byte {at}")]
+pub struct RecordError {
+    /// What was wrong.
+    pub what: &'static str,
+    /// Where.
+    pub at: usize,
+}
+
+const MAGIC: &[u8; 4] = b"KSRL";
+const VERSION: u8 = 1;
+
+impl LogRecord {
+    /// The record's bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(64);
+        out.extend_from_slice(MAGIC);
+        out.push(VERSION);
+        out.extend_from_slice(&self.author.to_be_bytes());
+        out.extend_from_slice(&self.seq.to_be_bytes());
+        out.extend_from_slice(&self.prev.to_be_bytes());
+        match &self.body {
+            Body::HandOff => out.push(0),
+            Body::Transaction { mutations, offsets } => {
+                out.push(1);
+                out.extend_from_slice(&len32(mutations.len()).to_be_bytes());
+                for m in mutations {
+                    match m {
+                        Mutation::Put { key, value } => {
+                            out.push(0);
+                            bytes32(&mut out, key);
+                            bytes32(&mut out, value);
+                        }
+                        Mutation::Delete { key } => {
+                            out.push(1);
+                            bytes32(&mut out, key);
+                        }
+                    }
+                }
+                out.extend_from_slice(&len32(offsets.len()).to_be_bytes());
+                for o in offsets {
+                    let topic = o.topic.as_bytes();
+                    out.extend_from_slice(&u16::try_from(topic.len()).unwrap_or(u16::MAX).to_be_bytes());
+                    out.extend_from_slice(&topic[..topic.len().min(usize::from(u16::MAX))]);
+                    out.extend_from_slice(&o.partition.to_be_bytes());
+                    out.extend_from_slice(&o.offset.to_be_bytes());
+                }
+            }
+        }
+        out
+    }
+
+    /// Reads a record; an error names what and where.
+    pub fn decode(bytes: &[u8]) -> Result<Self, RecordError> {
+        let mut r = Reader { bytes, at: 0 };
+        if r.take(4, "magic")? != MAGIC {
+            return Err(RecordError { what: "not a kshard recovery-log record (magic)", at: 0 });
+        }
+        if r.u8("version")? != VERSION {
+            return Err(RecordError { what: "unknown version", at: 4 });
+        }
+        let author = r.u64("author")?;
+        let seq = r.u64("seq")?;
+        let prev = r.u64("prev")?;
+        let body = match r.u8("kind")? {
+            0 => Body::HandOff,
+            1 => {
+                let n = r.count("mutation count", 5)?;
+                let mut mutations = Vec::with_capacity(n);
+                for _ in 0..n {
+                    mutations.push(match r.u8("mutation op")? {
+                        0 => Mutation::Put { key: r.bytes32("key")?.to_vec(), value: r.bytes32("value")?.to_vec() },
+                        1 => Mutation::Delete { key: r.bytes32("key")?.to_vec() },
+                        _ => return Err(RecordError { what: "unknown mutation op", at: r.at - 1 }),
+                    });
+                }
+                let n = r.count("offset count", 14)?;
+                let mut offsets = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let len = usize::from(u16::from_be_bytes(r.array("topic length")?));
+                    let topic = std::str::from_utf8(r.take(len, "topic")?)
+                        .map_err(|_| RecordError { what: "topic is not UTF-8", at: r.at - len })?
+                        .to_owned();
+                    let partition = i32::from_be_bytes(r.array("partition")?);
+                    let offset = i64::from_be_bytes(r.array("offset")?);
+                    offsets.push(SourceOffset { topic, partition, offset });
+                }
+                Body::Transaction { mutations, offsets }
+            }
+            _ => return Err(RecordError { what: "unknown record kind", at: r.at - 1 }),
+        };
+        if r.at != bytes.len() {
+            return Err(RecordError { what: "trailing bytes", at: r.at });
+        }
+        Ok(LogRecord { author, seq, prev, body })
+    }
+}
+
+fn len32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+fn bytes32(out: &mut Vec<u8>, b: &[u8]) {
+    out.extend_from_slice(&len32(b.len()).to_be_bytes());
+    out.extend_from_slice(b);
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], RecordError> {
+        let end = self.at.checked_add(n).filter(|e| *e <= self.bytes.len()).ok_or(RecordError { what, at: self.at })?;
+        let out = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(out)
+    }
+
+    fn array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], RecordError> {
+        let mut a = [0; N];
+        a.copy_from_slice(self.take(N, what)?);
+        Ok(a)
+    }
+
+    fn u8(&mut self, what: &'static str) -> Result<u8, RecordError> {
+        Ok(self.array::<1>(what)?[0])
+    }
+
+    fn u64(&mut self, what: &'static str) -> Result<u64, RecordError> {
+        Ok(u64::from_be_bytes(self.array(what)?))
+    }
+
+    /// A count of items each at least `min` bytes long, checked against the
+    /// bytes left before anything is allocated.
+    fn count(&mut self, what: &'static str, min: usize) -> Result<usize, RecordError> {
+        let at = self.at;
+        let n = u32::from_be_bytes(self.array(what)?) as usize;
+        if n.saturating_mul(min) > self.bytes.len() - self.at {
+            return Err(RecordError { what, at });
+        }
+        Ok(n)
+    }
+
+    fn bytes32(&mut self, what: &'static str) -> Result<&'a [u8], RecordError> {
+        let n = u32::from_be_bytes(self.array(what)?) as usize;
+        self.take(n, what)
+    }
+}
