@@ -14,7 +14,8 @@
 //! the [`keyspace`] contract with its embedded and etcd implementations, the
 //! [`model`] (shard specs, members, assignments) with its keys, the pure
 //! [`allocator`], [`status_writer`] (revision-checked status writes with the
-//! seed's backoff), and the [`recovery_log`]'s record format and chain rules.
+//! seed's backoff), the [`recovery_log`]'s record format and chain rules, and
+//! the replica's [`store`] (a contract, and a store on redb).
 
 pub mod allocator;
 pub mod backoff;
@@ -24,3 +25,4 @@ pub mod recovery_log;
 pub mod replica;
 pub mod status;
 pub mod status_writer;
+pub mod store;

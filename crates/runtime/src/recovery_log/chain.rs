@@ -59,6 +59,12 @@ impl Default for Chain {
 }
 
 impl Chain {
+    /// The chain a player left at `seq` with `checksum` and `author` (from a
+    /// store's checkpoint), to go on playing from there.
+    pub fn resume(seq: u64, checksum: u64, author: Option<u64>) -> Self {
+        Chain { seq, checksum, author }
+    }
+
     /// The last applied sequence number (0 for an empty chain).
     pub fn seq(&self) -> u64 {
         self.seq

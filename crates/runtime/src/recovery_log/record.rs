@@ -30,7 +30,7 @@ pub enum Mutation {
 }
 
 /// A source partition's next offset to read, as of a transaction.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SourceOffset {
     /// The topic.
     pub topic: String,

@@ -1,0 +1,176 @@
+//! The replica's local store: the [`Store`] contract and [`RedbStore`], a store
+//! in one redb file under the member's data directory.
+//!
+//! Contract (what the runtime guarantees and what a store must do):
+//! - the runtime calls [`Store::apply`] with one recovery-log transaction at a
+//!   time, in log order, from one thread; the store applies its mutations and
+//!   records its [`Checkpoint`] atomically and durably before returning — after
+//!   a crash, the store holds the state of some prefix of the applied
+//!   transactions, with the checkpoint of exactly that prefix;
+//! - the checkpoint says where playback goes on (log offset and chain) and
+//!   which source offsets the state covers, so that state and checkpoint move
+//!   together and a restart replays only what follows it;
+//! - reads see every applied transaction.
+
+use std::path::Path;
+
+use redb::{Database, ReadableDatabase, TableDefinition};
+use serde::{Deserialize, Serialize};
+
+use crate::recovery_log::record::{Mutation, SourceOffset};
+
+const DATA: TableDefinition<'_, &[u8], &[u8]> = TableDefinition::new("data");
+const META: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("meta");
+const CHECKPOINT: &str = "checkpoint";
+
+/// Where playback of the recovery log stands: the next log offset to read and
+/// the chain state after the last applied record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogPosition {
+    /// The next offset of the log's partition to read.
+    pub next_offset: i64,
+    /// The last applied sequence number.
+    pub seq: u64,
+    /// The chain's checksum after it.
+    pub checksum: u64,
+    /// The current author.
+    pub author: Option<u64>,
+}
+
+/// What a store's state covers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// Where playback of the log goes on.
+    pub log: LogPosition,
+    /// The sources' next offsets.
+    pub offsets: Vec<SourceOffset>,
+}
+
+/// A store failure, naming the step.
+#[derive(Debug, thiserror::Error)]
+#[error("store {step}: {message}")]
+pub struct StoreError {
+    /// What was being done.
+    pub step: &'static str,
+    /// The cause.
+    pub message: String,
+}
+
+fn err(step: &'static str) -> impl FnOnce(redb::Error) -> StoreError {
+    move |e| StoreError { step, message: e.to_string() }
+}
+
+/// The replica's store.
+pub trait Store: Send {
+    /// Applies one transaction's mutations and its checkpoint, atomically and
+    /// durably.
+    fn apply(&mut self, mutations: &[Mutation], checkpoint: &Checkpoint) -> Result<(), StoreError>;
+
+    /// The value of `key`.
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError>;
+
+    /// The checkpoint of the last applied transaction (`None` for a new store).
+    fn checkpoint(&self) -> Result<Option<Checkpoint>, StoreError>;
+}
+
+/// A store in one redb file.
+pub struct RedbStore {
+    db: Database,
+}
+
+impl std::fmt::Debug for RedbStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedbStore").finish_non_exhaustive()
+    }
+}
+
+impl RedbStore {
+    /// Opens the store at `path`, creating it when missing.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        let db = Database::create(path).map_err(|e| err("opening")(e.into()))?;
+        Ok(RedbStore { db })
+    }
+}
+
+impl Store for RedbStore {
+    fn apply(&mut self, mutations: &[Mutation], checkpoint: &Checkpoint) -> Result<(), StoreError> {
+        let step = "applying a transaction";
+        let txn = self.db.begin_write().map_err(|e| err(step)(e.into()))?;
+        {
+            let mut data = txn.open_table(DATA).map_err(|e| err(step)(e.into()))?;
+            for m in mutations {
+                match m {
+                    Mutation::Put { key, value } => {
+                        data.insert(key.as_slice(), value.as_slice()).map_err(|e| err(step)(e.into()))?;
+                    }
+                    Mutation::Delete { key } => {
+                        data.remove(key.as_slice()).map_err(|e| err(step)(e.into()))?;
+                    }
+                }
+            }
+            let mut meta = txn.open_table(META).map_err(|e| err(step)(e.into()))?;
+            let bytes = serde_json::to_vec(checkpoint).map_err(|e| StoreError { step, message: e.to_string() })?;
+            meta.insert(CHECKPOINT, bytes.as_slice()).map_err(|e| err(step)(e.into()))?;
+        }
+        txn.commit().map_err(|e| err(step)(e.into()))
+    }
+
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        let step = "reading";
+        let txn = self.db.begin_read().map_err(|e| err(step)(e.into()))?;
+        let data = match txn.open_table(DATA) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(e) => return Err(err(step)(e.into())),
+        };
+        Ok(data.get(key).map_err(|e| err(step)(e.into()))?.map(|v| v.value().to_vec()))
+    }
+
+    fn checkpoint(&self) -> Result<Option<Checkpoint>, StoreError> {
+        let step = "reading the checkpoint";
+        let txn = self.db.begin_read().map_err(|e| err(step)(e.into()))?;
+        let meta = match txn.open_table(META) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(e) => return Err(err(step)(e.into())),
+        };
+        let Some(bytes) = meta.get(CHECKPOINT).map_err(|e| err(step)(e.into()))? else { return Ok(None) };
+        serde_json::from_slice(bytes.value()).map(Some).map_err(|e| StoreError { step, message: e.to_string() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn checkpoint(next_offset: i64, seq: u64, offset: i64) -> Checkpoint {
+        Checkpoint {
+            log: LogPosition { next_offset, seq, checksum: 42 + seq, author: Some(7) },
+            offsets: vec![SourceOffset { topic: "sums".into(), partition: 0, offset }],
+        }
+    }
+
+    #[test]
+    fn state_and_checkpoint_survive_a_reopen() {
+        let dir =
+            std::env::temp_dir().join(format!("kshard-store-{}-{:?}", std::process::id(), std::thread::current().id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("store.redb");
+        let _ = std::fs::remove_file(&path);
+        {
+            let mut store = RedbStore::open(&path).expect("opens");
+            assert_eq!(store.checkpoint().expect("reads"), None);
+            assert_eq!(store.get(b"a").expect("reads"), None);
+            let put = |k: &str, v: &str| Mutation::Put { key: k.as_bytes().to_vec(), value: v.as_bytes().to_vec() };
+            store.apply(&[put("a", "1"), put("b", "2")], &checkpoint(10, 3, 100)).expect("applies");
+            store
+                .apply(&[Mutation::Delete { key: b"b".to_vec() }, put("a", "3")], &checkpoint(11, 4, 105))
+                .expect("applies");
+        }
+        let store = RedbStore::open(&path).expect("reopens");
+        assert_eq!(store.get(b"a").expect("reads"), Some(b"3".to_vec()));
+        assert_eq!(store.get(b"b").expect("reads"), None);
+        assert_eq!(store.checkpoint().expect("reads"), Some(checkpoint(11, 4, 105)));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
