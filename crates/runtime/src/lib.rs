@@ -18,8 +18,10 @@
 //! the replica's [`store`] (a contract, and a store on redb).
 
 pub mod allocator;
+pub mod allocator_runner;
 pub mod backoff;
 pub mod keyspace;
+pub mod member;
 pub mod model;
 pub mod recovery_log;
 pub mod replica;

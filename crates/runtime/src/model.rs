@@ -153,6 +153,11 @@ impl Keys {
         Keys { root: root.trim_end_matches('/').to_owned() }
     }
 
+    /// The root prefix, without a trailing `/`.
+    pub fn root(&self) -> &str {
+        &self.root
+    }
+
     /// The prefix of shard specs.
     pub fn shards(&self) -> String {
         format!("{}/shards/", self.root)
@@ -166,6 +171,11 @@ impl Keys {
     /// The prefix of assignments.
     pub fn assignments(&self) -> String {
         format!("{}/assign/", self.root)
+    }
+
+    /// The key the allocator's leader holds.
+    pub fn leader(&self) -> String {
+        format!("{}/leader", self.root)
     }
 
     /// A shard spec's key.

@@ -1,0 +1,197 @@
+//! The allocator at work: the elected member reads shards, members and
+//! assignments at one revision, runs [`allocate`](crate::allocator::allocate),
+//! and writes the changes in transactions checked against what it read (a
+//! concurrent change makes the transaction fail, and the next round starts
+//! from a fresh read). New assignments go under their member's lease, so that
+//! they vanish with the member. Between rounds it waits for any change under
+//! the root.
+//!
+//! FAILED replicas are retried with a crash-loop backoff: a replica seen FAILED
+//! is removed after 1 s, 2 s, 4 s … up to 60 s, doubling with each failure of
+//! that shard within ten minutes (counted by this leader).
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::allocator::{Change, Current, Member, Shard, allocate};
+use crate::keyspace::{Compare, KeyValue, Keyspace, KeyspaceError, Op, Txn};
+use crate::model::{AssignmentValue, Keys, MemberSpec, ShardSpec};
+use crate::status::{ReplicaCode, ReplicaStatus};
+
+/// What one round read and did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Round {
+    /// The revision it read at.
+    pub revision: i64,
+    /// The changes it wrote (empty: nothing to do, or a conflict).
+    pub changes: Vec<Change>,
+    /// False when a concurrent change made the write fail.
+    pub applied: bool,
+}
+
+/// The crash-loop backoff of a shard's `n`th failure in a row.
+pub fn failure_backoff(n: u32) -> Duration {
+    Duration::from_secs(1u64 << n.saturating_sub(1).min(6)).min(Duration::from_secs(60))
+}
+
+/// The allocator's memory between rounds.
+#[derive(Debug, Default)]
+pub struct AllocatorRunner {
+    /// When each FAILED assignment (by key and create revision) was first seen.
+    failed_since: HashMap<(String, i64), Instant>,
+    /// Recent failures per shard.
+    failures: HashMap<String, Vec<Instant>>,
+}
+
+struct Read {
+    revision: i64,
+    shards: Vec<Shard>,
+    members: Vec<Member>,
+    /// Member id → its key's (lease, create revision).
+    member_leases: BTreeMap<String, (Option<i64>, i64)>,
+    /// (shard, member) → the assignment's key and value.
+    assignments: BTreeMap<(String, String), (KeyValue, AssignmentValue)>,
+}
+
+impl AllocatorRunner {
+    /// Reads, allocates and writes once.
+    pub async fn round<K: Keyspace>(&mut self, ks: &K, keys: &Keys) -> Result<Round, KeyspaceError> {
+        let read = read(ks, keys).await?;
+        let now = Instant::now();
+        let current: Vec<Current> = read
+            .assignments
+            .iter()
+            .map(|((shard, member), (kv, value))| Current {
+                shard: shard.clone(),
+                member: member.clone(),
+                slot: value.slot,
+                code: value.status.code,
+                retry_due: value.status.code == ReplicaCode::Failed && self.retry_due(shard, kv, now),
+            })
+            .collect();
+        let changes = allocate(&read.shards, &read.members, &current);
+        if changes.is_empty() {
+            return Ok(Round { revision: read.revision, changes, applied: true });
+        }
+        let mut txn = Txn::default();
+        for change in &changes {
+            match change {
+                Change::Remove { shard, member } => {
+                    if let Some((kv, _)) = read.assignments.get(&(shard.clone(), member.clone())) {
+                        txn.compares.push(Compare::ModRevision(kv.key.clone(), kv.mod_revision));
+                        txn.success.push(Op::Delete(kv.key.clone()));
+                    }
+                }
+                Change::Add { shard, member, slot } => {
+                    let Some(m) = read.members.iter().find(|m| &m.id == member) else { continue };
+                    let Some((lease, member_created)) = read.member_leases.get(member) else { continue };
+                    let key = keys.assignment(&crate::model::AssignmentKey {
+                        shard: shard.clone(),
+                        zone: m.zone.clone(),
+                        member: member.clone(),
+                    });
+                    let value = AssignmentValue { slot: *slot, status: ReplicaStatus::new(ReplicaCode::Idle) };
+                    txn.compares.push(Compare::ModRevision(key.clone(), 0));
+                    txn.compares.push(Compare::CreateRevision(keys.member(&m.zone, member), *member_created));
+                    txn.success.push(Op::Put {
+                        key,
+                        value: serde_json::to_vec(&value).unwrap_or_default(),
+                        lease: *lease,
+                    });
+                }
+                Change::Reslot { shard, member, slot } => {
+                    if let Some((kv, value)) = read.assignments.get(&(shard.clone(), member.clone())) {
+                        let moved = AssignmentValue { slot: *slot, status: value.status.clone() };
+                        txn.compares.push(Compare::ModRevision(kv.key.clone(), kv.mod_revision));
+                        txn.success.push(Op::Put {
+                            key: kv.key.clone(),
+                            value: serde_json::to_vec(&moved).unwrap_or_default(),
+                            lease: kv.lease,
+                        });
+                    }
+                }
+            }
+        }
+        let applied = match ks.txn(txn).await {
+            Ok(r) => r.succeeded,
+            // A member's lease ended between the read and the write.
+            Err(KeyspaceError::LeaseNotFound(_)) => false,
+            Err(e) => return Err(e),
+        };
+        if applied {
+            for change in &changes {
+                if let Change::Remove { shard, .. } = change {
+                    self.failures.entry(shard.clone()).or_default().push(now);
+                }
+            }
+        }
+        Ok(Round { revision: read.revision, changes, applied })
+    }
+
+    /// True once a FAILED assignment has waited out its shard's backoff.
+    fn retry_due(&mut self, shard: &str, kv: &KeyValue, now: Instant) -> bool {
+        let since = *self.failed_since.entry((kv.key.clone(), kv.create_revision)).or_insert(now);
+        let recent = self.failures.entry(shard.to_owned()).or_default();
+        recent.retain(|t| now.saturating_duration_since(*t) < Duration::from_secs(600));
+        now.saturating_duration_since(since) >= failure_backoff(recent.len() as u32 + 1)
+    }
+
+    /// Runs rounds while `leading` holds: after each, waits for a change under
+    /// the root (or a second, for FAILED backoffs to come due).
+    pub async fn run<K: Keyspace>(
+        &mut self,
+        ks: &K,
+        keys: &Keys,
+        leading: impl Fn() -> bool,
+    ) -> Result<(), KeyspaceError> {
+        while leading() {
+            let round = self.round(ks, keys).await?;
+            if !round.applied {
+                continue;
+            }
+            let mut changes = ks.watch(&format!("{}/", keys.root()), round.revision + 1).await?;
+            let _ = tokio::time::timeout(Duration::from_secs(1), changes.recv()).await;
+        }
+        Ok(())
+    }
+}
+
+async fn read<K: Keyspace>(ks: &K, keys: &Keys) -> Result<Read, KeyspaceError> {
+    let snapshot = ks.get_prefix(&format!("{}/", keys.root())).await?;
+    let mut read = Read {
+        revision: snapshot.revision,
+        shards: Vec::new(),
+        members: Vec::new(),
+        member_leases: BTreeMap::new(),
+        assignments: BTreeMap::new(),
+    };
+    for kv in snapshot.kvs {
+        if kv.key.starts_with(&keys.shards()) {
+            match serde_json::from_slice::<ShardSpec>(&kv.value) {
+                Ok(spec) => read.shards.push(Shard { id: spec.id.clone(), replicas: spec.replicas() }),
+                Err(e) => tracing::warn!(key = %kv.key, error = %e, "skipping a shard spec that does not parse"),
+            }
+        } else if kv.key.starts_with(&keys.members()) {
+            match serde_json::from_slice::<MemberSpec>(&kv.value) {
+                Ok(spec) => {
+                    read.member_leases.insert(spec.id.clone(), (kv.lease, kv.create_revision));
+                    read.members.push(Member { id: spec.id, zone: spec.zone, limit: spec.shard_limit });
+                }
+                Err(e) => tracing::warn!(key = %kv.key, error = %e, "skipping a member that does not parse"),
+            }
+        } else if kv.key.starts_with(&keys.assignments()) {
+            let parsed = keys.parse_assignment(&kv.key).map_err(|e| e.to_string()).and_then(|a| {
+                serde_json::from_slice::<AssignmentValue>(&kv.value).map(|v| (a, v)).map_err(|e| e.to_string())
+            });
+            match parsed {
+                Ok((a, value)) => {
+                    read.assignments.insert((a.shard, a.member), (kv, value));
+                }
+                Err(e) => tracing::warn!(key = %kv.key, error = %e, "skipping an assignment that does not parse"),
+            }
+        }
+    }
+    Ok(read)
+}

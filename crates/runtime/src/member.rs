@@ -1,0 +1,156 @@
+//! A member's presence in the keyspace: its key under a lease it keeps alive,
+//! and the election of the one member that runs the allocator.
+//!
+//! A member joins by granting a lease and creating its key under it; a task
+//! renews the lease every third of its TTL. When the lease is lost (the
+//! keyspace unreachable for longer than the TTL, or revoked), the member is
+//! gone for everyone else — its key and its assignments (which the allocator
+//! puts under the member's lease) are deleted — and [`Membership::lost`] turns
+//! true so the process stops its replicas. Leaving revokes the lease.
+//!
+//! The leader is whoever created `{root}/leader` (under its lease); the others
+//! wait for that key to go and try again.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::keyspace::{Compare, Keyspace, KeyspaceError, LeaseId, Op, Txn, WatchEvent};
+use crate::model::{Keys, MemberSpec};
+
+/// Why joining failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MemberError {
+    /// The keyspace refused or could not be reached.
+    #[error("joining as {member}: {source}")]
+    Keyspace {
+        /// The member.
+        member: String,
+        /// The cause.
+        #[source]
+        source: KeyspaceError,
+    },
+    /// Another process holds this member id.
+    #[error("member {0} is already registered (another process with the same id?)")]
+    Taken(String),
+}
+
+/// A member registered in the keyspace.
+#[derive(Debug)]
+pub struct Membership {
+    /// The member.
+    pub spec: MemberSpec,
+    /// Its lease: assignments to it are put under this lease.
+    pub lease: LeaseId,
+    /// Its key.
+    pub key: String,
+    lost: watch::Receiver<bool>,
+    renewer: tokio::task::JoinHandle<()>,
+}
+
+impl Membership {
+    /// Registers `spec` under `keys` with a lease of `ttl`, and keeps it alive.
+    pub async fn join<K: Keyspace>(
+        ks: Arc<K>,
+        keys: &Keys,
+        spec: MemberSpec,
+        ttl: Duration,
+    ) -> Result<Self, MemberError> {
+        let err = |source| MemberError::Keyspace { member: spec.id.clone(), source };
+        let lease = ks.grant(ttl).await.map_err(err)?;
+        let key = keys.member(&spec.zone, &spec.id);
+        let value = serde_json::to_vec(&spec).unwrap_or_default();
+        let created = ks
+            .txn(Txn {
+                compares: vec![Compare::ModRevision(key.clone(), 0)],
+                success: vec![Op::Put { key: key.clone(), value, lease: Some(lease) }],
+                failure: vec![],
+            })
+            .await
+            .map_err(err)?;
+        if !created.succeeded {
+            let _ = ks.revoke(lease).await;
+            return Err(MemberError::Taken(spec.id));
+        }
+        let (tx, lost) = watch::channel(false);
+        let renewer = tokio::spawn(async move {
+            let period = ttl / 3;
+            let mut failing_since: Option<tokio::time::Instant> = None;
+            loop {
+                tokio::time::sleep(period).await;
+                match ks.keep_alive(lease).await {
+                    Ok(()) => failing_since = None,
+                    Err(KeyspaceError::LeaseNotFound(_)) => break,
+                    Err(e) => {
+                        let since = *failing_since.get_or_insert_with(tokio::time::Instant::now);
+                        tracing::warn!(lease, error = %e, "renewing the member's lease");
+                        if since.elapsed() >= ttl {
+                            break;
+                        }
+                    }
+                }
+            }
+            let _ = tx.send(true);
+        });
+        Ok(Membership { spec, lease, key, lost, renewer })
+    }
+
+    /// True once the lease is lost: this member no longer holds its assignments.
+    pub fn lost(&self) -> watch::Receiver<bool> {
+        self.lost.clone()
+    }
+
+    /// Leaves: stops renewing and revokes the lease (deleting the member's key
+    /// and its assignments).
+    pub async fn leave<K: Keyspace>(self, ks: &K) -> Result<(), KeyspaceError> {
+        self.renewer.abort();
+        match ks.revoke(self.lease).await {
+            Ok(()) | Err(KeyspaceError::LeaseNotFound(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Waits until this member is the leader (it created `{root}/leader` under
+/// its lease), or its lease is lost (`false`).
+pub async fn become_leader<K: Keyspace>(ks: &K, keys: &Keys, member: &Membership) -> Result<bool, KeyspaceError> {
+    let key = keys.leader();
+    let mut lost = member.lost();
+    loop {
+        if *lost.borrow() {
+            return Ok(false);
+        }
+        let attempt = ks
+            .txn(Txn {
+                compares: vec![Compare::ModRevision(key.clone(), 0)],
+                success: vec![Op::Put {
+                    key: key.clone(),
+                    value: member.spec.id.clone().into_bytes(),
+                    lease: Some(member.lease),
+                }],
+                failure: vec![],
+            })
+            .await?;
+        if attempt.succeeded {
+            return Ok(true);
+        }
+        // Someone leads: wait for the key to go, then try again.
+        let mut watch = ks.watch(&key, attempt.revision + 1).await?;
+        let still_there = ks.get_prefix(&key).await?.kvs.iter().any(|kv| kv.key == key);
+        if !still_there {
+            continue;
+        }
+        loop {
+            tokio::select! {
+                event = watch.recv() => match event {
+                    Some(Ok(WatchEvent::Delete { key: k, .. })) if k == key => break,
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => return Err(e),
+                    None => break,
+                },
+                _ = lost.changed() => return Ok(false),
+            }
+        }
+    }
+}

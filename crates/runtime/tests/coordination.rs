@@ -1,0 +1,130 @@
+//! Members, the leader and the allocator at work, on both keyspaces: members
+//! join under leases, one is elected, the allocator assigns every shard its
+//! replicas on distinct members with one primary; when a member leaves, its
+//! assignments go with its lease, a standby is promoted, and the leadership
+//! passes on; a member that joins gets work.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kshard_runtime::allocator_runner::AllocatorRunner;
+use kshard_runtime::keyspace::etcd::EtcdKeyspace;
+use kshard_runtime::keyspace::memory::MemoryKeyspace;
+use kshard_runtime::keyspace::{Keyspace, Op, Txn};
+use kshard_runtime::member::{Membership, become_leader};
+use kshard_runtime::model::{AssignmentValue, Keys, MemberSpec, RecoveryLog, ShardSpec, Source};
+use kshard_runtime::status::{ReplicaCode, ReplicaStatus};
+use kshard_runtime::status_writer::write_status;
+use kshard_testkit::{Etcd, unique_name};
+
+fn spec(id: &str, hot_standbys: u32) -> ShardSpec {
+    ShardSpec {
+        id: id.into(),
+        sources: vec![Source { topic: "t".into(), partition: 0, min_offset: 0 }],
+        recovery_log: RecoveryLog { topic: "log".into(), partition: 0 },
+        hot_standbys,
+        min_txn_duration_ms: 0,
+        max_txn_duration_ms: 1000,
+        disable: false,
+        labels: Default::default(),
+    }
+}
+
+/// (shard, member) → (slot, code), from the keyspace.
+async fn assignments<K: Keyspace>(ks: &K, keys: &Keys) -> Vec<(String, String, u32, ReplicaCode)> {
+    let mut out: Vec<_> = ks
+        .get_prefix(&keys.assignments())
+        .await
+        .expect("read")
+        .kvs
+        .into_iter()
+        .map(|kv| {
+            let a = keys.parse_assignment(&kv.key).expect("parses");
+            let v: AssignmentValue = serde_json::from_slice(&kv.value).expect("a value");
+            (a.shard, a.member, v.slot, v.status.code)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+async fn settle<K: Keyspace>(ks: &K, keys: &Keys, runner: &mut AllocatorRunner) {
+    for _ in 0..20 {
+        let round = runner.round(ks, keys).await.expect("round");
+        if round.changes.is_empty() {
+            return;
+        }
+    }
+    panic!("the allocator did not settle in 20 rounds");
+}
+
+/// Every replica reports itself caught up: STANDBY, or PRIMARY in slot 0.
+async fn catch_up<K: Keyspace>(ks: &K, keys: &Keys) {
+    for kv in ks.get_prefix(&keys.assignments()).await.expect("read").kvs {
+        let v: AssignmentValue = serde_json::from_slice(&kv.value).expect("a value");
+        let code = if v.slot == 0 { ReplicaCode::Primary } else { ReplicaCode::Standby };
+        write_status(ks, &kv.key, kv.create_revision, &ReplicaStatus::new(code), std::future::pending())
+            .await
+            .expect("status written");
+    }
+}
+
+async fn coordination<K: Keyspace>(ks: Arc<K>, root: &str) {
+    let keys = Keys::new(root);
+    for s in [spec("a", 1), spec("b", 0), spec("c", 1)] {
+        let put = Op::Put { key: keys.shard(&s.id), value: serde_json::to_vec(&s).expect("json"), lease: None };
+        ks.txn(Txn::ops(vec![put])).await.expect("spec");
+    }
+    let member = |id: &str, zone: &str| MemberSpec { id: id.into(), zone: zone.into(), shard_limit: 5 };
+    let ttl = Duration::from_secs(10);
+    let m1 = Membership::join(Arc::clone(&ks), &keys, member("m1", "z1"), ttl).await.expect("m1 joins");
+    let m2 = Membership::join(Arc::clone(&ks), &keys, member("m2", "z2"), ttl).await.expect("m2 joins");
+    assert!(Membership::join(Arc::clone(&ks), &keys, member("m2", "z2"), ttl).await.is_err(), "one m2 at a time");
+    assert!(become_leader(&*ks, &keys, &m1).await.expect("election"), "m1 leads");
+
+    let mut runner = AllocatorRunner::default();
+    settle(&*ks, &keys, &mut runner).await;
+    let a = assignments(&*ks, &keys).await;
+    assert_eq!(a.len(), 2 + 1 + 2, "every shard has its replicas: {a:?}");
+    for shard in ["a", "b", "c"] {
+        let primaries = a.iter().filter(|(s, _, slot, _)| s == shard && *slot == 0).count();
+        assert_eq!(primaries, 1, "{shard} has one primary: {a:?}");
+    }
+    catch_up(&*ks, &keys).await;
+    assert!(runner.round(&*ks, &keys).await.expect("round").changes.is_empty(), "nothing to do");
+
+    // m2 leaves: its assignments go with its lease; standbys on m1 are promoted.
+    m2.leave(&*ks).await.expect("leaves");
+    settle(&*ks, &keys, &mut runner).await;
+    let a = assignments(&*ks, &keys).await;
+    assert!(a.iter().all(|(_, m, _, _)| m == "m1"), "only m1 is left: {a:?}");
+    for shard in ["a", "b", "c"] {
+        assert!(a.iter().any(|(s, _, slot, _)| s == shard && *slot == 0), "{shard} has a primary on m1: {a:?}");
+    }
+
+    // m3 joins and gets the standbys back.
+    let m3 = Membership::join(Arc::clone(&ks), &keys, member("m3", "z2"), ttl).await.expect("m3 joins");
+    settle(&*ks, &keys, &mut runner).await;
+    let a = assignments(&*ks, &keys).await;
+    assert_eq!(a.iter().filter(|(_, m, _, _)| m == "m3").count(), 2, "a and c get standbys on m3: {a:?}");
+
+    // The leader leaves: m3 is elected.
+    m1.leave(&*ks).await.expect("leaves");
+    let elected = tokio::time::timeout(Duration::from_secs(30), become_leader(&*ks, &keys, &m3)).await;
+    assert!(elected.expect("elected within 30 s").expect("election"), "m3 leads");
+    m3.leave(&*ks).await.expect("leaves");
+    ks.txn(Txn::ops(vec![Op::DeletePrefix(format!("{root}/"))])).await.expect("clean up");
+    assert!(ks.get_prefix(&format!("{root}/")).await.expect("read").kvs.is_empty(), "no keys left behind");
+}
+
+#[tokio::test]
+async fn members_leader_and_allocator_on_the_embedded_keyspace() {
+    coordination(Arc::new(MemoryKeyspace::new()), "/coordination").await;
+}
+
+#[tokio::test]
+async fn members_leader_and_allocator_on_etcd() {
+    let etcd = Etcd::from_env_or_start();
+    let ks = EtcdKeyspace::connect(&[etcd.endpoint().to_owned()]).await.expect("connects");
+    coordination(Arc::new(ks), &format!("/{}", unique_name("coordination"))).await;
+}
