@@ -5,4 +5,5 @@
 //! player alike, on any Kafka-compatible log.
 
 pub mod chain;
+pub mod player;
 pub mod record;

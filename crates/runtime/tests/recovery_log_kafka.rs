@@ -1,0 +1,123 @@
+//! A recovery log on the real broker: a primary's hand-off and transactions, a
+//! new primary's hand-off, and the old primary's late (zombie) transaction, all
+//! produced to one partition; a player reading it into a redb store applies the
+//! right branch only, and a player reopened on the store goes on from its
+//! checkpoint without replaying anything.
+
+use std::time::{Duration, Instant};
+
+use kshard_kafka::{Admin, ClientSettings, PartitionReader, ReadEvent, RecordWriter, TopicSpec};
+use kshard_runtime::recovery_log::chain::{Chain, Skip};
+use kshard_runtime::recovery_log::player::{Played, Player};
+use kshard_runtime::recovery_log::record::{Body, LogRecord, Mutation, SourceOffset};
+use kshard_runtime::store::{RedbStore, Store};
+use kshard_testkit::{Broker, unique_name};
+
+fn txn(key: &str, value: &str, offset: i64) -> Body {
+    Body::Transaction {
+        mutations: vec![Mutation::Put { key: key.as_bytes().to_vec(), value: value.as_bytes().to_vec() }],
+        offsets: vec![SourceOffset { topic: "sums".into(), partition: 0, offset }],
+    }
+}
+
+/// Appends a record built on `view` and moves the view past it.
+fn append(view: &mut Chain, author: u64, body: Body, out: &mut Vec<Vec<u8>>) {
+    let record = view.next(author, body);
+    let bytes = record.encode();
+    view.offer(&record, &bytes).expect("continues the writer's own view");
+    out.push(bytes);
+}
+
+/// Reads the partition from `from` to its end, offering every record.
+fn play(settings: &ClientSettings, topic: &str, player: &mut Player<RedbStore>) -> Vec<Played> {
+    let reader = PartitionReader::new(settings, topic, &[(0, Some(player.next_offset()))]).expect("reader");
+    let mut played = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        assert!(Instant::now() < deadline, "the end of the log within 60 s");
+        match reader.poll(Duration::from_millis(200)).expect("poll") {
+            ReadEvent::Record(r) => {
+                let bytes = r.value().expect("records have values").to_vec();
+                if let Some(p) = player.offer(r.offset(), &bytes).expect("store") {
+                    played.push(p);
+                }
+            }
+            ReadEvent::EndOfPartition { .. } => return played,
+            ReadEvent::Idle => {}
+        }
+    }
+}
+
+#[test]
+fn a_zombie_primarys_late_write_is_ignored_and_playback_resumes_from_the_checkpoint() {
+    let broker = Broker::from_env_or_start();
+    let settings = ClientSettings::new(broker.brokers());
+    let topic = unique_name("recovery-log");
+    let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
+    // Recovery logs: delete policy with unlimited retention; the runtime decides what goes.
+    let spec = TopicSpec {
+        name: topic.clone(),
+        partitions: 1,
+        replication: 1,
+        configs: vec![("cleanup.policy".into(), "delete".into()), ("retention.ms".into(), "-1".into())],
+    };
+    admin.create_topic(&spec).expect("log topic");
+
+    let (old, new) = (0x01d, 0x2e7);
+    let mut records = Vec::new();
+    let mut old_view = Chain::default();
+    append(&mut old_view, old, Body::HandOff, &mut records);
+    append(&mut old_view, old, txn("a", "1", 10), &mut records);
+    append(&mut old_view, old, txn("b", "2", 11), &mut records);
+    // The new primary read the log so far and hands off.
+    let mut new_view = old_view.clone();
+    append(&mut new_view, new, Body::HandOff, &mut records);
+    // The old primary, not knowing, writes once more on its own view.
+    append(&mut old_view, old, txn("zombie", "x", 12), &mut records);
+    append(&mut new_view, new, txn("a", "9", 13), &mut records);
+    let writer = RecordWriter::new(&settings).expect("producer");
+    for r in &records {
+        writer.send(&topic, 0, b"", Some(r)).expect("send");
+    }
+    writer.flush(Duration::from_secs(30)).expect("flush");
+
+    let dir = std::env::temp_dir().join(unique_name("kshard-player"));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("store.redb");
+    let mut player = Player::open(RedbStore::open(&path).expect("store")).expect("player");
+    let played = play(&settings, &topic, &mut player);
+    assert_eq!(
+        played,
+        [
+            Played::HandOff { author: old },
+            Played::Transaction,
+            Played::Transaction,
+            Played::HandOff { author: new },
+            Played::Skipped(Skip::NotNext { expected: 5, got: 4 }),
+            Played::Transaction,
+        ]
+    );
+    let store = player.into_store();
+    assert_eq!(store.get(b"a").expect("read"), Some(b"9".to_vec()));
+    assert_eq!(store.get(b"b").expect("read"), Some(b"2".to_vec()));
+    assert_eq!(store.get(b"zombie").expect("read"), None, "the zombie's write is ignored");
+    let checkpoint = store.checkpoint().expect("read").expect("a checkpoint");
+    assert_eq!(checkpoint.log.next_offset, 6);
+    assert_eq!(checkpoint.log.author, Some(new));
+    assert_eq!(checkpoint.offsets, [SourceOffset { topic: "sums".into(), partition: 0, offset: 13 }]);
+    drop(store);
+
+    // Reopened on its store, a player goes on from the checkpoint: nothing to replay.
+    let mut player = Player::open(RedbStore::open(&path).expect("store")).expect("player");
+    assert_eq!(player.next_offset(), 6);
+    assert_eq!(play(&settings, &topic, &mut player), []);
+    // And what the new primary writes next applies.
+    let mut more = Vec::new();
+    append(&mut new_view, new, txn("c", "3", 14), &mut more);
+    writer.send(&topic, 0, b"", Some(&more[0])).expect("send");
+    writer.flush(Duration::from_secs(30)).expect("flush");
+    assert_eq!(play(&settings, &topic, &mut player), [Played::Transaction]);
+    assert_eq!(player.store().get(b"c").expect("read"), Some(b"3".to_vec()));
+    assert_eq!(LogRecord::decode(&more[0]).expect("decodes").seq, 6);
+    let _ = std::fs::remove_dir_all(&dir);
+}
