@@ -121,3 +121,51 @@ fn a_zombie_primarys_late_write_is_ignored_and_playback_resumes_from_the_checkpo
     assert_eq!(LogRecord::decode(&more[0]).expect("decodes").seq, 6);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn racing_hand_offs_each_take_the_log_in_turn_and_every_player_agrees() {
+    use kshard_runtime::recovery_log::kafka::{LogClients, hand_off, play_to_head};
+    let broker = Broker::from_env_or_start();
+    let settings = ClientSettings::new(broker.brokers());
+    let topic = unique_name("handoff-log");
+    let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
+    admin
+        .create_topic(&TopicSpec { name: topic.clone(), partitions: 1, replication: 1, configs: vec![] })
+        .expect("topic");
+    let dir = std::env::temp_dir().join(unique_name("kshard-handoff"));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let timeout = Duration::from_secs(30);
+    let take_over = |author: u64| {
+        let settings = settings.clone();
+        let topic = topic.clone();
+        let path = dir.join(format!("{author}.redb"));
+        std::thread::spawn(move || {
+            let reader = PartitionReader::new(&settings, &topic, &[(0, None)]).expect("reader");
+            let writer = RecordWriter::new(&settings).expect("writer");
+            let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
+            let log = LogClients { topic: &topic, partition: 0, reader: &reader, writer: &writer, admin: &admin };
+            let mut player = Player::open(RedbStore::open(&path).expect("store")).expect("player");
+            let attempts = hand_off(&log, &mut player, author, timeout).expect("hand-off");
+            // Again, as the holder it is: nothing to append.
+            let again = hand_off(&log, &mut player, author, timeout).expect("hand-off");
+            (attempts, again, player.chain().clone())
+        })
+    };
+    // Alone on an empty log: one hand-off; again, none.
+    let (attempts, again, chain) = take_over(1).join().expect("thread");
+    assert_eq!((attempts, chain.author(), chain.seq()), (1, Some(1), 1));
+    assert_eq!(again, 0, "holding the log already: nothing appended");
+    // Two at once: each takes the log at some point.
+    let (b, c) = (take_over(2), take_over(3));
+    let (b, c) = (b.join().expect("thread"), c.join().expect("thread"));
+    assert!(b.0 >= 1 && c.0 >= 1);
+    // A fresh player of the whole log agrees on who holds it last.
+    let reader = PartitionReader::new(&settings, &topic, &[(0, None)]).expect("reader");
+    let writer = RecordWriter::new(&settings).expect("writer");
+    let log = LogClients { topic: &topic, partition: 0, reader: &reader, writer: &writer, admin: &admin };
+    let mut player = Player::open(RedbStore::open(&dir.join("fresh.redb")).expect("store")).expect("player");
+    play_to_head(&log, &mut player, timeout).expect("plays");
+    let last = player.chain().author().expect("an author");
+    assert!(last == 2 || last == 3, "the last hand-off is one of the racers: {last}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -5,5 +5,6 @@
 //! player alike, on any Kafka-compatible log.
 
 pub mod chain;
+pub mod kafka;
 pub mod player;
 pub mod record;

@@ -1,0 +1,129 @@
+//! The recovery log on Kafka: one partition per shard, read with a
+//! [`PartitionReader`] into a [`Player`], written with a [`RecordWriter`].
+//! Blocking, like `kshard-kafka`: the replica runs these on a thread of its own.
+//!
+//! [`play_to_head`] reads to the end of the partition (what a standby does to
+//! leave BACKFILL, and keeps doing to tail). [`hand_off`] is how a new primary
+//! takes the log over: play to the head, append a hand-off with its author on
+//! that head, read back; when another writer's record took that place, do it
+//! again at the new head.
+
+use std::time::{Duration, Instant};
+
+use kshard_kafka::{Admin, PartitionReader, ReadEvent, RecordWriter};
+
+use super::player::{Played, Player};
+use super::record::Body;
+use crate::store::{Store, StoreError};
+
+/// A recovery-log failure, naming the step.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    /// Kafka failed.
+    #[error("recovery log {step}: {source}")]
+    Kafka {
+        /// What was being done.
+        step: &'static str,
+        /// The cause.
+        #[source]
+        source: kshard_kafka::Error,
+    },
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The end of the log was not reached in time.
+    #[error("recovery log: the end of the partition was not reached within {0:?}")]
+    Timeout(Duration),
+}
+
+/// The log's partition and the clients that read and write it.
+#[derive(Debug)]
+pub struct LogClients<'a> {
+    /// The topic.
+    pub topic: &'a str,
+    /// The partition.
+    pub partition: i32,
+    /// Reads the partition (from the player's position).
+    pub reader: &'a PartitionReader,
+    /// Appends to it.
+    pub writer: &'a RecordWriter,
+    /// Asks where its end is.
+    pub admin: &'a Admin,
+}
+
+impl LogClients<'_> {
+    /// The partition's end now (its high watermark).
+    fn end(&self) -> Result<i64, LogError> {
+        let key = (self.topic.to_owned(), self.partition);
+        let watermarks = self
+            .admin
+            .watermarks(std::slice::from_ref(&key))
+            .map_err(|source| LogError::Kafka { step: "finding the end", source })?;
+        Ok(watermarks.get(&key).map_or(0, |(_, high)| *high))
+    }
+}
+
+/// Reads the log from the player's position to the end the partition has now
+/// (its high watermark, asked first: librdkafka reports an end of partition
+/// only once per end reached, so it cannot tell a reader already at the end),
+/// offering every record; returns what was played.
+pub fn play_to_head<S: Store>(
+    log: &LogClients<'_>,
+    player: &mut Player<S>,
+    timeout: Duration,
+) -> Result<Vec<Played>, LogError> {
+    let deadline = Instant::now() + timeout;
+    let end = log.end()?;
+    let mut played = Vec::new();
+    while player.next_offset() < end {
+        if Instant::now() >= deadline {
+            return Err(LogError::Timeout(timeout));
+        }
+        match log
+            .reader
+            .poll(Duration::from_millis(100))
+            .map_err(|source| LogError::Kafka { step: "reading", source })?
+        {
+            ReadEvent::Record(r) => {
+                let offset = r.offset();
+                let bytes = r.value().unwrap_or_default().to_vec();
+                if let Some(p) = player.offer(offset, &bytes)? {
+                    played.push(p);
+                }
+            }
+            ReadEvent::EndOfPartition { .. } | ReadEvent::Idle => {}
+        }
+    }
+    Ok(played)
+}
+
+/// Takes the log over for `author`: returns how many hand-offs it appended
+/// (more than one when other writers raced; 0 when it already held the log).
+pub fn hand_off<S: Store>(
+    log: &LogClients<'_>,
+    player: &mut Player<S>,
+    author: u64,
+    timeout: Duration,
+) -> Result<u32, LogError> {
+    let mut attempts = 0;
+    play_to_head(log, player, timeout)?;
+    // Restarting as the author it already is: nothing to do.
+    if player.chain().author() == Some(author) {
+        return Ok(attempts);
+    }
+    loop {
+        attempts += 1;
+        let record = player.chain().next(author, Body::HandOff).encode();
+        log.writer
+            .send(log.topic, log.partition, b"", Some(&record))
+            .map_err(|source| LogError::Kafka { step: "appending", source })?;
+        log.writer.flush(timeout).map_err(|source| LogError::Kafka { step: "appending", source })?;
+        // The end now includes the hand-off: read back to it. Ours was applied
+        // when the player applied a hand-off by this author (a later one by
+        // someone else fences us, and our writes will be skipped from there).
+        let played = play_to_head(log, player, timeout)?;
+        if played.contains(&Played::HandOff { author }) {
+            return Ok(attempts);
+        }
+    }
+}
