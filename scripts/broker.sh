@@ -195,20 +195,7 @@ resume() {
 case "${1:-}" in
   start) shift; start "$@" ;;
   stop) stop_pid "$pidfile" broker; rm -f "$envfile" ;;
-  kill)
-    if pid_alive "$pidfile"; then
-      pid="$(cat "$pidfile")"
-      kill -KILL "$pid"
-      # Gone, or a zombie nobody reaps yet: either way it serves no more.
-      for _ in $(seq 100); do
-        pid_alive "$pidfile" || break
-        [[ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" == Z ]] && break
-        sleep 0.05
-      done
-      log "killed the broker (pid $pid); its data stays in $dir"
-    fi
-    rm -f "$pidfile"
-    ;;
+  kill) kill_pid "$pidfile" "the broker" "$dir" ;;
   resume) resume ;;
   env) [[ -f "$envfile" ]] && pid_alive "$pidfile" || die "no broker running"; cat "$envfile" ;;
   *) die "usage: scripts/broker.sh start [key=value …]|stop|kill|resume|env" ;;

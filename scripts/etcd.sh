@@ -57,19 +57,7 @@ health() {
 case "${1:-}" in
   start) start ;;
   stop) stop_pid "$pidfile" etcd; rm -f "$envfile" ;;
-  kill)
-    if pid_alive "$pidfile"; then
-      pid="$(cat "$pidfile")"
-      kill -KILL "$pid"
-      for _ in $(seq 100); do
-        pid_alive "$pidfile" || break
-        [[ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" == Z ]] && break
-        sleep 0.05
-      done
-      log "killed etcd (pid $pid); its data stays in $dir"
-    fi
-    rm -f "$pidfile"
-    ;;
+  kill) kill_pid "$pidfile" "etcd" "$dir" ;;
   resume)
     [[ -f "$dir/ports" ]] || die "no etcd data to resume in $dir"
     pid_alive "$pidfile" && die "etcd is running (pid $(cat "$pidfile"))"

@@ -91,6 +91,24 @@ wait_until_up() {
   die "$name did not answer within 30 s (log: $logfile)"
 }
 
+# Kills the process in PID file $1 with SIGKILL (a crash, for fault tests) and
+# removes the file; $2 names it, $3 says where its data stays.
+kill_pid() {
+  local pidfile="$1" name="$2" data="$3" pid
+  if pid_alive "$pidfile"; then
+    pid="$(cat "$pidfile")"
+    kill -KILL "$pid"
+    # Gone, or a zombie nobody reaps yet: either way it serves no more.
+    for _ in $(seq 100); do
+      pid_alive "$pidfile" || break
+      [[ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" == Z ]] && break
+      sleep 0.05
+    done
+    log "killed $name (pid $pid); its data stays in $data"
+  fi
+  rm -f "$pidfile"
+}
+
 # Stops the process in PID file $1 (TERM, then KILL after 10 s) and removes the file.
 stop_pid() {
   local pidfile="$1" name="$2" pid

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use crate::serve_config::{KafkaArgs, KafkaTarget};
 use anyhow::{Context, Result, bail};
-use kshard_kafka::{Admin, PartitionReader, ReadEvent};
+use kshard_kafka::{PartitionReader, ReadEvent};
 use kshard_lag::{CatchUp, Metrics, Monitor, MonitorSettings, SelfTimings, Watermark, Watermarks};
 
 /// CPU time and peak memory of a process, from `/proc`.
@@ -49,12 +49,7 @@ pub(crate) fn process_stats(pid: u32) -> Result<ProcessStats> {
 /// `serve` does: the difference between the two is the cost of applying.
 pub(crate) fn drain(target: &KafkaTarget, apply: bool) -> Result<u64> {
     let (settings, topic) = (&target.settings, target.offsets_topic.as_str());
-    let admin = Admin::new(settings, Duration::from_secs(30))?;
-    admin.check_access()?;
-    let count = admin
-        .partition_count(topic)
-        .map_err(|e| crate::explain(settings, e))?
-        .with_context(|| format!("{topic} does not exist"))?;
+    let (admin, count) = crate::offsets_topic(target)?;
     let partitions: Vec<(String, i32)> = (0..count).map(|p| (topic.to_owned(), p)).collect();
     let watermarks = admin.watermarks(&partitions)?;
     let mut catch_up = CatchUp::default();

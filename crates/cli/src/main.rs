@@ -185,6 +185,19 @@ fn dump(brokers: &serve_config::KafkaArgs, partitions: &[i32]) -> Result<()> {
     Ok(())
 }
 
+/// An admin client that reached the brokers (or said why not), and the
+/// partition count of the offsets topic.
+pub(crate) fn offsets_topic(target: &serve_config::KafkaTarget) -> Result<(kshard_kafka::Admin, i32)> {
+    let (settings, topic) = (&target.settings, target.offsets_topic.as_str());
+    let admin = kshard_kafka::Admin::new(settings, std::time::Duration::from_secs(30))?;
+    admin.check_access()?;
+    let count = admin
+        .partition_count(topic)
+        .map_err(|e| explain(settings, e))?
+        .with_context(|| format!("{topic} does not exist on {}", settings.brokers))?;
+    Ok((admin, count))
+}
+
 /// A Kafka error with what the user can do about it: the ACLs behind an
 /// authorization error, or the TLS or authentication failure behind a timeout
 /// (librdkafka reports those only to its error callback).

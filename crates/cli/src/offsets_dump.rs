@@ -7,7 +7,7 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use kshard_kafka::{Admin, PartitionReader, ReadEvent};
+use kshard_kafka::{PartitionReader, ReadEvent};
 use kshard_offsets::Record;
 use serde_json::{Map, Value};
 
@@ -24,12 +24,7 @@ pub(crate) struct DumpSummary {
 /// Dumps the listed partitions (all when empty) of the offsets topic to `out`.
 pub(crate) fn dump(target: &KafkaTarget, partitions: &[i32], out: &mut impl Write) -> Result<DumpSummary> {
     let (settings, topic) = (&target.settings, target.offsets_topic.as_str());
-    let admin = Admin::new(settings, Duration::from_secs(30))?;
-    admin.check_access()?;
-    let count = admin
-        .partition_count(topic)
-        .map_err(|e| crate::explain(settings, e))?
-        .with_context(|| format!("{topic} does not exist on {}", settings.brokers))?;
+    let (_admin, count) = crate::offsets_topic(target)?;
     let partitions: Vec<i32> = if partitions.is_empty() { (0..count).collect() } else { partitions.to_vec() };
     let start: Vec<(i32, Option<i64>)> = partitions.iter().map(|&p| (p, None)).collect();
     let reader = PartitionReader::new(settings, topic, &start)?;
