@@ -169,3 +169,48 @@ fn racing_hand_offs_each_take_the_log_in_turn_and_every_player_agrees() {
     assert!(last == 2 || last == 3, "the last hand-off is one of the racers: {last}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_primary_commits_through_the_log_until_a_new_one_fences_it() {
+    use kshard_runtime::recovery_log::kafka::{LogClients, LogError, commit, hand_off};
+    let broker = Broker::from_env_or_start();
+    let settings = ClientSettings::new(broker.brokers());
+    let topic = unique_name("commit-log");
+    let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
+    admin
+        .create_topic(&TopicSpec { name: topic.clone(), partitions: 1, replication: 1, configs: vec![] })
+        .expect("topic");
+    let dir = std::env::temp_dir().join(unique_name("kshard-commit"));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let timeout = Duration::from_secs(30);
+    let clients = |name: &str| {
+        let reader = PartitionReader::new(&settings, &topic, &[(0, None)]).expect("reader");
+        let writer = RecordWriter::new(&settings).expect("writer");
+        let player = Player::open(RedbStore::open(&dir.join(format!("{name}.redb"))).expect("store")).expect("player");
+        (reader, writer, player)
+    };
+    let (old_reader, old_writer, mut old) = clients("old");
+    let old_log = LogClients { topic: &topic, partition: 0, reader: &old_reader, writer: &old_writer, admin: &admin };
+    hand_off(&old_log, &mut old, 1, timeout).expect("hand-off");
+    let put = |k: &str, v: &str| vec![Mutation::Put { key: k.as_bytes().to_vec(), value: v.as_bytes().to_vec() }];
+    let at = |o: i64| vec![SourceOffset { topic: "src".into(), partition: 0, offset: o }];
+    commit(&old_log, &mut old, 1, put("x", "1"), at(5), timeout).expect("commits");
+    assert_eq!(old.store().get(b"x").expect("read"), Some(b"1".to_vec()));
+    assert_eq!(old.offsets(), at(5).as_slice());
+
+    // A new primary takes over; the old one's next commit is refused.
+    let (new_reader, new_writer, mut new) = clients("new");
+    let new_log = LogClients { topic: &topic, partition: 0, reader: &new_reader, writer: &new_writer, admin: &admin };
+    hand_off(&new_log, &mut new, 2, timeout).expect("hand-off");
+    assert_eq!(new.store().get(b"x").expect("read"), Some(b"1".to_vec()), "the new primary played the old one's state");
+    let fenced = commit(&old_log, &mut old, 1, put("x", "zombie"), at(6), timeout).expect_err("fenced");
+    assert!(matches!(fenced, LogError::Fenced { current: Some(2) }), "{fenced}");
+    commit(&new_log, &mut new, 2, put("y", "2"), at(6), timeout).expect("commits");
+    // Every player of the log agrees: the zombie's write is nowhere.
+    let (reader, writer, mut fresh) = clients("fresh");
+    let log = LogClients { topic: &topic, partition: 0, reader: &reader, writer: &writer, admin: &admin };
+    kshard_runtime::recovery_log::kafka::play_to_head(&log, &mut fresh, timeout).expect("plays");
+    assert_eq!(fresh.store().get(b"x").expect("read"), Some(b"1".to_vec()));
+    assert_eq!(fresh.store().get(b"y").expect("read"), Some(b"2".to_vec()));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use kshard_kafka::{Admin, PartitionReader, ReadEvent, RecordWriter};
 
 use super::player::{Played, Player};
-use super::record::Body;
+use super::record::{Body, Mutation, SourceOffset};
 use crate::store::{Store, StoreError};
 
 /// A recovery-log failure, naming the step.
@@ -31,6 +31,12 @@ pub enum LogError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// Another primary has taken the log over: this one's writes are ignored.
+    #[error("fenced: the recovery log now belongs to author {current:?}")]
+    Fenced {
+        /// The log's author now.
+        current: Option<u64>,
+    },
     /// The end of the log was not reached in time.
     #[error("recovery log: the end of the partition was not reached within {0:?}")]
     Timeout(Duration),
@@ -125,5 +131,36 @@ pub fn hand_off<S: Store>(
         if played.contains(&Played::HandOff { author }) {
             return Ok(attempts);
         }
+    }
+}
+
+/// Commits one consumer transaction as `author`: appends its mutations and
+/// source offsets in one record on the head of the log, and reads back to it —
+/// the store changes as every standby's does, through the player. Fails with
+/// [`LogError::Fenced`] when another primary has handed off since: the record
+/// was skipped, and this primary must stop.
+pub fn commit<S: Store>(
+    log: &LogClients<'_>,
+    player: &mut Player<S>,
+    author: u64,
+    mutations: Vec<Mutation>,
+    offsets: Vec<SourceOffset>,
+    timeout: Duration,
+) -> Result<(), LogError> {
+    if player.chain().author() != Some(author) {
+        return Err(LogError::Fenced { current: player.chain().author() });
+    }
+    let record = player.chain().next(author, Body::Transaction { mutations, offsets });
+    let seq = record.seq;
+    log.writer
+        .send(log.topic, log.partition, b"", Some(&record.encode()))
+        .map_err(|source| LogError::Kafka { step: "appending", source })?;
+    log.writer.flush(timeout).map_err(|source| LogError::Kafka { step: "appending", source })?;
+    play_to_head(log, player, timeout)?;
+    // Applied when the chain went through our sequence number with us as author.
+    if player.chain().seq() >= seq && player.chain().author() == Some(author) {
+        Ok(())
+    } else {
+        Err(LogError::Fenced { current: player.chain().author() })
     }
 }
