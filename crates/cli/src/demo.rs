@@ -25,8 +25,7 @@ const TOPICS: [(&str, i32, u32); 3] = [("demo-orders", 6, 60), ("demo-payments",
 
 /// Runs the demo for `seconds` (until killed when `None`).
 pub(crate) fn run(settings: &ClientSettings, seconds: Option<u64>) -> Result<()> {
-    let admin = Admin::new(settings, Duration::from_secs(30))?;
-    admin.check_access()?;
+    let admin = Admin::connect(settings, Duration::from_secs(30))?;
     for (name, partitions, _) in TOPICS {
         let spec = TopicSpec { name: name.into(), partitions, replication: 1, configs: vec![] };
         admin.create_topic(&spec)?;

@@ -22,8 +22,7 @@ const COMMIT_THREADS: usize = 4;
 
 pub(crate) fn run(target: &KafkaTarget, shape: &LoadShape, offsets_partitions: i32) -> Result<()> {
     let settings = &target.settings;
-    let admin = Admin::new(settings, Duration::from_secs(30))?;
-    admin.check_access()?;
+    let admin = Admin::connect(settings, Duration::from_secs(30))?;
     produce_topics(settings, &admin, shape)?;
     if target.offsets_topic == CONSUMER_OFFSETS_TOPIC {
         commit_through_coordinator(settings, shape)?;

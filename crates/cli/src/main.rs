@@ -189,8 +189,7 @@ fn dump(brokers: &serve_config::KafkaArgs, partitions: &[i32]) -> Result<()> {
 /// partition count of the offsets topic.
 pub(crate) fn offsets_topic(target: &serve_config::KafkaTarget) -> Result<(kshard_kafka::Admin, i32)> {
     let (settings, topic) = (&target.settings, target.offsets_topic.as_str());
-    let admin = kshard_kafka::Admin::new(settings, std::time::Duration::from_secs(30))?;
-    admin.check_access()?;
+    let admin = kshard_kafka::Admin::connect(settings, std::time::Duration::from_secs(30))?;
     let count = admin
         .partition_count(topic)
         .map_err(|e| explain(settings, e))?
@@ -207,9 +206,7 @@ pub(crate) fn explain(settings: &kshard_kafka::ClientSettings, e: kshard_kafka::
             "{e}: this principal lacks an ACL; reading the offsets topic needs Describe and Read on it \
              (or use `kshard serve --scrape-mode admin_api`, which needs Describe on groups and topics only)"
         )
-    } else if let Some(problem) = settings.access_problem() {
-        anyhow::anyhow!("{e}: {problem}")
     } else {
-        e.into()
+        anyhow::anyhow!(settings.with_access_problem(e))
     }
 }

@@ -76,11 +76,18 @@ impl Admin {
         Ok(Admin { admin, metadata, timeout, settings: settings.clone() })
     }
 
-    /// Waits until the brokers answer a Metadata request, for at most the call
-    /// timeout, and fails at once — with the reason — when TLS or authentication
-    /// fails: librdkafka would retry such a connection until the timeout and
-    /// then report only that it timed out.
-    pub fn check_access(&self) -> Result<()> {
+    /// An admin client whose brokers answered a Metadata request within the
+    /// timeout. A failed TLS handshake or authentication fails at once, with
+    /// the reason: librdkafka would retry such a connection until the timeout
+    /// and then report only that it timed out.
+    pub fn connect(settings: &ClientSettings, timeout: Duration) -> Result<Self> {
+        let admin = Self::new(settings, timeout)?;
+        admin.check_access()?;
+        Ok(admin)
+    }
+
+    /// Waits until the brokers answer a Metadata request (see [`Admin::connect`]).
+    fn check_access(&self) -> Result<()> {
         let deadline = std::time::Instant::now() + self.timeout;
         loop {
             match self.metadata.fetch_metadata(None, Duration::from_millis(500)) {

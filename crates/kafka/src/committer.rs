@@ -116,7 +116,6 @@ pub struct TransactionalCommitter {
     /// A consumer of the group, whose metadata the transaction carries.
     group: BaseConsumer<KshardContext>,
     group_id: String,
-    timeout: Duration,
 }
 
 impl std::fmt::Debug for TransactionalCommitter {
@@ -138,7 +137,7 @@ impl TransactionalCommitter {
             .init_transactions(Duration::from_secs(30))
             .map_err(call(format!("initialising transactions of {transactional_id}")))?;
         let consumer = settings.create("group metadata consumer", &[("group.id", group)])?;
-        Ok(TransactionalCommitter { producer, group: consumer, group_id: group.to_owned(), timeout })
+        Ok(TransactionalCommitter { producer, group: consumer, group_id: group.to_owned() })
     }
 
     /// Commits `offsets` for the group in one transaction that ends as `end`.
@@ -162,10 +161,5 @@ impl TransactionalCommitter {
             }
             TransactionEnd::LeaveOpen => Ok(()),
         }
-    }
-
-    /// The transaction timeout this producer registered.
-    pub fn timeout(&self) -> Duration {
-        self.timeout
     }
 }

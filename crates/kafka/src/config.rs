@@ -34,6 +34,15 @@ impl ClientSettings {
         self.context.access_problem.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
+    /// `error`, with the access problem behind it when there is one (a call
+    /// that failed by timing out, say, because TLS or authentication failed).
+    pub fn with_access_problem(&self, error: impl std::fmt::Display) -> String {
+        match self.access_problem() {
+            Some(problem) => format!("{error} ({problem})"),
+            None => error.to_string(),
+        }
+    }
+
     /// Forgets the latest access problem (after a call succeeded).
     pub fn clear_access_problem(&self) {
         *self.context.access_problem.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;

@@ -120,6 +120,15 @@ fn poll(queue: &Queue, deadline: Instant, step: &str) -> Result<Event> {
     }
 }
 
+/// The result of the one request made on `queue`: its event, or its error.
+fn single_result(queue: &Queue, timeout: Duration, step: &str) -> Result<Event> {
+    let ev = poll(queue, Instant::now() + timeout + Duration::from_secs(1), step)?;
+    match event_error(&ev) {
+        Some(message) => Err(Error::Refused { step: step.to_owned(), message }),
+        None => Ok(ev),
+    }
+}
+
 /// The event's own error, if it has one.
 fn event_error(ev: &Event) -> Option<String> {
     // SAFETY: the event is live for the guard's lifetime.
@@ -138,10 +147,7 @@ pub(crate) fn list_groups(client: &Client, timeout: Duration) -> Result<Vec<Grou
     let options = new_options(client, sys::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPS, timeout, step)?;
     // SAFETY: all handles are live; the result arrives on `queue`.
     unsafe { sys::rd_kafka_ListConsumerGroups(client.inner().native_ptr(), options.0, queue.0) };
-    let ev = poll(&queue, Instant::now() + timeout + Duration::from_secs(1), step)?;
-    if let Some(message) = event_error(&ev) {
-        return Err(Error::Refused { step: step.to_owned(), message });
-    }
+    let ev = single_result(&queue, timeout, step)?;
     // SAFETY: the event is a ListConsumerGroups result (the only request on this
     // queue); the result and its listings belong to the event, which outlives
     // the copies made below.
@@ -308,10 +314,7 @@ pub(crate) fn describe_groups(client: &Client, groups: &[String], timeout: Durat
             queue.0,
         )
     };
-    let ev = poll(&queue, Instant::now() + timeout + Duration::from_secs(1), step)?;
-    if let Some(message) = event_error(&ev) {
-        return Err(Error::Refused { step: step.to_owned(), message });
-    }
+    let ev = single_result(&queue, timeout, step)?;
     // SAFETY: the event is a DescribeConsumerGroups result (the only request on
     // this queue); descriptions, members and lists belong to the event, which
     // outlives the copies made here.

@@ -83,10 +83,7 @@ impl OffsetsReader {
                     return true;
                 }
                 Err(e) => {
-                    let reason = match self.settings.access_problem() {
-                        Some(problem) => format!("{e} ({problem})"),
-                        None => e,
-                    };
+                    let reason = self.settings.with_access_problem(e);
                     warn!(error = %reason, topic = %self.topic, "cannot track the offsets topic yet; retrying in 5 s (not ready)");
                     self.monitor.set_waiting_reason(Some(reason));
                 }
@@ -102,8 +99,7 @@ impl OffsetsReader {
     }
 
     fn track_all(&self) -> Result<(), String> {
-        let admin = Admin::new(&self.settings, self.timeout).map_err(|e| e.to_string())?;
-        admin.check_access().map_err(|e| e.to_string())?;
+        let admin = Admin::connect(&self.settings, self.timeout).map_err(|e| e.to_string())?;
         let count = admin
             .partition_count(&self.topic)
             .map_err(|e| e.to_string())?
@@ -113,6 +109,16 @@ impl OffsetsReader {
         self.monitor.start();
         info!(partitions = count, offsets = total, topic = %self.topic, "catching up with the offsets topic");
         Ok(())
+    }
+
+    /// A record or the end of a partition arrived: this life of the worker
+    /// works, and reading no longer fails.
+    fn showed_progress(&self, progressed: &mut bool, failing_since: &mut Option<Instant>) {
+        *failing_since = None;
+        if !*progressed {
+            *progressed = true;
+            self.monitor.health().worker_running(WORKER);
+        }
     }
 
     /// Reads until `stop`. `assigned` are the partitions the reader was created
@@ -138,29 +144,11 @@ impl OffsetsReader {
                 info!(partitions = ?added, topic = %self.topic, "reading new partitions of the offsets topic");
             }
             // `idle`: nothing arrived, a good moment to check readiness and progress.
-            let polled = reader.poll(Duration::from_millis(100));
-            match &polled {
-                Ok(ReadEvent::Record(_) | ReadEvent::EndOfPartition { .. }) => {
-                    failing_since = None;
-                    if !progressed {
-                        progressed = true;
-                        self.monitor.health().worker_running(WORKER);
-                    }
-                }
-                Ok(ReadEvent::Idle) => {}
-                Err(e) => {
-                    let since = *failing_since.get_or_insert_with(Instant::now);
-                    if since.elapsed() > self.monitor.health().stale_after() {
-                        return Err(format!(
-                            "reading {} has failed for {:.0} s: {e}",
-                            self.topic,
-                            since.elapsed().as_secs_f64()
-                        ));
-                    }
-                }
-            }
-            let idle = match polled {
+            let idle = match reader.poll(Duration::from_millis(100)) {
                 Ok(ReadEvent::Record(r)) => {
+                    if !progressed || failing_since.is_some() {
+                        self.showed_progress(&mut progressed, &mut failing_since);
+                    }
                     if let Err(s) = self.monitor.apply(r.partition(), r.offset(), r.key(), r.value()) {
                         warn!(
                             partition = s.partition,
@@ -174,6 +162,7 @@ impl OffsetsReader {
                     false
                 }
                 Ok(ReadEvent::EndOfPartition { partition, next_offset }) => {
+                    self.showed_progress(&mut progressed, &mut failing_since);
                     debug!(partition, next_offset, "end of partition");
                     self.monitor.end_of_partition(partition, next_offset);
                     false
@@ -186,6 +175,14 @@ impl OffsetsReader {
                     ));
                 }
                 Err(e) => {
+                    let since = *failing_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() > self.monitor.health().stale_after() {
+                        return Err(format!(
+                            "reading {} has failed for {:.0} s: {e}",
+                            self.topic,
+                            since.elapsed().as_secs_f64()
+                        ));
+                    }
                     warn!(error = %e, topic = %self.topic, "reading the offsets topic; the client retries");
                     std::thread::sleep(Duration::from_millis(200));
                     true

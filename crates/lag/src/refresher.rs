@@ -68,10 +68,7 @@ impl Refresher {
                         self.monitor.sweep_names();
                     }
                     Err(e) => {
-                        let e = match self.settings.access_problem() {
-                            Some(problem) => format!("{e} ({problem})"),
-                            None => e,
-                        };
+                        let e = self.settings.with_access_problem(e);
                         warn!(error = %e, "refreshing groups and watermarks");
                         self.monitor.health().refresh_failed(e);
                     }

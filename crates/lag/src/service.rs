@@ -110,7 +110,7 @@ pub async fn run(
     let spawn_error = |e: std::io::Error| ServeError::Worker(format!("starting a worker thread: {e}"));
     match options.mode {
         ScrapeMode::OffsetsTopic => {
-            let reader = offsets_reader::OffsetsReader {
+            let mut reader = offsets_reader::OffsetsReader {
                 settings: options.kafka.clone(),
                 topic: options.offsets_topic.clone(),
                 timeout: options.request_timeout,
@@ -119,7 +119,6 @@ pub async fn run(
                 new_partitions: new_partitions_rx,
                 hold: options.hold_reading.take(),
             };
-            let mut reader = reader;
             workers.push(
                 supervisor::spawn(offsets_reader::WORKER, Arc::clone(&monitor), Arc::clone(&stop), move || {
                     reader.run()

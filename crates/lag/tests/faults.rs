@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use kshard_kafka::{Admin, ClientSettings, OffsetCommitter, RecordWriter, TopicSpec};
 use kshard_lag::service::ServeOptions;
-use kshard_testkit::{Broker, unique_name};
+use kshard_testkit::{Broker, kafka_consumer_groups, unique_name};
 
 fn fill(settings: &ClientSettings, topic: &str, partitions: i32, records: u32) {
     let admin = Admin::new(settings, Duration::from_secs(30)).expect("admin");
@@ -43,29 +43,19 @@ fn service(settings: &ClientSettings, prefix: &str, held: bool) -> TestService {
 
 /// Waits until `/ready` answers `status`; returns the body.
 fn wait_status(service: &mut TestService, status: u16, what: &str, within: Duration) -> String {
-    let deadline = Instant::now() + within;
-    loop {
-        let (s, body) = service.get("/ready");
-        if s == status {
-            return body;
-        }
-        assert!(Instant::now() < deadline, "{what}: /ready did not answer {status} within {within:?}: {body}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    until(what, within, Duration::from_millis(200), || match service.get("/ready") {
+        (s, body) if s == status => Ok(body),
+        (_, body) => Err(format!("/ready did not answer {status}: {body}")),
+    })
 }
 
 /// Waits until kshard's lag equals what `kafka-consumer-groups` reports.
 fn agrees_with_kafka(service: &mut TestService, brokers: &str, prefix: &str, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    until(what, Duration::from_secs(60), Duration::from_millis(500), || {
         let kafka = kafka_consumer_groups(brokers, prefix);
         let ours = kshard_api_lag(service, prefix);
-        if !kafka.is_empty() && ours == kafka {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{what}: kshard {ours:#?} != kafka {kafka:#?}");
-        std::thread::sleep(Duration::from_millis(500));
-    }
+        if !kafka.is_empty() && ours == kafka { Ok(()) } else { Err(format!("kshard {ours:#?} != kafka {kafka:#?}")) }
+    });
 }
 
 #[test]

@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use kshard_kafka::{
@@ -15,7 +15,7 @@ use kshard_kafka::{
     TransactionalCommitter,
 };
 use kshard_lag::service::{ScrapeMode, ServeOptions};
-use kshard_testkit::{Broker, unique_name};
+use kshard_testkit::{Broker, KafkaLag, kafka_consumer_groups, unique_name};
 
 fn create_and_fill(settings: &ClientSettings, topic: &str, records_per_partition: &[u32]) {
     let admin = Admin::new(settings, Duration::from_secs(30)).expect("admin");
@@ -51,19 +51,17 @@ fn serve(settings: &ClientSettings, mode: ScrapeMode, prefix: &str) -> TestServi
 fn assert_agrees_with_kafka(service: &mut TestService, expected: &[KafkaLag], prefix: &str, mode: &str) {
     let by_key: std::collections::BTreeMap<(String, String, i32), i64> =
         expected.iter().map(|r| ((r.group.clone(), r.topic.clone(), r.partition), r.lag)).collect();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
+    until(mode, Duration::from_secs(30), Duration::from_millis(200), || {
         let api = kshard_api_lag(service, prefix);
         let metrics = kshard_metric_lag(service, "kshard", prefix);
         if api == expected && metrics == by_key {
-            return;
+            Ok(())
+        } else {
+            Err(format!(
+                "kshard disagrees with kafka-consumer-groups\nkafka:  {expected:#?}\n/api/groups: {api:#?}\n/metrics: {metrics:#?}"
+            ))
         }
-        assert!(
-            Instant::now() < deadline,
-            "{mode}: kshard disagrees with kafka-consumer-groups after 30 s\nkafka:  {expected:#?}\n/api/groups: {api:#?}\n/metrics: {metrics:#?}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    });
 }
 
 #[test]

@@ -60,6 +60,12 @@ impl AllocatorRunner {
     pub async fn round<K: Keyspace>(&mut self, ks: &K, keys: &Keys) -> Result<Round, KeyspaceError> {
         let read = read(ks, keys).await?;
         let now = Instant::now();
+        // Forget failures of assignments that are gone (removed, or recovered).
+        self.failed_since.retain(|(key, created), _| {
+            read.assignments
+                .values()
+                .any(|(kv, v)| kv.key == *key && kv.create_revision == *created && v.status.code == ReplicaCode::Failed)
+        });
         let current: Vec<Current> = read
             .assignments
             .iter()

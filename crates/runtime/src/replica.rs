@@ -181,8 +181,7 @@ impl Replica {
                     vec![]
                 }
             }
-            (state, Event::Assigned { assignment, slot }) if Some(assignment) != self.assignment() => {
-                let _ = state;
+            (_, Event::Assigned { assignment, slot }) if Some(assignment) != self.assignment() => {
                 self.state = S::TearingDown { next: Some((assignment, slot)) };
                 vec![Action::TearDown]
             }
@@ -221,9 +220,8 @@ impl Replica {
 
             (S::Idle | S::Failed { .. }, Event::Failed(_)) => vec![],
             (S::TearingDown { .. }, Event::Failed(_)) => vec![],
-            (state, Event::Failed(error)) => {
+            (_, Event::Failed(error)) => {
                 let assignment = self.assignment().unwrap_or_default();
-                let _ = state;
                 self.state = S::Failed { assignment, torn_down: false };
                 vec![Action::WriteStatus(assignment, ReplicaStatus::failed(error)), Action::TearDown]
             }

@@ -4,10 +4,12 @@
 //! right branch only, and a player reopened on the store goes on from its
 //! checkpoint without replaying anything.
 
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::time::Duration;
 
-use kshard_kafka::{Admin, ClientSettings, PartitionReader, ReadEvent, RecordWriter, TopicSpec};
+use kshard_kafka::{Admin, ClientSettings, PartitionReader, RecordWriter, TopicSpec};
 use kshard_runtime::recovery_log::chain::{Chain, Skip};
+use kshard_runtime::recovery_log::kafka::{LogClients, play_to_head};
 use kshard_runtime::recovery_log::player::{Played, Player};
 use kshard_runtime::recovery_log::record::{Body, LogRecord, Mutation, SourceOffset};
 use kshard_runtime::store::{RedbStore, Store};
@@ -28,40 +30,86 @@ fn append(view: &mut Chain, author: u64, body: Body, out: &mut Vec<Vec<u8>>) {
     out.push(bytes);
 }
 
-/// Reads the partition from `from` to its end, offering every record.
-fn play(settings: &ClientSettings, topic: &str, player: &mut Player<RedbStore>) -> Vec<Played> {
-    let reader = PartitionReader::new(settings, topic, &[(0, Some(player.next_offset()))]).expect("reader");
-    let mut played = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        assert!(Instant::now() < deadline, "the end of the log within 60 s");
-        match reader.poll(Duration::from_millis(200)).expect("poll") {
-            ReadEvent::Record(r) => {
-                let bytes = r.value().expect("records have values").to_vec();
-                if let Some(p) = player.offer(r.offset(), &bytes).expect("store") {
-                    played.push(p);
-                }
-            }
-            ReadEvent::EndOfPartition { .. } => return played,
-            ReadEvent::Idle => {}
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A recovery log of the test's own on the real broker (one partition,
+/// delete policy with unlimited retention: the runtime decides what goes), and
+/// a directory for the replicas' stores.
+struct TestLog {
+    /// Keeps the broker (a private one when no KSHARD_BROKERS) for the test's life.
+    _broker: Broker,
+    settings: ClientSettings,
+    topic: String,
+    dir: PathBuf,
+}
+
+impl TestLog {
+    fn new(name: &str) -> Self {
+        let broker = Broker::from_env_or_start();
+        let settings = ClientSettings::new(broker.brokers());
+        let topic = unique_name(name);
+        let admin = Admin::new(&settings, TIMEOUT).expect("admin");
+        let spec = TopicSpec {
+            name: topic.clone(),
+            partitions: 1,
+            replication: 1,
+            configs: vec![("cleanup.policy".into(), "delete".into()), ("retention.ms".into(), "-1".into())],
+        };
+        admin.create_topic(&spec).expect("log topic");
+        let dir = std::env::temp_dir().join(unique_name(&format!("kshard-{name}")));
+        std::fs::create_dir_all(&dir).expect("dir");
+        TestLog { _broker: broker, settings, topic, dir }
+    }
+
+    /// A replica's clients of the log, and a player on its store `name`.
+    fn replica(&self, name: &str) -> (Clients, Player<RedbStore>) {
+        (Clients::new(&self.settings, &self.topic), self.player(name))
+    }
+
+    /// A player on the store `name` (reopened when it exists).
+    fn player(&self, name: &str) -> Player<RedbStore> {
+        Player::open(RedbStore::open(&self.dir.join(format!("{name}.redb"))).expect("store")).expect("player")
+    }
+}
+
+impl Drop for TestLog {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// One replica's reader, writer and admin client of the log.
+struct Clients {
+    topic: String,
+    reader: PartitionReader,
+    writer: RecordWriter,
+    admin: Admin,
+}
+
+impl Clients {
+    fn new(settings: &ClientSettings, topic: &str) -> Self {
+        Clients {
+            topic: topic.to_owned(),
+            reader: PartitionReader::new(settings, topic, &[(0, None)]).expect("reader"),
+            writer: RecordWriter::new(settings).expect("writer"),
+            admin: Admin::new(settings, TIMEOUT).expect("admin"),
         }
+    }
+
+    fn log(&self) -> LogClients<'_> {
+        LogClients { topic: &self.topic, partition: 0, reader: &self.reader, writer: &self.writer, admin: &self.admin }
+    }
+
+    /// Reads to the end of the log into `player`.
+    fn play(&self, player: &mut Player<RedbStore>) -> Vec<Played> {
+        play_to_head(&self.log(), player, TIMEOUT).expect("plays to the end of the log")
     }
 }
 
 #[test]
 fn a_zombie_primarys_late_write_is_ignored_and_playback_resumes_from_the_checkpoint() {
-    let broker = Broker::from_env_or_start();
-    let settings = ClientSettings::new(broker.brokers());
-    let topic = unique_name("recovery-log");
-    let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
-    // Recovery logs: delete policy with unlimited retention; the runtime decides what goes.
-    let spec = TopicSpec {
-        name: topic.clone(),
-        partitions: 1,
-        replication: 1,
-        configs: vec![("cleanup.policy".into(), "delete".into()), ("retention.ms".into(), "-1".into())],
-    };
-    admin.create_topic(&spec).expect("log topic");
+    let log = TestLog::new("recovery-log");
+    let (clients, mut player) = log.replica("store");
 
     let (old, new) = (0x01d, 0x2e7);
     let mut records = Vec::new();
@@ -75,17 +123,13 @@ fn a_zombie_primarys_late_write_is_ignored_and_playback_resumes_from_the_checkpo
     // The old primary, not knowing, writes once more on its own view.
     append(&mut old_view, old, txn("zombie", "x", 12), &mut records);
     append(&mut new_view, new, txn("a", "9", 13), &mut records);
-    let writer = RecordWriter::new(&settings).expect("producer");
+    let writer = &clients.writer;
     for r in &records {
-        writer.send(&topic, 0, b"", Some(r)).expect("send");
+        writer.send(&log.topic, 0, b"", Some(r)).expect("send");
     }
-    writer.flush(Duration::from_secs(30)).expect("flush");
+    writer.flush(TIMEOUT).expect("flush");
 
-    let dir = std::env::temp_dir().join(unique_name("kshard-player"));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let path = dir.join("store.redb");
-    let mut player = Player::open(RedbStore::open(&path).expect("store")).expect("player");
-    let played = play(&settings, &topic, &mut player);
+    let played = clients.play(&mut player);
     assert_eq!(
         played,
         [
@@ -108,46 +152,29 @@ fn a_zombie_primarys_late_write_is_ignored_and_playback_resumes_from_the_checkpo
     drop(store);
 
     // Reopened on its store, a player goes on from the checkpoint: nothing to replay.
-    let mut player = Player::open(RedbStore::open(&path).expect("store")).expect("player");
+    let mut player = log.player("store");
     assert_eq!(player.next_offset(), 6);
-    assert_eq!(play(&settings, &topic, &mut player), []);
+    assert_eq!(clients.play(&mut player), []);
     // And what the new primary writes next applies.
     let mut more = Vec::new();
     append(&mut new_view, new, txn("c", "3", 14), &mut more);
-    writer.send(&topic, 0, b"", Some(&more[0])).expect("send");
-    writer.flush(Duration::from_secs(30)).expect("flush");
-    assert_eq!(play(&settings, &topic, &mut player), [Played::Transaction]);
+    writer.send(&log.topic, 0, b"", Some(&more[0])).expect("send");
+    writer.flush(TIMEOUT).expect("flush");
+    assert_eq!(clients.play(&mut player), [Played::Transaction]);
     assert_eq!(player.store().get(b"c").expect("read"), Some(b"3".to_vec()));
     assert_eq!(LogRecord::decode(&more[0]).expect("decodes").seq, 6);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn racing_hand_offs_each_take_the_log_in_turn_and_every_player_agrees() {
-    use kshard_runtime::recovery_log::kafka::{LogClients, hand_off, play_to_head};
-    let broker = Broker::from_env_or_start();
-    let settings = ClientSettings::new(broker.brokers());
-    let topic = unique_name("handoff-log");
-    let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
-    admin
-        .create_topic(&TopicSpec { name: topic.clone(), partitions: 1, replication: 1, configs: vec![] })
-        .expect("topic");
-    let dir = std::env::temp_dir().join(unique_name("kshard-handoff"));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let timeout = Duration::from_secs(30);
+    use kshard_runtime::recovery_log::kafka::hand_off;
+    let log = TestLog::new("handoff-log");
     let take_over = |author: u64| {
-        let settings = settings.clone();
-        let topic = topic.clone();
-        let path = dir.join(format!("{author}.redb"));
+        let (clients, mut player) = log.replica(&author.to_string());
         std::thread::spawn(move || {
-            let reader = PartitionReader::new(&settings, &topic, &[(0, None)]).expect("reader");
-            let writer = RecordWriter::new(&settings).expect("writer");
-            let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
-            let log = LogClients { topic: &topic, partition: 0, reader: &reader, writer: &writer, admin: &admin };
-            let mut player = Player::open(RedbStore::open(&path).expect("store")).expect("player");
-            let attempts = hand_off(&log, &mut player, author, timeout).expect("hand-off");
+            let attempts = hand_off(&clients.log(), &mut player, author, TIMEOUT).expect("hand-off");
             // Again, as the holder it is: nothing to append.
-            let again = hand_off(&log, &mut player, author, timeout).expect("hand-off");
+            let again = hand_off(&clients.log(), &mut player, author, TIMEOUT).expect("hand-off");
             (attempts, again, player.chain().clone())
         })
     };
@@ -160,57 +187,34 @@ fn racing_hand_offs_each_take_the_log_in_turn_and_every_player_agrees() {
     let (b, c) = (b.join().expect("thread"), c.join().expect("thread"));
     assert!(b.0 >= 1 && c.0 >= 1);
     // A fresh player of the whole log agrees on who holds it last.
-    let reader = PartitionReader::new(&settings, &topic, &[(0, None)]).expect("reader");
-    let writer = RecordWriter::new(&settings).expect("writer");
-    let log = LogClients { topic: &topic, partition: 0, reader: &reader, writer: &writer, admin: &admin };
-    let mut player = Player::open(RedbStore::open(&dir.join("fresh.redb")).expect("store")).expect("player");
-    play_to_head(&log, &mut player, timeout).expect("plays");
+    let (clients, mut player) = log.replica("fresh");
+    clients.play(&mut player);
     let last = player.chain().author().expect("an author");
     assert!(last == 2 || last == 3, "the last hand-off is one of the racers: {last}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn a_primary_commits_through_the_log_until_a_new_one_fences_it() {
-    use kshard_runtime::recovery_log::kafka::{LogClients, LogError, commit, hand_off};
-    let broker = Broker::from_env_or_start();
-    let settings = ClientSettings::new(broker.brokers());
-    let topic = unique_name("commit-log");
-    let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
-    admin
-        .create_topic(&TopicSpec { name: topic.clone(), partitions: 1, replication: 1, configs: vec![] })
-        .expect("topic");
-    let dir = std::env::temp_dir().join(unique_name("kshard-commit"));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let timeout = Duration::from_secs(30);
-    let clients = |name: &str| {
-        let reader = PartitionReader::new(&settings, &topic, &[(0, None)]).expect("reader");
-        let writer = RecordWriter::new(&settings).expect("writer");
-        let player = Player::open(RedbStore::open(&dir.join(format!("{name}.redb"))).expect("store")).expect("player");
-        (reader, writer, player)
-    };
-    let (old_reader, old_writer, mut old) = clients("old");
-    let old_log = LogClients { topic: &topic, partition: 0, reader: &old_reader, writer: &old_writer, admin: &admin };
-    hand_off(&old_log, &mut old, 1, timeout).expect("hand-off");
+    use kshard_runtime::recovery_log::kafka::{LogError, commit, hand_off};
+    let log = TestLog::new("commit-log");
+    let (old_clients, mut old) = log.replica("old");
+    hand_off(&old_clients.log(), &mut old, 1, TIMEOUT).expect("hand-off");
     let put = |k: &str, v: &str| vec![Mutation::Put { key: k.as_bytes().to_vec(), value: v.as_bytes().to_vec() }];
     let at = |o: i64| vec![SourceOffset { topic: "src".into(), partition: 0, offset: o }];
-    commit(&old_log, &mut old, 1, put("x", "1"), at(5), timeout).expect("commits");
+    commit(&old_clients.log(), &mut old, 1, put("x", "1"), at(5), TIMEOUT).expect("commits");
     assert_eq!(old.store().get(b"x").expect("read"), Some(b"1".to_vec()));
     assert_eq!(old.offsets(), at(5).as_slice());
 
     // A new primary takes over; the old one's next commit is refused.
-    let (new_reader, new_writer, mut new) = clients("new");
-    let new_log = LogClients { topic: &topic, partition: 0, reader: &new_reader, writer: &new_writer, admin: &admin };
-    hand_off(&new_log, &mut new, 2, timeout).expect("hand-off");
+    let (new_clients, mut new) = log.replica("new");
+    hand_off(&new_clients.log(), &mut new, 2, TIMEOUT).expect("hand-off");
     assert_eq!(new.store().get(b"x").expect("read"), Some(b"1".to_vec()), "the new primary played the old one's state");
-    let fenced = commit(&old_log, &mut old, 1, put("x", "zombie"), at(6), timeout).expect_err("fenced");
+    let fenced = commit(&old_clients.log(), &mut old, 1, put("x", "zombie"), at(6), TIMEOUT).expect_err("fenced");
     assert!(matches!(fenced, LogError::Fenced { current: Some(2) }), "{fenced}");
-    commit(&new_log, &mut new, 2, put("y", "2"), at(6), timeout).expect("commits");
+    commit(&new_clients.log(), &mut new, 2, put("y", "2"), at(6), TIMEOUT).expect("commits");
     // Every player of the log agrees: the zombie's write is nowhere.
-    let (reader, writer, mut fresh) = clients("fresh");
-    let log = LogClients { topic: &topic, partition: 0, reader: &reader, writer: &writer, admin: &admin };
-    kshard_runtime::recovery_log::kafka::play_to_head(&log, &mut fresh, timeout).expect("plays");
+    let (clients, mut fresh) = log.replica("fresh");
+    clients.play(&mut fresh);
     assert_eq!(fresh.store().get(b"x").expect("read"), Some(b"1".to_vec()));
     assert_eq!(fresh.store().get(b"y").expect("read"), Some(b"2".to_vec()));
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -18,8 +18,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub struct Broker {
     /// The settings `scripts/broker.sh` printed (`KSHARD_BROKERS=…` and the rest).
     settings: BTreeMap<String, String>,
-    /// The state directory of a broker this test started (stopped on drop).
-    started: Option<PathBuf>,
+    /// A broker this test started (stopped on drop).
+    started: Option<Started>,
 }
 
 /// A listener of the test broker.
@@ -62,17 +62,9 @@ impl Broker {
     /// (`key=value`), for tests that stop it, change its settings, or may leave
     /// it unusable.
     pub fn start_private(properties: &[&str]) -> Self {
-        let state = std::env::temp_dir().join(unique_name("kshard-test-broker"));
-        let out = Command::new(repo_root().join("scripts/broker.sh"))
-            .arg("start")
-            .args(properties)
-            .env("KSHARD_STATE_DIR", &state)
-            .output()
-            .expect("running scripts/broker.sh (install the broker with scripts/install.sh)");
-        assert!(out.status.success(), "scripts/broker.sh start failed:\n{}", String::from_utf8_lossy(&out.stderr));
-        let settings = parse_settings(&String::from_utf8_lossy(&out.stdout));
+        let (started, settings) = Started::start("broker", properties);
         assert!(settings.contains_key("KSHARD_BROKERS"), "broker.sh prints KSHARD_BROKERS=");
-        Broker { settings, started: Some(state) }
+        Broker { settings, started: Some(started) }
     }
 
     fn setting(&self, key: &str) -> &str {
@@ -107,13 +99,7 @@ impl Broker {
     }
 
     fn control(&self, command: &str) {
-        let state = self.started.as_ref().expect("only a broker this test started can be stopped or resumed");
-        let out = Command::new(repo_root().join("scripts/broker.sh"))
-            .arg(command)
-            .env("KSHARD_STATE_DIR", state)
-            .output()
-            .expect("running scripts/broker.sh");
-        assert!(out.status.success(), "broker.sh {command} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        self.started.as_ref().expect("only a broker this test started can be stopped or resumed").control(command);
     }
 
     /// Kills the broker with SIGKILL, keeping its data (a private broker only).
@@ -132,13 +118,48 @@ impl Broker {
     }
 }
 
-impl Drop for Broker {
+/// A service this test started with `scripts/{name}.sh start` in a state
+/// directory of its own; stopped by PID and its directory removed on drop.
+#[derive(Debug)]
+struct Started {
+    /// `broker` or `etcd`: the script is `scripts/{name}.sh`.
+    name: &'static str,
+    state: PathBuf,
+}
+
+impl Started {
+    /// Starts the service; returns it and the settings its script printed.
+    fn start(name: &'static str, args: &[&str]) -> (Self, BTreeMap<String, String>) {
+        let started = Started { name, state: std::env::temp_dir().join(unique_name(&format!("kshard-test-{name}"))) };
+        let out = started.run("start", args);
+        (started, parse_settings(&String::from_utf8_lossy(&out.stdout)))
+    }
+
+    fn run(&self, command: &str, args: &[&str]) -> std::process::Output {
+        let name = self.name;
+        let out = Command::new(repo_root().join(format!("scripts/{name}.sh")))
+            .arg(command)
+            .args(args)
+            .env("KSHARD_STATE_DIR", &self.state)
+            .output()
+            .unwrap_or_else(|e| panic!("running scripts/{name}.sh (install it with scripts/install.sh): {e}"));
+        assert!(out.status.success(), "scripts/{name}.sh {command} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        out
+    }
+
+    /// `kill`, `stop` or `resume`.
+    fn control(&self, command: &str) {
+        self.run(command, &[]);
+    }
+}
+
+impl Drop for Started {
     fn drop(&mut self) {
-        if let Some(state) = &self.started {
-            let _ =
-                Command::new(repo_root().join("scripts/broker.sh")).arg("stop").env("KSHARD_STATE_DIR", state).status();
-            let _ = std::fs::remove_dir_all(state);
-        }
+        let _ = Command::new(repo_root().join(format!("scripts/{}.sh", self.name)))
+            .arg("stop")
+            .env("KSHARD_STATE_DIR", &self.state)
+            .status();
+        let _ = std::fs::remove_dir_all(&self.state);
     }
 }
 
@@ -146,7 +167,8 @@ impl Drop for Broker {
 #[derive(Debug)]
 pub struct Etcd {
     endpoint: String,
-    started: Option<PathBuf>,
+    /// An etcd this test started (stopped on drop).
+    started: Option<Started>,
 }
 
 impl Etcd {
@@ -161,16 +183,9 @@ impl Etcd {
 
     /// Always starts an etcd of this test's own, for tests that stop it.
     pub fn start_private() -> Self {
-        let state = std::env::temp_dir().join(unique_name("kshard-test-etcd"));
-        let out = Command::new(repo_root().join("scripts/etcd.sh"))
-            .arg("start")
-            .env("KSHARD_STATE_DIR", &state)
-            .output()
-            .expect("running scripts/etcd.sh (install etcd with scripts/install.sh)");
-        assert!(out.status.success(), "scripts/etcd.sh start failed:\n{}", String::from_utf8_lossy(&out.stderr));
-        let settings = parse_settings(&String::from_utf8_lossy(&out.stdout));
+        let (started, settings) = Started::start("etcd", &[]);
         let endpoint = settings.get("KSHARD_ETCD").cloned().expect("etcd.sh prints KSHARD_ETCD=");
-        Etcd { endpoint, started: Some(state) }
+        Etcd { endpoint, started: Some(started) }
     }
 
     /// The client endpoint, `http://127.0.0.1:PORT`.
@@ -179,13 +194,7 @@ impl Etcd {
     }
 
     fn control(&self, command: &str) {
-        let state = self.started.as_ref().expect("only an etcd this test started can be killed or resumed");
-        let out = Command::new(repo_root().join("scripts/etcd.sh"))
-            .arg(command)
-            .env("KSHARD_STATE_DIR", state)
-            .output()
-            .expect("running scripts/etcd.sh");
-        assert!(out.status.success(), "etcd.sh {command} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        self.started.as_ref().expect("only an etcd this test started can be killed or resumed").control(command);
     }
 
     /// Kills etcd with SIGKILL, keeping its data (a private etcd only).
@@ -196,16 +205,6 @@ impl Etcd {
     /// Starts a killed etcd again on its data and ports.
     pub fn resume(&self) {
         self.control("resume");
-    }
-}
-
-impl Drop for Etcd {
-    fn drop(&mut self) {
-        if let Some(state) = &self.started {
-            let _ =
-                Command::new(repo_root().join("scripts/etcd.sh")).arg("stop").env("KSHARD_STATE_DIR", state).status();
-            let _ = std::fs::remove_dir_all(state);
-        }
     }
 }
 
@@ -224,6 +223,53 @@ pub fn kafka_tool(tool: &str, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// One row of `kafka-consumer-groups --describe`: a group's committed offset
+/// of a partition, the log end offset and the lag, as Kafka's tool reports them.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct KafkaLag {
+    /// The group.
+    pub group: String,
+    /// The topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: i32,
+    /// The committed offset (CURRENT-OFFSET).
+    pub committed: i64,
+    /// The log end offset (LOG-END-OFFSET).
+    pub log_end: i64,
+    /// LAG.
+    pub lag: i64,
+}
+
+/// What Kafka's own `kafka-consumer-groups --describe --all-groups` reports for
+/// the groups whose names start with `prefix` (partitions without a committed
+/// offset left out).
+pub fn kafka_consumer_groups(brokers: &str, prefix: &str) -> Vec<KafkaLag> {
+    let out = kafka_tool(
+        "consumer-groups",
+        &["--bootstrap-server", brokers, "--describe", "--all-groups", "--timeout", "30000"],
+    );
+    let mut rows: Vec<KafkaLag> = out
+        .lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() < 6 || !f[0].starts_with(prefix) {
+                return None;
+            }
+            Some(KafkaLag {
+                group: f[0].to_owned(),
+                topic: f[1].to_owned(),
+                partition: f[2].parse().ok()?,
+                committed: f[3].parse().ok()?,
+                log_end: f[4].parse().ok()?,
+                lag: f[5].parse().ok()?,
+            })
+        })
+        .collect();
+    rows.sort();
+    rows
 }
 
 /// A name no other test run uses.

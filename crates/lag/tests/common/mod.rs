@@ -13,7 +13,7 @@ use kshard_kafka::{Admin, ClientSettings, RecordWriter, TopicSpec, offsets_parti
 use kshard_lag::service::{ServeError, ServeOptions, run};
 use kshard_lag::{Granularity, MonitorSettings, NameFilter};
 use kshard_offsets::{OffsetCommitValue, Record};
-use kshard_testkit::{http_get, parse_metrics};
+use kshard_testkit::{KafkaLag, http_get, parse_metrics};
 use tokio::sync::oneshot;
 
 /// The service on a runtime of its own, stopped on drop.
@@ -87,28 +87,31 @@ impl TestService {
     }
 
     pub fn wait_ready(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let (status, body) = self.get("/ready");
-            if status == 200 {
-                return;
-            }
-            assert!(Instant::now() < deadline, "not ready after 60 s: {body}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        until("ready", Duration::from_secs(60), Duration::from_millis(50), || match self.get("/ready") {
+            (200, _) => Ok(()),
+            (_, body) => Err(body),
+        });
     }
 
     /// Waits until `check` holds for the metrics, or fails after 30 s.
     pub fn eventually(&mut self, what: &str, check: impl Fn(&BTreeMap<String, f64>) -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
+        until(what, Duration::from_secs(30), Duration::from_millis(100), || {
             let m = self.metrics();
-            if check(&m) {
-                return;
-            }
-            assert!(Instant::now() < deadline, "{what} did not happen within 30 s; metrics: {m:#?}");
-            std::thread::sleep(Duration::from_millis(100));
+            if check(&m) { Ok(()) } else { Err(format!("metrics: {m:#?}")) }
+        });
+    }
+}
+
+/// Calls `check` every `every` until it returns `Ok`, and returns that; fails
+/// after `within`, naming `what` and the last `Err`.
+pub fn until<T>(what: &str, within: Duration, every: Duration, mut check: impl FnMut() -> Result<T, String>) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        match check() {
+            Ok(done) => return done,
+            Err(last) => assert!(Instant::now() < deadline, "{what}: not within {within:?}; last: {last}"),
         }
+        std::thread::sleep(every);
     }
 }
 
@@ -212,47 +215,6 @@ pub fn group_series(ns: &str, metric: &str, group: &str) -> String {
 pub fn commit(group: &str, topic: &str, partition: i32, version: i16, offset: i64) -> Record<'static> {
     let value = OffsetCommitValue::new(version, offset, 1_758_335_260_726);
     Record::offset_commit(group.to_owned(), topic.to_owned(), partition, Some(value))
-}
-
-/// One row of `kafka-consumer-groups --describe`: a group's committed offset
-/// of a partition, the log end offset and the lag, as Kafka's tool reports them.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct KafkaLag {
-    pub group: String,
-    pub topic: String,
-    pub partition: i32,
-    pub committed: i64,
-    pub log_end: i64,
-    pub lag: i64,
-}
-
-/// What Kafka's own `kafka-consumer-groups --describe --all-groups` reports for
-/// the groups whose names start with `prefix` (partitions without a committed
-/// offset left out).
-pub fn kafka_consumer_groups(brokers: &str, prefix: &str) -> Vec<KafkaLag> {
-    let out = kshard_testkit::kafka_tool(
-        "consumer-groups",
-        &["--bootstrap-server", brokers, "--describe", "--all-groups", "--timeout", "30000"],
-    );
-    let mut rows: Vec<KafkaLag> = out
-        .lines()
-        .filter_map(|line| {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            if f.len() < 6 || !f[0].starts_with(prefix) {
-                return None;
-            }
-            Some(KafkaLag {
-                group: f[0].to_owned(),
-                topic: f[1].to_owned(),
-                partition: f[2].parse().ok()?,
-                committed: f[3].parse().ok()?,
-                log_end: f[4].parse().ok()?,
-                lag: f[5].parse().ok()?,
-            })
-        })
-        .collect();
-    rows.sort();
-    rows
 }
 
 /// The same rows from kshard's `/api/groups` (only partitions with a known lag).
