@@ -18,13 +18,18 @@ struct Access<'a> {
     mechanism: Option<&'a str>,
     user: &'a str,
     password: String,
+    /// False: TLS without the test CA, so the broker's certificate cannot be verified.
+    trust_ca: bool,
 }
 
 impl Access<'_> {
     fn apply(&self, broker: &Broker, command: &mut Command) {
         command.args(["--brokers", broker.address(self.listener)]);
         if matches!(self.listener, Listener::Ssl | Listener::SaslSsl) {
-            command.args(["--tls-enabled", "true", "--tls-ca-file", broker.ca_file()]);
+            command.args(["--tls-enabled", "true"]);
+            if self.trust_ca {
+                command.args(["--tls-ca-file", broker.ca_file()]);
+            }
         }
         if let Some(mechanism) = self.mechanism {
             command.args(["--sasl-mechanism", mechanism, "--sasl-username", self.user]);
@@ -42,7 +47,7 @@ fn kshard(broker: &Broker, access: &Access<'_>, args: &[&str]) -> Output {
 }
 
 fn sasl<'a>(broker: &Broker, listener: Listener, mechanism: &'a str, user: &'a str) -> Access<'a> {
-    Access { listener, mechanism: Some(mechanism), user, password: broker.password(user).to_owned() }
+    Access { listener, mechanism: Some(mechanism), user, password: broker.password(user).to_owned(), trust_ca: true }
 }
 
 /// Every password of the broker's users, to check that none leaks.
@@ -134,7 +139,7 @@ fn dump_loadgen_bench_and_serve_work_over_tls_and_sasl() {
     for (name, listener, mechanism) in ways {
         let as_user = |user: &'static str| match mechanism {
             Some(m) => sasl(&broker, listener, m, user),
-            None => Access { listener, mechanism: None, user, password: String::new() },
+            None => Access { listener, mechanism: None, user, password: String::new(), trust_ca: true },
         };
         let prefix = format!("{p}-{name}");
         let args = ["--groups", "2", "--partitions", "1", "--rounds", "2", "--topics", "1", "--prefix", &prefix];
@@ -175,6 +180,7 @@ fn bad_credentials_certificates_and_acls_are_named_at_start() {
         mechanism: Some("SCRAM-SHA-512"),
         user: "kshard",
         password: "not-the-password".into(),
+        trust_ca: true,
     };
     let out = kshard(&broker, &wrong, &["offsets", "dump"]);
     let err = String::from_utf8_lossy(&out.stderr);
@@ -182,9 +188,9 @@ fn bad_credentials_certificates_and_acls_are_named_at_start() {
     assert!(!err.contains("not-the-password"), "the password is not repeated: {err}");
 
     // TLS without the test CA: the broker's certificate cannot be verified.
-    let mut command = Command::new(env!("CARGO_BIN_EXE_kshard"));
-    command.args(["offsets", "dump", "--brokers", broker.address(Listener::Ssl), "--tls-enabled", "true"]);
-    let out = command.env_remove("KSHARD_BROKERS").output().expect("kshard runs");
+    let untrusted =
+        Access { listener: Listener::Ssl, mechanism: None, user: "", password: String::new(), trust_ca: false };
+    let out = kshard(&broker, &untrusted, &["offsets", "dump"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("TLS with the broker failed"), "untrusted certificate: {err}");
 
@@ -233,4 +239,26 @@ fn bad_credentials_certificates_and_acls_are_named_at_start() {
     }
     let logs = serve.stop();
     assert_no_secret(&broker, "serve's logs", &logs);
+}
+
+#[test]
+fn serve_says_why_on_ready_when_the_credentials_or_the_certificate_are_refused() {
+    let broker = Broker::from_env_or_start();
+    ensure_offsets_topic(&broker);
+    let wrong = Access {
+        listener: Listener::SaslSsl,
+        mechanism: Some("SCRAM-SHA-512"),
+        user: "kshard",
+        password: "not-the-password".into(),
+        trust_ca: true,
+    };
+    let untrusted =
+        Access { listener: Listener::Ssl, mechanism: None, user: "", password: String::new(), trust_ca: false };
+    for (access, reason) in [(wrong, "refused the credentials"), (untrusted, "TLS with the broker failed")] {
+        let mut serve = Serve::start(&broker, &access, &[]);
+        serve.ready_until(reason, |status, body| status == 503 && body.contains(reason));
+        let logs = serve.stop();
+        assert!(logs.contains(reason), "the log says it too: {logs}");
+        assert!(!logs.contains("not-the-password"), "the password is not logged");
+    }
 }
