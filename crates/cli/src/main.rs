@@ -7,13 +7,16 @@
 //! - `kshard serve`: the lag monitor.
 
 mod bench;
+mod cluster;
 mod demo;
+mod example_sum;
 mod loadgen;
 mod loadgen_write;
 mod offsets_dump;
 mod offsets_json;
 mod serve;
 mod serve_config;
+mod shards;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -42,6 +45,16 @@ enum Command {
         #[command(flatten)]
         args: Box<serve_config::ServeArgs>,
     },
+    /// Applications of the runtime (shards with a primary and hot standbys).
+    Example {
+        #[command(subcommand)]
+        command: ExampleCommand,
+    },
+    /// The shards of a runtime application, their replicas and status.
+    Shards {
+        #[command(subcommand)]
+        command: shards::ShardsCommand,
+    },
     /// Work with `__consumer_offsets` records.
     Offsets {
         #[command(subcommand)]
@@ -68,6 +81,16 @@ enum Command {
         /// Partitions of a synthetic offsets topic loadgen creates.
         #[arg(long, default_value_t = 50)]
         offsets_partitions: i32,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ExampleCommand {
+    /// Streams of increments summed exactly once: `produce`, `run` members,
+    /// `verify` the sums.
+    Sum {
+        #[command(subcommand)]
+        command: example_sum::SumCommand,
     },
 }
 
@@ -142,6 +165,8 @@ fn main() -> ExitCode {
             brokers.target().and_then(|t| loadgen_write::run(&t, &shape, offsets_partitions))
         }
         Command::Serve { args } => serve::serve(&args),
+        Command::Example { command: ExampleCommand::Sum { command } } => example_sum::run(command),
+        Command::Shards { command } => shards::run(&command),
         Command::Demo { brokers, seconds } => brokers.target().and_then(|t| demo::run(&t.settings, seconds)),
         Command::Bench { command: BenchCommand::Drain { brokers, apply } } => {
             brokers.target().and_then(|t| bench::drain(&t, apply)).map(|n| println!("{n}"))

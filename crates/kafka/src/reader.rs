@@ -38,6 +38,11 @@ impl std::fmt::Debug for ReadRecord<'_> {
 }
 
 impl ReadRecord<'_> {
+    /// The topic.
+    pub fn topic(&self) -> &str {
+        self.message.topic()
+    }
+
     /// The partition.
     pub fn partition(&self) -> i32 {
         self.message.partition()

@@ -140,15 +140,19 @@ pub fn allocate(shards: &[Shard], members: &[Member], current: &[Current]) -> Ve
         let consistent = replicas.iter().filter(|c| c.code.is_consistent()).count();
 
         // Surplus (hot standbys lowered, or a move's new replica caught up):
-        // FAILED replicas first; then consistent ones, not the primary, on the
-        // most loaded members, only while more than R consistent remain. A
+        // FAILED replicas first; then consistent ones on the most loaded
+        // members (the primary too, when its member is the most loaded: a
+        // standby is promoted — without that a member holding only primaries
+        // could never shed work, and moves would churn forever), a standby
+        // before the primary among equals, only while more than R consistent
+        // remain. A
         // replica still catching up is never removed for surplus: it is what a
         // move waits for, and once it is consistent the surplus is consistent.
         if replicas.len() > r {
             let mut order: Vec<&Current> =
                 replicas.iter().filter(|c| c.code == ReplicaCode::Failed || c.code.is_consistent()).copied().collect();
             order.sort_by_key(|c| {
-                (c.code != ReplicaCode::Failed, c.slot == 0, std::cmp::Reverse(load[c.member.as_str()]))
+                (c.code != ReplicaCode::Failed, std::cmp::Reverse(load[c.member.as_str()]), c.slot == 0)
             });
             let mut consistent_left = consistent;
             let mut surplus = replicas.len() - r;

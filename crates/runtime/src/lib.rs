@@ -19,12 +19,17 @@
 
 pub mod allocator;
 pub mod allocator_runner;
+pub mod application;
 pub mod backoff;
 pub mod keyspace;
 pub mod member;
+pub mod metrics;
 pub mod model;
+pub mod node;
+pub mod node_http;
 pub mod recovery_log;
 pub mod replica;
+pub mod replica_worker;
 pub mod status;
 pub mod status_writer;
 pub mod store;

@@ -103,7 +103,7 @@ impl Membership {
 
     /// Leaves: stops renewing and revokes the lease (deleting the member's key
     /// and its assignments).
-    pub async fn leave<K: Keyspace>(self, ks: &K) -> Result<(), KeyspaceError> {
+    pub async fn leave<K: Keyspace>(&self, ks: &K) -> Result<(), KeyspaceError> {
         self.renewer.abort();
         match ks.revoke(self.lease).await {
             Ok(()) | Err(KeyspaceError::LeaseNotFound(_)) => Ok(()),
@@ -135,11 +135,14 @@ pub async fn become_leader<K: Keyspace>(ks: &K, keys: &Keys, member: &Membership
         if attempt.succeeded {
             return Ok(true);
         }
-        // Someone leads: wait for the key to go, then try again.
+        // Someone leads: wait for the key to go, then try again. When that
+        // someone is this member (it led before a keyspace error), it leads.
         let mut watch = ks.watch(&key, attempt.revision + 1).await?;
-        let still_there = ks.get_prefix(&key).await?.kvs.iter().any(|kv| kv.key == key);
-        if !still_there {
-            continue;
+        let leader = ks.get_prefix(&key).await?.kvs.into_iter().find(|kv| kv.key == key);
+        match leader {
+            None => continue,
+            Some(kv) if kv.lease == Some(member.lease) => return Ok(true),
+            Some(_) => {}
         }
         loop {
             tokio::select! {

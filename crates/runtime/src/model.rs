@@ -87,6 +87,9 @@ pub struct MemberSpec {
     pub zone: String,
     /// The most replicas it takes.
     pub shard_limit: u32,
+    /// Where it serves HTTP (`host:port`), for operators' tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
 }
 
 /// One replica's assignment, as its key says.

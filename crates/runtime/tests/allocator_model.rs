@@ -226,4 +226,41 @@ proptest! {
             prop_assert_eq!(replicas.iter().filter(|r| r.code == ReplicaCode::Primary && r.slot == 0).count(), 1);
         }
     }
+
+    #[test]
+    fn members_joining_one_by_one_end_balanced_and_quiet(shard_count in 2usize..12, members in 2usize..5) {
+        // The first member takes every primary alone; the others join one at
+        // a time. Work must move even off a member holding only primaries, and
+        // the allocator must then stop changing anything (no churn).
+        let shards: Vec<Shard> = (0..shard_count).map(|i| Shard { id: format!("s{i}"), replicas: 2 }).collect();
+        let mut world = World::default();
+        let quiet = |world: &mut World| {
+            for _ in 0..200 {
+                let changes = allocate(&shards, &world.members, &world.current());
+                let settled = world.replicas.values().all(|r| r.code.is_consistent() && (r.slot != 0 || r.code == ReplicaCode::Primary));
+                if changes.is_empty() && settled {
+                    return true;
+                }
+                world.apply(&changes);
+                let keys: Vec<_> = world.replicas.keys().cloned().collect();
+                for k in keys {
+                    world.progress(&k);
+                }
+            }
+            false
+        };
+        for i in 0..members {
+            world.members.push(Member { id: format!("m{i}"), zone: "z".into(), limit: 100 });
+            prop_assert!(quiet(&mut world), "no quiescence with {} members: {:?}", i + 1, world.replicas);
+        }
+        let loads: Vec<usize> =
+            world.members.iter().map(|m| world.replicas.keys().filter(|(_, h)| *h == m.id).count()).collect();
+        let (max, min) = (loads.iter().max().copied().unwrap_or(0), loads.iter().min().copied().unwrap_or(0));
+        prop_assert!(max - min <= 1, "unbalanced: {loads:?}");
+        for shard in &shards {
+            let replicas: Vec<&Replica> = world.replicas.iter().filter(|((s, _), _)| *s == shard.id).map(|(_, r)| r).collect();
+            prop_assert_eq!(replicas.len(), 2);
+            prop_assert_eq!(replicas.iter().filter(|r| r.code == ReplicaCode::Primary && r.slot == 0).count(), 1);
+        }
+    }
 }

@@ -75,7 +75,7 @@ async fn coordination<K: Keyspace>(ks: Arc<K>, root: &str) {
         let put = Op::Put { key: keys.shard(&s.id), value: serde_json::to_vec(&s).expect("json"), lease: None };
         ks.txn(Txn::ops(vec![put])).await.expect("spec");
     }
-    let member = |id: &str, zone: &str| MemberSpec { id: id.into(), zone: zone.into(), shard_limit: 5 };
+    let member = |id: &str, zone: &str| MemberSpec { id: id.into(), zone: zone.into(), shard_limit: 5, endpoint: None };
     let ttl = Duration::from_secs(10);
     let m1 = Membership::join(Arc::clone(&ks), &keys, member("m1", "z1"), ttl).await.expect("m1 joins");
     let m2 = Membership::join(Arc::clone(&ks), &keys, member("m2", "z2"), ttl).await.expect("m2 joins");

@@ -1,0 +1,177 @@
+//! The cluster flags every member of a runtime application shares (`--etcd`,
+//! `--etcd-prefix`, `--member-id`, `--zone`, `--data-dir`, `--listen`, …), and
+//! running one member with them: on etcd when `--etcd` is given, else on an
+//! embedded keyspace (one process holds every shard).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use kshard_kafka::ClientSettings;
+use kshard_runtime::application::Application;
+use kshard_runtime::keyspace::Keyspace;
+use kshard_runtime::keyspace::etcd::EtcdKeyspace;
+use kshard_runtime::keyspace::memory::MemoryKeyspace;
+use kshard_runtime::model::{Keys, MemberSpec, ShardSpec, valid_id};
+use kshard_runtime::node::{self, NodeConfig, NodeShared};
+
+/// Where the application's coordination lives, and who this member is.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct ClusterArgs {
+    /// etcd endpoints (`http://host:port`, comma-separated). Without it, one
+    /// process holds every shard, coordinated in memory.
+    #[arg(long, env = "KSHARD_ETCD", value_delimiter = ',')]
+    pub(crate) etcd: Vec<String>,
+    /// The prefix of every key the application keeps in etcd.
+    #[arg(long, env = "KSHARD_ETCD_PREFIX")]
+    pub(crate) etcd_prefix: Option<String>,
+    /// This member's id (default: the host name); stable across restarts, so
+    /// that a restarted member finds its stores.
+    #[arg(long, env = "KSHARD_MEMBER_ID")]
+    pub(crate) member_id: Option<String>,
+    /// This member's zone: replicas of a shard spread across zones.
+    #[arg(long, env = "KSHARD_ZONE", default_value = "local")]
+    pub(crate) zone: String,
+    /// Where the member's stores live (default: `kshard-data/<member-id>`).
+    #[arg(long, env = "KSHARD_DATA_DIR")]
+    pub(crate) data_dir: Option<PathBuf>,
+    /// Where to serve /metrics, /api/shards and /api/replicas.
+    #[arg(long, env = "KSHARD_LISTEN", default_value = "127.0.0.1:9096")]
+    pub(crate) listen: SocketAddr,
+    /// The member's lease: how long after a crash its shards move (seconds).
+    #[arg(long, env = "KSHARD_LEASE_TTL", default_value_t = 10)]
+    pub(crate) lease_ttl: u64,
+    /// The most replicas this member takes.
+    #[arg(long, env = "KSHARD_SHARD_LIMIT", default_value_t = 1024)]
+    pub(crate) shard_limit: u32,
+}
+
+impl ClusterArgs {
+    /// The keys of application `app` (default prefix `/kshard/<app>`).
+    pub(crate) fn keys(&self, app: &str) -> Result<Keys> {
+        let prefix = self.etcd_prefix.clone().unwrap_or_else(|| format!("/kshard/{app}"));
+        if !prefix.starts_with('/') || prefix.trim_end_matches('/').is_empty() {
+            bail!("invalid etcd_prefix: {prefix:?} must start with / and name something");
+        }
+        Ok(Keys::new(&prefix))
+    }
+
+    fn member_id(&self) -> Result<String> {
+        let id = match &self.member_id {
+            Some(id) => id.clone(),
+            None => std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_owned())
+                .ok()
+                .filter(|h| valid_id(h))
+                .unwrap_or_else(|| "member".to_owned()),
+        };
+        if !valid_id(&id) {
+            bail!("invalid member_id: {id:?} (not empty, no '#' or '/')");
+        }
+        if !valid_id(&self.zone) {
+            bail!("invalid zone: {:?} (not empty, no '#' or '/')", self.zone);
+        }
+        Ok(id)
+    }
+}
+
+/// What runs a member of one application.
+pub(crate) struct MemberRun {
+    pub(crate) app_name: &'static str,
+    pub(crate) app: Arc<dyn Application>,
+    pub(crate) shards: Vec<ShardSpec>,
+    pub(crate) settings: ClientSettings,
+    /// Fault injection for tests (`KSHARD_INJECT_STORE_ERRORS=shard:count,…`).
+    pub(crate) store_faults: BTreeMap<String, u32>,
+}
+
+/// Parses `KSHARD_INJECT_STORE_ERRORS` (`shard:count,…`): the first `count`
+/// store applies of each shard fail, to test FAILED and its retry.
+pub(crate) fn injected_store_errors() -> Result<BTreeMap<String, u32>> {
+    let Ok(spec) = std::env::var("KSHARD_INJECT_STORE_ERRORS") else { return Ok(BTreeMap::new()) };
+    spec.split(',')
+        .filter(|s| !s.is_empty())
+        .map(|item| {
+            let (shard, count) = item.split_once(':').context("KSHARD_INJECT_STORE_ERRORS: not shard:count")?;
+            Ok((shard.to_owned(), count.parse().context("KSHARD_INJECT_STORE_ERRORS: count is not a number")?))
+        })
+        .collect()
+}
+
+/// Runs one member until SIGINT or SIGTERM.
+pub(crate) fn run_member(cluster: &ClusterArgs, run: MemberRun) -> Result<()> {
+    let member_id = cluster.member_id()?;
+    let keys = cluster.keys(run.app_name)?;
+    if cluster.lease_ttl == 0 {
+        bail!("invalid lease_ttl: must be at least 1 second");
+    }
+    let data_dir = cluster.data_dir.clone().unwrap_or_else(|| PathBuf::from("kshard-data").join(&member_id));
+    std::fs::create_dir_all(&data_dir)
+        .with_context(|| format!("invalid data_dir: cannot create {}", data_dir.display()))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(cluster.listen)
+            .await
+            .with_context(|| format!("invalid listen: cannot bind {}", cluster.listen))?;
+        let endpoint = listener.local_addr().context("the listener's address")?;
+        let config = NodeConfig {
+            keys,
+            member: MemberSpec {
+                id: member_id,
+                zone: cluster.zone.clone(),
+                shard_limit: cluster.shard_limit,
+                endpoint: Some(endpoint.to_string()),
+            },
+            lease_ttl: Duration::from_secs(cluster.lease_ttl),
+            data_dir,
+            settings: run.settings.clone(),
+            store_faults: run.store_faults.clone(),
+        };
+        tracing::info!(member = %config.member.id, zone = %config.member.zone, %endpoint, data_dir = %config.data_dir.display(), "starting a member");
+        if cluster.etcd.is_empty() {
+            serve(Arc::new(MemoryKeyspace::new()), config, run, listener).await
+        } else {
+            let ks = EtcdKeyspace::connect(&cluster.etcd)
+                .await
+                .with_context(|| format!("invalid etcd: cannot reach {}", cluster.etcd.join(",")))?;
+            serve(Arc::new(ks), config, run, listener).await
+        }
+    })
+}
+
+async fn serve<K: Keyspace>(
+    ks: Arc<K>,
+    config: NodeConfig,
+    run: MemberRun,
+    listener: tokio::net::TcpListener,
+) -> Result<()> {
+    for spec in &run.shards {
+        node::create_shard(&*ks, &config.keys, spec).await.context("creating the shards")?;
+    }
+    let shared = NodeShared::default();
+    let router = kshard_runtime::node_http::router(
+        Arc::clone(&ks),
+        config.keys.clone(),
+        config.member.id.clone(),
+        shared.clone(),
+    );
+    let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
+    let http = tokio::spawn(async move {
+        axum::serve(listener, router)
+            .with_graceful_shutdown(async move {
+                let _ = http_stopped.await;
+            })
+            .await
+    });
+    let result = node::run(ks, config, run.app, shared, crate::serve::shutdown_signal()).await;
+    let _ = stop_http.send(());
+    let _ = http.await;
+    result.context("running the member")
+}

@@ -1,0 +1,174 @@
+//! `kshard example sum produce|run|verify`: the runtime's first application
+//! and its exactly-once check (see [`app`]).
+//!
+//! The source topic (default `kshard-sum`) has one shard per partition; shard
+//! `sum-<p>` reads partition p and writes its recovery log to partition p of
+//! `<topic>-log` (`cleanup.policy=delete`, unlimited retention: the runtime,
+//! not the broker, decides what goes).
+
+mod app;
+mod produce;
+mod verify;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use kshard_kafka::{Admin, ClientSettings, TopicSpec};
+use kshard_runtime::model::{RecoveryLog, ShardSpec, Source};
+
+use crate::cluster::{ClusterArgs, MemberRun, injected_store_errors, run_member};
+use crate::serve_config::KafkaArgs;
+
+/// The sum application's commands.
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum SumCommand {
+    /// Write increments of many streams to the source topic and record the
+    /// true sums in --expected (a later run goes on from that file).
+    Produce {
+        #[command(flatten)]
+        kafka: KafkaArgs,
+        #[command(flatten)]
+        topic: TopicArgs,
+        /// Streams (each with its own sequence and sum).
+        #[arg(long, default_value_t = 100)]
+        streams: u32,
+        /// Records to write, over all streams.
+        #[arg(long, default_value_t = 10_000)]
+        records: u64,
+        /// The file of true sums (JSON).
+        #[arg(long)]
+        expected: PathBuf,
+    },
+    /// Run a member of the application: its share of the shards, each a
+    /// primary or a hot standby.
+    Run {
+        #[command(flatten)]
+        kafka: KafkaArgs,
+        #[command(flatten)]
+        topic: TopicArgs,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+        /// Standbys per shard besides the primary.
+        #[arg(long, default_value_t = 1)]
+        hot_standbys: u32,
+        /// A transaction lasts at least this long (ms).
+        #[arg(long, default_value_t = 0)]
+        min_txn_ms: u64,
+        /// and at most this long (ms).
+        #[arg(long, default_value_t = 500)]
+        max_txn_ms: u64,
+    },
+    /// Wait until the shards have consumed everything produced (read from
+    /// their recovery logs), compare every stream's sum with --expected, and
+    /// exit non-zero on any difference.
+    Verify {
+        #[command(flatten)]
+        kafka: KafkaArgs,
+        #[command(flatten)]
+        topic: TopicArgs,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+        /// The file of true sums `produce` wrote.
+        #[arg(long)]
+        expected: PathBuf,
+        /// Give up waiting for the shards after this many seconds.
+        #[arg(long, default_value_t = 120)]
+        timeout: u64,
+    },
+}
+
+/// The source topic.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct TopicArgs {
+    /// The source topic (its recovery logs go to `<topic>-log`).
+    #[arg(long, default_value = "kshard-sum")]
+    pub(crate) topic: String,
+    /// Partitions (= shards) when the topic is created.
+    #[arg(long, default_value_t = 4)]
+    pub(crate) partitions: i32,
+}
+
+impl TopicArgs {
+    fn log_topic(&self) -> String {
+        format!("{}-log", self.topic)
+    }
+}
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The shard of source partition `p`.
+pub(crate) fn shard_id(p: i32) -> String {
+    format!("sum-{p:03}")
+}
+
+/// Creates the source and log topics when missing; returns the source's
+/// partition count.
+fn ensure_topics(settings: &ClientSettings, topic: &TopicArgs) -> Result<i32> {
+    let admin = Admin::new(settings, TIMEOUT).context("connecting to Kafka")?;
+    if topic.partitions < 1 {
+        bail!("invalid partitions: {} (at least 1)", topic.partitions);
+    }
+    let source =
+        TopicSpec { name: topic.topic.clone(), partitions: topic.partitions, replication: -1, configs: vec![] };
+    admin.create_topic(&source).with_context(|| format!("creating {}", topic.topic))?;
+    let partitions = admin
+        .partition_count(&topic.topic)
+        .context("reading the source topic")?
+        .with_context(|| format!("the topic {} does not exist", topic.topic))?;
+    let log = TopicSpec {
+        name: topic.log_topic(),
+        partitions,
+        replication: -1,
+        configs: vec![("cleanup.policy".into(), "delete".into()), ("retention.ms".into(), "-1".into())],
+    };
+    admin.create_topic(&log).with_context(|| format!("creating {}", log.name))?;
+    Ok(partitions)
+}
+
+fn shards(topic: &TopicArgs, partitions: i32, hot_standbys: u32, min_ms: u64, max_ms: u64) -> Vec<ShardSpec> {
+    (0..partitions)
+        .map(|p| ShardSpec {
+            id: shard_id(p),
+            sources: vec![Source { topic: topic.topic.clone(), partition: p, min_offset: 0 }],
+            recovery_log: RecoveryLog { topic: topic.log_topic(), partition: p },
+            hot_standbys,
+            min_txn_duration_ms: min_ms,
+            max_txn_duration_ms: max_ms,
+            disable: false,
+            labels: [("app".to_owned(), "sum".to_owned())].into(),
+        })
+        .collect()
+}
+
+/// Runs one command.
+pub(crate) fn run(command: SumCommand) -> Result<()> {
+    match command {
+        SumCommand::Produce { kafka, topic, streams, records, expected } => {
+            let settings = kafka.target()?.settings;
+            let partitions = ensure_topics(&settings, &topic)?;
+            produce::produce(&settings, &topic.topic, partitions, streams, records, &expected)
+        }
+        SumCommand::Run { kafka, topic, cluster, hot_standbys, min_txn_ms, max_txn_ms } => {
+            crate::serve::init_logging(crate::serve_config::LogFormat::Text);
+            if max_txn_ms == 0 || min_txn_ms > max_txn_ms {
+                bail!("invalid max_txn_ms: must be at least 1 and at least min_txn_ms ({min_txn_ms})");
+            }
+            let settings = kafka.target()?.settings;
+            let partitions = ensure_topics(&settings, &topic)?;
+            let run = MemberRun {
+                app_name: "sum",
+                app: Arc::new(app::Sum),
+                shards: shards(&topic, partitions, hot_standbys, min_txn_ms, max_txn_ms),
+                settings,
+                store_faults: injected_store_errors()?,
+            };
+            run_member(&cluster, run)
+        }
+        SumCommand::Verify { kafka, topic, cluster: _, expected, timeout } => {
+            let settings = kafka.target()?.settings;
+            verify::verify(&settings, &topic, &expected, Duration::from_secs(timeout))
+        }
+    }
+}

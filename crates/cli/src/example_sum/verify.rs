@@ -1,0 +1,91 @@
+//! `kshard example sum verify`: reads every shard's recovery log — what the
+//! application made durable, whoever wrote it — into a scratch store, waits
+//! until each shard's checkpoint covers everything produced to its source
+//! partition, and compares every stream's sum and count with the true ones.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use kshard_kafka::{Admin, ClientSettings, PartitionReader, RecordWriter};
+use kshard_runtime::recovery_log::kafka::{LogClients, play_to_head};
+use kshard_runtime::recovery_log::player::Player;
+use kshard_runtime::store::{RedbStore, Store};
+
+use super::TopicArgs;
+use super::app::StreamSum;
+use super::produce::ExpectedFile;
+
+pub(crate) fn verify(settings: &ClientSettings, topic: &TopicArgs, expected: &Path, timeout: Duration) -> Result<()> {
+    let file = ExpectedFile::load(expected)?.with_context(|| format!("{} does not exist", expected.display()))?;
+    if file.topic != topic.topic {
+        bail!("{} holds the sums of topic {}, not {}", expected.display(), file.topic, topic.topic);
+    }
+    let admin = Admin::new(settings, super::TIMEOUT).context("connecting to Kafka")?;
+    let partitions = admin
+        .partition_count(&topic.topic)
+        .context("reading the source topic")?
+        .with_context(|| format!("the topic {} does not exist", topic.topic))?;
+    let keys: Vec<(String, i32)> = (0..partitions).map(|p| (topic.topic.clone(), p)).collect();
+    let ends = admin.watermarks(&keys).context("reading the source's ends")?;
+    let scratch = std::env::temp_dir().join(format!("kshard-sum-verify-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).with_context(|| format!("creating {}", scratch.display()))?;
+    let result = compare(settings, &admin, topic, partitions, &ends, &file, &scratch, timeout);
+    let _ = std::fs::remove_dir_all(&scratch);
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+fn compare(
+    settings: &ClientSettings,
+    admin: &Admin,
+    topic: &TopicArgs,
+    partitions: i32,
+    ends: &std::collections::HashMap<(String, i32), (i64, i64)>,
+    file: &ExpectedFile,
+    scratch: &Path,
+    timeout: Duration,
+) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    let log_topic = topic.log_topic();
+    let writer = RecordWriter::new(settings).context("connecting a producer")?;
+    let (mut records, mut differences) = (0u64, Vec::new());
+    for p in 0..partitions {
+        let shard = super::shard_id(p);
+        let end = ends.get(&(topic.topic.clone(), p)).map_or(0, |(_, high)| *high);
+        let store = RedbStore::open(&scratch.join(format!("{shard}.redb")))?;
+        let mut player = Player::open(store)?;
+        let reader = PartitionReader::new(settings, &log_topic, &[(p, None)]).context("reading a recovery log")?;
+        let log = LogClients { topic: &log_topic, partition: p, reader: &reader, writer: &writer, admin };
+        loop {
+            play_to_head(&log, &mut player, super::TIMEOUT).with_context(|| format!("playing the log of {shard}"))?;
+            let consumed =
+                player.offsets().iter().find(|o| o.topic == topic.topic && o.partition == p).map_or(0, |o| o.offset);
+            if consumed >= end {
+                break;
+            }
+            if Instant::now() >= deadline {
+                bail!("{shard} consumed {consumed} of the {end} records of {}/{p} within {timeout:?}", topic.topic);
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        for (id, want) in file.streams.iter().filter(|(_, e)| e.partition == p) {
+            let got = player.store().get(id.as_bytes())?.and_then(|b| StreamSum::decode(&b)).unwrap_or_default();
+            records += got.seq;
+            if got.seq != want.count || got.sum != want.sum {
+                differences.push(format!(
+                    "{id} ({shard}): {} records summing to {}, expected {} summing to {}",
+                    got.seq, got.sum, want.count, want.sum
+                ));
+            }
+        }
+    }
+    if !differences.is_empty() {
+        for d in &differences {
+            println!("DIFFERENT {d}");
+        }
+        bail!("{} of {} streams differ", differences.len(), file.streams.len());
+    }
+    println!("verified: {} streams, {records} records, every sum exact", file.streams.len());
+    Ok(())
+}

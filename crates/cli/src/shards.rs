@@ -1,0 +1,84 @@
+//! `kshard shards list`: every shard of a runtime application, each replica's
+//! member, slot and status, and how far a replica is behind its recovery log —
+//! from etcd (`--etcd`), or from any member's `/api/shards` (`--endpoint`, the
+//! only way into a single process's embedded keyspace).
+
+use std::io::Write;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use kshard_runtime::keyspace::Keyspace;
+use kshard_runtime::keyspace::etcd::EtcdKeyspace;
+use kshard_runtime::node::{ShardRow, shard_rows};
+use kshard_runtime::node_http::{fetch_progress, get_json};
+
+/// `kshard shards …`.
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum ShardsCommand {
+    /// List shards and replicas (a table, or JSON with --json).
+    List {
+        /// etcd endpoints (`http://host:port`, comma-separated).
+        #[arg(long, env = "KSHARD_ETCD", value_delimiter = ',')]
+        etcd: Vec<String>,
+        /// The application's prefix in etcd (default `/kshard/<app>`).
+        #[arg(long, env = "KSHARD_ETCD_PREFIX")]
+        etcd_prefix: Option<String>,
+        /// The application (for the default prefix).
+        #[arg(long, default_value = "sum")]
+        app: String,
+        /// Without --etcd: a member's HTTP address.
+        #[arg(long, default_value = "127.0.0.1:9096")]
+        endpoint: String,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub(crate) fn run(command: &ShardsCommand) -> Result<()> {
+    let ShardsCommand::List { etcd, etcd_prefix, app, endpoint, json } = command;
+    let rows = if etcd.is_empty() {
+        get_json::<Vec<ShardRow>>(endpoint, "/api/shards", Duration::from_secs(10))
+            .with_context(|| format!("no answer from a member at {endpoint} (GET /api/shards)"))?
+    } else {
+        let prefix = etcd_prefix.clone().unwrap_or_else(|| format!("/kshard/{app}"));
+        let keys = kshard_runtime::model::Keys::new(&prefix);
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let snapshot = runtime.block_on(async {
+            let ks = EtcdKeyspace::connect(etcd).await?;
+            ks.get_prefix(&format!("{}/", keys.root())).await
+        });
+        let snapshot = snapshot.with_context(|| format!("reading {prefix} from etcd"))?;
+        let mut asked = std::collections::BTreeMap::new();
+        shard_rows(&keys, &snapshot, |m, shard| {
+            let progress = asked.entry(m.id.clone()).or_insert_with(|| m.endpoint.as_deref().and_then(fetch_progress));
+            progress.as_ref().and_then(|p| p.get(shard)).map(|p| p.log_end - p.next_offset)
+        })
+    };
+    let mut out = std::io::stdout().lock();
+    if *json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "{:<16} {:<20} {:<10} {:>4} {:<9} {:>8}  ERRORS",
+        "SHARD", "MEMBER", "ZONE", "SLOT", "STATUS", "BEHIND"
+    )?;
+    for r in rows {
+        let slot = r.slot.map_or("-".into(), |s| s.to_string());
+        let behind = r.behind.map_or("?".into(), |b| b.to_string());
+        writeln!(
+            out,
+            "{:<16} {:<20} {:<10} {:>4} {:<9} {:>8}  {}",
+            r.shard,
+            r.member,
+            r.zone,
+            slot,
+            r.status,
+            behind,
+            r.errors.join("; ")
+        )?;
+    }
+    Ok(())
+}

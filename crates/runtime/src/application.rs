@@ -1,0 +1,148 @@
+//! The [`Application`] contract: what an application of the runtime writes,
+//! and what the runtime guarantees it.
+//!
+//! The runtime guarantees:
+//! - only the shard's primary calls [`Application::consume`], from one thread,
+//!   with the shard's source messages in offset order per source partition;
+//! - messages are grouped into consumer transactions that last between the
+//!   shard's minimum and maximum transaction duration (a transaction holding no
+//!   message is never committed);
+//! - a transaction's store mutations and the next offset of every source go to
+//!   the recovery log in one record and into the store in one store
+//!   transaction: after any crash, fail-over or restart the store holds the
+//!   effects of exactly the messages before its source offsets — each message
+//!   counts once;
+//! - [`Transaction::get`] reads the store as of the transaction's own writes.
+//!
+//! The application must:
+//! - keep every piece of state it needs in the store, through the
+//!   [`Transaction`] (anything kept elsewhere is lost on fail-over);
+//! - be deterministic in the store's contents: no reads of clocks or of other
+//!   processes decide what it writes, except through messages;
+//! - return an error for a message it cannot take: the replica then fails
+//!   (FAILED with that error), its transaction is not committed, and the
+//!   allocator retries the shard with a crash-loop backoff.
+
+use std::collections::BTreeMap;
+
+use crate::model::ShardSpec;
+use crate::recovery_log::record::Mutation;
+use crate::store::{Store, StoreError};
+
+/// One message of a source.
+#[derive(Debug, Clone, Copy)]
+pub struct Message<'a> {
+    /// Its topic.
+    pub topic: &'a str,
+    /// Its partition.
+    pub partition: i32,
+    /// Its offset.
+    pub offset: i64,
+    /// Its key.
+    pub key: Option<&'a [u8]>,
+    /// Its value.
+    pub value: Option<&'a [u8]>,
+}
+
+/// An application of the runtime.
+pub trait Application: Send + Sync + 'static {
+    /// Takes one message into the transaction `txn` of `shard`. An error fails
+    /// the replica (the transaction is not committed).
+    fn consume(&self, shard: &ShardSpec, txn: &mut Transaction<'_>, message: &Message<'_>) -> Result<(), String>;
+}
+
+/// A consumer transaction's view of the store: reads see the store as of the
+/// transaction's own writes; writes become the recovery-log record's mutations.
+pub struct Transaction<'a> {
+    store: &'a dyn Store,
+    writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    messages: usize,
+}
+
+impl std::fmt::Debug for Transaction<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transaction").field("writes", &self.writes.len()).field("messages", &self.messages).finish()
+    }
+}
+
+impl<'a> Transaction<'a> {
+    /// A transaction over `store`.
+    pub fn new(store: &'a dyn Store) -> Self {
+        Transaction { store, writes: BTreeMap::new(), messages: 0 }
+    }
+
+    /// The value of `key`, as of this transaction's writes.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        match self.writes.get(key) {
+            Some(v) => Ok(v.clone()),
+            None => self.store.get(key),
+        }
+    }
+
+    /// Sets `key`.
+    pub fn put(&mut self, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) {
+        self.writes.insert(key.into(), Some(value.into()));
+    }
+
+    /// Deletes `key`.
+    pub fn delete(&mut self, key: impl Into<Vec<u8>>) {
+        self.writes.insert(key.into(), None);
+    }
+
+    /// Counts one message taken (the runtime does, after `consume`).
+    pub(crate) fn count_message(&mut self) {
+        self.messages += 1;
+    }
+
+    /// Messages taken so far.
+    pub fn messages(&self) -> usize {
+        self.messages
+    }
+
+    /// The mutations to log and apply, one per key written (the last write wins).
+    pub fn into_mutations(self) -> Vec<Mutation> {
+        self.writes
+            .into_iter()
+            .map(|(key, value)| match value {
+                Some(value) => Mutation::Put { key, value },
+                None => Mutation::Delete { key },
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Checkpoint;
+
+    struct Fixed;
+    impl Store for Fixed {
+        fn apply(&mut self, _: &[Mutation], _: &Checkpoint) -> Result<(), StoreError> {
+            Ok(())
+        }
+        fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+            Ok((key == b"a").then(|| b"stored".to_vec()))
+        }
+        fn checkpoint(&self) -> Result<Option<Checkpoint>, StoreError> {
+            Ok(None)
+        }
+    }
+
+    #[test]
+    fn reads_see_the_transactions_own_writes_and_the_last_write_wins() {
+        let store = Fixed;
+        let mut txn = Transaction::new(&store);
+        assert_eq!(txn.get(b"a").expect("reads"), Some(b"stored".to_vec()));
+        txn.put(b"a".to_vec(), b"1".to_vec());
+        txn.put(b"b".to_vec(), b"2".to_vec());
+        txn.delete(b"b".to_vec());
+        txn.put(b"a".to_vec(), b"3".to_vec());
+        assert_eq!(txn.get(b"a").expect("reads"), Some(b"3".to_vec()));
+        assert_eq!(txn.get(b"b").expect("reads"), None);
+        assert_eq!(
+            txn.into_mutations(),
+            [Mutation::Put { key: b"a".to_vec(), value: b"3".to_vec() }, Mutation::Delete { key: b"b".to_vec() }]
+        );
+    }
+}

@@ -1,0 +1,169 @@
+//! The runtime's Prometheus metrics, per shard replica of this member.
+//!
+//! | metric | type | what |
+//! |---|---|---|
+//! | `kshard_runtime_transactions_total{shard}` | counter | consumer transactions committed |
+//! | `kshard_runtime_transaction_messages_total{shard}` | counter | source messages those held |
+//! | `kshard_runtime_playback_records_total{shard}` | counter | recovery-log records played (`rate()`: records/s) |
+//! | `kshard_runtime_playback_bytes_total{shard}` | counter | their bytes (`rate()`: bytes/s) |
+//! | `kshard_runtime_replica_status{shard,status}` | gauge | 1 for the replica's status (IDLE … FAILED) |
+//! | `kshard_runtime_log_behind_records{shard}` | gauge | records between the replica's position and the log's end |
+//! | `kshard_runtime_failover_seconds{shard}` | gauge | last promotion: from the slot becoming 0 to PRIMARY |
+//! | `kshard_runtime_replica_failures_total{shard}` | counter | replicas of the shard that failed here |
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use crate::status::ReplicaCode;
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ShardLabel {
+    shard: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabels {
+    shard: String,
+    status: String,
+}
+
+/// The metrics of one member's replicas.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    transactions: Family<ShardLabel, Counter>,
+    transaction_messages: Family<ShardLabel, Counter>,
+    playback_records: Family<ShardLabel, Counter>,
+    playback_bytes: Family<ShardLabel, Counter>,
+    status: Family<StatusLabels, Gauge>,
+    behind: Family<ShardLabel, Gauge>,
+    failover: Family<ShardLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    failures: Family<ShardLabel, Counter>,
+}
+
+const CODES: [ReplicaCode; 5] =
+    [ReplicaCode::Idle, ReplicaCode::Backfill, ReplicaCode::Standby, ReplicaCode::Primary, ReplicaCode::Failed];
+
+fn code_name(code: ReplicaCode) -> &'static str {
+    match code {
+        ReplicaCode::Idle => "IDLE",
+        ReplicaCode::Backfill => "BACKFILL",
+        ReplicaCode::Standby => "STANDBY",
+        ReplicaCode::Primary => "PRIMARY",
+        ReplicaCode::Failed => "FAILED",
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("kshard_runtime");
+        let m = Metrics {
+            registry: Registry::default(),
+            transactions: Family::default(),
+            transaction_messages: Family::default(),
+            playback_records: Family::default(),
+            playback_bytes: Family::default(),
+            status: Family::default(),
+            behind: Family::default(),
+            failover: Family::default(),
+            failures: Family::default(),
+        };
+        registry.register("transactions", "Consumer transactions committed", m.transactions.clone());
+        registry.register(
+            "transaction_messages",
+            "Source messages in committed transactions",
+            m.transaction_messages.clone(),
+        );
+        registry.register("playback_records", "Recovery-log records played", m.playback_records.clone());
+        registry.register("playback_bytes", "Bytes of recovery-log records played", m.playback_bytes.clone());
+        registry.register("replica_status", "1 for the status of this member's replica of the shard", m.status.clone());
+        registry.register(
+            "log_behind_records",
+            "Records between the replica's position and the end of its recovery log",
+            m.behind.clone(),
+        );
+        registry.register(
+            "failover_seconds",
+            "The replica's last promotion: from its slot becoming 0 to PRIMARY",
+            m.failover.clone(),
+        );
+        registry.register("replica_failures", "Replicas of the shard that failed on this member", m.failures.clone());
+        Metrics { registry, ..m }
+    }
+}
+
+fn shard(s: &str) -> ShardLabel {
+    ShardLabel { shard: s.to_owned() }
+}
+
+impl Metrics {
+    /// A transaction of `messages` messages was committed.
+    pub fn transaction(&self, s: &str, messages: usize) {
+        self.transactions.get_or_create(&shard(s)).inc();
+        self.transaction_messages.get_or_create(&shard(s)).inc_by(messages as u64);
+    }
+
+    /// A log record of `bytes` bytes was played.
+    pub fn played(&self, s: &str, bytes: usize) {
+        self.playback_records.get_or_create(&shard(s)).inc();
+        self.playback_bytes.get_or_create(&shard(s)).inc_by(bytes as u64);
+    }
+
+    /// The replica's status is now `code` (IDLE removes the series).
+    pub fn status(&self, s: &str, code: ReplicaCode) {
+        for c in CODES {
+            let labels = StatusLabels { shard: s.to_owned(), status: code_name(c).to_owned() };
+            if code == ReplicaCode::Idle {
+                self.status.remove(&labels);
+            } else {
+                self.status.get_or_create(&labels).set(i64::from(c == code));
+            }
+        }
+        if code == ReplicaCode::Idle {
+            self.behind.remove(&shard(s));
+        }
+        if code == ReplicaCode::Failed {
+            self.failures.get_or_create(&shard(s)).inc();
+        }
+    }
+
+    /// The replica is `records` behind the end of its log.
+    pub fn behind(&self, s: &str, records: i64) {
+        self.behind.get_or_create(&shard(s)).set(records);
+    }
+
+    /// The replica was promoted in `seconds`.
+    pub fn failover(&self, s: &str, seconds: f64) {
+        self.failover.get_or_create(&shard(s)).set(seconds);
+    }
+
+    /// The metrics in Prometheus' text format.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_status_series_is_one_and_idle_removes_them() {
+        let m = Metrics::default();
+        m.status("s1", ReplicaCode::Standby);
+        m.status("s1", ReplicaCode::Primary);
+        m.transaction("s1", 3);
+        let text = m.encode();
+        assert!(text.contains(r#"kshard_runtime_replica_status{shard="s1",status="PRIMARY"} 1"#), "{text}");
+        assert!(text.contains(r#"kshard_runtime_replica_status{shard="s1",status="STANDBY"} 0"#), "{text}");
+        assert!(text.contains(r#"kshard_runtime_transaction_messages_total{shard="s1"} 3"#), "{text}");
+        m.status("s1", ReplicaCode::Idle);
+        assert!(!m.encode().contains("replica_status{"), "{}", m.encode());
+    }
+}

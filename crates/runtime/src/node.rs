@@ -1,0 +1,522 @@
+//! A member process at work: it joins (a key under its lease), runs the
+//! allocator when elected, follows its assignments in the keyspace and drives
+//! one [`Replica`] state machine per assigned shard, performing its actions —
+//! a worker thread per replica for the I/O ([`crate::replica_worker`]), status
+//! writes checked against the assignment's revision ([`write_status`]).
+//!
+//! When the member's lease is lost (the keyspace unreachable for longer than
+//! its TTL) it stops every replica — its assignments are gone for everyone else
+//! — and joins again. On shutdown it tears every replica down (readers stopped,
+//! appends flushed, stores closed) and then revokes its lease, which deletes its
+//! key and its assignments: nothing of it stays in the keyspace.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU32;
+use std::sync::{Arc, mpsc};
+use std::time::Duration;
+
+use kshard_kafka::ClientSettings;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+use tokio::time::Instant;
+
+use crate::allocator_runner::AllocatorRunner;
+use crate::application::Application;
+use crate::keyspace::{Compare, Keyspace, KeyspaceError, Op, Snapshot, Txn, WatchEvent};
+use crate::member::{MemberError, Membership, become_leader};
+use crate::metrics::Metrics;
+use crate::model::{AssignmentKey, AssignmentValue, Keys, MemberSpec, ShardSpec};
+use crate::replica::{Action, AssignmentId, Event, Replica, State};
+use crate::replica_worker::{self, Command, ProgressMap, WorkerContext};
+use crate::status::ReplicaCode;
+use crate::status_writer::write_status;
+
+/// How a member runs.
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    /// The application's keys.
+    pub keys: Keys,
+    /// This member.
+    pub member: MemberSpec,
+    /// Its lease's TTL: how long after a crash its shards move.
+    pub lease_ttl: Duration,
+    /// Where its replicas' stores live.
+    pub data_dir: PathBuf,
+    /// How to reach Kafka (recovery logs and sources).
+    pub settings: ClientSettings,
+    /// Fault injection for tests: the first N store applies of a shard fail.
+    pub store_faults: BTreeMap<String, u32>,
+}
+
+/// What a running member shares with its HTTP endpoints.
+#[derive(Debug, Clone, Default)]
+pub struct NodeShared {
+    /// Its metrics.
+    pub metrics: Arc<Metrics>,
+    /// Its replicas' positions in their logs.
+    pub progress: ProgressMap,
+}
+
+/// Why a member stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// Joining failed for good.
+    #[error(transparent)]
+    Member(#[from] MemberError),
+    /// The keyspace failed.
+    #[error(transparent)]
+    Keyspace(#[from] KeyspaceError),
+}
+
+/// Puts `spec` unless a shard of that id exists; true when it was put.
+pub async fn create_shard<K: Keyspace>(ks: &K, keys: &Keys, spec: &ShardSpec) -> Result<bool, KeyspaceError> {
+    let key = keys.shard(&spec.id);
+    let value = serde_json::to_vec(spec).unwrap_or_default();
+    let txn = Txn {
+        compares: vec![Compare::CreateRevision(key.clone(), 0)],
+        success: vec![Op::Put { key, value, lease: None }],
+        failure: vec![],
+    };
+    Ok(ks.txn(txn).await?.succeeded)
+}
+
+type Report = (String, u64, Event);
+
+/// One shard's replica on this member: its state machine and its worker.
+#[derive(Default)]
+struct Slot {
+    machine: Replica,
+    /// The assignment's key and create revision, as last seen.
+    assignment: Option<(String, AssignmentId)>,
+    worker: Option<mpsc::Sender<Command>>,
+    generation: u64,
+    /// When the replica was told to become primary.
+    promotion_asked: Option<Instant>,
+}
+
+struct Driver<K: Keyspace> {
+    ks: Arc<K>,
+    config: NodeConfig,
+    shared: NodeShared,
+    worker: Arc<WorkerContext>,
+    specs: BTreeMap<String, ShardSpec>,
+    slots: BTreeMap<String, Slot>,
+    reports: UnboundedSender<Report>,
+    lost: tokio::sync::watch::Receiver<bool>,
+}
+
+impl<K: Keyspace> Driver<K> {
+    fn step(&mut self, shard: &str, event: Event) {
+        let slot = self.slots.entry(shard.to_owned()).or_default();
+        if let Event::Assigned { slot: 0, .. } = event
+            && matches!(slot.machine.state(), State::Standby { .. } | State::Backfill { promote: false, .. })
+        {
+            slot.promotion_asked = Some(Instant::now());
+        }
+        let actions = slot.machine.step(event);
+        for action in actions {
+            self.act(shard, action);
+        }
+    }
+
+    fn act(&mut self, shard: &str, action: Action) {
+        let Some(slot) = self.slots.get_mut(shard) else { return };
+        match action {
+            Action::StartPlayback => {
+                let Some(spec) = self.specs.get(shard).cloned() else {
+                    self.step(shard, Event::Failed(format!("no spec for shard {shard}")));
+                    return;
+                };
+                slot.generation += 1;
+                let (commands, receive) = mpsc::channel();
+                slot.worker = Some(commands);
+                let (ctx, reports, generation) = (Arc::clone(&self.worker), self.reports.clone(), slot.generation);
+                let name = format!("replica-{shard}");
+                let spawned = std::thread::Builder::new().name(name).spawn(move || {
+                    let report = |event| {
+                        let _ = reports.send((spec.id.clone(), generation, event));
+                    };
+                    replica_worker::run(&ctx, &spec, &receive, &report);
+                });
+                if let Err(e) = spawned {
+                    slot.worker = None;
+                    self.step(shard, Event::Failed(format!("starting the replica's thread: {e}")));
+                }
+            }
+            Action::AppendHandOff | Action::OpenStore | Action::StartSources | Action::TearDown => {
+                let command = match action {
+                    Action::AppendHandOff => Command::AppendHandOff,
+                    Action::OpenStore => Command::OpenStore,
+                    Action::StartSources => Command::StartSources,
+                    _ => Command::TearDown,
+                };
+                match &slot.worker {
+                    Some(worker) => {
+                        // A worker that already ended reports TornDown anyway.
+                        let _ = worker.send(command);
+                    }
+                    None if command == Command::TearDown => {
+                        let _ = self.reports.send((shard.to_owned(), slot.generation, Event::TornDown));
+                    }
+                    None => {}
+                }
+            }
+            Action::WriteStatus(id, status) => {
+                let metrics = &self.shared.metrics;
+                metrics.status(shard, status.code);
+                if status.code == ReplicaCode::Primary
+                    && let Some(asked) = slot.promotion_asked.take()
+                {
+                    let seconds = asked.elapsed().as_secs_f64();
+                    metrics.failover(shard, seconds);
+                    tracing::info!(shard, seconds, "promoted to primary");
+                } else {
+                    tracing::info!(shard, status = ?status.code, errors = ?status.errors, "replica status");
+                }
+                let Some((key, _)) = slot.assignment.clone() else { return };
+                let ks = Arc::clone(&self.ks);
+                let mut lost = self.lost.clone();
+                tokio::spawn(async move {
+                    let until = async move {
+                        let _ = lost.wait_for(|l| *l).await;
+                    };
+                    if let Err(e) = write_status(&*ks, &key, id, &status, until).await {
+                        tracing::debug!(key, error = %e, "status not written");
+                    }
+                });
+            }
+        }
+    }
+
+    /// A worker's report; stale ones (of an earlier worker) are dropped.
+    fn report(&mut self, shard: &str, generation: u64, event: Event) {
+        let Some(slot) = self.slots.get_mut(shard) else { return };
+        if generation != slot.generation {
+            return;
+        }
+        if event == Event::TornDown {
+            slot.worker = None;
+            if let State::TearingDown { next: None } = slot.machine.state() {
+                self.shared.metrics.status(shard, ReplicaCode::Idle);
+            }
+        }
+        self.step(shard, event);
+    }
+
+    /// Applies one change of a key under the root.
+    fn apply(&mut self, event: WatchEvent) {
+        let keys = &self.config.keys;
+        let key = event.key().to_owned();
+        if key.starts_with(&keys.shards()) {
+            let id = key[keys.shards().len()..].to_owned();
+            match event {
+                WatchEvent::Put(kv) => match serde_json::from_slice::<ShardSpec>(&kv.value) {
+                    Ok(spec) => {
+                        self.specs.insert(id, spec);
+                    }
+                    Err(e) => tracing::warn!(key, error = %e, "skipping a shard spec that does not parse"),
+                },
+                WatchEvent::Delete { .. } => {
+                    self.specs.remove(&id);
+                }
+            }
+            return;
+        }
+        if !key.starts_with(&keys.assignments()) {
+            return;
+        }
+        let Ok(a) = keys.parse_assignment(&key) else {
+            tracing::warn!(key, "skipping an assignment key that does not parse");
+            return;
+        };
+        if a.member != self.config.member.id {
+            return;
+        }
+        match event {
+            WatchEvent::Put(kv) => match serde_json::from_slice::<AssignmentValue>(&kv.value) {
+                Ok(value) => {
+                    self.slots.entry(a.shard.clone()).or_default().assignment = Some((key, kv.create_revision));
+                    self.step(&a.shard, Event::Assigned { assignment: kv.create_revision, slot: value.slot });
+                }
+                Err(e) => tracing::warn!(key, error = %e, "skipping an assignment that does not parse"),
+            },
+            WatchEvent::Delete { .. } => self.step(&a.shard, Event::Unassigned),
+        }
+    }
+
+    /// Brings the view to `snapshot`: every key in it is put; replicas whose
+    /// assignment is missing from it are unassigned.
+    fn resync(&mut self, snapshot: Snapshot) {
+        self.specs.clear();
+        let mut assigned = Vec::new();
+        // Specs first: an assignment needs its shard's spec (keys sort
+        // `assign/` before `shards/`).
+        let shards = self.config.keys.shards();
+        let (specs, others): (Vec<_>, Vec<_>) = snapshot.kvs.into_iter().partition(|kv| kv.key.starts_with(&shards));
+        for kv in specs.into_iter().chain(others) {
+            if let Ok(a) = self.config.keys.parse_assignment(&kv.key) {
+                assigned.push(a.shard);
+            }
+            self.apply(WatchEvent::Put(kv));
+        }
+        let gone: Vec<String> = self
+            .slots
+            .iter()
+            .filter(|(shard, slot)| slot.machine.assignment().is_some() && !assigned.contains(shard))
+            .map(|(shard, _)| shard.clone())
+            .collect();
+        for shard in gone {
+            self.step(&shard, Event::Unassigned);
+        }
+    }
+
+    /// True when no replica runs.
+    fn all_down(&self) -> bool {
+        self.slots
+            .values()
+            .all(|s| s.worker.is_none() && matches!(s.machine.state(), State::Idle | State::Failed { .. }))
+    }
+}
+
+/// Runs the member until `shutdown` completes: joins, serves its assignments,
+/// and on shutdown tears down and leaves.
+pub async fn run<K: Keyspace>(
+    ks: Arc<K>,
+    config: NodeConfig,
+    app: Arc<dyn Application>,
+    shared: NodeShared,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), NodeError> {
+    tokio::pin!(shutdown);
+    let worker = Arc::new(WorkerContext {
+        settings: config.settings.clone(),
+        data_dir: config.data_dir.clone(),
+        app,
+        metrics: Arc::clone(&shared.metrics),
+        progress: Arc::clone(&shared.progress),
+        store_faults: config.store_faults.iter().map(|(s, n)| (s.clone(), Arc::new(AtomicU32::new(*n)))).collect(),
+    });
+    let (reports, mut reported) = unbounded_channel();
+    let mut slots = BTreeMap::new();
+    loop {
+        let Some(membership) = join(&ks, &config, &mut shutdown).await? else { return Ok(()) };
+        let membership = Arc::new(membership);
+        tracing::info!(member = %config.member.id, zone = %config.member.zone, lease = membership.lease, "joined");
+        let allocator = tokio::spawn(allocate(Arc::clone(&ks), config.keys.clone(), Arc::clone(&membership)));
+        let mut driver = Driver {
+            ks: Arc::clone(&ks),
+            config: config.clone(),
+            shared: shared.clone(),
+            worker: Arc::clone(&worker),
+            specs: BTreeMap::new(),
+            slots: std::mem::take(&mut slots),
+            reports: reports.clone(),
+            lost: membership.lost(),
+        };
+        let stopped = follow(&mut driver, &mut reported, &mut shutdown).await;
+        allocator.abort();
+        // Tear every replica down, then leave (or join again when the lease was lost).
+        let shards: Vec<String> = driver.slots.keys().cloned().collect();
+        for shard in shards {
+            driver.step(&shard, Event::Unassigned);
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !driver.all_down() {
+            match tokio::time::timeout_at(deadline, reported.recv()).await {
+                Ok(Some((shard, generation, event))) => driver.report(&shard, generation, event),
+                _ => break,
+            }
+        }
+        slots = std::mem::take(&mut driver.slots);
+        match stopped {
+            Stopped::Shutdown => {
+                if let Err(e) = membership.leave(&*ks).await {
+                    tracing::warn!(error = %e, "leaving: the lease will expire instead");
+                }
+                tracing::info!(member = %config.member.id, "left");
+                return Ok(());
+            }
+            Stopped::Lost => tracing::warn!(member = %config.member.id, "lost the member's lease; joining again"),
+        }
+    }
+}
+
+/// Joins, retrying while the keyspace is unreachable or a previous process of
+/// this member still holds the key (until its lease expires). `None` on shutdown.
+async fn join<K: Keyspace>(
+    ks: &Arc<K>,
+    config: &NodeConfig,
+    shutdown: &mut std::pin::Pin<&mut impl Future<Output = ()>>,
+) -> Result<Option<Membership>, NodeError> {
+    let mut attempts = 0u32;
+    loop {
+        match Membership::join(Arc::clone(ks), &config.keys, config.member.clone(), config.lease_ttl).await {
+            Ok(m) => return Ok(Some(m)),
+            Err(e @ (MemberError::Taken(_) | MemberError::Keyspace { .. })) => {
+                // Say so at once, then every ten seconds.
+                if attempts.is_multiple_of(20) {
+                    tracing::warn!(error = %e, "joining; retrying");
+                }
+                attempts += 1;
+            }
+        }
+        tokio::select! {
+            () = shutdown.as_mut() => return Ok(None),
+            () = tokio::time::sleep(Duration::from_millis(500)) => {}
+        }
+    }
+}
+
+/// Runs the allocator whenever this member leads, until its lease is lost.
+async fn allocate<K: Keyspace>(ks: Arc<K>, keys: Keys, membership: Arc<Membership>) {
+    let lost = membership.lost();
+    let mut runner = AllocatorRunner::default();
+    while !*lost.borrow() {
+        match become_leader(&*ks, &keys, &membership).await {
+            Ok(true) => {
+                tracing::info!(member = %membership.spec.id, "leading the allocator");
+                if let Err(e) = runner.run(&*ks, &keys, || !*lost.borrow()).await {
+                    tracing::warn!(error = %e, "allocator round failed; retrying");
+                }
+            }
+            Ok(false) => return,
+            Err(e) => tracing::warn!(error = %e, "electing the allocator's leader; retrying"),
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+enum Stopped {
+    Shutdown,
+    Lost,
+}
+
+/// Follows the keyspace and the workers until shutdown or the lease is lost.
+async fn follow<K: Keyspace>(
+    driver: &mut Driver<K>,
+    reported: &mut UnboundedReceiver<Report>,
+    shutdown: &mut std::pin::Pin<&mut impl Future<Output = ()>>,
+) -> Stopped {
+    let root = format!("{}/", driver.config.keys.root());
+    let mut lost = driver.lost.clone();
+    loop {
+        // Read everything, then follow changes from there; read again when the
+        // watch ends (a compacted revision) or the keyspace fails.
+        let watch = match driver.ks.get_prefix(&root).await {
+            Ok(snapshot) => {
+                let from = snapshot.revision + 1;
+                driver.resync(snapshot);
+                driver.ks.watch(&root, from).await
+            }
+            Err(e) => Err(e),
+        };
+        let mut watch = match watch {
+            Ok(w) => Some(w),
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the keyspace; retrying");
+                None
+            }
+        };
+        let retry = tokio::time::sleep(if watch.is_some() {
+            Duration::from_secs(365 * 86_400)
+        } else {
+            Duration::from_secs(1)
+        });
+        tokio::pin!(retry);
+        loop {
+            tokio::select! {
+                () = shutdown.as_mut() => return Stopped::Shutdown,
+                _ = lost.wait_for(|l| *l) => return Stopped::Lost,
+                Some((shard, generation, event)) = reported.recv() => driver.report(&shard, generation, event),
+                event = async { watch.as_mut()?.recv().await }, if watch.is_some() => match event {
+                    Some(Ok(event)) => driver.apply(event),
+                    Some(Err(e)) => {
+                        tracing::warn!(error = %e, "watching the keyspace; reading it again");
+                        break;
+                    }
+                    None => break,
+                },
+                () = &mut retry => break,
+            }
+        }
+    }
+}
+
+/// One row of `kshard shards list`: a replica of a shard.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ShardRow {
+    /// The shard.
+    pub shard: String,
+    /// The member holding the replica (empty: the shard has no replica).
+    pub member: String,
+    /// Its zone.
+    pub zone: String,
+    /// Its slot (0: primary).
+    pub slot: Option<u32>,
+    /// Its status (IDLE … FAILED; NONE when unassigned).
+    pub status: String,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<String>,
+    /// Records between the replica's position and its log's end, when its
+    /// member says.
+    pub behind: Option<i64>,
+}
+
+/// The rows of every shard under `keys` in `snapshot`: one per replica, one
+/// for a shard without any; `behind` asks a member for its replica's lag.
+pub fn shard_rows(
+    keys: &Keys,
+    snapshot: &Snapshot,
+    mut behind: impl FnMut(&MemberSpec, &str) -> Option<i64>,
+) -> Vec<ShardRow> {
+    let mut members = BTreeMap::new();
+    let mut shards = BTreeMap::new();
+    let mut assignments: BTreeMap<String, Vec<(AssignmentKey, AssignmentValue)>> = BTreeMap::new();
+    for kv in &snapshot.kvs {
+        if kv.key.starts_with(&keys.members()) {
+            if let Ok(m) = serde_json::from_slice::<MemberSpec>(&kv.value) {
+                members.insert(m.id.clone(), m);
+            }
+        } else if kv.key.starts_with(&keys.shards()) {
+            if let Ok(s) = serde_json::from_slice::<ShardSpec>(&kv.value) {
+                shards.insert(s.id.clone(), s);
+            }
+        } else if let Ok(a) = keys.parse_assignment(&kv.key)
+            && let Ok(v) = serde_json::from_slice::<AssignmentValue>(&kv.value)
+        {
+            assignments.entry(a.shard.clone()).or_default().push((a, v));
+        }
+    }
+    let mut rows = Vec::new();
+    for id in shards.keys() {
+        let mut replicas = assignments.remove(id).unwrap_or_default();
+        replicas.sort_by_key(|(a, v)| (v.slot, a.member.clone()));
+        if replicas.is_empty() {
+            rows.push(ShardRow {
+                shard: id.clone(),
+                member: String::new(),
+                zone: String::new(),
+                slot: None,
+                status: "NONE".into(),
+                errors: vec![],
+                behind: None,
+            });
+        }
+        for (a, v) in replicas {
+            let lag = members.get(&a.member).and_then(|m| behind(m, id));
+            let status = serde_json::to_value(v.status.code).ok().and_then(|s| s.as_str().map(str::to_owned));
+            rows.push(ShardRow {
+                shard: id.clone(),
+                member: a.member,
+                zone: a.zone,
+                slot: Some(v.slot),
+                status: status.unwrap_or_default(),
+                errors: v.status.errors,
+                behind: lag,
+            });
+        }
+    }
+    rows
+}
