@@ -77,7 +77,20 @@ impl AllocatorRunner {
                 retry_due: value.status.code == ReplicaCode::Failed && self.retry_due(shard, kv, now),
             })
             .collect();
-        let changes = allocate(&read.shards, &read.members, &current);
+        let mut changes = allocate(&read.shards, &read.members, &current);
+        // A replica removed and added again in one round (a FAILED one's
+        // retry on the same member) is two writes of one key, which etcd
+        // refuses in one transaction: the new assignment comes next round.
+        let removed: Vec<(String, String)> = changes
+            .iter()
+            .filter_map(|c| match c {
+                Change::Remove { shard, member } => Some((shard.clone(), member.clone())),
+                _ => None,
+            })
+            .collect();
+        changes.retain(
+            |c| !matches!(c, Change::Add { shard, member, .. } if removed.contains(&(shard.clone(), member.clone()))),
+        );
         if changes.is_empty() {
             return Ok(Round { revision: read.revision, changes, applied: true });
         }

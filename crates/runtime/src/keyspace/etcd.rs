@@ -81,6 +81,9 @@ impl Keyspace for EtcdKeyspace {
     }
 
     async fn txn(&self, txn: Txn) -> Result<TxnResponse> {
+        // etcd refuses these too; checking first gives the same error as the
+        // embedded keyspace rather than an opaque gRPC one.
+        txn.validate()?;
         let leases: Vec<LeaseId> = txn
             .success
             .iter()

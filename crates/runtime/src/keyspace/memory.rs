@@ -169,6 +169,7 @@ impl Keyspace for MemoryKeyspace {
     }
 
     async fn txn(&self, txn: Txn) -> Result<TxnResponse> {
+        txn.validate()?;
         let mut state = self.state();
         let succeeded = txn.compares.iter().all(|c| state.holds(c));
         let ops = if succeeded { txn.success } else { txn.failure };

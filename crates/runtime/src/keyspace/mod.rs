@@ -12,7 +12,8 @@
 //!   (`mod_revision`) and how many times it changed since creation (`version`);
 //! - a transaction checks all its comparisons against one state and applies
 //!   either its success or its failure operations, atomically, at one revision;
-//!   comparing a missing key's revision to 0 is true;
+//!   comparing a missing key's revision to 0 is true; a branch may not write
+//!   one key twice ([`Txn::validate`], [`KeyspaceError::Invalid`]);
 //! - a key put with a lease is deleted when the lease expires or is revoked;
 //! - a watch delivers every change of keys under its prefix from a revision on,
 //!   in revision order, without gaps; asking for a revision older than the
@@ -91,6 +92,38 @@ impl Txn {
     pub fn ops(ops: Vec<Op>) -> Self {
         Txn { compares: vec![], success: ops, failure: vec![] }
     }
+
+    /// Checks etcd's rule: within one branch no key is written twice (a put
+    /// and a delete of one key, or a key under a prefix the branch deletes).
+    pub fn validate(&self) -> Result<()> {
+        for ops in [&self.success, &self.failure] {
+            let mut keys = std::collections::BTreeSet::new();
+            let mut prefixes = Vec::new();
+            for op in ops {
+                match op {
+                    Op::Put { key, .. } | Op::Delete(key) => {
+                        if !keys.insert(key.as_str()) {
+                            return Err(KeyspaceError::Invalid(format!(
+                                "the key {key} is written twice in one transaction"
+                            )));
+                        }
+                    }
+                    Op::DeletePrefix(prefix) => prefixes.push(prefix.as_str()),
+                }
+            }
+            for (i, prefix) in prefixes.iter().enumerate() {
+                let clash = keys.iter().find(|k| k.starts_with(prefix)).copied().or_else(|| {
+                    prefixes.iter().enumerate().find(|(j, p)| *j != i && p.starts_with(prefix)).map(|(_, p)| *p)
+                });
+                if let Some(k) = clash {
+                    return Err(KeyspaceError::Invalid(format!(
+                        "{k} is under the prefix {prefix} the transaction deletes"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// What a transaction did.
@@ -157,6 +190,10 @@ pub enum KeyspaceError {
     /// The lease does not exist (expired or revoked).
     #[error("lease {0} not found (expired or revoked)")]
     LeaseNotFound(LeaseId),
+    /// The request breaks the keyspace's rules (a key written twice in one
+    /// transaction); retrying it cannot help.
+    #[error("invalid request: {0}")]
+    Invalid(String),
     /// The keyspace cannot be reached; the call may be retried.
     #[error("keyspace unavailable: {0}")]
     Unavailable(String),

@@ -1,0 +1,235 @@
+//! A cluster of `kshard example sum run` processes on loopback, on the real
+//! broker and (for several members) the real etcd: started, signalled and
+//! killed by the test, observed through `kshard shards list --json` and each
+//! member's /metrics, checked with `kshard example sum verify`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use kshard_runtime::node::ShardRow;
+use kshard_testkit::{Broker, unique_name};
+
+/// One test's application: its topics, its etcd prefix, its members.
+pub(crate) struct SumCluster {
+    _broker: Broker,
+    pub(crate) brokers: String,
+    pub(crate) etcd: Option<String>,
+    pub(crate) topic: String,
+    pub(crate) prefix: String,
+    pub(crate) dir: PathBuf,
+    pub(crate) partitions: i32,
+    pub(crate) lease_ttl: u64,
+    members: BTreeMap<String, (Child, String)>,
+}
+
+pub(crate) fn kshard() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_kshard"))
+}
+
+/// A free port on loopback (bound, then released for the member to take).
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
+}
+
+impl SumCluster {
+    pub(crate) fn new(name: &str, etcd: Option<&str>, partitions: i32, lease_ttl: u64) -> Self {
+        let broker = Broker::from_env_or_start();
+        let topic = unique_name(name);
+        let dir = std::env::temp_dir().join(unique_name(&format!("kshard-{name}")));
+        std::fs::create_dir_all(&dir).expect("test dir");
+        SumCluster {
+            brokers: broker.brokers().to_owned(),
+            _broker: broker,
+            etcd: etcd.map(str::to_owned),
+            prefix: format!("/kshard-test/{topic}"),
+            topic,
+            dir,
+            partitions,
+            lease_ttl,
+            members: BTreeMap::new(),
+        }
+    }
+
+    /// The flags naming the broker, the topic and the keyspace.
+    fn common(&self, command: &mut Command) {
+        command.args([
+            "--brokers",
+            &self.brokers,
+            "--topic",
+            &self.topic,
+            "--partitions",
+            &self.partitions.to_string(),
+        ]);
+    }
+
+    fn cluster(&self, command: &mut Command) {
+        if let Some(etcd) = &self.etcd {
+            command.args(["--etcd", etcd, "--etcd-prefix", &self.prefix]);
+        }
+    }
+
+    /// Starts member `id` (its data in `dir/id`, its log in `dir/id.log`).
+    pub(crate) fn start(&mut self, id: &str, env: &[(&str, &str)]) -> String {
+        let listen = format!("127.0.0.1:{}", free_port());
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join(format!("{id}.log")))
+            .expect("member log");
+        let mut command = kshard();
+        command.args(["example", "sum", "run"]);
+        self.common(&mut command);
+        self.cluster(&mut command);
+        command
+            .args(["--member-id", id, "--listen", &listen, "--lease-ttl", &self.lease_ttl.to_string()])
+            .arg("--data-dir")
+            .arg(self.dir.join(id))
+            .env("NO_COLOR", "1")
+            .env_remove("KSHARD_ETCD")
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(log);
+        let child = command.spawn().expect("kshard example sum run starts");
+        self.members.insert(id.to_owned(), (child, listen.clone()));
+        listen
+    }
+
+    /// The member's HTTP address.
+    pub(crate) fn listen(&self, id: &str) -> &str {
+        &self.members[id].1
+    }
+
+    /// Sends `signal` (`KILL`, `TERM`, `STOP`, `CONT`) to member `id`.
+    pub(crate) fn signal(&self, id: &str, signal: &str) {
+        let pid = self.members[id].0.id().to_string();
+        let ok = Command::new("kill").args([&format!("-{signal}"), &pid]).status().expect("kill runs").success();
+        assert!(ok, "kill -{signal} {id}");
+    }
+
+    /// Waits for member `id` to exit (after a signal); its exit status.
+    pub(crate) fn reap(&mut self, id: &str) -> std::process::ExitStatus {
+        let (mut child, _) = self.members.remove(id).expect("a running member");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = child.try_wait().expect("waits") {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "member {id} did not exit");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Writes `records` increments (the true sums go on accumulating in
+    /// `dir/expected.json`).
+    pub(crate) fn produce(&self, records: u64) {
+        let mut command = kshard();
+        command.args(["example", "sum", "produce", "--streams", "40", "--records", &records.to_string()]);
+        self.common(&mut command);
+        let out = command.arg("--expected").arg(self.dir.join("expected.json")).output().expect("produce runs");
+        assert!(out.status.success(), "produce: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// `kshard example sum verify`.
+    pub(crate) fn verify(&self) -> Output {
+        let mut command = kshard();
+        command.args(["example", "sum", "verify", "--timeout", "120"]);
+        self.common(&mut command);
+        command.arg("--expected").arg(self.dir.join("expected.json")).output().expect("verify runs")
+    }
+
+    /// Asserts that every sum is exact.
+    pub(crate) fn assert_exact(&self) {
+        let out = self.verify();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "verify: {stdout}{}\nmember logs in {}",
+            String::from_utf8_lossy(&out.stderr),
+            self.dir.display()
+        );
+        assert!(stdout.contains("every sum exact"), "{stdout}");
+    }
+
+    /// `kshard shards list --json`: from etcd, or from member `via`.
+    pub(crate) fn shards(&self, via: Option<&str>) -> Vec<ShardRow> {
+        let mut command = kshard();
+        command.args(["shards", "list", "--json"]).env_remove("KSHARD_ETCD");
+        match (&self.etcd, via) {
+            (Some(etcd), _) => command.args(["--etcd", etcd, "--etcd-prefix", &self.prefix]),
+            (None, Some(member)) => command.args(["--endpoint", self.listen(member)]),
+            (None, None) => panic!("without etcd, shards are listed through a member"),
+        };
+        let out = command.output().expect("shards list runs");
+        if !out.status.success() {
+            return Vec::new();
+        }
+        serde_json::from_slice(&out.stdout).expect("shards list --json prints rows")
+    }
+
+    /// Polls the shards until `done` holds; the rows then.
+    pub(crate) fn until(
+        &self,
+        via: Option<&str>,
+        what: &str,
+        timeout: Duration,
+        done: impl Fn(&[ShardRow]) -> bool,
+    ) -> Vec<ShardRow> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let rows = self.shards(via);
+            if !rows.is_empty() && done(&rows) {
+                return rows;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what}: not within {timeout:?}; shards: {rows:#?}\nmember logs in {}",
+                self.dir.display()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// True when every shard has a PRIMARY and `standbys` STANDBYs, all on
+    /// distinct members of `members`, and nothing else.
+    pub(crate) fn served(rows: &[ShardRow], members: &[&str], standbys: usize) -> bool {
+        let mut by_shard: BTreeMap<&str, Vec<&ShardRow>> = BTreeMap::new();
+        for r in rows {
+            by_shard.entry(&r.shard).or_default().push(r);
+        }
+        by_shard.values().all(|replicas| {
+            let primaries = replicas.iter().filter(|r| r.status == "PRIMARY" && r.slot == Some(0)).count();
+            let standing = replicas.iter().filter(|r| r.status == "STANDBY").count();
+            let mut holders: Vec<&str> = replicas.iter().map(|r| r.member.as_str()).collect();
+            holders.sort_unstable();
+            holders.dedup();
+            primaries == 1
+                && standing == standbys
+                && replicas.len() == 1 + standbys
+                && holders.len() == replicas.len()
+                && holders.iter().all(|h| members.contains(h))
+        })
+    }
+
+    /// The members holding primaries, with how many each.
+    pub(crate) fn primaries(rows: &[ShardRow]) -> BTreeMap<String, usize> {
+        let mut out = BTreeMap::new();
+        for r in rows.iter().filter(|r| r.status == "PRIMARY") {
+            *out.entry(r.member.clone()).or_default() += 1;
+        }
+        out
+    }
+}
+
+impl Drop for SumCluster {
+    fn drop(&mut self) {
+        for (_, (child, _)) in self.members.iter_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! The runtime proven with its first application, `kshard example sum`, as
+//! processes on loopback with the real broker and the real etcd: shards
+//! assigned at start (a primary and a hot standby on distinct members), a
+//! standby taking over when the primary's process is killed with -9, a zombie
+//! primary's late writes ignored, an etcd restart survived, a FAILED replica
+//! retried with its backoff, a restart on the data directory replaying nothing,
+//! an orderly shutdown leaving no keys — and every sum exact after each.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::sum_cluster::SumCluster;
+use kshard_runtime::keyspace::Keyspace;
+use kshard_runtime::keyspace::etcd::EtcdKeyspace;
+use kshard_testkit::{Etcd, http_get, parse_metrics};
+
+const LEASE_TTL: u64 = 3;
+
+fn etcd_keys(endpoint: &str, prefix: &str) -> Vec<String> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    runtime.block_on(async {
+        let ks = EtcdKeyspace::connect(&[endpoint.to_owned()]).await.expect("etcd");
+        let snapshot = ks.get_prefix(&format!("{prefix}/")).await.expect("reads");
+        snapshot.kvs.into_iter().map(|kv| kv.key).collect()
+    })
+}
+
+#[test]
+fn a_standby_takes_over_when_the_primarys_process_is_killed_and_every_sum_stays_exact() {
+    let etcd = Etcd::from_env_or_start();
+    let mut cluster = SumCluster::new("sum-failover", Some(etcd.endpoint()), 4, LEASE_TTL);
+    cluster.produce(5_000);
+    for m in ["a", "b", "c"] {
+        cluster.start(m, &[]);
+    }
+    // Assignment at start: every shard a primary and a standby, on distinct members.
+    let rows = cluster
+        .until(None, "every shard served", Duration::from_secs(60), |r| SumCluster::served(r, &["a", "b", "c"], 1));
+    cluster.assert_exact();
+    let primaries = SumCluster::primaries(&rows);
+    let (victim, _) = primaries.iter().max_by_key(|(_, n)| **n).expect("a primary");
+    let victim = victim.clone();
+    let standbys_of_victim: Vec<(String, String)> = rows
+        .iter()
+        .filter(|r| r.status == "PRIMARY" && r.member == victim)
+        .filter_map(|pr| {
+            rows.iter()
+                .find(|s| s.shard == pr.shard && s.status == "STANDBY")
+                .map(|s| (s.shard.clone(), s.member.clone()))
+        })
+        .collect();
+
+    cluster.produce(5_000);
+    cluster.signal(&victim, "KILL");
+    let killed = Instant::now();
+    cluster.reap(&victim);
+    let survivors: Vec<&str> = ["a", "b", "c"].into_iter().filter(|m| *m != victim).collect();
+    let rows = cluster.until(None, "every shard primary again on the survivors", Duration::from_secs(60), |r| {
+        r.iter().filter(|x| x.status == "PRIMARY" && survivors.contains(&x.member.as_str())).count()
+            == cluster.partitions as usize
+    });
+    let failover = killed.elapsed();
+    eprintln!("fail-over after kill -9: {:.2} s (lease TTL {LEASE_TTL} s)", failover.as_secs_f64());
+    // The standby of each lost primary is the one promoted: it was tailing.
+    for (shard, standby) in &standbys_of_victim {
+        assert!(
+            rows.iter().any(|r| &r.shard == shard && &r.member == standby && r.status == "PRIMARY"),
+            "{shard}: its standby {standby} was not promoted: {rows:#?}"
+        );
+    }
+    // And the shards get their standbys back on the survivors.
+    cluster.until(None, "standbys back", Duration::from_secs(60), |r| SumCluster::served(r, &survivors, 1));
+    cluster.produce(5_000);
+    cluster.assert_exact();
+    // The survivors say how long their promotions took.
+    let promoted = &standbys_of_victim[0].1;
+    let (_, metrics) = http_get(cluster.listen(promoted), "/metrics").expect("metrics");
+    let parsed = parse_metrics(&metrics);
+    let key = format!("kshard_runtime_failover_seconds{{shard=\"{}\"}}", standbys_of_victim[0].0);
+    assert!(parsed.get(&key).is_some_and(|s| *s < 30.0), "{key} in\n{metrics}");
+}
+
+#[test]
+fn a_zombie_primarys_late_writes_are_ignored() {
+    let etcd = Etcd::from_env_or_start();
+    let mut cluster = SumCluster::new("sum-zombie", Some(etcd.endpoint()), 2, LEASE_TTL);
+    cluster.start("a", &[]);
+    cluster.until(None, "a serves alone", Duration::from_secs(60), |r| SumCluster::served(r, &["a"], 0));
+    cluster.start("b", &[]);
+    cluster.until(None, "a primary and a standby", Duration::from_secs(60), |r| SumCluster::served(r, &["a", "b"], 1));
+    // Freeze the member holding primaries while records wait for it: its lease
+    // runs out, the other takes over; then it wakes with transactions in hand.
+    let rows = cluster.shards(None);
+    let zombie = SumCluster::primaries(&rows).into_keys().next().expect("a primary");
+    let other = if zombie == "a" { "b" } else { "a" };
+    cluster.signal(&zombie, "STOP");
+    cluster.produce(20_000);
+    cluster.until(None, "the other member primary for every shard", Duration::from_secs(60), |r| {
+        r.iter().filter(|x| x.status == "PRIMARY" && x.member == other).count() == cluster.partitions as usize
+    });
+    cluster.produce(5_000);
+    cluster.signal(&zombie, "CONT");
+    // The zombie learns it lost its lease (or that it is fenced), stops its
+    // replicas and joins again as a new member instance.
+    cluster.until(None, "the zombie back as a standby", Duration::from_secs(60), |r| {
+        SumCluster::served(r, &["a", "b"], 1)
+    });
+    cluster.produce(5_000);
+    cluster.assert_exact();
+}
+
+#[test]
+fn an_etcd_restart_is_survived() {
+    let etcd = Etcd::start_private();
+    let mut cluster = SumCluster::new("sum-etcd-restart", Some(etcd.endpoint()), 2, 10);
+    cluster.start("a", &[]);
+    cluster.start("b", &[]);
+    cluster.until(None, "served", Duration::from_secs(60), |r| SumCluster::served(r, &["a", "b"], 1));
+    cluster.produce(5_000);
+    etcd.kill();
+    // Primaries keep consuming while etcd is down: they need it for changes only.
+    cluster.produce(5_000);
+    std::thread::sleep(Duration::from_secs(2));
+    etcd.resume();
+    cluster.until(None, "served after the restart", Duration::from_secs(60), |r| SumCluster::served(r, &["a", "b"], 1));
+    cluster.produce(5_000);
+    cluster.assert_exact();
+    // Still coordinating: a member that leaves hands its shards over.
+    let rows = cluster.shards(None);
+    let leaving = SumCluster::primaries(&rows).into_keys().next().expect("a primary");
+    let staying = if leaving == "a" { "b" } else { "a" };
+    cluster.signal(&leaving, "TERM");
+    assert!(cluster.reap(&leaving).success(), "an orderly exit");
+    cluster.until(None, "the other member serves alone", Duration::from_secs(60), |r| {
+        SumCluster::served(r, &[staying], 0)
+    });
+    cluster.produce(5_000);
+    cluster.assert_exact();
+}
+
+#[test]
+fn a_failed_replica_is_retried_with_backoff_until_it_serves() {
+    let etcd = Etcd::from_env_or_start();
+    let mut cluster = SumCluster::new("sum-failed", Some(etcd.endpoint()), 2, LEASE_TTL);
+    cluster.produce(2_000);
+    // The first two store writes of shard sum-000 on this member fail.
+    cluster.start("a", &[("KSHARD_INJECT_STORE_ERRORS", "sum-000:2")]);
+    let failed = cluster.until(None, "sum-000 FAILED with the store's error", Duration::from_secs(60), |r| {
+        r.iter().any(|x| x.shard == "sum-000" && x.status == "FAILED")
+    });
+    let row = failed.iter().find(|x| x.shard == "sum-000").expect("the row");
+    assert!(row.errors.iter().any(|e| e.contains("injected fault")), "{row:?}");
+    // The allocator retries it (1 s, then 2 s), and the third start serves.
+    let seen_failed_at = Instant::now();
+    cluster.until(None, "sum-000 primary after its retries", Duration::from_secs(60), |r| {
+        SumCluster::served(r, &["a"], 0)
+    });
+    let waited = seen_failed_at.elapsed();
+    assert!(waited >= Duration::from_secs(2), "retried after its backoff, not at once ({waited:?})");
+    let (_, metrics) = http_get(cluster.listen("a"), "/metrics").expect("metrics");
+    let failures = parse_metrics(&metrics).get("kshard_runtime_replica_failures_total{shard=\"sum-000\"}").copied();
+    assert_eq!(failures, Some(2.0), "{metrics}");
+    cluster.produce(2_000);
+    cluster.assert_exact();
+}
+
+#[test]
+fn a_member_restarted_on_its_data_directory_replays_nothing_and_shutdown_leaves_no_keys() {
+    let etcd = Etcd::from_env_or_start();
+    let mut cluster = SumCluster::new("sum-restart", Some(etcd.endpoint()), 2, LEASE_TTL);
+    cluster.produce(20_000);
+    cluster.start("a", &[]);
+    cluster.until(None, "served", Duration::from_secs(60), |r| SumCluster::served(r, &["a"], 0));
+    cluster.assert_exact();
+    cluster.signal("a", "TERM");
+    assert!(cluster.reap("a").success(), "an orderly exit");
+    // Nothing of the member stays: no member key, no assignment, no leader.
+    let keys = etcd_keys(cluster.etcd.as_deref().unwrap_or_default(), &cluster.prefix);
+    let shards = format!("{}/shards/", cluster.prefix);
+    assert!(keys.iter().all(|k| k.starts_with(&shards)), "keys left after shutdown: {keys:?}");
+
+    let started = Instant::now();
+    let listen = cluster.start("a", &[]);
+    cluster.until(None, "served again", Duration::from_secs(60), |r| SumCluster::served(r, &["a"], 0));
+    eprintln!("restart on the data directory: serving in {:.2} s", started.elapsed().as_secs_f64());
+    // It played only the hand-offs written since (one per shard), not the log.
+    let (_, metrics) = http_get(&listen, "/metrics").expect("metrics");
+    let parsed = parse_metrics(&metrics);
+    for shard in ["sum-000", "sum-001"] {
+        let played = parsed.get(&format!("kshard_runtime_playback_records_total{{shard=\"{shard}\"}}")).copied();
+        assert!(played.unwrap_or(0.0) <= 2.0, "{shard} replayed {played:?} records after a restart");
+    }
+    cluster.produce(2_000);
+    cluster.assert_exact();
+}
+
+#[test]
+fn one_process_without_etcd_holds_every_shard() {
+    let mut cluster = SumCluster::new("sum-single", None, 3, LEASE_TTL);
+    cluster.produce(5_000);
+    cluster.start("solo", &[]);
+    cluster
+        .until(Some("solo"), "every shard primary", Duration::from_secs(60), |r| SumCluster::served(r, &["solo"], 0));
+    cluster.produce(5_000);
+    cluster.assert_exact();
+    let (_, metrics) = http_get(cluster.listen("solo"), "/metrics").expect("metrics");
+    let parsed = parse_metrics(&metrics);
+    let messages: f64 = (0..3)
+        .filter_map(|p| parsed.get(&format!("kshard_runtime_transaction_messages_total{{shard=\"sum-{p:03}\"}}")))
+        .sum();
+    assert_eq!(messages, 10_000.0, "every message in exactly one committed transaction");
+}
