@@ -4,7 +4,8 @@
 //! standby taking over when the primary's process is killed with -9, a zombie
 //! primary's late writes ignored, an etcd restart survived, a FAILED replica
 //! retried with its backoff, a restart on the data directory replaying nothing,
-//! an orderly shutdown leaving no keys — and every sum exact after each.
+//! an orderly shutdown leaving no keys, a soak of random kill -9s under load —
+//! and every sum exact after each.
 
 mod common;
 
@@ -210,4 +211,48 @@ fn one_process_without_etcd_holds_every_shard() {
         .filter_map(|p| parsed.get(&format!("kshard_runtime_transaction_messages_total{{shard=\"sum-{p:03}\"}}")))
         .sum();
     assert_eq!(messages, 10_000.0, "every message in exactly one committed transaction");
+}
+
+#[test]
+fn a_soak_of_random_kill_9s_under_load_ends_with_every_sum_exact() {
+    let etcd = Etcd::from_env_or_start();
+    let mut cluster = SumCluster::new("sum-soak", Some(etcd.endpoint()), 4, LEASE_TTL);
+    let members = ["a", "b", "c"];
+    for m in members {
+        cluster.start(m, &[]);
+    }
+    cluster.until(None, "served", Duration::from_secs(60), |r| SumCluster::served(r, &members, 1));
+    let producing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let producer = {
+        let (producer, producing) = (cluster.producer(), std::sync::Arc::clone(&producing));
+        std::thread::spawn(move || {
+            let mut batches = 0;
+            while producing.load(std::sync::atomic::Ordering::SeqCst) {
+                producer.produce(2_000);
+                batches += 1;
+                std::thread::sleep(Duration::from_millis(300));
+            }
+            batches
+        })
+    };
+    // Kill a member with -9 every few seconds and start it again on its data
+    // directory (it joins once its old lease has expired).
+    let mut seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("time").as_nanos() as u64;
+    let mut kills = Vec::new();
+    let soak = Instant::now();
+    while soak.elapsed() < Duration::from_secs(40) {
+        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        let victim = members[(seed >> 33) as usize % members.len()];
+        cluster.signal(victim, "KILL");
+        cluster.reap(victim);
+        kills.push(victim);
+        std::thread::sleep(Duration::from_millis(500 + (seed >> 40) % 3_000));
+        cluster.start(victim, &[]);
+        std::thread::sleep(Duration::from_millis(2_000 + (seed >> 20) % 4_000));
+    }
+    producing.store(false, std::sync::atomic::Ordering::SeqCst);
+    let batches = producer.join().expect("the producer");
+    eprintln!("soak: {} kills ({kills:?}) under {batches} batches of 2,000 records", kills.len());
+    cluster.until(None, "served after the soak", Duration::from_secs(90), |r| SumCluster::served(r, &members, 1));
+    cluster.assert_exact();
 }

@@ -124,11 +124,18 @@ impl SumCluster {
     /// Writes `records` increments (the true sums go on accumulating in
     /// `dir/expected.json`).
     pub(crate) fn produce(&self, records: u64) {
-        let mut command = kshard();
-        command.args(["example", "sum", "produce", "--streams", "40", "--records", &records.to_string()]);
-        self.common(&mut command);
-        let out = command.arg("--expected").arg(self.dir.join("expected.json")).output().expect("produce runs");
-        assert!(out.status.success(), "produce: {}", String::from_utf8_lossy(&out.stderr));
+        self.producer().produce(records);
+    }
+
+    /// What produces to this cluster, to hand to another thread.
+    pub(crate) fn producer(&self) -> Producer {
+        let mut args: Vec<String> = ["example", "sum", "produce", "--streams", "40"].map(str::to_owned).to_vec();
+        for (flag, value) in [("--brokers", &self.brokers), ("--topic", &self.topic)] {
+            args.extend([flag.to_owned(), value.clone()]);
+        }
+        args.extend(["--partitions".to_owned(), self.partitions.to_string()]);
+        args.extend(["--expected".to_owned(), self.dir.join("expected.json").display().to_string()]);
+        Producer { args }
     }
 
     /// `kshard example sum verify`.
@@ -150,6 +157,7 @@ impl SumCluster {
             self.dir.display()
         );
         assert!(stdout.contains("every sum exact"), "{stdout}");
+        eprint!("{stdout}");
     }
 
     /// `kshard shards list --json`: from etcd, or from member `via`.
@@ -219,6 +227,19 @@ impl SumCluster {
             *out.entry(r.member.clone()).or_default() += 1;
         }
         out
+    }
+}
+
+/// Runs `kshard example sum produce` for one cluster.
+pub(crate) struct Producer {
+    args: Vec<String>,
+}
+
+impl Producer {
+    /// Writes `records` increments.
+    pub(crate) fn produce(&self, records: u64) {
+        let out = kshard().args(&self.args).args(["--records", &records.to_string()]).output().expect("produce runs");
+        assert!(out.status.success(), "produce: {}", String::from_utf8_lossy(&out.stderr));
     }
 }
 
