@@ -4,7 +4,8 @@
 //! standby taking over when the primary's process is killed with -9, a zombie
 //! primary's late writes ignored, an etcd restart survived, a FAILED replica
 //! retried with its backoff, a restart on the data directory replaying nothing,
-//! an orderly shutdown leaving no keys, a soak of random kill -9s under load —
+//! an orderly shutdown leaving no keys, replay bounded by snapshots with the
+//! log truncated behind them, a soak of random kill -9s under load —
 //! and every sum exact after each.
 
 mod common;
@@ -176,10 +177,11 @@ fn a_member_restarted_on_its_data_directory_replays_nothing_and_shutdown_leaves_
     cluster.assert_exact();
     cluster.signal("a", "TERM");
     assert!(cluster.reap("a").success(), "an orderly exit");
-    // Nothing of the member stays: no member key, no assignment, no leader.
+    // Nothing of the member stays: no member key, no assignment, no leader
+    // (the shards' specs and hints are the application's, not the member's).
     let keys = etcd_keys(cluster.etcd.as_deref().unwrap_or_default(), &cluster.prefix);
-    let shards = format!("{}/shards/", cluster.prefix);
-    assert!(keys.iter().all(|k| k.starts_with(&shards)), "keys left after shutdown: {keys:?}");
+    let kept = [format!("{}/shards/", cluster.prefix), format!("{}/hints/", cluster.prefix)];
+    assert!(keys.iter().all(|k| kept.iter().any(|p| k.starts_with(p))), "keys left after shutdown: {keys:?}");
 
     let started = Instant::now();
     let listen = cluster.start("a", &[]);
@@ -254,5 +256,72 @@ fn a_soak_of_random_kill_9s_under_load_ends_with_every_sum_exact() {
     let batches = producer.join().expect("the producer");
     eprintln!("soak: {} kills ({kills:?}) under {batches} batches of 2,000 records", kills.len());
     cluster.until(None, "served after the soak", Duration::from_secs(90), |r| SumCluster::served(r, &members, 1));
+    cluster.assert_exact();
+}
+
+/// The recovery log's (low, high) watermarks of shard partition `p`.
+fn log_watermarks(cluster: &SumCluster, p: i32) -> (i64, i64) {
+    let admin = kshard_kafka::Admin::new(&kshard_kafka::ClientSettings::new(&cluster.brokers), Duration::from_secs(30))
+        .expect("admin");
+    let key = (format!("{}-log", cluster.topic), p);
+    admin.watermarks(std::slice::from_ref(&key)).expect("watermarks")[&key]
+}
+
+#[test]
+fn snapshots_bound_replay_and_the_log_is_truncated_behind_them() {
+    let etcd = Etcd::from_env_or_start();
+    let mut cluster = SumCluster::new("sum-snapshots", Some(etcd.endpoint()), 2, LEASE_TTL);
+    // Snapshot as soon as the log since the last one outgrows it and 2 KiB.
+    cluster.run_args =
+        ["--snapshot-min-bytes", "2048", "--snapshot-factor", "1", "--max-txn-ms", "50"].map(str::to_owned).to_vec();
+    cluster.start("a", &[]);
+    cluster.until(None, "a serves", Duration::from_secs(60), |r| SumCluster::served(r, &["a"], 0));
+    for _ in 0..25 {
+        cluster.produce(400);
+    }
+    cluster.assert_exact();
+    // Snapshots were written, hints recorded, and the log deleted before the
+    // previous snapshot.
+    let (_, metrics) = http_get(cluster.listen("a"), "/metrics").expect("metrics");
+    let parsed = parse_metrics(&metrics);
+    let mut hints = Vec::new();
+    for p in 0..2 {
+        let shard = format!("sum-{p:03}");
+        let snapshots = parsed.get(&format!("kshard_runtime_snapshots_total{{shard=\"{shard}\"}}")).copied();
+        assert!(snapshots.unwrap_or(0.0) >= 2.0, "{shard}: {snapshots:?} snapshots\n{metrics}");
+        let (low, high) = log_watermarks(&cluster, p);
+        assert!(low > 0, "{shard}: the log was not truncated (low {low}, high {high})");
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        let key = format!("{}/hints/{shard}", cluster.prefix);
+        let value = runtime.block_on(async {
+            let ks = EtcdKeyspace::connect(&[etcd.endpoint().to_owned()]).await.expect("etcd");
+            ks.get_prefix(&key).await.expect("reads").kvs.into_iter().find(|kv| kv.key == key).expect("hints").value
+        });
+        let h: kshard_runtime::model::Hints = serde_json::from_slice(&value).expect("hints parse");
+        assert_eq!(Some(low), h.previous.map(|p| p.offset), "{shard}: the log starts at the previous snapshot");
+        hints.push((shard, h.current.offset, high));
+    }
+    // A new member's standbys start from the newest snapshot: they play the
+    // records from there on, not the log.
+    cluster.start("b", &[]);
+    cluster
+        .until(None, "b a standby of each shard", Duration::from_secs(60), |r| SumCluster::served(r, &["a", "b"], 1));
+    let (_, metrics) = http_get(cluster.listen("b"), "/metrics").expect("metrics");
+    let parsed = parse_metrics(&metrics);
+    for (shard, from, high) in &hints {
+        let played = parsed.get(&format!("kshard_runtime_playback_records_total{{shard=\"{shard}\"}}")).copied();
+        let played = played.unwrap_or(0.0) as i64;
+        assert!(
+            played <= high - from + 2,
+            "{shard}: played {played} records, the snapshot starts {} from the end",
+            high - from
+        );
+        eprintln!("{shard}: a new standby played {played} records; the log had {high}");
+    }
+    // And takes over with the whole state.
+    cluster.signal("a", "KILL");
+    cluster.reap("a");
+    cluster.until(None, "b serves alone", Duration::from_secs(60), |r| SumCluster::served(r, &["b"], 0));
+    cluster.produce(1_000);
     cluster.assert_exact();
 }

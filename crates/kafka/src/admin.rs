@@ -161,6 +161,23 @@ impl Admin {
         }
     }
 
+    /// Deletes the records of `topic`/`partition` before `before` (DeleteRecords);
+    /// returns the partition's new low watermark.
+    pub fn delete_records(&self, topic: &str, partition: i32, before: i64) -> Result<i64> {
+        let step = format!("deleting records of {topic}/{partition} before {before}");
+        let mut list = TopicPartitionList::new();
+        list.add_partition_offset(topic, partition, rdkafka::Offset::Offset(before)).map_err(call(step.clone()))?;
+        let options = AdminOptions::new().operation_timeout(Some(Timeout::After(self.timeout)));
+        let result =
+            futures_executor::block_on(self.admin.delete_records(&list, &options)).map_err(call(step.clone()))?;
+        let element = result.elements().into_iter().find(|e| e.topic() == topic && e.partition() == partition);
+        match element {
+            Some(e) if e.error().is_ok() => Ok(e.offset().to_raw().unwrap_or(before)),
+            Some(e) => Err(Error::Refused { step, message: format!("{:?}", e.error()) }),
+            None => Err(Error::Refused { step, message: "no result for the partition".into() }),
+        }
+    }
+
     /// Deletes a topic; `Ok(false)` when it did not exist.
     pub fn delete_topic(&self, name: &str) -> Result<bool> {
         let step = format!("deleting topic {name}");

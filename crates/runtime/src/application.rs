@@ -127,6 +127,9 @@ mod tests {
         fn checkpoint(&self) -> Result<Option<Checkpoint>, StoreError> {
             Ok(None)
         }
+        fn scan(&self, _: Option<&[u8]>, _: usize) -> Result<crate::store::Entries, StoreError> {
+            Ok(Vec::new())
+        }
     }
 
     #[test]

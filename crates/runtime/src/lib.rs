@@ -29,6 +29,7 @@ pub mod node;
 pub mod node_http;
 pub mod recovery_log;
 pub mod replica;
+mod replica_log;
 pub mod replica_worker;
 pub mod status;
 pub mod status_writer;

@@ -10,6 +10,8 @@
 //! | `kshard_runtime_log_behind_records{shard}` | gauge | records between the replica's position and the log's end |
 //! | `kshard_runtime_failover_seconds{shard}` | gauge | last promotion: from the slot becoming 0 to PRIMARY |
 //! | `kshard_runtime_replica_failures_total{shard}` | counter | replicas of the shard that failed here |
+//! | `kshard_runtime_snapshots_total{shard}` | counter | snapshots this member wrote as primary |
+//! | `kshard_runtime_snapshot_bytes{shard}` | gauge | the last one's size: the live state |
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -42,6 +44,8 @@ pub struct Metrics {
     behind: Family<ShardLabel, Gauge>,
     failover: Family<ShardLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
     failures: Family<ShardLabel, Counter>,
+    snapshots: Family<ShardLabel, Counter>,
+    snapshot_bytes: Family<ShardLabel, Gauge>,
 }
 
 const CODES: [ReplicaCode; 5] =
@@ -70,6 +74,8 @@ impl Default for Metrics {
             behind: Family::default(),
             failover: Family::default(),
             failures: Family::default(),
+            snapshots: Family::default(),
+            snapshot_bytes: Family::default(),
         };
         registry.register("transactions", "Consumer transactions committed", m.transactions.clone());
         registry.register(
@@ -91,6 +97,8 @@ impl Default for Metrics {
             m.failover.clone(),
         );
         registry.register("replica_failures", "Replicas of the shard that failed on this member", m.failures.clone());
+        registry.register("snapshots", "Snapshots of the store written by this member as primary", m.snapshots.clone());
+        registry.register("snapshot_bytes", "The size of the last snapshot: the live state", m.snapshot_bytes.clone());
         Metrics { registry, ..m }
     }
 }
@@ -138,6 +146,12 @@ impl Metrics {
     /// The replica was promoted in `seconds`.
     pub fn failover(&self, s: &str, seconds: f64) {
         self.failover.get_or_create(&shard(s)).set(seconds);
+    }
+
+    /// A snapshot of `bytes` was written.
+    pub fn snapshot(&self, s: &str, bytes: u64) {
+        self.snapshots.get_or_create(&shard(s)).inc();
+        self.snapshot_bytes.get_or_create(&shard(s)).set(i64::try_from(bytes).unwrap_or(i64::MAX));
     }
 
     /// The metrics in Prometheus' text format.

@@ -6,6 +6,7 @@
 //! {root}/members/{zone}#{member}         MemberSpec (JSON), under the member's lease
 //! {root}/assign/{shard}#{zone}#{member}  AssignmentValue (JSON: slot and replica status),
 //!                                        under the member's lease
+//! {root}/hints/{shard}                   Hints (JSON): where playback may start
 //! ```
 //!
 //! Slot 0 is the primary. The slot is in the value, not the key, so that
@@ -65,13 +66,75 @@ pub struct ShardSpec {
     /// Free-form labels.
     #[serde(default)]
     pub labels: std::collections::BTreeMap<String, String>,
+    /// The primary snapshots its store when the log written since the last
+    /// snapshot exceeds this multiple of that snapshot's size …
+    #[serde(default = "default_snapshot_factor")]
+    pub snapshot_factor: u32,
+    /// … and this many bytes: a new replica replays at most the snapshot
+    /// plus `snapshot_factor` times its size (or this many bytes) of records.
+    #[serde(default = "default_snapshot_min_bytes")]
+    pub snapshot_min_bytes: u64,
 }
 
 fn default_max_txn_ms() -> u64 {
     1000
 }
 
+fn default_snapshot_factor() -> u32 {
+    2
+}
+
+fn default_snapshot_min_bytes() -> u64 {
+    8 << 20
+}
+
+/// Where playback of a shard's recovery log may start: the first record of a
+/// snapshot of the store (a run of transactions putting every live key), and
+/// the chain just before it. A replica without a store plays from here, not
+/// from the log's start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hint {
+    /// The log offset of the snapshot's first record.
+    pub offset: i64,
+    /// The chain's sequence number before it.
+    pub seq: u64,
+    /// The chain's checksum before it.
+    pub checksum: u64,
+    /// The author writing the log then.
+    pub author: Option<u64>,
+    /// The snapshot's size in bytes (the live state then).
+    pub bytes: u64,
+}
+
+/// A shard's hints: the newest snapshot, and the one before it, which the
+/// log is kept from (records before it are deleted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hints {
+    /// The newest snapshot.
+    pub current: Hint,
+    /// The one before (a backup: the log keeps it).
+    pub previous: Option<Hint>,
+}
+
 impl ShardSpec {
+    /// A shard of `id` reading `sources`, logging to `recovery_log`, with the
+    /// defaults: no standby, transactions of at most a second, snapshots per
+    /// the default policy.
+    pub fn new(id: impl Into<String>, sources: Vec<Source>, recovery_log: RecoveryLog) -> Self {
+        ShardSpec {
+            id: id.into(),
+            sources,
+            recovery_log,
+            hot_standbys: 0,
+            min_txn_duration_ms: 0,
+            max_txn_duration_ms: default_max_txn_ms(),
+            disable: false,
+            labels: Default::default(),
+            snapshot_factor: default_snapshot_factor(),
+            snapshot_min_bytes: default_snapshot_min_bytes(),
+        }
+    }
+
     /// Replicas wanted: the primary and the hot standbys (none when disabled).
     pub fn replicas(&self) -> u32 {
         if self.disable { 0 } else { 1 + self.hot_standbys }
@@ -174,6 +237,11 @@ impl Keys {
     /// The prefix of assignments.
     pub fn assignments(&self) -> String {
         format!("{}/assign/", self.root)
+    }
+
+    /// A shard's hints.
+    pub fn hints(&self, shard: &str) -> String {
+        format!("{}/hints/{shard}", self.root)
     }
 
     /// The key the allocator's leader holds.

@@ -26,8 +26,9 @@ use crate::application::Application;
 use crate::keyspace::{Compare, Keyspace, KeyspaceError, Op, Snapshot, Txn, WatchEvent};
 use crate::member::{MemberError, Membership, become_leader};
 use crate::metrics::Metrics;
-use crate::model::{AssignmentKey, AssignmentValue, Keys, MemberSpec, ShardSpec};
+use crate::model::{AssignmentKey, AssignmentValue, Hints, Keys, MemberSpec, ShardSpec};
 use crate::replica::{Action, AssignmentId, Event, Replica, State};
+use crate::replica_log::HintBoard;
 use crate::replica_worker::{self, Command, ProgressMap, WorkerContext};
 use crate::status::ReplicaCode;
 use crate::status_writer::write_status;
@@ -279,6 +280,31 @@ impl<K: Keyspace> Driver<K> {
     }
 }
 
+/// Hints in the keyspace, for the blocking replica workers.
+struct KeyspaceHints<K> {
+    ks: Arc<K>,
+    keys: Keys,
+    runtime: tokio::runtime::Handle,
+}
+
+impl<K: Keyspace> HintBoard for KeyspaceHints<K> {
+    fn read(&self, shard: &str) -> Result<Option<Hints>, String> {
+        let key = self.keys.hints(shard);
+        let snapshot = self.runtime.block_on(self.ks.get_prefix(&key)).map_err(|e| e.to_string())?;
+        match snapshot.kvs.into_iter().find(|kv| kv.key == key) {
+            Some(kv) => serde_json::from_slice(&kv.value).map(Some).map_err(|e| format!("{key}: {e}")),
+            None => Ok(None),
+        }
+    }
+
+    fn write(&self, shard: &str, hints: &Hints) -> Result<(), String> {
+        let key = self.keys.hints(shard);
+        let value = serde_json::to_vec(hints).map_err(|e| e.to_string())?;
+        let put = Txn::ops(vec![Op::Put { key, value, lease: None }]);
+        self.runtime.block_on(self.ks.txn(put)).map(|_| ()).map_err(|e| e.to_string())
+    }
+}
+
 /// Runs the member until `shutdown` completes: joins, serves its assignments,
 /// and on shutdown tears down and leaves.
 pub async fn run<K: Keyspace>(
@@ -296,6 +322,11 @@ pub async fn run<K: Keyspace>(
         metrics: Arc::clone(&shared.metrics),
         progress: Arc::clone(&shared.progress),
         store_faults: config.store_faults.iter().map(|(s, n)| (s.clone(), Arc::new(AtomicU32::new(*n)))).collect(),
+        hints: Arc::new(KeyspaceHints {
+            ks: Arc::clone(&ks),
+            keys: config.keys.clone(),
+            runtime: tokio::runtime::Handle::current(),
+        }),
     });
     let (reports, mut reported) = unbounded_channel();
     let mut slots = BTreeMap::new();

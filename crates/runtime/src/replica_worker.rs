@@ -10,21 +10,20 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::AtomicU32;
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use kshard_kafka::{Admin, ClientSettings, PartitionReader, ReadEvent, RecordWriter};
+use kshard_kafka::{ClientSettings, PartitionReader, ReadEvent};
 
 use crate::application::{Application, Message, Transaction};
 use crate::metrics::Metrics;
 use crate::model::ShardSpec;
-use crate::recovery_log::kafka::{LogClients, LogError, commit, hand_off};
-use crate::recovery_log::player::{Played, Player};
-use crate::recovery_log::record::{Mutation, SourceOffset};
+use crate::recovery_log::kafka::hand_off;
+use crate::recovery_log::record::SourceOffset;
 use crate::replica::Event;
-use crate::store::{Checkpoint, RedbStore, Store, StoreError};
+use crate::replica_log::{HintBoard, KAFKA_TIMEOUT, Log, ReplicaError, kafka};
 
 /// What the state machine tells the worker to do next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,52 +55,8 @@ pub(crate) struct WorkerContext {
     pub(crate) progress: ProgressMap,
     /// Store applies to fail on purpose, by shard (fault injection for tests).
     pub(crate) store_faults: BTreeMap<String, Arc<AtomicU32>>,
-}
-
-const KAFKA_TIMEOUT: Duration = Duration::from_secs(30);
-/// How often a tailing replica asks where the log ends.
-const END_EVERY: Duration = Duration::from_secs(1);
-
-/// The replica's store: its redb file, failing on purpose when told to.
-struct ReplicaStore {
-    inner: RedbStore,
-    faults: Option<Arc<AtomicU32>>,
-}
-
-impl Store for ReplicaStore {
-    fn apply(&mut self, mutations: &[Mutation], checkpoint: &Checkpoint) -> Result<(), StoreError> {
-        if let Some(left) = &self.faults
-            && left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok()
-        {
-            return Err(StoreError { step: "applying a transaction", message: "injected fault".into() });
-        }
-        self.inner.apply(mutations, checkpoint)
-    }
-
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        self.inner.get(key)
-    }
-
-    fn checkpoint(&self) -> Result<Option<Checkpoint>, StoreError> {
-        self.inner.checkpoint()
-    }
-}
-
-/// Why a replica failed.
-#[derive(Debug, thiserror::Error)]
-enum ReplicaError {
-    #[error(transparent)]
-    Log(#[from] LogError),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error("consuming {at}: {error}")]
-    Application { at: String, error: String },
-    #[error("the shard has no sources")]
-    NoSources,
-}
-
-fn kafka(step: &'static str) -> impl FnOnce(kshard_kafka::Error) -> LogError {
-    move |source| LogError::Kafka { step, source }
+    /// The shards' hints.
+    pub(crate) hints: Arc<dyn HintBoard>,
 }
 
 /// A fresh author id: unique per hand-off across processes and restarts.
@@ -124,113 +79,6 @@ pub(crate) fn run(ctx: &WorkerContext, spec: &ShardSpec, commands: &Receiver<Com
     report(Event::TornDown);
 }
 
-/// The clients of a replica's log.
-struct LogIo {
-    reader: PartitionReader,
-    writer: RecordWriter,
-    admin: Admin,
-}
-
-impl LogIo {
-    fn clients<'a>(&'a self, spec: &'a ShardSpec) -> LogClients<'a> {
-        LogClients {
-            topic: &spec.recovery_log.topic,
-            partition: spec.recovery_log.partition,
-            reader: &self.reader,
-            writer: &self.writer,
-            admin: &self.admin,
-        }
-    }
-}
-
-/// The log, its clients and the player, with what a replica tracks of them.
-struct Log<'a> {
-    ctx: &'a WorkerContext,
-    spec: &'a ShardSpec,
-    io: LogIo,
-    player: Player<ReplicaStore>,
-    end: i64,
-    end_asked: Option<Instant>,
-}
-
-impl<'a> Log<'a> {
-    fn open(ctx: &'a WorkerContext, spec: &'a ShardSpec) -> Result<Self, ReplicaError> {
-        std::fs::create_dir_all(&ctx.data_dir).map_err(|e| StoreError {
-            step: "creating the data directory",
-            message: format!("{}: {e}", ctx.data_dir.display()),
-        })?;
-        let store = ReplicaStore {
-            inner: RedbStore::open(&ctx.data_dir.join(format!("{}.redb", spec.id)))?,
-            faults: ctx.store_faults.get(&spec.id).cloned(),
-        };
-        let player = Player::open(store)?;
-        let log = &spec.recovery_log;
-        let reader = PartitionReader::new(&ctx.settings, &log.topic, &[(log.partition, Some(player.next_offset()))])
-            .map_err(kafka("opening a reader"))?;
-        let writer = RecordWriter::new(&ctx.settings).map_err(kafka("opening a writer"))?;
-        let admin = Admin::new(&ctx.settings, KAFKA_TIMEOUT).map_err(kafka("opening an admin client"))?;
-        Ok(Log { ctx, spec, io: LogIo { reader, writer, admin }, player, end: 0, end_asked: None })
-    }
-
-    /// Asks where the log ends when last asked long enough ago.
-    fn refresh_end(&mut self, force: bool) -> Result<(), LogError> {
-        if !force && self.end_asked.is_some_and(|t| t.elapsed() < END_EVERY) {
-            return Ok(());
-        }
-        let key = (self.spec.recovery_log.topic.clone(), self.spec.recovery_log.partition);
-        let marks = self.io.admin.watermarks(std::slice::from_ref(&key)).map_err(kafka("finding the end"))?;
-        self.end = marks.get(&key).map_or(0, |(_, high)| *high);
-        self.end_asked = Some(Instant::now());
-        self.publish();
-        Ok(())
-    }
-
-    fn publish(&self) {
-        let next_offset = self.player.next_offset();
-        let progress = Progress { next_offset, log_end: self.end.max(next_offset) };
-        self.ctx.metrics.behind(&self.spec.id, progress.log_end - next_offset);
-        self.ctx
-            .progress
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(self.spec.id.clone(), progress);
-    }
-
-    /// Reads what arrives within `wait` and plays it.
-    fn tail(&mut self, wait: Duration) -> Result<(), LogError> {
-        let event = self.io.reader.poll(wait).map_err(kafka("reading"))?;
-        if let ReadEvent::Record(r) = event {
-            let offset = r.offset();
-            let bytes = r.value().unwrap_or_default();
-            let played = self.player.offer(offset, bytes)?;
-            self.ctx.metrics.played(&self.spec.id, bytes.len());
-            match played {
-                Some(Played::Malformed(e)) => {
-                    tracing::warn!(shard = %self.spec.id, offset, error = %e, "skipping a malformed recovery-log record");
-                }
-                Some(Played::Skipped(skip)) => {
-                    tracing::info!(shard = %self.spec.id, offset, ?skip, "skipping a record off the chain (a fenced writer's)");
-                }
-                _ => {}
-            }
-        }
-        self.refresh_end(false)
-    }
-
-    /// Plays to the end the log has now, watching for a tear-down.
-    fn play_to_head(&mut self, commands: &Receiver<Command>) -> Result<bool, LogError> {
-        self.refresh_end(true)?;
-        while self.player.next_offset() < self.end {
-            if torn_down(commands) {
-                return Ok(false);
-            }
-            self.tail(Duration::from_millis(100))?;
-        }
-        self.publish();
-        Ok(true)
-    }
-}
-
 /// True when a tear-down was asked for (or the state machine is gone).
 fn torn_down(commands: &Receiver<Command>) -> bool {
     matches!(commands.try_recv(), Ok(Command::TearDown) | Err(TryRecvError::Disconnected))
@@ -243,7 +91,7 @@ fn serve(
     report: &dyn Fn(Event),
 ) -> Result<(), ReplicaError> {
     let mut log = Log::open(ctx, spec)?;
-    if !log.play_to_head(commands)? {
+    if !log.play_to_head(|| torn_down(commands))? {
         return Ok(());
     }
     report(Event::PlayedToHead);
@@ -304,6 +152,18 @@ impl Sources {
         Ok(Sources { reader, next })
     }
 
+    /// Every source's next offset.
+    fn offsets(&self) -> Vec<SourceOffset> {
+        self.next
+            .iter()
+            .map(|((topic, partition), offset)| SourceOffset {
+                topic: topic.clone(),
+                partition: *partition,
+                offset: *offset,
+            })
+            .collect()
+    }
+
     /// Runs one consumer transaction: takes messages for at least the shard's
     /// minimum transaction duration and at most its maximum (ending early once
     /// the minimum has passed and nothing more is ready), then commits them
@@ -338,20 +198,15 @@ impl Sources {
         }
         let messages = txn.messages();
         if messages == 0 {
-            return Ok(log.refresh_end(false)?);
+            return log.refresh_end(false);
         }
         let mutations = txn.into_mutations();
-        let offsets = self
-            .next
-            .iter()
-            .map(|((topic, partition), offset)| SourceOffset {
-                topic: topic.clone(),
-                partition: *partition,
-                offset: *offset,
-            })
-            .collect();
-        commit(&log.io.clients(spec), &mut log.player, author, mutations, offsets, KAFKA_TIMEOUT)?;
+        let offsets = self.offsets();
+        log.commit(author, mutations, offsets)?;
         log.ctx.metrics.transaction(&spec.id, messages);
+        if log.snapshot_due() {
+            log.snapshot(author, &self.offsets())?;
+        }
         log.publish();
         Ok(())
     }

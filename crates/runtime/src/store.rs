@@ -60,6 +60,9 @@ fn err(step: &'static str) -> impl FnOnce(redb::Error) -> StoreError {
     move |e| StoreError { step, message: e.to_string() }
 }
 
+/// Keys and values, in key order.
+pub type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// The replica's store.
 pub trait Store: Send {
     /// Applies one transaction's mutations and its checkpoint, atomically and
@@ -71,6 +74,10 @@ pub trait Store: Send {
 
     /// The checkpoint of the last applied transaction (`None` for a new store).
     fn checkpoint(&self) -> Result<Option<Checkpoint>, StoreError>;
+
+    /// Entries in key order after `after` (from the first with `None`), until
+    /// about `max_bytes` of keys and values: what a snapshot is written from.
+    fn scan(&self, after: Option<&[u8]>, max_bytes: usize) -> Result<Entries, StoreError>;
 }
 
 /// A store in one redb file.
@@ -126,6 +133,31 @@ impl Store for RedbStore {
         Ok(data.get(key).map_err(|e| err(step)(e.into()))?.map(|v| v.value().to_vec()))
     }
 
+    fn scan(&self, after: Option<&[u8]>, max_bytes: usize) -> Result<Entries, StoreError> {
+        let step = "scanning";
+        let txn = self.db.begin_read().map_err(|e| err(step)(e.into()))?;
+        let data = match txn.open_table(DATA) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+            Err(e) => return Err(err(step)(e.into())),
+        };
+        let range = match after {
+            Some(key) => data.range::<&[u8]>((std::ops::Bound::Excluded(key), std::ops::Bound::Unbounded)),
+            None => data.range::<&[u8]>(..),
+        }
+        .map_err(|e| err(step)(e.into()))?;
+        let (mut out, mut bytes) = (Vec::new(), 0);
+        for entry in range {
+            let (k, v) = entry.map_err(|e| err(step)(e.into()))?;
+            bytes += k.value().len() + v.value().len();
+            out.push((k.value().to_vec(), v.value().to_vec()));
+            if bytes >= max_bytes {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
     fn checkpoint(&self) -> Result<Option<Checkpoint>, StoreError> {
         let step = "reading the checkpoint";
         let txn = self.db.begin_read().map_err(|e| err(step)(e.into()))?;
@@ -168,6 +200,8 @@ mod tests {
                 .expect("applies");
         }
         let store = RedbStore::open(&path).expect("reopens");
+        assert_eq!(store.scan(None, 1 << 20).expect("scans"), [(b"a".to_vec(), b"3".to_vec())]);
+        assert_eq!(store.scan(Some(b"a"), 1 << 20).expect("scans"), []);
         assert_eq!(store.get(b"a").expect("reads"), Some(b"3".to_vec()));
         assert_eq!(store.get(b"b").expect("reads"), None);
         assert_eq!(store.checkpoint().expect("reads"), Some(checkpoint(11, 4, 105)));

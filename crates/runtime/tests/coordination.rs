@@ -19,14 +19,12 @@ use kshard_testkit::{Etcd, unique_name};
 
 fn spec(id: &str, hot_standbys: u32) -> ShardSpec {
     ShardSpec {
-        id: id.into(),
-        sources: vec![Source { topic: "t".into(), partition: 0, min_offset: 0 }],
-        recovery_log: RecoveryLog { topic: "log".into(), partition: 0 },
         hot_standbys,
-        min_txn_duration_ms: 0,
-        max_txn_duration_ms: 1000,
-        disable: false,
-        labels: Default::default(),
+        ..ShardSpec::new(
+            id,
+            vec![Source { topic: "t".into(), partition: 0, min_offset: 0 }],
+            RecoveryLog { topic: "log".into(), partition: 0 },
+        )
     }
 }
 

@@ -12,6 +12,7 @@ use proptest::prelude::*;
 fn body() -> impl Strategy<Value = Body> {
     prop_oneof![
         Just(Body::HandOff),
+        Just(Body::SnapshotStart),
         (
             proptest::collection::vec(
                 prop_oneof![
@@ -136,7 +137,9 @@ proptest! {
             prop_assert_eq!(r.seq, i as u64 + 1, "applied records form one chain");
             match r.body {
                 Body::HandOff => author = Some(r.author),
-                Body::Transaction { .. } => prop_assert_eq!(Some(r.author), author, "a transaction by the current author"),
+                Body::Transaction { .. } | Body::SnapshotStart => {
+                    prop_assert_eq!(Some(r.author), author, "a transaction by the current author")
+                }
             }
             if r.author == 2 {
                 new_took_over = true;

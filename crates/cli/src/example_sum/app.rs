@@ -81,6 +81,9 @@ mod tests {
         fn checkpoint(&self) -> Result<Option<Checkpoint>, StoreError> {
             Ok(None)
         }
+        fn scan(&self, _: Option<&[u8]>, _: usize) -> Result<kshard_runtime::store::Entries, StoreError> {
+            Ok(Vec::new())
+        }
     }
 
     fn spec() -> ShardSpec {

@@ -50,15 +50,8 @@ pub(crate) enum SumCommand {
         topic: TopicArgs,
         #[command(flatten)]
         cluster: ClusterArgs,
-        /// Standbys per shard besides the primary.
-        #[arg(long, default_value_t = 1)]
-        hot_standbys: u32,
-        /// A transaction lasts at least this long (ms).
-        #[arg(long, default_value_t = 0)]
-        min_txn_ms: u64,
-        /// and at most this long (ms).
-        #[arg(long, default_value_t = 500)]
-        max_txn_ms: u64,
+        #[command(flatten)]
+        shard: ShardFlags,
     },
     /// Wait until the shards have consumed everything produced (read from
     /// their recovery logs), compare every stream's sum with --expected, and
@@ -77,6 +70,28 @@ pub(crate) enum SumCommand {
         #[arg(long, default_value_t = 120)]
         timeout: u64,
     },
+}
+
+/// How the application's shards are served (written into their specs when the
+/// first member creates them).
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct ShardFlags {
+    /// Standbys per shard besides the primary.
+    #[arg(long, default_value_t = 1)]
+    hot_standbys: u32,
+    /// A transaction lasts at least this long (ms).
+    #[arg(long, default_value_t = 0)]
+    min_txn_ms: u64,
+    /// and at most this long (ms).
+    #[arg(long, default_value_t = 500)]
+    max_txn_ms: u64,
+    /// Snapshot a shard's store when the log written since its last snapshot
+    /// exceeds this multiple of the snapshot's size …
+    #[arg(long, default_value_t = 2)]
+    snapshot_factor: u32,
+    /// … and this many bytes.
+    #[arg(long, default_value_t = 8 << 20)]
+    snapshot_min_bytes: u64,
 }
 
 /// The source topic.
@@ -127,17 +142,20 @@ fn ensure_topics(settings: &ClientSettings, topic: &TopicArgs) -> Result<i32> {
     Ok(partitions)
 }
 
-fn shards(topic: &TopicArgs, partitions: i32, hot_standbys: u32, min_ms: u64, max_ms: u64) -> Vec<ShardSpec> {
+fn shards(topic: &TopicArgs, partitions: i32, flags: &ShardFlags) -> Vec<ShardSpec> {
     (0..partitions)
         .map(|p| ShardSpec {
-            id: shard_id(p),
-            sources: vec![Source { topic: topic.topic.clone(), partition: p, min_offset: 0 }],
-            recovery_log: RecoveryLog { topic: topic.log_topic(), partition: p },
-            hot_standbys,
-            min_txn_duration_ms: min_ms,
-            max_txn_duration_ms: max_ms,
-            disable: false,
+            hot_standbys: flags.hot_standbys,
+            min_txn_duration_ms: flags.min_txn_ms,
+            max_txn_duration_ms: flags.max_txn_ms,
             labels: [("app".to_owned(), "sum".to_owned())].into(),
+            snapshot_factor: flags.snapshot_factor,
+            snapshot_min_bytes: flags.snapshot_min_bytes,
+            ..ShardSpec::new(
+                shard_id(p),
+                vec![Source { topic: topic.topic.clone(), partition: p, min_offset: 0 }],
+                RecoveryLog { topic: topic.log_topic(), partition: p },
+            )
         })
         .collect()
 }
@@ -150,17 +168,20 @@ pub(crate) fn run(command: SumCommand) -> Result<()> {
             let partitions = ensure_topics(&settings, &topic)?;
             produce::produce(&settings, &topic.topic, partitions, streams, records, &expected)
         }
-        SumCommand::Run { kafka, topic, cluster, hot_standbys, min_txn_ms, max_txn_ms } => {
+        SumCommand::Run { kafka, topic, cluster, shard } => {
             crate::serve::init_logging(crate::serve_config::LogFormat::Text);
-            if max_txn_ms == 0 || min_txn_ms > max_txn_ms {
-                bail!("invalid max_txn_ms: must be at least 1 and at least min_txn_ms ({min_txn_ms})");
+            if shard.max_txn_ms == 0 || shard.min_txn_ms > shard.max_txn_ms {
+                bail!("invalid max_txn_ms: must be at least 1 and at least min_txn_ms ({})", shard.min_txn_ms);
+            }
+            if shard.snapshot_factor == 0 {
+                bail!("invalid snapshot_factor: at least 1");
             }
             let settings = kafka.target()?.settings;
             let partitions = ensure_topics(&settings, &topic)?;
             let run = MemberRun {
                 app_name: "sum",
                 app: Arc::new(app::Sum),
-                shards: shards(&topic, partitions, hot_standbys, min_txn_ms, max_txn_ms),
+                shards: shards(&topic, partitions, &shard),
                 settings,
                 store_faults: injected_store_errors()?,
             };

@@ -53,14 +53,19 @@ fn compare(
     for p in 0..partitions {
         let shard = super::shard_id(p);
         let end = ends.get(&(topic.topic.clone(), p)).map_or(0, |(_, high)| *high);
-        let store = RedbStore::open(&scratch.join(format!("{shard}.redb")))?;
-        let mut player = Player::open(store)?;
-        let reader = PartitionReader::new(settings, &log_topic, &[(p, None)]).context("reading a recovery log")?;
-        let log = LogClients { topic: &log_topic, partition: p, reader: &reader, writer: &writer, admin };
+        // The log's records before the previous snapshot may be deleted: play
+        // from its start, which is then a snapshot's, into a fresh store (and
+        // again if the primary deletes more meanwhile).
+        let (mut player, mut reader) = open_at_start(settings, admin, &log_topic, p, scratch, &shard)?;
         loop {
+            let log = LogClients { topic: &log_topic, partition: p, reader: &reader, writer: &writer, admin };
             let played = play_to_head(&log, &mut player, super::TIMEOUT)
                 .with_context(|| format!("playing the log of {shard}"))?;
             skipped += played.iter().filter(|p| matches!(p, Played::Skipped(_))).count();
+            if low_watermark(admin, &log_topic, p)? > player.next_offset() {
+                (player, reader) = open_at_start(settings, admin, &log_topic, p, scratch, &shard)?;
+                continue;
+            }
             let consumed =
                 player.offsets().iter().find(|o| o.topic == topic.topic && o.partition == p).map_or(0, |o| o.offset);
             if consumed >= end {
@@ -93,4 +98,28 @@ fn compare(
         file.streams.len()
     );
     Ok(())
+}
+
+fn low_watermark(admin: &Admin, topic: &str, partition: i32) -> Result<i64> {
+    let key = (topic.to_owned(), partition);
+    let marks = admin.watermarks(std::slice::from_ref(&key)).context("reading a recovery log's start")?;
+    Ok(marks.get(&key).map_or(0, |(low, _)| *low))
+}
+
+/// A fresh scratch store and a reader of the log from its start.
+fn open_at_start(
+    settings: &ClientSettings,
+    admin: &Admin,
+    topic: &str,
+    partition: i32,
+    scratch: &Path,
+    shard: &str,
+) -> Result<(Player<RedbStore>, PartitionReader)> {
+    // A new file each time: the store being replaced is still open.
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
+    let path = scratch.join(format!("{shard}-{nanos}.redb"));
+    let low = low_watermark(admin, topic, partition)?;
+    let player = Player::bootstrap(RedbStore::open(&path)?, low);
+    let reader = PartitionReader::new(settings, topic, &[(partition, Some(low))]).context("reading a recovery log")?;
+    Ok((player, reader))
 }

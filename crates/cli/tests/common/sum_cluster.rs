@@ -21,6 +21,8 @@ pub(crate) struct SumCluster {
     pub(crate) dir: PathBuf,
     pub(crate) partitions: i32,
     pub(crate) lease_ttl: u64,
+    /// More flags for `run` (snapshot policy, …).
+    pub(crate) run_args: Vec<String>,
     members: BTreeMap<String, (Child, String)>,
 }
 
@@ -48,6 +50,7 @@ impl SumCluster {
             dir,
             partitions,
             lease_ttl,
+            run_args: Vec::new(),
             members: BTreeMap::new(),
         }
     }
@@ -86,6 +89,7 @@ impl SumCluster {
             .args(["--member-id", id, "--listen", &listen, "--lease-ttl", &self.lease_ttl.to_string()])
             .arg("--data-dir")
             .arg(self.dir.join(id))
+            .args(&self.run_args)
             .env("NO_COLOR", "1")
             .env_remove("KSHARD_ETCD")
             .envs(env.iter().copied())

@@ -92,10 +92,10 @@ impl Chain {
         }
         match record.body {
             Body::HandOff => self.author = Some(record.author),
-            Body::Transaction { .. } if self.author != Some(record.author) => {
+            Body::Transaction { .. } | Body::SnapshotStart if self.author != Some(record.author) => {
                 return Err(Skip::NotTheAuthor { current: self.author, got: record.author });
             }
-            Body::Transaction { .. } => {}
+            Body::Transaction { .. } | Body::SnapshotStart => {}
         }
         self.seq = expected;
         self.checksum = checksum(self.checksum, bytes);

@@ -147,10 +147,22 @@ pub fn commit<S: Store>(
     offsets: Vec<SourceOffset>,
     timeout: Duration,
 ) -> Result<(), LogError> {
+    append(log, player, author, Body::Transaction { mutations, offsets }, timeout)
+}
+
+/// Appends one record of `body` as `author` on the head of the log and reads
+/// back to it; [`LogError::Fenced`] when it was not applied.
+pub fn append<S: Store>(
+    log: &LogClients<'_>,
+    player: &mut Player<S>,
+    author: u64,
+    body: Body,
+    timeout: Duration,
+) -> Result<(), LogError> {
     if player.chain().author() != Some(author) {
         return Err(LogError::Fenced { current: player.chain().author() });
     }
-    let record = player.chain().next(author, Body::Transaction { mutations, offsets });
+    let record = player.chain().next(author, body);
     let seq = record.seq;
     log.writer
         .send(log.topic, log.partition, b"", Some(&record.encode()))

@@ -18,6 +18,8 @@ pub enum Played {
     },
     /// A transaction was applied to the store.
     Transaction,
+    /// A snapshot begins.
+    SnapshotStart,
     /// The record does not continue the chain.
     Skipped(Skip),
     /// The bytes are not a record (counted, skipped).
@@ -31,6 +33,8 @@ pub struct Player<S: Store> {
     chain: Chain,
     next_offset: i64,
     offsets: Vec<super::record::SourceOffset>,
+    /// Take the chain from the first record when it starts a snapshot.
+    bootstrap: bool,
 }
 
 impl<S: Store> Player<S> {
@@ -41,7 +45,27 @@ impl<S: Store> Player<S> {
             Some(c) => (Chain::resume(c.log.seq, c.log.checksum, c.log.author), c.log.next_offset, c.offsets),
             None => (Chain::default(), 0, Vec::new()),
         };
-        Ok(Player { store, chain, next_offset, offsets })
+        Ok(Player { store, chain, next_offset, offsets, bootstrap: false })
+    }
+
+    /// A player on a new `store` starting at `hint`: the first record of a
+    /// snapshot, with the chain just before it.
+    pub fn open_at(store: S, hint: &crate::model::Hint) -> Self {
+        Player {
+            store,
+            chain: Chain::resume(hint.seq, hint.checksum, hint.author),
+            next_offset: hint.offset,
+            offsets: Vec::new(),
+            bootstrap: false,
+        }
+    }
+
+    /// A player on a new `store` starting at `offset`, the start of a log
+    /// whose records before it were deleted: it takes the chain from the first
+    /// record when that starts a snapshot (the runtime deletes records only up
+    /// to a snapshot's start), and skips everything otherwise.
+    pub fn bootstrap(store: S, offset: i64) -> Self {
+        Player { store, chain: Chain::default(), next_offset: offset, offsets: Vec::new(), bootstrap: true }
     }
 
     /// The next log offset to offer.
@@ -77,6 +101,9 @@ impl<S: Store> Player<S> {
                 return Ok(Some(Played::Malformed(e)));
             }
         };
+        if std::mem::take(&mut self.bootstrap) && record.body == Body::SnapshotStart {
+            self.chain = Chain::resume(record.seq.saturating_sub(1), record.prev, Some(record.author));
+        }
         let mut chain = self.chain.clone();
         if let Err(skip) = chain.offer(&record, bytes) {
             self.next_offset = offset + 1;
@@ -84,6 +111,7 @@ impl<S: Store> Player<S> {
         }
         let played = match &record.body {
             Body::HandOff => Played::HandOff { author: record.author },
+            Body::SnapshotStart => Played::SnapshotStart,
             Body::Transaction { mutations, offsets } => {
                 let checkpoint = Checkpoint {
                     log: LogPosition {

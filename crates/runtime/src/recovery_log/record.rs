@@ -2,11 +2,13 @@
 //!
 //! Every record names its author (a random id each primary draws when it hands
 //! off), its sequence number in the chain and the checksum of the chain before
-//! it; its body is a hand-off, or one consumer transaction: the store mutations
-//! and the source offsets it covers, so that state and checkpoint move together.
+//! it; its body is a hand-off, one consumer transaction — the store mutations
+//! and the source offsets it covers, so that state and checkpoint move
+//! together — or the start of a snapshot (the transactions after it put every
+//! live key; a player may begin there, see [`super::player::Player::bootstrap`]).
 //!
 //! Layout (big-endian): magic `KSRL`, version u8 (1), author u64, seq u64,
-//! prev u64, kind u8 (0 hand-off, 1 transaction); a transaction then has a
+//! prev u64, kind u8 (0 hand-off, 1 transaction, 2 snapshot start); a transaction then has a
 //! mutation count u32 and each mutation (op u8: 0 put, 1 delete; key len u32,
 //! key; for a put, value len u32, value), then an offset count u32 and each
 //! offset (topic len u16, topic, partition i32, offset i64). Every length is
@@ -46,6 +48,10 @@ pub enum Body {
     /// A new primary takes over the log: from here on, only its author's
     /// records continue the chain.
     HandOff,
+    /// A snapshot of the store begins: the transactions that follow (by the
+    /// same author) put every live key. A player that starts here, with an
+    /// empty store, ends up with the whole state.
+    SnapshotStart,
     /// One consumer transaction.
     Transaction {
         /// The store mutations, in order.
@@ -92,6 +98,7 @@ impl LogRecord {
         out.extend_from_slice(&self.prev.to_be_bytes());
         match &self.body {
             Body::HandOff => out.push(0),
+            Body::SnapshotStart => out.push(2),
             Body::Transaction { mutations, offsets } => {
                 out.push(1);
                 out.extend_from_slice(&len32(mutations.len()).to_be_bytes());
@@ -135,6 +142,7 @@ impl LogRecord {
         let prev = r.u64("prev")?;
         let body = match r.u8("kind")? {
             0 => Body::HandOff,
+            2 => Body::SnapshotStart,
             1 => {
                 let n = r.count("mutation count", 5)?;
                 let mut mutations = Vec::with_capacity(n);

@@ -1,0 +1,329 @@
+//! A replica's store and recovery log, as its worker uses them: opening the
+//! store at the right place in the log (its checkpoint; the newest snapshot
+//! when that is further on; the log's start when records it needed were
+//! deleted), playing and tailing, and — for a primary — snapshots that bound
+//! replay, with the log's records before the previous snapshot deleted.
+//!
+//! Replay is bounded so: a primary snapshots its store (a snapshot-start
+//! record, then transactions putting every live key) once the log written
+//! since the last snapshot exceeds `snapshot_factor` times that snapshot's
+//! size and `snapshot_min_bytes`; it then records the snapshot as the shard's
+//! hint, keeps the previous one as a backup, and deletes the log before the
+//! previous one (Kafka's DeleteRecords). A replica whose store is behind the
+//! newest hint starts from that hint with an empty store, so it replays at most
+//! the snapshot plus `snapshot_factor` times its size (or `snapshot_min_bytes`).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use kshard_kafka::{Admin, PartitionReader, ReadEvent, RecordWriter};
+
+use crate::model::{Hint, Hints, ShardSpec};
+use crate::recovery_log::kafka::{LogClients, LogError, append, commit};
+use crate::recovery_log::player::{Played, Player};
+use crate::recovery_log::record::{Body, Mutation, SourceOffset};
+use crate::replica_worker::{Progress, WorkerContext};
+use crate::store::{Checkpoint, RedbStore, Store, StoreError};
+
+pub(crate) const KAFKA_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often a tailing replica asks where the log ends.
+const END_EVERY: Duration = Duration::from_secs(1);
+/// Keys and values per snapshot record: well under Kafka's 1 MiB record limit.
+const SNAPSHOT_CHUNK: usize = 256 << 10;
+
+/// Where a replica reads and writes its shard's hints (the keyspace).
+pub(crate) trait HintBoard: Send + Sync {
+    /// The shard's hints, if any.
+    fn read(&self, shard: &str) -> Result<Option<Hints>, String>;
+    /// Replaces the shard's hints.
+    fn write(&self, shard: &str, hints: &Hints) -> Result<(), String>;
+}
+
+/// Why a replica failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ReplicaError {
+    #[error(transparent)]
+    Log(#[from] LogError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("consuming {at}: {error}")]
+    Application { at: String, error: String },
+    #[error("the shard has no sources")]
+    NoSources,
+    #[error("reading the shard's hints: {0}")]
+    Hints(String),
+    #[error("the recovery log was truncated to offset {low}, past this replica's position {position}")]
+    Truncated { position: i64, low: i64 },
+}
+
+pub(crate) fn kafka(step: &'static str) -> impl FnOnce(kshard_kafka::Error) -> LogError {
+    move |source| LogError::Kafka { step, source }
+}
+
+/// The replica's store: its redb file, failing on purpose when told to.
+pub(crate) struct ReplicaStore {
+    inner: RedbStore,
+    faults: Option<Arc<AtomicU32>>,
+}
+
+impl Store for ReplicaStore {
+    fn apply(&mut self, mutations: &[Mutation], checkpoint: &Checkpoint) -> Result<(), StoreError> {
+        if let Some(left) = &self.faults
+            && left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok()
+        {
+            return Err(StoreError { step: "applying a transaction", message: "injected fault".into() });
+        }
+        self.inner.apply(mutations, checkpoint)
+    }
+
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        self.inner.get(key)
+    }
+
+    fn checkpoint(&self) -> Result<Option<Checkpoint>, StoreError> {
+        self.inner.checkpoint()
+    }
+
+    fn scan(&self, after: Option<&[u8]>, max_bytes: usize) -> Result<crate::store::Entries, StoreError> {
+        self.inner.scan(after, max_bytes)
+    }
+}
+
+/// The clients of a replica's log.
+pub(crate) struct LogIo {
+    reader: PartitionReader,
+    writer: RecordWriter,
+    admin: Admin,
+}
+
+impl LogIo {
+    pub(crate) fn clients<'a>(&'a self, spec: &'a ShardSpec) -> LogClients<'a> {
+        LogClients {
+            topic: &spec.recovery_log.topic,
+            partition: spec.recovery_log.partition,
+            reader: &self.reader,
+            writer: &self.writer,
+            admin: &self.admin,
+        }
+    }
+}
+
+/// The log, its clients and the player, with what a replica tracks of them.
+pub(crate) struct Log<'a> {
+    pub(crate) ctx: &'a WorkerContext,
+    pub(crate) spec: &'a ShardSpec,
+    pub(crate) io: LogIo,
+    pub(crate) player: Player<ReplicaStore>,
+    end: i64,
+    end_asked: Option<Instant>,
+    /// The newest snapshot known, and the log bytes after it.
+    hint: Option<Hint>,
+    since_snapshot: u64,
+}
+
+impl<'a> Log<'a> {
+    fn store_path(ctx: &WorkerContext, spec: &ShardSpec) -> PathBuf {
+        ctx.data_dir.join(format!("{}.redb", spec.id))
+    }
+
+    fn open_store(ctx: &WorkerContext, spec: &ShardSpec, fresh: bool) -> Result<ReplicaStore, ReplicaError> {
+        let path = Self::store_path(ctx, spec);
+        if fresh {
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    let message = format!("{}: {e}", path.display());
+                    return Err(StoreError { step: "discarding an old store", message }.into());
+                }
+            }
+        }
+        Ok(ReplicaStore { inner: RedbStore::open(&path)?, faults: ctx.store_faults.get(&spec.id).cloned() })
+    }
+
+    /// Opens the replica's store and its log where playback goes on.
+    pub(crate) fn open(ctx: &'a WorkerContext, spec: &'a ShardSpec) -> Result<Self, ReplicaError> {
+        std::fs::create_dir_all(&ctx.data_dir).map_err(|e| StoreError {
+            step: "creating the data directory",
+            message: format!("{}: {e}", ctx.data_dir.display()),
+        })?;
+        let writer = RecordWriter::new(&ctx.settings).map_err(kafka("opening a writer"))?;
+        let admin = Admin::new(&ctx.settings, KAFKA_TIMEOUT).map_err(kafka("opening an admin client"))?;
+        let hints = ctx.hints.read(&spec.id).map_err(ReplicaError::Hints)?;
+        let store = Self::open_store(ctx, spec, false)?;
+        let position = store.checkpoint()?.map_or(0, |c| c.log.next_offset);
+        let (low, _) = watermarks(&admin, spec)?;
+        let player = match hints {
+            Some(h) if position < h.current.offset => {
+                tracing::info!(shard = %spec.id, position, snapshot = h.current.offset, "starting from the newest snapshot");
+                drop(store);
+                Player::open_at(Self::open_store(ctx, spec, true)?, &h.current)
+            }
+            _ if position < low => {
+                tracing::info!(shard = %spec.id, position, low, "the log was truncated past the store: starting from its start");
+                drop(store);
+                Player::bootstrap(Self::open_store(ctx, spec, true)?, low)
+            }
+            _ => Player::open(store)?,
+        };
+        let log = &spec.recovery_log;
+        let reader = PartitionReader::new(&ctx.settings, &log.topic, &[(log.partition, Some(player.next_offset()))])
+            .map_err(kafka("opening a reader"))?;
+        let hint = hints.map(|h| h.current);
+        Ok(Log {
+            ctx,
+            spec,
+            io: LogIo { reader, writer, admin },
+            player,
+            end: 0,
+            end_asked: None,
+            hint,
+            since_snapshot: 0,
+        })
+    }
+
+    /// Asks where the log ends when last asked long enough ago.
+    pub(crate) fn refresh_end(&mut self, force: bool) -> Result<(), ReplicaError> {
+        if !force && self.end_asked.is_some_and(|t| t.elapsed() < END_EVERY) {
+            return Ok(());
+        }
+        self.end = watermarks(&self.io.admin, self.spec)?.1;
+        self.end_asked = Some(Instant::now());
+        self.publish();
+        Ok(())
+    }
+
+    pub(crate) fn publish(&self) {
+        let next_offset = self.player.next_offset();
+        let progress = Progress { next_offset, log_end: self.end.max(next_offset) };
+        self.ctx.metrics.behind(&self.spec.id, progress.log_end - next_offset);
+        self.ctx
+            .progress
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(self.spec.id.clone(), progress);
+    }
+
+    /// Reads what arrives within `wait` and plays it.
+    pub(crate) fn tail(&mut self, wait: Duration) -> Result<(), ReplicaError> {
+        let event = self.io.reader.poll(wait).map_err(kafka("reading"))?;
+        if let ReadEvent::Record(r) = event {
+            let offset = r.offset();
+            let bytes = r.value().unwrap_or_default();
+            // The writer is not transactional, so the log's offsets have no
+            // gaps: a gap means records were deleted before this replica read
+            // them (it was further behind than the previous snapshot).
+            let position = self.player.next_offset();
+            if offset > position {
+                let (low, _) = watermarks(&self.io.admin, self.spec)?;
+                if low > position {
+                    return Err(ReplicaError::Truncated { position, low });
+                }
+            }
+            let played = self.player.offer(offset, bytes)?;
+            self.ctx.metrics.played(&self.spec.id, bytes.len());
+            if self.hint.is_none_or(|h| offset >= h.offset) {
+                self.since_snapshot += bytes.len() as u64;
+            }
+            match played {
+                Some(Played::Malformed(e)) => {
+                    tracing::warn!(shard = %self.spec.id, offset, error = %e, "skipping a malformed recovery-log record");
+                }
+                Some(Played::Skipped(skip)) => {
+                    tracing::info!(shard = %self.spec.id, offset, ?skip, "skipping a record off the chain (a fenced writer's)");
+                }
+                _ => {}
+            }
+        }
+        self.refresh_end(false)
+    }
+
+    /// Plays to the end the log has now; `false` when `stop` said to stop first.
+    pub(crate) fn play_to_head(&mut self, stop: impl Fn() -> bool) -> Result<bool, ReplicaError> {
+        self.refresh_end(true)?;
+        while self.player.next_offset() < self.end {
+            if stop() {
+                return Ok(false);
+            }
+            self.tail(Duration::from_millis(100))?;
+        }
+        self.publish();
+        Ok(true)
+    }
+
+    /// Commits one transaction as `author` (see [`commit`]).
+    pub(crate) fn commit(
+        &mut self,
+        author: u64,
+        mutations: Vec<Mutation>,
+        offsets: Vec<SourceOffset>,
+    ) -> Result<(), ReplicaError> {
+        let size: usize = mutations
+            .iter()
+            .map(|m| match m {
+                Mutation::Put { key, value } => 9 + key.len() + value.len(),
+                Mutation::Delete { key } => 5 + key.len(),
+            })
+            .sum();
+        commit(&self.io.clients(self.spec), &mut self.player, author, mutations, offsets, KAFKA_TIMEOUT)?;
+        self.since_snapshot += size as u64;
+        Ok(())
+    }
+
+    /// True when the log since the last snapshot has outgrown the policy.
+    pub(crate) fn snapshot_due(&self) -> bool {
+        let snapshot = self.hint.map_or(0, |h| h.bytes);
+        self.since_snapshot > self.spec.snapshot_min_bytes
+            && self.since_snapshot > u64::from(self.spec.snapshot_factor).saturating_mul(snapshot)
+    }
+
+    /// Writes a snapshot of the store as `author` (the primary), records it as
+    /// the shard's newest hint, and deletes the log before the previous one.
+    pub(crate) fn snapshot(&mut self, author: u64, offsets: &[SourceOffset]) -> Result<(), ReplicaError> {
+        let started = Instant::now();
+        let spec = self.spec;
+        let chain = self.player.chain().clone();
+        let offset = self.player.next_offset();
+        let clients = self.io.clients(spec);
+        append(&clients, &mut self.player, author, Body::SnapshotStart, KAFKA_TIMEOUT)?;
+        let mut after: Option<Vec<u8>> = None;
+        let mut bytes = 0u64;
+        loop {
+            let entries = self.player.store().scan(after.as_deref(), SNAPSHOT_CHUNK)?;
+            let size: usize = entries.iter().map(|(k, v)| k.len() + v.len()).sum();
+            bytes += size as u64;
+            after = entries.last().map(|(k, _)| k.clone());
+            let mutations: Vec<Mutation> =
+                entries.into_iter().map(|(key, value)| Mutation::Put { key, value }).collect();
+            // Each chunk is read back before the next (or we are fenced).
+            commit(&clients, &mut self.player, author, mutations, offsets.to_vec(), KAFKA_TIMEOUT)?;
+            if size < SNAPSHOT_CHUNK {
+                break;
+            }
+        }
+        let hint = Hint { offset, seq: chain.seq(), checksum: chain.checksum(), author: Some(author), bytes };
+        let previous = self.ctx.hints.read(&spec.id).map_err(ReplicaError::Hints)?.map(|h| h.current);
+        self.ctx.hints.write(&spec.id, &Hints { current: hint, previous }).map_err(ReplicaError::Hints)?;
+        self.hint = Some(hint);
+        self.since_snapshot = 0;
+        self.ctx.metrics.snapshot(&spec.id, bytes);
+        let mut low = None;
+        if let Some(previous) = previous {
+            match self.io.admin.delete_records(&spec.recovery_log.topic, spec.recovery_log.partition, previous.offset) {
+                Ok(l) => low = Some(l),
+                Err(e) => tracing::warn!(shard = %spec.id, error = %e, "deleting the log before the previous snapshot"),
+            }
+        }
+        tracing::info!(shard = %spec.id, offset, bytes, ?low, ms = started.elapsed().as_millis() as u64, "snapshot written");
+        Ok(())
+    }
+}
+
+/// The log partition's (low, high) watermarks.
+fn watermarks(admin: &Admin, spec: &ShardSpec) -> Result<(i64, i64), ReplicaError> {
+    let key = (spec.recovery_log.topic.clone(), spec.recovery_log.partition);
+    let marks = admin.watermarks(std::slice::from_ref(&key)).map_err(kafka("finding the log's ends"))?;
+    Ok(marks.get(&key).copied().unwrap_or((0, 0)))
+}
