@@ -199,8 +199,10 @@ fn a_member_restarted_on_its_data_directory_replays_nothing_and_shutdown_leaves_
 }
 
 #[test]
-fn one_process_without_etcd_holds_every_shard() {
+fn one_process_without_etcd_holds_every_shard_and_rebuilds_a_deleted_data_directory() {
     let mut cluster = SumCluster::new("sum-single", None, 3, LEASE_TTL);
+    cluster.run_args =
+        ["--snapshot-min-bytes", "2048", "--snapshot-factor", "1", "--max-txn-ms", "50"].map(str::to_owned).to_vec();
     cluster.produce(5_000);
     cluster.start("solo", &[]);
     cluster
@@ -213,6 +215,24 @@ fn one_process_without_etcd_holds_every_shard() {
         .filter_map(|p| parsed.get(&format!("kshard_runtime_transaction_messages_total{{shard=\"sum-{p:03}\"}}")))
         .sum();
     assert_eq!(messages, 10_000.0, "every message in exactly one committed transaction");
+
+    // Snapshots let the log be truncated; a member whose data directory is
+    // lost rebuilds every store from the log's start (a snapshot's), without
+    // hints (they were in the embedded keyspace, gone with the process).
+    for _ in 0..20 {
+        cluster.produce(300);
+    }
+    cluster.assert_exact();
+    cluster.signal("solo", "TERM");
+    assert!(cluster.reap("solo").success(), "an orderly exit");
+    assert!((0..3).any(|p| log_watermarks(&cluster, p).0 > 0), "no log was truncated");
+    std::fs::remove_dir_all(cluster.dir.join("solo")).expect("deletes the data directory");
+    cluster.start("solo", &[]);
+    cluster.until(Some("solo"), "every shard primary again", Duration::from_secs(60), |r| {
+        SumCluster::served(r, &["solo"], 0)
+    });
+    cluster.produce(1_000);
+    cluster.assert_exact();
 }
 
 #[test]
