@@ -89,7 +89,7 @@ struct Run {
     records: u64,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     if v.is_empty() { 0.0 } else { v[v.len() / 2] }
 }
@@ -127,7 +127,7 @@ fn run_drain(kafka: &KafkaArgs) -> Result<Run> {
     Ok(Run { seconds, stats: last, records })
 }
 
-struct KillOnDrop(Child);
+pub(crate) struct KillOnDrop(pub(crate) Child);
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
@@ -169,7 +169,7 @@ fn run_serve(kafka: &KafkaArgs) -> Result<Run> {
     }
 }
 
-fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
+pub(crate) fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(addr)?;
     write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;

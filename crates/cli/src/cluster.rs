@@ -153,7 +153,20 @@ async fn serve<K: Keyspace>(
     listener: tokio::net::TcpListener,
 ) -> Result<()> {
     for spec in &run.shards {
-        node::create_shard(&*ks, &config.keys, spec).await.context("creating the shards")?;
+        if let node::Created::Conflict(other) =
+            node::create_shard(&*ks, &config.keys, spec).await.context("creating the shards")?
+        {
+            bail!(
+                "invalid etcd_prefix: shard {} under {} reads {:?} into {:?}, not {:?} into {:?} — another \
+                 application uses these keys; give this one its own --etcd-prefix",
+                spec.id,
+                config.keys.root(),
+                other.sources,
+                other.recovery_log,
+                spec.sources,
+                spec.recovery_log
+            );
+        }
     }
     let shared = NodeShared::default();
     let router = kshard_runtime::node_http::router(

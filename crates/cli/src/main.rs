@@ -7,6 +7,7 @@
 //! - `kshard serve`: the lag monitor.
 
 mod bench;
+mod bench_runtime;
 mod cluster;
 mod demo;
 mod example_sum;
@@ -113,6 +114,28 @@ enum BenchCommand {
         #[arg(long, default_value_t = 3)]
         runs: usize,
     },
+    /// The runtime's targets with `kshard example sum` members: restart on the
+    /// data directory, cold start without it, and (with --etcd) fail-over
+    /// after kill -9; medians.
+    Runtime {
+        #[command(flatten)]
+        brokers: serve_config::KafkaArgs,
+        /// etcd endpoints, for the fail-over (two members).
+        #[arg(long, env = "KSHARD_ETCD", value_delimiter = ',')]
+        etcd: Vec<String>,
+        /// Source records produced first.
+        #[arg(long, default_value_t = 1_000_000)]
+        records: u64,
+        /// Runs of each measurement.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        /// The members' lease TTL (seconds).
+        #[arg(long, default_value_t = 10)]
+        lease_ttl: u64,
+        /// Source partitions (= shards).
+        #[arg(long, default_value_t = 8)]
+        partitions: i32,
+    },
     /// Memory per tracked group-partition and /metrics render time, without a broker.
     State {
         /// Groups.
@@ -172,6 +195,16 @@ fn main() -> ExitCode {
             brokers.target().and_then(|t| bench::drain(&t, apply)).map(|n| println!("{n}"))
         }
         Command::Bench { command: BenchCommand::CatchUp { brokers, runs } } => bench::catch_up(&brokers, runs),
+        Command::Bench { command: BenchCommand::Runtime { brokers, etcd, records, runs, lease_ttl, partitions } } => {
+            bench_runtime::runtime(&bench_runtime::RuntimeBench {
+                kafka: brokers,
+                etcd,
+                records,
+                runs,
+                lease_ttl,
+                partitions,
+            })
+        }
         Command::Bench { command: BenchCommand::State { groups, partitions, topics } } => {
             bench::state(groups, partitions, topics)
         }

@@ -345,3 +345,25 @@ fn snapshots_bound_replay_and_the_log_is_truncated_behind_them() {
     cluster.produce(1_000);
     cluster.assert_exact();
 }
+
+#[test]
+fn a_member_refuses_the_keys_of_another_application() {
+    let etcd = Etcd::from_env_or_start();
+    let mut cluster = SumCluster::new("sum-owner", Some(etcd.endpoint()), 1, LEASE_TTL);
+    cluster.start("a", &[]);
+    cluster.until(None, "served", Duration::from_secs(60), |r| SumCluster::served(r, &["a"], 0));
+    // Another topic's member pointed at the same prefix fails at start, naming the setting.
+    let other = kshard_testkit::unique_name("sum-intruder");
+    let out = common::sum_cluster::kshard()
+        .args(["example", "sum", "run", "--brokers", &cluster.brokers, "--topic", &other, "--partitions", "1"])
+        .args(["--etcd", etcd.endpoint(), "--etcd-prefix", &cluster.prefix, "--member-id", "x"])
+        .args(["--listen", "127.0.0.1:0"])
+        .arg("--data-dir")
+        .arg(cluster.dir.join("x"))
+        .env_remove("KSHARD_ETCD")
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("invalid etcd_prefix") && stderr.contains(&cluster.topic), "{stderr}");
+}

@@ -70,16 +70,41 @@ pub enum NodeError {
     Keyspace(#[from] KeyspaceError),
 }
 
-/// Puts `spec` unless a shard of that id exists; true when it was put.
-pub async fn create_shard<K: Keyspace>(ks: &K, keys: &Keys, spec: &ShardSpec) -> Result<bool, KeyspaceError> {
+/// What [`create_shard`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Created {
+    /// The shard was new.
+    Created,
+    /// The same shard existed.
+    Existed,
+    /// A shard of that id exists with other sources or another recovery log:
+    /// another application under the same keys.
+    Conflict(Box<ShardSpec>),
+}
+
+/// Puts `spec` unless a shard of that id exists. An existing shard reading the
+/// same sources into the same recovery log is kept as it is (its serving
+/// settings too: the first member's win); one that reads other sources or
+/// logs elsewhere is a [`Created::Conflict`].
+pub async fn create_shard<K: Keyspace>(ks: &K, keys: &Keys, spec: &ShardSpec) -> Result<Created, KeyspaceError> {
     let key = keys.shard(&spec.id);
     let value = serde_json::to_vec(spec).unwrap_or_default();
     let txn = Txn {
         compares: vec![Compare::CreateRevision(key.clone(), 0)],
-        success: vec![Op::Put { key, value, lease: None }],
+        success: vec![Op::Put { key: key.clone(), value, lease: None }],
         failure: vec![],
     };
-    Ok(ks.txn(txn).await?.succeeded)
+    if ks.txn(txn).await?.succeeded {
+        return Ok(Created::Created);
+    }
+    let existing = ks.get_prefix(&key).await?.kvs.into_iter().find(|kv| kv.key == key);
+    let existing = existing.and_then(|kv| serde_json::from_slice::<ShardSpec>(&kv.value).ok());
+    Ok(match existing {
+        Some(e) if e.sources == spec.sources && e.recovery_log == spec.recovery_log => Created::Existed,
+        Some(e) => Created::Conflict(Box::new(e)),
+        // Deleted meanwhile, or not a spec: nothing to compare with.
+        None => Created::Existed,
+    })
 }
 
 type Report = (String, u64, Event);

@@ -124,8 +124,12 @@ pub(crate) struct Log<'a> {
 }
 
 impl<'a> Log<'a> {
+    /// The store's file, named for the shard and its log: a store is only
+    /// ever played from its own log (a shard of the same id logging elsewhere
+    /// gets a file of its own).
     fn store_path(ctx: &WorkerContext, spec: &ShardSpec) -> PathBuf {
-        ctx.data_dir.join(format!("{}.redb", spec.id))
+        let log = &spec.recovery_log;
+        ctx.data_dir.join(format!("{}@{}-{}.redb", spec.id, log.topic, log.partition))
     }
 
     fn open_store(ctx: &WorkerContext, spec: &ShardSpec, fresh: bool) -> Result<ReplicaStore, ReplicaError> {

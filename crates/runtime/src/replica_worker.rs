@@ -4,7 +4,8 @@
 //! the shard's sources. It reports [`Event`]s to the replica's state machine
 //! and takes its [`Command`]s; the state machine decides.
 //!
-//! The store is the replica's own file, `{data_dir}/{shard}.redb`: a replica
+//! The store is the replica's own file, `{data_dir}/{shard}@{log topic}-{log
+//! partition}.redb`: a replica
 //! assigned again on the same member (a restart on its data directory) goes on
 //! from the store's checkpoint and plays only what the log holds after it.
 

@@ -109,24 +109,24 @@ impl<S: Store> Player<S> {
             self.next_offset = offset + 1;
             return Ok(Some(Played::Skipped(skip)));
         }
-        let played = match &record.body {
-            Body::HandOff => Played::HandOff { author: record.author },
-            Body::SnapshotStart => Played::SnapshotStart,
-            Body::Transaction { mutations, offsets } => {
-                let checkpoint = Checkpoint {
-                    log: LogPosition {
-                        next_offset: offset + 1,
-                        seq: chain.seq(),
-                        checksum: chain.checksum(),
-                        author: chain.author(),
-                    },
-                    offsets: offsets.clone(),
-                };
-                self.store.apply(mutations, &checkpoint)?;
-                self.offsets = offsets.clone();
-                Played::Transaction
-            }
+        // Every applied record moves the store's checkpoint, so that a player
+        // reopened on it replays nothing it has applied (hand-offs included).
+        let (mutations, offsets, played) = match &record.body {
+            Body::HandOff => (&[][..], &self.offsets, Played::HandOff { author: record.author }),
+            Body::SnapshotStart => (&[][..], &self.offsets, Played::SnapshotStart),
+            Body::Transaction { mutations, offsets } => (&mutations[..], offsets, Played::Transaction),
         };
+        let checkpoint = Checkpoint {
+            log: LogPosition {
+                next_offset: offset + 1,
+                seq: chain.seq(),
+                checksum: chain.checksum(),
+                author: chain.author(),
+            },
+            offsets: offsets.clone(),
+        };
+        self.store.apply(mutations, &checkpoint)?;
+        self.offsets = checkpoint.offsets;
         self.chain = chain;
         self.next_offset = offset + 1;
         Ok(Some(played))
