@@ -29,6 +29,8 @@ pub(crate) struct RuntimeBench {
     pub(crate) runs: usize,
     pub(crate) lease_ttl: u64,
     pub(crate) partitions: i32,
+    pub(crate) streams: u32,
+    pub(crate) batches: u64,
 }
 
 struct Setup<'a> {
@@ -53,7 +55,7 @@ impl Setup<'_> {
     fn produce(&self, records: u64) -> Result<()> {
         let expected = self.dir.join("expected.json");
         let out = self
-            .kshard(&["produce", "--streams", "1000", "--records", &records.to_string()])
+            .kshard(&["produce", "--streams", &self.bench.streams.to_string(), "--records", &records.to_string()])
             .arg("--expected")
             .arg(&expected)
             .output()
@@ -70,6 +72,8 @@ impl Setup<'_> {
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join(format!("{id}.log")))?;
         let mut command = self.kshard(&["run", "--member-id", id, "--listen", &listen]);
         command.arg("--data-dir").arg(self.dir.join(id)).args(["--lease-ttl", &self.bench.lease_ttl.to_string()]);
+        // Snapshots from 1 MiB of log (not 8): the bench's logs are a few MB.
+        command.args(["--snapshot-min-bytes", "1048576"]);
         command.env_remove("KSHARD_ETCD").env_remove("KSHARD_ETCD_PREFIX");
         if clustered {
             command.args([
@@ -142,16 +146,22 @@ pub(crate) fn runtime(bench: &RuntimeBench) -> Result<()> {
 fn measure(setup: &Setup<'_>) -> Result<()> {
     let bench = setup.bench;
     let limit = Duration::from_secs(300);
-    println!("producing {} records to {} ({} partitions = shards)", bench.records, setup.topic, bench.partitions);
-    setup.produce(bench.records)?;
     let (member, addr) = setup.start("solo", false)?;
-    let started = Instant::now();
     setup.served(&addr, &["solo"], false, limit)?;
-    println!("first start (consumes everything): {:.2} s", started.elapsed().as_secs_f64());
+    println!(
+        "producing {} records of {} streams to {} ({} partitions = shards) in {} batches while a member consumes",
+        bench.records, bench.streams, setup.topic, bench.partitions, bench.batches
+    );
+    let started = Instant::now();
+    let batches = bench.batches.max(1);
+    for b in 0..batches {
+        setup.produce(bench.records / batches + u64::from(b < bench.records % batches))?;
+    }
     wait_consumed(setup, &addr)?;
+    println!("produced and consumed in {:.1} s", started.elapsed().as_secs_f64());
     setup.stop(member)?;
-    let log_records = log_records(setup)?;
-    println!("recovery logs: {log_records} records in all");
+    let (log_records, log_total) = log_records(setup)?;
+    println!("recovery logs: {log_records} records now ({log_total} written; the rest deleted behind snapshots)");
 
     let (mut restarts, mut colds, mut restart_played, mut cold_played) = (vec![], vec![], vec![], vec![]);
     for _ in 0..bench.runs {
@@ -214,6 +224,9 @@ fn measure(setup: &Setup<'_>) -> Result<()> {
 fn wait_consumed(setup: &Setup<'_>, addr: &str) -> Result<()> {
     let started = Instant::now();
     loop {
+        if started.elapsed() > Duration::from_secs(600) {
+            bail!("the member did not consume {} records in 600 s", setup.bench.records);
+        }
         let Ok((200, text)) = crate::bench::http_get(addr, "/metrics") else {
             std::thread::sleep(Duration::from_millis(100));
             continue;
@@ -224,7 +237,6 @@ fn wait_consumed(setup: &Setup<'_>, addr: &str) -> Result<()> {
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum();
         if consumed as u64 >= setup.bench.records {
-            println!("consumed {} records in {:.2} s more", consumed, started.elapsed().as_secs_f64());
             return Ok(());
         }
         if started.elapsed() > Duration::from_secs(600) {
@@ -234,11 +246,13 @@ fn wait_consumed(setup: &Setup<'_>, addr: &str) -> Result<()> {
     }
 }
 
-fn log_records(setup: &Setup<'_>) -> Result<i64> {
+/// Records in the recovery logs now, and ever written.
+fn log_records(setup: &Setup<'_>) -> Result<(i64, i64)> {
     let settings = setup.bench.kafka.target()?.settings;
     let admin = kshard_kafka::Admin::new(&settings, Duration::from_secs(30))?;
     let keys: Vec<(String, i32)> = (0..setup.bench.partitions).map(|p| (format!("{}-log", setup.topic), p)).collect();
-    Ok(admin.watermarks(&keys)?.values().map(|(low, high)| high - low).sum())
+    let marks = admin.watermarks(&keys)?;
+    Ok((marks.values().map(|(low, high)| high - low).sum(), marks.values().map(|(_, high)| high).sum()))
 }
 
 /// (index of the member holding sum-000's primary, index of the other).

@@ -135,6 +135,13 @@ enum BenchCommand {
         /// Source partitions (= shards).
         #[arg(long, default_value_t = 8)]
         partitions: i32,
+        /// Streams (the state: one key each).
+        #[arg(long, default_value_t = 100_000)]
+        streams: u32,
+        /// Batches the records are produced in, while a member consumes (each
+        /// batch at least one transaction per shard: the recovery logs' length).
+        #[arg(long, default_value_t = 200)]
+        batches: u64,
     },
     /// Memory per tracked group-partition and /metrics render time, without a broker.
     State {
@@ -195,16 +202,18 @@ fn main() -> ExitCode {
             brokers.target().and_then(|t| bench::drain(&t, apply)).map(|n| println!("{n}"))
         }
         Command::Bench { command: BenchCommand::CatchUp { brokers, runs } } => bench::catch_up(&brokers, runs),
-        Command::Bench { command: BenchCommand::Runtime { brokers, etcd, records, runs, lease_ttl, partitions } } => {
-            bench_runtime::runtime(&bench_runtime::RuntimeBench {
-                kafka: brokers,
-                etcd,
-                records,
-                runs,
-                lease_ttl,
-                partitions,
-            })
-        }
+        Command::Bench {
+            command: BenchCommand::Runtime { brokers, etcd, records, runs, lease_ttl, partitions, streams, batches },
+        } => bench_runtime::runtime(&bench_runtime::RuntimeBench {
+            kafka: brokers,
+            etcd,
+            records,
+            runs,
+            lease_ttl,
+            partitions,
+            streams,
+            batches,
+        }),
         Command::Bench { command: BenchCommand::State { groups, partitions, topics } } => {
             bench::state(groups, partitions, topics)
         }

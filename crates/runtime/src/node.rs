@@ -238,9 +238,10 @@ impl<K: Keyspace> Driver<K> {
             let id = key[keys.shards().len()..].to_owned();
             match event {
                 WatchEvent::Put(kv) => match serde_json::from_slice::<ShardSpec>(&kv.value) {
-                    Ok(spec) => {
+                    Ok(spec) if spec.id == id && crate::model::valid_id(&id) => {
                         self.specs.insert(id, spec);
                     }
+                    Ok(spec) => tracing::warn!(key, id = %spec.id, "skipping a shard spec whose id is not its key's"),
                     Err(e) => tracing::warn!(key, error = %e, "skipping a shard spec that does not parse"),
                 },
                 WatchEvent::Delete { .. } => {
@@ -281,15 +282,25 @@ impl<K: Keyspace> Driver<K> {
         let shards = self.config.keys.shards();
         let (specs, others): (Vec<_>, Vec<_>) = snapshot.kvs.into_iter().partition(|kv| kv.key.starts_with(&shards));
         for kv in specs.into_iter().chain(others) {
-            if let Ok(a) = self.config.keys.parse_assignment(&kv.key) {
-                assigned.push(a.shard);
+            if let Ok(a) = self.config.keys.parse_assignment(&kv.key)
+                && a.member == self.config.member.id
+            {
+                assigned.push((a.shard, kv.create_revision));
             }
             self.apply(WatchEvent::Put(kv));
         }
+        // This member's assignments missing from the snapshot went while the
+        // watch was down: the replicas working (or about to start) under them stop.
         let gone: Vec<String> = self
             .slots
             .iter()
-            .filter(|(shard, slot)| slot.machine.assignment().is_some() && !assigned.contains(shard))
+            .filter(|(shard, slot)| {
+                let id = match slot.machine.state() {
+                    State::TearingDown { next: Some((id, _)) } => Some(*id),
+                    _ => slot.machine.assignment(),
+                };
+                id.is_some_and(|id| !assigned.iter().any(|(s, a)| s == *shard && *a == id))
+            })
             .map(|(shard, _)| shard.clone())
             .collect();
         for shard in gone {
@@ -312,21 +323,41 @@ struct KeyspaceHints<K> {
     runtime: tokio::runtime::Handle,
 }
 
+/// How long a replica's worker waits for the keyspace about hints.
+const HINTS_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl<K: Keyspace> KeyspaceHints<K> {
+    /// Runs `call` on the member's async runtime from a worker thread (never
+    /// from the runtime's own threads), for at most [`HINTS_TIMEOUT`].
+    fn call<T>(&self, call: impl Future<Output = Result<T, KeyspaceError>>) -> Result<T, String> {
+        match self.runtime.block_on(async { tokio::time::timeout(HINTS_TIMEOUT, call).await }) {
+            Ok(result) => result.map_err(|e| e.to_string()),
+            Err(_) => Err(format!("the keyspace did not answer within {HINTS_TIMEOUT:?}")),
+        }
+    }
+}
+
 impl<K: Keyspace> HintBoard for KeyspaceHints<K> {
-    fn read(&self, shard: &str) -> Result<Option<Hints>, String> {
+    fn read(&self, shard: &str) -> Result<Option<(Hints, i64)>, String> {
         let key = self.keys.hints(shard);
-        let snapshot = self.runtime.block_on(self.ks.get_prefix(&key)).map_err(|e| e.to_string())?;
+        let snapshot = self.call(self.ks.get_prefix(&key))?;
         match snapshot.kvs.into_iter().find(|kv| kv.key == key) {
-            Some(kv) => serde_json::from_slice(&kv.value).map(Some).map_err(|e| format!("{key}: {e}")),
+            Some(kv) => {
+                serde_json::from_slice(&kv.value).map(|h| Some((h, kv.mod_revision))).map_err(|e| format!("{key}: {e}"))
+            }
             None => Ok(None),
         }
     }
 
-    fn write(&self, shard: &str, hints: &Hints) -> Result<(), String> {
+    fn write(&self, shard: &str, hints: &Hints, revision: i64) -> Result<bool, String> {
         let key = self.keys.hints(shard);
         let value = serde_json::to_vec(hints).map_err(|e| e.to_string())?;
-        let put = Txn::ops(vec![Op::Put { key, value, lease: None }]);
-        self.runtime.block_on(self.ks.txn(put)).map(|_| ()).map_err(|e| e.to_string())
+        let put = Txn {
+            compares: vec![Compare::ModRevision(key.clone(), revision)],
+            success: vec![Op::Put { key, value, lease: None }],
+            failure: vec![],
+        };
+        Ok(self.call(self.ks.txn(put))?.succeeded)
     }
 }
 

@@ -70,7 +70,7 @@ async fn shards<K: Keyspace>(State(state): State<Arc<AppState<K>>>) -> Response 
                     others.entry(m.id.clone()).or_insert_with(|| m.endpoint.as_deref().and_then(fetch_progress));
                 theirs.as_ref().and_then(|p: &BTreeMap<String, Progress>| p.get(shard).copied())
             };
-            progress.map(|p| p.log_end - p.next_offset)
+            progress.map(|p| p.log_end.saturating_sub(p.next_offset))
         })
     })
     .await;

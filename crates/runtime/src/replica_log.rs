@@ -35,10 +35,11 @@ const SNAPSHOT_CHUNK: usize = 256 << 10;
 
 /// Where a replica reads and writes its shard's hints (the keyspace).
 pub(crate) trait HintBoard: Send + Sync {
-    /// The shard's hints, if any.
-    fn read(&self, shard: &str) -> Result<Option<Hints>, String>;
-    /// Replaces the shard's hints.
-    fn write(&self, shard: &str, hints: &Hints) -> Result<(), String>;
+    /// The shard's hints, if any, and the revision they were written at.
+    fn read(&self, shard: &str) -> Result<Option<(Hints, i64)>, String>;
+    /// Replaces the shard's hints if they are still at `revision` (0: none);
+    /// false when someone wrote them meanwhile.
+    fn write(&self, shard: &str, hints: &Hints, revision: i64) -> Result<bool, String>;
 }
 
 /// Why a replica failed.
@@ -56,6 +57,8 @@ pub(crate) enum ReplicaError {
     Hints(String),
     #[error("the recovery log was truncated to offset {low}, past this replica's position {position}")]
     Truncated { position: i64, low: i64 },
+    #[error("the recovery log starts at offset {0} and holds no snapshot start to play from")]
+    NoSnapshotAtStart(i64),
 }
 
 pub(crate) fn kafka(step: &'static str) -> impl FnOnce(kshard_kafka::Error) -> LogError {
@@ -155,15 +158,24 @@ impl<'a> Log<'a> {
         })?;
         let writer = RecordWriter::new(&ctx.settings).map_err(kafka("opening a writer"))?;
         let admin = Admin::new(&ctx.settings, KAFKA_TIMEOUT).map_err(kafka("opening an admin client"))?;
-        let hints = ctx.hints.read(&spec.id).map_err(ReplicaError::Hints)?;
+        let hints = ctx.hints.read(&spec.id).map_err(ReplicaError::Hints)?.map(|(h, _)| h);
         let store = Self::open_store(ctx, spec, false)?;
         let position = store.checkpoint()?.map_or(0, |c| c.log.next_offset);
-        let (low, _) = watermarks(&admin, spec)?;
-        let player = match hints {
-            Some(h) if position < h.current.offset => {
-                tracing::info!(shard = %spec.id, position, snapshot = h.current.offset, "starting from the newest snapshot");
+        let (low, high) = watermarks(&admin, spec)?;
+        // A hint counts only when it points into the log as it is (a log
+        // recreated under the same name makes old hints meaningless).
+        let hint = hints.map(|h| h.current).filter(|h| (low..high).contains(&h.offset));
+        let player = match hint {
+            _ if position > high => {
+                tracing::warn!(shard = %spec.id, position, high, "the store is ahead of its log (a log recreated?): discarding it");
                 drop(store);
-                Player::open_at(Self::open_store(ctx, spec, true)?, &h.current)
+                let store = Self::open_store(ctx, spec, true)?;
+                if low > 0 { Player::bootstrap(store, low) } else { Player::open(store)? }
+            }
+            Some(h) if position < h.offset => {
+                tracing::info!(shard = %spec.id, position, snapshot = h.offset, "starting from the newest snapshot");
+                drop(store);
+                Player::open_at(Self::open_store(ctx, spec, true)?, &h)
             }
             _ if position < low => {
                 tracing::info!(shard = %spec.id, position, low, "the log was truncated past the store: starting from its start");
@@ -175,7 +187,6 @@ impl<'a> Log<'a> {
         let log = &spec.recovery_log;
         let reader = PartitionReader::new(&ctx.settings, &log.topic, &[(log.partition, Some(player.next_offset()))])
             .map_err(kafka("opening a reader"))?;
-        let hint = hints.map(|h| h.current);
         Ok(Log {
             ctx,
             spec,
@@ -222,16 +233,16 @@ impl<'a> Log<'a> {
             let position = self.player.next_offset();
             if offset > position {
                 let (low, _) = watermarks(&self.io.admin, self.spec)?;
-                if low > position {
-                    return Err(ReplicaError::Truncated { position, low });
-                }
+                return Err(ReplicaError::Truncated { position, low });
             }
             let played = self.player.offer(offset, bytes)?;
-            self.ctx.metrics.played(&self.spec.id, bytes.len());
-            if self.hint.is_none_or(|h| offset >= h.offset) {
+            if played.is_some() {
+                self.ctx.metrics.played(&self.spec.id, bytes.len());
                 self.since_snapshot += bytes.len() as u64;
             }
             match played {
+                // A snapshot by the primary: the log to replay starts over.
+                Some(Played::SnapshotStart) => self.since_snapshot = 0,
                 Some(Played::Malformed(e)) => {
                     tracing::warn!(shard = %self.spec.id, offset, error = %e, "skipping a malformed recovery-log record");
                 }
@@ -253,8 +264,27 @@ impl<'a> Log<'a> {
             }
             self.tail(Duration::from_millis(100))?;
         }
+        if self.player.bootstrapping() {
+            let (low, _) = watermarks(&self.io.admin, self.spec)?;
+            return Err(ReplicaError::NoSnapshotAtStart(low));
+        }
         self.publish();
         Ok(true)
+    }
+
+    /// Learns the newest snapshot (a standby promoted: the primary before it
+    /// may have written some); a keyspace that does not answer changes nothing.
+    pub(crate) fn refresh_hint(&mut self) {
+        match self.ctx.hints.read(&self.spec.id) {
+            Ok(hints) => {
+                if let Some((h, _)) = hints
+                    && self.hint.is_none_or(|known| known.offset < h.current.offset)
+                {
+                    self.hint = Some(h.current);
+                }
+            }
+            Err(e) => tracing::warn!(shard = %self.spec.id, error = %e, "reading the shard's hints"),
+        }
     }
 
     /// Commits one transaction as `author` (see [`commit`]).
@@ -285,13 +315,17 @@ impl<'a> Log<'a> {
 
     /// Writes a snapshot of the store as `author` (the primary), records it as
     /// the shard's newest hint, and deletes the log before the previous one.
+    /// Only writing the snapshot can fail the primary: when the hints cannot
+    /// be read or written (etcd away, say), the log is kept whole and the next
+    /// transaction tries again.
     pub(crate) fn snapshot(&mut self, author: u64, offsets: &[SourceOffset]) -> Result<(), ReplicaError> {
         let started = Instant::now();
         let spec = self.spec;
-        let chain = self.player.chain().clone();
-        let offset = self.player.next_offset();
         let clients = self.io.clients(spec);
         append(&clients, &mut self.player, author, Body::SnapshotStart, KAFKA_TIMEOUT)?;
+        // Where the snapshot-start record was applied (not where it was meant
+        // to go: a fenced writer's record may have landed first).
+        let Some(start) = self.player.snapshot_start() else { return Ok(()) };
         let mut after: Option<Vec<u8>> = None;
         let mut bytes = 0u64;
         loop {
@@ -307,21 +341,52 @@ impl<'a> Log<'a> {
                 break;
             }
         }
-        let hint = Hint { offset, seq: chain.seq(), checksum: chain.checksum(), author: Some(author), bytes };
-        let previous = self.ctx.hints.read(&spec.id).map_err(ReplicaError::Hints)?.map(|h| h.current);
-        self.ctx.hints.write(&spec.id, &Hints { current: hint, previous }).map_err(ReplicaError::Hints)?;
-        self.hint = Some(hint);
-        self.since_snapshot = 0;
         self.ctx.metrics.snapshot(&spec.id, bytes);
-        let mut low = None;
-        if let Some(previous) = previous {
-            match self.io.admin.delete_records(&spec.recovery_log.topic, spec.recovery_log.partition, previous.offset) {
-                Ok(l) => low = Some(l),
-                Err(e) => tracing::warn!(shard = %spec.id, error = %e, "deleting the log before the previous snapshot"),
+        let hint = Hint { offset: start.offset, seq: start.seq, checksum: start.checksum, author: Some(author), bytes };
+        match self.record_hint(hint) {
+            Ok(Some(previous)) => {
+                self.hint = Some(hint);
+                self.since_snapshot = 0;
+                let deleted =
+                    self.io.admin.delete_records(&spec.recovery_log.topic, spec.recovery_log.partition, previous);
+                match deleted {
+                    Ok(low) => {
+                        tracing::info!(shard = %spec.id, offset = start.offset, bytes, low, ms = started.elapsed().as_millis() as u64, "snapshot written; log deleted before the previous one");
+                    }
+                    Err(e) => {
+                        tracing::warn!(shard = %spec.id, error = %e, "deleting the log before the previous snapshot")
+                    }
+                }
+            }
+            Ok(None) => {
+                self.hint = Some(hint);
+                self.since_snapshot = 0;
+                tracing::info!(shard = %spec.id, offset = start.offset, bytes, "snapshot written");
+            }
+            Err(e) => {
+                tracing::warn!(shard = %spec.id, error = %e, "a snapshot was written but not recorded; retrying later")
             }
         }
-        tracing::info!(shard = %spec.id, offset, bytes, ?low, ms = started.elapsed().as_millis() as u64, "snapshot written");
         Ok(())
+    }
+
+    /// Records `hint` as the newest, keeping the one it replaces; returns the
+    /// offset the log may be deleted before (the replaced hint's), if any.
+    /// Checked against what was read, and never replacing a newer hint, so a
+    /// slow or fenced primary cannot make the hints point backwards.
+    fn record_hint(&self, hint: Hint) -> Result<Option<i64>, String> {
+        let stored = self.ctx.hints.read(&self.spec.id)?;
+        let (previous, revision) = match stored {
+            Some((h, _)) if h.current.offset >= hint.offset => {
+                return Err(format!("a newer snapshot at {} is recorded already", h.current.offset));
+            }
+            Some((h, revision)) => (Some(h.current), revision),
+            None => (None, 0),
+        };
+        if !self.ctx.hints.write(&self.spec.id, &Hints { current: hint, previous }, revision)? {
+            return Err("the hints changed while they were written".into());
+        }
+        Ok(previous.map(|p| p.offset))
     }
 }
 

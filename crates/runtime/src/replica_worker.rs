@@ -5,9 +5,10 @@
 //! and takes its [`Command`]s; the state machine decides.
 //!
 //! The store is the replica's own file, `{data_dir}/{shard}@{log topic}-{log
-//! partition}.redb`: a replica
-//! assigned again on the same member (a restart on its data directory) goes on
-//! from the store's checkpoint and plays only what the log holds after it.
+//! partition}.redb`: a replica assigned again on the same member (a restart on
+//! its data directory) goes on from the store's checkpoint and plays only what
+//! the log holds after it — unless a newer snapshot is closer, or the log no
+//! longer holds what follows the checkpoint (see [`crate::replica_log`]).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -72,9 +73,23 @@ fn random_author() -> u64 {
 /// Runs one replica's I/O until torn down; reports through `report`, the last
 /// report being [`Event::TornDown`].
 pub(crate) fn run(ctx: &WorkerContext, spec: &ShardSpec, commands: &Receiver<Command>, report: &dyn Fn(Event)) {
-    if let Err(e) = serve(ctx, spec, commands, report) {
+    // An application that panics fails its replica, like one that returns an error.
+    let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| serve(ctx, spec, commands, report)));
+    let failure = match served {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(e.to_string()),
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            Some(format!("panicked: {what}"))
+        }
+    };
+    if let Some(e) = failure {
         tracing::error!(shard = %spec.id, error = %e, "replica failed");
-        report(Event::Failed(e.to_string()));
+        report(Event::Failed(e));
     }
     ctx.progress.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&spec.id);
     report(Event::TornDown);
@@ -106,6 +121,7 @@ fn serve(
                 let attempts = hand_off(&log.io.clients(spec), &mut log.player, me, KAFKA_TIMEOUT)?;
                 tracing::info!(shard = %spec.id, author = me, attempts, "took the recovery log over");
                 author = Some(me);
+                log.refresh_hint();
                 log.publish();
                 report(Event::HandOffReadBack { ours: true });
             }
@@ -121,34 +137,35 @@ fn serve(
     }
 }
 
-/// A primary's readers of its sources, and their next offsets.
+/// A primary's readers of its sources, and their next offsets (topic →
+/// partition → offset: looked up per message without allocating).
 struct Sources {
     reader: PartitionReader,
-    next: BTreeMap<(String, i32), i64>,
+    next: BTreeMap<String, BTreeMap<i32, i64>>,
 }
 
 impl Sources {
     /// Reads every source from its checkpointed offset (or its minimum offset).
     fn open(ctx: &WorkerContext, spec: &ShardSpec, checkpoint: &[SourceOffset]) -> Result<Self, ReplicaError> {
-        let mut next = BTreeMap::new();
+        let mut next: BTreeMap<String, BTreeMap<i32, i64>> = BTreeMap::new();
         for s in &spec.sources {
             let from = checkpoint
                 .iter()
                 .find(|c| c.topic == s.topic && c.partition == s.partition)
                 .map_or(s.min_offset, |c| c.offset.max(s.min_offset));
-            next.insert((s.topic.clone(), s.partition), from);
+            next.entry(s.topic.clone()).or_default().insert(s.partition, from);
         }
-        let mut by_topic: BTreeMap<&str, Vec<(i32, Option<i64>)>> = BTreeMap::new();
-        for ((topic, partition), from) in &next {
-            by_topic.entry(topic).or_default().push((*partition, Some(*from)));
-        }
-        let mut topics = by_topic.into_iter();
+        let mut topics = next.iter();
         let Some((first, start)) = topics.next() else {
             return Err(ReplicaError::NoSources);
         };
-        let reader = PartitionReader::new(&ctx.settings, first, &start).map_err(kafka("opening a source reader"))?;
+        let from = |partitions: &BTreeMap<i32, i64>| -> Vec<(i32, Option<i64>)> {
+            partitions.iter().map(|(p, o)| (*p, Some(*o))).collect()
+        };
+        let reader =
+            PartitionReader::new(&ctx.settings, first, &from(start)).map_err(kafka("opening a source reader"))?;
         for (topic, start) in topics {
-            reader.add_partitions(topic, &start).map_err(kafka("opening a source reader"))?;
+            reader.add_partitions(topic, &from(start)).map_err(kafka("opening a source reader"))?;
         }
         Ok(Sources { reader, next })
     }
@@ -157,10 +174,12 @@ impl Sources {
     fn offsets(&self) -> Vec<SourceOffset> {
         self.next
             .iter()
-            .map(|((topic, partition), offset)| SourceOffset {
-                topic: topic.clone(),
-                partition: *partition,
-                offset: *offset,
+            .flat_map(|(topic, partitions)| {
+                partitions.iter().map(|(partition, offset)| SourceOffset {
+                    topic: topic.clone(),
+                    partition: *partition,
+                    offset: *offset,
+                })
             })
             .collect()
     }
@@ -183,6 +202,14 @@ impl Sources {
             let wait = (max - elapsed).min(Duration::from_millis(100));
             match self.reader.poll(wait).map_err(kafka("reading a source"))? {
                 ReadEvent::Record(r) => {
+                    // Not a source, or before the position (a re-read after a
+                    // reset): taking it would count a message twice.
+                    let next = self.next.get_mut(r.topic()).and_then(|p| p.get_mut(&r.partition()));
+                    let Some(next) = next else { continue };
+                    if r.offset() < *next {
+                        continue;
+                    }
+                    *next = r.offset() + 1;
                     let message = Message {
                         topic: r.topic(),
                         partition: r.partition(),
@@ -191,7 +218,6 @@ impl Sources {
                         value: r.value(),
                     };
                     spec_consume(log.ctx, spec, &mut txn, &message)?;
-                    self.next.insert((message.topic.to_owned(), message.partition), message.offset + 1);
                 }
                 ReadEvent::EndOfPartition { .. } | ReadEvent::Idle if elapsed >= min => break,
                 ReadEvent::EndOfPartition { .. } | ReadEvent::Idle => {}

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use kshard_kafka::{Admin, ClientSettings, PartitionReader, RecordWriter};
-use kshard_runtime::recovery_log::kafka::{LogClients, play_to_head};
+use kshard_runtime::recovery_log::chain::Skip;
+use kshard_runtime::recovery_log::kafka::{LogClients, LogError, play_to_head};
 use kshard_runtime::recovery_log::player::{Played, Player};
 use kshard_runtime::store::{RedbStore, Store};
 
@@ -59,12 +60,20 @@ fn compare(
         let (mut player, mut reader) = open_at_start(settings, admin, &log_topic, p, scratch, &shard)?;
         loop {
             let log = LogClients { topic: &log_topic, partition: p, reader: &reader, writer: &writer, admin };
-            let played = play_to_head(&log, &mut player, super::TIMEOUT)
-                .with_context(|| format!("playing the log of {shard}"))?;
-            skipped += played.iter().filter(|p| matches!(p, Played::Skipped(_))).count();
-            if low_watermark(admin, &log_topic, p)? > player.next_offset() {
-                (player, reader) = open_at_start(settings, admin, &log_topic, p, scratch, &shard)?;
-                continue;
+            let played = match play_to_head(&log, &mut player, super::TIMEOUT) {
+                // Deleted under us: a primary snapshotted and truncated meanwhile.
+                Err(LogError::Gap { .. }) => {
+                    (player, reader) = open_at_start(settings, admin, &log_topic, p, scratch, &shard)?;
+                    continue;
+                }
+                played => played.with_context(|| format!("playing the log of {shard}"))?,
+            };
+            skipped += played
+                .iter()
+                .filter(|p| matches!(p, Played::Skipped(Skip::NotNext { .. } | Skip::Fork | Skip::NotTheAuthor { .. })))
+                .count();
+            if player.bootstrapping() {
+                bail!("the recovery log of {shard} starts with no snapshot to play from");
             }
             let consumed =
                 player.offsets().iter().find(|o| o.topic == topic.topic && o.partition == p).map_or(0, |o| o.offset);
@@ -119,7 +128,9 @@ fn open_at_start(
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
     let path = scratch.join(format!("{shard}-{nanos}.redb"));
     let low = low_watermark(admin, topic, partition)?;
-    let player = Player::bootstrap(RedbStore::open(&path)?, low);
+    let store = RedbStore::open(&path)?;
+    // A log never truncated starts with its first hand-off; one truncated, with a snapshot.
+    let player = if low > 0 { Player::bootstrap(store, low) } else { Player::open(store)? };
     let reader = PartitionReader::new(settings, topic, &[(partition, Some(low))]).context("reading a recovery log")?;
     Ok((player, reader))
 }

@@ -30,11 +30,6 @@ pub(crate) fn kshard() -> Command {
     Command::new(env!("CARGO_BIN_EXE_kshard"))
 }
 
-/// A free port on loopback (bound, then released for the member to take).
-pub(crate) fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
-}
-
 impl SumCluster {
     pub(crate) fn new(name: &str, etcd: Option<&str>, partitions: i32, lease_ttl: u64) -> Self {
         let broker = Broker::from_env_or_start();
@@ -73,20 +68,18 @@ impl SumCluster {
         }
     }
 
-    /// Starts member `id` (its data in `dir/id`, its log in `dir/id.log`).
+    /// Starts member `id` (its data in `dir/id`, its log in `dir/id.log`);
+    /// its HTTP address (on a port it chose itself, read from its log).
     pub(crate) fn start(&mut self, id: &str, env: &[(&str, &str)]) -> String {
-        let listen = format!("127.0.0.1:{}", free_port());
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.join(format!("{id}.log")))
-            .expect("member log");
+        let path = self.dir.join(format!("{id}.log"));
+        let logged_before = std::fs::read_to_string(&path).map(|t| t.len()).unwrap_or(0);
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(&path).expect("member log");
         let mut command = kshard();
         command.args(["example", "sum", "run"]);
         self.common(&mut command);
         self.cluster(&mut command);
         command
-            .args(["--member-id", id, "--listen", &listen, "--lease-ttl", &self.lease_ttl.to_string()])
+            .args(["--member-id", id, "--listen", "127.0.0.1:0", "--lease-ttl", &self.lease_ttl.to_string()])
             .arg("--data-dir")
             .arg(self.dir.join(id))
             .args(&self.run_args)
@@ -95,7 +88,23 @@ impl SumCluster {
             .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(log);
-        let child = command.spawn().expect("kshard example sum run starts");
+        let mut child = command.spawn().expect("kshard example sum run starts");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let listen = loop {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            let endpoint = text
+                .get(logged_before..)
+                .and_then(|new| new.lines().find(|l| l.contains("starting a member")))
+                .and_then(|l| l.split_whitespace().find_map(|w| w.strip_prefix("endpoint=")));
+            if let Some(endpoint) = endpoint {
+                break endpoint.to_owned();
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("member {id} exited at start ({status}); its log: {}", path.display());
+            }
+            assert!(Instant::now() < deadline, "member {id} did not say where it listens: {}", path.display());
+            std::thread::sleep(Duration::from_millis(20));
+        };
         self.members.insert(id.to_owned(), (child, listen.clone()));
         listen
     }

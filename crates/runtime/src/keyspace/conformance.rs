@@ -85,13 +85,15 @@ pub async fn compare_and_swap<K: Keyspace>(ks: &K, prefix: &str) {
     };
     assert!(ks.txn(fresh).await.expect("txn").succeeded);
     assert_eq!(get(ks, &key).await.expect("exists").value, b"second");
-    // One branch may not write a key twice (etcd's rule), nor under a prefix
-    // it deletes; nothing of such a transaction applies.
+    // One branch may not write a key twice (etcd's rule: deleting twice
+    // included), nor under a prefix it deletes; nothing of it applies.
     let twice = Txn::ops(vec![Op::Delete(key.clone()), put(&key, "third")]);
     assert!(matches!(ks.txn(twice).await, Err(KeyspaceError::Invalid(_))));
     let under = Txn::ops(vec![Op::DeletePrefix(prefix.to_owned()), put(&key, "third")]);
     assert!(matches!(ks.txn(under).await, Err(KeyspaceError::Invalid(_))));
     assert_eq!(get(ks, &key).await.expect("exists").value, b"second");
+    let twice = Txn::ops(vec![Op::Delete(marker.clone()), Op::Delete(marker.clone())]);
+    assert!(matches!(ks.txn(twice).await, Err(KeyspaceError::Invalid(_))));
     ks.txn(Txn::ops(vec![Op::DeletePrefix(prefix.to_owned())])).await.expect("delete");
 }
 

@@ -93,8 +93,9 @@ impl Txn {
         Txn { compares: vec![], success: ops, failure: vec![] }
     }
 
-    /// Checks etcd's rule: within one branch no key is written twice (a put
-    /// and a delete of one key, or a key under a prefix the branch deletes).
+    /// Checks etcd's rule: within one branch no key is written twice — put
+    /// or deleted twice, or put or deleted under a prefix the branch deletes
+    /// (etcd refuses these as "duplicate key given in txn request").
     pub fn validate(&self) -> Result<()> {
         for ops in [&self.success, &self.failure] {
             let mut keys = std::collections::BTreeSet::new();

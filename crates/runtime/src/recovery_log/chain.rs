@@ -34,6 +34,9 @@ pub enum Skip {
     },
     /// It continues another branch of the chain.
     Fork,
+    /// A player starting at a truncated log's start has not yet met the
+    /// snapshot-start record it must begin from.
+    BeforeSnapshot,
     /// A transaction by someone other than the current author (a fenced
     /// primary, or no hand-off yet).
     NotTheAuthor {
@@ -83,7 +86,7 @@ impl Chain {
     /// Judges `record` (whose bytes are `bytes`) and applies it when it
     /// continues the chain.
     pub fn offer(&mut self, record: &LogRecord, bytes: &[u8]) -> Result<(), Skip> {
-        let expected = self.seq + 1;
+        let expected = self.seq.saturating_add(1);
         if record.seq != expected {
             return Err(Skip::NotNext { expected, got: record.seq });
         }
@@ -104,6 +107,6 @@ impl Chain {
 
     /// The record `author` writes next, on this view of the chain.
     pub fn next(&self, author: u64, body: Body) -> LogRecord {
-        LogRecord { author, seq: self.seq + 1, prev: self.checksum, body }
+        LogRecord { author, seq: self.seq.saturating_add(1), prev: self.checksum, body }
     }
 }

@@ -37,6 +37,18 @@ pub enum LogError {
         /// The log's author now.
         current: Option<u64>,
     },
+    /// Records the player had not read were deleted (the reader jumped past
+    /// them): it must start again from a snapshot.
+    #[error("recovery log: records from offset {position} were deleted before they were read (next record: {got})")]
+    Gap {
+        /// The player's position.
+        position: i64,
+        /// The offset read instead.
+        got: i64,
+    },
+    /// Hand-offs kept losing the race to other writers.
+    #[error("recovery log: {0} hand-offs appended, none read back as the last")]
+    HandOffRace(u32),
     /// The end of the log was not reached in time.
     #[error("recovery log: the end of the partition was not reached within {0:?}")]
     Timeout(Duration),
@@ -92,6 +104,11 @@ pub fn play_to_head<S: Store>(
         {
             ReadEvent::Record(r) => {
                 let offset = r.offset();
+                // The writers are not transactional, so a log's offsets have no
+                // gaps: a jump means the reader was reset past deleted records.
+                if offset > player.next_offset() {
+                    return Err(LogError::Gap { position: player.next_offset(), got: offset });
+                }
                 let bytes = r.value().unwrap_or_default().to_vec();
                 if let Some(p) = player.offer(offset, &bytes)? {
                     played.push(p);
@@ -102,6 +119,10 @@ pub fn play_to_head<S: Store>(
     }
     Ok(played)
 }
+
+/// Hand-offs a new primary appends before giving up (each lost to a racing
+/// writer): a few suffice when two promotions race.
+const MAX_HAND_OFFS: u32 = 10;
 
 /// Takes the log over for `author`: returns how many hand-offs it appended
 /// (more than one when other writers raced; 0 when it already held the log).
@@ -119,6 +140,9 @@ pub fn hand_off<S: Store>(
     }
     loop {
         attempts += 1;
+        if attempts > MAX_HAND_OFFS {
+            return Err(LogError::HandOffRace(attempts - 1));
+        }
         let record = player.chain().next(author, Body::HandOff).encode();
         log.writer
             .send(log.topic, log.partition, b"", Some(&record))

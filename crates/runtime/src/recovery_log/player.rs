@@ -33,8 +33,21 @@ pub struct Player<S: Store> {
     chain: Chain,
     next_offset: i64,
     offsets: Vec<super::record::SourceOffset>,
-    /// Take the chain from the first record when it starts a snapshot.
+    /// Skip records until one starts a snapshot, and take the chain from it.
     bootstrap: bool,
+    /// The last snapshot start applied: its offset, and the chain before it.
+    snapshot_start: Option<SnapshotStart>,
+}
+
+/// Where an applied snapshot began: what a hint records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SnapshotStart {
+    /// The snapshot-start record's offset.
+    pub offset: i64,
+    /// The chain's sequence number before it.
+    pub seq: u64,
+    /// The chain's checksum before it.
+    pub checksum: u64,
 }
 
 impl<S: Store> Player<S> {
@@ -45,7 +58,7 @@ impl<S: Store> Player<S> {
             Some(c) => (Chain::resume(c.log.seq, c.log.checksum, c.log.author), c.log.next_offset, c.offsets),
             None => (Chain::default(), 0, Vec::new()),
         };
-        Ok(Player { store, chain, next_offset, offsets, bootstrap: false })
+        Ok(Player { store, chain, next_offset, offsets, bootstrap: false, snapshot_start: None })
     }
 
     /// A player on a new `store` starting at `hint`: the first record of a
@@ -57,15 +70,33 @@ impl<S: Store> Player<S> {
             next_offset: hint.offset,
             offsets: Vec::new(),
             bootstrap: false,
+            snapshot_start: None,
         }
     }
 
     /// A player on a new `store` starting at `offset`, the start of a log
-    /// whose records before it were deleted: it takes the chain from the first
-    /// record when that starts a snapshot (the runtime deletes records only up
-    /// to a snapshot's start), and skips everything otherwise.
+    /// whose records before it were deleted (the runtime deletes records only
+    /// up to a snapshot's start): it skips records until one starts a snapshot,
+    /// and takes the chain from that one.
     pub fn bootstrap(store: S, offset: i64) -> Self {
-        Player { store, chain: Chain::default(), next_offset: offset, offsets: Vec::new(), bootstrap: true }
+        Player {
+            store,
+            chain: Chain::default(),
+            next_offset: offset,
+            offsets: Vec::new(),
+            bootstrap: true,
+            snapshot_start: None,
+        }
+    }
+
+    /// True while a bootstrapping player has not found its snapshot start.
+    pub fn bootstrapping(&self) -> bool {
+        self.bootstrap
+    }
+
+    /// The last snapshot start this player applied.
+    pub fn snapshot_start(&self) -> Option<SnapshotStart> {
+        self.snapshot_start
     }
 
     /// The next log offset to offer.
@@ -101,7 +132,12 @@ impl<S: Store> Player<S> {
                 return Ok(Some(Played::Malformed(e)));
             }
         };
-        if std::mem::take(&mut self.bootstrap) && record.body == Body::SnapshotStart {
+        if self.bootstrap {
+            if record.body != Body::SnapshotStart {
+                self.next_offset = offset + 1;
+                return Ok(Some(Played::Skipped(Skip::BeforeSnapshot)));
+            }
+            self.bootstrap = false;
             self.chain = Chain::resume(record.seq.saturating_sub(1), record.prev, Some(record.author));
         }
         let mut chain = self.chain.clone();
@@ -126,6 +162,10 @@ impl<S: Store> Player<S> {
             offsets: offsets.clone(),
         };
         self.store.apply(mutations, &checkpoint)?;
+        if played == Played::SnapshotStart {
+            self.snapshot_start =
+                Some(SnapshotStart { offset, seq: self.chain.seq(), checksum: self.chain.checksum() });
+        }
         self.offsets = checkpoint.offsets;
         self.chain = chain;
         self.next_offset = offset + 1;
@@ -135,5 +175,110 @@ impl<S: Store> Player<S> {
     /// Gives the store back.
     pub fn into_store(self) -> S {
         self.store
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::recovery_log::record::Mutation;
+    use crate::store::Entries;
+
+    /// A store in memory.
+    #[derive(Default)]
+    struct Memory {
+        data: BTreeMap<Vec<u8>, Vec<u8>>,
+        checkpoint: Option<Checkpoint>,
+    }
+
+    impl Store for Memory {
+        fn apply(&mut self, mutations: &[Mutation], checkpoint: &Checkpoint) -> Result<(), StoreError> {
+            for m in mutations {
+                match m {
+                    Mutation::Put { key, value } => self.data.insert(key.clone(), value.clone()),
+                    Mutation::Delete { key } => self.data.remove(key),
+                };
+            }
+            self.checkpoint = Some(checkpoint.clone());
+            Ok(())
+        }
+        fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+            Ok(self.data.get(key).cloned())
+        }
+        fn checkpoint(&self) -> Result<Option<Checkpoint>, StoreError> {
+            Ok(self.checkpoint.clone())
+        }
+        fn scan(&self, _: Option<&[u8]>, _: usize) -> Result<Entries, StoreError> {
+            Ok(self.data.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        }
+    }
+
+    fn put(key: &str, value: &str) -> Body {
+        let mutation = Mutation::Put { key: key.as_bytes().to_vec(), value: value.as_bytes().to_vec() };
+        Body::Transaction { mutations: vec![mutation], offsets: vec![] }
+    }
+
+    /// A log written by one author: its records' bytes, in order.
+    fn log(bodies: Vec<Body>) -> Vec<Vec<u8>> {
+        let mut chain = Chain::default();
+        bodies
+            .into_iter()
+            .map(|body| {
+                let record = chain.next(7, body);
+                let bytes = record.encode();
+                chain.offer(&record, &bytes).expect("continues");
+                bytes
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_player_bootstrapping_at_a_truncated_start_begins_at_the_snapshot_and_ends_with_the_state() {
+        let records = log(vec![
+            Body::HandOff,
+            put("a", "1"),
+            put("b", "2"),
+            Body::SnapshotStart,
+            put("a", "1"),
+            put("b", "2"),
+            put("c", "3"),
+        ]);
+        // Deleted up to offset 2: the records before the snapshot start are
+        // skipped, then the chain is taken from it.
+        let mut player = Player::bootstrap(Memory::default(), 2);
+        let played: Vec<Option<Played>> =
+            records.iter().enumerate().map(|(o, r)| player.offer(o as i64, r).expect("plays")).collect();
+        assert_eq!(played[..2], [None, None], "before the start: ignored");
+        assert_eq!(played[2], Some(Played::Skipped(Skip::BeforeSnapshot)));
+        assert_eq!(played[3], Some(Played::SnapshotStart));
+        assert!(!player.bootstrapping());
+        assert!(played[4..].iter().all(|p| *p == Some(Played::Transaction)));
+        assert_eq!(player.store().get(b"c").expect("reads"), Some(b"3".to_vec()));
+        assert_eq!(player.store().get(b"a").expect("reads"), Some(b"1".to_vec()));
+        let start = player.snapshot_start().expect("a snapshot start");
+        assert_eq!((start.offset, start.seq), (3, 3));
+
+        // A log whose start holds no snapshot start leaves the player bootstrapping.
+        let mut lost = Player::bootstrap(Memory::default(), 1);
+        for (o, r) in records.iter().enumerate().take(3) {
+            lost.offer(o as i64, r).expect("plays");
+        }
+        assert!(lost.bootstrapping());
+        assert_eq!(lost.store().get(b"a").expect("reads"), None, "nothing applied");
+    }
+
+    #[test]
+    fn every_applied_record_moves_the_checkpoint() {
+        let records = log(vec![Body::HandOff, put("a", "1"), Body::HandOff]);
+        let mut player = Player::open(Memory::default()).expect("opens");
+        for (o, r) in records.iter().enumerate() {
+            player.offer(o as i64, r).expect("plays");
+        }
+        let store = player.into_store();
+        assert_eq!(store.checkpoint().expect("reads").map(|c| c.log.next_offset), Some(3));
+        let reopened = Player::open(store).expect("reopens");
+        assert_eq!(reopened.next_offset(), 3, "nothing to replay, the last hand-off included");
     }
 }
