@@ -7,7 +7,6 @@
 //! - `kshard serve`: the lag monitor.
 
 mod bench;
-mod bench_runtime;
 mod cluster;
 mod demo;
 mod example_sum;
@@ -199,12 +198,14 @@ fn main() -> ExitCode {
         Command::Shards { command } => shards::run(&command),
         Command::Demo { brokers, seconds } => brokers.target().and_then(|t| demo::run(&t.settings, seconds)),
         Command::Bench { command: BenchCommand::Drain { brokers, apply } } => {
-            brokers.target().and_then(|t| bench::drain(&t, apply)).map(|n| println!("{n}"))
+            brokers.target().and_then(|t| bench::drain::drain(&t, apply)).map(|n| println!("{n}"))
         }
-        Command::Bench { command: BenchCommand::CatchUp { brokers, runs } } => bench::catch_up(&brokers, runs),
+        Command::Bench { command: BenchCommand::CatchUp { brokers, runs } } => {
+            bench::catch_up::catch_up(&brokers, runs)
+        }
         Command::Bench {
             command: BenchCommand::Runtime { brokers, etcd, records, runs, lease_ttl, partitions, streams, batches },
-        } => bench_runtime::runtime(&bench_runtime::RuntimeBench {
+        } => bench::runtime::runtime(&bench::runtime::RuntimeBench {
             kafka: brokers,
             etcd,
             records,
@@ -215,7 +216,7 @@ fn main() -> ExitCode {
             batches,
         }),
         Command::Bench { command: BenchCommand::State { groups, partitions, topics } } => {
-            bench::state(groups, partitions, topics)
+            bench::state::state(groups, partitions, topics)
         }
     };
     match result {

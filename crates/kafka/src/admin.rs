@@ -143,7 +143,7 @@ impl Admin {
     }
 
     /// The committed offsets of each group (OffsetFetch for all its partitions).
-    pub fn group_offsets(&self, groups: &[String]) -> Result<Vec<crate::groups::GroupOffsets>> {
+    pub fn group_offsets(&self, groups: &[String]) -> Result<Vec<crate::groups::FetchedOffsets>> {
         crate::groups::group_offsets(&self.admin, groups, self.timeout)
     }
 

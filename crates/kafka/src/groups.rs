@@ -37,9 +37,10 @@ pub struct GroupListing {
     pub simple: bool,
 }
 
-/// A group's committed offsets, as OffsetFetch reports them.
+/// A group's committed offsets, as OffsetFetch reports them (the lag
+/// application's per-partition state is `kshard_lag::GroupOffsets`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GroupOffsets {
+pub struct FetchedOffsets {
     /// The group id.
     pub group_id: String,
     /// Topic, partition and committed offset of every partition the group
@@ -182,7 +183,7 @@ pub(crate) fn list_groups(client: &Client, timeout: Duration) -> Result<Vec<Grou
 
 /// OffsetFetch of every committed offset of each group (one request per group,
 /// all in flight at once).
-pub(crate) fn group_offsets(client: &Client, groups: &[String], timeout: Duration) -> Result<Vec<GroupOffsets>> {
+pub(crate) fn group_offsets(client: &Client, groups: &[String], timeout: Duration) -> Result<Vec<FetchedOffsets>> {
     let step = "fetching committed offsets of consumer groups";
     let rk = client.inner().native_ptr();
     let queue = new_queue(client);
@@ -192,7 +193,7 @@ pub(crate) fn group_offsets(client: &Client, groups: &[String], timeout: Duratio
     let mut out = Vec::with_capacity(groups.len());
     for group in groups {
         let Ok(id) = CString::new(group.as_str()) else {
-            out.push(GroupOffsets {
+            out.push(FetchedOffsets {
                 group_id: group.clone(),
                 offsets: vec![],
                 error: Some("group id holds NUL".into()),
@@ -240,7 +241,7 @@ pub(crate) fn group_offsets(client: &Client, groups: &[String], timeout: Duratio
                         }
                     }
                 }
-                out.push(GroupOffsets { group_id: string(sys::rd_kafka_group_result_name(group)), offsets, error });
+                out.push(FetchedOffsets { group_id: string(sys::rd_kafka_group_result_name(group)), offsets, error });
             }
         }
     }

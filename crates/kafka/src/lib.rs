@@ -31,7 +31,7 @@ pub use committer::{OffsetCommitter, Offsets, TransactionEnd, TransactionalCommi
 pub use config::ClientSettings;
 pub use error::{Error, Result};
 pub use group_consumer::{GroupConsumer, GroupProtocol};
-pub use groups::{GroupDescription, GroupListing, GroupOffsets, MemberDescription};
+pub use groups::{FetchedOffsets, GroupDescription, GroupListing, MemberDescription};
 pub use reader::{PartitionReader, ReadEvent, ReadRecord};
 pub use writer::RecordWriter;
 

@@ -18,7 +18,7 @@ use anyhow::{Context, Result, bail};
 use kshard_runtime::node::ShardRow;
 use kshard_runtime::node_http::get_json;
 
-use crate::bench::{KillOnDrop, median};
+use super::{KillOnDrop, http_get, median};
 use crate::serve_config::KafkaArgs;
 
 /// What `bench runtime` measures with.
@@ -123,7 +123,7 @@ impl Setup<'_> {
 }
 
 fn played(addr: &str) -> u64 {
-    let Ok((200, text)) = crate::bench::http_get(addr, "/metrics") else { return 0 };
+    let Ok((200, text)) = http_get(addr, "/metrics") else { return 0 };
     text.lines()
         .filter(|l| l.starts_with("kshard_runtime_playback_records_total{"))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
@@ -227,7 +227,7 @@ fn wait_consumed(setup: &Setup<'_>, addr: &str) -> Result<()> {
         if started.elapsed() > Duration::from_secs(600) {
             bail!("the member did not consume {} records in 600 s", setup.bench.records);
         }
-        let Ok((200, text)) = crate::bench::http_get(addr, "/metrics") else {
+        let Ok((200, text)) = http_get(addr, "/metrics") else {
             std::thread::sleep(Duration::from_millis(100));
             continue;
         };

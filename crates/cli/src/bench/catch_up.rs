@@ -1,0 +1,126 @@
+//! `kshard bench catch-up`: the raw drain and `kshard serve` to ready, each a
+//! child process on the same broker and data, alternating; medians.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+use super::{KillOnDrop, ProcessStats, http_get, median, process_stats};
+use crate::serve_config::KafkaArgs;
+
+/// One measured run of a child process.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    seconds: f64,
+    stats: ProcessStats,
+    records: u64,
+}
+
+/// Runs `kshard bench drain` as a child and measures it.
+fn run_drain(kafka: &KafkaArgs) -> Result<Run> {
+    let exe = std::env::current_exe()?;
+    let started = Instant::now();
+    let mut command = Command::new(exe);
+    command.args(["bench", "drain"]);
+    kafka.pass_to(&mut command);
+    let mut child = command.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().context("starting the drain")?;
+    let pid = child.id();
+    // Sample the stats just before the child exits: poll until it prints its result.
+    let mut last = process_stats(pid)?;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            if !status.success() {
+                bail!("the drain failed: {status}");
+            }
+            break;
+        }
+        // A process that has exited but not been reaped has no VmHWM any more:
+        // keep the highest figures seen while it ran.
+        if let Ok(s) = process_stats(pid) {
+            last.cpu_seconds = last.cpu_seconds.max(s.cpu_seconds);
+            last.peak_rss_mb = last.peak_rss_mb.max(s.peak_rss_mb);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let mut out = String::new();
+    std::io::Read::read_to_string(child.stdout.as_mut().context("drain stdout")?, &mut out)?;
+    let records = out.trim().parse().with_context(|| format!("drain printed {out:?}"))?;
+    Ok(Run { seconds, stats: last, records })
+}
+
+/// Starts `kshard serve` as a child, measures time to a 200 on `/ready`, and the
+/// child's CPU and peak RSS at that moment.
+fn run_serve(kafka: &KafkaArgs) -> Result<Run> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let addr = format!("127.0.0.1:{port}");
+    let exe = std::env::current_exe()?;
+    let started = Instant::now();
+    let mut command = Command::new(exe);
+    command.args(["serve", "--listen", &addr]);
+    kafka.pass_to(&mut command);
+    let child = KillOnDrop(
+        command
+            .env("KSHARD_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .context("starting kshard serve")?,
+    );
+    let pid = child.0.id();
+    loop {
+        if started.elapsed() > Duration::from_secs(600) {
+            bail!("kshard serve was not ready after 600 s");
+        }
+        if let Ok((200, body)) = http_get(&addr, "/ready") {
+            let seconds = started.elapsed().as_secs_f64();
+            let stats = process_stats(pid)?;
+            let records = serde_json::from_str::<serde_json::Value>(&body)?["records"].as_u64().unwrap_or(0);
+            return Ok(Run { seconds, stats, records });
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `bench catch-up`: drain and serve, alternating, `runs` times each.
+pub(crate) fn catch_up(kafka: &KafkaArgs, runs: usize) -> Result<()> {
+    // Fail here, with the reason, rather than in a child.
+    kafka.target()?;
+    let mut drains = Vec::new();
+    let mut serves = Vec::new();
+    for i in 0..runs {
+        let d = run_drain(kafka)?;
+        eprintln!(
+            "run {}: drain  {:>8} records in {:.2} s, {:.2} CPU-s, peak RSS {:.1} MB",
+            i + 1,
+            d.records,
+            d.seconds,
+            d.stats.cpu_seconds,
+            d.stats.peak_rss_mb
+        );
+        let s = run_serve(kafka)?;
+        eprintln!(
+            "run {}: serve  {:>8} records in {:.2} s, {:.2} CPU-s, peak RSS {:.1} MB",
+            i + 1,
+            s.records,
+            s.seconds,
+            s.stats.cpu_seconds,
+            s.stats.peak_rss_mb
+        );
+        drains.push(d);
+        serves.push(s);
+    }
+    let records = serves.iter().map(|r| r.records).max().unwrap_or(0).max(1);
+    let m = |runs: &[Run], f: fn(&Run) -> f64| median(runs.iter().map(f).collect());
+    let (ds, ss) = (m(&drains, |r| r.seconds), m(&serves, |r| r.seconds));
+    let (dc, sc) = (m(&drains, |r| r.stats.cpu_seconds), m(&serves, |r| r.stats.cpu_seconds));
+    let (dr, sr) = (m(&drains, |r| r.stats.peak_rss_mb), m(&serves, |r| r.stats.peak_rss_mb));
+    let per_million = |cpu: f64| cpu / records as f64 * 1e6;
+    println!("records in __consumer_offsets: {records}");
+    println!("medians over {runs} runs    time      CPU-s   CPU-s/M records  peak RSS");
+    println!("raw drain             {ds:>7.2} s  {dc:>7.2}   {:>13.2}  {dr:>7.1} MB", per_million(dc));
+    println!("kshard serve (ready)  {ss:>7.2} s  {sc:>7.2}   {:>13.2}  {sr:>7.1} MB", per_million(sc));
+    println!("time to ready / raw drain: {:.2}", ss / ds.max(1e-9));
+    Ok(())
+}

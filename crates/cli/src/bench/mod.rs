@@ -1,0 +1,75 @@
+//! `kshard bench …`: figures for the README, measured on a real broker, one
+//! file per benchmark:
+//!
+//! - [`drain`]: read `__consumer_offsets` to its end doing nothing else —
+//!   the broker's and the client's limit;
+//! - [`catch_up`]: in one run on the same broker and data, the raw drain and
+//!   `kshard serve` (each its own process): time to done/ready, CPU-seconds and
+//!   peak RSS, medians over several runs;
+//! - [`state`]: memory per tracked group-partition and `/metrics` render time;
+//! - [`runtime`]: a runtime application's restart, cold start and fail-over.
+//!
+//! CPU and memory come from `/proc/<pid>/stat` (utime + stime, in USER_HZ = 100
+//! ticks per second on Linux) and `/proc/<pid>/status` (`VmHWM`, the peak RSS).
+
+pub(crate) mod catch_up;
+pub(crate) mod drain;
+pub(crate) mod runtime;
+pub(crate) mod state;
+
+use std::process::Child;
+
+use anyhow::{Context, Result};
+
+/// CPU time and peak memory of a process, from `/proc`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ProcessStats {
+    pub(crate) cpu_seconds: f64,
+    pub(crate) peak_rss_mb: f64,
+}
+
+pub(crate) fn process_stats(pid: u32) -> Result<ProcessStats> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).context("reading /proc/PID/stat")?;
+    // Fields after the command name (which is in parentheses and may hold spaces).
+    let after = stat.rsplit_once(')').map(|(_, rest)| rest).context("malformed /proc/PID/stat")?;
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line: 12 and 13 here.
+    let ticks: f64 = fields.get(11).and_then(|s| s.parse::<f64>().ok()).unwrap_or(0.0)
+        + fields.get(12).and_then(|s| s.parse::<f64>().ok()).unwrap_or(0.0);
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).context("reading /proc/PID/status")?;
+    let hwm_kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    Ok(ProcessStats { cpu_seconds: ticks / 100.0, peak_rss_mb: hwm_kb / 1024.0 })
+}
+
+/// The median (the upper one of an even count).
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() { 0.0 } else { v[v.len() / 2] }
+}
+
+/// A child process killed (and reaped) when dropped.
+pub(crate) struct KillOnDrop(pub(crate) Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A plain HTTP/1.0 GET: the status and the body.
+pub(crate) fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr)?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    let status = response.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    Ok((status, body))
+}

@@ -1,0 +1,89 @@
+//! `kshard bench state`: memory per tracked group-partition, apply rate and
+//! `/metrics` render time, without a broker.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Result;
+use kshard_lag::{Metrics, Monitor, MonitorSettings, SelfTimings, Watermark, Watermarks};
+
+use super::median;
+
+/// `bench state`: memory per tracked group-partition and `/metrics` render time.
+pub(crate) fn state(groups: u32, partitions: u32, topics: u32) -> Result<()> {
+    let rss = || -> Result<f64> {
+        let status = std::fs::read_to_string("/proc/self/status")?;
+        Ok(status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+            * 1024.0)
+    };
+    let rss_before = rss()?;
+    let monitor = Arc::new(Monitor::new(MonitorSettings::default()));
+    let units = 50;
+    for p in 0..units {
+        monitor.track_partition(p, 0, 0);
+    }
+    monitor.start();
+    let mut watermarks = Watermarks::default();
+    let mut offset = 0i64;
+    let mut records = Vec::new();
+    for g in 0..groups {
+        let group = format!("consumer-group-{g:06}");
+        let topic = format!("topic-{:04}", g % topics.max(1));
+        let unit = kshard_kafka::offsets_partition_for(&group, units);
+        for p in 0..partitions {
+            let (key, value) = bench_commit(&group, &topic, p as i32, i64::from(g));
+            monitor.apply(unit, offset, Some(&key), value.as_deref()).map_err(|e| anyhow::anyhow!("{e:?}"))?;
+            offset += 1;
+            watermarks.insert(&topic, p as i32, Watermark { low: 0, high: 1_000_000 });
+        }
+    }
+    let rss_after = rss()?;
+    // The steady state of a monitor following commits: existing offsets updated.
+    for g in 0..groups.min(60_000) {
+        let group = format!("consumer-group-{g:06}");
+        let topic = format!("topic-{:04}", g % topics.max(1));
+        let unit = kshard_kafka::offsets_partition_for(&group, units);
+        for p in 0..partitions {
+            records.push((unit, bench_commit(&group, &topic, p as i32, i64::from(g) + 1)));
+        }
+    }
+    let started = Instant::now();
+    let mut applied = 0u64;
+    for _ in 0..5 {
+        for (unit, (key, value)) in &records {
+            monitor.apply(*unit, offset, Some(key), value.as_deref()).map_err(|e| anyhow::anyhow!("{e:?}"))?;
+            offset += 1;
+            applied += 1;
+        }
+    }
+    let apply_rate = applied as f64 / started.elapsed().as_secs_f64();
+    drop(records);
+    monitor.sweep_names();
+    let tracked = u64::from(groups) * u64::from(partitions);
+    monitor.set_watermarks(watermarks, true);
+    let metrics = Metrics::new("kshard", Arc::clone(&monitor), Arc::new(SelfTimings::default()));
+    let mut times = Vec::new();
+    let mut size = 0;
+    for _ in 0..7 {
+        let started = Instant::now();
+        size = metrics.render().map_err(|_| anyhow::anyhow!("render failed"))?.len();
+        times.push(started.elapsed().as_secs_f64() * 1000.0);
+    }
+    let per = (rss_after - rss_before) / tracked as f64;
+    println!("tracked group-partitions: {tracked} ({groups} groups × {partitions} partitions, {topics} topics)");
+    println!("apply: {:.2} million offset commits/s (decode and update, one thread)", apply_rate / 1e6);
+    println!("state memory: {:.1} MB RSS, {per:.0} bytes per tracked group-partition", (rss_after - rss_before) / 1e6);
+    println!("/metrics render: median {:.1} ms over 7 renders ({:.1} MB of text)", median(times), size as f64 / 1e6);
+    Ok(())
+}
+
+fn bench_commit(group: &str, topic: &str, partition: i32, offset: i64) -> (Vec<u8>, Option<Vec<u8>>) {
+    use kshard_offsets::{OffsetCommitValue, Record};
+    let value = OffsetCommitValue::new(3, offset, 1_758_335_260_726);
+    Record::offset_commit(group, topic, partition, Some(value)).encode()
+}
