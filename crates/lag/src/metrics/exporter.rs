@@ -1,0 +1,131 @@
+//! The exporter's own series: up, records read and skipped, catch-up, the
+//! health of what is known, and how long refreshes and renders take.
+
+use std::sync::PoisonError;
+use std::sync::atomic::Ordering;
+
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+
+use super::{Encoded, SelfTimings, counter, gauge, itoa_buf};
+use crate::catch_up::Progress;
+use crate::monitor::Monitor;
+
+pub(super) fn up(e: &mut DescriptorEncoder<'_>) -> Encoded {
+    let mut up = e.encode_descriptor("exporter_up", "1 while the exporter runs.", None, MetricType::Gauge)?;
+    ConstGauge::new(1).encode(up.encode_family(&[("version", env!("CARGO_PKG_VERSION"))])?)
+}
+
+pub(super) fn records_consumed(e: &mut DescriptorEncoder<'_>, m: &Monitor) -> Encoded {
+    let n = m.counters().records.load(Ordering::Relaxed);
+    counter(e, "exporter_offset_consumer_records_consumed", "Records read from __consumer_offsets.", n)
+}
+
+pub(super) fn offset_fetch_errors(e: &mut DescriptorEncoder<'_>, m: &Monitor) -> Encoded {
+    counter(
+        e,
+        "admin_api_offset_fetch_errors",
+        "Admin-API mode: groups whose OffsetFetch failed at a scrape; their previous offsets are kept.",
+        m.counters().offset_fetch_errors.load(Ordering::Relaxed),
+    )
+}
+
+pub(super) fn records_skipped(e: &mut DescriptorEncoder<'_>, m: &Monitor) -> Encoded {
+    let c = m.counters();
+    let skipped = [
+        ("null_key", c.null_key.load(Ordering::Relaxed)),
+        ("malformed_key", c.malformed_key.load(Ordering::Relaxed)),
+        ("malformed_value", c.malformed_value.load(Ordering::Relaxed)),
+        ("unknown_type", c.unknown_type.load(Ordering::Relaxed)),
+    ];
+    let mut family = e.encode_descriptor(
+        "offsets_records_skipped",
+        "Records of __consumer_offsets skipped, by reason.",
+        None,
+        MetricType::Counter,
+    )?;
+    for (reason, n) in skipped {
+        ConstCounter::new(n).encode(family.encode_family(&[("reason", reason)])?)?;
+    }
+    Ok(())
+}
+
+pub(super) fn catchup_ready(e: &mut DescriptorEncoder<'_>, ready: bool) -> Encoded {
+    gauge(
+        e,
+        "catchup_ready",
+        "1 while /ready is 200: caught up with the offsets topic, watermarks refreshed since, and data current.",
+        i64::from(ready),
+    )
+}
+
+pub(super) fn catchup_offsets_remaining(e: &mut DescriptorEncoder<'_>, progress: &Progress) -> Encoded {
+    gauge(
+        e,
+        "catchup_offsets_remaining",
+        "Offsets of __consumer_offsets left to read to catch up.",
+        progress.offsets_remaining,
+    )
+}
+
+pub(super) fn catchup_partitions_caught_up(e: &mut DescriptorEncoder<'_>, progress: &Progress) -> Encoded {
+    gauge(
+        e,
+        "catchup_partitions_caught_up",
+        "Partitions of __consumer_offsets caught up.",
+        progress.partitions_caught_up as i64,
+    )
+}
+
+pub(super) fn offsets_topic_unread_offsets(e: &mut DescriptorEncoder<'_>, m: &Monitor) -> Encoded {
+    let mut family = e.encode_descriptor(
+        "offsets_topic_unread_offsets",
+        "Offsets of a partition of the offsets topic past the reader's position at the last refresh: \
+         0, or 1 after a transaction marker; more for long means a transaction left open holds back \
+         later commits of that partition.",
+        None,
+        MetricType::Gauge,
+    )?;
+    let mut id = itoa_buf();
+    for (partition, unread) in m.unread() {
+        ConstGauge::new(unread).encode(family.encode_family(&[("partition_id", id.format(partition))])?)?;
+    }
+    Ok(())
+}
+
+/// `watermark_refresh_duration_seconds` and `metrics_render_duration_seconds`,
+/// once measured.
+pub(super) fn timings(e: &mut DescriptorEncoder<'_>, timings: &SelfTimings) -> Encoded {
+    let timings = [
+        ("watermark_refresh_duration_seconds", "Duration of the last watermark refresh.", &timings.watermark_refresh),
+        ("metrics_render_duration_seconds", "Duration of the previous /metrics render.", &timings.render),
+    ];
+    for (name, help, timing) in timings {
+        if let Some(d) = *timing.lock().unwrap_or_else(PoisonError::into_inner) {
+            let g = ConstGauge::new(d.as_secs_f64());
+            g.encode(e.encode_descriptor(name, help, None, MetricType::Gauge)?)?;
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn data_current(e: &mut DescriptorEncoder<'_>, current: bool) -> Encoded {
+    gauge(
+        e,
+        "data_current",
+        "1 while every worker runs and watermarks are recent; 0 when lag would be stale (see /ready).",
+        i64::from(current),
+    )
+}
+
+pub(super) fn watermarks_age(e: &mut DescriptorEncoder<'_>, m: &Monitor) -> Encoded {
+    let Some(age) = m.health().watermark_age(std::time::Instant::now()) else { return Ok(()) };
+    ConstGauge::new(age.as_secs_f64()).encode(e.encode_descriptor(
+        "watermarks_age_seconds",
+        "Time since the last successful watermark refresh.",
+        None,
+        MetricType::Gauge,
+    )?)
+}

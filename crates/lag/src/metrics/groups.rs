@@ -1,0 +1,217 @@
+//! The groups' series: lag per partition and topic, commits, metadata,
+//! members and assignments. They are collected from the monitor's units in one
+//! pass ([`Rows::collect`]), then written family by family (the format wants
+//! each family's samples together).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+
+use super::{Encoded, itoa_buf};
+use crate::monitor::{Granularity, Monitor};
+use crate::watermarks::{Watermarks, lag};
+
+/// One group's metadata, as exported.
+struct InfoRow {
+    group: Arc<str>,
+    /// The coordinator's broker id, empty when unknown.
+    coordinator: String,
+    protocol: Arc<str>,
+    protocol_type: Arc<str>,
+    state: Arc<str>,
+    /// `None` when the members are unknown (admin-API mode): no member series.
+    members: Option<i64>,
+    empty_members: i64,
+}
+
+/// Per group and topic, what the group's members are assigned.
+#[derive(Default)]
+struct TopicAssignment {
+    members: i64,
+    partitions: i64,
+}
+
+/// What the group families show, gathered in one pass over the units.
+/// Aggregation is per group, so no map keyed by (group, topic) strings is needed.
+#[derive(Default)]
+pub(super) struct Rows {
+    /// The granularity is per partition.
+    per_partition: bool,
+    /// Empty unless the granularity is per partition.
+    partition_lag: Vec<(Arc<str>, Arc<str>, i32, i64)>,
+    /// (group, topic, lag, committed offset sum).
+    topic_lag: Vec<(Arc<str>, Arc<str>, i64, i64)>,
+    commits: Vec<(Arc<str>, u64)>,
+    info: Vec<InfoRow>,
+    assignments: Vec<(Arc<str>, Arc<str>, TopicAssignment)>,
+}
+
+impl Rows {
+    /// The rows of every group and topic the filters allow.
+    pub(super) fn collect(m: &Monitor, watermarks: &Watermarks) -> Self {
+        let settings = m.settings();
+        let mut rows = Rows { per_partition: settings.granularity == Granularity::Partition, ..Rows::default() };
+        m.for_each_unit(|unit_partition, unit| {
+            let coordinator = m.coordinator(unit_partition).map(|c| c.to_string()).unwrap_or_default();
+            for (group, g) in unit.groups() {
+                if !settings.groups.allows(group) {
+                    continue;
+                }
+                rows.commits.push((Arc::clone(group), g.commits));
+                for (topic, partitions) in g.by_topic() {
+                    if !settings.topics.allows(topic) {
+                        continue;
+                    }
+                    let (mut topic_sum, mut offset_sum, mut any) = (0, 0, false);
+                    for (partition, committed) in partitions {
+                        let Some(w) = watermarks.get(topic, partition) else { continue };
+                        let l = lag(w.high, committed.offset);
+                        if rows.per_partition {
+                            rows.partition_lag.push((Arc::clone(group), Arc::clone(topic), partition, l));
+                        }
+                        topic_sum += l;
+                        offset_sum += committed.offset;
+                        any = true;
+                    }
+                    if any {
+                        rows.topic_lag.push((Arc::clone(group), Arc::clone(topic), topic_sum, offset_sum));
+                    }
+                }
+                let Some(gi) = &g.info else { continue };
+                let empty = gi.members().iter().filter(|mm| mm.assignment.iter().all(|(_, p)| p.is_empty())).count();
+                rows.info.push(InfoRow {
+                    group: Arc::clone(group),
+                    coordinator: coordinator.clone(),
+                    protocol: gi.protocol.clone().unwrap_or_else(|| Arc::from("")),
+                    protocol_type: Arc::clone(&gi.protocol_type),
+                    state: Arc::from(gi.state()),
+                    members: gi.members.as_ref().map(|m| m.len() as i64),
+                    empty_members: empty as i64,
+                });
+                let mut per_topic: HashMap<&Arc<str>, TopicAssignment, foldhash::fast::RandomState> =
+                    HashMap::default();
+                for member in gi.members() {
+                    for (topic, partitions) in &member.assignment {
+                        let a = per_topic.entry(topic).or_default();
+                        a.members += 1;
+                        a.partitions += partitions.len() as i64;
+                    }
+                }
+                for (topic, a) in per_topic {
+                    if settings.topics.allows(topic) {
+                        rows.assignments.push((Arc::clone(group), Arc::clone(topic), a));
+                    }
+                }
+            }
+        });
+        rows
+    }
+}
+
+/// `kafka_consumer_group_topic_partition_lag` (per-partition granularity only).
+pub(super) fn partition_lag(e: &mut DescriptorEncoder<'_>, rows: &Rows) -> Encoded {
+    // With topic granularity the family is not exported at all.
+    if !rows.per_partition {
+        return Ok(());
+    }
+    let mut family = e.encode_descriptor(
+        "kafka_consumer_group_topic_partition_lag",
+        "Lag of a group on a partition: high watermark minus committed offset.",
+        None,
+        MetricType::Gauge,
+    )?;
+    let mut id = itoa_buf();
+    for (group, topic, partition, l) in &rows.partition_lag {
+        let pid = id.format(*partition);
+        ConstGauge::new(*l).encode(family.encode_family(&[
+            ("group_id", &**group),
+            ("topic_name", &**topic),
+            ("partition_id", pid),
+        ])?)?;
+    }
+    Ok(())
+}
+
+/// `kafka_consumer_group_topic_lag` and `kafka_consumer_group_topic_offset_sum`.
+pub(super) fn topic_lag_and_offset_sum(e: &mut DescriptorEncoder<'_>, rows: &Rows) -> Encoded {
+    for (name, help, pick) in [
+        ("kafka_consumer_group_topic_lag", "Sum of a group's lag over a topic's partitions.", true),
+        ("kafka_consumer_group_topic_offset_sum", "Sum of a group's committed offsets over a topic.", false),
+    ] {
+        let mut family = e.encode_descriptor(name, help, None, MetricType::Gauge)?;
+        for (group, topic, l, sum) in &rows.topic_lag {
+            let v = if pick { *l } else { *sum };
+            ConstGauge::new(v).encode(family.encode_family(&[("group_id", &**group), ("topic_name", &**topic)])?)?;
+        }
+    }
+    Ok(())
+}
+
+/// `kafka_consumer_group_offset_commits`.
+pub(super) fn offset_commits(e: &mut DescriptorEncoder<'_>, rows: &Rows) -> Encoded {
+    let mut family = e.encode_descriptor(
+        "kafka_consumer_group_offset_commits",
+        "Offset commits seen for a group since kshard started reading.",
+        None,
+        MetricType::Counter,
+    )?;
+    for (group, n) in &rows.commits {
+        ConstCounter::new(*n).encode(family.encode_family(&[("group_id", &**group)])?)?;
+    }
+    Ok(())
+}
+
+/// `kafka_consumer_group_info`.
+pub(super) fn info(e: &mut DescriptorEncoder<'_>, rows: &Rows) -> Encoded {
+    let mut family = e.encode_descriptor(
+        "kafka_consumer_group_info",
+        "Consumer group info; 1 when the group is Stable, else 0 (as kminion).",
+        None,
+        MetricType::Gauge,
+    )?;
+    for row in &rows.info {
+        ConstGauge::new(i64::from(&*row.state == "Stable")).encode(family.encode_family(&[
+            ("group_id", &*row.group),
+            ("protocol", &*row.protocol),
+            ("protocol_type", &*row.protocol_type),
+            ("state", &*row.state),
+            ("coordinator_id", row.coordinator.as_str()),
+        ])?)?;
+    }
+    Ok(())
+}
+
+/// `kafka_consumer_group_members` and `kafka_consumer_group_empty_members`.
+pub(super) fn members(e: &mut DescriptorEncoder<'_>, rows: &Rows) -> Encoded {
+    for (name, help, members) in [
+        ("kafka_consumer_group_members", "Members of a group.", true),
+        ("kafka_consumer_group_empty_members", "Members of a group with no partition assigned.", false),
+    ] {
+        let mut family = e.encode_descriptor(name, help, None, MetricType::Gauge)?;
+        for row in &rows.info {
+            let Some(all) = row.members else { continue };
+            ConstGauge::new(if members { all } else { row.empty_members })
+                .encode(family.encode_family(&[("group_id", &*row.group)])?)?;
+        }
+    }
+    Ok(())
+}
+
+/// `kafka_consumer_group_topic_members` and `…_topic_assigned_partitions`.
+pub(super) fn topic_assignments(e: &mut DescriptorEncoder<'_>, rows: &Rows) -> Encoded {
+    for (name, help, members) in [
+        ("kafka_consumer_group_topic_members", "Members of a group assigned partitions of a topic.", true),
+        ("kafka_consumer_group_topic_assigned_partitions", "Partitions of a topic assigned in a group.", false),
+    ] {
+        let mut family = e.encode_descriptor(name, help, None, MetricType::Gauge)?;
+        for (group, topic, a) in &rows.assignments {
+            ConstGauge::new(if members { a.members } else { a.partitions })
+                .encode(family.encode_family(&[("group_id", &**group), ("topic_name", &**topic)])?)?;
+        }
+    }
+    Ok(())
+}

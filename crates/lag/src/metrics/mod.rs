@@ -1,0 +1,134 @@
+//! Prometheus metrics, computed from the monitor's state at each scrape.
+//!
+//! Names follow kminion's, so existing dashboards work; the prefix is the
+//! configured namespace (`kminion` gives kminion's exact names). Group series
+//! appear only once the monitor has caught up: before that they would show
+//! offsets from the past as if they were current.
+//!
+//! One function per metric family: [`exporter`] for the exporter's own series
+//! (up, records read and skipped, catch-up, health, timings), [`watermark`]
+//! for the partitions' watermarks, [`groups`] for the groups' lag, commits,
+//! metadata and assignments.
+
+mod exporter;
+mod groups;
+mod watermark;
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::Registry;
+
+use crate::monitor::Monitor;
+
+/// Durations the exporter measures about itself.
+#[derive(Debug, Default)]
+pub struct SelfTimings {
+    /// How long the last watermark refresh took.
+    pub watermark_refresh: Mutex<Option<Duration>>,
+    /// How long the last `/metrics` render took.
+    pub render: Mutex<Option<Duration>>,
+}
+
+/// Renders `/metrics` for a monitor.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    timings: Arc<SelfTimings>,
+}
+
+impl Metrics {
+    /// Metrics for `monitor`, every name prefixed with `namespace_`.
+    pub fn new(namespace: &str, monitor: Arc<Monitor>, timings: Arc<SelfTimings>) -> Self {
+        let mut registry = Registry::with_prefix(namespace);
+        registry.register_collector(Box::new(LagCollector { monitor, timings: Arc::clone(&timings) }));
+        Metrics { registry, timings }
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> Result<String, std::fmt::Error> {
+        let started = Instant::now();
+        let mut out = String::with_capacity(1 << 16);
+        prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry)?;
+        *self.timings.render.lock().unwrap_or_else(PoisonError::into_inner) = Some(started.elapsed());
+        Ok(out)
+    }
+}
+
+#[derive(Debug)]
+struct LagCollector {
+    monitor: Arc<Monitor>,
+    timings: Arc<SelfTimings>,
+}
+
+type Encoded = Result<(), std::fmt::Error>;
+
+fn gauge(encoder: &mut DescriptorEncoder<'_>, name: &str, help: &str, value: i64) -> Encoded {
+    let g = ConstGauge::new(value);
+    g.encode(encoder.encode_descriptor(name, help, None, MetricType::Gauge)?)
+}
+
+fn counter(encoder: &mut DescriptorEncoder<'_>, name: &str, help: &str, value: u64) -> Encoded {
+    let c = ConstCounter::new(value);
+    c.encode(encoder.encode_descriptor(name, help, None, MetricType::Counter)?)
+}
+
+impl Collector for LagCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Encoded {
+        let (e, m) = (&mut encoder, &*self.monitor);
+        exporter::up(e)?;
+        exporter::records_consumed(e, m)?;
+        exporter::offset_fetch_errors(e, m)?;
+        exporter::records_skipped(e, m)?;
+        let ready = m.is_ready();
+        exporter::catchup_ready(e, ready)?;
+        let progress = m.progress();
+        exporter::catchup_offsets_remaining(e, &progress)?;
+        exporter::catchup_partitions_caught_up(e, &progress)?;
+        exporter::offsets_topic_unread_offsets(e, m)?;
+        exporter::timings(e, &self.timings)?;
+        // Watermarks the brokers have not confirmed lately are not current: no
+        // series rather than frozen ones.
+        let current = m.problem().is_none();
+        exporter::data_current(e, current)?;
+        exporter::watermarks_age(e, m)?;
+        if !current {
+            return Ok(());
+        }
+        let watermarks = m.watermarks();
+        watermark::partition_watermarks(e, &watermarks)?;
+        watermark::topic_watermark_sums(e, &watermarks)?;
+        if !ready {
+            return Ok(());
+        }
+        let rows = groups::Rows::collect(m, &watermarks);
+        groups::partition_lag(e, &rows)?;
+        groups::topic_lag_and_offset_sum(e, &rows)?;
+        groups::offset_commits(e, &rows)?;
+        groups::info(e, &rows)?;
+        groups::members(e, &rows)?;
+        groups::topic_assignments(e, &rows)
+    }
+}
+
+/// A small reusable buffer for formatting partition ids without allocating.
+fn itoa_buf() -> IdBuf {
+    IdBuf(String::with_capacity(12))
+}
+
+struct IdBuf(String);
+
+impl IdBuf {
+    fn format(&mut self, n: i32) -> &str {
+        use std::fmt::Write;
+        self.0.clear();
+        // Writing to a String cannot fail.
+        let _ = write!(self.0, "{n}");
+        &self.0
+    }
+}
