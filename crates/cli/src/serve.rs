@@ -32,6 +32,7 @@ pub(crate) fn serve(args: &ServeArgs) -> Result<()> {
             namespace: config.namespace.clone(),
             watermark_interval: config.watermark_interval,
             monitor: config.monitor.clone(),
+            data_dir: config.data_dir.clone(),
             ..ServeOptions::new(config.kafka.clone())
         };
         run(options, listener, shutdown_signal()).await.context("kshard serve")

@@ -18,8 +18,10 @@ mod metrics;
 mod monitor;
 mod names;
 mod offsets_reader;
+mod offsets_shards;
 mod refresher;
 pub mod service;
+mod shards_reader;
 mod supervisor;
 mod watermarks;
 
@@ -31,4 +33,5 @@ pub use health::{FAILURES_FORGOTTEN_AFTER, Health, WorkerFailure};
 pub use metrics::{Metrics, SelfTimings};
 pub use monitor::{DEFAULT_STALE_AFTER, Granularity, Monitor, MonitorSettings, ReadCounters, SkippedRecord};
 pub use names::{FastMap, Names};
+pub use shards_reader::recovery_log_topic;
 pub use watermarks::{Watermark, Watermarks, lag};

@@ -30,6 +30,9 @@ pub(crate) struct OffsetsReader {
     /// Partitions of the topic that appeared later, from the refresher.
     pub(crate) new_partitions: mpsc::Receiver<Vec<i32>>,
     pub(crate) hold: Option<tokio::sync::oneshot::Receiver<()>>,
+    /// Where durable shards keep their stores; `None`: read directly, keep
+    /// nothing.
+    pub(crate) data_dir: Option<std::path::PathBuf>,
 }
 
 /// Tracks `partitions` of `topic` with their current watermarks; returns how
@@ -66,6 +69,9 @@ impl OffsetsReader {
         if let Some(hold) = self.hold.take() {
             // A dropped sender releases the hold too.
             let _ = hold.blocking_recv();
+        }
+        if let Some(dir) = self.data_dir.clone() {
+            return crate::shards_reader::run(self, &dir);
         }
         let start = self.monitor.resume_positions();
         let reader = PartitionReader::new(&self.settings, &self.topic, &start).map_err(|e| e.to_string())?;

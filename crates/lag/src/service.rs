@@ -57,6 +57,10 @@ pub struct ServeOptions {
     /// When set, reading waits until this future completes. Embedders and tests
     /// use it to observe the service before catch-up begins.
     pub hold_reading: Option<tokio::sync::oneshot::Receiver<()>>,
+    /// Where to keep each partition's state (durable shards of the runtime,
+    /// recovery logs in Kafka), so that a restart reads only what is new;
+    /// `None`: keep nothing, read everything at start.
+    pub data_dir: Option<std::path::PathBuf>,
 }
 
 impl ServeOptions {
@@ -72,6 +76,7 @@ impl ServeOptions {
             monitor: MonitorSettings::default(),
             request_timeout: Duration::from_secs(30),
             hold_reading: None,
+            data_dir: None,
         }
     }
 
@@ -118,6 +123,7 @@ pub async fn run(
                 stop: Arc::clone(&stop),
                 new_partitions: new_partitions_rx,
                 hold: options.hold_reading.take(),
+                data_dir: options.data_dir.clone(),
             };
             workers.push(
                 supervisor::spawn(offsets_reader::WORKER, Arc::clone(&monitor), Arc::clone(&stop), move || {

@@ -26,7 +26,7 @@
 use std::collections::BTreeMap;
 
 use crate::model::ShardSpec;
-use crate::recovery_log::record::Mutation;
+use crate::recovery_log::record::{Mutation, SourceOffset};
 use crate::store::{Store, StoreError};
 
 /// One message of a source.
@@ -49,6 +49,27 @@ pub trait Application: Send + Sync + 'static {
     /// Takes one message into the transaction `txn` of `shard`. An error fails
     /// the replica (the transaction is not committed).
     fn consume(&self, shard: &ShardSpec, txn: &mut Transaction<'_>, message: &Message<'_>) -> Result<(), String>;
+
+    /// The replica of `shard` is about to become primary: `store` holds the
+    /// shard's state as of its checkpoint (`offsets`, each source's next
+    /// offset), and sources are read from there next. Applications that keep
+    /// a view of their state outside the store (to serve it) rebuild it here.
+    /// An error fails the replica.
+    fn recovered(&self, shard: &ShardSpec, store: &dyn Store, offsets: &[SourceOffset]) -> Result<(), String> {
+        let _ = (shard, store, offsets);
+        Ok(())
+    }
+
+    /// The primary of `shard` read everything `topic`/`partition` holds now;
+    /// `next_offset` is its position when the client knows it.
+    fn end_of_source(&self, shard: &ShardSpec, topic: &str, partition: i32, next_offset: Option<i64>) {
+        let _ = (shard, topic, partition, next_offset);
+    }
+
+    /// The replica of `shard` stopped being primary (torn down or failed).
+    fn stopped(&self, shard: &ShardSpec) {
+        let _ = shard;
+    }
 }
 
 /// A consumer transaction's view of the store: reads see the store as of the
@@ -57,6 +78,7 @@ pub struct Transaction<'a> {
     store: &'a dyn Store,
     writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
     messages: usize,
+    bytes: usize,
 }
 
 impl std::fmt::Debug for Transaction<'_> {
@@ -68,7 +90,7 @@ impl std::fmt::Debug for Transaction<'_> {
 impl<'a> Transaction<'a> {
     /// A transaction over `store`.
     pub fn new(store: &'a dyn Store) -> Self {
-        Transaction { store, writes: BTreeMap::new(), messages: 0 }
+        Transaction { store, writes: BTreeMap::new(), messages: 0, bytes: 0 }
     }
 
     /// The value of `key`, as of this transaction's writes.
@@ -81,17 +103,28 @@ impl<'a> Transaction<'a> {
 
     /// Sets `key`.
     pub fn put(&mut self, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) {
-        self.writes.insert(key.into(), Some(value.into()));
+        let (key, value) = (key.into(), value.into());
+        self.bytes += key.len() + value.len() + 9;
+        self.writes.insert(key, Some(value));
     }
 
     /// Deletes `key`.
     pub fn delete(&mut self, key: impl Into<Vec<u8>>) {
-        self.writes.insert(key.into(), None);
+        let key = key.into();
+        self.bytes += key.len() + 5;
+        self.writes.insert(key, None);
     }
 
     /// Counts one message taken (the runtime does, after `consume`).
     pub(crate) fn count_message(&mut self) {
         self.messages += 1;
+    }
+
+    /// The bytes of keys and values written so far, overwrites included (at
+    /// least the log record's size: the runtime ends a transaction before it
+    /// outgrows a Kafka record).
+    pub fn bytes(&self) -> usize {
+        self.bytes
     }
 
     /// Messages taken so far.

@@ -147,7 +147,11 @@ impl<'a> Log<'a> {
                 }
             }
         }
-        Ok(ReplicaStore { inner: RedbStore::open(&path)?, faults: ctx.store_faults.get(&spec.id).cloned() })
+        let (inner, replaced) = RedbStore::open_or_replace(&path)?;
+        if let Some(why) = replaced {
+            tracing::warn!(shard = %spec.id, path = %path.display(), error = %why, "the store was not readable: set aside, rebuilding it from the recovery log");
+        }
+        Ok(ReplicaStore { inner, faults: ctx.store_faults.get(&spec.id).cloned() })
     }
 
     /// Opens the replica's store and its log where playback goes on.

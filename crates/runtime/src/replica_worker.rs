@@ -61,6 +61,10 @@ pub(crate) struct WorkerContext {
     pub(crate) hints: Arc<dyn HintBoard>,
 }
 
+/// A transaction ends once its writes reach this size (a recovery-log record
+/// must stay under Kafka's default limit of 1 MiB).
+const MAX_TRANSACTION_BYTES: usize = 512 << 10;
+
 /// A fresh author id: unique per hand-off across processes and restarts.
 fn random_author() -> u64 {
     use std::hash::{BuildHasher, Hasher};
@@ -91,6 +95,7 @@ pub(crate) fn run(ctx: &WorkerContext, spec: &ShardSpec, commands: &Receiver<Com
         tracing::error!(shard = %spec.id, error = %e, "replica failed");
         report(Event::Failed(e));
     }
+    ctx.app.stopped(spec);
     ctx.progress.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&spec.id);
     report(Event::TornDown);
 }
@@ -126,7 +131,12 @@ fn serve(
                 report(Event::HandOffReadBack { ours: true });
             }
             // The store is the one playback filled; its checkpoint is the player's.
-            Ok(Command::OpenStore) => report(Event::Recovered),
+            Ok(Command::OpenStore) => {
+                ctx.app.recovered(spec, log.player.store(), log.player.offsets()).map_err(|error| {
+                    ReplicaError::Application { at: "recovering the application's state".into(), error }
+                })?;
+                report(Event::Recovered);
+            }
             Ok(Command::StartSources) => sources = Some(Sources::open(ctx, spec, log.player.offsets())?),
             Err(TryRecvError::Empty) => {}
         }
@@ -218,9 +228,22 @@ impl Sources {
                         value: r.value(),
                     };
                     spec_consume(log.ctx, spec, &mut txn, &message)?;
+                    // A Kafka record holds about 1 MiB: commit well before.
+                    if txn.bytes() >= MAX_TRANSACTION_BYTES {
+                        break;
+                    }
                 }
-                ReadEvent::EndOfPartition { .. } | ReadEvent::Idle if elapsed >= min => break,
-                ReadEvent::EndOfPartition { .. } | ReadEvent::Idle => {}
+                ReadEvent::EndOfPartition { partition, next_offset } => {
+                    let topic = spec.sources.iter().find(|s| s.partition == partition).map(|s| s.topic.as_str());
+                    if let Some(topic) = topic {
+                        log.ctx.app.end_of_source(spec, topic, partition, next_offset);
+                    }
+                    if elapsed >= min {
+                        break;
+                    }
+                }
+                ReadEvent::Idle if elapsed >= min => break,
+                ReadEvent::Idle => {}
             }
         }
         let messages = txn.messages();

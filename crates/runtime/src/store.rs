@@ -80,6 +80,20 @@ pub trait Store: Send {
     fn scan(&self, after: Option<&[u8]>, max_bytes: usize) -> Result<Entries, StoreError>;
 }
 
+/// True for errors that say the file holds no readable store (as opposed to
+/// a store that cannot be opened now).
+fn not_a_store(e: &redb::DatabaseError) -> bool {
+    use redb::{DatabaseError as D, StorageError as S};
+    match e {
+        D::Storage(S::Corrupted(_)) | D::UpgradeRequired(_) | D::RepairAborted => true,
+        // A wrong magic number or a truncated header.
+        D::Storage(S::Io(io)) => {
+            matches!(io.kind(), std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof)
+        }
+        _ => false,
+    }
+}
+
 /// A store in one redb file.
 pub struct RedbStore {
     db: Database,
@@ -96,6 +110,27 @@ impl RedbStore {
     pub fn open(path: &Path) -> Result<Self, StoreError> {
         let db = Database::create(path).map_err(|e| err("opening")(e.into()))?;
         Ok(RedbStore { db })
+    }
+
+    /// Opens the store at `path`; a file that is not a readable store (corrupt,
+    /// truncated, of another format) is moved aside to `<path>.corrupt` and a
+    /// new store created — the runtime then rebuilds it from the recovery log.
+    /// Returns why the old file was set aside, if it was. Other failures (the
+    /// file open in another process, I/O errors) are errors: the file is kept.
+    pub fn open_or_replace(path: &Path) -> Result<(Self, Option<String>), StoreError> {
+        match Database::create(path) {
+            Ok(db) => Ok((RedbStore { db }, None)),
+            Err(e) if not_a_store(&e) => {
+                let why = e.to_string();
+                let aside = path.with_extension("redb.corrupt");
+                std::fs::rename(path, &aside).map_err(|io| StoreError {
+                    step: "setting a corrupt store aside",
+                    message: format!("{}: {io} (it could not be opened: {why})", path.display()),
+                })?;
+                Ok((Self::open(path)?, Some(why)))
+            }
+            Err(e) => Err(err("opening")(e.into())),
+        }
     }
 }
 
@@ -180,6 +215,22 @@ mod tests {
             log: LogPosition { next_offset, seq, checksum: 42 + seq, author: Some(7) },
             offsets: vec![SourceOffset { topic: "sums".into(), partition: 0, offset }],
         }
+    }
+
+    #[test]
+    fn a_corrupt_file_is_set_aside_and_a_new_store_made() {
+        let dir = std::env::temp_dir().join(format!("kshard-store-corrupt-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("s.redb");
+        std::fs::write(&path, vec![0x5a; 8192]).expect("garbage");
+        let (store, why) = RedbStore::open_or_replace(&path).expect("replaced");
+        assert!(why.is_some(), "the garbage was noticed");
+        assert_eq!(store.checkpoint().expect("reads"), None, "a new, empty store");
+        assert!(dir.join("s.redb.corrupt").exists(), "the old file is kept aside");
+        drop(store);
+        let (_, why) = RedbStore::open_or_replace(&path).expect("opens");
+        assert_eq!(why, None, "a good store opens as it is");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -1,0 +1,81 @@
+//! `data_dir`: the lag monitor's state kept in durable shards of
+//! `kshard-runtime` (one per partition of the offsets topic, recovery logs in
+//! Kafka). A restart on the data directory reads only what was committed since
+//! it stopped and shows the same lag; a data directory deleted between runs, or
+//! stores overwritten with garbage, are rebuilt from the recovery logs, again
+//! without re-reading the offsets topic.
+
+mod common;
+
+use common::{TestService, Writer, kshard_metric_lag, only, options};
+use kshard_testkit::{Broker, unique_name};
+
+const RECORDS: &str = "kshard_exporter_offset_consumer_records_consumed_total";
+
+fn start(w: &Writer, prefix: &str, data_dir: &std::path::Path) -> TestService {
+    let mut opts = options(w, "kshard", only(prefix));
+    opts.data_dir = Some(data_dir.to_owned());
+    let mut service = TestService::start(opts, false);
+    service.wait_ready();
+    service
+}
+
+#[test]
+fn a_restart_on_the_data_directory_reads_only_what_is_new() {
+    let broker = Broker::from_env_or_start();
+    let p = unique_name("lag-restart");
+    let w = Writer::new(broker.brokers(), &p);
+    let topic = format!("{p}-t");
+    w.topic(&topic, &[100, 100, 100]);
+    for g in 0..40 {
+        for part in 0..3 {
+            for offset in [10, 20, 30 + g] {
+                w.commit(&format!("{p}-g{g:02}"), &topic, part, 3, offset);
+            }
+        }
+    }
+    w.flush();
+    let written = 40 * 3 * 3;
+    let dir = std::env::temp_dir().join(unique_name("kshard-lag-data"));
+
+    let mut first = start(&w, &p, &dir);
+    assert_eq!(first.metrics().get(RECORDS), Some(&(written as f64)), "the first run reads everything");
+    let lag = kshard_metric_lag(&mut first, "kshard", &p);
+    assert_eq!(lag.len(), 120);
+    drop(first);
+
+    // Restarted on its data directory: only the commits made since are read.
+    w.commit(&format!("{p}-g00"), &topic, 0, 4, 99);
+    w.commit(&format!("{p}-g01"), &topic, 1, 4, 98);
+    w.flush();
+    let mut second = start(&w, &p, &dir);
+    assert_eq!(second.metrics().get(RECORDS), Some(&2.0), "a restart reads only the new commits");
+    let mut expected = lag.clone();
+    expected.insert((format!("{p}-g00"), topic.clone(), 0), 1);
+    expected.insert((format!("{p}-g01"), topic.clone(), 1), 2);
+    assert_eq!(kshard_metric_lag(&mut second, "kshard", &p), expected);
+    drop(second);
+
+    // The data directory lost: every partition's state comes back from its
+    // recovery log, and still nothing of the offsets topic is read again.
+    std::fs::remove_dir_all(&dir).expect("deletes the data directory");
+    let mut third = start(&w, &p, &dir);
+    assert_eq!(third.metrics().get(RECORDS), Some(&0.0), "rebuilt from the recovery logs");
+    assert_eq!(kshard_metric_lag(&mut third, "kshard", &p), expected);
+    drop(third);
+
+    // Corrupt stores are set aside and rebuilt from the recovery logs too.
+    let mut corrupted = 0;
+    for entry in std::fs::read_dir(&dir).expect("lists the data directory").flatten() {
+        if entry.path().extension().is_some_and(|e| e == "redb") {
+            std::fs::write(entry.path(), vec![0x5a; 4096]).expect("overwrites a store");
+            corrupted += 1;
+        }
+    }
+    assert_eq!(corrupted, w.offsets_partitions, "one store per partition of the offsets topic");
+    let mut fourth = start(&w, &p, &dir);
+    assert_eq!(fourth.metrics().get(RECORDS), Some(&0.0), "rebuilt from the recovery logs");
+    assert_eq!(kshard_metric_lag(&mut fourth, "kshard", &p), expected);
+    drop(fourth);
+    let _ = std::fs::remove_dir_all(&dir);
+}
