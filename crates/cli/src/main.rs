@@ -113,6 +113,16 @@ enum BenchCommand {
         #[arg(long, default_value_t = 3)]
         runs: usize,
     },
+    /// `serve --data-dir` on the offsets topic as it is: a cold start, then
+    /// restarts after kill -9 on the data directory, next to the catch-up
+    /// without one.
+    Restart {
+        #[command(flatten)]
+        brokers: serve_config::KafkaArgs,
+        /// Restarts.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+    },
     /// The runtime's targets with `kshard example sum` members: restart on the
     /// data directory, cold start without it, and (with --etcd) fail-over
     /// after kill -9; medians.
@@ -200,6 +210,7 @@ fn main() -> ExitCode {
         Command::Bench { command: BenchCommand::Drain { brokers, apply } } => {
             brokers.target().and_then(|t| bench::drain::drain(&t, apply)).map(|n| println!("{n}"))
         }
+        Command::Bench { command: BenchCommand::Restart { brokers, runs } } => bench::restart::restart(&brokers, runs),
         Command::Bench { command: BenchCommand::CatchUp { brokers, runs } } => {
             bench::catch_up::catch_up(&brokers, runs)
         }

@@ -26,7 +26,7 @@ use crate::group_offsets::GroupOffsets;
 use crate::monitor::Monitor;
 
 /// The worker's name in logs and on `/ready` while a shard is not served.
-pub(crate) const WORKER: &str = "offsets shards";
+pub(crate) const WORKER: &str = crate::offsets_reader::WORKER;
 
 /// Bytes scanned per store read when rebuilding a unit.
 const SCAN_CHUNK: usize = 4 << 20;

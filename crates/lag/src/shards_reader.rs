@@ -50,7 +50,15 @@ pub(crate) fn run(reader: &OffsetsReader, data_dir: &Path) -> Result<(), String>
         configs: vec![("cleanup.policy".into(), "delete".into()), ("retention.ms".into(), "-1".into())],
     };
     admin.create_topic(&spec).map_err(|e| format!("creating the recovery-log topic {log_topic}: {e}"))?;
-    let have = admin.partition_count(&log_topic).map_err(|e| e.to_string())?.unwrap_or(0);
+    // A topic just created shows in the metadata a moment later.
+    let deadline = std::time::Instant::now() + reader.timeout;
+    let have = loop {
+        match admin.partition_count(&log_topic).map_err(|e| e.to_string())? {
+            Some(n) => break n,
+            None if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(100)),
+            None => return Err(format!("the recovery-log topic {log_topic} does not show in the metadata")),
+        }
+    };
     if have < partitions {
         return Err(format!(
             "the recovery-log topic {log_topic} has {have} partitions, {} has {partitions}: add partitions to it",

@@ -394,9 +394,16 @@ impl<'a> Log<'a> {
     }
 }
 
-/// The log partition's (low, high) watermarks.
+/// The log partition's (low, high) watermarks. Retried for a few seconds: a
+/// log topic just created answers "not leader" for a moment.
 fn watermarks(admin: &Admin, spec: &ShardSpec) -> Result<(i64, i64), ReplicaError> {
     let key = (spec.recovery_log.topic.clone(), spec.recovery_log.partition);
-    let marks = admin.watermarks(std::slice::from_ref(&key)).map_err(kafka("finding the log's ends"))?;
-    Ok(marks.get(&key).copied().unwrap_or((0, 0)))
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match admin.watermarks(std::slice::from_ref(&key)) {
+            Ok(marks) => return Ok(marks.get(&key).copied().unwrap_or((0, 0))),
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(200)),
+            Err(e) => return Err(kafka("finding the log's ends")(e).into()),
+        }
+    }
 }

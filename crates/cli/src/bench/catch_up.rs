@@ -11,10 +11,10 @@ use crate::serve_config::KafkaArgs;
 
 /// One measured run of a child process.
 #[derive(Debug, Clone, Copy)]
-struct Run {
-    seconds: f64,
-    stats: ProcessStats,
-    records: u64,
+pub(crate) struct Run {
+    pub(crate) seconds: f64,
+    pub(crate) stats: ProcessStats,
+    pub(crate) records: u64,
 }
 
 /// Runs `kshard bench drain` as a child and measures it.
@@ -53,12 +53,18 @@ fn run_drain(kafka: &KafkaArgs) -> Result<Run> {
 /// Starts `kshard serve` as a child, measures time to a 200 on `/ready`, and the
 /// child's CPU and peak RSS at that moment.
 fn run_serve(kafka: &KafkaArgs) -> Result<Run> {
+    Ok(start_serve(kafka, &[])?.0)
+}
+
+/// Starts `kshard serve` (with `args`) as a child and measures it until `/ready`
+/// is 200; the run, and the child (killed when dropped).
+pub(crate) fn start_serve(kafka: &KafkaArgs, args: &[&str]) -> Result<(Run, KillOnDrop)> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let addr = format!("127.0.0.1:{port}");
     let exe = std::env::current_exe()?;
     let started = Instant::now();
     let mut command = Command::new(exe);
-    command.args(["serve", "--listen", &addr]);
+    command.args(["serve", "--listen", &addr]).args(args);
     kafka.pass_to(&mut command);
     let child = KillOnDrop(
         command
@@ -77,7 +83,7 @@ fn run_serve(kafka: &KafkaArgs) -> Result<Run> {
             let seconds = started.elapsed().as_secs_f64();
             let stats = process_stats(pid)?;
             let records = serde_json::from_str::<serde_json::Value>(&body)?["records"].as_u64().unwrap_or(0);
-            return Ok(Run { seconds, stats, records });
+            return Ok((Run { seconds, stats, records }, child));
         }
         std::thread::sleep(Duration::from_millis(50));
     }
