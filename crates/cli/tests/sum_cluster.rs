@@ -37,9 +37,13 @@ fn a_standby_takes_over_when_the_primarys_process_is_killed_and_every_sum_stays_
         cluster.start(m, &[]);
     }
     // Assignment at start: every shard a primary and a standby, on distinct members.
+    cluster.until(None, "every shard served", Duration::from_secs(60), |r| SumCluster::served(r, &["a", "b", "c"], 1));
+    cluster.assert_exact();
+    cluster.produce(5_000);
+    // Who stands by for whom, read just before the kill (work may have moved
+    // since the members started: make-before-break moves to the last to join).
     let rows = cluster
         .until(None, "every shard served", Duration::from_secs(60), |r| SumCluster::served(r, &["a", "b", "c"], 1));
-    cluster.assert_exact();
     let primaries = SumCluster::primaries(&rows);
     let (victim, _) = primaries.iter().max_by_key(|(_, n)| **n).expect("a primary");
     let victim = victim.clone();
@@ -52,8 +56,6 @@ fn a_standby_takes_over_when_the_primarys_process_is_killed_and_every_sum_stays_
                 .map(|s| (s.shard.clone(), s.member.clone()))
         })
         .collect();
-
-    cluster.produce(5_000);
     cluster.signal(&victim, "KILL");
     let killed = Instant::now();
     cluster.reap(&victim);

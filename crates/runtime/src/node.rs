@@ -383,6 +383,7 @@ pub async fn run<K: Keyspace>(
             keys: config.keys.clone(),
             runtime: tokio::runtime::Handle::current(),
         }),
+        clients: std::sync::Mutex::new(None),
     });
     let (reports, mut reported) = unbounded_channel();
     let mut slots = BTreeMap::new();

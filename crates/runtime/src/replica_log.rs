@@ -97,8 +97,9 @@ impl Store for ReplicaStore {
 /// The clients of a replica's log.
 pub(crate) struct LogIo {
     reader: PartitionReader,
-    writer: RecordWriter,
-    admin: Admin,
+    /// Shared by the member's replicas.
+    writer: Arc<RecordWriter>,
+    admin: Arc<Admin>,
 }
 
 impl LogIo {
@@ -160,8 +161,8 @@ impl<'a> Log<'a> {
             step: "creating the data directory",
             message: format!("{}: {e}", ctx.data_dir.display()),
         })?;
-        let writer = RecordWriter::new(&ctx.settings).map_err(kafka("opening a writer"))?;
-        let admin = Admin::new(&ctx.settings, KAFKA_TIMEOUT).map_err(kafka("opening an admin client"))?;
+        let shared = ctx.shared_clients().map_err(kafka("opening the member's writer and admin client"))?;
+        let (writer, admin) = (shared.writer, shared.admin);
         let hints = ctx.hints.read(&spec.id).map_err(ReplicaError::Hints)?.map(|(h, _)| h);
         let store = Self::open_store(ctx, spec, false)?;
         let position = store.checkpoint()?.map_or(0, |c| c.log.next_offset);

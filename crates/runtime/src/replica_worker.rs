@@ -59,6 +59,33 @@ pub(crate) struct WorkerContext {
     pub(crate) store_faults: BTreeMap<String, Arc<AtomicU32>>,
     /// The shards' hints.
     pub(crate) hints: Arc<dyn HintBoard>,
+    /// The writer and admin client every replica of the member shares (a
+    /// librdkafka client costs threads and buffers; a member may hold hundreds
+    /// of replicas). Made by the first replica that needs them.
+    pub(crate) clients: Mutex<Option<SharedClients>>,
+}
+
+/// A member's Kafka clients shared by its replicas.
+#[derive(Clone)]
+pub(crate) struct SharedClients {
+    pub(crate) writer: Arc<kshard_kafka::RecordWriter>,
+    pub(crate) admin: Arc<kshard_kafka::Admin>,
+}
+
+impl WorkerContext {
+    /// The member's shared writer and admin client, made on first use.
+    pub(crate) fn shared_clients(&self) -> Result<SharedClients, kshard_kafka::Error> {
+        let mut clients = self.clients.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(c) = clients.as_ref() {
+            return Ok(c.clone());
+        }
+        let made = SharedClients {
+            writer: Arc::new(kshard_kafka::RecordWriter::new(&self.settings)?),
+            admin: Arc::new(kshard_kafka::Admin::new(&self.settings, crate::replica_log::KAFKA_TIMEOUT)?),
+        };
+        *clients = Some(made.clone());
+        Ok(made)
+    }
 }
 
 /// A transaction ends once its writes reach this size (a recovery-log record
