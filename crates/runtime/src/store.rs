@@ -80,6 +80,18 @@ pub trait Store: Send {
     fn scan(&self, after: Option<&[u8]>, max_bytes: usize) -> Result<Entries, StoreError>;
 }
 
+/// redb's page cache per store. Its default suits one big database; a member
+/// holds a store per replica, each applying transactions of at most 512 KiB,
+/// so each gets a small cache and a member's memory stays bounded by its
+/// number of replicas.
+const CACHE_BYTES: usize = 4 << 20;
+
+fn builder() -> redb::Builder {
+    let mut builder = Database::builder();
+    builder.set_cache_size(CACHE_BYTES);
+    builder
+}
+
 /// True for errors that say the file holds no readable store (as opposed to
 /// a store that cannot be opened now).
 fn not_a_store(e: &redb::DatabaseError) -> bool {
@@ -108,7 +120,7 @@ impl std::fmt::Debug for RedbStore {
 impl RedbStore {
     /// Opens the store at `path`, creating it when missing.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
-        let db = Database::create(path).map_err(|e| err("opening")(e.into()))?;
+        let db = builder().create(path).map_err(|e| err("opening")(e.into()))?;
         Ok(RedbStore { db })
     }
 
@@ -118,7 +130,7 @@ impl RedbStore {
     /// Returns why the old file was set aside, if it was. Other failures (the
     /// file open in another process, I/O errors) are errors: the file is kept.
     pub fn open_or_replace(path: &Path) -> Result<(Self, Option<String>), StoreError> {
-        match Database::create(path) {
+        match builder().create(path) {
             Ok(db) => Ok((RedbStore { db }, None)),
             Err(e) if not_a_store(&e) => {
                 let why = e.to_string();
