@@ -32,6 +32,10 @@ pub struct Readiness {
     pub records: u64,
     /// The partitions not caught up yet (at most 50), with where they stand.
     pub behind: Vec<PartitionBehind>,
+    /// With a data directory: each partition's shard and its replica's status
+    /// here (BACKFILL, STANDBY, PRIMARY, FAILED).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shards: Option<std::collections::BTreeMap<String, String>>,
 }
 
 /// A partition of `__consumer_offsets` still catching up.
@@ -81,6 +85,16 @@ pub(crate) fn readiness(monitor: &Monitor) -> Readiness {
         percent: p.percent,
         records: monitor.counters().records.load(std::sync::atomic::Ordering::Relaxed),
         behind,
+        shards: monitor.shards().map(|shared| {
+            shared
+                .statuses()
+                .into_iter()
+                .map(|(shard, code)| {
+                    let name = serde_json::to_value(code).ok().and_then(|v| v.as_str().map(str::to_owned));
+                    (shard, name.unwrap_or_default())
+                })
+                .collect()
+        }),
     }
 }
 

@@ -32,7 +32,15 @@ pub(crate) fn router(monitor: Arc<Monitor>, metrics: Arc<Metrics>) -> Router {
 
 async fn metrics_text(State(state): State<AppState>) -> Response {
     // Rendering 100k series takes tens of milliseconds: keep it off the async workers.
-    match tokio::task::spawn_blocking(move || state.metrics.render()).await {
+    let rendered = tokio::task::spawn_blocking(move || {
+        let mut text = state.metrics.render()?;
+        // With a data directory, the shards' runtime metrics follow.
+        if let Some(shards) = state.monitor.shards() {
+            text.push_str(&shards.metrics.encode());
+        }
+        Ok::<_, std::fmt::Error>(text)
+    });
+    match rendered.await {
         Ok(Ok(text)) => ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response(),
         Ok(Err(_)) | Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "rendering metrics failed\n").into_response(),
     }

@@ -86,6 +86,9 @@ pub struct Monitor {
     /// The high watermark of each partition of the offsets topic at the last
     /// refresh: how far the reader is from the end (see [`Monitor::unread`]).
     offsets_topic_ends: RwLock<std::collections::BTreeMap<i32, i64>>,
+    /// With a data directory: the runtime member running the partitions'
+    /// shards (their statuses and metrics).
+    shards: Mutex<Option<kshard_runtime::node::NodeShared>>,
 }
 
 /// Watermarks older than this are stale unless the service says otherwise.
@@ -115,7 +118,18 @@ impl Monitor {
             health: Health::new(stale_after),
             waiting: Mutex::new(None),
             offsets_topic_ends: RwLock::new(std::collections::BTreeMap::new()),
+            shards: Mutex::new(None),
         }
+    }
+
+    /// Records the runtime member that runs the partitions' shards.
+    pub fn set_shards(&self, shards: kshard_runtime::node::NodeShared) {
+        *lock(&self.shards) = Some(shards);
+    }
+
+    /// The runtime member that runs the partitions' shards, with a data directory.
+    pub fn shards(&self) -> Option<kshard_runtime::node::NodeShared> {
+        lock(&self.shards).clone()
     }
 
     /// Records why the reader cannot track the offsets topic yet (`None` once it can).

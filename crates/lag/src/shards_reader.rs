@@ -83,6 +83,8 @@ pub(crate) fn run(reader: &OffsetsReader, data_dir: &Path) -> Result<(), String>
         .build()
         .map_err(|e| format!("starting the shards' runtime: {e}"))?;
     let stop = Arc::clone(&reader.stop);
+    let shared = NodeShared::default();
+    reader.monitor.set_shards(shared.clone());
     runtime.block_on(async move {
         let ks = Arc::new(MemoryKeyspace::new());
         for s in &shards {
@@ -93,6 +95,6 @@ pub(crate) fn run(reader: &OffsetsReader, data_dir: &Path) -> Result<(), String>
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         };
-        node::run(ks, config, app, NodeShared::default(), shutdown).await.map_err(|e| e.to_string())
+        node::run(ks, config, app, shared, shutdown).await.map_err(|e| e.to_string())
     })
 }

@@ -40,6 +40,14 @@ fn a_restart_on_the_data_directory_reads_only_what_is_new() {
 
     let mut first = start(&w, &p, &dir);
     assert_eq!(first.metrics().get(RECORDS), Some(&(written as f64)), "the first run reads everything");
+    // /ready names each partition's shard and its status; /metrics has the runtime's series.
+    let (_, ready) = first.get("/ready");
+    let ready: serde_json::Value = serde_json::from_str(&ready).expect("JSON");
+    let shards = ready["shards"].as_object().expect("shards on /ready");
+    assert_eq!(shards.len(), w.offsets_partitions as usize, "{ready}");
+    assert!(shards.values().all(|s| s == "PRIMARY"), "{ready}");
+    let primary = "kshard_runtime_replica_status{shard=\"offsets-000\",status=\"PRIMARY\"}";
+    assert_eq!(first.metrics().get(primary), Some(&1.0));
     let lag = kshard_metric_lag(&mut first, "kshard", &p);
     assert_eq!(lag.len(), 120);
     drop(first);

@@ -154,11 +154,12 @@ impl Metrics {
         self.snapshot_bytes.get_or_create(&shard(s)).set(i64::try_from(bytes).unwrap_or(i64::MAX));
     }
 
-    /// The metrics in Prometheus' text format.
+    /// The metrics in Prometheus' text format (0.0.4, no `# EOF`: it can be
+    /// served alone or after other families).
     pub fn encode(&self) -> String {
         let mut out = String::new();
         // Writing into a String cannot fail.
-        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        let _ = prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry);
         out
     }
 }
@@ -177,6 +178,7 @@ mod tests {
         assert!(text.contains(r#"kshard_runtime_replica_status{shard="s1",status="PRIMARY"} 1"#), "{text}");
         assert!(text.contains(r#"kshard_runtime_replica_status{shard="s1",status="STANDBY"} 0"#), "{text}");
         assert!(text.contains(r#"kshard_runtime_transaction_messages_total{shard="s1"} 3"#), "{text}");
+        assert!(!text.contains("# EOF"), "classic text, to follow other families: {text}");
         m.status("s1", ReplicaCode::Idle);
         assert!(!m.encode().contains("replica_status{"), "{}", m.encode());
     }

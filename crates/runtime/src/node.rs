@@ -57,6 +57,24 @@ pub struct NodeShared {
     pub metrics: Arc<Metrics>,
     /// Its replicas' positions in their logs.
     pub progress: ProgressMap,
+    /// Its replicas' statuses, by shard (IDLE ones are left out).
+    pub statuses: Arc<std::sync::Mutex<BTreeMap<String, ReplicaCode>>>,
+}
+
+impl NodeShared {
+    /// The member's replicas and their statuses, by shard.
+    pub fn statuses(&self) -> BTreeMap<String, ReplicaCode> {
+        self.statuses.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    fn set_status(&self, shard: &str, code: ReplicaCode) {
+        let mut statuses = self.statuses.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if code == ReplicaCode::Idle {
+            statuses.remove(shard);
+        } else {
+            statuses.insert(shard.to_owned(), code);
+        }
+    }
 }
 
 /// Why a member stopped.
@@ -191,6 +209,7 @@ impl<K: Keyspace> Driver<K> {
             Action::WriteStatus(id, status) => {
                 let metrics = &self.shared.metrics;
                 metrics.status(shard, status.code);
+                self.shared.set_status(shard, status.code);
                 if status.code == ReplicaCode::Primary
                     && let Some(asked) = slot.promotion_asked.take()
                 {
@@ -225,6 +244,7 @@ impl<K: Keyspace> Driver<K> {
             slot.worker = None;
             if let State::TearingDown { next: None } = slot.machine.state() {
                 self.shared.metrics.status(shard, ReplicaCode::Idle);
+                self.shared.set_status(shard, ReplicaCode::Idle);
             }
         }
         self.step(shard, event);
