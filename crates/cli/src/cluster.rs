@@ -111,15 +111,9 @@ pub(crate) fn run_member(cluster: &ClusterArgs, run: MemberRun) -> Result<()> {
     let data_dir = cluster.data_dir.clone().unwrap_or_else(|| PathBuf::from("kshard-data").join(&member_id));
     std::fs::create_dir_all(&data_dir)
         .with_context(|| format!("invalid data_dir: cannot create {}", data_dir.display()))?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
+    let runtime = crate::serve::async_runtime()?;
     runtime.block_on(async {
-        let listener = tokio::net::TcpListener::bind(cluster.listen)
-            .await
-            .with_context(|| format!("invalid listen: cannot bind {}", cluster.listen))?;
+        let listener = crate::serve::bind(cluster.listen).await?;
         let endpoint = listener.local_addr().context("the listener's address")?;
         let config = NodeConfig {
             keys,

@@ -14,15 +14,9 @@ pub(crate) fn serve(args: &ServeArgs) -> Result<()> {
     if let Some(dir) = &config.data_dir {
         std::fs::create_dir_all(dir).with_context(|| format!("invalid data_dir: cannot create {}", dir.display()))?;
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
+    let runtime = crate::serve::async_runtime()?;
     runtime.block_on(async {
-        let listener = tokio::net::TcpListener::bind(config.listen)
-            .await
-            .with_context(|| format!("invalid listen: cannot bind {}", config.listen))?;
+        let listener = crate::serve::bind(config.listen).await?;
         let options = ServeOptions {
             offsets_topic: config.offsets_topic.clone(),
             mode: match config.scrape_mode {
@@ -37,6 +31,20 @@ pub(crate) fn serve(args: &ServeArgs) -> Result<()> {
         };
         run(options, listener, shutdown_signal()).await.context("kshard serve")
     })
+}
+
+/// The async runtime a long-running command (`serve`, a runtime member) runs on.
+pub(crate) fn async_runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+/// Binds the HTTP listener, or fails naming the `listen` setting.
+pub(crate) async fn bind(listen: std::net::SocketAddr) -> Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(listen).await.with_context(|| format!("invalid listen: cannot bind {listen}"))
 }
 
 pub(crate) fn init_logging(format: LogFormat) {
