@@ -178,6 +178,24 @@ impl Admin {
         }
     }
 
+    /// Grows `topic` to `partitions` partitions (CreatePartitions); `Ok(false)`
+    /// when it had that many already.
+    pub fn add_partitions(&self, topic: &str, partitions: i32) -> Result<bool> {
+        let step = format!("growing {topic} to {partitions} partitions");
+        let request = rdkafka::admin::NewPartitions::new(topic, usize::try_from(partitions).unwrap_or(0));
+        let options = AdminOptions::new().operation_timeout(Some(Timeout::After(self.timeout)));
+        let results = futures_executor::block_on(self.admin.create_partitions(&[request], &options))
+            .map_err(call(step.clone()))?;
+        match results.into_iter().next() {
+            Some(Ok(_)) => Ok(true),
+            Some(Err((_, RDKafkaErrorCode::InvalidPartitions))) if self.partition_count(topic)? >= Some(partitions) => {
+                Ok(false)
+            }
+            Some(Err((_, code))) => Err(Error::Refused { step, message: code.to_string() }),
+            None => Err(Error::Refused { step, message: "no result for the topic".into() }),
+        }
+    }
+
     /// Deletes a topic; `Ok(false)` when it did not exist.
     pub fn delete_topic(&self, name: &str) -> Result<bool> {
         let step = format!("deleting topic {name}");

@@ -33,6 +33,9 @@ impl RecordWriter {
                 ("compression.type", "none"),
                 ("enable.idempotence", "true"),
                 ("acks", "all"),
+                // Records up to 16 MiB (the runtime's recovery logs allow them;
+                // topics with the broker's default limit still refuse more than 1 MiB).
+                ("message.max.bytes", "16777216"),
             ],
         )?;
         Ok(RecordWriter { producer })
@@ -45,6 +48,9 @@ impl RecordWriter {
         if let Some(v) = value {
             record = record.payload(v);
         }
+        // A partition added since the producer last asked for the topic's
+        // metadata is unknown to it until it asks again.
+        let mut metadata_asked = 0;
         loop {
             match self.producer.send(record) {
                 Ok(()) => return Ok(()),
@@ -54,6 +60,15 @@ impl RecordWriter {
                 )) => {
                     record = r;
                     std::thread::sleep(Duration::from_millis(5));
+                }
+                Err((
+                    rdkafka::error::KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::UnknownPartition),
+                    r,
+                )) if metadata_asked < 10 => {
+                    record = r;
+                    metadata_asked += 1;
+                    let _ = self.producer.client().fetch_metadata(Some(topic), Duration::from_secs(5));
+                    std::thread::sleep(Duration::from_millis(100));
                 }
                 Err((source, _)) => return Err(call(format!("producing to {topic}/{partition}"))(source)),
             }

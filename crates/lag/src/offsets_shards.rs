@@ -12,7 +12,7 @@
 //! the store's checkpoint.
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
@@ -34,17 +34,39 @@ const SCAN_CHUNK: usize = 4 << 20;
 /// The lag application.
 pub(crate) struct OffsetsShards {
     pub(crate) monitor: Arc<Monitor>,
-    /// Partitions of the offsets topic.
-    pub(crate) partitions: i32,
+    /// Partitions of the offsets topic (it may grow).
+    pub(crate) partitions: AtomicI32,
     /// Partitions whose shard is primary here.
     primaries: Mutex<BTreeSet<i32>>,
+    /// Partitions restored from their store after the service had caught up,
+    /// until they read to the end again: their state is older than what was
+    /// shown before, so `/ready` waits for them.
+    recovering: Mutex<BTreeSet<i32>>,
     /// Set when the service stops: shards stopping then are no failure.
     pub(crate) stopping: Arc<AtomicBool>,
 }
 
 impl OffsetsShards {
     pub(crate) fn new(monitor: Arc<Monitor>, partitions: i32, stopping: Arc<AtomicBool>) -> Self {
-        OffsetsShards { monitor, partitions, primaries: Mutex::new(BTreeSet::new()), stopping }
+        OffsetsShards {
+            monitor,
+            partitions: AtomicI32::new(partitions),
+            primaries: Mutex::new(BTreeSet::new()),
+            recovering: Mutex::new(BTreeSet::new()),
+            stopping,
+        }
+    }
+}
+
+impl OffsetsShards {
+    /// Says on `/ready` that reading works once every partition's shard is
+    /// primary here and none is reading again after a recovery.
+    pub(crate) fn settle(&self) {
+        let primaries = self.primaries.lock().unwrap_or_else(PoisonError::into_inner).len() as i32;
+        let recovering = self.recovering.lock().unwrap_or_else(PoisonError::into_inner).is_empty();
+        if recovering && primaries >= self.partitions.load(Ordering::Acquire) {
+            self.monitor.health().worker_running(WORKER);
+        }
     }
 }
 
@@ -107,21 +129,29 @@ impl Application for OffsetsShards {
         let (groups, offsets_known) = (unit.groups().count(), unit.offset_count());
         self.monitor.replace_unit(partition, unit);
         info!(shard = %shard.id, partition, groups, offsets = offsets_known, next_offset = ?next, ms = started.elapsed().as_millis() as u64, "restored the partition's state from the store");
-        let mut primaries = self.primaries.lock().unwrap_or_else(PoisonError::into_inner);
-        primaries.insert(partition);
-        if primaries.len() as i32 >= self.partitions {
-            self.monitor.health().worker_running(WORKER);
+        self.primaries.lock().unwrap_or_else(PoisonError::into_inner).insert(partition);
+        if self.monitor.is_caught_up() {
+            // Serving already: this partition's lag goes back to its checkpoint
+            // until it has read to the end again.
+            self.recovering.lock().unwrap_or_else(PoisonError::into_inner).insert(partition);
+            let reason = format!("partition {partition} is reading again from its store's checkpoint");
+            self.monitor.health().worker_failed(WORKER, reason, Instant::now());
         }
+        self.settle();
         Ok(())
     }
 
     fn end_of_source(&self, _: &ShardSpec, _: &str, partition: i32, next_offset: Option<i64>) {
         self.monitor.end_of_partition(partition, next_offset);
+        if self.recovering.lock().unwrap_or_else(PoisonError::into_inner).remove(&partition) {
+            self.settle();
+        }
     }
 
     fn stopped(&self, shard: &ShardSpec) {
         let Ok(partition) = partition_of(shard) else { return };
         let was_primary = self.primaries.lock().unwrap_or_else(PoisonError::into_inner).remove(&partition);
+        self.recovering.lock().unwrap_or_else(PoisonError::into_inner).remove(&partition);
         if was_primary && !self.stopping.load(Ordering::Acquire) {
             let reason = format!("the shard of partition {partition} stopped; it is being recovered");
             self.monitor.health().worker_failed(WORKER, reason, Instant::now());

@@ -6,10 +6,11 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use kshard_kafka::{Admin, TopicSpec};
+use kshard_runtime::application::Application;
 use kshard_runtime::keyspace::memory::MemoryKeyspace;
 use kshard_runtime::model::{Keys, MemberSpec, RecoveryLog, ShardSpec, Source};
 use kshard_runtime::node::{self, NodeConfig, NodeShared};
@@ -22,6 +23,45 @@ use crate::offsets_shards::OffsetsShards;
 /// partition of it, records deleted only by the runtime.
 pub fn recovery_log_topic(offsets_topic: &str) -> String {
     format!("kshard-lag-log-{offsets_topic}")
+}
+
+/// Recovery-log records hold a transaction (up to 512 KiB) plus the record
+/// that ended it, whose value Kafka let up to its own limit (1 MiB by
+/// default): room for both.
+const LOG_MAX_MESSAGE_BYTES: &str = "16777216";
+
+/// Makes sure the recovery-log topic exists with at least `partitions`
+/// partitions (creating it, or growing it after the offsets topic grew).
+fn ensure_log_topic(admin: &Admin, log_topic: &str, partitions: i32, timeout: Duration) -> Result<(), String> {
+    let have = admin.partition_count(log_topic).map_err(|e| e.to_string())?;
+    if have.is_none() {
+        let spec = TopicSpec {
+            name: log_topic.to_owned(),
+            partitions,
+            replication: -1,
+            configs: vec![
+                ("cleanup.policy".into(), "delete".into()),
+                ("retention.ms".into(), "-1".into()),
+                ("max.message.bytes".into(), LOG_MAX_MESSAGE_BYTES.into()),
+            ],
+        };
+        admin.create_topic(&spec).map_err(|e| format!("creating the recovery-log topic {log_topic}: {e}"))?;
+    }
+    // A topic just created shows in the metadata a moment later.
+    let deadline = std::time::Instant::now() + timeout;
+    let have = loop {
+        match admin.partition_count(log_topic).map_err(|e| e.to_string())? {
+            Some(n) => break n,
+            None if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(100)),
+            None => return Err(format!("the recovery-log topic {log_topic} does not show in the metadata")),
+        }
+    };
+    if have < partitions {
+        admin
+            .add_partitions(log_topic, partitions)
+            .map_err(|e| format!("growing the recovery-log topic {log_topic} to {partitions} partitions: {e}"))?;
+    }
+    Ok(())
 }
 
 /// The shard of partition `p`.
@@ -39,38 +79,19 @@ fn shard(offsets_topic: &str, log_topic: &str, p: i32) -> ShardSpec {
 }
 
 /// One life of the worker in runtime mode: until `stop` (`Ok`) or a failure.
-pub(crate) fn run(reader: &OffsetsReader, data_dir: &Path) -> Result<(), String> {
+pub(crate) fn run(reader: &mut OffsetsReader, data_dir: &Path) -> Result<(), String> {
     let partitions = reader.monitor.resume_positions().len() as i32;
     let log_topic = recovery_log_topic(&reader.topic);
     let admin = Admin::connect(&reader.settings, reader.timeout).map_err(|e| e.to_string())?;
-    let spec = TopicSpec {
-        name: log_topic.clone(),
-        partitions,
-        replication: -1,
-        configs: vec![("cleanup.policy".into(), "delete".into()), ("retention.ms".into(), "-1".into())],
-    };
-    admin.create_topic(&spec).map_err(|e| format!("creating the recovery-log topic {log_topic}: {e}"))?;
-    // A topic just created shows in the metadata a moment later.
-    let deadline = std::time::Instant::now() + reader.timeout;
-    let have = loop {
-        match admin.partition_count(&log_topic).map_err(|e| e.to_string())? {
-            Some(n) => break n,
-            None if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(100)),
-            None => return Err(format!("the recovery-log topic {log_topic} does not show in the metadata")),
-        }
-    };
-    if have < partitions {
-        return Err(format!(
-            "the recovery-log topic {log_topic} has {have} partitions, {} has {partitions}: add partitions to it",
-            reader.topic
-        ));
-    }
+    ensure_log_topic(&admin, &log_topic, partitions, reader.timeout)?;
     let shards: Vec<ShardSpec> = (0..partitions).map(|p| shard(&reader.topic, &log_topic, p)).collect();
     let app = Arc::new(OffsetsShards::new(Arc::clone(&reader.monitor), partitions, Arc::clone(&reader.stop)));
     let config = NodeConfig {
         keys: Keys::new("/kshard/lag"),
         member: MemberSpec { id: "local".into(), zone: "local".into(), shard_limit: u32::MAX, endpoint: None },
-        lease_ttl: Duration::from_secs(10),
+        // One process on an embedded keyspace: a lease that only a long stall
+        // of this process could lose.
+        lease_ttl: Duration::from_secs(120),
         data_dir: data_dir.to_owned(),
         settings: reader.settings.clone(),
         store_faults: Default::default(),
@@ -85,16 +106,105 @@ pub(crate) fn run(reader: &OffsetsReader, data_dir: &Path) -> Result<(), String>
     let stop = Arc::clone(&reader.stop);
     let shared = NodeShared::default();
     reader.monitor.set_shards(shared.clone());
-    runtime.block_on(async move {
-        let ks = Arc::new(MemoryKeyspace::new());
-        for s in &shards {
-            node::create_shard(&*ks, &config.keys, s).await.map_err(|e| e.to_string())?;
-        }
-        let shutdown = async move {
-            while !stop.load(Ordering::Acquire) {
-                tokio::time::sleep(Duration::from_millis(100)).await;
+    let ks = Arc::new(MemoryKeyspace::new());
+    let keys = config.keys.clone();
+    // The refresher's announcements go to the grower thread for this life.
+    let announced = std::mem::replace(&mut reader.new_partitions, std::sync::mpsc::channel().1);
+    let grower = Grower {
+        stop: &reader.stop,
+        stop_growing: &reader.stop_growing,
+        topic: &reader.topic,
+        admin: &admin,
+        log_topic: &log_topic,
+        app: &app,
+        ks: &ks,
+        keys: &keys,
+        runtime: runtime.handle(),
+    };
+    let (result, announced) = std::thread::scope(|scope| {
+        // Partitions the offsets topic gains later (the refresher tracks them
+        // and says so) get a log partition and a shard.
+        let grower = scope.spawn(move || {
+            let grown = grower.grow(&announced);
+            (grown, announced)
+        });
+        let served = runtime.block_on(async {
+            for s in &shards {
+                node::create_shard(&*ks, &keys, s).await.map_err(|e| e.to_string())?;
             }
-        };
-        node::run(ks, config, app, shared, shutdown).await.map_err(|e| e.to_string())
-    })
+            let shutdown = async move {
+                while !stop.load(Ordering::Acquire) {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            };
+            node::run(Arc::clone(&ks), config, Arc::clone(&app) as Arc<dyn Application>, shared, shutdown)
+                .await
+                .map_err(|e| e.to_string())
+        });
+        // The member stopped: so does the grower.
+        reader.stop_growing.store(true, Ordering::Release);
+        let joined = grower.join();
+        reader.stop_growing.store(false, Ordering::Release);
+        match joined {
+            Ok((grown, announced)) => (served.and(grown), Some(announced)),
+            Err(_) => (Err("the partition grower panicked".to_owned()), None),
+        }
+    });
+    if let Some(announced) = announced {
+        reader.new_partitions = announced;
+    }
+    result
+}
+
+/// Gives partitions the refresher announces a log partition and a shard.
+struct Grower<'a> {
+    stop: &'a AtomicBool,
+    stop_growing: &'a AtomicBool,
+    topic: &'a str,
+    admin: &'a Admin,
+    log_topic: &'a str,
+    app: &'a OffsetsShards,
+    ks: &'a Arc<MemoryKeyspace>,
+    keys: &'a Keys,
+    runtime: &'a tokio::runtime::Handle,
+}
+
+impl Grower<'_> {
+    /// Until the service or the member stops. Failures are retried (the
+    /// announced partitions stay pending) and said on `/ready` meanwhile.
+    fn grow(&self, announced: &std::sync::mpsc::Receiver<Vec<i32>>) -> Result<(), String> {
+        let mut pending = std::collections::BTreeSet::new();
+        while !self.stop.load(Ordering::Acquire) && !self.stop_growing.load(Ordering::Acquire) {
+            pending.extend(announced.try_iter().flatten());
+            if let Some(&last) = pending.iter().next_back() {
+                match self.give_shards(&pending, last) {
+                    Ok(()) => {
+                        pending.clear();
+                        self.app.settle();
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, partitions = ?pending, "giving new partitions shards; retrying");
+                        let worker = crate::offsets_shards::WORKER;
+                        self.app.monitor.health().worker_failed(worker, e, std::time::Instant::now());
+                        std::thread::sleep(Duration::from_secs(1));
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Ok(())
+    }
+
+    fn give_shards(&self, partitions: &std::collections::BTreeSet<i32>, last: i32) -> Result<(), String> {
+        self.admin
+            .add_partitions(self.log_topic, last + 1)
+            .map_err(|e| format!("growing the recovery-log topic {}: {e}", self.log_topic))?;
+        self.app.partitions.fetch_max(last + 1, Ordering::AcqRel);
+        for &p in partitions {
+            let spec = shard(self.topic, self.log_topic, p);
+            self.runtime.block_on(node::create_shard(&**self.ks, self.keys, &spec)).map_err(|e| e.to_string())?;
+            info!(partition = p, shard = %spec.id, "a new partition of the offsets topic gets a shard");
+        }
+        Ok(())
+    }
 }

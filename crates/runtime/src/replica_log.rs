@@ -395,15 +395,21 @@ impl<'a> Log<'a> {
     }
 }
 
-/// The log partition's (low, high) watermarks. Retried for a few seconds: a
-/// log topic just created answers "not leader" for a moment.
+/// The log partition's (low, high) watermarks. Retried for up to 30 s: a
+/// log topic just created answers "not leader" for a moment, and a partition
+/// just added is unknown to the (shared) client until its metadata is asked
+/// for again.
 fn watermarks(admin: &Admin, spec: &ShardSpec) -> Result<(i64, i64), ReplicaError> {
     let key = (spec.recovery_log.topic.clone(), spec.recovery_log.partition);
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         match admin.watermarks(std::slice::from_ref(&key)) {
             Ok(marks) => return Ok(marks.get(&key).copied().unwrap_or((0, 0))),
-            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(200)),
+            Err(_) if Instant::now() < deadline => {
+                // Refreshes the client's metadata of the topic.
+                let _ = admin.partition_count(&key.0);
+                std::thread::sleep(Duration::from_millis(200));
+            }
             Err(e) => return Err(kafka("finding the log's ends")(e).into()),
         }
     }
