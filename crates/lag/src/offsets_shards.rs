@@ -92,7 +92,8 @@ pub(crate) fn unit_from_store(store: &dyn Store, next_offset: Option<i64>) -> Re
     entries.sort_unstable_by_key(|(offset, _, _)| *offset);
     let mut unit = GroupOffsets::default();
     for (offset, key, value) in &entries {
-        // Records are stored only once they applied, so these apply again.
+        // Records that did not decode when read do not now either (they were
+        // counted then); they are kept for a kshard that can.
         let _ = unit.apply_bytes(*offset, Some(key), Some(value));
     }
     if let Some(next) = next_offset {
@@ -104,9 +105,9 @@ pub(crate) fn unit_from_store(store: &dyn Store, next_offset: Option<i64>) -> Re
 impl Application for OffsetsShards {
     fn consume(&self, _: &ShardSpec, txn: &mut Transaction<'_>, m: &Message<'_>) -> Result<(), String> {
         if let Err(s) = self.monitor.apply(m.partition, m.offset, m.key, m.value) {
-            // Counted and logged, like the direct reader; nothing to keep.
+            // Counted and logged, like the direct reader. Still kept: a later
+            // kshard that can decode it restores it.
             warn!(partition = s.partition, offset = s.offset, reason = s.skipped.reason(), error = %s.skipped, topic = m.topic, "skipped a record of the offsets topic");
-            return Ok(());
         }
         let Some(key) = m.key else { return Ok(()) };
         match m.value {
