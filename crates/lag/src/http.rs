@@ -1,5 +1,6 @@
 //! HTTP: `/metrics` (Prometheus text), `/ready` (503 with progress until caught
-//! up, then 200), `/api/groups` (JSON), `/healthz`, and a web page at `/`.
+//! up, then 200), `/api/groups` (JSON), `/api/shards` (with a data directory),
+//! `/healthz`, and a web page at `/`.
 
 use std::sync::Arc;
 
@@ -27,6 +28,7 @@ pub(crate) fn router(monitor: Arc<Monitor>, metrics: Arc<Metrics>) -> Router {
         .route("/ready", get(ready))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/api/groups", get(groups))
+        .route("/api/shards", get(shards))
         .with_state(AppState { monitor, metrics })
 }
 
@@ -43,6 +45,15 @@ async fn metrics_text(State(state): State<AppState>) -> Response {
     match rendered.await {
         Ok(Ok(text)) => ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response(),
         Ok(Err(_)) | Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "rendering metrics failed\n").into_response(),
+    }
+}
+
+/// With a data directory: the partitions' shards, as `kshard shards list
+/// --endpoint` reads them.
+async fn shards(State(state): State<AppState>) -> Response {
+    match state.monitor.shards() {
+        Some(shards) => axum::Json(shards.local_rows("local", "local")).into_response(),
+        None => (StatusCode::NOT_FOUND, "no shards: kshard serve runs without a data directory\n").into_response(),
     }
 }
 

@@ -53,6 +53,12 @@ fn a_restart_on_the_data_directory_reads_only_what_is_new() {
     assert!(shards.values().all(|s| s == "PRIMARY"), "{ready}");
     let primary = "kshard_runtime_replica_status{shard=\"offsets-000\",status=\"PRIMARY\"}";
     assert_eq!(first.metrics().get(primary), Some(&1.0));
+    // And `kshard shards list --endpoint` reads the same from /api/shards.
+    let (status, rows) = first.get("/api/shards");
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&rows).expect("JSON rows");
+    assert_eq!(status, 200);
+    assert_eq!(rows.len(), w.offsets_partitions as usize);
+    assert!(rows.iter().all(|r| r["status"] == "PRIMARY" && r["behind"] == 0), "{rows:?}");
     let lag = kshard_metric_lag(&mut first, "kshard", &p);
     assert_eq!(lag.len(), 120);
     drop(first);

@@ -67,6 +67,24 @@ impl NodeShared {
         self.statuses.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
+    /// This member's replicas as `kshard shards list` rows (statuses as the
+    /// member last wrote them, and how far each is behind its log).
+    pub fn local_rows(&self, member: &str, zone: &str) -> Vec<ShardRow> {
+        let progress = self.progress.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        self.statuses()
+            .into_iter()
+            .map(|(shard, code)| ShardRow {
+                behind: progress.get(&shard).map(|p| p.log_end.saturating_sub(p.next_offset)),
+                status: serde_json::to_value(code).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default(),
+                shard,
+                member: member.to_owned(),
+                zone: zone.to_owned(),
+                slot: None,
+                errors: Vec::new(),
+            })
+            .collect()
+    }
+
     fn set_status(&self, shard: &str, code: ReplicaCode) {
         let mut statuses = self.statuses.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if code == ReplicaCode::Idle {
