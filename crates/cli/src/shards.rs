@@ -52,7 +52,7 @@ pub(crate) fn run(command: &ShardsCommand) -> Result<()> {
         let mut asked = std::collections::BTreeMap::new();
         shard_rows(&keys, &snapshot, |m, shard| {
             let progress = asked.entry(m.id.clone()).or_insert_with(|| m.endpoint.as_deref().and_then(fetch_progress));
-            progress.as_ref().and_then(|p| p.get(shard)).map(|p| p.log_end.saturating_sub(p.next_offset))
+            progress.as_ref().and_then(|p| p.get(shard)).map(|p| p.behind())
         })
     };
     let mut out = std::io::stdout().lock();

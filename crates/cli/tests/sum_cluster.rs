@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use common::sum_cluster::SumCluster;
 use kshard_runtime::keyspace::Keyspace;
 use kshard_runtime::keyspace::etcd::EtcdKeyspace;
-use kshard_testkit::{Etcd, http_get, parse_metrics};
+use kshard_testkit::Etcd;
 
 const LEASE_TTL: u64 = 3;
 
@@ -79,10 +79,9 @@ fn a_standby_takes_over_when_the_primarys_process_is_killed_and_every_sum_stays_
     cluster.assert_exact();
     // The survivors say how long their promotions took.
     let promoted = &standbys_of_victim[0].1;
-    let (_, metrics) = http_get(cluster.listen(promoted), "/metrics").expect("metrics");
-    let parsed = parse_metrics(&metrics);
+    let parsed = cluster.metrics(promoted);
     let key = format!("kshard_runtime_failover_seconds{{shard=\"{}\"}}", standbys_of_victim[0].0);
-    assert!(parsed.get(&key).is_some_and(|s| *s < 30.0), "{key} in\n{metrics}");
+    assert!(parsed.get(&key).is_some_and(|s| *s < 30.0), "{key} in\n{parsed:?}");
 }
 
 #[test]
@@ -162,9 +161,9 @@ fn a_failed_replica_is_retried_with_backoff_until_it_serves() {
     });
     let waited = seen_failed_at.elapsed();
     assert!(waited >= Duration::from_secs(1), "retried after its backoff, not at once ({waited:?})");
-    let (_, metrics) = http_get(cluster.listen("a"), "/metrics").expect("metrics");
-    let failures = parse_metrics(&metrics).get("kshard_runtime_replica_failures_total{shard=\"sum-000\"}").copied();
-    assert_eq!(failures, Some(2.0), "{metrics}");
+    let metrics = cluster.metrics("a");
+    let failures = metrics.get("kshard_runtime_replica_failures_total{shard=\"sum-000\"}").copied();
+    assert_eq!(failures, Some(2.0), "{metrics:?}");
     cluster.produce(2_000);
     cluster.assert_exact();
 }
@@ -186,12 +185,11 @@ fn a_member_restarted_on_its_data_directory_replays_nothing_and_shutdown_leaves_
     assert!(keys.iter().all(|k| kept.iter().any(|p| k.starts_with(p))), "keys left after shutdown: {keys:?}");
 
     let started = Instant::now();
-    let listen = cluster.start("a", &[]);
+    cluster.start("a", &[]);
     cluster.until(None, "served again", Duration::from_secs(60), |r| SumCluster::served(r, &["a"], 0));
     eprintln!("restart on the data directory: serving in {:.2} s", started.elapsed().as_secs_f64());
     // It played only the hand-offs written since (one per shard), not the log.
-    let (_, metrics) = http_get(&listen, "/metrics").expect("metrics");
-    let parsed = parse_metrics(&metrics);
+    let parsed = cluster.metrics("a");
     for shard in ["sum-000", "sum-001"] {
         let played = parsed.get(&format!("kshard_runtime_playback_records_total{{shard=\"{shard}\"}}")).copied();
         assert!(played.unwrap_or(0.0) <= 2.0, "{shard} replayed {played:?} records after a restart");
@@ -211,8 +209,7 @@ fn one_process_without_etcd_holds_every_shard_and_rebuilds_a_deleted_data_direct
         .until(Some("solo"), "every shard primary", Duration::from_secs(60), |r| SumCluster::served(r, &["solo"], 0));
     cluster.produce(5_000);
     cluster.assert_exact();
-    let (_, metrics) = http_get(cluster.listen("solo"), "/metrics").expect("metrics");
-    let parsed = parse_metrics(&metrics);
+    let parsed = cluster.metrics("solo");
     let messages: f64 = (0..3)
         .filter_map(|p| parsed.get(&format!("kshard_runtime_transaction_messages_total{{shard=\"sum-{p:03}\"}}")))
         .sum();
@@ -304,13 +301,12 @@ fn snapshots_bound_replay_and_the_log_is_truncated_behind_them() {
     cluster.assert_exact();
     // Snapshots were written, hints recorded, and the log deleted before the
     // previous snapshot.
-    let (_, metrics) = http_get(cluster.listen("a"), "/metrics").expect("metrics");
-    let parsed = parse_metrics(&metrics);
+    let parsed = cluster.metrics("a");
     let mut hints = Vec::new();
     for p in 0..2 {
         let shard = format!("sum-{p:03}");
         let snapshots = parsed.get(&format!("kshard_runtime_snapshots_total{{shard=\"{shard}\"}}")).copied();
-        assert!(snapshots.unwrap_or(0.0) >= 2.0, "{shard}: {snapshots:?} snapshots\n{metrics}");
+        assert!(snapshots.unwrap_or(0.0) >= 2.0, "{shard}: {snapshots:?} snapshots\n{parsed:?}");
         let (low, high) = log_watermarks(&cluster, p);
         assert!(low > 0, "{shard}: the log was not truncated (low {low}, high {high})");
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
@@ -328,8 +324,7 @@ fn snapshots_bound_replay_and_the_log_is_truncated_behind_them() {
     cluster.start("b", &[]);
     cluster
         .until(None, "b a standby of each shard", Duration::from_secs(60), |r| SumCluster::served(r, &["a", "b"], 1));
-    let (_, metrics) = http_get(cluster.listen("b"), "/metrics").expect("metrics");
-    let parsed = parse_metrics(&metrics);
+    let parsed = cluster.metrics("b");
     for (shard, from, high) in &hints {
         let played = parsed.get(&format!("kshard_runtime_playback_records_total{{shard=\"{shard}\"}}")).copied();
         let played = played.unwrap_or(0.0) as i64;

@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::context::KshardContext;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::util::Timeout;
 use rdkafka::{Offset, TopicPartitionList};
@@ -123,12 +124,22 @@ impl Admin {
         let options = AdminOptions::new().operation_timeout(Some(Timeout::After(self.timeout)));
         let results =
             futures_executor::block_on(self.admin.create_topics([&topic], &options)).map_err(call(step.clone()))?;
-        match results.into_iter().next() {
-            Some(Ok(_)) => Ok(true),
-            Some(Err((_, RDKafkaErrorCode::TopicAlreadyExists))) => Ok(false),
-            Some(Err((_, code))) => Err(Error::Refused { step, message: code.to_string() }),
-            None => Err(Error::Refused { step, message: "no result for the topic".into() }),
+        let created = match results.into_iter().next() {
+            Some(Ok(_)) => true,
+            Some(Err((_, RDKafkaErrorCode::TopicAlreadyExists))) => false,
+            Some(Err((_, code))) => return Err(Error::Refused { step, message: code.to_string() }),
+            None => return Err(Error::Refused { step, message: "no result for the topic".into() }),
+        };
+        // The controller answers before the brokers' metadata shows the topic:
+        // return once callers can use it.
+        let deadline = std::time::Instant::now() + self.timeout;
+        while self.partition_count(&spec.name)?.is_none() {
+            if std::time::Instant::now() >= deadline {
+                return Err(Error::Refused { step, message: "created, but not in the metadata in time".into() });
+            }
+            std::thread::sleep(Duration::from_millis(50));
         }
+        Ok(created)
     }
 
     /// Every consumer group of the cluster (ListGroups on every broker).
@@ -267,10 +278,20 @@ impl Admin {
         if partitions.is_empty() {
             return Ok(HashMap::new());
         }
-        let response = self
-            .metadata
-            .offsets_for_times(request, self.timeout)
-            .map_err(call(format!("listing {which:?} offsets of {} partitions", partitions.len())))?;
+        let response = match self.metadata.offsets_for_times(request.clone(), self.timeout) {
+            Ok(r) => Ok(r),
+            // A partition added since this client last asked for its topic is
+            // unknown to it: ask for the topics again, then once more.
+            Err(KafkaError::MetadataFetch(RDKafkaErrorCode::UnknownPartition)) => {
+                let topics: std::collections::BTreeSet<&str> = partitions.iter().map(|(t, _)| t.as_str()).collect();
+                for topic in topics {
+                    let _ = self.topic_metadata(topic);
+                }
+                self.metadata.offsets_for_times(request, self.timeout)
+            }
+            Err(e) => Err(e),
+        }
+        .map_err(call(format!("listing {which:?} offsets of {} partitions", partitions.len())))?;
         Ok(response
             .elements()
             .iter()

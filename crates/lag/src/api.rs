@@ -85,16 +85,9 @@ pub(crate) fn readiness(monitor: &Monitor) -> Readiness {
         percent: p.percent,
         records: monitor.counters().records.load(std::sync::atomic::Ordering::Relaxed),
         behind,
-        shards: monitor.shards().map(|shared| {
-            shared
-                .statuses()
-                .into_iter()
-                .map(|(shard, code)| {
-                    let name = serde_json::to_value(code).ok().and_then(|v| v.as_str().map(str::to_owned));
-                    (shard, name.unwrap_or_default())
-                })
-                .collect()
-        }),
+        shards: monitor
+            .shards()
+            .map(|shared| shared.statuses().into_iter().map(|(shard, code)| (shard, code.name().to_owned())).collect()),
     }
 }
 

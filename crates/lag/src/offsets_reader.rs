@@ -33,9 +33,6 @@ pub(crate) struct OffsetsReader {
     /// Where durable shards keep their stores; `None`: read directly, keep
     /// nothing.
     pub(crate) data_dir: Option<std::path::PathBuf>,
-    /// Durable mode: set when the shards' member stopped, to stop the thread
-    /// that gives new partitions shards.
-    pub(crate) stop_growing: AtomicBool,
 }
 
 /// Tracks `partitions` of `topic` with their current watermarks; returns how

@@ -124,7 +124,6 @@ pub async fn run(
                 new_partitions: new_partitions_rx,
                 hold: options.hold_reading.take(),
                 data_dir: options.data_dir.clone(),
-                stop_growing: AtomicBool::new(false),
             };
             workers.push(
                 supervisor::spawn(offsets_reader::WORKER, Arc::clone(&monitor), Arc::clone(&stop), move || {

@@ -32,7 +32,7 @@ const LOG_MAX_MESSAGE_BYTES: &str = "16777216";
 
 /// Makes sure the recovery-log topic exists with at least `partitions`
 /// partitions (creating it, or growing it after the offsets topic grew).
-fn ensure_log_topic(admin: &Admin, log_topic: &str, partitions: i32, timeout: Duration) -> Result<(), String> {
+fn ensure_log_topic(admin: &Admin, log_topic: &str, partitions: i32) -> Result<(), String> {
     let have = admin.partition_count(log_topic).map_err(|e| e.to_string())?;
     if have.is_none() {
         let spec = TopicSpec {
@@ -47,15 +47,7 @@ fn ensure_log_topic(admin: &Admin, log_topic: &str, partitions: i32, timeout: Du
         };
         admin.create_topic(&spec).map_err(|e| format!("creating the recovery-log topic {log_topic}: {e}"))?;
     }
-    // A topic just created shows in the metadata a moment later.
-    let deadline = std::time::Instant::now() + timeout;
-    let have = loop {
-        match admin.partition_count(log_topic).map_err(|e| e.to_string())? {
-            Some(n) => break n,
-            None if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(100)),
-            None => return Err(format!("the recovery-log topic {log_topic} does not show in the metadata")),
-        }
-    };
+    let have = admin.partition_count(log_topic).map_err(|e| e.to_string())?.unwrap_or(0);
     if have < partitions {
         admin
             .add_partitions(log_topic, partitions)
@@ -83,7 +75,7 @@ pub(crate) fn run(reader: &mut OffsetsReader, data_dir: &Path) -> Result<(), Str
     let partitions = reader.monitor.resume_positions().len() as i32;
     let log_topic = recovery_log_topic(&reader.topic);
     let admin = Admin::connect(&reader.settings, reader.timeout).map_err(|e| e.to_string())?;
-    ensure_log_topic(&admin, &log_topic, partitions, reader.timeout)?;
+    ensure_log_topic(&admin, &log_topic, partitions)?;
     let shards: Vec<ShardSpec> = (0..partitions).map(|p| shard(&reader.topic, &log_topic, p)).collect();
     let app = Arc::new(OffsetsShards::new(Arc::clone(&reader.monitor), partitions, Arc::clone(&reader.stop)));
     let config = NodeConfig {
@@ -110,9 +102,11 @@ pub(crate) fn run(reader: &mut OffsetsReader, data_dir: &Path) -> Result<(), Str
     let keys = config.keys.clone();
     // The refresher's announcements go to the grower thread for this life.
     let announced = std::mem::replace(&mut reader.new_partitions, std::sync::mpsc::channel().1);
+    // Set when the member stops, to stop the grower with it.
+    let stop_growing = AtomicBool::new(false);
     let grower = Grower {
         stop: &reader.stop,
-        stop_growing: &reader.stop_growing,
+        stop_growing: &stop_growing,
         topic: &reader.topic,
         admin: &admin,
         log_topic: &log_topic,
@@ -142,9 +136,8 @@ pub(crate) fn run(reader: &mut OffsetsReader, data_dir: &Path) -> Result<(), Str
                 .map_err(|e| e.to_string())
         });
         // The member stopped: so does the grower.
-        reader.stop_growing.store(true, Ordering::Release);
+        stop_growing.store(true, Ordering::Release);
         let joined = grower.join();
-        reader.stop_growing.store(false, Ordering::Release);
         match joined {
             Ok((grown, announced)) => (served.and(grown), Some(announced)),
             Err(_) => (Err("the partition grower panicked".to_owned()), None),

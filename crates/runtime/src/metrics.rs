@@ -32,6 +32,21 @@ struct StatusLabels {
     status: String,
 }
 
+/// One shard's playback counters (see [`Metrics::playback`]).
+#[derive(Debug, Clone)]
+pub struct Playback {
+    records: Counter,
+    bytes: Counter,
+}
+
+impl Playback {
+    /// A log record of `bytes` bytes was played.
+    pub fn played(&self, bytes: usize) {
+        self.records.inc();
+        self.bytes.inc_by(bytes as u64);
+    }
+}
+
 /// The metrics of one member's replicas.
 #[derive(Debug)]
 pub struct Metrics {
@@ -50,16 +65,6 @@ pub struct Metrics {
 
 const CODES: [ReplicaCode; 5] =
     [ReplicaCode::Idle, ReplicaCode::Backfill, ReplicaCode::Standby, ReplicaCode::Primary, ReplicaCode::Failed];
-
-fn code_name(code: ReplicaCode) -> &'static str {
-    match code {
-        ReplicaCode::Idle => "IDLE",
-        ReplicaCode::Backfill => "BACKFILL",
-        ReplicaCode::Standby => "STANDBY",
-        ReplicaCode::Primary => "PRIMARY",
-        ReplicaCode::Failed => "FAILED",
-    }
-}
 
 impl Default for Metrics {
     fn default() -> Self {
@@ -114,16 +119,19 @@ impl Metrics {
         self.transaction_messages.get_or_create(&shard(s)).inc_by(messages as u64);
     }
 
-    /// A log record of `bytes` bytes was played.
-    pub fn played(&self, s: &str, bytes: usize) {
-        self.playback_records.get_or_create(&shard(s)).inc();
-        self.playback_bytes.get_or_create(&shard(s)).inc_by(bytes as u64);
+    /// The playback counters of shard `s`, to keep: counting a played record
+    /// through them costs no label lookup (playback is the hot path).
+    pub fn playback(&self, s: &str) -> Playback {
+        Playback {
+            records: self.playback_records.get_or_create(&shard(s)).clone(),
+            bytes: self.playback_bytes.get_or_create(&shard(s)).clone(),
+        }
     }
 
     /// The replica's status is now `code` (IDLE removes the series).
     pub fn status(&self, s: &str, code: ReplicaCode) {
         for c in CODES {
-            let labels = StatusLabels { shard: s.to_owned(), status: code_name(c).to_owned() };
+            let labels = StatusLabels { shard: s.to_owned(), status: c.name().to_owned() };
             if code == ReplicaCode::Idle {
                 self.status.remove(&labels);
             } else {

@@ -29,7 +29,7 @@ use crate::metrics::Metrics;
 use crate::model::{AssignmentKey, AssignmentValue, Hints, Keys, MemberSpec, ShardSpec};
 use crate::replica::{Action, AssignmentId, Event, Replica, State};
 use crate::replica_log::HintBoard;
-use crate::replica_worker::{self, Command, ProgressMap, WorkerContext};
+use crate::replica_worker::{self, Command, Progress, ProgressMap, WorkerContext};
 use crate::status::ReplicaCode;
 use crate::status_writer::write_status;
 
@@ -74,8 +74,8 @@ impl NodeShared {
         self.statuses()
             .into_iter()
             .map(|(shard, code)| ShardRow {
-                behind: progress.get(&shard).map(|p| p.log_end.saturating_sub(p.next_offset)),
-                status: serde_json::to_value(code).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default(),
+                behind: progress.get(&shard).map(Progress::behind),
+                status: code.name().to_owned(),
                 shard,
                 member: member.to_owned(),
                 zone: zone.to_owned(),
@@ -632,13 +632,13 @@ pub fn shard_rows(
         }
         for (a, v) in replicas {
             let lag = members.get(&a.member).and_then(|m| behind(m, id));
-            let status = serde_json::to_value(v.status.code).ok().and_then(|s| s.as_str().map(str::to_owned));
+            let status = v.status.code.name().to_owned();
             rows.push(ShardRow {
                 shard: id.clone(),
                 member: a.member,
                 zone: a.zone,
                 slot: Some(v.slot),
-                status: status.unwrap_or_default(),
+                status,
                 errors: v.status.errors,
                 behind: lag,
             });

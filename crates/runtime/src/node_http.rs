@@ -70,7 +70,7 @@ async fn shards<K: Keyspace>(State(state): State<Arc<AppState<K>>>) -> Response 
                     others.entry(m.id.clone()).or_insert_with(|| m.endpoint.as_deref().and_then(fetch_progress));
                 theirs.as_ref().and_then(|p: &BTreeMap<String, Progress>| p.get(shard).copied())
             };
-            progress.map(|p| p.log_end.saturating_sub(p.next_offset))
+            progress.map(|p| p.behind())
         })
     })
     .await;
@@ -86,21 +86,30 @@ pub fn fetch_progress(endpoint: &str) -> Option<BTreeMap<String, Progress>> {
     get_json(endpoint, "/api/replicas", Duration::from_secs(1))
 }
 
-/// GETs `path` from the member at `endpoint` and parses its JSON; `None` on any
-/// failure. (A plain HTTP/1.0 GET of a member's own small answers does not
-/// justify an HTTP client crate.)
+/// GETs `path` from `endpoint` (`host:port`) and parses its JSON; `None` on
+/// any failure or a status other than 200.
 pub fn get_json<T: serde::de::DeserializeOwned>(endpoint: &str, path: &str, timeout: Duration) -> Option<T> {
-    let addr = std::net::ToSocketAddrs::to_socket_addrs(endpoint).ok()?.next()?;
-    let mut stream = TcpStream::connect_timeout(&addr, timeout).ok()?;
-    stream.set_read_timeout(Some(timeout)).ok()?;
-    stream.set_write_timeout(Some(timeout)).ok()?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {endpoint}\r\n\r\n").ok()?;
-    let mut response = Vec::new();
-    stream.take(16 << 20).read_to_end(&mut response).ok()?;
-    let text = String::from_utf8(response).ok()?;
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    if !head.starts_with("HTTP/1.1 200") && !head.starts_with("HTTP/1.0 200") {
-        return None;
+    match http_get(endpoint, path, timeout) {
+        Ok((200, body)) => serde_json::from_str(&body).ok(),
+        _ => None,
     }
-    serde_json::from_str(body).ok()
+}
+
+/// A plain HTTP/1.0 GET of `path` from `endpoint` (`host:port`): the status
+/// and the body. (A member's own small answers do not justify an HTTP client
+/// crate; `kshard bench` uses it too.)
+pub fn http_get(endpoint: &str, path: &str, timeout: Duration) -> std::io::Result<(u16, String)> {
+    let addr = std::net::ToSocketAddrs::to_socket_addrs(endpoint)?
+        .next()
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, format!("no address for {endpoint}")))?;
+    let mut stream = TcpStream::connect_timeout(&addr, timeout)?;
+    stream.set_read_timeout(Some(timeout))?;
+    stream.set_write_timeout(Some(timeout))?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {endpoint}\r\n\r\n")?;
+    let mut response = Vec::new();
+    stream.take(64 << 20).read_to_end(&mut response)?;
+    let text = String::from_utf8_lossy(&response);
+    let status = text.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    Ok((status, body))
 }

@@ -124,6 +124,7 @@ pub(crate) struct Log<'a> {
     end_asked: Option<Instant>,
     /// The newest snapshot known, and the log bytes after it.
     hint: Option<Hint>,
+    playback: crate::metrics::Playback,
     since_snapshot: u64,
 }
 
@@ -200,6 +201,7 @@ impl<'a> Log<'a> {
             end: 0,
             end_asked: None,
             hint,
+            playback: ctx.metrics.playback(&spec.id),
             since_snapshot: 0,
         })
     }
@@ -218,7 +220,7 @@ impl<'a> Log<'a> {
     pub(crate) fn publish(&self) {
         let next_offset = self.player.next_offset();
         let progress = Progress { next_offset, log_end: self.end.max(next_offset) };
-        self.ctx.metrics.behind(&self.spec.id, progress.log_end - next_offset);
+        self.ctx.metrics.behind(&self.spec.id, progress.behind());
         self.ctx
             .progress
             .lock()
@@ -242,7 +244,7 @@ impl<'a> Log<'a> {
             }
             let played = self.player.offer(offset, bytes)?;
             if played.is_some() {
-                self.ctx.metrics.played(&self.spec.id, bytes.len());
+                self.playback.played(bytes.len());
                 self.since_snapshot += bytes.len() as u64;
             }
             match played {
@@ -396,20 +398,14 @@ impl<'a> Log<'a> {
 }
 
 /// The log partition's (low, high) watermarks. Retried for up to 30 s: a
-/// log topic just created answers "not leader" for a moment, and a partition
-/// just added is unknown to the (shared) client until its metadata is asked
-/// for again.
+/// log topic just created answers "not leader" for a moment.
 fn watermarks(admin: &Admin, spec: &ShardSpec) -> Result<(i64, i64), ReplicaError> {
     let key = (spec.recovery_log.topic.clone(), spec.recovery_log.partition);
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         match admin.watermarks(std::slice::from_ref(&key)) {
             Ok(marks) => return Ok(marks.get(&key).copied().unwrap_or((0, 0))),
-            Err(_) if Instant::now() < deadline => {
-                // Refreshes the client's metadata of the topic.
-                let _ = admin.partition_count(&key.0);
-                std::thread::sleep(Duration::from_millis(200));
-            }
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(200)),
             Err(e) => return Err(kafka("finding the log's ends")(e).into()),
         }
     }

@@ -45,6 +45,13 @@ pub struct Progress {
     pub log_end: i64,
 }
 
+impl Progress {
+    /// Records between the replica's position and its log's end.
+    pub fn behind(&self) -> i64 {
+        self.log_end.saturating_sub(self.next_offset)
+    }
+}
+
 /// The replicas' progress on this member, by shard.
 pub type ProgressMap = Arc<Mutex<BTreeMap<String, Progress>>>;
 

@@ -36,6 +36,17 @@ impl ReplicaCode {
         }
     }
 
+    /// The name, as in JSON and metric labels (IDLE … FAILED).
+    pub fn name(self) -> &'static str {
+        match self {
+            ReplicaCode::Idle => "IDLE",
+            ReplicaCode::Backfill => "BACKFILL",
+            ReplicaCode::Standby => "STANDBY",
+            ReplicaCode::Primary => "PRIMARY",
+            ReplicaCode::Failed => "FAILED",
+        }
+    }
+
     /// True for STANDBY and PRIMARY: a replica that holds the shard's state up
     /// to the log's head, which the allocator never removes while fewer such
     /// replicas than wanted would remain.
@@ -92,6 +103,9 @@ mod tests {
         assert_eq!(codes.map(ReplicaCode::value), [0, 100, 200, 300, 400]);
         assert!(codes.windows(2).all(|w| w[0] < w[1]));
         assert_eq!(codes.map(ReplicaCode::is_consistent), [false, false, true, true, false]);
+        for code in codes {
+            assert_eq!(serde_json::to_value(code).expect("serializes"), code.name(), "one name in JSON and labels");
+        }
     }
 
     #[test]

@@ -59,8 +59,7 @@ fn run_serve(kafka: &KafkaArgs) -> Result<Run> {
 /// Starts `kshard serve` (with `args`) as a child and measures it until `/ready`
 /// is 200; the run, and the child (killed when dropped).
 pub(crate) fn start_serve(kafka: &KafkaArgs, args: &[&str]) -> Result<(Run, KillOnDrop)> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-    let addr = format!("127.0.0.1:{port}");
+    let addr = super::free_addr()?;
     let exe = std::env::current_exe()?;
     let started = Instant::now();
     let mut command = Command::new(exe);

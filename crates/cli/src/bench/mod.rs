@@ -64,14 +64,21 @@ impl Drop for KillOnDrop {
     }
 }
 
-/// A plain HTTP/1.0 GET: the status and the body.
+/// A GET from a child process on loopback: the status and the body.
 pub(crate) fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(addr)?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response)?;
-    let status = response.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
-    Ok((status, body))
+    kshard_runtime::node_http::http_get(addr, path, std::time::Duration::from_secs(60))
+}
+
+/// A free address on loopback for a child to listen on.
+pub(crate) fn free_addr() -> Result<String> {
+    Ok(format!("127.0.0.1:{}", std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port()))
+}
+
+/// The sum of every sample of `family` (its name up to the labels) in a
+/// Prometheus text exposition.
+pub(crate) fn metric_sum(text: &str, family: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.strip_prefix(family).is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' ')))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }

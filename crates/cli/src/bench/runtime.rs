@@ -18,7 +18,7 @@ use anyhow::{Context, Result, bail};
 use kshard_runtime::node::ShardRow;
 use kshard_runtime::node_http::get_json;
 
-use super::{KillOnDrop, http_get, median};
+use super::{KillOnDrop, free_addr, http_get, median, metric_sum};
 use crate::serve_config::KafkaArgs;
 
 /// What `bench runtime` measures with.
@@ -37,10 +37,6 @@ struct Setup<'a> {
     bench: &'a RuntimeBench,
     topic: String,
     dir: PathBuf,
-}
-
-fn free_addr() -> Result<String> {
-    Ok(format!("127.0.0.1:{}", std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port()))
 }
 
 impl Setup<'_> {
@@ -124,10 +120,7 @@ impl Setup<'_> {
 
 fn played(addr: &str) -> u64 {
     let Ok((200, text)) = http_get(addr, "/metrics") else { return 0 };
-    text.lines()
-        .filter(|l| l.starts_with("kshard_runtime_playback_records_total{"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum::<f64>() as u64
+    metric_sum(&text, "kshard_runtime_playback_records_total") as u64
 }
 
 /// `bench runtime`.
@@ -231,11 +224,7 @@ fn wait_consumed(setup: &Setup<'_>, addr: &str) -> Result<()> {
             std::thread::sleep(Duration::from_millis(100));
             continue;
         };
-        let consumed: f64 = text
-            .lines()
-            .filter(|l| l.starts_with("kshard_runtime_transaction_messages_total{"))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum();
+        let consumed = metric_sum(&text, "kshard_runtime_transaction_messages_total");
         if consumed as u64 >= setup.bench.records {
             return Ok(());
         }

@@ -134,6 +134,12 @@ impl SumCluster {
         }
     }
 
+    /// Member `id`'s `/metrics`, parsed.
+    pub(crate) fn metrics(&self, id: &str) -> BTreeMap<String, f64> {
+        let (_, text) = kshard_testkit::http_get(self.listen(id), "/metrics").expect("metrics");
+        kshard_testkit::parse_metrics(&text)
+    }
+
     /// Writes `records` increments (the true sums go on accumulating in
     /// `dir/expected.json`).
     pub(crate) fn produce(&self, records: u64) {
