@@ -19,7 +19,11 @@
 //! - work moves when members join: while one member holds two replicas more than
 //!   another, a shard with all its replicas consistent gets an extra one on the
 //!   less loaded member; once that one is consistent, the surplus goes from the
-//!   more loaded member (make before break).
+//!   more loaded member (make before break);
+//! - primaries spread: a promotion picks, among equally advanced replicas, the
+//!   one on the member with the fewest primaries; and once everything is quiet,
+//!   a member with two primaries more than another gives one up (see
+//!   [`balance_primaries`]; shards with two hot standbys or more only).
 //!
 //! Each call makes progress; the caller calls again after the keyspace changed.
 
@@ -134,6 +138,11 @@ pub fn allocate(shards: &[Shard], members: &[Member], current: &[Current]) -> Ve
         }
     }
 
+    let mut primaries: BTreeMap<&str, u32> = members.iter().map(|m| (m.id.as_str(), 0)).collect();
+    for c in by_shard.values().flatten().filter(|c| c.slot == 0) {
+        *primaries.entry(c.member.as_str()).or_default() += 1;
+    }
+
     for shard in shards.iter().filter(|s| s.replicas > 0) {
         let r = shard.replicas as usize;
         let mut replicas: Vec<&Current> = by_shard.get(shard.id.as_str()).cloned().unwrap_or_default();
@@ -177,16 +186,29 @@ pub fn allocate(shards: &[Shard], members: &[Member], current: &[Current]) -> Ve
 
         // The primary: promote the most advanced replica when slot 0 is empty,
         // or held by a FAILED replica waiting for its retry while another can serve.
-        let best = replicas.iter().max_by_key(|c| (rank(c.code), std::cmp::Reverse(c.member.as_str()))).copied();
+        // Among equally advanced replicas, the one on the member with the
+        // fewest primaries.
+        let best = replicas
+            .iter()
+            .max_by_key(|c| {
+                let held = primaries.get(c.member.as_str()).copied().unwrap_or(0);
+                (rank(c.code), std::cmp::Reverse(held), std::cmp::Reverse(c.member.as_str()))
+            })
+            .copied();
         let holder = replicas.iter().find(|c| c.slot == 0).copied();
         match (holder, best) {
             (None, Some(best)) => {
                 changes.push(Change::Reslot { shard: shard.id.clone(), member: best.member.clone(), slot: 0 });
+                *primaries.entry(best.member.as_str()).or_default() += 1;
             }
             (Some(failed), Some(best)) if failed.code == ReplicaCode::Failed && best.code != ReplicaCode::Failed => {
                 let free = (1..).find(|s| !replicas.iter().any(|c| c.slot == *s)).unwrap_or(1);
                 changes.push(Change::Reslot { shard: shard.id.clone(), member: failed.member.clone(), slot: free });
                 changes.push(Change::Reslot { shard: shard.id.clone(), member: best.member.clone(), slot: 0 });
+                if let Some(n) = primaries.get_mut(failed.member.as_str()) {
+                    *n = n.saturating_sub(1);
+                }
+                *primaries.entry(best.member.as_str()).or_default() += 1;
             }
             _ => {}
         }
@@ -214,7 +236,52 @@ pub fn allocate(shards: &[Shard], members: &[Member], current: &[Current]) -> Ve
     {
         changes.push(change);
     }
+    if changes.is_empty()
+        && let Some(change) = balance_primaries(shards, &by_shard, &primaries)
+    {
+        changes.push(change);
+    }
     changes
+}
+
+/// Spreading primaries (the replicas that do the work) over the members: when
+/// every shard is quiet — all its replicas consistent, its primary PRIMARY —
+/// and a member holds two primaries more than another member that holds a
+/// STANDBY of one of them, that primary's assignment is removed. The next
+/// round promotes a standby on the member with the fewest primaries and gives
+/// the shard its replica back. Only shards with two hot standbys or more take
+/// part (the lag monitor's: a replica on every member), and only for a
+/// standby to take over: the recovery log keeps every committed transaction
+/// whatever happens to the replicas, so the move risks a moment of
+/// availability, never data.
+fn balance_primaries(
+    shards: &[Shard],
+    by_shard: &BTreeMap<&str, Vec<&Current>>,
+    primaries: &BTreeMap<&str, u32>,
+) -> Option<Change> {
+    let quiet = shards.iter().filter(|s| s.replicas > 0).all(|s| {
+        by_shard.get(s.id.as_str()).is_some_and(|replicas| {
+            replicas.iter().all(|c| c.code.is_consistent())
+                && replicas.iter().any(|c| c.slot == 0 && c.code == ReplicaCode::Primary)
+        })
+    });
+    if !quiet {
+        return None;
+    }
+    let (busiest, most) = primaries.iter().max_by_key(|(m, n)| (**n, std::cmp::Reverse(**m)))?;
+    for shard in shards.iter().filter(|s| s.replicas >= 3) {
+        let Some(replicas) = by_shard.get(shard.id.as_str()) else { continue };
+        if !replicas.iter().any(|c| c.slot == 0 && c.member == *busiest) {
+            continue;
+        }
+        let relief = replicas.iter().any(|c| {
+            c.code == ReplicaCode::Standby && primaries.get(c.member.as_str()).is_some_and(|n| n + 2 <= *most)
+        });
+        if relief {
+            return Some(Change::Remove { shard: shard.id.clone(), member: (*busiest).to_owned() });
+        }
+    }
+    None
 }
 
 /// The least loaded member that may take one more replica of a shard held by

@@ -6,7 +6,8 @@
 //!   with the shard's source messages in offset order per source partition;
 //! - messages are grouped into consumer transactions that last between the
 //!   shard's minimum and maximum transaction duration (a transaction holding no
-//!   message is never committed);
+//!   message is committed only to move a source's position past transaction
+//!   markers at its end);
 //! - a transaction's store mutations and the next offset of every source go to
 //!   the recovery log in one record and into the store in one store
 //!   transaction: after any crash, fail-over or restart the store holds the
@@ -60,13 +61,32 @@ pub trait Application: Send + Sync + 'static {
         Ok(())
     }
 
+    /// A standby of `shard` reached its log's head: `store` holds the shard's
+    /// state as of `offsets`. Applications that serve a view of every shard
+    /// (from standbys as well as primaries) build it here; the runtime then
+    /// calls [`Application::followed`] with each transaction the standby plays,
+    /// until it is promoted ([`Application::recovered`]) or stops
+    /// ([`Application::stopped`]). An error fails the replica.
+    fn following(&self, shard: &ShardSpec, store: &dyn Store, offsets: &[SourceOffset]) -> Result<(), String> {
+        let _ = (shard, store, offsets);
+        Ok(())
+    }
+
+    /// A standby of `shard` applied a transaction of its primary's to its
+    /// store: `mutations` (one per key) are in the store now, and `offsets` is
+    /// its new checkpoint. Snapshots come as transactions too (puts of what
+    /// the store holds already).
+    fn followed(&self, shard: &ShardSpec, mutations: &[Mutation], offsets: &[SourceOffset]) {
+        let _ = (shard, mutations, offsets);
+    }
+
     /// The primary of `shard` read everything `topic`/`partition` holds now;
     /// `next_offset` is its position when the client knows it.
     fn end_of_source(&self, shard: &ShardSpec, topic: &str, partition: i32, next_offset: Option<i64>) {
         let _ = (shard, topic, partition, next_offset);
     }
 
-    /// The replica of `shard` stopped being primary (torn down or failed).
+    /// The replica of `shard` stopped (torn down or failed), primary or standby.
     fn stopped(&self, shard: &ShardSpec) {
         let _ = shard;
     }

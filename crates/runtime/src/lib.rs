@@ -21,6 +21,7 @@ pub mod allocator;
 pub mod allocator_runner;
 pub mod application;
 pub mod backoff;
+pub mod cluster_view;
 pub mod keyspace;
 pub mod member;
 pub mod metrics;

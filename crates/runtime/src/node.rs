@@ -23,6 +23,7 @@ use tokio::time::Instant;
 
 use crate::allocator_runner::AllocatorRunner;
 use crate::application::Application;
+use crate::cluster_view::ClusterView;
 use crate::keyspace::{Compare, Keyspace, KeyspaceError, Op, Snapshot, Txn, WatchEvent};
 use crate::member::{MemberError, Membership, become_leader};
 use crate::metrics::Metrics;
@@ -59,6 +60,8 @@ pub struct NodeShared {
     pub progress: ProgressMap,
     /// Its replicas' statuses, by shard (IDLE ones are left out).
     pub statuses: Arc<std::sync::Mutex<BTreeMap<String, ReplicaCode>>>,
+    /// Every shard's replicas across the cluster, as the keyspace says.
+    pub cluster: Arc<std::sync::Mutex<ClusterView>>,
 }
 
 impl NodeShared {
@@ -83,6 +86,16 @@ impl NodeShared {
                 errors: Vec::new(),
             })
             .collect()
+    }
+
+    /// A copy of the cluster's replicas as the keyspace says.
+    pub fn cluster(&self) -> ClusterView {
+        self.cluster.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// The positions of this member's replicas in their logs.
+    pub fn progress(&self) -> BTreeMap<String, Progress> {
+        self.progress.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
     fn set_status(&self, shard: &str, code: ReplicaCode) {
@@ -206,9 +219,10 @@ impl<K: Keyspace> Driver<K> {
                     self.step(shard, Event::Failed(format!("starting the replica's thread: {e}")));
                 }
             }
-            Action::AppendHandOff | Action::OpenStore | Action::StartSources | Action::TearDown => {
+            Action::AppendHandOff | Action::Follow | Action::OpenStore | Action::StartSources | Action::TearDown => {
                 let command = match action {
                     Action::AppendHandOff => Command::AppendHandOff,
+                    Action::Follow => Command::Follow,
                     Action::OpenStore => Command::OpenStore,
                     Action::StartSources => Command::StartSources,
                     _ => Command::TearDown,
@@ -271,6 +285,7 @@ impl<K: Keyspace> Driver<K> {
     /// Applies one change of a key under the root.
     fn apply(&mut self, event: WatchEvent) {
         let keys = &self.config.keys;
+        self.shared.cluster.lock().unwrap_or_else(std::sync::PoisonError::into_inner).apply(keys, &event);
         let key = event.key().to_owned();
         if key.starts_with(&keys.shards()) {
             let id = key[keys.shards().len()..].to_owned();
@@ -314,6 +329,7 @@ impl<K: Keyspace> Driver<K> {
     /// assignment is missing from it are unassigned.
     fn resync(&mut self, snapshot: Snapshot) {
         self.specs.clear();
+        self.shared.cluster.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clear();
         let mut assigned = Vec::new();
         // Specs first: an assignment needs its shard's spec (keys sort
         // `assign/` before `shards/`).

@@ -108,6 +108,9 @@ pub enum Action {
     OpenStore,
     /// Start reading the sources from the checkpoint and running transactions.
     StartSources,
+    /// A standby at its log's head: let the application follow the
+    /// transactions it plays (see [`crate::application::Application::following`]).
+    Follow,
     /// Write this status under the assignment (reduced with the stored one,
     /// with a revision-checked transaction, retried with backoff).
     WriteStatus(AssignmentId, ReplicaStatus),
@@ -202,7 +205,7 @@ impl Replica {
                     vec![status(assignment, ReplicaCode::Standby), Action::AppendHandOff]
                 } else {
                     self.state = S::Standby { assignment };
-                    vec![status(assignment, ReplicaCode::Standby)]
+                    vec![status(assignment, ReplicaCode::Standby), Action::Follow]
                 }
             }
             (S::HandingOff { assignment, .. }, Event::HandOffReadBack { ours: true }) => {
@@ -283,7 +286,7 @@ mod tests {
         let mut r = Replica::default();
         assert_eq!(r.step(Event::Assigned { assignment: 7, slot: 1 }), [backfill(7), Action::StartPlayback]);
         assert_eq!(r.state(), &State::Backfill { assignment: 7, promote: false });
-        assert_eq!(r.step(Event::PlayedToHead), [status(7, ReplicaCode::Standby)]);
+        assert_eq!(r.step(Event::PlayedToHead), [status(7, ReplicaCode::Standby), Action::Follow]);
         assert_eq!(r.state(), &State::Standby { assignment: 7 });
     }
 

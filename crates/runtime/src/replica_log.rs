@@ -126,6 +126,9 @@ pub(crate) struct Log<'a> {
     hint: Option<Hint>,
     playback: crate::metrics::Playback,
     since_snapshot: u64,
+    /// A standby the application follows: transactions played go to
+    /// [`crate::application::Application::followed`].
+    pub(crate) follow: bool,
 }
 
 impl<'a> Log<'a> {
@@ -203,6 +206,7 @@ impl<'a> Log<'a> {
             hint,
             playback: ctx.metrics.playback(&spec.id),
             since_snapshot: 0,
+            follow: false,
         })
     }
 
@@ -242,7 +246,12 @@ impl<'a> Log<'a> {
                 let (low, _) = watermarks(&self.io.admin, self.spec)?;
                 return Err(ReplicaError::Truncated { position, low });
             }
-            let played = self.player.offer(offset, bytes)?;
+            let (app, spec, follow) = (&self.ctx.app, self.spec, self.follow);
+            let played = self.player.offer_with(offset, bytes, |mutations, offsets| {
+                if follow {
+                    app.followed(spec, mutations, offsets);
+                }
+            })?;
             if played.is_some() {
                 self.playback.played(bytes.len());
                 self.since_snapshot += bytes.len() as u64;

@@ -31,6 +31,7 @@ use crate::replica_log::{HintBoard, KAFKA_TIMEOUT, Log, ReplicaError, kafka};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Command {
     AppendHandOff,
+    Follow,
     OpenStore,
     StartSources,
     TearDown,
@@ -155,6 +156,12 @@ fn serve(
     loop {
         match commands.try_recv() {
             Ok(Command::TearDown) | Err(TryRecvError::Disconnected) => return Ok(()),
+            Ok(Command::Follow) => {
+                ctx.app.following(spec, log.player.store(), log.player.offsets()).map_err(|error| {
+                    ReplicaError::Application { at: "following the shard as a standby".into(), error }
+                })?;
+                log.follow = true;
+            }
             Ok(Command::AppendHandOff) => {
                 let me = random_author();
                 let attempts = hand_off(&log.io.clients(spec), &mut log.player, me, KAFKA_TIMEOUT)?;
@@ -171,7 +178,10 @@ fn serve(
                 })?;
                 report(Event::Recovered);
             }
-            Ok(Command::StartSources) => sources = Some(Sources::open(ctx, spec, log.player.offsets())?),
+            Ok(Command::StartSources) => {
+                log.follow = false;
+                sources = Some(Sources::open(ctx, spec, log.player.offsets())?);
+            }
             Err(TryRecvError::Empty) => {}
         }
         match (&mut sources, author) {
@@ -231,13 +241,15 @@ impl Sources {
     /// Runs one consumer transaction: takes messages for at least the shard's
     /// minimum transaction duration and at most its maximum (ending early once
     /// the minimum has passed and nothing more is ready), then commits them
-    /// through the log. Nothing is committed when no message came.
+    /// through the log. Nothing is committed when no message came and no
+    /// source position moved.
     fn transaction(&mut self, log: &mut Log<'_>, author: u64) -> Result<(), ReplicaError> {
         let spec = log.spec;
         let (min, max) =
             (Duration::from_millis(spec.min_txn_duration_ms), Duration::from_millis(spec.max_txn_duration_ms.max(1)));
         let started = Instant::now();
         let mut txn = Transaction::new(log.player.store());
+        let mut moved = false;
         loop {
             let elapsed = started.elapsed();
             if elapsed >= max {
@@ -270,6 +282,17 @@ impl Sources {
                 ReadEvent::EndOfPartition { partition, next_offset } => {
                     let topic = spec.sources.iter().find(|s| s.partition == partition).map(|s| s.topic.as_str());
                     if let Some(topic) = topic {
+                        // Past the last message there may be transaction
+                        // markers, never delivered: the position moves past
+                        // them, and is committed (replicas, and the next
+                        // primary, then know the source was read to its end).
+                        let next = self.next.get_mut(topic).and_then(|p| p.get_mut(&partition));
+                        if let (Some(next), Some(end)) = (next, next_offset)
+                            && end > *next
+                        {
+                            *next = end;
+                            moved = true;
+                        }
                         log.ctx.app.end_of_source(spec, topic, partition, next_offset);
                     }
                     if elapsed >= min {
@@ -281,7 +304,7 @@ impl Sources {
             }
         }
         let messages = txn.messages();
-        if messages == 0 {
+        if messages == 0 && !moved {
             return log.refresh_end(false);
         }
         let mutations = txn.into_mutations();

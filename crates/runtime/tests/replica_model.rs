@@ -68,6 +68,10 @@ proptest! {
                         let life = lives.entry(assignment).or_default();
                         match work {
                             Action::StartPlayback => life.played = true,
+                            Action::Follow => {
+                                prop_assert!(life.played, "following before playback");
+                                prop_assert!(!life.handed_off, "a replica handing off follows no more");
+                            }
                             Action::AppendHandOff => {
                                 prop_assert!(life.played, "hand-off before playback");
                                 life.handed_off = true;

@@ -122,6 +122,17 @@ impl<S: Store> Player<S> {
     /// Offers the record at `offset` (its bytes). Records before the player's
     /// position (a re-read) are ignored.
     pub fn offer(&mut self, offset: i64, bytes: &[u8]) -> Result<Option<Played>, StoreError> {
+        self.offer_with(offset, bytes, |_, _| {})
+    }
+
+    /// [`Player::offer`], calling `applied` with a transaction's mutations and
+    /// source offsets once they are in the store.
+    pub fn offer_with(
+        &mut self,
+        offset: i64,
+        bytes: &[u8],
+        applied: impl FnOnce(&[super::record::Mutation], &[super::record::SourceOffset]),
+    ) -> Result<Option<Played>, StoreError> {
         if offset < self.next_offset {
             return Ok(None);
         }
@@ -162,6 +173,9 @@ impl<S: Store> Player<S> {
             offsets: offsets.clone(),
         };
         self.store.apply(mutations, &checkpoint)?;
+        if played == Played::Transaction {
+            applied(mutations, &checkpoint.offsets);
+        }
         if played == Played::SnapshotStart {
             self.snapshot_start =
                 Some(SnapshotStart { offset, seq: self.chain.seq(), checksum: self.chain.checksum() });
