@@ -49,6 +49,25 @@ pub(crate) struct ClusterArgs {
     pub(crate) shard_limit: u32,
 }
 
+/// A member's id (`given`, else the host name) and zone, checked.
+pub(crate) fn member_identity(given: Option<&str>, zone: &str) -> Result<String> {
+    let id = match given {
+        Some(id) => id.to_owned(),
+        None => std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_owned())
+            .ok()
+            .filter(|h| valid_id(h))
+            .unwrap_or_else(|| "member".to_owned()),
+    };
+    if !valid_id(&id) {
+        bail!("invalid member_id: {id:?} (not empty, no '#' or '/')");
+    }
+    if !valid_id(zone) {
+        bail!("invalid zone: {zone:?} (not empty, no '#' or '/')");
+    }
+    Ok(id)
+}
+
 impl ClusterArgs {
     /// The keys of application `app` (default prefix `/kshard/<app>`).
     pub(crate) fn keys(&self, app: &str) -> Result<Keys> {
@@ -60,21 +79,7 @@ impl ClusterArgs {
     }
 
     fn member_id(&self) -> Result<String> {
-        let id = match &self.member_id {
-            Some(id) => id.clone(),
-            None => std::fs::read_to_string("/proc/sys/kernel/hostname")
-                .map(|h| h.trim().to_owned())
-                .ok()
-                .filter(|h| valid_id(h))
-                .unwrap_or_else(|| "member".to_owned()),
-        };
-        if !valid_id(&id) {
-            bail!("invalid member_id: {id:?} (not empty, no '#' or '/')");
-        }
-        if !valid_id(&self.zone) {
-            bail!("invalid zone: {:?} (not empty, no '#' or '/')", self.zone);
-        }
-        Ok(id)
+        member_identity(self.member_id.as_deref(), &self.zone)
     }
 }
 

@@ -27,6 +27,8 @@ pub(crate) fn serve(args: &ServeArgs) -> Result<()> {
             watermark_interval: config.watermark_interval,
             monitor: config.monitor.clone(),
             data_dir: config.data_dir.clone(),
+            cluster: config.cluster.clone(),
+            recovery_log_topic: config.recovery_log_topic.clone(),
             ..ServeOptions::new(config.kafka.clone())
         };
         run(options, listener, shutdown_signal()).await.context("kshard serve")

@@ -90,11 +90,16 @@ fn offsets_topic(args: &KafkaArgs, file: &FileConfig) -> Result<String> {
         .clone()
         .or_else(|| file.offsets_topic.clone())
         .unwrap_or_else(|| kshard_kafka::CONSUMER_OFFSETS_TOPIC.to_owned());
-    let legal = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
-    if topic.is_empty() || topic.len() > 249 || !topic.chars().all(legal) || topic == "." || topic == ".." {
+    if !valid_topic(&topic) {
         bail!("invalid offsets_topic: {topic:?} is not a Kafka topic name");
     }
     Ok(topic)
+}
+
+/// True for a legal Kafka topic name.
+fn valid_topic(topic: &str) -> bool {
+    let legal = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    !topic.is_empty() && topic.len() <= 249 && topic.chars().all(legal) && topic != "." && topic != ".."
 }
 
 /// Flags and environment variables of `kshard serve` (clap reads both; flags win).
@@ -125,6 +130,29 @@ pub(crate) struct ServeArgs {
     /// `text` (default) or `json` logs; the level comes from KSHARD_LOG (default `info`).
     #[arg(long, env = "KSHARD_LOG_FORMAT")]
     pub(crate) log_format: Option<String>,
+    /// With data_dir: the topic of the shards' recovery logs (default
+    /// `kshard-lag-log-<offsets topic>`); each kshard deployment on one Kafka
+    /// cluster needs its own.
+    #[arg(long, env = "KSHARD_RECOVERY_LOG_TOPIC")]
+    pub(crate) recovery_log_topic: Option<String>,
+    /// etcd endpoints (`http://host:port`, comma-separated): several processes
+    /// share the partitions' shards, each with a hot standby on every other,
+    /// and each serves the whole cluster's lag. Needs data_dir.
+    #[arg(long, env = "KSHARD_ETCD", value_delimiter = ',')]
+    pub(crate) etcd: Vec<String>,
+    /// The prefix of every key kept in etcd (default `/kshard/lag`): one per
+    /// Kafka cluster monitored.
+    #[arg(long, env = "KSHARD_ETCD_PREFIX")]
+    pub(crate) etcd_prefix: Option<String>,
+    /// This member's id (default: the host name), stable across restarts.
+    #[arg(long, env = "KSHARD_MEMBER_ID")]
+    pub(crate) member_id: Option<String>,
+    /// This member's zone (default `local`).
+    #[arg(long, env = "KSHARD_ZONE")]
+    pub(crate) zone: Option<String>,
+    /// Seconds after a crash before the member's primaries move (default 10).
+    #[arg(long, env = "KSHARD_LEASE_TTL_SECONDS")]
+    pub(crate) lease_ttl_seconds: Option<u64>,
 }
 
 /// The YAML file's shape. Unknown keys are errors, so a typo is not ignored.
@@ -136,10 +164,13 @@ struct FileConfig {
     listen: Option<String>,
     metrics_namespace: Option<String>,
     data_dir: Option<PathBuf>,
+    recovery_log_topic: Option<String>,
     scrape_mode: Option<ScrapeMode>,
     granularity: Option<GranularityName>,
     watermark_interval_seconds: Option<f64>,
     log_format: Option<LogFormat>,
+    #[serde(default)]
+    cluster: ClusterFile,
     #[serde(default)]
     groups: Lists,
     #[serde(default)]
@@ -150,6 +181,18 @@ struct FileConfig {
     /// Extra librdkafka properties, applied last.
     #[serde(default)]
     kafka_properties: std::collections::BTreeMap<String, String>,
+}
+
+/// `cluster:` in the file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClusterFile {
+    #[serde(default)]
+    etcd: Vec<String>,
+    etcd_prefix: Option<String>,
+    member_id: Option<String>,
+    zone: Option<String>,
+    lease_ttl_seconds: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -215,6 +258,8 @@ pub(crate) struct ServeConfig {
     pub(crate) watermark_interval: Duration,
     pub(crate) monitor: MonitorSettings,
     pub(crate) log_format: LogFormat,
+    pub(crate) cluster: Option<kshard_lag::ClusterOptions>,
+    pub(crate) recovery_log_topic: Option<String>,
 }
 
 /// Parses a value the way the YAML file would, naming the setting on error.
@@ -263,12 +308,20 @@ impl ServeConfig {
         let topics = NameFilter::new(&file.topics.allow, &file.topics.ignore)
             .context("invalid topics: a pattern is not a valid regular expression")?;
 
+        let data_dir = args.data_dir.clone().or(file.data_dir);
+        let cluster = cluster(args, &file.cluster, listen, data_dir.is_some(), scrape_mode)?;
+        let recovery_log_topic = args.recovery_log_topic.clone().or(file.recovery_log_topic);
+        if let Some(topic) = &recovery_log_topic
+            && !valid_topic(topic)
+        {
+            bail!("invalid recovery_log_topic: {topic:?} is not a Kafka topic name");
+        }
         Ok(ServeConfig {
             kafka,
             offsets_topic,
             listen,
             namespace,
-            data_dir: args.data_dir.clone().or(file.data_dir),
+            data_dir,
             scrape_mode,
             watermark_interval: Duration::from_secs_f64(interval),
             monitor: MonitorSettings {
@@ -280,8 +333,52 @@ impl ServeConfig {
                 },
             },
             log_format,
+            cluster,
+            recovery_log_topic,
         })
     }
+}
+
+/// The cluster settings: flags and environment over the file's `cluster:`.
+fn cluster(
+    args: &ServeArgs,
+    file: &ClusterFile,
+    listen: SocketAddr,
+    has_data_dir: bool,
+    mode: ScrapeMode,
+) -> Result<Option<kshard_lag::ClusterOptions>> {
+    let etcd = if args.etcd.is_empty() { file.etcd.clone() } else { args.etcd.clone() };
+    if etcd.is_empty() {
+        return Ok(None);
+    }
+    if let Some(bad) = etcd.iter().find(|e| !(e.starts_with("http://") || e.starts_with("https://"))) {
+        bail!("invalid etcd: {bad:?} is not an endpoint like http://127.0.0.1:2379");
+    }
+    if !has_data_dir {
+        bail!("invalid etcd: a cluster keeps each partition's state in its shards, which need data_dir");
+    }
+    if mode == ScrapeMode::AdminApi {
+        bail!("invalid etcd: scrape_mode admin_api keeps no state to share; use offsets_topic");
+    }
+    let prefix = args.etcd_prefix.clone().or(file.etcd_prefix.clone()).unwrap_or_else(|| "/kshard/lag".into());
+    if !prefix.starts_with('/') || prefix.trim_end_matches('/').is_empty() {
+        bail!("invalid etcd_prefix: {prefix:?} must start with / and name something");
+    }
+    let zone = args.zone.clone().or(file.zone.clone()).unwrap_or_else(|| "local".into());
+    let member = crate::cluster::member_identity(args.member_id.as_deref().or(file.member_id.as_deref()), &zone)?;
+    let ttl = args.lease_ttl_seconds.or(file.lease_ttl_seconds).unwrap_or(10);
+    if !(2..=3600).contains(&ttl) {
+        bail!("invalid lease_ttl_seconds: {ttl} (between 2 and 3600)");
+    }
+    let endpoint = (!listen.ip().is_unspecified()).then(|| format!("http://{listen}"));
+    Ok(Some(kshard_lag::ClusterOptions {
+        etcd,
+        prefix: prefix.trim_end_matches('/').to_owned(),
+        member,
+        zone,
+        lease_ttl: Duration::from_secs(ttl),
+        endpoint,
+    }))
 }
 
 /// Brokers, TLS, SASL and extra properties: flags and environment over the file.

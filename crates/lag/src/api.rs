@@ -36,6 +36,17 @@ pub struct Readiness {
     /// here (BACKFILL, STANDBY, PRIMARY, FAILED).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shards: Option<std::collections::BTreeMap<String, String>>,
+    /// With a data directory: the member serving each partition's shard as
+    /// PRIMARY. A shard missing here has none (a fail-over under way): its
+    /// lag is served from this member's standby copy, as of the last
+    /// transaction its primary committed, and turns this 503 once that lasts
+    /// past the lease's TTL and a grace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub primaries: Option<std::collections::BTreeMap<String, String>>,
+    /// What is normal for a moment but watched (a shard moving, a fail-over),
+    /// with how long it has lasted.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub transient: Vec<String>,
 }
 
 /// A partition of `__consumer_offsets` still catching up.
@@ -88,6 +99,19 @@ pub(crate) fn readiness(monitor: &Monitor) -> Readiness {
         shards: monitor
             .shards()
             .map(|shared| shared.statuses().into_iter().map(|(shard, code)| (shard, code.name().to_owned())).collect()),
+        primaries: monitor.shards().map(|shared| {
+            let cluster = shared.cluster();
+            (0..p.partitions as i32)
+                .map(crate::shards_reader::shard_id)
+                .filter_map(|shard| cluster.primary(&shard).map(|m| (shard.clone(), m.to_owned())))
+                .collect()
+        }),
+        transient: monitor
+            .health()
+            .conditions(std::time::Instant::now())
+            .into_iter()
+            .map(|(why, lasted)| format!("{why} ({:.0} s)", lasted.as_secs_f64()))
+            .collect(),
     }
 }
 

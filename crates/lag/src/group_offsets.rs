@@ -556,6 +556,19 @@ impl GroupOffsets {
         self.next_offset
     }
 
+    /// Sets the count of commits of `group` (restored from a store), if the group exists.
+    pub fn set_commits(&mut self, group: &str, commits: u64) {
+        if let Some(g) = self.groups.get_mut(group) {
+            g.commits = commits;
+        }
+    }
+
+    /// Sets the position, forward or back (a standby's unit after playing a
+    /// transaction whose records set it on the way).
+    pub fn reset_position(&mut self, next_offset: i64) {
+        self.next_offset = Some(next_offset);
+    }
+
     /// Moves the position without a record (control records, compacted gaps).
     pub fn advance_to(&mut self, next_offset: i64) {
         if self.next_offset.is_none_or(|n| n < next_offset) {

@@ -39,6 +39,17 @@ struct State {
     last_refresh: Option<Instant>,
     /// Why the latest refresh failed, until one succeeds.
     refresh_error: Option<String>,
+    /// Conditions that are normal for a moment (a shard moving between
+    /// members) and a problem once they last longer than their grace.
+    conditions: BTreeMap<String, Condition>,
+}
+
+/// A condition that becomes a problem after its grace.
+#[derive(Debug, Clone)]
+struct Condition {
+    since: Instant,
+    grace: Duration,
+    why: String,
 }
 
 /// Worker and watermark health.
@@ -79,6 +90,30 @@ impl Health {
         }
     }
 
+    /// Condition `key` holds since `now` unless it held already: a problem
+    /// once it has lasted longer than `grace`, said as `why`.
+    pub fn hold(&self, key: &str, why: String, grace: Duration, now: Instant) {
+        let mut state = self.state();
+        match state.conditions.get_mut(key) {
+            Some(c) => c.why = why,
+            None => {
+                state.conditions.insert(key.to_owned(), Condition { since: now, grace, why });
+            }
+        }
+    }
+
+    /// Condition `key` no longer holds.
+    pub fn release(&self, key: &str) {
+        self.state().conditions.remove(key);
+    }
+
+    /// The conditions that hold (not yet problems, or problems), with how
+    /// long they have held at `now`.
+    pub fn conditions(&self, now: Instant) -> Vec<(String, Duration)> {
+        let state = self.state();
+        state.conditions.values().map(|c| (c.why.clone(), now.saturating_duration_since(c.since))).collect()
+    }
+
     /// Why the latest watermark refresh failed, until one succeeds.
     pub fn refresh_error(&self) -> Option<String> {
         self.state().refresh_error.clone()
@@ -113,6 +148,10 @@ impl Health {
         let state = self.state();
         if let Some((worker, f)) = state.failed.iter().find(|(_, f)| f.down) {
             return Some(format!("the {worker} failed ({} in a row) and is restarting: {}", f.failures, f.error));
+        }
+        let overdue = state.conditions.values().find(|c| now.saturating_duration_since(c.since) > c.grace);
+        if let Some(c) = overdue {
+            return Some(format!("{} for {:.0} s", c.why, now.saturating_duration_since(c.since).as_secs_f64()));
         }
         let age = now.saturating_duration_since(state.last_refresh?);
         if age > self.stale_after {
@@ -159,6 +198,22 @@ mod tests {
         h.worker_running("reader");
         // After a minute of work, a failure starts a new series.
         assert_eq!(h.worker_failed("reader", "d".into(), t + s(70)), 1);
+    }
+
+    #[test]
+    fn a_condition_is_a_problem_only_past_its_grace() {
+        let h = Health::new(Duration::from_secs(10));
+        let t = Instant::now();
+        let s = Duration::from_secs;
+        h.hold("p7", "partition 7 has no primary".into(), s(20), t);
+        assert_eq!(h.problem(t + s(20)), None, "within its grace");
+        // Holding again does not restart the clock.
+        h.hold("p7", "partition 7 has no primary (still)".into(), s(20), t + s(15));
+        let p = h.problem(t + s(21)).expect("past its grace");
+        assert!(p.contains("(still)") && p.contains("21 s"), "{p}");
+        assert_eq!(h.conditions(t + s(21)).len(), 1);
+        h.release("p7");
+        assert_eq!(h.problem(t + s(30)), None);
     }
 
     #[test]

@@ -52,7 +52,13 @@ async fn metrics_text(State(state): State<AppState>) -> Response {
 /// --endpoint` reads them.
 async fn shards(State(state): State<AppState>) -> Response {
     match state.monitor.shards() {
-        Some(shards) => axum::Json(shards.local_rows("local", "local")).into_response(),
+        Some(shards) => {
+            // Every replica of every partition's shard, as the keyspace says.
+            let ids: Vec<String> =
+                (0..state.monitor.progress().partitions as i32).map(crate::shards_reader::shard_id).collect();
+            let member = state.monitor.member_id().unwrap_or_default();
+            axum::Json(shards.cluster().rows(&ids, &member, &shards.progress())).into_response()
+        }
         None => (StatusCode::NOT_FOUND, "no shards: kshard serve runs without a data directory\n").into_response(),
     }
 }

@@ -33,5 +33,5 @@ pub use health::{FAILURES_FORGOTTEN_AFTER, Health, WorkerFailure};
 pub use metrics::{Metrics, SelfTimings};
 pub use monitor::{DEFAULT_STALE_AFTER, Granularity, Monitor, MonitorSettings, ReadCounters, SkippedRecord};
 pub use names::{FastMap, Names};
-pub use shards_reader::recovery_log_topic;
+pub use shards_reader::{ClusterOptions, recovery_log_topic};
 pub use watermarks::{Watermark, Watermarks, lag};

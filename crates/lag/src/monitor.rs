@@ -88,7 +88,7 @@ pub struct Monitor {
     offsets_topic_ends: RwLock<std::collections::BTreeMap<i32, i64>>,
     /// With a data directory: the runtime member running the partitions'
     /// shards (their statuses and metrics).
-    shards: Mutex<Option<kshard_runtime::node::NodeShared>>,
+    shards: Mutex<Option<(kshard_runtime::node::NodeShared, String)>>,
 }
 
 /// Watermarks older than this are stale unless the service says otherwise.
@@ -122,14 +122,20 @@ impl Monitor {
         }
     }
 
-    /// Records the runtime member that runs the partitions' shards.
-    pub fn set_shards(&self, shards: kshard_runtime::node::NodeShared) {
-        *lock(&self.shards) = Some(shards);
+    /// Records the runtime member (what it shares, and its id) that runs the
+    /// partitions' shards.
+    pub fn set_shards(&self, shards: kshard_runtime::node::NodeShared, member: String) {
+        *lock(&self.shards) = Some((shards, member));
     }
 
     /// The runtime member that runs the partitions' shards, with a data directory.
     pub fn shards(&self) -> Option<kshard_runtime::node::NodeShared> {
-        lock(&self.shards).clone()
+        lock(&self.shards).as_ref().map(|(s, _)| s.clone())
+    }
+
+    /// The id of the runtime member, with a data directory.
+    pub fn member_id(&self) -> Option<String> {
+        lock(&self.shards).as_ref().map(|(_, m)| m.clone())
     }
 
     /// Records why the reader cannot track the offsets topic yet (`None` once it can).
@@ -234,6 +240,30 @@ impl Monitor {
                 Err(SkippedRecord { partition, offset, skipped })
             }
         }
+    }
+
+    /// Changes the state of `partition` with `f` (creating it empty first).
+    pub fn update_unit(&self, partition: i32, f: impl FnOnce(&mut GroupOffsets)) {
+        loop {
+            let units = self.units.read().unwrap_or_else(PoisonError::into_inner);
+            if let Some(unit) = units.get(&partition) {
+                f(&mut lock(unit));
+                return;
+            }
+            drop(units);
+            self.units.write().unwrap_or_else(PoisonError::into_inner).entry(partition).or_default();
+        }
+    }
+
+    /// How many commits unit `partition` has counted for `group` (`None`: no such group).
+    pub fn commits(&self, partition: i32, group: &str) -> Option<u64> {
+        let units = self.units.read().unwrap_or_else(PoisonError::into_inner);
+        units.get(&partition).and_then(|u| lock(u).group(group).map(|g| g.commits))
+    }
+
+    /// The next offset of `partition`'s unit, if it has read anything.
+    pub fn unit_position(&self, partition: i32) -> Option<i64> {
+        self.units.read().unwrap_or_else(PoisonError::into_inner).get(&partition).and_then(|u| lock(u).next_offset())
     }
 
     /// Replaces the state of `partition` wholesale (admin-API mode rebuilds its

@@ -33,6 +33,10 @@ pub(crate) struct OffsetsReader {
     /// Where durable shards keep their stores; `None`: read directly, keep
     /// nothing.
     pub(crate) data_dir: Option<std::path::PathBuf>,
+    /// With `data_dir`: the members to share the shards with.
+    pub(crate) cluster: Option<crate::shards_reader::ClusterOptions>,
+    /// With `data_dir`: the recovery logs' topic.
+    pub(crate) log_topic: String,
 }
 
 /// Tracks `partitions` of `topic` with their current watermarks; returns how

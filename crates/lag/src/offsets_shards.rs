@@ -10,19 +10,28 @@
 //! primary, its unit is rebuilt from the store by applying the entries in
 //! offset order (as if reading the compacted partition), then positioned at
 //! the store's checkpoint.
+//!
+//! Every member holds a replica of every shard (more hot standbys are wanted
+//! than there are members), and a standby's unit follows the transactions it
+//! plays: each member serves the whole cluster's lag from its own memory, a
+//! scrape never waits on another member, and when a member dies the
+//! survivors already hold its partitions' state. A partition with no replica
+//! here, or with no primary anywhere, is normal for a moment (a shard moving,
+//! a fail-over) and a problem on `/ready` once it lasts (see [`Health::hold`]).
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use kshard_runtime::application::{Application, Message, Transaction};
 use kshard_runtime::model::ShardSpec;
-use kshard_runtime::recovery_log::record::SourceOffset;
+use kshard_runtime::recovery_log::record::{Mutation, SourceOffset};
 use kshard_runtime::store::Store;
 use tracing::{info, warn};
 
-use crate::group_offsets::GroupOffsets;
+use crate::group_offsets::{Applied, GroupOffsets};
+use crate::health::Health;
 use crate::monitor::Monitor;
 
 /// The worker's name in logs and on `/ready` while a shard is not served.
@@ -38,6 +47,10 @@ pub(crate) struct OffsetsShards {
     pub(crate) partitions: AtomicI32,
     /// Partitions whose shard is primary here.
     primaries: Mutex<BTreeSet<i32>>,
+    /// Partitions whose shard has a standby here that follows its log.
+    standbys: Mutex<BTreeSet<i32>>,
+    /// How long a partition may have no replica here before that is a problem.
+    pub(crate) grace: Duration,
     /// Partitions restored from their store after the service had caught up,
     /// until they read to the end again: their state is older than what was
     /// shown before, so `/ready` waits for them.
@@ -52,6 +65,8 @@ impl OffsetsShards {
             monitor,
             partitions: AtomicI32::new(partitions),
             primaries: Mutex::new(BTreeSet::new()),
+            standbys: Mutex::new(BTreeSet::new()),
+            grace: Duration::from_secs(30),
             recovering: Mutex::new(BTreeSet::new()),
             stopping,
         }
@@ -59,15 +74,87 @@ impl OffsetsShards {
 }
 
 impl OffsetsShards {
-    /// Says on `/ready` that reading works once every partition's shard is
-    /// primary here and none is reading again after a recovery.
+    /// Says on `/ready` that reading works once every partition's shard has
+    /// a replica here (primary, or a standby following it) and none is
+    /// reading again after a recovery.
     pub(crate) fn settle(&self) {
-        let primaries = self.primaries.lock().unwrap_or_else(PoisonError::into_inner).len() as i32;
+        let primaries = self.primaries.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let standbys = self.standbys.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let held = primaries.union(&standbys).count() as i32;
         let recovering = self.recovering.lock().unwrap_or_else(PoisonError::into_inner).is_empty();
-        if recovering && primaries >= self.partitions.load(Ordering::Acquire) {
+        if recovering && held >= self.partitions.load(Ordering::Acquire) {
             self.monitor.health().worker_running(WORKER);
         }
     }
+
+    /// Partition `partition` has a replica here again.
+    fn held(&self, partition: i32) {
+        self.monitor.health().release(&held_key(partition));
+    }
+}
+
+/// The [`Health`] condition of a partition without a replica here.
+fn held_key(partition: i32) -> String {
+    format!("no replica here of partition {partition}")
+}
+
+/// Store keys of the groups' commit counts start with this: Kafka's keys
+/// start with a small version number, so they never do.
+const COMMITS_PREFIX: &[u8] = b"\xff\xffcommits/";
+
+/// The group a `__consumer_offsets` key names: every key version begins with
+/// the group id (a 2-byte length, then the bytes).
+fn group_of(key: &[u8]) -> Option<&str> {
+    let len = i16::from_be_bytes(*key.get(2..4)?.first_chunk::<2>()?);
+    let bytes = key.get(4..4 + usize::try_from(len).ok()?)?;
+    std::str::from_utf8(bytes).ok()
+}
+
+/// The store key of `group`'s commit count.
+fn commits_key(group: &str) -> Vec<u8> {
+    [COMMITS_PREFIX, group.as_bytes()].concat()
+}
+
+/// A commit count stored under `key`, if it is one: (group, count).
+fn stored_commits<'a>(key: &'a [u8], value: &[u8]) -> Option<(&'a str, u64)> {
+    let group = std::str::from_utf8(key.strip_prefix(COMMITS_PREFIX)?).ok()?;
+    Some((group, u64::from_be_bytes(*value.first_chunk::<8>()?)))
+}
+
+/// Applies a standby's transaction to its partition's unit: tombstones first,
+/// then the puts in the order of their offsets (what a rebuild from the store
+/// would apply), then the position moves to the checkpoint.
+pub(crate) fn follow_transaction(unit: &mut GroupOffsets, mutations: &[Mutation], next_offset: Option<i64>) {
+    let position = unit.next_offset().unwrap_or(0);
+    let mut puts: Vec<(i64, &[u8], &[u8])> = Vec::with_capacity(mutations.len());
+    let mut counts: Vec<(&[u8], &[u8])> = Vec::new();
+    for m in mutations {
+        match m {
+            Mutation::Delete { key } if key.starts_with(COMMITS_PREFIX) => {}
+            Mutation::Delete { key } => {
+                let _ = unit.apply_bytes(position.max(1) - 1, Some(key), None);
+            }
+            Mutation::Put { key, value } if key.starts_with(COMMITS_PREFIX) => counts.push((key, value)),
+            Mutation::Put { key, value } => {
+                if let Some((offset, raw)) = value.split_first_chunk::<8>() {
+                    puts.push((i64::from_be_bytes(*offset), key, raw));
+                }
+            }
+        }
+    }
+    puts.sort_unstable_by_key(|(offset, _, _)| *offset);
+    for (offset, key, value) in puts {
+        // Records that did not decode were counted by the primary.
+        let _ = unit.apply_bytes(offset, Some(key), Some(value));
+    }
+    for (key, value) in counts {
+        if let Some((group, n)) = stored_commits(key, value) {
+            unit.set_commits(group, n);
+        }
+    }
+    // Applying moved the position to the last put's; the checkpoint says where
+    // the partition was read to (never backwards: a snapshot re-puts old offsets).
+    unit.reset_position(next_offset.unwrap_or(position).max(position));
 }
 
 fn partition_of(shard: &ShardSpec) -> Result<i32, String> {
@@ -77,12 +164,17 @@ fn partition_of(shard: &ShardSpec) -> Result<i32, String> {
 /// Rebuilds a unit from a store: its entries applied in offset order.
 pub(crate) fn unit_from_store(store: &dyn Store, next_offset: Option<i64>) -> Result<GroupOffsets, String> {
     let mut entries: Vec<(i64, Vec<u8>, Vec<u8>)> = Vec::new();
+    let mut counts: Vec<(String, u64)> = Vec::new();
     let mut after: Option<Vec<u8>> = None;
     loop {
         let chunk = store.scan(after.as_deref(), SCAN_CHUNK).map_err(|e| e.to_string())?;
         let Some((last, _)) = chunk.last() else { break };
         after = Some(last.clone());
         for (key, value) in chunk {
+            if let Some((group, n)) = stored_commits(&key, &value) {
+                counts.push((group.to_owned(), n));
+                continue;
+            }
             let Some((offset, raw)) = value.split_first_chunk::<8>() else {
                 return Err(format!("a stored record of {} bytes has no offset", value.len()));
             };
@@ -96,6 +188,9 @@ pub(crate) fn unit_from_store(store: &dyn Store, next_offset: Option<i64>) -> Re
         // counted then); they are kept for a kshard that can.
         let _ = unit.apply_bytes(*offset, Some(key), Some(value));
     }
+    for (group, n) in counts {
+        unit.set_commits(&group, n);
+    }
     if let Some(next) = next_offset {
         unit.advance_to(next);
     }
@@ -104,12 +199,30 @@ pub(crate) fn unit_from_store(store: &dyn Store, next_offset: Option<i64>) -> Re
 
 impl Application for OffsetsShards {
     fn consume(&self, _: &ShardSpec, txn: &mut Transaction<'_>, m: &Message<'_>) -> Result<(), String> {
-        if let Err(s) = self.monitor.apply(m.partition, m.offset, m.key, m.value) {
+        let applied = self.monitor.apply(m.partition, m.offset, m.key, m.value);
+        if let Err(s) = &applied {
             // Counted and logged, like the direct reader. Still kept: a later
             // kshard that can decode it restores it.
             warn!(partition = s.partition, offset = s.offset, reason = s.skipped.reason(), error = %s.skipped, topic = m.topic, "skipped a record of the offsets topic");
         }
         let Some(key) = m.key else { return Ok(()) };
+        // Each group's count of commits is kept too: every member, and the
+        // next primary, then export the same counter.
+        if let (Ok(applied), Some(group)) = (&applied, group_of(key)) {
+            match applied {
+                Applied::OffsetCommitted => {
+                    if let Some(n) = self.monitor.commits(m.partition, group) {
+                        txn.put(commits_key(group), n.to_be_bytes());
+                    }
+                }
+                Applied::OffsetDeleted | Applied::GroupDeleted
+                    if self.monitor.commits(m.partition, group).is_none() =>
+                {
+                    txn.delete(commits_key(group));
+                }
+                _ => {}
+            }
+        }
         match m.value {
             Some(value) => {
                 let mut stored = Vec::with_capacity(8 + value.len());
@@ -128,10 +241,16 @@ impl Application for OffsetsShards {
         let next = offsets.iter().find(|o| o.partition == partition).map(|o| o.offset);
         let unit = unit_from_store(store, next)?;
         let (groups, offsets_known) = (unit.groups().count(), unit.offset_count());
+        // A unit ahead of the store held records a primary here applied but
+        // never committed (it failed): what was shown goes back until read again.
+        let shown = self.monitor.unit_position(partition);
+        let behind_shown = shown.is_some_and(|shown| shown > next.unwrap_or(0));
         self.monitor.replace_unit(partition, unit);
         info!(shard = %shard.id, partition, groups, offsets = offsets_known, next_offset = ?next, ms = started.elapsed().as_millis() as u64, "restored the partition's state from the store");
+        self.standbys.lock().unwrap_or_else(PoisonError::into_inner).remove(&partition);
         self.primaries.lock().unwrap_or_else(PoisonError::into_inner).insert(partition);
-        if self.monitor.is_caught_up() {
+        self.held(partition);
+        if behind_shown && self.monitor.is_caught_up() {
             // Serving already: this partition's lag goes back to its checkpoint
             // until it has read to the end again.
             self.recovering.lock().unwrap_or_else(PoisonError::into_inner).insert(partition);
@@ -140,6 +259,27 @@ impl Application for OffsetsShards {
         }
         self.settle();
         Ok(())
+    }
+
+    fn following(&self, shard: &ShardSpec, store: &dyn Store, offsets: &[SourceOffset]) -> Result<(), String> {
+        let partition = partition_of(shard)?;
+        let next = offsets.iter().find(|o| o.partition == partition).map(|o| o.offset);
+        let unit = unit_from_store(store, next)?;
+        // A standby never shows less than this member showed already.
+        if self.monitor.unit_position(partition).is_none_or(|shown| next.is_some_and(|n| n >= shown)) {
+            self.monitor.replace_unit(partition, unit);
+        }
+        info!(shard = %shard.id, partition, next_offset = ?next, "following the partition's shard as a standby");
+        self.standbys.lock().unwrap_or_else(PoisonError::into_inner).insert(partition);
+        self.held(partition);
+        self.settle();
+        Ok(())
+    }
+
+    fn followed(&self, shard: &ShardSpec, mutations: &[Mutation], offsets: &[SourceOffset]) {
+        let Ok(partition) = partition_of(shard) else { return };
+        let next = offsets.iter().find(|o| o.partition == partition).map(|o| o.offset);
+        self.monitor.update_unit(partition, |unit| follow_transaction(unit, mutations, next));
     }
 
     fn end_of_source(&self, _: &ShardSpec, _: &str, partition: i32, next_offset: Option<i64>) {
@@ -152,10 +292,114 @@ impl Application for OffsetsShards {
     fn stopped(&self, shard: &ShardSpec) {
         let Ok(partition) = partition_of(shard) else { return };
         let was_primary = self.primaries.lock().unwrap_or_else(PoisonError::into_inner).remove(&partition);
+        let was_standby = self.standbys.lock().unwrap_or_else(PoisonError::into_inner).remove(&partition);
         self.recovering.lock().unwrap_or_else(PoisonError::into_inner).remove(&partition);
-        if was_primary && !self.stopping.load(Ordering::Acquire) {
-            let reason = format!("the shard of partition {partition} stopped; it is being recovered");
-            self.monitor.health().worker_failed(WORKER, reason, Instant::now());
+        if (was_primary || was_standby) && !self.stopping.load(Ordering::Acquire) {
+            // Its state here stays, and is served, until the grace runs out:
+            // the shard is moving, or restarting after a failure.
+            let why = format!("the shard of partition {partition} has no replica on this member");
+            self.monitor.health().hold(&held_key(partition), why, self.grace, Instant::now());
         }
+    }
+}
+
+/// Holds a [`Health`] condition for each partition whose shard has no
+/// primary anywhere in the cluster (a fail-over under way), so that one that
+/// lasts past `grace` turns `/ready` 503; returns those partitions.
+pub(crate) fn watch_primaries(
+    health: &Health,
+    cluster: &kshard_runtime::cluster_view::ClusterView,
+    partitions: i32,
+    grace: Duration,
+    now: Instant,
+) -> Vec<i32> {
+    let mut without = Vec::new();
+    for p in 0..partitions {
+        let shard = crate::shards_reader::shard_id(p);
+        let key = format!("no primary for partition {p}");
+        if cluster.primary(&shard).is_some() {
+            health.release(&key);
+        } else {
+            health.hold(&key, format!("shard {shard} (partition {p}) has no primary"), grace, now);
+            without.push(p);
+        }
+    }
+    without
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+
+    use kshard_offsets::{OffsetCommitKey, OffsetCommitValue, Record, RecordKey, RecordValue};
+
+    use super::*;
+
+    /// The raw key and value of `group`'s commit of `offset` for `t`/0.
+    fn commit(group: &str, offset: i64) -> (Vec<u8>, Vec<u8>) {
+        let record = Record {
+            key: RecordKey::OffsetCommit {
+                key_version: 1,
+                key: OffsetCommitKey { group: Cow::Borrowed(group), topic: Cow::Borrowed("t"), partition: 0 },
+            },
+            value: Some(RecordValue::OffsetCommit(OffsetCommitValue {
+                version: 3,
+                offset,
+                leader_epoch: Some(0),
+                metadata: Cow::Borrowed(""),
+                commit_timestamp: 1,
+                expire_timestamp: None,
+                topic_id: None,
+            })),
+        };
+        let (key, value) = record.encode();
+        (key, value.expect("a value"))
+    }
+
+    /// What the primary stores for the record at `at`.
+    fn stored(at: i64, value: &[u8]) -> Vec<u8> {
+        [&at.to_be_bytes()[..], value].concat()
+    }
+
+    #[test]
+    fn the_group_is_read_from_every_key() {
+        let (key, _) = commit("payments", 5);
+        assert_eq!(group_of(&key), Some("payments"));
+        assert_eq!(group_of(&[0, 1, 0]), None, "too short");
+        assert_eq!(group_of(&[0, 1, 0, 9, b'a']), None, "length past the end");
+        assert_eq!(stored_commits(&commits_key("g"), &7u64.to_be_bytes()), Some(("g", 7)));
+        assert_eq!(stored_commits(&key, &7u64.to_be_bytes()), None);
+    }
+
+    #[test]
+    fn a_standby_follows_transactions_like_a_rebuild_from_the_store() {
+        let (k1, v1) = commit("a", 10);
+        let (k2, v2) = commit("b", 20);
+        let (k2b, v2b) = commit("b", 21);
+        let mut unit = GroupOffsets::default();
+        // Two transactions, the second with b's newer commit and a's offset deleted.
+        follow_transaction(
+            &mut unit,
+            &[
+                Mutation::Put { key: k2.clone(), value: stored(101, &v2) },
+                Mutation::Put { key: k1.clone(), value: stored(100, &v1) },
+                Mutation::Put { key: commits_key("b"), value: 5u64.to_be_bytes().to_vec() },
+            ],
+            Some(102),
+        );
+        assert_eq!(unit.next_offset(), Some(102));
+        assert_eq!(unit.group("a").and_then(|g| g.offset("t", 0)).map(|c| c.offset), Some(10));
+        assert_eq!(unit.group("b").map(|g| g.commits), Some(5), "the stored count wins");
+        follow_transaction(
+            &mut unit,
+            &[Mutation::Delete { key: k1 }, Mutation::Put { key: k2b, value: stored(103, &v2b) }],
+            Some(110),
+        );
+        assert!(unit.group("a").is_none(), "a's only offset was deleted");
+        assert_eq!(unit.group("b").and_then(|g| g.offset("t", 0)).map(|c| c.offset), Some(21));
+        assert_eq!(unit.next_offset(), Some(110));
+        // A snapshot re-puts old records: the position never goes back.
+        follow_transaction(&mut unit, &[Mutation::Put { key: k2, value: stored(101, &v2) }], Some(110));
+        assert_eq!(unit.next_offset(), Some(110));
     }
 }

@@ -61,6 +61,13 @@ pub struct ServeOptions {
     /// recovery logs in Kafka), so that a restart reads only what is new;
     /// `None`: keep nothing, read everything at start.
     pub data_dir: Option<std::path::PathBuf>,
+    /// With `data_dir`: the topic holding the shards' recovery logs (default
+    /// [`crate::recovery_log_topic`] of the offsets topic). Each kshard
+    /// deployment on one Kafka cluster needs its own.
+    pub recovery_log_topic: Option<String>,
+    /// With `data_dir`: several processes share the shards through etcd,
+    /// each serving the whole cluster's lag.
+    pub cluster: Option<crate::shards_reader::ClusterOptions>,
 }
 
 impl ServeOptions {
@@ -77,6 +84,8 @@ impl ServeOptions {
             request_timeout: Duration::from_secs(30),
             hold_reading: None,
             data_dir: None,
+            recovery_log_topic: None,
+            cluster: None,
         }
     }
 
@@ -124,6 +133,11 @@ pub async fn run(
                 new_partitions: new_partitions_rx,
                 hold: options.hold_reading.take(),
                 data_dir: options.data_dir.clone(),
+                cluster: options.cluster.clone(),
+                log_topic: options
+                    .recovery_log_topic
+                    .clone()
+                    .unwrap_or_else(|| crate::recovery_log_topic(&options.offsets_topic)),
             };
             workers.push(
                 supervisor::spawn(offsets_reader::WORKER, Arc::clone(&monitor), Arc::clone(&stop), move || {

@@ -1,16 +1,21 @@
 //! Reading the offsets topic through `kshard-runtime` (`data_dir` set): one
-//! shard per partition, run by one member on an embedded keyspace, each
-//! shard's store in the data directory and its recovery log a partition of
-//! [`recovery_log_topic`]. A restart on the data directory restores every
-//! partition's state from its store and reads only what follows.
+//! shard per partition, each shard's store in the data directory and its
+//! recovery log a partition of [`recovery_log_topic`]. A restart on the data
+//! directory restores every partition's state from its store and reads only
+//! what follows. Alone, the process is the one member of an embedded
+//! keyspace; with etcd ([`ClusterOptions`]) the members share the shards —
+//! each shard primary on one member and followed by a standby on every other
+//! (see [`crate::offsets_shards`]).
 
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kshard_kafka::{Admin, TopicSpec};
 use kshard_runtime::application::Application;
+use kshard_runtime::keyspace::Keyspace;
+use kshard_runtime::keyspace::etcd::EtcdKeyspace;
 use kshard_runtime::keyspace::memory::MemoryKeyspace;
 use kshard_runtime::model::{Keys, MemberSpec, RecoveryLog, ShardSpec, Source};
 use kshard_runtime::node::{self, NodeConfig, NodeShared};
@@ -56,14 +61,41 @@ fn ensure_log_topic(admin: &Admin, log_topic: &str, partitions: i32) -> Result<(
     Ok(())
 }
 
+/// Several `kshard serve` processes sharing the shards through etcd.
+#[derive(Debug, Clone)]
+pub struct ClusterOptions {
+    /// etcd endpoints (`http://host:port`).
+    pub etcd: Vec<String>,
+    /// The prefix of every key kept in etcd.
+    pub prefix: String,
+    /// This member's id: stable across restarts (its stores are found by it).
+    pub member: String,
+    /// Its zone.
+    pub zone: String,
+    /// Its lease: how long after a crash its primaries move.
+    pub lease_ttl: Duration,
+    /// Where other members and tools reach its HTTP endpoints.
+    pub endpoint: Option<String>,
+}
+
+/// More hot standbys than any cluster has members: a replica of every shard
+/// on every member.
+const EVERY_MEMBER: u32 = 1024;
+
+/// The id of the shard of partition `p`.
+pub(crate) fn shard_id(p: i32) -> String {
+    format!("offsets-{p:03}")
+}
+
 /// The shard of partition `p`.
 fn shard(offsets_topic: &str, log_topic: &str, p: i32) -> ShardSpec {
     ShardSpec {
         // Transactions of at most 200 ms: a restart loses nothing, and at most
         // that much reading is redone by a standby that takes over.
         max_txn_duration_ms: 200,
+        hot_standbys: EVERY_MEMBER,
         ..ShardSpec::new(
-            format!("offsets-{p:03}"),
+            shard_id(p),
             vec![Source { topic: offsets_topic.to_owned(), partition: p, min_offset: 0 }],
             RecoveryLog { topic: log_topic.to_owned(), partition: p },
         )
@@ -72,34 +104,63 @@ fn shard(offsets_topic: &str, log_topic: &str, p: i32) -> ShardSpec {
 
 /// One life of the worker in runtime mode: until `stop` (`Ok`) or a failure.
 pub(crate) fn run(reader: &mut OffsetsReader, data_dir: &Path) -> Result<(), String> {
-    let partitions = reader.monitor.resume_positions().len() as i32;
-    let log_topic = recovery_log_topic(&reader.topic);
-    let admin = Admin::connect(&reader.settings, reader.timeout).map_err(|e| e.to_string())?;
-    ensure_log_topic(&admin, &log_topic, partitions)?;
-    let shards: Vec<ShardSpec> = (0..partitions).map(|p| shard(&reader.topic, &log_topic, p)).collect();
-    let app = Arc::new(OffsetsShards::new(Arc::clone(&reader.monitor), partitions, Arc::clone(&reader.stop)));
-    let config = NodeConfig {
-        keys: Keys::new("/kshard/lag"),
-        member: MemberSpec { id: "local".into(), zone: "local".into(), shard_limit: u32::MAX, endpoint: None },
-        // One process on an embedded keyspace: a lease that only a long stall
-        // of this process could lose.
-        lease_ttl: Duration::from_secs(120),
-        data_dir: data_dir.to_owned(),
-        settings: reader.settings.clone(),
-        store_faults: Default::default(),
-    };
-    info!(partitions, %log_topic, data_dir = %data_dir.display(), "reading the offsets topic through durable shards");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("kshard-shards")
         .enable_all()
         .build()
         .map_err(|e| format!("starting the shards' runtime: {e}"))?;
+    match reader.cluster.clone() {
+        None => {
+            let member = MemberSpec { id: "local".into(), zone: "local".into(), shard_limit: u32::MAX, endpoint: None };
+            // One process on an embedded keyspace: a lease that only a long
+            // stall of this process could lose.
+            let ttl = Duration::from_secs(120);
+            run_on(reader, data_dir, &runtime, Arc::new(MemoryKeyspace::new()), Keys::new("/kshard/lag"), member, ttl)
+        }
+        Some(cluster) => {
+            let ks = runtime
+                .block_on(EtcdKeyspace::connect(&cluster.etcd))
+                .map_err(|e| format!("connecting to etcd at {}: {e}", cluster.etcd.join(",")))?;
+            let member = MemberSpec {
+                id: cluster.member.clone(),
+                zone: cluster.zone.clone(),
+                shard_limit: u32::MAX,
+                endpoint: cluster.endpoint.clone(),
+            };
+            let keys = Keys::new(&cluster.prefix);
+            run_on(reader, data_dir, &runtime, Arc::new(ks), keys, member, cluster.lease_ttl)
+        }
+    }
+}
+
+fn run_on<K: Keyspace>(
+    reader: &mut OffsetsReader,
+    data_dir: &Path,
+    runtime: &tokio::runtime::Runtime,
+    ks: Arc<K>,
+    keys: Keys,
+    member: MemberSpec,
+    lease_ttl: Duration,
+) -> Result<(), String> {
+    let partitions = reader.monitor.resume_positions().len() as i32;
+    let log_topic = reader.log_topic.clone();
+    let admin = Admin::connect(&reader.settings, reader.timeout).map_err(|e| e.to_string())?;
+    ensure_log_topic(&admin, &log_topic, partitions)?;
+    let shards: Vec<ShardSpec> = (0..partitions).map(|p| shard(&reader.topic, &log_topic, p)).collect();
+    let app = Arc::new(OffsetsShards::new(Arc::clone(&reader.monitor), partitions, Arc::clone(&reader.stop)));
+    let config = NodeConfig {
+        keys: keys.clone(),
+        member,
+        lease_ttl,
+        data_dir: data_dir.to_owned(),
+        settings: reader.settings.clone(),
+        store_faults: Default::default(),
+    };
+    info!(partitions, %log_topic, data_dir = %data_dir.display(), member = %config.member.id, "reading the offsets topic through durable shards");
     let stop = Arc::clone(&reader.stop);
     let shared = NodeShared::default();
-    reader.monitor.set_shards(shared.clone());
-    let ks = Arc::new(MemoryKeyspace::new());
-    let keys = config.keys.clone();
+    reader.monitor.set_shards(shared.clone(), config.member.id.clone());
     // The refresher's announcements go to the grower thread for this life.
     let announced = std::mem::replace(&mut reader.new_partitions, std::sync::mpsc::channel().1);
     // Set when the member stops, to stop the grower with it.
@@ -114,6 +175,10 @@ pub(crate) fn run(reader: &mut OffsetsReader, data_dir: &Path) -> Result<(), Str
         ks: &ks,
         keys: &keys,
         runtime: runtime.handle(),
+        shared: &shared,
+        // A fail-over takes the lease's TTL; a primary missing much longer
+        // than that is a problem.
+        no_primary_grace: lease_ttl + Duration::from_secs(15),
     };
     let (result, announced) = std::thread::scope(|scope| {
         // Partitions the offsets topic gains later (the refresher tracks them
@@ -124,14 +189,26 @@ pub(crate) fn run(reader: &mut OffsetsReader, data_dir: &Path) -> Result<(), Str
         });
         let served = runtime.block_on(async {
             for s in &shards {
-                node::create_shard(&*ks, &keys, s).await.map_err(|e| e.to_string())?;
+                match node::create_shard(&*ks, &keys, s).await.map_err(|e| e.to_string())? {
+                    node::Created::Conflict(other) => {
+                        return Err(format!(
+                            "shard {} under {} reads {:?} into {}/{}: another kshard uses these etcd keys (set etcd_prefix)",
+                            other.id,
+                            keys.root(),
+                            other.sources.iter().map(|s| format!("{}/{}", s.topic, s.partition)).collect::<Vec<_>>(),
+                            other.recovery_log.topic,
+                            other.recovery_log.partition
+                        ));
+                    }
+                    node::Created::Created | node::Created::Existed => {}
+                }
             }
             let shutdown = async move {
                 while !stop.load(Ordering::Acquire) {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
             };
-            node::run(Arc::clone(&ks), config, Arc::clone(&app) as Arc<dyn Application>, shared, shutdown)
+            node::run(Arc::clone(&ks), config, Arc::clone(&app) as Arc<dyn Application>, shared.clone(), shutdown)
                 .await
                 .map_err(|e| e.to_string())
         });
@@ -149,25 +226,32 @@ pub(crate) fn run(reader: &mut OffsetsReader, data_dir: &Path) -> Result<(), Str
     result
 }
 
-/// Gives partitions the refresher announces a log partition and a shard.
-struct Grower<'a> {
+/// Gives partitions the refresher announces a log partition and a shard, and
+/// watches that every shard has a primary somewhere.
+struct Grower<'a, K> {
     stop: &'a AtomicBool,
     stop_growing: &'a AtomicBool,
     topic: &'a str,
     admin: &'a Admin,
     log_topic: &'a str,
     app: &'a OffsetsShards,
-    ks: &'a Arc<MemoryKeyspace>,
+    ks: &'a Arc<K>,
     keys: &'a Keys,
     runtime: &'a tokio::runtime::Handle,
+    shared: &'a NodeShared,
+    no_primary_grace: Duration,
 }
 
-impl Grower<'_> {
+impl<K: Keyspace> Grower<'_, K> {
     /// Until the service or the member stops. Failures are retried (the
     /// announced partitions stay pending) and said on `/ready` meanwhile.
     fn grow(&self, announced: &std::sync::mpsc::Receiver<Vec<i32>>) -> Result<(), String> {
         let mut pending = std::collections::BTreeSet::new();
         while !self.stop.load(Ordering::Acquire) && !self.stop_growing.load(Ordering::Acquire) {
+            let partitions = self.app.partitions.load(Ordering::Acquire);
+            let cluster = self.shared.cluster();
+            let health = self.app.monitor.health();
+            crate::offsets_shards::watch_primaries(health, &cluster, partitions, self.no_primary_grace, Instant::now());
             pending.extend(announced.try_iter().flatten());
             if let Some(&last) = pending.iter().next_back() {
                 match self.give_shards(&pending, last) {

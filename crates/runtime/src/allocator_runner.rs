@@ -94,6 +94,28 @@ impl AllocatorRunner {
         if changes.is_empty() {
             return Ok(Round { revision: read.revision, changes, applied: true });
         }
+        // One transaction holds at most etcd's limit of compares (an Add has
+        // two): the rest comes in the next rounds. A primary's swap (two
+        // reslots of one shard) stays together.
+        let mut compares = 0;
+        let mut last_shard: Option<String> = None;
+        let keep = changes
+            .iter()
+            .take_while(|c| {
+                let (shard, cost) = match c {
+                    Change::Add { shard, .. } => (shard, 2),
+                    Change::Remove { shard, .. } | Change::Reslot { shard, .. } => (shard, 1),
+                };
+                let swap = matches!(c, Change::Reslot { .. }) && last_shard.as_deref() == Some(shard.as_str());
+                if !swap && compares + cost > crate::keyspace::MAX_TXN_OPS - 4 {
+                    return false;
+                }
+                compares += cost;
+                last_shard = Some(shard.clone());
+                true
+            })
+            .count();
+        changes.truncate(keep);
         let mut txn = Txn::default();
         for change in &changes {
             match change {

@@ -126,3 +126,57 @@ async fn members_leader_and_allocator_on_etcd() {
     let ks = EtcdKeyspace::connect(&[etcd.endpoint().to_owned()]).await.expect("connects");
     coordination(Arc::new(ks), &format!("/{}", unique_name("coordination"))).await;
 }
+
+/// Many shards and members at once (50 shards, a replica on each of three
+/// members: 150 assignments) take several transactions within etcd's limit
+/// of operations, and primaries end spread over the members.
+async fn many_assignments_at_once<K: Keyspace>(ks: Arc<K>, root: &str) {
+    let keys = Keys::new(root);
+    let shards: Vec<ShardSpec> = (0..50).map(|i| spec(&format!("s{i:02}"), 1024)).collect();
+    let puts: Vec<Op> = shards
+        .iter()
+        .map(|s| Op::Put { key: keys.shard(&s.id), value: serde_json::to_vec(s).expect("json"), lease: None })
+        .collect();
+    for chunk in puts.chunks(100) {
+        ks.txn(Txn::ops(chunk.to_vec())).await.expect("specs");
+    }
+    let member = |id: &str| MemberSpec { id: id.into(), zone: "z".into(), shard_limit: u32::MAX, endpoint: None };
+    let ttl = Duration::from_secs(10);
+    let mut members = Vec::new();
+    for id in ["m1", "m2", "m3"] {
+        members.push(Membership::join(Arc::clone(&ks), &keys, member(id), ttl).await.expect("joins"));
+    }
+    assert!(become_leader(&*ks, &keys, &members[0]).await.expect("election"));
+    let mut runner = AllocatorRunner::default();
+    // Rounds until quiet, the replicas catching up between them.
+    for round in 0.. {
+        assert!(round < 200, "no quiescence");
+        let changes = runner.round(&*ks, &keys).await.expect("a round within etcd's limits").changes;
+        catch_up(&*ks, &keys).await;
+        if changes.is_empty() {
+            break;
+        }
+    }
+    let a = assignments(&*ks, &keys).await;
+    assert_eq!(a.len(), 150, "a replica of every shard on every member");
+    for m in ["m1", "m2", "m3"] {
+        let primaries = a.iter().filter(|(_, member, slot, _)| member == m && *slot == 0).count();
+        assert!((16..=17).contains(&primaries), "{m} holds {primaries} primaries: primaries spread");
+    }
+    for m in members {
+        m.leave(&*ks).await.expect("leaves");
+    }
+    ks.txn(Txn::ops(vec![Op::DeletePrefix(format!("{root}/"))])).await.expect("clean up");
+}
+
+#[tokio::test]
+async fn many_assignments_at_once_on_the_embedded_keyspace() {
+    many_assignments_at_once(Arc::new(MemoryKeyspace::new()), "/many").await;
+}
+
+#[tokio::test]
+async fn many_assignments_at_once_on_etcd() {
+    let etcd = Etcd::from_env_or_start();
+    let ks = EtcdKeyspace::connect(&[etcd.endpoint().to_owned()]).await.expect("connects");
+    many_assignments_at_once(Arc::new(ks), &format!("/{}", unique_name("many"))).await;
+}

@@ -129,3 +129,17 @@ pub(super) fn watermarks_age(e: &mut DescriptorEncoder<'_>, m: &Monitor) -> Enco
         MetricType::Gauge,
     )?)
 }
+
+/// With a data directory: partitions whose shard has no primary anywhere.
+pub(super) fn shards_without_primary(e: &mut DescriptorEncoder<'_>, m: &Monitor) -> Encoded {
+    let Some(shared) = m.shards() else { return Ok(()) };
+    let cluster = shared.cluster();
+    let partitions = m.progress().partitions as i32;
+    let without = (0..partitions).filter(|p| cluster.primary(&crate::shards_reader::shard_id(*p)).is_none()).count();
+    gauge(
+        e,
+        "shards_without_primary",
+        "Partitions of the offsets topic whose shard has no primary (a fail-over under way); their lag is served from standby copies.",
+        without as i64,
+    )
+}

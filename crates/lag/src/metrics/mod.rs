@@ -97,6 +97,7 @@ impl Collector for LagCollector {
         let current = m.problem().is_none();
         exporter::data_current(e, current)?;
         exporter::watermarks_age(e, m)?;
+        exporter::shards_without_primary(e, m)?;
         if !current {
             return Ok(());
         }

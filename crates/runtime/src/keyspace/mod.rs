@@ -87,6 +87,10 @@ pub struct Txn {
     pub failure: Vec<Op>,
 }
 
+/// The most compares, or operations on either branch, one transaction may
+/// hold: etcd's default `--max-txn-ops`.
+pub const MAX_TXN_OPS: usize = 128;
+
 impl Txn {
     /// Unconditional operations.
     pub fn ops(ops: Vec<Op>) -> Self {
@@ -97,6 +101,12 @@ impl Txn {
     /// or deleted twice, or put or deleted under a prefix the branch deletes
     /// (etcd refuses these as "duplicate key given in txn request").
     pub fn validate(&self) -> Result<()> {
+        let longest = self.compares.len().max(self.success.len()).max(self.failure.len());
+        if longest > MAX_TXN_OPS {
+            return Err(KeyspaceError::Invalid(format!(
+                "too many operations in one transaction: {longest} (etcd takes {MAX_TXN_OPS} by default)"
+            )));
+        }
         for ops in [&self.success, &self.failure] {
             let mut keys = std::collections::BTreeSet::new();
             let mut prefixes = Vec::new();

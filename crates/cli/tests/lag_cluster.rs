@@ -1,0 +1,282 @@
+//! The lag monitor as a cluster: several `kshard serve --etcd` processes on
+//! the real broker and etcd share the shards of `__consumer_offsets` — each
+//! shard primary on one member, followed by a standby on every other — and
+//! every member serves the whole cluster's lag. Checked against Kafka's own
+//! `kafka-consumer-groups`: before a member is killed with SIGKILL, after,
+//! and after a member is added under load; a survivor's `/metrics`, scraped
+//! all along, never loses or doubles a series.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kshard_testkit::{Broker, Etcd, http_get, kafka_consumer_groups, parse_metrics, unique_name};
+
+const LAG: &str = "kshard_kafka_consumer_group_topic_partition_lag";
+
+/// One test's lag cluster: its groups' prefix, config, etcd keys and members.
+struct LagCluster {
+    brokers: String,
+    etcd: String,
+    prefix: String,
+    config: PathBuf,
+    dir: PathBuf,
+    members: BTreeMap<String, (Child, String)>,
+}
+
+impl LagCluster {
+    fn new(broker: &Broker, etcd: &Etcd) -> Self {
+        let prefix = unique_name("lagc");
+        let dir = std::env::temp_dir().join(unique_name("kshard-lag-cluster"));
+        std::fs::create_dir_all(&dir).expect("test dir");
+        let config = dir.join("kshard.yaml");
+        let yaml = format!(
+            "groups:\n  allow: ['{prefix}-.*']\nrecovery_log_topic: {prefix}-log\ncluster:\n  etcd_prefix: /kshard-test/{prefix}\n  lease_ttl_seconds: 4\nwatermark_interval_seconds: 1\n"
+        );
+        std::fs::write(&config, yaml).expect("config");
+        LagCluster {
+            brokers: broker.brokers().to_owned(),
+            etcd: etcd.endpoint().to_owned(),
+            prefix,
+            config,
+            dir,
+            members: BTreeMap::new(),
+        }
+    }
+
+    /// Commits of `groups` groups through the coordinator, on topics of their own.
+    fn load(&self, groups: u32, rounds: u32) -> Child {
+        Command::new(env!("CARGO_BIN_EXE_kshard"))
+            .args(["loadgen", "--brokers", &self.brokers, "--prefix", &self.prefix, "--topics", "3"])
+            .args(["--partitions", "3", "--groups", &groups.to_string(), "--rounds", &rounds.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("loadgen starts")
+    }
+
+    /// Starts member `id`; its HTTP address, read from its log.
+    fn start(&mut self, id: &str) -> String {
+        let path = self.dir.join(format!("{id}.log"));
+        let log = std::fs::File::create(&path).expect("member log");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_kshard"))
+            .args(["serve", "--brokers", &self.brokers, "--etcd", &self.etcd, "--member-id", id])
+            .args(["--listen", "127.0.0.1:0"])
+            .arg("--config")
+            .arg(&self.config)
+            .arg("--data-dir")
+            .arg(self.dir.join(id))
+            .env("NO_COLOR", "1")
+            .env_remove("KSHARD_ETCD")
+            .env_remove("KSHARD_LISTEN")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("kshard serve starts");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let addr = loop {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            let addr = text
+                .lines()
+                .find(|l| l.contains("serving /metrics"))
+                .and_then(|l| l.split_whitespace().find_map(|w| w.strip_prefix("addr=")));
+            if let Some(addr) = addr {
+                break addr.to_owned();
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("member {id} exited at start ({status}); its log: {}", path.display());
+            }
+            assert!(Instant::now() < deadline, "member {id} did not say where it listens: {}", path.display());
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        self.members.insert(id.to_owned(), (child, addr.clone()));
+        addr
+    }
+
+    fn kill(&mut self, id: &str) {
+        let (mut child, _) = self.members.remove(id).expect("a running member");
+        child.kill().expect("SIGKILL");
+        child.wait().expect("reaped");
+    }
+
+    fn addr(&self, id: &str) -> &str {
+        &self.members[id].1
+    }
+
+    /// Member `id`'s `/ready` (status, body).
+    fn ready(&self, id: &str) -> (u16, serde_json::Value) {
+        let (status, body) = http_get(self.addr(id), "/ready").expect("/ready answers");
+        (status, serde_json::from_str(&body).expect("JSON"))
+    }
+
+    /// Waits until every running member is ready and every shard has a
+    /// primary on one of them; the primaries per member.
+    fn wait_serving(&self) -> BTreeMap<String, usize> {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let mut per_member: BTreeMap<String, usize> = BTreeMap::new();
+            let mut all = true;
+            for id in self.members.keys() {
+                let (status, ready) = self.ready(id);
+                let primaries = ready["primaries"].as_object().cloned().unwrap_or_default();
+                let on_members =
+                    primaries.values().filter(|m| self.members.contains_key(m.as_str().unwrap_or(""))).count();
+                all &= status == 200 && on_members == primaries.len() && primaries.len() == 50;
+                per_member = BTreeMap::new();
+                for m in primaries.values() {
+                    *per_member.entry(m.as_str().unwrap_or("").to_owned()).or_default() += 1;
+                }
+            }
+            if all {
+                return per_member;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "not serving within 120 s: {:?}",
+                self.ready(self.members.keys().next().expect("a member"))
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Waits until every running member holds at least `least` primaries.
+    fn wait_spread(&self, least: usize) -> BTreeMap<String, usize> {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let primaries = self.wait_serving();
+            if self.members.keys().all(|m| primaries.get(m).copied().unwrap_or(0) >= least) {
+                return primaries;
+            }
+            assert!(Instant::now() < deadline, "primaries not spread within 120 s: {primaries:?}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Member `id`'s lag series of this test's groups, from raw /metrics text;
+    /// panics on a series rendered twice.
+    fn lag(&self, id: &str) -> BTreeMap<String, f64> {
+        let (_, text) = http_get(self.addr(id), "/metrics").expect("/metrics answers");
+        let lines: Vec<&str> =
+            text.lines().filter(|l| l.starts_with(LAG) && l.contains(&format!("\"{}-", self.prefix))).collect();
+        let unique: BTreeSet<&str> = lines.iter().map(|l| l.rsplit_once(' ').map_or(*l, |(s, _)| s)).collect();
+        assert_eq!(unique.len(), lines.len(), "a series rendered twice on {id}");
+        parse_metrics(&lines.join("\n"))
+    }
+
+    /// Waits until member `id`'s lag equals what Kafka's tool reports.
+    fn assert_lag_as_kafka(&self, id: &str) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let kafka: BTreeMap<String, f64> = kafka_consumer_groups(&self.brokers, &self.prefix)
+                .into_iter()
+                .map(|r| {
+                    let series = format!(
+                        "{LAG}{{group_id=\"{}\",topic_name=\"{}\",partition_id=\"{}\"}}",
+                        r.group, r.topic, r.partition
+                    );
+                    (series, r.lag as f64)
+                })
+                .collect();
+            let ours = self.lag(id);
+            if !kafka.is_empty() && ours == kafka {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{id}'s lag never matched Kafka's tool: {} series vs {}; first differences: {:?}",
+                ours.len(),
+                kafka.len(),
+                kafka.iter().filter(|(k, v)| ours.get(*k) != Some(v)).take(3).collect::<Vec<_>>()
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+}
+
+impl Drop for LagCluster {
+    fn drop(&mut self) {
+        for (_, (mut child, _)) in std::mem::take(&mut self.members) {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Scrapes member `id` until `until` returns true, checking that the series
+/// seen at the start never go missing (nor double) meanwhile.
+fn scrape_while(cluster: &LagCluster, id: &str, mut until: impl FnMut() -> bool) -> usize {
+    let before: BTreeSet<String> = cluster.lag(id).into_keys().collect();
+    assert!(!before.is_empty(), "{id} exports lag");
+    let mut scrapes = 0;
+    while !until() {
+        let now: BTreeSet<String> = cluster.lag(id).into_keys().collect();
+        let missing: Vec<&String> = before.difference(&now).take(3).collect();
+        assert!(missing.is_empty(), "{id} lost series during the change (scrape {scrapes}): {missing:?}");
+        scrapes += 1;
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    scrapes
+}
+
+#[test]
+fn three_members_share_the_shards_survive_a_kill_and_take_a_new_member() {
+    let broker = Broker::from_env_or_start();
+    let etcd = Etcd::from_env_or_start();
+    let mut cluster = LagCluster::new(&broker, &etcd);
+    let status = cluster.load(30, 2).wait().expect("loadgen");
+    assert!(status.success());
+    for id in ["m1", "m2", "m3"] {
+        cluster.start(id);
+    }
+    // Primaries spread over the members (16, 17, 17).
+    let primaries = cluster.wait_spread(16);
+    for id in ["m1", "m2", "m3"] {
+        cluster.assert_lag_as_kafka(id);
+    }
+    // Every member serves the same lag (a standby's copy is the primary's state).
+    assert_eq!(cluster.lag("m1"), cluster.lag("m2"));
+    assert_eq!(cluster.lag("m1"), cluster.lag("m3"));
+
+    // SIGKILL the member holding the most primaries, under load: the
+    // survivors never drop a series, and take its shards over.
+    let (victim, _) = primaries.iter().max_by_key(|(_, n)| **n).map(|(m, n)| (m.clone(), *n)).expect("a member");
+    let survivor = ["m1", "m2", "m3"].into_iter().find(|m| *m != victim).expect("a survivor").to_owned();
+    let mut load = cluster.load(30, 6);
+    let killed = Instant::now();
+    cluster.kill(&victim);
+    let scrapes = scrape_while(&cluster, &survivor, || {
+        let (_, ready) = cluster.ready(&survivor);
+        let primaries = ready["primaries"].as_object().cloned().unwrap_or_default();
+        primaries.len() == 50 && primaries.values().all(|m| m != victim.as_str())
+    });
+    let failover = killed.elapsed();
+    eprintln!(
+        "every shard PRIMARY on a survivor {:.1} s after SIGKILL of {victim} ({scrapes} scrapes)",
+        failover.as_secs_f64()
+    );
+    assert!(load.wait().expect("loadgen").success());
+    cluster.wait_serving();
+    for id in cluster.members.keys() {
+        cluster.assert_lag_as_kafka(id);
+    }
+    let (_, ready) = cluster.ready(&survivor);
+    assert_eq!(ready["shards"].as_object().map(|s| s.len()), Some(50), "{ready}");
+
+    // A member added under load: primaries move to it, no series is lost or
+    // doubled on the survivors, and it serves the same lag.
+    let mut load = cluster.load(30, 6);
+    cluster.start("m4");
+    let members: Vec<String> = cluster.members.keys().cloned().collect();
+    scrape_while(&cluster, &survivor, || {
+        let (status, ready) = cluster.ready("m4");
+        let primaries = ready["primaries"].as_object().cloned().unwrap_or_default();
+        status == 200 && primaries.values().filter(|m| *m == "m4").count() >= 10
+    });
+    assert!(load.wait().expect("loadgen").success());
+    let primaries = cluster.wait_spread(12);
+    assert_eq!(primaries.keys().cloned().collect::<Vec<_>>(), members, "every member holds primaries: {primaries:?}");
+    for id in &members {
+        cluster.assert_lag_as_kafka(id);
+    }
+}
