@@ -123,6 +123,22 @@ enum BenchCommand {
         #[arg(long, default_value_t = 3)]
         runs: usize,
     },
+    /// Three `serve --etcd` members on the offsets topic as it is; SIGKILL of
+    /// the member holding the most primaries, timed until every shard is
+    /// PRIMARY on a survivor (lag series counted meanwhile); medians.
+    Failover {
+        #[command(flatten)]
+        brokers: serve_config::KafkaArgs,
+        /// etcd endpoints.
+        #[arg(long, env = "KSHARD_ETCD", value_delimiter = ',')]
+        etcd: Vec<String>,
+        /// Kills.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        /// The members' lease, in seconds.
+        #[arg(long, default_value_t = 10)]
+        lease_ttl: u64,
+    },
     /// The runtime's targets with `kshard example sum` members: restart on the
     /// data directory, cold start without it, and (with --etcd) fail-over
     /// after kill -9; medians.
@@ -211,6 +227,9 @@ fn main() -> ExitCode {
             brokers.target().and_then(|t| bench::drain::drain(&t, apply)).map(|n| println!("{n}"))
         }
         Command::Bench { command: BenchCommand::Restart { brokers, runs } } => bench::restart::restart(&brokers, runs),
+        Command::Bench { command: BenchCommand::Failover { brokers, etcd, runs, lease_ttl } } => {
+            bench::failover::failover(&bench::failover::FailoverBench { kafka: &brokers, etcd: &etcd, runs, lease_ttl })
+        }
         Command::Bench { command: BenchCommand::CatchUp { brokers, runs } } => {
             bench::catch_up::catch_up(&brokers, runs)
         }

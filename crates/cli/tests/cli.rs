@@ -7,8 +7,10 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+/// `kshard` with `args`, alone (scripts/test.sh exports the test etcd, which
+/// would make `serve` a cluster member).
 fn kshard(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kshard")).args(args).output().expect("kshard runs")
+    Command::new(env!("CARGO_BIN_EXE_kshard")).args(args).env_remove("KSHARD_ETCD").output().expect("kshard runs")
 }
 
 fn json(out: &Output) -> Value {
@@ -197,6 +199,22 @@ fn serve_fails_at_start_naming_an_invalid_setting() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("watermark_intervall_seconds"), "the unknown key is named: {err}");
+    // A cluster member needs a data directory, an etcd URL and a sane lease.
+    for (args, named) in [
+        (&["--etcd", "http://127.0.0.1:9"][..], "invalid etcd"),
+        (&["--etcd", "127.0.0.1:2379", "--data-dir", "/tmp/x"][..], "invalid etcd"),
+        (
+            &["--etcd", "http://127.0.0.1:9", "--data-dir", "/tmp/x", "--lease-ttl-seconds", "1"][..],
+            "lease_ttl_seconds",
+        ),
+        (&["--etcd", "http://127.0.0.1:9", "--data-dir", "/tmp/x", "--member-id", "a#b"][..], "member_id"),
+        (&["--data-dir", "/tmp/x", "--recovery-log-topic", "no spaces"][..], "recovery_log_topic"),
+    ] {
+        let out = kshard(&[&["serve", "--brokers", "127.0.0.1:9"][..], args].concat());
+        assert!(!out.status.success(), "{args:?} accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(named), "{args:?}: {named} is named: {err}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -217,6 +235,7 @@ fn serve_stops_cleanly_on_sigterm() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_kshard"))
         .args(["serve", "--brokers", broker.brokers(), "--listen", &addr])
         .env("KSHARD_LOG", "warn")
+        .env_remove("KSHARD_ETCD")
         .spawn()
         .expect("spawn");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);

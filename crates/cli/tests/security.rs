@@ -72,8 +72,12 @@ impl Serve {
         let mut command = Command::new(env!("CARGO_BIN_EXE_kshard"));
         command.args(["serve", "--listen", &addr, "--watermark-interval-seconds", "0.5"]).args(extra);
         access.apply(broker, &mut command);
-        let mut child =
-            command.env_remove("KSHARD_BROKERS").stderr(Stdio::piped()).spawn().expect("spawn kshard serve");
+        let mut child = command
+            .env_remove("KSHARD_BROKERS")
+            .env_remove("KSHARD_ETCD")
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn kshard serve");
         let mut stderr = child.stderr.take().expect("piped stderr");
         let logs = std::thread::spawn(move || {
             let mut logs = String::new();

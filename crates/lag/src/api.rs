@@ -9,7 +9,7 @@ use crate::watermarks::lag;
 
 /// `/ready`: readiness with catch-up progress.
 #[derive(Debug, Serialize)]
-pub struct Readiness {
+pub struct ReadyReport {
     /// True once caught up and watermarks refreshed since, while every worker
     /// runs and the watermarks are recent.
     pub ready: bool,
@@ -60,7 +60,7 @@ pub struct PartitionBehind {
     pub target: i64,
 }
 
-pub(crate) fn readiness(monitor: &Monitor) -> Readiness {
+pub(crate) fn readiness(monitor: &Monitor) -> ReadyReport {
     let p = monitor.progress();
     let behind = monitor
         .partition_progress()
@@ -69,23 +69,9 @@ pub(crate) fn readiness(monitor: &Monitor) -> Readiness {
         .take(50)
         .map(|(partition, s)| PartitionBehind { partition, position: s.position, target: s.target })
         .collect();
-    let ready = monitor.is_ready();
-    let caught_up = monitor.is_caught_up();
-    let reason = if ready {
-        None
-    } else if let Some(problem) = monitor.problem() {
-        Some(problem)
-    } else if !monitor.is_started() {
-        Some(monitor.waiting_reason().unwrap_or_else(|| "waiting for the brokers and the offsets topic".to_owned()))
-    } else if !caught_up {
-        Some(format!("catching up: {} offsets left to read", p.offsets_remaining))
-    } else {
-        Some(match monitor.health().refresh_error() {
-            Some(error) => format!("waiting for a watermark refresh after catching up; the last one failed: {error}"),
-            None => "waiting for the first watermark refresh after catching up".to_owned(),
-        })
-    };
-    Readiness {
+    let verdict = monitor.verdict();
+    let (ready, caught_up, reason) = (verdict.ready, verdict.caught_up, verdict.reason);
+    ReadyReport {
         ready,
         reason,
         caught_up,
@@ -107,8 +93,7 @@ pub(crate) fn readiness(monitor: &Monitor) -> Readiness {
                 .collect()
         }),
         transient: monitor
-            .health()
-            .conditions(std::time::Instant::now())
+            .conditions()
             .into_iter()
             .map(|(why, lasted)| format!("{why} ({:.0} s)", lasted.as_secs_f64()))
             .collect(),

@@ -10,7 +10,6 @@
 //! so they are tested without a clock.
 
 use std::collections::BTreeMap;
-use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// A worker's failures.
@@ -31,8 +30,9 @@ pub struct WorkerFailure {
 /// worker had been working), so the restart backoff starts small again.
 pub const FAILURES_FORGOTTEN_AFTER: Duration = Duration::from_secs(60);
 
-#[derive(Debug, Default)]
-struct State {
+/// Worker and watermark health (plain data: [`crate::Readiness`] owns it).
+#[derive(Debug)]
+pub struct Health {
     /// Workers that failed, by name.
     failed: BTreeMap<&'static str, WorkerFailure>,
     /// When watermarks were last refreshed successfully.
@@ -42,6 +42,8 @@ struct State {
     /// Conditions that are normal for a moment (a shard moving between
     /// members) and a problem once they last longer than their grace.
     conditions: BTreeMap<String, Condition>,
+    /// Watermarks older than this are stale.
+    stale_after: Duration,
 }
 
 /// A condition that becomes a problem after its grace.
@@ -52,83 +54,78 @@ struct Condition {
     why: String,
 }
 
-/// Worker and watermark health.
-#[derive(Debug)]
-pub struct Health {
-    state: Mutex<State>,
-    /// Watermarks older than this are stale.
-    stale_after: Duration,
-}
-
 impl Health {
     /// Watermarks count as stale once older than `stale_after`.
     pub fn new(stale_after: Duration) -> Self {
-        Health { state: Mutex::new(State::default()), stale_after }
-    }
-
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        Health {
+            failed: BTreeMap::new(),
+            last_refresh: None,
+            refresh_error: None,
+            conditions: BTreeMap::new(),
+            stale_after,
+        }
     }
 
     /// `worker` failed with `error` at `now`; returns how many times in a row.
-    pub fn worker_failed(&self, worker: &'static str, error: String, now: Instant) -> u32 {
-        let mut state = self.state();
-        let failures = match state.failed.get(worker) {
+    pub fn worker_failed(&mut self, worker: &'static str, error: String, now: Instant) -> u32 {
+        let failures = match self.failed.get(worker) {
             Some(f) if now.saturating_duration_since(f.at) < FAILURES_FORGOTTEN_AFTER => f.failures + 1,
             _ => 1,
         };
-        state.failed.insert(worker, WorkerFailure { error, failures, at: now, down: true });
+        self.failed.insert(worker, WorkerFailure { error, failures, at: now, down: true });
         failures
     }
 
     /// `worker` has shown progress since it (re)started: it no longer keeps
     /// kshard from being current. Its count of failures stays, so that a worker
     /// that fails again soon waits longer before its next restart.
-    pub fn worker_running(&self, worker: &'static str) {
-        if let Some(f) = self.state().failed.get_mut(worker) {
+    pub fn worker_running(&mut self, worker: &'static str) {
+        if let Some(f) = self.failed.get_mut(worker) {
             f.down = false;
         }
     }
 
+    /// How many times in a row `worker` has failed (0: never).
+    pub fn failures(&self, worker: &str) -> u32 {
+        self.failed.get(worker).map_or(0, |f| f.failures)
+    }
+
     /// Condition `key` holds since `now` unless it held already: a problem
     /// once it has lasted longer than `grace`, said as `why`.
-    pub fn hold(&self, key: &str, why: String, grace: Duration, now: Instant) {
-        let mut state = self.state();
-        match state.conditions.get_mut(key) {
+    pub fn hold(&mut self, key: &str, why: String, grace: Duration, now: Instant) {
+        match self.conditions.get_mut(key) {
             Some(c) => c.why = why,
             None => {
-                state.conditions.insert(key.to_owned(), Condition { since: now, grace, why });
+                self.conditions.insert(key.to_owned(), Condition { since: now, grace, why });
             }
         }
     }
 
     /// Condition `key` no longer holds.
-    pub fn release(&self, key: &str) {
-        self.state().conditions.remove(key);
+    pub fn release(&mut self, key: &str) {
+        self.conditions.remove(key);
     }
 
     /// The conditions that hold (not yet problems, or problems), with how
     /// long they have held at `now`.
     pub fn conditions(&self, now: Instant) -> Vec<(String, Duration)> {
-        let state = self.state();
-        state.conditions.values().map(|c| (c.why.clone(), now.saturating_duration_since(c.since))).collect()
+        self.conditions.values().map(|c| (c.why.clone(), now.saturating_duration_since(c.since))).collect()
     }
 
     /// Why the latest watermark refresh failed, until one succeeds.
     pub fn refresh_error(&self) -> Option<String> {
-        self.state().refresh_error.clone()
+        self.refresh_error.clone()
     }
 
     /// Watermarks were refreshed at `at`.
-    pub fn refreshed(&self, at: Instant) {
-        let mut state = self.state();
-        state.last_refresh = Some(at);
-        state.refresh_error = None;
+    pub fn refreshed(&mut self, at: Instant) {
+        self.last_refresh = Some(at);
+        self.refresh_error = None;
     }
 
     /// A refresh failed.
-    pub fn refresh_failed(&self, error: String) {
-        self.state().refresh_error = Some(error);
+    pub fn refresh_failed(&mut self, error: String) {
+        self.refresh_error = Some(error);
     }
 
     /// How old watermarks may be before they count as stale.
@@ -138,24 +135,23 @@ impl Health {
 
     /// How old the watermarks are at `now` (`None` before the first refresh).
     pub fn watermark_age(&self, now: Instant) -> Option<Duration> {
-        self.state().last_refresh.map(|t| now.saturating_duration_since(t))
+        self.last_refresh.map(|t| now.saturating_duration_since(t))
     }
 
     /// Why what kshard knows is not current at `now`, or `None` when it is. A
     /// service that never refreshed watermarks is not judged here (catch-up
     /// readiness waits for the first refresh).
     pub fn problem(&self, now: Instant) -> Option<String> {
-        let state = self.state();
-        if let Some((worker, f)) = state.failed.iter().find(|(_, f)| f.down) {
+        if let Some((worker, f)) = self.failed.iter().find(|(_, f)| f.down) {
             return Some(format!("the {worker} failed ({} in a row) and is restarting: {}", f.failures, f.error));
         }
-        let overdue = state.conditions.values().find(|c| now.saturating_duration_since(c.since) > c.grace);
+        let overdue = self.conditions.values().find(|c| now.saturating_duration_since(c.since) > c.grace);
         if let Some(c) = overdue {
             return Some(format!("{} for {:.0} s", c.why, now.saturating_duration_since(c.since).as_secs_f64()));
         }
-        let age = now.saturating_duration_since(state.last_refresh?);
+        let age = now.saturating_duration_since(self.last_refresh?);
         if age > self.stale_after {
-            let why = state.refresh_error.as_deref().unwrap_or("no refresh has completed since");
+            let why = self.refresh_error.as_deref().unwrap_or("no refresh has completed since");
             return Some(format!(
                 "watermarks are {:.0} s old (stale after {:.0} s): {why}",
                 age.as_secs_f64(),
@@ -172,7 +168,7 @@ mod tests {
 
     #[test]
     fn a_failed_worker_is_a_problem_until_it_shows_progress() {
-        let h = Health::new(Duration::from_secs(10));
+        let mut h = Health::new(Duration::from_secs(10));
         let t = Instant::now();
         h.refreshed(t);
         assert_eq!(h.problem(t), None);
@@ -185,7 +181,7 @@ mod tests {
 
     #[test]
     fn failures_count_in_a_row_across_restarts_until_a_quiet_minute() {
-        let h = Health::new(Duration::from_secs(10));
+        let mut h = Health::new(Duration::from_secs(10));
         let t = Instant::now();
         let s = Duration::from_secs;
         assert_eq!(h.worker_failed("reader", "a".into(), t), 1);
@@ -202,7 +198,7 @@ mod tests {
 
     #[test]
     fn a_condition_is_a_problem_only_past_its_grace() {
-        let h = Health::new(Duration::from_secs(10));
+        let mut h = Health::new(Duration::from_secs(10));
         let t = Instant::now();
         let s = Duration::from_secs;
         h.hold("p7", "partition 7 has no primary".into(), s(20), t);
@@ -218,7 +214,7 @@ mod tests {
 
     #[test]
     fn watermarks_older_than_the_limit_are_stale_until_refreshed() {
-        let h = Health::new(Duration::from_secs(10));
+        let mut h = Health::new(Duration::from_secs(10));
         let t = Instant::now();
         assert_eq!(h.problem(t + Duration::from_secs(100)), None, "never refreshed: catch-up decides");
         h.refreshed(t);

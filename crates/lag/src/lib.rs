@@ -9,6 +9,7 @@
 //! HTTP.
 
 mod api;
+pub mod brokers;
 mod catch_up;
 mod filter;
 mod group_offsets;
@@ -19,19 +20,23 @@ mod monitor;
 mod names;
 mod offsets_reader;
 mod offsets_shards;
+mod readiness;
 mod refresher;
 pub mod service;
 mod shards_reader;
 mod supervisor;
 mod watermarks;
 
-pub use api::{GroupView, PartitionBehind, PartitionView, Readiness, TopicView};
+pub use api::{GroupView, PartitionBehind, PartitionView, ReadyReport, TopicView};
 pub use catch_up::{CatchUp, PartitionProgress, Progress};
 pub use filter::NameFilter;
 pub use group_offsets::{Applied, CommittedOffset, DescribedMember, Group, GroupInfo, GroupOffsets, Member, Skipped};
 pub use health::{FAILURES_FORGOTTEN_AFTER, Health, WorkerFailure};
 pub use metrics::{Metrics, SelfTimings};
-pub use monitor::{DEFAULT_STALE_AFTER, Granularity, Monitor, MonitorSettings, ReadCounters, SkippedRecord};
+pub use monitor::{
+    Clock, DEFAULT_STALE_AFTER, Granularity, Monitor, MonitorSettings, ReadCounters, SkippedRecord, SystemClock,
+};
 pub use names::{FastMap, Names};
+pub use readiness::{Event, Readiness, Verdict};
 pub use shards_reader::{ClusterOptions, recovery_log_topic};
 pub use watermarks::{Watermark, Watermarks, lag};

@@ -9,11 +9,27 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
 use kshard_offsets::RecordType;
 
-use crate::catch_up::{CatchUp, Progress};
+use crate::catch_up::Progress;
 use crate::filter::NameFilter;
 use crate::group_offsets::{Applied, GroupOffsets, Skipped};
-use crate::health::Health;
+use crate::readiness::{Event, Readiness, Verdict};
 use crate::watermarks::Watermarks;
+
+/// Where the monitor's decisions read the time: the system's, or a test's.
+pub trait Clock: Send + Sync + std::fmt::Debug {
+    /// The current instant.
+    fn now(&self) -> std::time::Instant;
+}
+
+/// The system's monotonic clock.
+#[derive(Debug, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> std::time::Instant {
+        std::time::Instant::now()
+    }
+}
 
 /// Which lag series to export.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -70,19 +86,14 @@ pub struct SkippedRecord {
 pub struct Monitor {
     settings: MonitorSettings,
     units: RwLock<BTreeMap<i32, Mutex<GroupOffsets>>>,
-    catch_up: Mutex<CatchUp>,
+    /// Whether what the units hold is current and complete.
+    readiness: Mutex<Readiness>,
+    clock: Arc<dyn Clock>,
     watermarks: RwLock<Arc<Watermarks>>,
-    /// Set once watermarks were refreshed after catching up, so that the first
-    /// lag exported is measured against current watermarks.
-    fresh_watermarks: std::sync::atomic::AtomicBool,
     counters: ReadCounters,
     /// The leader of each `__consumer_offsets` partition: the coordinator of
     /// the groups whose records it holds.
     coordinators: RwLock<std::collections::HashMap<i32, i32>>,
-    /// Whether the workers run and the watermarks are recent.
-    health: Health,
-    /// Why the reader cannot start tracking the offsets topic yet.
-    waiting: Mutex<Option<String>>,
     /// The high watermark of each partition of the offsets topic at the last
     /// refresh: how far the reader is from the end (see [`Monitor::unread`]).
     offsets_topic_ends: RwLock<std::collections::BTreeMap<i32, i64>>,
@@ -107,16 +118,19 @@ impl Monitor {
 
     /// An empty monitor whose watermarks are stale after `stale_after`.
     pub fn with_stale_after(settings: MonitorSettings, stale_after: std::time::Duration) -> Self {
+        Self::with_clock(settings, stale_after, Arc::new(SystemClock))
+    }
+
+    /// An empty monitor reading the time from `clock`.
+    pub fn with_clock(settings: MonitorSettings, stale_after: std::time::Duration, clock: Arc<dyn Clock>) -> Self {
         Monitor {
             settings,
             units: RwLock::new(BTreeMap::new()),
-            catch_up: Mutex::new(CatchUp::default()),
+            readiness: Mutex::new(Readiness::new(stale_after)),
+            clock,
             watermarks: RwLock::new(Arc::new(Watermarks::default())),
-            fresh_watermarks: std::sync::atomic::AtomicBool::new(false),
             counters: ReadCounters::default(),
             coordinators: RwLock::new(std::collections::HashMap::new()),
-            health: Health::new(stale_after),
-            waiting: Mutex::new(None),
             offsets_topic_ends: RwLock::new(std::collections::BTreeMap::new()),
             shards: Mutex::new(None),
         }
@@ -138,25 +152,47 @@ impl Monitor {
         lock(&self.shards).as_ref().map(|(_, m)| m.clone())
     }
 
-    /// Records why the reader cannot track the offsets topic yet (`None` once it can).
-    pub fn set_waiting_reason(&self, reason: Option<String>) {
-        *lock(&self.waiting) = reason;
+    /// The current instant, from the monitor's clock.
+    pub fn now(&self) -> std::time::Instant {
+        self.clock.now()
     }
 
-    /// Why the reader cannot track the offsets topic yet, if it cannot.
-    pub fn waiting_reason(&self) -> Option<String> {
-        lock(&self.waiting).clone()
+    /// Feeds one event to the readiness state machine.
+    pub fn step(&self, event: Event) {
+        lock(&self.readiness).step(event);
     }
 
-    /// Worker and watermark health.
-    pub fn health(&self) -> &Health {
-        &self.health
+    /// `worker` failed with `error` now; returns how many times in a row.
+    pub fn worker_failed(&self, worker: &'static str, error: String) -> u32 {
+        let mut readiness = lock(&self.readiness);
+        readiness.step(Event::WorkerFailed { worker, error, at: self.clock.now() });
+        readiness.failures(worker)
+    }
+
+    /// Whether lag is current and complete now, and why not.
+    pub fn verdict(&self) -> Verdict {
+        self.readiness().verdict(self.clock.now())
     }
 
     /// Why lag cannot be presented as current right now (a failed worker,
-    /// stale watermarks), or `None`.
+    /// stale watermarks, an overdue condition), or `None`.
     pub fn problem(&self) -> Option<String> {
-        self.health.problem(std::time::Instant::now())
+        lock(&self.readiness).health().problem(self.clock.now())
+    }
+
+    /// How old the watermarks are (`None` before the first refresh).
+    pub fn watermark_age(&self) -> Option<std::time::Duration> {
+        lock(&self.readiness).health().watermark_age(self.clock.now())
+    }
+
+    /// How old watermarks may be before lag is stale.
+    pub fn stale_after(&self) -> std::time::Duration {
+        lock(&self.readiness).health().stale_after()
+    }
+
+    /// The transient conditions that hold, with how long they have.
+    pub fn conditions(&self) -> Vec<(String, std::time::Duration)> {
+        lock(&self.readiness).health().conditions(self.clock.now())
     }
 
     /// The export settings.
@@ -167,21 +203,21 @@ impl Monitor {
     /// Starts tracking a `__consumer_offsets` partition with its watermarks.
     pub fn track_partition(&self, partition: i32, low: i64, high: i64) {
         self.units.write().unwrap_or_else(PoisonError::into_inner).entry(partition).or_default();
-        lock(&self.catch_up).track(partition, low, high);
+        self.step(Event::Tracked { partition, low, high });
     }
 
-    /// The catch-up state, brought up to the units' positions first. Applying a
-    /// record only moves its unit's position; catch-up reads the positions when
-    /// asked, which keeps a second lock off the per-record path.
-    fn catch_up(&self) -> MutexGuard<'_, CatchUp> {
-        let mut catch_up = lock(&self.catch_up);
+    /// The readiness state, brought up to the units' positions first. Applying
+    /// a record only moves its unit's position; readiness reads the positions
+    /// when asked, which keeps a second lock off the per-record path.
+    fn readiness(&self) -> MutexGuard<'_, Readiness> {
+        let mut readiness = lock(&self.readiness);
         let units = self.units.read().unwrap_or_else(PoisonError::into_inner);
         for (partition, unit) in units.iter() {
             if let Some(next) = lock(unit).next_offset() {
-                catch_up.on_record(*partition, next - 1);
+                readiness.step(Event::Position { partition: *partition, next });
             }
         }
-        catch_up
+        readiness
     }
 
     /// Where a reader should start each tracked partition to go on from what was
@@ -194,12 +230,12 @@ impl Monitor {
 
     /// True once the initial partitions are tracked ([`Monitor::start`] was called).
     pub fn is_started(&self) -> bool {
-        lock(&self.catch_up).is_started()
+        lock(&self.readiness).is_started()
     }
 
-    /// Ends the initial set of partitions (see [`CatchUp::start`]).
+    /// Ends the initial set of partitions (see [`crate::CatchUp::start`]).
     pub fn start(&self) {
-        self.catch_up().start();
+        self.readiness().step(Event::Started);
     }
 
     /// Applies the record at `offset` of `partition`.
@@ -280,22 +316,21 @@ impl Monitor {
         {
             lock(unit).advance_to(next);
         }
-        lock(&self.catch_up).on_end_of_partition(partition, next_offset);
+        self.step(Event::EndOfPartition { partition, next: next_offset });
     }
 
-    /// Replaces the watermarks. `caught_up_before` says whether the reader had
-    /// caught up when the refresh began (see [`Monitor::is_ready`]).
-    pub fn set_watermarks(&self, watermarks: Watermarks, caught_up_before: bool) {
+    /// Replaces the watermarks with those of a refresh that began at `at`.
+    /// `caught_up_before` says whether the reader had caught up when it began
+    /// (see [`Monitor::is_ready`]).
+    pub fn set_watermarks(&self, watermarks: Watermarks, caught_up_before: bool, at: std::time::Instant) {
         *self.watermarks.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(watermarks);
-        if caught_up_before {
-            self.fresh_watermarks.store(true, Ordering::Release);
-        }
+        self.step(Event::Refreshed { at, caught_up_before });
     }
 
     /// True once every initial partition of `__consumer_offsets` was read to the
     /// high watermark it had at start (latched).
     pub fn is_caught_up(&self) -> bool {
-        self.catch_up().is_ready()
+        self.readiness().is_caught_up()
     }
 
     /// Records the high watermarks of the offsets topic's partitions.
@@ -341,17 +376,17 @@ impl Monitor {
     /// refreshed after that (latched), while no worker has failed and the
     /// watermarks are recent: then lag is exported as current.
     pub fn is_ready(&self) -> bool {
-        self.fresh_watermarks.load(Ordering::Acquire) && self.is_caught_up() && self.problem().is_none()
+        self.verdict().ready
     }
 
     /// Where catching up stands.
     pub fn progress(&self) -> Progress {
-        self.catch_up().progress()
+        self.readiness().progress()
     }
 
     /// Per-partition catch-up state, for `/ready`.
     pub fn partition_progress(&self) -> Vec<(i32, crate::catch_up::PartitionProgress)> {
-        self.catch_up().partitions().iter().map(|(p, s)| (*p, s.clone())).collect()
+        self.readiness().partitions().map(|(p, s)| (*p, s.clone())).collect()
     }
 
     /// The read counters.

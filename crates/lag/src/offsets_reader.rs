@@ -10,10 +10,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use kshard_kafka::{Admin, ClientSettings, PartitionReader, ReadEvent};
+use kshard_kafka::ClientSettings;
 use tracing::{debug, info, warn};
 
+use crate::brokers::{BrokerAdmin, Connector, OffsetsSource, SourceEvent};
 use crate::monitor::Monitor;
+use crate::readiness::Event;
 
 /// The worker's name in logs and on `/ready`.
 pub(crate) const WORKER: &str = "offsets reader";
@@ -29,7 +31,6 @@ pub(crate) struct OffsetsReader {
     pub(crate) stop: Arc<AtomicBool>,
     /// Partitions of the topic that appeared later, from the refresher.
     pub(crate) new_partitions: mpsc::Receiver<Vec<i32>>,
-    pub(crate) hold: Option<tokio::sync::oneshot::Receiver<()>>,
     /// Where durable shards keep their stores; `None`: read directly, keep
     /// nothing.
     pub(crate) data_dir: Option<std::path::PathBuf>,
@@ -37,6 +38,8 @@ pub(crate) struct OffsetsReader {
     pub(crate) cluster: Option<crate::shards_reader::ClusterOptions>,
     /// With `data_dir`: the recovery logs' topic.
     pub(crate) log_topic: String,
+    /// Makes the Kafka clients.
+    pub(crate) brokers: Arc<dyn Connector>,
 }
 
 /// Tracks `partitions` of `topic` with their current watermarks; returns how
@@ -44,7 +47,7 @@ pub(crate) struct OffsetsReader {
 /// them (a broker loading its partitions answers so): such a partition is not
 /// known to be empty, and must not count as caught up.
 pub(crate) fn track_range(
-    admin: &Admin,
+    admin: &dyn BrokerAdmin,
     monitor: &Monitor,
     topic: &str,
     partitions: std::ops::Range<i32>,
@@ -70,17 +73,13 @@ impl OffsetsReader {
         if !self.monitor.is_started() && !self.wait_for_topic() {
             return Ok(());
         }
-        if let Some(hold) = self.hold.take() {
-            // A dropped sender releases the hold too.
-            let _ = hold.blocking_recv();
-        }
         if let Some(dir) = self.data_dir.clone() {
             return crate::shards_reader::run(self, &dir);
         }
         let start = self.monitor.resume_positions();
-        let reader = PartitionReader::new(&self.settings, &self.topic, &start).map_err(|e| e.to_string())?;
+        let mut reader = self.brokers.reader(&self.topic, &start).map_err(|e| e.to_string())?;
         let assigned = start.iter().map(|(p, _)| *p).collect();
-        self.read(&reader, assigned)
+        self.read(&mut *reader, assigned)
     }
 
     /// Tracks the topic's partitions, retrying until it works; false when the
@@ -95,7 +94,7 @@ impl OffsetsReader {
                 Err(e) => {
                     let reason = self.settings.with_access_problem(e);
                     warn!(error = %reason, topic = %self.topic, "cannot track the offsets topic yet; retrying in 5 s (not ready)");
-                    self.monitor.set_waiting_reason(Some(reason));
+                    self.monitor.step(Event::Waiting(reason));
                 }
             }
             let retry_at = Instant::now() + RETRY;
@@ -109,13 +108,12 @@ impl OffsetsReader {
     }
 
     fn track_all(&self) -> Result<(), String> {
-        let admin = Admin::connect(&self.settings, self.timeout).map_err(|e| e.to_string())?;
+        let admin = self.brokers.checked_admin().map_err(|e| e.to_string())?;
         let count = admin
             .partition_count(&self.topic)
             .map_err(|e| e.to_string())?
             .ok_or_else(|| format!("{} does not exist on {} (yet)", self.topic, self.settings.brokers))?;
-        let total = track_range(&admin, &self.monitor, &self.topic, 0..count)?;
-        self.monitor.set_waiting_reason(None);
+        let total = track_range(&*admin, &self.monitor, &self.topic, 0..count)?;
         self.monitor.start();
         info!(partitions = count, offsets = total, topic = %self.topic, "catching up with the offsets topic");
         Ok(())
@@ -127,13 +125,17 @@ impl OffsetsReader {
         *failing_since = None;
         if !*progressed {
             *progressed = true;
-            self.monitor.health().worker_running(WORKER);
+            self.monitor.step(Event::WorkerRunning(WORKER));
         }
     }
 
     /// Reads until `stop`. `assigned` are the partitions the reader was created
     /// with; the refresher may announce some of them again after a restart.
-    fn read(&self, reader: &PartitionReader, mut assigned: std::collections::BTreeSet<i32>) -> Result<(), String> {
+    pub(crate) fn read(
+        &self,
+        reader: &mut dyn OffsetsSource,
+        mut assigned: std::collections::BTreeSet<i32>,
+    ) -> Result<(), String> {
         let started = Instant::now();
         let mut last_log = Instant::now();
         let mut records_at_last_log = self.monitor.counters().records.load(Ordering::Relaxed);
@@ -150,16 +152,17 @@ impl OffsetsReader {
                     continue;
                 }
                 let start: Vec<(i32, Option<i64>)> = added.iter().map(|p| (*p, None)).collect();
-                reader.add_partitions(&self.topic, &start).map_err(|e| e.to_string())?;
+                reader.add_partitions(&start).map_err(|e| e.to_string())?;
                 info!(partitions = ?added, topic = %self.topic, "reading new partitions of the offsets topic");
             }
             // `idle`: nothing arrived, a good moment to check readiness and progress.
-            let idle = match reader.poll(Duration::from_millis(100)) {
-                Ok(ReadEvent::Record(r)) => {
+            let mut idle = false;
+            let polled = reader.poll(Duration::from_millis(100), &mut |event| match event {
+                SourceEvent::Record { partition, offset, key, value } => {
                     if !progressed || failing_since.is_some() {
                         self.showed_progress(&mut progressed, &mut failing_since);
                     }
-                    if let Err(s) = self.monitor.apply(r.partition(), r.offset(), r.key(), r.value()) {
+                    if let Err(s) = self.monitor.apply(partition, offset, key, value) {
                         warn!(
                             partition = s.partition,
                             offset = s.offset,
@@ -169,15 +172,16 @@ impl OffsetsReader {
                             "skipped a record of the offsets topic"
                         );
                     }
-                    false
                 }
-                Ok(ReadEvent::EndOfPartition { partition, next_offset }) => {
+                SourceEvent::EndOfPartition { partition, next_offset } => {
                     self.showed_progress(&mut progressed, &mut failing_since);
                     debug!(partition, next_offset, "end of partition");
                     self.monitor.end_of_partition(partition, next_offset);
-                    false
                 }
-                Ok(ReadEvent::Idle) => true,
+                SourceEvent::Idle => idle = true,
+            });
+            let idle = match polled {
+                Ok(()) => idle,
                 Err(e) if e.is_authorization() => {
                     return Err(format!(
                         "reading {}: {e}; this principal needs Describe and Read on {} — or use scrape_mode: admin_api, which needs neither",
@@ -186,7 +190,7 @@ impl OffsetsReader {
                 }
                 Err(e) => {
                     let since = *failing_since.get_or_insert_with(Instant::now);
-                    if since.elapsed() > self.monitor.health().stale_after() {
+                    if since.elapsed() > self.monitor.stale_after() {
                         return Err(format!(
                             "reading {} has failed for {:.0} s: {e}",
                             self.topic,
@@ -228,5 +232,130 @@ impl OffsetsReader {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+
+    use kshard_offsets::{OffsetCommitValue, Record};
+
+    use super::*;
+    use crate::monitor::MonitorSettings;
+
+    /// One scripted event of [`Scripted`].
+    enum Next {
+        Record(i32, i64, Vec<u8>, Option<Vec<u8>>),
+        End(i32, Option<i64>),
+        Fail(&'static str),
+    }
+
+    /// A reader that delivers a script, then stops the worker.
+    struct Scripted {
+        script: VecDeque<Next>,
+        stop: Arc<AtomicBool>,
+    }
+
+    impl OffsetsSource for Scripted {
+        fn poll(&mut self, _: Duration, take: &mut dyn FnMut(SourceEvent<'_>)) -> Result<(), kshard_kafka::Error> {
+            match self.script.pop_front() {
+                Some(Next::Record(partition, offset, key, value)) => {
+                    take(SourceEvent::Record { partition, offset, key: Some(&key), value: value.as_deref() })
+                }
+                Some(Next::End(partition, next_offset)) => take(SourceEvent::EndOfPartition { partition, next_offset }),
+                Some(Next::Fail(message)) => {
+                    return Err(kshard_kafka::Error::Refused { step: "fetching".into(), message: message.into() });
+                }
+                None => {
+                    self.stop.store(true, Ordering::Release);
+                    take(SourceEvent::Idle);
+                }
+            }
+            Ok(())
+        }
+
+        fn add_partitions(&mut self, _: &[(i32, Option<i64>)]) -> Result<(), kshard_kafka::Error> {
+            Ok(())
+        }
+    }
+
+    /// No broker: the tests give the reader its source directly.
+    struct Unreachable;
+
+    impl Connector for Unreachable {
+        fn admin(&self) -> Result<Box<dyn BrokerAdmin>, kshard_kafka::Error> {
+            unreachable!("no admin in these tests")
+        }
+        fn checked_admin(&self) -> Result<Box<dyn BrokerAdmin>, kshard_kafka::Error> {
+            unreachable!("no admin in these tests")
+        }
+        fn reader(&self, _: &str, _: &[(i32, Option<i64>)]) -> Result<Box<dyn OffsetsSource>, kshard_kafka::Error> {
+            unreachable!("no reader in these tests")
+        }
+    }
+
+    fn reader(monitor: &Arc<Monitor>) -> (OffsetsReader, Arc<AtomicBool>) {
+        let stop = Arc::new(AtomicBool::new(false));
+        let reader = OffsetsReader {
+            settings: ClientSettings::new("127.0.0.1:1"),
+            topic: "__consumer_offsets".into(),
+            timeout: Duration::from_secs(1),
+            monitor: Arc::clone(monitor),
+            stop: Arc::clone(&stop),
+            new_partitions: mpsc::channel().1,
+            data_dir: None,
+            cluster: None,
+            log_topic: String::new(),
+            brokers: Arc::new(Unreachable),
+        };
+        (reader, stop)
+    }
+
+    fn commit(group: &str, offset: i64) -> Next {
+        let (key, value) = Record::offset_commit(group, "t", 0, Some(OffsetCommitValue::new(3, offset, 0))).encode();
+        Next::Record(0, offset, key, value)
+    }
+
+    #[test]
+    fn records_are_applied_malformed_ones_counted_and_markers_settled_at_the_end() {
+        let monitor = Arc::new(Monitor::new(MonitorSettings::default()));
+        monitor.track_partition(0, 0, 3);
+        // Partition 1 holds one record, then two transaction markers.
+        monitor.track_partition(1, 0, 3);
+        monitor.start();
+        // A failure before this life: the first event clears it.
+        monitor.worker_failed(WORKER, "the previous life failed".into());
+        let (reader, stop) = reader(&monitor);
+        let (k, v) = Record::offset_commit("h", "t", 0, Some(OffsetCommitValue::new(3, 7, 0))).encode();
+        let script = VecDeque::from([
+            commit("g", 0),
+            Next::Record(0, 1, b"\x00\x01".to_vec(), Some(b"junk".to_vec())),
+            commit("g", 2),
+            Next::Record(1, 0, k, v),
+            Next::Fail("a broker restarted"),
+            Next::End(1, Some(3)),
+        ]);
+        let mut source = Scripted { script, stop: Arc::clone(&stop) };
+        reader.read(&mut source, [0, 1].into()).expect("reads to the end of the script");
+        assert!(monitor.is_caught_up(), "{:?}", monitor.verdict());
+        assert_eq!(monitor.problem(), None, "the reader showed progress");
+        assert_eq!(monitor.counters().records.load(Ordering::Relaxed), 4);
+        assert_eq!(monitor.counters().malformed_key.load(Ordering::Relaxed), 1);
+        assert_eq!(monitor.unit_position(1), Some(3), "past the markers");
+        assert_eq!(monitor.committed_topics(), ["t"]);
+    }
+
+    #[test]
+    fn a_principal_without_read_rights_is_told_what_it_needs() {
+        let monitor = Arc::new(Monitor::new(MonitorSettings::default()));
+        monitor.track_partition(0, 0, 1);
+        monitor.start();
+        let (reader, stop) = reader(&monitor);
+        let script = VecDeque::from([Next::Fail("Topic Authorization failed")]);
+        let mut source = Scripted { script, stop };
+        let error = reader.read(&mut source, [0].into()).expect_err("fails");
+        assert!(error.contains("needs Describe and Read on __consumer_offsets"), "{error}");
+        assert!(error.contains("scrape_mode: admin_api"), "{error}");
     }
 }

@@ -17,7 +17,7 @@
 //! scrape never waits on another member, and when a member dies the
 //! survivors already hold its partitions' state. A partition with no replica
 //! here, or with no primary anywhere, is normal for a moment (a shard moving,
-//! a fail-over) and a problem on `/ready` once it lasts (see [`Health::hold`]).
+//! a fail-over) and a problem on `/ready` once it lasts (see [`Event::Hold`]).
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
@@ -31,8 +31,8 @@ use kshard_runtime::store::Store;
 use tracing::{info, warn};
 
 use crate::group_offsets::{Applied, GroupOffsets};
-use crate::health::Health;
 use crate::monitor::Monitor;
+use crate::readiness::Event;
 
 /// The worker's name in logs and on `/ready` while a shard is not served.
 pub(crate) const WORKER: &str = crate::offsets_reader::WORKER;
@@ -83,17 +83,17 @@ impl OffsetsShards {
         let held = primaries.union(&standbys).count() as i32;
         let recovering = self.recovering.lock().unwrap_or_else(PoisonError::into_inner).is_empty();
         if recovering && held >= self.partitions.load(Ordering::Acquire) {
-            self.monitor.health().worker_running(WORKER);
+            self.monitor.step(Event::WorkerRunning(WORKER));
         }
     }
 
     /// Partition `partition` has a replica here again.
     fn held(&self, partition: i32) {
-        self.monitor.health().release(&held_key(partition));
+        self.monitor.step(Event::Release(held_key(partition)));
     }
 }
 
-/// The [`Health`] condition of a partition without a replica here.
+/// The condition ([`Event::Hold`]) of a partition without a replica here.
 fn held_key(partition: i32) -> String {
     format!("no replica here of partition {partition}")
 }
@@ -255,7 +255,7 @@ impl Application for OffsetsShards {
             // until it has read to the end again.
             self.recovering.lock().unwrap_or_else(PoisonError::into_inner).insert(partition);
             let reason = format!("partition {partition} is reading again from its store's checkpoint");
-            self.monitor.health().worker_failed(WORKER, reason, Instant::now());
+            self.monitor.worker_failed(WORKER, reason);
         }
         self.settle();
         Ok(())
@@ -298,29 +298,30 @@ impl Application for OffsetsShards {
             // Its state here stays, and is served, until the grace runs out:
             // the shard is moving, or restarting after a failure.
             let why = format!("the shard of partition {partition} has no replica on this member");
-            self.monitor.health().hold(&held_key(partition), why, self.grace, Instant::now());
+            self.monitor.step(Event::Hold { key: held_key(partition), why, grace: self.grace, at: self.monitor.now() });
         }
     }
 }
 
-/// Holds a [`Health`] condition for each partition whose shard has no
+/// Holds a condition ([`Event::Hold`]) for each partition whose shard has no
 /// primary anywhere in the cluster (a fail-over under way), so that one that
 /// lasts past `grace` turns `/ready` 503; returns those partitions.
 pub(crate) fn watch_primaries(
-    health: &Health,
+    monitor: &Monitor,
     cluster: &kshard_runtime::cluster_view::ClusterView,
     partitions: i32,
     grace: Duration,
-    now: Instant,
 ) -> Vec<i32> {
     let mut without = Vec::new();
+    let at = monitor.now();
     for p in 0..partitions {
         let shard = crate::shards_reader::shard_id(p);
         let key = format!("no primary for partition {p}");
         if cluster.primary(&shard).is_some() {
-            health.release(&key);
+            monitor.step(Event::Release(key));
         } else {
-            health.hold(&key, format!("shard {shard} (partition {p}) has no primary"), grace, now);
+            let why = format!("shard {shard} (partition {p}) has no primary");
+            monitor.step(Event::Hold { key, why, grace, at });
             without.push(p);
         }
     }

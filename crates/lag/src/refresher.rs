@@ -9,13 +9,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, mpsc};
 use std::time::{Duration, Instant};
 
-use kshard_kafka::{Admin, ClientSettings};
+use kshard_kafka::ClientSettings;
 use tracing::{debug, warn};
 
+use crate::brokers::{BrokerAdmin, Connector};
 use crate::group_offsets::DescribedMember;
 use crate::metrics::SelfTimings;
 use crate::monitor::Monitor;
 use crate::offsets_reader::track_range;
+use crate::readiness::Event;
 use crate::service::ScrapeMode;
 use crate::watermarks::{Watermark, Watermarks};
 
@@ -27,17 +29,18 @@ pub(crate) struct Refresher {
     pub(crate) offsets_topic: String,
     pub(crate) mode: ScrapeMode,
     pub(crate) interval: Duration,
-    pub(crate) timeout: Duration,
     pub(crate) monitor: Arc<Monitor>,
     pub(crate) timings: Arc<SelfTimings>,
     pub(crate) stop: Arc<AtomicBool>,
     pub(crate) new_partitions: mpsc::Sender<Vec<i32>>,
+    /// Makes the Kafka clients.
+    pub(crate) brokers: Arc<dyn Connector>,
 }
 
 impl Refresher {
     /// One life of the worker: until `stop` (`Ok`) or a failure (`Err`).
     pub(crate) fn run(&mut self) -> Result<(), String> {
-        let admin = Admin::new(&self.settings, self.timeout).map_err(|e| e.to_string())?;
+        let admin = self.brokers.admin().map_err(|e| e.to_string())?;
         let mut next = Instant::now();
         let mut refreshed_since_catch_up = false;
         let mut last_attempt: Option<Instant> = None;
@@ -49,16 +52,17 @@ impl Refresher {
             let retry = last_attempt.is_none_or(|t| t.elapsed() >= Duration::from_secs(1));
             if Instant::now() >= next || (caught_up && !refreshed_since_catch_up && retry) {
                 let started = Instant::now();
+                // The monitor's clock, which its readiness decisions read.
+                let refreshed_at = self.monitor.now();
                 last_attempt = Some(started);
                 let scraped = match self.mode {
-                    ScrapeMode::AdminApi => scrape_groups(&admin, &self.monitor).map_err(|e| e.to_string()),
+                    ScrapeMode::AdminApi => scrape_groups(&*admin, &self.monitor).map_err(|e| e.to_string()),
                     ScrapeMode::OffsetsTopic => Ok(()),
                 };
-                match scraped.and_then(|()| self.refresh(&admin)) {
+                match scraped.and_then(|()| self.refresh(&*admin)) {
                     Ok(watermarks) => {
-                        self.monitor.set_watermarks(watermarks, caught_up);
-                        self.monitor.health().refreshed(started);
-                        self.monitor.health().worker_running(WORKER);
+                        self.monitor.set_watermarks(watermarks, caught_up, refreshed_at);
+                        self.monitor.step(Event::WorkerRunning(WORKER));
                         self.settings.clear_access_problem();
                         refreshed_since_catch_up |= caught_up;
                         *self.timings.watermark_refresh.lock().unwrap_or_else(PoisonError::into_inner) =
@@ -70,7 +74,7 @@ impl Refresher {
                     Err(e) => {
                         let e = self.settings.with_access_problem(e);
                         warn!(error = %e, "refreshing groups and watermarks");
-                        self.monitor.health().refresh_failed(e);
+                        self.monitor.step(Event::RefreshFailed(e));
                     }
                 }
                 next = started + self.interval;
@@ -84,7 +88,7 @@ impl Refresher {
     /// earliest and latest offsets of every partition of every topic some group
     /// committed to (ListOffsets, batched per leader). Also notices new
     /// partitions of the offsets topic and hands them to the reader.
-    fn refresh(&self, admin: &Admin) -> Result<Watermarks, String> {
+    fn refresh(&self, admin: &dyn BrokerAdmin) -> Result<Watermarks, String> {
         let topics = admin.topics().map_err(|e| e.to_string())?;
         // Growth of the offsets topic is the reader's to handle once it tracks
         // the topic; before that, the reader's own start-up tracks every partition.
@@ -128,7 +132,7 @@ impl Refresher {
 /// Admin-API mode: every group (ListGroups), the state and members of those
 /// with members (DescribeGroups) and every group's committed offsets
 /// (OffsetFetch), replacing the monitor's one unit of state.
-fn scrape_groups(admin: &Admin, monitor: &Monitor) -> Result<(), kshard_kafka::Error> {
+fn scrape_groups(admin: &dyn BrokerAdmin, monitor: &Monitor) -> Result<(), kshard_kafka::Error> {
     let listings = admin.list_groups()?;
     let ids: Vec<String> =
         listings.iter().map(|g| g.group_id.clone()).filter(|g| monitor.settings().groups.allows(g)).collect();
@@ -190,4 +194,134 @@ fn scrape_groups(admin: &Admin, monitor: &Monitor) -> Result<(), kshard_kafka::E
     debug!(groups = ids.len(), "groups scraped");
     monitor.replace_unit(0, unit);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+
+    use kshard_kafka::{Error, FetchedOffsets, GroupDescription, GroupListing};
+    use kshard_offsets::{OffsetCommitValue, Record};
+
+    use super::*;
+    use crate::monitor::MonitorSettings;
+
+    /// Brokers as the test says they are.
+    #[derive(Default)]
+    struct Fake {
+        topics: HashMap<String, i32>,
+        /// (topic, partition) → (low, high).
+        watermarks: HashMap<(String, i32), (i64, i64)>,
+        groups: Vec<GroupListing>,
+        offsets: Vec<FetchedOffsets>,
+        /// Partitions whose watermarks were asked for, per call.
+        asked: Mutex<Vec<Vec<(String, i32)>>>,
+    }
+
+    impl BrokerAdmin for Fake {
+        fn partition_count(&self, topic: &str) -> Result<Option<i32>, Error> {
+            Ok(self.topics.get(topic).copied())
+        }
+        fn topics(&self) -> Result<HashMap<String, i32>, Error> {
+            Ok(self.topics.clone())
+        }
+        fn leaders(&self, topic: &str) -> Result<HashMap<i32, i32>, Error> {
+            Ok((0..self.topics.get(topic).copied().unwrap_or(0)).map(|p| (p, 1 + p % 3)).collect())
+        }
+        fn watermarks(&self, partitions: &[(String, i32)]) -> Result<crate::brokers::WatermarkMap, Error> {
+            self.asked.lock().expect("lock").push(partitions.to_vec());
+            Ok(partitions.iter().filter_map(|k| self.watermarks.get(k).map(|w| (k.clone(), *w))).collect())
+        }
+        fn list_groups(&self) -> Result<Vec<GroupListing>, Error> {
+            Ok(self.groups.clone())
+        }
+        fn describe_groups(&self, _: &[String]) -> Result<Vec<GroupDescription>, Error> {
+            Ok(Vec::new())
+        }
+        fn group_offsets(&self, groups: &[String]) -> Result<Vec<FetchedOffsets>, Error> {
+            Ok(self.offsets.iter().filter(|o| groups.contains(&o.group_id)).cloned().collect())
+        }
+    }
+
+    fn refresher(monitor: &Arc<Monitor>, mode: ScrapeMode) -> (Refresher, mpsc::Receiver<Vec<i32>>) {
+        let (tx, rx) = mpsc::channel();
+        let r = Refresher {
+            settings: ClientSettings::new("127.0.0.1:1"),
+            offsets_topic: "__consumer_offsets".into(),
+            mode,
+            interval: Duration::from_secs(5),
+            monitor: Arc::clone(monitor),
+            timings: Arc::new(SelfTimings::default()),
+            stop: Arc::new(AtomicBool::new(false)),
+            new_partitions: tx,
+            brokers: Arc::new(crate::brokers::Kafka {
+                settings: ClientSettings::new("127.0.0.1:1"),
+                timeout: Duration::from_secs(1),
+            }),
+        };
+        (r, rx)
+    }
+
+    #[test]
+    fn a_refresh_asks_for_committed_topics_only_and_hands_new_offsets_partitions_to_the_reader() {
+        let monitor = Arc::new(Monitor::new(MonitorSettings::default()));
+        monitor.track_partition(0, 0, 1);
+        monitor.track_partition(1, 0, 0);
+        monitor.start();
+        let (k, v) = Record::offset_commit("g", "orders", 1, Some(OffsetCommitValue::new(3, 4, 0))).encode();
+        monitor.apply(0, 0, Some(&k), v.as_deref()).expect("applies");
+        // The offsets topic grew to three partitions; "idle" has no commits.
+        let fake = Fake {
+            topics: HashMap::from([("__consumer_offsets".into(), 3), ("orders".into(), 2), ("idle".into(), 4)]),
+            watermarks: HashMap::from([
+                (("orders".into(), 0), (0, 10)),
+                (("orders".into(), 1), (2, 9)),
+                (("__consumer_offsets".into(), 0), (0, 1)),
+                (("__consumer_offsets".into(), 1), (0, 0)),
+                (("__consumer_offsets".into(), 2), (0, 6)),
+            ]),
+            ..Fake::default()
+        };
+        let (r, announced) = refresher(&monitor, ScrapeMode::OffsetsTopic);
+        let watermarks = r.refresh(&fake).expect("refreshes");
+        assert_eq!(announced.try_recv().ok(), Some(vec![2]), "the new partition goes to the reader");
+        assert_eq!(monitor.progress().partitions, 3, "and is tracked");
+        assert_eq!(watermarks.get("orders", 1), Some(Watermark { low: 2, high: 9 }));
+        let asked = fake.asked.lock().expect("lock").concat();
+        assert!(!asked.iter().any(|(t, _)| t == "idle"), "no watermarks of topics nobody committed to: {asked:?}");
+        assert_eq!(monitor.unread(), [(0, 0), (1, 0), (2, 6)]);
+        assert_eq!(monitor.coordinator(2), Some(3));
+    }
+
+    #[test]
+    fn admin_api_mode_rebuilds_its_unit_from_offset_fetch_keeping_groups_that_failed() {
+        let monitor = Arc::new(Monitor::new(MonitorSettings::default()));
+        let mut fake = Fake {
+            groups: ["a", "b"]
+                .into_iter()
+                .map(|g| GroupListing { group_id: g.into(), state: "Empty".into(), simple: true })
+                .collect(),
+            offsets: vec![
+                FetchedOffsets { group_id: "a".into(), offsets: vec![("t".into(), 0, 5)], error: None },
+                FetchedOffsets { group_id: "b".into(), offsets: vec![("t".into(), 0, 7)], error: None },
+            ],
+            ..Fake::default()
+        };
+        scrape_groups(&fake, &monitor).expect("scrapes");
+        // b's OffsetFetch fails next time: its offsets from before are kept.
+        fake.offsets[0].offsets = vec![("t".into(), 0, 6)];
+        fake.offsets[1] =
+            FetchedOffsets { group_id: "b".into(), offsets: vec![], error: Some("coordinator moving".into()) };
+        scrape_groups(&fake, &monitor).expect("scrapes");
+        let mut seen = Vec::new();
+        monitor.for_each_unit(|_, unit| {
+            for (group, g) in unit.groups() {
+                seen.push((group.to_string(), g.offset("t", 0).map(|c| c.offset)));
+            }
+        });
+        seen.sort();
+        assert_eq!(seen, [("a".to_owned(), Some(6)), ("b".to_owned(), Some(7))]);
+        assert_eq!(monitor.counters().offset_fetch_errors.load(Ordering::Relaxed), 1);
+    }
 }

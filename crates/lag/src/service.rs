@@ -21,6 +21,7 @@ use std::time::Duration;
 use kshard_kafka::{CONSUMER_OFFSETS_TOPIC, ClientSettings};
 use tracing::info;
 
+use crate::brokers::{Connector, Kafka};
 use crate::http;
 use crate::metrics::{Metrics, SelfTimings};
 use crate::monitor::{Monitor, MonitorSettings};
@@ -54,9 +55,6 @@ pub struct ServeOptions {
     pub monitor: MonitorSettings,
     /// Timeout of each admin call.
     pub request_timeout: Duration,
-    /// When set, reading waits until this future completes. Embedders and tests
-    /// use it to observe the service before catch-up begins.
-    pub hold_reading: Option<tokio::sync::oneshot::Receiver<()>>,
     /// Where to keep each partition's state (durable shards of the runtime,
     /// recovery logs in Kafka), so that a restart reads only what is new;
     /// `None`: keep nothing, read everything at start.
@@ -82,7 +80,6 @@ impl ServeOptions {
             watermark_interval: Duration::from_secs(5),
             monitor: MonitorSettings::default(),
             request_timeout: Duration::from_secs(30),
-            hold_reading: None,
             data_dir: None,
             recovery_log_topic: None,
             cluster: None,
@@ -110,7 +107,7 @@ pub enum ServeError {
 
 /// Runs the lag monitor until `shutdown` completes.
 pub async fn run(
-    mut options: ServeOptions,
+    options: ServeOptions,
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
@@ -118,6 +115,8 @@ pub async fn run(
     let timings = Arc::new(SelfTimings::default());
     let metrics = Arc::new(Metrics::new(&options.namespace, Arc::clone(&monitor), Arc::clone(&timings)));
 
+    let brokers: Arc<dyn Connector> =
+        Arc::new(Kafka { settings: options.kafka.clone(), timeout: options.request_timeout });
     let stop = Arc::new(AtomicBool::new(false));
     let (new_partitions_tx, new_partitions_rx) = mpsc::channel();
     let mut workers = Vec::new();
@@ -131,13 +130,13 @@ pub async fn run(
                 monitor: Arc::clone(&monitor),
                 stop: Arc::clone(&stop),
                 new_partitions: new_partitions_rx,
-                hold: options.hold_reading.take(),
                 data_dir: options.data_dir.clone(),
                 cluster: options.cluster.clone(),
                 log_topic: options
                     .recovery_log_topic
                     .clone()
                     .unwrap_or_else(|| crate::recovery_log_topic(&options.offsets_topic)),
+                brokers: Arc::clone(&brokers),
             };
             workers.push(
                 supervisor::spawn(offsets_reader::WORKER, Arc::clone(&monitor), Arc::clone(&stop), move || {
@@ -157,11 +156,11 @@ pub async fn run(
         offsets_topic: options.offsets_topic.clone(),
         mode: options.mode,
         interval: options.watermark_interval,
-        timeout: options.request_timeout,
         monitor: Arc::clone(&monitor),
         timings: Arc::clone(&timings),
         stop: Arc::clone(&stop),
         new_partitions: new_partitions_tx,
+        brokers,
     };
     workers.push(
         supervisor::spawn(refresher::WORKER, Arc::clone(&monitor), Arc::clone(&stop), move || refresher.run())

@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kshard_kafka::{Admin, TopicSpec};
 use kshard_runtime::application::Application;
@@ -250,8 +250,7 @@ impl<K: Keyspace> Grower<'_, K> {
         while !self.stop.load(Ordering::Acquire) && !self.stop_growing.load(Ordering::Acquire) {
             let partitions = self.app.partitions.load(Ordering::Acquire);
             let cluster = self.shared.cluster();
-            let health = self.app.monitor.health();
-            crate::offsets_shards::watch_primaries(health, &cluster, partitions, self.no_primary_grace, Instant::now());
+            crate::offsets_shards::watch_primaries(&self.app.monitor, &cluster, partitions, self.no_primary_grace);
             pending.extend(announced.try_iter().flatten());
             if let Some(&last) = pending.iter().next_back() {
                 match self.give_shards(&pending, last) {
@@ -262,7 +261,7 @@ impl<K: Keyspace> Grower<'_, K> {
                     Err(e) => {
                         tracing::warn!(error = %e, partitions = ?pending, "giving new partitions shards; retrying");
                         let worker = crate::offsets_shards::WORKER;
-                        self.app.monitor.health().worker_failed(worker, e, std::time::Instant::now());
+                        self.app.monitor.worker_failed(worker, e);
                         std::thread::sleep(Duration::from_secs(1));
                     }
                 }

@@ -1,5 +1,5 @@
 //! Supervised worker threads: a worker that returns an error or panics is
-//! logged, reported to [`Health`](crate::Health) (so `/ready` says why lag is not
+//! logged, reported to [`Readiness`](crate::Readiness) (so `/ready` says why lag is not
 //! current), and restarted after a backoff that grows with each failure in a
 //! row (1 s, 2 s, 4 s, … up to 30 s) until the service stops.
 
@@ -21,7 +21,7 @@ pub(crate) fn backoff(failures: u32) -> Duration {
 /// Runs `body` on a thread named `name` until `stop` is set. `body` returns
 /// `Ok(())` only when it saw `stop`; an error or a panic restarts it after the
 /// backoff, which grows with failures in a row (see [`crate::Health`]). `body`
-/// calls `Health::worker_running` once it has shown progress.
+/// reports [`crate::Event::WorkerRunning`] once it has shown progress.
 pub(crate) fn spawn(
     name: &'static str,
     monitor: Arc<Monitor>,
@@ -43,7 +43,7 @@ pub(crate) fn spawn(
                     format!("panicked: {what}")
                 }
             };
-            let failures = monitor.health().worker_failed(name, error.clone(), Instant::now());
+            let failures = monitor.worker_failed(name, error.clone());
             let wait = backoff(failures);
             error!(worker = name, failures, restart_in_seconds = wait.as_secs(), error = %error, "worker failed; restarting");
             let until = Instant::now() + wait;
@@ -78,7 +78,7 @@ mod tests {
                 panic!("first run dies");
             }
             // The second run comes up, says so, and works until told to stop.
-            m.health().worker_running("test worker");
+            m.step(crate::Event::WorkerRunning("test worker"));
             while !s.load(Ordering::Acquire) {
                 std::thread::sleep(Duration::from_millis(5));
             }

@@ -30,7 +30,7 @@ fn produce(settings: &ClientSettings, topic: &str, partitions: i32, records: u32
     writer.flush(Duration::from_secs(60)).expect("flush");
 }
 
-fn service(settings: &ClientSettings, prefix: &str, held: bool) -> TestService {
+fn service(settings: &ClientSettings, prefix: &str) -> TestService {
     // Stale after one interval plus the request timeout: about 5 s.
     let options = ServeOptions {
         watermark_interval: Duration::from_millis(200),
@@ -38,7 +38,7 @@ fn service(settings: &ClientSettings, prefix: &str, held: bool) -> TestService {
         monitor: only(prefix),
         ..ServeOptions::new(settings.clone())
     };
-    TestService::start(options, held)
+    TestService::start(options)
 }
 
 /// Waits until `/ready` answers `status`; returns the body.
@@ -69,7 +69,7 @@ fn broker_killed_while_serving_and_while_catching_up() {
     let committer = OffsetCommitter::new(&settings, &group).expect("committer");
     committer.commit(&[(&topic, 0, 10), (&topic, 1, 20)]).expect("commit");
 
-    let mut serving = service(&settings, &p, false);
+    let mut serving = service(&settings, &p);
     serving.wait_ready();
     agrees_with_kafka(&mut serving, broker.brokers(), &p, "before the kill");
 
@@ -85,7 +85,7 @@ fn broker_killed_while_serving_and_while_catching_up() {
     assert_eq!(status, 503, "the API does not serve stale lag");
 
     // Another service starts catching up while the broker is down.
-    let mut catching_up = service(&settings, &p, false);
+    let mut catching_up = service(&settings, &p);
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(catching_up.get("/ready").0, 503);
 
@@ -114,7 +114,7 @@ fn deleted_topics_and_groups_disappear() {
         .expect("commit");
     OffsetCommitter::new(&settings, &gone).expect("committer").commit(&[(&kept, 0, 1)]).expect("commit");
 
-    let mut s = service(&settings, &p, false);
+    let mut s = service(&settings, &p);
     s.wait_ready();
     let lag_of = |group: &str, topic: &str| {
         format!(
@@ -147,7 +147,7 @@ fn offsets_the_broker_expires_are_removed() {
     fill(&settings, &topic, 1, 10);
     let group = format!("{p}-g");
     OffsetCommitter::new(&settings, &group).expect("committer").commit(&[(&topic, 0, 2)]).expect("commit");
-    let mut s = service(&settings, &p, false);
+    let mut s = service(&settings, &p);
     s.wait_ready();
     let lag = format!(
         "kshard_kafka_consumer_group_topic_partition_lag{{group_id=\"{group}\",topic_name=\"{topic}\",partition_id=\"0\"}}"
@@ -178,7 +178,7 @@ fn compaction_of_consumer_offsets_changes_no_lag() {
     let groups: Vec<String> = (0..5).map(|g| format!("{p}-g{g}")).collect();
     let committers: Vec<OffsetCommitter> =
         groups.iter().map(|g| OffsetCommitter::new(&settings, g).expect("committer")).collect();
-    let mut s = service(&settings, &p, false);
+    let mut s = service(&settings, &p);
     s.wait_ready();
     let started = Instant::now();
     let mut round = 0i64;
@@ -194,7 +194,7 @@ fn compaction_of_consumer_offsets_changes_no_lag() {
     // The cleaner did remove superseded commits: a fresh read sees fewer records.
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let fresh = service(&settings, &p, false);
+        let fresh = service(&settings, &p);
         let mut fresh = fresh;
         fresh.wait_ready();
         agrees_with_kafka(&mut fresh, broker.brokers(), &p, "a fresh read of the compacted log");

@@ -1,9 +1,13 @@
-//! Metrics rendered from a monitor fed by hand (no broker): series appear and
-//! disappear with the watermarks, and nothing about groups shows before ready.
+//! Metrics rendered from a monitor fed by hand (no broker), on a clock the
+//! test moves: series appear and disappear with the watermarks, nothing about
+//! groups shows before ready, and stale watermarks take lag away.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use kshard_lag::{Granularity, Metrics, Monitor, MonitorSettings, NameFilter, SelfTimings, Watermark, Watermarks};
+use kshard_lag::{
+    Clock, Granularity, Metrics, Monitor, MonitorSettings, NameFilter, SelfTimings, Watermark, Watermarks,
+};
 use kshard_offsets::{OffsetCommitValue, Record};
 use kshard_testkit::parse_metrics;
 
@@ -30,7 +34,7 @@ fn a_topic_missing_from_the_watermarks_has_no_series() {
     }
     assert!(monitor.is_caught_up());
     assert!(!monitor.is_ready(), "ready waits for watermarks taken after catch-up");
-    monitor.set_watermarks(watermarks(&[("kept", 10), ("doomed", 9)]), true);
+    monitor.set_watermarks(watermarks(&[("kept", 10), ("doomed", 9)]), true, monitor.now());
     let m = parse_metrics(&metrics.render().expect("renders"));
     let lag = |t: &str| {
         format!(
@@ -41,7 +45,7 @@ fn a_topic_missing_from_the_watermarks_has_no_series() {
     assert_eq!(m.get(&lag("doomed")), Some(&5.0));
 
     // The topic was deleted: the next refresh no longer lists it.
-    monitor.set_watermarks(watermarks(&[("kept", 12)]), true);
+    monitor.set_watermarks(watermarks(&[("kept", 12)]), true, monitor.now());
     let m = parse_metrics(&metrics.render().expect("renders"));
     assert_eq!(m.get(&lag("kept")), Some(&9.0));
     assert!(!m.keys().any(|k| k.contains("doomed")), "{m:#?}");
@@ -60,10 +64,66 @@ fn commits_ahead_of_the_watermark_have_zero_lag() {
     monitor.start();
     let (k, v) = commit("g", "t", 0, 50);
     monitor.apply(0, 0, Some(&k), v.as_deref()).expect("applies");
-    monitor.set_watermarks(watermarks(&[("t", 40)]), true);
+    monitor.set_watermarks(watermarks(&[("t", 40)]), true, monitor.now());
     let m = parse_metrics(&metrics.render().expect("renders"));
     assert_eq!(
         m.get("kshard_kafka_consumer_group_topic_partition_lag{group_id=\"g\",topic_name=\"t\",partition_id=\"0\"}"),
         Some(&0.0)
     );
+}
+
+/// A clock that moves only when the test says.
+#[derive(Debug)]
+struct ManualClock(Mutex<Instant>);
+
+impl Clock for ManualClock {
+    fn now(&self) -> Instant {
+        *self.0.lock().expect("clock")
+    }
+}
+
+impl ManualClock {
+    fn advance(&self, by: Duration) {
+        *self.0.lock().expect("clock") += by;
+    }
+}
+
+#[test]
+fn nothing_of_groups_before_ready_and_no_lag_on_stale_watermarks() {
+    let clock = Arc::new(ManualClock(Mutex::new(Instant::now())));
+    let stale_after = Duration::from_secs(15);
+    let monitor = Arc::new(Monitor::with_clock(MonitorSettings::default(), stale_after, clock.clone()));
+    let metrics = Metrics::new("kshard", Arc::clone(&monitor), Arc::new(SelfTimings::default()));
+    let lag = "kshard_kafka_consumer_group_topic_partition_lag{group_id=\"g\",topic_name=\"t\",partition_id=\"0\"}";
+    monitor.track_partition(0, 0, 2);
+    monitor.track_partition(1, 0, 5);
+    monitor.start();
+    let (k, v) = commit("g", "t", 0, 3);
+    monitor.apply(0, 0, Some(&k), v.as_deref()).expect("applies");
+    monitor.set_watermarks(watermarks(&[("t", 10)]), monitor.is_caught_up(), clock.now());
+    // Partition 1 is not read yet: not ready, and nothing about groups.
+    let m = parse_metrics(&metrics.render().expect("renders"));
+    assert_eq!(m.get("kshard_catchup_ready"), Some(&0.0));
+    assert_eq!(m.get("kshard_catchup_offsets_remaining"), Some(&6.0));
+    assert!(!m.keys().any(|k| k.contains("group_id")), "no group series before catch-up: {m:#?}");
+    assert!(monitor.verdict().reason.is_some_and(|r| r.contains("catching up")));
+
+    monitor.end_of_partition(0, Some(2));
+    monitor.end_of_partition(1, Some(5));
+    assert!(monitor.is_caught_up() && !monitor.is_ready(), "waits for a refresh begun after catching up");
+    clock.advance(Duration::from_secs(1));
+    monitor.set_watermarks(watermarks(&[("t", 10)]), true, clock.now());
+    let m = parse_metrics(&metrics.render().expect("renders"));
+    assert_eq!(m.get(lag), Some(&7.0));
+    assert_eq!(m.get("kshard_data_current"), Some(&1.0));
+
+    // The brokers stop answering: past the limit, lag goes (it is not frozen).
+    clock.advance(Duration::from_secs(16));
+    let m = parse_metrics(&metrics.render().expect("renders"));
+    assert_eq!(m.get("kshard_data_current"), Some(&0.0));
+    assert_eq!(m.get(lag), None, "no stale lag");
+    assert!(monitor.verdict().reason.is_some_and(|r| r.contains("watermarks are 16 s old")));
+    monitor.set_watermarks(watermarks(&[("t", 11)]), true, clock.now());
+    let m = parse_metrics(&metrics.render().expect("renders"));
+    assert_eq!(m.get(lag), Some(&8.0));
 }

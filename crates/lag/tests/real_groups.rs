@@ -36,15 +36,12 @@ fn create_and_fill(settings: &ClientSettings, topic: &str, records_per_partition
 }
 
 fn serve(settings: &ClientSettings, mode: ScrapeMode, prefix: &str) -> TestService {
-    TestService::start(
-        ServeOptions {
-            mode,
-            watermark_interval: Duration::from_millis(200),
-            monitor: only(prefix),
-            ..ServeOptions::new(settings.clone())
-        },
-        false,
-    )
+    TestService::start(ServeOptions {
+        mode,
+        watermark_interval: Duration::from_millis(200),
+        monitor: only(prefix),
+        ..ServeOptions::new(settings.clone())
+    })
 }
 
 /// Waits until kshard's API and metrics report exactly what Kafka's tool does.

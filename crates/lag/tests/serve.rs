@@ -8,7 +8,7 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use kshard_kafka::{Admin, ClientSettings, OffsetCommitter, RecordWriter, TopicSpec};
@@ -80,27 +80,7 @@ fn every_value_version_tombstones_members_and_a_malformed_record() {
     w.flush();
 
     let ns = "kshard";
-    let mut service = TestService::start(options(&w, ns, only(&p)), true);
-    // Held before reading: partitions tracked, not ready, and no group series yet.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (status, body) = service.get("/ready");
-        assert_eq!(status, 503, "{body}");
-        let ready: serde_json::Value = serde_json::from_str(&body).expect("JSON");
-        assert_eq!(ready["ready"], false);
-        if ready["partitions"].as_u64().is_some_and(|n| n >= w.offsets_partitions as u64) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "partitions not tracked: {body}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let m = service.metrics();
-    assert_eq!(m.get("kshard_catchup_ready"), Some(&0.0));
-    assert!(!m.keys().any(|k| k.contains(&p)), "no group series before catch-up");
-    let (status, _) = service.get("/api/groups");
-    assert_eq!(status, 503);
-
-    service.release();
+    let mut service = TestService::start(options(&w, ns, only(&p)));
     service.wait_ready();
     let m = service.metrics();
     for version in 0..=4 {
@@ -183,7 +163,7 @@ fn filters_topic_granularity_and_the_kminion_namespace() {
         granularity: Granularity::Topic,
     };
     let ns = "kminion";
-    let mut service = TestService::start(options(&w, ns, settings), false);
+    let mut service = TestService::start(options(&w, ns, settings));
     service.wait_ready();
     let m = service.metrics();
     assert_eq!(m.get(&topic_series(ns, "topic_lag", &a, &shown)), Some(&10.0));
@@ -205,7 +185,7 @@ fn lag_follows_new_commits_and_new_produce() {
     w.commit(&g, &topic, 0, 4, 15);
     w.flush();
     let ns = "kshard";
-    let mut service = TestService::start(options(&w, ns, only(&p)), false);
+    let mut service = TestService::start(options(&w, ns, only(&p)));
     service.wait_ready();
     let lag = partition_lag(ns, &g, &topic, 0);
     assert_eq!(service.metrics().get(&lag), Some(&5.0));
@@ -232,8 +212,7 @@ fn admin_api_mode_reports_real_consumer_groups() {
     member.commit().expect("commit");
 
     let ns = "kshard";
-    let mut service =
-        TestService::start(ServeOptions { mode: ScrapeMode::AdminApi, ..options(&w, ns, only(&p)) }, false);
+    let mut service = TestService::start(ServeOptions { mode: ScrapeMode::AdminApi, ..options(&w, ns, only(&p)) });
     service.wait_ready();
     let lag = partition_lag(ns, &group, &topic, 0);
     service.eventually("the real group's lag", |m| m.get(&lag) == Some(&18.0));
@@ -267,7 +246,7 @@ fn waits_not_ready_until_consumer_offsets_exists() {
         monitor: only(&p),
         ..ServeOptions::new(settings.clone())
     };
-    let mut service = TestService::start(options, false);
+    let mut service = TestService::start(options);
     let (status, body) = service.get("/ready");
     assert_eq!(status, 503, "{body}");
     std::thread::sleep(Duration::from_millis(500));

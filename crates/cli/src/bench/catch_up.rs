@@ -10,11 +10,13 @@ use super::{KillOnDrop, ProcessStats, http_get, median, process_stats};
 use crate::serve_config::KafkaArgs;
 
 /// One measured run of a child process.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct Run {
     pub(crate) seconds: f64,
     pub(crate) stats: ProcessStats,
     pub(crate) records: u64,
+    /// Where a `kshard serve` run listens (empty for a drain).
+    pub(crate) addr: String,
 }
 
 /// Runs `kshard bench drain` as a child and measures it.
@@ -47,7 +49,7 @@ fn run_drain(kafka: &KafkaArgs) -> Result<Run> {
     let mut out = String::new();
     std::io::Read::read_to_string(child.stdout.as_mut().context("drain stdout")?, &mut out)?;
     let records = out.trim().parse().with_context(|| format!("drain printed {out:?}"))?;
-    Ok(Run { seconds, stats: last, records })
+    Ok(Run { seconds, stats: last, records, addr: String::new() })
 }
 
 /// Starts `kshard serve` as a child, measures time to a 200 on `/ready`, and the
@@ -63,7 +65,8 @@ pub(crate) fn start_serve(kafka: &KafkaArgs, args: &[&str]) -> Result<(Run, Kill
     let exe = std::env::current_exe()?;
     let started = Instant::now();
     let mut command = Command::new(exe);
-    command.args(["serve", "--listen", &addr]).args(args);
+    // A member of a cluster only when `args` say so (with --etcd).
+    command.args(["serve", "--listen", &addr]).args(args).env_remove("KSHARD_ETCD");
     kafka.pass_to(&mut command);
     let child = KillOnDrop(
         command
@@ -82,7 +85,7 @@ pub(crate) fn start_serve(kafka: &KafkaArgs, args: &[&str]) -> Result<(Run, Kill
             let seconds = started.elapsed().as_secs_f64();
             let stats = process_stats(pid)?;
             let records = serde_json::from_str::<serde_json::Value>(&body)?["records"].as_u64().unwrap_or(0);
-            return Ok((Run { seconds, stats, records }, child));
+            return Ok((Run { seconds, stats, records, addr }, child));
         }
         std::thread::sleep(Duration::from_millis(50));
     }

@@ -15,6 +15,7 @@
 
 pub(crate) mod catch_up;
 pub(crate) mod drain;
+pub(crate) mod failover;
 pub(crate) mod restart;
 pub(crate) mod runtime;
 pub(crate) mod state;

@@ -65,7 +65,7 @@ pub(crate) fn state(groups: u32, partitions: u32, topics: u32) -> Result<()> {
     drop(records);
     monitor.sweep_names();
     let tracked = u64::from(groups) * u64::from(partitions);
-    monitor.set_watermarks(watermarks, true);
+    monitor.set_watermarks(watermarks, true, monitor.now());
     let metrics = Metrics::new("kshard", Arc::clone(&monitor), Arc::new(SelfTimings::default()));
     let mut times = Vec::new();
     let mut size = 0;

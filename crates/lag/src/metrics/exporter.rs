@@ -121,7 +121,7 @@ pub(super) fn data_current(e: &mut DescriptorEncoder<'_>, current: bool) -> Enco
 }
 
 pub(super) fn watermarks_age(e: &mut DescriptorEncoder<'_>, m: &Monitor) -> Encoded {
-    let Some(age) = m.health().watermark_age(std::time::Instant::now()) else { return Ok(()) };
+    let Some(age) = m.watermark_age() else { return Ok(()) };
     ConstGauge::new(age.as_secs_f64()).encode(e.encode_descriptor(
         "watermarks_age_seconds",
         "Time since the last successful watermark refresh.",

@@ -20,7 +20,6 @@ use tokio::sync::oneshot;
 pub struct TestService {
     addr: SocketAddr,
     shutdown: Option<oneshot::Sender<()>>,
-    hold: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<Result<(), ServeError>>>,
 }
 
@@ -36,13 +35,11 @@ pub fn options(w: &Writer, namespace: &str, monitor: MonitorSettings) -> ServeOp
 }
 
 impl TestService {
-    pub fn start(mut options: ServeOptions, held: bool) -> Self {
+    pub fn start(options: ServeOptions) -> Self {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         listener.set_nonblocking(true).expect("nonblocking");
         let addr = listener.local_addr().expect("addr");
         let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
-        let (hold_tx, hold_rx) = oneshot::channel::<()>();
-        options.hold_reading = held.then_some(hold_rx);
         let thread = std::thread::spawn(move || {
             let runtime =
                 tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("rt");
@@ -54,7 +51,7 @@ impl TestService {
                 .await
             })
         });
-        TestService { addr, shutdown: Some(shutdown_tx), hold: held.then_some(hold_tx), thread: Some(thread) }
+        TestService { addr, shutdown: Some(shutdown_tx), thread: Some(thread) }
     }
 
     pub fn get(&mut self, path: &str) -> (u16, String) {
@@ -78,12 +75,6 @@ impl TestService {
         let (status, body) = self.get("/metrics");
         assert_eq!(status, 200);
         parse_metrics(&body)
-    }
-
-    pub fn release(&mut self) {
-        if let Some(hold) = self.hold.take() {
-            let _ = hold.send(());
-        }
     }
 
     pub fn wait_ready(&mut self) {
@@ -117,7 +108,6 @@ pub fn until<T>(what: &str, within: Duration, every: Duration, mut check: impl F
 
 impl Drop for TestService {
     fn drop(&mut self) {
-        self.release();
         if let Some(s) = self.shutdown.take() {
             let _ = s.send(());
         }

@@ -1,0 +1,295 @@
+//! [`Readiness`]: whether the lag kshard exports is current and complete, as
+//! one pure state machine in the style of raft-rs's `Ready` — the readers, the
+//! watermark refresh, the supervisor and the shards feed it [`Event`]s through
+//! [`Readiness::step`], and [`Readiness::verdict`] answers for a given instant
+//! (`/ready`, `/api/groups`, which series `/metrics` carries). No I/O, no clock:
+//! every rule is tested with hand-written event sequences.
+//!
+//! The rules:
+//! - before the offsets topic can be tracked, not ready, with the reason the
+//!   reader gave ([`Event::Waiting`]);
+//! - catch-up ([`CatchUp`]): every partition tracked at start read to the high
+//!   watermark it had then, or to its end (trailing transaction markers are
+//!   never delivered); latched;
+//! - then a watermark refresh that began after catching up, so that the first
+//!   lag shown is measured against watermarks no older than the state;
+//! - all along, no worker down and watermarks younger than the staleness
+//!   limit, and no transient condition (a shard moving, a fail-over) past its
+//!   grace ([`Health`]): otherwise not current, and lag is not exported.
+
+use std::time::{Duration, Instant};
+
+use crate::catch_up::{CatchUp, PartitionProgress, Progress};
+use crate::health::Health;
+
+/// What happened, as the service's parts report it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// The reader cannot track the offsets topic yet, and why.
+    Waiting(String),
+    /// A partition of the offsets topic, with its watermarks when tracking began.
+    Tracked {
+        /// The partition.
+        partition: i32,
+        /// Its low watermark.
+        low: i64,
+        /// Its high watermark: the offset to reach.
+        high: i64,
+    },
+    /// Every partition the topic had at start is tracked.
+    Started,
+    /// The state of `partition` reaches up to `next` (the next offset to read).
+    Position {
+        /// The partition.
+        partition: i32,
+        /// The next offset to read.
+        next: i64,
+    },
+    /// The reader reached the end of `partition`.
+    EndOfPartition {
+        /// The partition.
+        partition: i32,
+        /// The reader's next offset, when the client knows it.
+        next: Option<i64>,
+    },
+    /// Watermarks were refreshed by a refresh that began at `at`;
+    /// `caught_up_before`: the state had caught up when it began.
+    Refreshed {
+        /// When the refresh began.
+        at: Instant,
+        /// Whether catch-up was complete when it began.
+        caught_up_before: bool,
+    },
+    /// A watermark refresh failed.
+    RefreshFailed(String),
+    /// A worker failed at `at` and waits to be restarted.
+    WorkerFailed {
+        /// The worker.
+        worker: &'static str,
+        /// Why.
+        error: String,
+        /// When.
+        at: Instant,
+    },
+    /// A worker showed progress since it (re)started.
+    WorkerRunning(&'static str),
+    /// A transient condition holds (since `at`, unless it held already): a
+    /// problem once it lasts longer than `grace`.
+    Hold {
+        /// Names the condition.
+        key: String,
+        /// What to say about it.
+        why: String,
+        /// How long it may last.
+        grace: Duration,
+        /// When it was seen.
+        at: Instant,
+    },
+    /// A transient condition no longer holds.
+    Release(String),
+}
+
+/// The answer at one instant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    /// Lag is current and complete: serve it.
+    pub ready: bool,
+    /// Catch-up is complete (latched).
+    pub caught_up: bool,
+    /// No worker is down, watermarks are recent, no condition is overdue.
+    pub current: bool,
+    /// Why not ready, in words.
+    pub reason: Option<String>,
+}
+
+/// The readiness state machine.
+#[derive(Debug)]
+pub struct Readiness {
+    catch_up: CatchUp,
+    health: Health,
+    /// A refresh that began after catching up has completed (latched).
+    fresh_watermarks: bool,
+    waiting: Option<String>,
+}
+
+impl Readiness {
+    /// Nothing known yet; watermarks older than `stale_after` are stale.
+    pub fn new(stale_after: Duration) -> Self {
+        Readiness {
+            catch_up: CatchUp::default(),
+            health: Health::new(stale_after),
+            fresh_watermarks: false,
+            waiting: None,
+        }
+    }
+
+    /// Takes one event.
+    pub fn step(&mut self, event: Event) {
+        match event {
+            Event::Waiting(why) => self.waiting = Some(why),
+            Event::Tracked { partition, low, high } => self.catch_up.track(partition, low, high),
+            Event::Started => {
+                self.waiting = None;
+                self.catch_up.start();
+            }
+            Event::Position { partition, next } => self.catch_up.on_record(partition, next - 1),
+            Event::EndOfPartition { partition, next } => self.catch_up.on_end_of_partition(partition, next),
+            Event::Refreshed { at, caught_up_before } => {
+                self.health.refreshed(at);
+                self.fresh_watermarks |= caught_up_before;
+            }
+            Event::RefreshFailed(error) => self.health.refresh_failed(error),
+            Event::WorkerFailed { worker, error, at } => {
+                self.health.worker_failed(worker, error, at);
+            }
+            Event::WorkerRunning(worker) => self.health.worker_running(worker),
+            Event::Hold { key, why, grace, at } => self.health.hold(&key, why, grace, at),
+            Event::Release(key) => self.health.release(&key),
+        }
+    }
+
+    /// Where things stand at `now`.
+    pub fn verdict(&self, now: Instant) -> Verdict {
+        let caught_up = self.catch_up.is_ready();
+        let problem = self.health.problem(now);
+        let current = problem.is_none();
+        let ready = caught_up && self.fresh_watermarks && current;
+        let reason = if ready {
+            None
+        } else if let Some(problem) = problem {
+            Some(problem)
+        } else if !self.catch_up.is_started() {
+            Some(self.waiting.clone().unwrap_or_else(|| "waiting for the brokers and the offsets topic".to_owned()))
+        } else if !caught_up {
+            Some(format!("catching up: {} offsets left to read", self.catch_up.progress().offsets_remaining))
+        } else {
+            Some(match self.health.refresh_error() {
+                Some(error) => {
+                    format!("waiting for a watermark refresh after catching up; the last one failed: {error}")
+                }
+                None => "waiting for the first watermark refresh after catching up".to_owned(),
+            })
+        };
+        Verdict { ready, caught_up, current, reason }
+    }
+
+    /// True once the initial partitions are tracked.
+    pub fn is_started(&self) -> bool {
+        self.catch_up.is_started()
+    }
+
+    /// Catch-up is complete (latched).
+    pub fn is_caught_up(&self) -> bool {
+        self.catch_up.is_ready()
+    }
+
+    /// How many times in a row `worker` has failed (0: never, or forgotten).
+    pub fn failures(&self, worker: &str) -> u32 {
+        self.health.failures(worker)
+    }
+
+    /// Where catching up stands.
+    pub fn progress(&self) -> Progress {
+        self.catch_up.progress()
+    }
+
+    /// Per-partition catch-up state.
+    pub fn partitions(&self) -> impl Iterator<Item = (&i32, &PartitionProgress)> {
+        self.catch_up.partitions().iter()
+    }
+
+    /// Worker and watermark health.
+    pub fn health(&self) -> &Health {
+        &self.health
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STALE: Duration = Duration::from_secs(15);
+
+    fn tracked(r: &mut Readiness, partitions: &[(i32, i64, i64)]) {
+        for &(partition, low, high) in partitions {
+            r.step(Event::Tracked { partition, low, high });
+        }
+        r.step(Event::Started);
+    }
+
+    #[test]
+    fn waits_for_the_topic_then_catches_up_then_waits_for_fresh_watermarks() {
+        let t = Instant::now();
+        let mut r = Readiness::new(STALE);
+        assert_eq!(r.verdict(t).reason.as_deref(), Some("waiting for the brokers and the offsets topic"));
+        r.step(Event::Waiting("__consumer_offsets does not exist (yet)".into()));
+        assert_eq!(r.verdict(t).reason.as_deref(), Some("__consumer_offsets does not exist (yet)"));
+        tracked(&mut r, &[(0, 0, 10), (1, 0, 0)]);
+        // A refresh that began before catch-up does not count.
+        r.step(Event::Refreshed { at: t, caught_up_before: false });
+        let v = r.verdict(t);
+        assert!(!v.ready && !v.caught_up && v.current);
+        assert_eq!(v.reason.as_deref(), Some("catching up: 10 offsets left to read"));
+        r.step(Event::Position { partition: 0, next: 10 });
+        let v = r.verdict(t);
+        assert!(v.caught_up && !v.ready, "{v:?}");
+        assert_eq!(v.reason.as_deref(), Some("waiting for the first watermark refresh after catching up"));
+        r.step(Event::RefreshFailed("brokers down".into()));
+        assert!(r.verdict(t).reason.is_some_and(|why| why.contains("the last one failed: brokers down")));
+        r.step(Event::Refreshed { at: t, caught_up_before: true });
+        assert_eq!(r.verdict(t), Verdict { ready: true, caught_up: true, current: true, reason: None });
+    }
+
+    #[test]
+    fn a_partition_ending_in_transaction_markers_is_done_at_its_end() {
+        let t = Instant::now();
+        let mut r = Readiness::new(STALE);
+        tracked(&mut r, &[(0, 0, 12)]);
+        r.step(Event::Position { partition: 0, next: 10 });
+        assert!(!r.verdict(t).caught_up, "offsets 10 and 11 are markers, never delivered");
+        r.step(Event::EndOfPartition { partition: 0, next: None });
+        assert!(r.verdict(t).caught_up);
+    }
+
+    #[test]
+    fn stale_watermarks_a_failed_worker_and_an_overdue_condition_each_stop_serving() {
+        let t = Instant::now();
+        let s = Duration::from_secs;
+        let mut r = Readiness::new(STALE);
+        tracked(&mut r, &[(0, 0, 0)]);
+        r.step(Event::Refreshed { at: t, caught_up_before: true });
+        assert!(r.verdict(t + s(15)).ready);
+        // Watermarks older than the limit: not current, until a refresh.
+        let v = r.verdict(t + s(16));
+        assert!(!v.ready && !v.current && v.caught_up, "{v:?}");
+        assert!(v.reason.is_some_and(|why| why.contains("watermarks are 16 s old")));
+        r.step(Event::Refreshed { at: t + s(16), caught_up_before: true });
+        assert!(r.verdict(t + s(16)).ready);
+        // A worker down, until it shows progress.
+        r.step(Event::WorkerFailed { worker: "offsets reader", error: "boom".into(), at: t + s(17) });
+        assert_eq!(r.failures("offsets reader"), 1);
+        assert!(r.verdict(t + s(17)).reason.is_some_and(|why| why.contains("offsets reader failed")));
+        r.step(Event::WorkerRunning("offsets reader"));
+        assert!(r.verdict(t + s(17)).ready);
+        // A shard without a primary: fine for its grace, then a problem.
+        let key = "no primary for partition 3".to_owned();
+        let why = "shard offsets-003 has no primary".to_owned();
+        r.step(Event::Hold { key: key.clone(), why, grace: s(10), at: t + s(17) });
+        assert!(r.verdict(t + s(27)).ready, "within its grace");
+        assert!(r.verdict(t + s(28)).reason.is_some_and(|why| why.contains("offsets-003 has no primary for 11 s")));
+        r.step(Event::Release(key));
+        assert!(r.verdict(t + s(28)).ready);
+    }
+
+    #[test]
+    fn readiness_latches_across_partitions_added_later() {
+        let t = Instant::now();
+        let mut r = Readiness::new(STALE);
+        tracked(&mut r, &[(0, 0, 1)]);
+        r.step(Event::Position { partition: 0, next: 1 });
+        r.step(Event::Refreshed { at: t, caught_up_before: true });
+        r.step(Event::Tracked { partition: 1, low: 0, high: 1000 });
+        assert!(r.verdict(t).ready, "a partition added later is read, not waited for");
+        assert_eq!(r.progress().offsets_remaining, 1000);
+    }
+}
