@@ -17,6 +17,10 @@ pub(crate) fn serve(args: &ServeArgs) -> Result<()> {
     let runtime = crate::serve::async_runtime()?;
     runtime.block_on(async {
         let listener = crate::serve::bind(config.listen).await?;
+        let mut cluster = config.cluster.clone();
+        if let Some(c) = &mut cluster {
+            c.endpoint = endpoint(listener.local_addr()?);
+        }
         let options = ServeOptions {
             offsets_topic: config.offsets_topic.clone(),
             mode: match config.scrape_mode {
@@ -27,12 +31,23 @@ pub(crate) fn serve(args: &ServeArgs) -> Result<()> {
             watermark_interval: config.watermark_interval,
             monitor: config.monitor.clone(),
             data_dir: config.data_dir.clone(),
-            cluster: config.cluster.clone(),
+            cluster,
             recovery_log_topic: config.recovery_log_topic.clone(),
             ..ServeOptions::new(config.kafka.clone())
         };
         run(options, listener, shutdown_signal()).await.context("kshard serve")
     })
+}
+
+/// Where `kshard shards list` asks a member listening on `addr` how far its
+/// replicas are behind: that address, or the host's name when it listens on all.
+fn endpoint(addr: std::net::SocketAddr) -> Option<String> {
+    if !addr.ip().is_unspecified() {
+        return Some(addr.to_string());
+    }
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
+    let host = host.trim();
+    (!host.is_empty()).then(|| format!("{host}:{}", addr.port()))
 }
 
 /// The async runtime a long-running command (`serve`, a runtime member) runs on.

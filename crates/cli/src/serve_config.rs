@@ -309,7 +309,7 @@ impl ServeConfig {
             .context("invalid topics: a pattern is not a valid regular expression")?;
 
         let data_dir = args.data_dir.clone().or(file.data_dir);
-        let cluster = cluster(args, &file.cluster, listen, data_dir.is_some(), scrape_mode)?;
+        let cluster = cluster(args, &file.cluster, data_dir.is_some(), scrape_mode)?;
         let recovery_log_topic = args.recovery_log_topic.clone().or(file.recovery_log_topic);
         if let Some(topic) = &recovery_log_topic
             && !valid_topic(topic)
@@ -343,7 +343,6 @@ impl ServeConfig {
 fn cluster(
     args: &ServeArgs,
     file: &ClusterFile,
-    listen: SocketAddr,
     has_data_dir: bool,
     mode: ScrapeMode,
 ) -> Result<Option<kshard_lag::ClusterOptions>> {
@@ -370,14 +369,14 @@ fn cluster(
     if !(2..=3600).contains(&ttl) {
         bail!("invalid lease_ttl_seconds: {ttl} (between 2 and 3600)");
     }
-    let endpoint = (!listen.ip().is_unspecified()).then(|| format!("http://{listen}"));
     Ok(Some(kshard_lag::ClusterOptions {
         etcd,
         prefix: prefix.trim_end_matches('/').to_owned(),
         member,
         zone,
         lease_ttl: Duration::from_secs(ttl),
-        endpoint,
+        // Known once bound (see `serve`).
+        endpoint: None,
     }))
 }
 

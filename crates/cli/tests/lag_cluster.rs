@@ -237,6 +237,19 @@ fn three_members_share_the_shards_survive_a_kill_and_take_a_new_member() {
     // Every member serves the same lag (a standby's copy is the primary's state).
     assert_eq!(cluster.lag("m1"), cluster.lag("m2"));
     assert_eq!(cluster.lag("m1"), cluster.lag("m3"));
+    // `kshard shards list` shows every replica, each member saying how far
+    // its replicas are behind their logs.
+    let listed = Command::new(env!("CARGO_BIN_EXE_kshard"))
+        .args(["shards", "list", "--etcd", &cluster.etcd, "--json"])
+        .args(["--etcd-prefix", &format!("/kshard-test/{}", cluster.prefix)])
+        .output()
+        .expect("shards list runs");
+    assert!(listed.status.success(), "{}", String::from_utf8_lossy(&listed.stderr));
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&listed.stdout).expect("JSON rows");
+    assert_eq!(rows.len(), 150, "50 shards × 3 members");
+    assert_eq!(rows.iter().filter(|r| r["status"] == "PRIMARY").count(), 50);
+    assert!(rows.iter().all(|r| r["status"] == "PRIMARY" || r["status"] == "STANDBY"), "{rows:?}");
+    assert!(rows.iter().all(|r| r["behind"].is_i64()), "every member answers: {:?}", rows.first());
 
     // SIGKILL the member holding the most primaries, under load: the
     // survivors never drop a series, and take its shards over.

@@ -1,6 +1,6 @@
 //! HTTP: `/metrics` (Prometheus text), `/ready` (503 with progress until caught
-//! up, then 200), `/api/groups` (JSON), `/api/shards` (with a data directory),
-//! `/healthz`, and a web page at `/`.
+//! up, then 200), `/api/groups` (JSON), `/api/shards` and `/api/replicas` (with
+//! a data directory), `/healthz`, and a web page at `/`.
 
 use std::sync::Arc;
 
@@ -29,6 +29,7 @@ pub(crate) fn router(monitor: Arc<Monitor>, metrics: Arc<Metrics>) -> Router {
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/api/groups", get(groups))
         .route("/api/shards", get(shards))
+        .route("/api/replicas", get(replicas))
         .with_state(AppState { monitor, metrics })
 }
 
@@ -59,6 +60,15 @@ async fn shards(State(state): State<AppState>) -> Response {
             let member = state.monitor.member_id().unwrap_or_default();
             axum::Json(shards.cluster().rows(&ids, &member, &shards.progress())).into_response()
         }
+        None => (StatusCode::NOT_FOUND, "no shards: kshard serve runs without a data directory\n").into_response(),
+    }
+}
+
+/// With a data directory: this member's replicas and where each stands in its
+/// recovery log (what `kshard shards list --etcd` asks each member).
+async fn replicas(State(state): State<AppState>) -> Response {
+    match state.monitor.shards() {
+        Some(shards) => axum::Json(shards.progress()).into_response(),
         None => (StatusCode::NOT_FOUND, "no shards: kshard serve runs without a data directory\n").into_response(),
     }
 }
