@@ -4,28 +4,21 @@
 //! (committed offsets and metadata of the groups whose records that partition
 //! holds), merged only when read; [`CatchUp`] knows when the reader has caught up;
 //! [`Watermarks`] hold the topics' watermarks; [`Monitor`] ties them together for
-//! the reader and the readers of metrics; [`Metrics`] renders Prometheus text.
-//! These are free of I/O; [`service`] feeds them from Kafka and serves them over
-//! HTTP.
+//! the reader and the readers of metrics; [`Readiness`] decides whether what
+//! they hold is current and complete; [`Metrics`] renders Prometheus text.
+//! These, in `state/` (and the renderers in `metrics/` and `api.rs`), are free
+//! of I/O; `io/` feeds them from Kafka — directly, or through durable shards of
+//! `kshard-runtime` — and [`service`] serves them over HTTP.
 
 mod api;
-pub mod brokers;
-mod catch_up;
-mod filter;
-mod group_offsets;
-mod health;
-mod http;
+mod io;
 mod metrics;
-mod monitor;
-mod names;
-mod offsets_reader;
-mod offsets_shards;
-mod readiness;
-mod refresher;
-pub mod service;
-mod shards_reader;
-mod supervisor;
-mod watermarks;
+mod state;
+
+// The modules keep short paths inside the crate; the folders show the split.
+pub use io::{brokers, service};
+pub(crate) use io::{http, offsets_reader, offsets_shards, refresher, shards_reader, supervisor};
+pub(crate) use state::{catch_up, filter, group_offsets, health, monitor, names, readiness, watermarks};
 
 pub use api::{GroupView, PartitionBehind, PartitionView, ReadyReport, TopicView};
 pub use catch_up::{CatchUp, PartitionProgress, Progress};

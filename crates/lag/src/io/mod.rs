@@ -1,0 +1,12 @@
+//! The lag application's I/O: the workers that feed the state from Kafka
+//! (through the traits of [`brokers`]), the durable shards of the runtime
+//! (`data_dir`), their supervision, and HTTP.
+
+pub mod brokers;
+pub(crate) mod http;
+pub(crate) mod offsets_reader;
+pub(crate) mod offsets_shards;
+pub(crate) mod refresher;
+pub mod service;
+pub(crate) mod shards_reader;
+pub(crate) mod supervisor;

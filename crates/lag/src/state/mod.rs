@@ -1,0 +1,12 @@
+//! The lag application's state and the decisions over it: pure — no I/O, no
+//! clock (the time comes in as an argument, or from the monitor's injected
+//! [`crate::Clock`]) — so every rule is tested without a broker.
+
+pub(crate) mod catch_up;
+pub(crate) mod filter;
+pub(crate) mod group_offsets;
+pub(crate) mod health;
+pub(crate) mod monitor;
+pub(crate) mod names;
+pub(crate) mod readiness;
+pub(crate) mod watermarks;
