@@ -194,8 +194,10 @@ impl<'a> Log<'a> {
             _ => Player::open(store)?,
         };
         let log = &spec.recovery_log;
-        let reader = PartitionReader::new(&ctx.settings, &log.topic, &[(log.partition, Some(player.next_offset()))])
-            .map_err(kafka("opening a reader"))?;
+        let start = [(log.partition, Some(player.next_offset()))];
+        let reader =
+            PartitionReader::with_queue(&ctx.settings, &log.topic, &start, crate::replica_worker::READER_QUEUE_KBYTES)
+                .map_err(kafka("opening a reader"))?;
         Ok(Log {
             ctx,
             spec,

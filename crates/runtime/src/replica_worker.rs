@@ -96,6 +96,10 @@ impl WorkerContext {
     }
 }
 
+/// The fetch queue of each replica's readers (its log's, and a primary's
+/// sources'): a member runs two per shard it is primary of, one per standby.
+pub(crate) const READER_QUEUE_KBYTES: u32 = 256;
+
 /// A transaction ends once its writes reach this size (a recovery-log record
 /// must stay under Kafka's default limit of 1 MiB).
 const MAX_TRANSACTION_BYTES: usize = 512 << 10;
@@ -216,8 +220,8 @@ impl Sources {
         let from = |partitions: &BTreeMap<i32, i64>| -> Vec<(i32, Option<i64>)> {
             partitions.iter().map(|(p, o)| (*p, Some(*o))).collect()
         };
-        let reader =
-            PartitionReader::new(&ctx.settings, first, &from(start)).map_err(kafka("opening a source reader"))?;
+        let reader = PartitionReader::with_queue(&ctx.settings, first, &from(start), READER_QUEUE_KBYTES)
+            .map_err(kafka("opening a source reader"))?;
         for (topic, start) in topics {
             reader.add_partitions(topic, &from(start)).map_err(kafka("opening a source reader"))?;
         }
