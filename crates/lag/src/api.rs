@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::consumer_status::Status;
 use crate::monitor::Monitor;
 use crate::watermarks::lag;
 
@@ -115,6 +116,9 @@ pub struct GroupView {
     pub members: usize,
     /// Total lag over the exported topics.
     pub lag: i64,
+    /// Burrow's status of the group: the worst of its partitions', STOP,
+    /// STALL and REWIND counting as ERR.
+    pub status: &'static str,
     /// Per topic.
     pub topics: Vec<TopicView>,
 }
@@ -143,11 +147,18 @@ pub struct PartitionView {
     pub lag: Option<i64>,
     /// When the offset was committed, ms since the epoch.
     pub commit_timestamp: i64,
+    /// Burrow's status of the partition (OK, WARN, STOP, STALL, REWIND).
+    pub status: &'static str,
+    /// Records retention deleted before the group read them (the committed
+    /// offset is below the low watermark by this much); 0 when none.
+    pub records_lost: i64,
 }
 
-pub(crate) fn groups(monitor: &Monitor) -> Vec<GroupView> {
+/// Every exported group as `/api/groups` shows it (whether or not ready).
+pub fn groups(monitor: &Monitor) -> Vec<GroupView> {
     let settings = monitor.settings();
     let watermarks = monitor.watermarks();
+    let statuses = monitor.statuses();
     let mut out = Vec::new();
     monitor.for_each_unit(|_, unit| {
         for (group, g) in unit.groups() {
@@ -155,17 +166,23 @@ pub(crate) fn groups(monitor: &Monitor) -> Vec<GroupView> {
                 continue;
             }
             let mut topics: BTreeMap<&str, Vec<PartitionView>> = BTreeMap::new();
+            let mut group_status = Status::Ok;
             for (topic, partition, c) in g.offsets() {
                 if !settings.topics.allows(topic) {
                     continue;
                 }
-                let high = watermarks.get(topic, partition).map(|w| w.high);
+                let w = watermarks.get(topic, partition);
+                let l = w.map(|w| lag(w.high, c.offset));
+                let status = l.map_or(Status::Ok, |l| statuses.get(group, topic, partition, l));
+                group_status = Status::of_group([group_status, status]);
                 topics.entry(topic).or_default().push(PartitionView {
                     partition,
                     committed_offset: c.offset,
-                    high_water_mark: high,
-                    lag: high.map(|h| lag(h, c.offset)),
+                    high_water_mark: w.map(|w| w.high),
+                    lag: l,
                     commit_timestamp: c.commit_timestamp,
+                    status: status.name(),
+                    records_lost: w.map_or(0, |w| (w.low - c.offset).max(0)),
                 });
             }
             let topics: Vec<TopicView> = topics
@@ -186,6 +203,7 @@ pub(crate) fn groups(monitor: &Monitor) -> Vec<GroupView> {
                 protocol: g.info.as_ref().and_then(|i| i.protocol.as_deref().map(str::to_owned)),
                 members: g.info.as_ref().map_or(0, |i| i.members().len()),
                 lag: topics.iter().map(|t| t.lag).sum(),
+                status: group_status.name(),
                 topics,
             });
         }

@@ -18,10 +18,13 @@ mod state;
 // The modules keep short paths inside the crate; the folders show the split.
 pub use io::{brokers, service};
 pub(crate) use io::{http, offsets_reader, offsets_shards, refresher, shards_reader, supervisor};
-pub(crate) use state::{catch_up, filter, group_offsets, health, monitor, names, readiness, watermarks};
+pub(crate) use state::{
+    catch_up, consumer_status, filter, group_offsets, health, monitor, names, readiness, watermarks,
+};
 
-pub use api::{GroupView, PartitionBehind, PartitionView, ReadyReport, TopicView};
+pub use api::{GroupView, PartitionBehind, PartitionView, ReadyReport, TopicView, groups as group_views};
 pub use catch_up::{CatchUp, PartitionProgress, Progress};
+pub use consumer_status::{Commit, CommitWindow, Status, StatusSettings};
 pub use filter::NameFilter;
 pub use group_offsets::{Applied, CommittedOffset, DescribedMember, Group, GroupInfo, GroupOffsets, Member, Skipped};
 pub use health::{FAILURES_FORGOTTEN_AFTER, Health, WorkerFailure};

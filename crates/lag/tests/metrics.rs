@@ -72,25 +72,36 @@ fn commits_ahead_of_the_watermark_have_zero_lag() {
     );
 }
 
-/// A clock that moves only when the test says.
+/// A clock that moves only when the test says (its wall clock starts at
+/// 1,000,000 s after the epoch).
 #[derive(Debug)]
-struct ManualClock(Mutex<Instant>);
+struct ManualClock(Mutex<(Instant, i64)>);
 
-impl Clock for ManualClock {
-    fn now(&self) -> Instant {
-        *self.0.lock().expect("clock")
+impl ManualClock {
+    fn new() -> Self {
+        ManualClock(Mutex::new((Instant::now(), 1_000_000_000)))
+    }
+
+    fn advance(&self, by: Duration) {
+        let mut t = self.0.lock().expect("clock");
+        t.0 += by;
+        t.1 += by.as_millis() as i64;
     }
 }
 
-impl ManualClock {
-    fn advance(&self, by: Duration) {
-        *self.0.lock().expect("clock") += by;
+impl Clock for ManualClock {
+    fn now(&self) -> Instant {
+        self.0.lock().expect("clock").0
+    }
+
+    fn epoch_ms(&self) -> i64 {
+        self.0.lock().expect("clock").1
     }
 }
 
 #[test]
 fn nothing_of_groups_before_ready_and_no_lag_on_stale_watermarks() {
-    let clock = Arc::new(ManualClock(Mutex::new(Instant::now())));
+    let clock = Arc::new(ManualClock::new());
     let stale_after = Duration::from_secs(15);
     let monitor = Arc::new(Monitor::with_clock(MonitorSettings::default(), stale_after, clock.clone()));
     let metrics = Metrics::new("kshard", Arc::clone(&monitor), Arc::new(SelfTimings::default()));
@@ -126,4 +137,70 @@ fn nothing_of_groups_before_ready_and_no_lag_on_stale_watermarks() {
     monitor.set_watermarks(watermarks(&[("t", 11)]), true, clock.now());
     let m = parse_metrics(&metrics.render().expect("renders"));
     assert_eq!(m.get(lag), Some(&8.0));
+}
+
+fn watermark(low: i64, high: i64) -> Watermarks {
+    let mut w = Watermarks::default();
+    w.insert("t", 0, Watermark { low, high });
+    w
+}
+
+#[test]
+fn status_by_burrows_rules_and_records_lost_to_retention() {
+    let clock = Arc::new(ManualClock::new());
+    let monitor = Arc::new(Monitor::with_clock(MonitorSettings::default(), Duration::from_secs(60), clock.clone()));
+    let metrics = Metrics::new("kshard", Arc::clone(&monitor), Arc::new(SelfTimings::default()));
+    monitor.track_partition(0, 0, 0);
+    monitor.start();
+    let status = |m: &std::collections::BTreeMap<String, f64>| -> Vec<(String, f64)> {
+        m.iter()
+            .filter(|(k, _)| k.starts_with("kshard_kafka_consumer_group_status{"))
+            .map(|(k, v)| (k.clone(), *v))
+            .collect()
+    };
+    // Every 10 s the group commits 10 more, while the topic grows by 15: lag
+    // never decreases.
+    for (i, (offset, high)) in [(10, 100), (20, 115), (30, 130)].into_iter().enumerate() {
+        let now_ms = clock.epoch_ms();
+        let (k, v) = Record::offset_commit("g", "t", 0, Some(OffsetCommitValue::new(3, offset, now_ms))).encode();
+        monitor.apply(0, i as i64, Some(&k), v.as_deref()).expect("applies");
+        monitor.set_watermarks(watermark(0, high), true, clock.now());
+        monitor.sample_commits();
+        clock.advance(Duration::from_secs(10));
+    }
+    let m = parse_metrics(&metrics.render().expect("renders"));
+    assert_eq!(status(&m), [("kshard_kafka_consumer_group_status{group_id=\"g\",status=\"WARN\"}".to_owned(), 2.0)]);
+    let groups: serde_json::Value = serde_json::from_str(&monitor_json(&monitor)).expect("JSON");
+    assert_eq!(groups[0]["status"], "WARN");
+    assert_eq!(groups[0]["topics"][0]["partitions"][0]["status"], "WARN");
+
+    // No commit for a minute (more than the 20 s the window spans): STOP, and
+    // the group ERR. Retention deletes up to offset 50 meanwhile: 20 records
+    // the group never read.
+    clock.advance(Duration::from_secs(50));
+    monitor.set_watermarks(watermark(50, 140), true, clock.now());
+    monitor.sample_commits();
+    let m = parse_metrics(&metrics.render().expect("renders"));
+    assert_eq!(status(&m), [("kshard_kafka_consumer_group_status{group_id=\"g\",status=\"ERR\"}".to_owned(), 3.0)]);
+    let lost =
+        "kshard_kafka_consumer_group_topic_partition_records_lost{group_id=\"g\",topic_name=\"t\",partition_id=\"0\"}";
+    assert_eq!(m.get(lost), Some(&20.0));
+    let groups: serde_json::Value = serde_json::from_str(&monitor_json(&monitor)).expect("JSON");
+    assert_eq!(groups[0]["status"], "ERR");
+    assert_eq!(groups[0]["topics"][0]["partitions"][0]["status"], "STOP");
+    assert_eq!(groups[0]["topics"][0]["partitions"][0]["records_lost"], 20);
+
+    // The consumer comes back and catches up: OK, nothing lost.
+    let (k, v) = Record::offset_commit("g", "t", 0, Some(OffsetCommitValue::new(3, 140, clock.epoch_ms()))).encode();
+    monitor.apply(0, 3, Some(&k), v.as_deref()).expect("applies");
+    monitor.set_watermarks(watermark(50, 140), true, clock.now());
+    monitor.sample_commits();
+    let m = parse_metrics(&metrics.render().expect("renders"));
+    assert_eq!(status(&m), [("kshard_kafka_consumer_group_status{group_id=\"g\",status=\"OK\"}".to_owned(), 1.0)]);
+    assert_eq!(m.get(lost), None);
+}
+
+/// `/api/groups` as JSON.
+fn monitor_json(monitor: &Monitor) -> String {
+    serde_json::to_string(&kshard_lag::group_views(monitor)).expect("serializes")
 }

@@ -66,6 +66,21 @@ pub(crate) fn state(groups: u32, partitions: u32, topics: u32) -> Result<()> {
     monitor.sweep_names();
     let tracked = u64::from(groups) * u64::from(partitions);
     monitor.set_watermarks(watermarks, true, monitor.now());
+    // Status windows: full, as after ten refreshes that each saw a new commit.
+    let rss_before_windows = rss()?;
+    let mut sample_times = Vec::new();
+    for round in 0..10 {
+        let started = Instant::now();
+        monitor.sample_commits();
+        sample_times.push(started.elapsed().as_secs_f64() * 1000.0);
+        for (g, (unit, (key, value))) in recommits(groups, partitions, topics, units, round).enumerate() {
+            monitor
+                .apply(unit, offset + g as i64, Some(&key), value.as_deref())
+                .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        }
+        offset += i64::from(groups) * i64::from(partitions);
+    }
+    let windows_per = (rss()? - rss_before_windows) / tracked as f64;
     let metrics = Metrics::new("kshard", Arc::clone(&monitor), Arc::new(SelfTimings::default()));
     let mut times = Vec::new();
     let mut size = 0;
@@ -78,8 +93,32 @@ pub(crate) fn state(groups: u32, partitions: u32, topics: u32) -> Result<()> {
     println!("tracked group-partitions: {tracked} ({groups} groups × {partitions} partitions, {topics} topics)");
     println!("apply: {:.2} million offset commits/s (decode and update, one thread)", apply_rate / 1e6);
     println!("state memory: {:.1} MB RSS, {per:.0} bytes per tracked group-partition", (rss_after - rss_before) / 1e6);
+    println!(
+        "status windows (10 commits each): {windows_per:.0} more bytes per tracked group-partition; sampling them: median {:.1} ms per refresh",
+        median(sample_times)
+    );
     println!("/metrics render: median {:.1} ms over 7 renders ({:.1} MB of text)", median(times), size as f64 / 1e6);
     Ok(())
+}
+
+/// A new commit of every group-partition, with a commit time of its own (`round`).
+fn recommits(
+    groups: u32,
+    partitions: u32,
+    topics: u32,
+    units: i32,
+    round: i64,
+) -> impl Iterator<Item = (i32, (Vec<u8>, Option<Vec<u8>>))> {
+    use kshard_offsets::{OffsetCommitValue, Record};
+    (0..groups).flat_map(move |g| {
+        let group = format!("consumer-group-{g:06}");
+        let topic = format!("topic-{:04}", g % topics.max(1));
+        let unit = kshard_kafka::offsets_partition_for(&group, units);
+        (0..partitions).map(move |p| {
+            let value = OffsetCommitValue::new(3, i64::from(g) + round + 2, 1_758_335_260_726 + round * 5000);
+            (unit, Record::offset_commit(&group, &topic, p as i32, Some(value)).encode())
+        })
+    })
 }
 
 fn bench_commit(group: &str, topic: &str, partition: i32, offset: i64) -> (Vec<u8>, Option<Vec<u8>>) {

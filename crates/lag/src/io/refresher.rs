@@ -62,6 +62,7 @@ impl Refresher {
                 match scraped.and_then(|()| self.refresh(&*admin)) {
                     Ok(watermarks) => {
                         self.monitor.set_watermarks(watermarks, caught_up, refreshed_at);
+                        self.monitor.sample_commits();
                         self.monitor.step(Event::WorkerRunning(WORKER));
                         self.settings.clear_access_problem();
                         refreshed_since_catch_up |= caught_up;

@@ -12,6 +12,7 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 
 use super::{Encoded, itoa_buf};
+use crate::consumer_status::Status;
 use crate::monitor::{Granularity, Monitor};
 use crate::watermarks::{Watermarks, lag};
 
@@ -46,6 +47,11 @@ pub(super) struct Rows {
     /// (group, topic, lag, committed offset sum).
     topic_lag: Vec<(Arc<str>, Arc<str>, i64, i64)>,
     commits: Vec<(Arc<str>, u64)>,
+    /// Each group's status (Burrow's rules), of the partitions with watermarks.
+    status: Vec<(Arc<str>, Status)>,
+    /// (group, topic, partition, records) for committed offsets below the low
+    /// watermark: records retention deleted before the group read them.
+    records_lost: Vec<(Arc<str>, Arc<str>, i32, i64)>,
     info: Vec<InfoRow>,
     assignments: Vec<(Arc<str>, Arc<str>, TopicAssignment)>,
 }
@@ -55,6 +61,7 @@ impl Rows {
     pub(super) fn collect(m: &Monitor, watermarks: &Watermarks) -> Self {
         let settings = m.settings();
         let mut rows = Rows { per_partition: settings.granularity == Granularity::Partition, ..Rows::default() };
+        let statuses = m.statuses();
         m.for_each_unit(|unit_partition, unit| {
             let coordinator = m.coordinator(unit_partition).map(|c| c.to_string()).unwrap_or_default();
             for (group, g) in unit.groups() {
@@ -62,6 +69,7 @@ impl Rows {
                     continue;
                 }
                 rows.commits.push((Arc::clone(group), g.commits));
+                let mut group_status = Status::Ok;
                 for (topic, partitions) in g.by_topic() {
                     if !settings.topics.allows(topic) {
                         continue;
@@ -70,6 +78,12 @@ impl Rows {
                     for (partition, committed) in partitions {
                         let Some(w) = watermarks.get(topic, partition) else { continue };
                         let l = lag(w.high, committed.offset);
+                        let status = statuses.get(group, topic, partition, l);
+                        group_status = Status::of_group([group_status, status]);
+                        if committed.offset < w.low {
+                            let lost = w.low - committed.offset;
+                            rows.records_lost.push((Arc::clone(group), Arc::clone(topic), partition, lost));
+                        }
                         if rows.per_partition {
                             rows.partition_lag.push((Arc::clone(group), Arc::clone(topic), partition, l));
                         }
@@ -81,6 +95,7 @@ impl Rows {
                         rows.topic_lag.push((Arc::clone(group), Arc::clone(topic), topic_sum, offset_sum));
                     }
                 }
+                rows.status.push((Arc::clone(group), group_status));
                 let Some(gi) = &g.info else { continue };
                 let empty = gi.members().iter().filter(|mm| mm.assignment.iter().all(|(_, p)| p.is_empty())).count();
                 rows.info.push(InfoRow {
@@ -147,6 +162,41 @@ pub(super) fn topic_lag_and_offset_sum(e: &mut DescriptorEncoder<'_>, rows: &Row
             let v = if pick { *l } else { *sum };
             ConstGauge::new(v).encode(family.encode_family(&[("group_id", &**group), ("topic_name", &**topic)])?)?;
         }
+    }
+    Ok(())
+}
+
+/// `kafka_consumer_group_status`: Burrow's code, with its name as a label.
+pub(super) fn status(e: &mut DescriptorEncoder<'_>, rows: &Rows) -> Encoded {
+    let mut family = e.encode_descriptor(
+        "kafka_consumer_group_status",
+        "A group's status by Burrow's rules over its recent commits: 1 OK, 2 WARN, 3 ERR (a partition STOP, STALL or REWIND).",
+        None,
+        MetricType::Gauge,
+    )?;
+    for (group, s) in &rows.status {
+        ConstGauge::new(i64::from(s.code()))
+            .encode(family.encode_family(&[("group_id", &**group), ("status", s.name())])?)?;
+    }
+    Ok(())
+}
+
+/// `kafka_consumer_group_topic_partition_records_lost`: only partitions that lost some.
+pub(super) fn records_lost(e: &mut DescriptorEncoder<'_>, rows: &Rows) -> Encoded {
+    let mut family = e.encode_descriptor(
+        "kafka_consumer_group_topic_partition_records_lost",
+        "Records retention deleted before the group read them: low watermark minus committed offset, where the committed offset is below it.",
+        None,
+        MetricType::Gauge,
+    )?;
+    let mut id = itoa_buf();
+    for (group, topic, partition, lost) in &rows.records_lost {
+        let pid = id.format(*partition);
+        ConstGauge::new(*lost).encode(family.encode_family(&[
+            ("group_id", &**group),
+            ("topic_name", &**topic),
+            ("partition_id", pid),
+        ])?)?;
     }
     Ok(())
 }

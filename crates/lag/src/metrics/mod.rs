@@ -111,6 +111,8 @@ impl Collector for LagCollector {
         groups::partition_lag(e, &rows)?;
         groups::topic_lag_and_offset_sum(e, &rows)?;
         groups::offset_commits(e, &rows)?;
+        groups::status(e, &rows)?;
+        groups::records_lost(e, &rows)?;
         groups::info(e, &rows)?;
         groups::members(e, &rows)?;
         groups::topic_assignments(e, &rows)

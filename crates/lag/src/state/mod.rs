@@ -3,6 +3,7 @@
 //! [`crate::Clock`]) — so every rule is tested without a broker.
 
 pub(crate) mod catch_up;
+pub(crate) mod consumer_status;
 pub(crate) mod filter;
 pub(crate) mod group_offsets;
 pub(crate) mod health;

@@ -10,15 +10,51 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use kshard_offsets::RecordType;
 
 use crate::catch_up::Progress;
+use crate::consumer_status::{Commit, CommitWindow, Status, StatusSettings};
 use crate::filter::NameFilter;
 use crate::group_offsets::{Applied, GroupOffsets, Skipped};
+use crate::names::FastMap;
 use crate::readiness::{Event, Readiness, Verdict};
+
+/// The statuses of group-partitions, as of one instant (see [`Monitor::statuses`]).
+#[derive(Debug)]
+pub struct Statuses<'a> {
+    history: MutexGuard<'a, History>,
+    now_ms: i64,
+}
+
+impl Statuses<'_> {
+    /// The status of `group` on `topic`/`partition` with `lag` now (OK until
+    /// some of its commits are known).
+    pub fn get(&self, group: &Arc<str>, topic: &Arc<str>, partition: i32, lag: i64) -> Status {
+        let key = (Arc::clone(group), Arc::clone(topic), partition);
+        self.history.windows.get(&key).map_or(Status::Ok, |(_, w)| w.status(lag, self.now_ms))
+    }
+}
+
+/// A group-partition: (group, topic, partition).
+type GroupPartition = (Arc<str>, Arc<str>, i32);
+
+/// The windows of recent commits, by group-partition, each with the
+/// generation of the sample that last saw it.
+#[derive(Debug, Default)]
+struct History {
+    windows: FastMap<GroupPartition, (u64, CommitWindow)>,
+    settings: StatusSettings,
+    generation: u64,
+}
 use crate::watermarks::Watermarks;
 
 /// Where the monitor's decisions read the time: the system's, or a test's.
 pub trait Clock: Send + Sync + std::fmt::Debug {
     /// The current instant.
     fn now(&self) -> std::time::Instant;
+
+    /// The wall-clock time, in ms since the epoch (commit times are on it).
+    fn epoch_ms(&self) -> i64 {
+        let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
+    }
 }
 
 /// The system's monotonic clock.
@@ -94,6 +130,8 @@ pub struct Monitor {
     /// The leader of each `__consumer_offsets` partition: the coordinator of
     /// the groups whose records it holds.
     coordinators: RwLock<std::collections::HashMap<i32, i32>>,
+    /// Each group-partition's recent commits, for its status.
+    history: Mutex<History>,
     /// The high watermark of each partition of the offsets topic at the last
     /// refresh: how far the reader is from the end (see [`Monitor::unread`]).
     offsets_topic_ends: RwLock<std::collections::BTreeMap<i32, i64>>,
@@ -131,6 +169,7 @@ impl Monitor {
             watermarks: RwLock::new(Arc::new(Watermarks::default())),
             counters: ReadCounters::default(),
             coordinators: RwLock::new(std::collections::HashMap::new()),
+            history: Mutex::new(History::default()),
             offsets_topic_ends: RwLock::new(std::collections::BTreeMap::new()),
             shards: Mutex::new(None),
         }
@@ -418,6 +457,46 @@ impl Monitor {
             }
         });
         topics.into_iter().collect()
+    }
+
+    /// Takes each group-partition's committed offset into its window of recent
+    /// commits (a new commit time is a new commit), with its lag against the
+    /// current watermarks, and forgets the windows of offsets that are gone.
+    /// The watermark refresher calls this after each refresh.
+    pub fn sample_commits(&self) {
+        let watermarks = self.watermarks();
+        let mut history = lock(&self.history);
+        let History { windows, settings, generation } = &mut *history;
+        *generation = generation.wrapping_add(1);
+        let settings = *settings;
+        let now = *generation;
+        self.for_each_unit(|_, unit| {
+            for (group, g) in unit.groups() {
+                if !self.settings.groups.allows(group) {
+                    continue;
+                }
+                for (topic, partition, committed) in g.offsets() {
+                    let Some(w) = watermarks.get(topic, partition) else { continue };
+                    let key = (Arc::clone(group), Arc::clone(topic), partition);
+                    let (seen, window) = windows.entry(key).or_default();
+                    *seen = now;
+                    let commit = Commit {
+                        offset: committed.offset,
+                        timestamp_ms: committed.commit_timestamp,
+                        lag: crate::watermarks::lag(w.high, committed.offset),
+                    };
+                    window.commit(commit, &settings);
+                    window.watermark(w.high, &settings);
+                }
+            }
+        });
+        windows.retain(|_, (seen, _)| *seen == now);
+    }
+
+    /// Partitions' statuses by Burrow's rules over their recent commits, as of
+    /// now (holds the history while it lives: take it once per pass).
+    pub fn statuses(&self) -> Statuses<'_> {
+        Statuses { history: lock(&self.history), now_ms: self.clock.epoch_ms() }
     }
 
     /// Drops interned names no longer used, in every unit.
