@@ -11,6 +11,7 @@
 //! `kshard-runtime` — and [`service`] serves them over HTTP.
 
 mod api;
+pub mod burrow;
 mod io;
 mod metrics;
 mod state;

@@ -15,13 +15,23 @@ use crate::metrics::Metrics;
 use crate::monitor::Monitor;
 
 #[derive(Clone)]
-struct AppState {
-    monitor: Arc<Monitor>,
+pub(crate) struct AppState {
+    pub(crate) monitor: Arc<Monitor>,
     metrics: Arc<Metrics>,
+    /// The bootstrap servers (Burrow's cluster detail lists them).
+    pub(crate) brokers: Arc<str>,
+    /// Seconds between watermark refreshes (Burrow's offset refresh).
+    pub(crate) refresh_seconds: i64,
 }
 
 /// The service's routes.
-pub(crate) fn router(monitor: Arc<Monitor>, metrics: Arc<Metrics>) -> Router {
+pub(crate) fn router(
+    monitor: Arc<Monitor>,
+    metrics: Arc<Metrics>,
+    brokers: &str,
+    refresh: std::time::Duration,
+) -> Router {
+    let state = AppState { monitor, metrics, brokers: Arc::from(brokers), refresh_seconds: refresh.as_secs() as i64 };
     Router::new()
         .route("/", get(page))
         .route("/metrics", get(metrics_text))
@@ -30,7 +40,8 @@ pub(crate) fn router(monitor: Arc<Monitor>, metrics: Arc<Metrics>) -> Router {
         .route("/api/groups", get(groups))
         .route("/api/shards", get(shards))
         .route("/api/replicas", get(replicas))
-        .with_state(AppState { monitor, metrics })
+        .merge(super::burrow_http::routes())
+        .with_state(state)
 }
 
 async fn metrics_text(State(state): State<AppState>) -> Response {

@@ -3,6 +3,7 @@
 //! (`data_dir`), their supervision, and HTTP.
 
 pub mod brokers;
+pub(crate) mod burrow_http;
 pub(crate) mod http;
 pub(crate) mod offsets_reader;
 pub(crate) mod offsets_shards;

@@ -169,10 +169,13 @@ pub async fn run(
 
     let addr = listener.local_addr().map_err(ServeError::Http)?;
     info!(%addr, "serving /metrics, /ready, /api/groups and the web page");
-    let served = axum::serve(listener, http::router(Arc::clone(&monitor), metrics))
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(ServeError::Http);
+    let served = axum::serve(
+        listener,
+        http::router(Arc::clone(&monitor), metrics, &options.kafka.brokers, options.watermark_interval),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
+    .map_err(ServeError::Http);
 
     stop.store(true, Ordering::Release);
     for worker in workers {

@@ -6,11 +6,13 @@
 //! commit time, lag when it was seen) and the last few high watermarks seen at
 //! refreshes. With lag now, a partition is (checked in this order):
 //! - STOP when the time since the last commit exceeds the span of the window
-//!   (the consumer stopped committing), unless a recent high watermark was at
-//!   or below the last commit (it was caught up moments ago);
-//! - then, only when no commit in the window had zero lag: REWIND when an
-//!   offset went back, STALL when every commit is the same offset, WARN when
-//!   lag never decreased from one commit to the next;
+//!   (the consumer stopped committing; with a single commit, when it is older
+//!   than [`StatusSettings::single_commit_stop_s`]), unless a recent high
+//!   watermark was at or below the last commit (it was caught up moments ago);
+//! - then, only when no commit in the window had zero lag and it holds two
+//!   commits or more: REWIND when an offset went back, STALL when every commit
+//!   is the same offset, WARN when lag never decreased from one commit to the
+//!   next;
 //! - OK otherwise, and always when there is no lag now.
 //!
 //! A group's status is the worst of its partitions', STOP, STALL and REWIND
@@ -70,13 +72,18 @@ impl Status {
 pub struct StatusSettings {
     /// Commits kept per partition (Burrow's `intervals`, default 10).
     pub window: usize,
-    /// High watermarks kept per partition, for the "recently caught up" check.
+    /// Refreshes during which a group found caught up counts as recently so.
     pub recent_watermarks: usize,
+    /// With a single commit in the window (its span is 0), how old that
+    /// commit may be before a lagging partition is STOP, in seconds. Burrow's
+    /// rule alone would call every lagging partition STOP the moment its first
+    /// commit is seen (every group, after a restart, reading a compacted log).
+    pub single_commit_stop_s: i64,
 }
 
 impl Default for StatusSettings {
     fn default() -> Self {
-        StatusSettings { window: 10, recent_watermarks: 10 }
+        StatusSettings { window: 10, recent_watermarks: 10, single_commit_stop_s: 60 }
     }
 }
 
@@ -161,23 +168,25 @@ impl CommitWindow {
     }
 
     /// The partition's status with `lag` now, at `now_ms` (ms since the epoch).
-    pub fn status(&self, lag: i64, now_ms: i64) -> Status {
-        evaluate(&self.commits, self.caught_up_for > 0, lag, now_ms / 1000)
+    pub fn status(&self, lag: i64, now_ms: i64, settings: &StatusSettings) -> Status {
+        evaluate(&self.commits, self.caught_up_for > 0, lag, now_ms / 1000, settings)
     }
 }
 
 /// Burrow's rules over `commits` (oldest first), whether a recent refresh
 /// found the group caught up, the lag now and the time now (s since the epoch).
-fn evaluate(commits: &[Kept], recently_caught_up: bool, lag: i64, now_s: i64) -> Status {
+fn evaluate(commits: &[Kept], recently_caught_up: bool, lag: i64, now_s: i64, settings: &StatusSettings) -> Status {
     let (Some(first), Some(last)) = (commits.first(), commits.last()) else { return Status::Ok };
     if lag <= 0 {
         return Status::Ok;
     }
     let (first_s, last_s) = (i64::from(first.at_s), i64::from(last.at_s));
-    if now_s - last_s > last_s - first_s && !recently_caught_up {
+    let span = if commits.len() == 1 { settings.single_commit_stop_s } else { last_s - first_s };
+    if now_s - last_s > span && !recently_caught_up {
         return Status::Stop;
     }
-    if commits.iter().any(|c| c.lag == 0) {
+    // One commit shows no trend (Burrow would call it STALL).
+    if commits.len() < 2 || commits.iter().any(|c| c.lag == 0) {
         return Status::Ok;
     }
     let pairs = || commits.windows(2).map(|w| (w[0], w[1]));
@@ -208,7 +217,7 @@ mod tests {
         for high in watermarks {
             w.watermark(*high, &settings);
         }
-        w.status(lag, now_s * 1000)
+        w.status(lag, now_s * 1000, &settings)
     }
 
     const RISING: [(i64, i64, i64); 5] =
@@ -305,7 +314,7 @@ mod tests {
 
     #[test]
     fn the_window_is_bounded_and_a_repeated_commit_time_counts_once() {
-        let settings = StatusSettings { window: 3, recent_watermarks: 2 };
+        let settings = StatusSettings { window: 3, recent_watermarks: 2, ..StatusSettings::default() };
         let mut w = CommitWindow::default();
         for i in 0..10 {
             w.commit(Commit { offset: i, timestamp_ms: i * 10_000, lag: 5 - i }, &settings);
@@ -325,6 +334,13 @@ mod tests {
         w.commit(Commit { offset: 13, timestamp_ms: 100_400, lag: 1 }, &settings);
         let kept: Vec<i64> = w.commits().map(|c| c.offset).collect();
         assert_eq!(kept, [8, 9, 13]);
+    }
+
+    #[test]
+    fn a_single_commit_is_stopped_only_once_older_than_a_minute() {
+        assert_eq!(status(&[(1000, 100_000, 50)], &[], 50, 150), Status::Ok, "50 s old");
+        assert_eq!(status(&[(1000, 100_000, 50)], &[], 50, 161), Status::Stop, "61 s old");
+        assert_eq!(status(&[(1000, 100_000, 50)], &[], 0, 1000), Status::Ok, "no lag");
     }
 
     #[test]

@@ -27,8 +27,13 @@ impl Statuses<'_> {
     /// The status of `group` on `topic`/`partition` with `lag` now (OK until
     /// some of its commits are known).
     pub fn get(&self, group: &Arc<str>, topic: &Arc<str>, partition: i32, lag: i64) -> Status {
+        self.window(group, topic, partition).map_or(Status::Ok, |w| w.status(lag, self.now_ms, &self.history.settings))
+    }
+
+    /// The recent commits of `group` on `topic`/`partition`, once sampled.
+    pub fn window(&self, group: &Arc<str>, topic: &Arc<str>, partition: i32) -> Option<&CommitWindow> {
         let key = (Arc::clone(group), Arc::clone(topic), partition);
-        self.history.windows.get(&key).map_or(Status::Ok, |(_, w)| w.status(lag, self.now_ms))
+        self.history.windows.get(&key).map(|(_, w)| w)
     }
 }
 
