@@ -10,6 +10,7 @@ mod bench;
 mod cluster;
 mod demo;
 mod example_sum;
+mod lag;
 mod loadgen;
 mod loadgen_write;
 mod offsets_dump;
@@ -49,6 +50,12 @@ enum Command {
     Example {
         #[command(subcommand)]
         command: ExampleCommand,
+    },
+    /// Every group's lag now (committed offset, end offset, lag, records
+    /// lost, status per partition), asked of the brokers: a table or --json.
+    Lag {
+        #[command(flatten)]
+        args: lag::LagArgs,
     },
     /// The shards of a runtime application, their replicas and status.
     Shards {
@@ -222,6 +229,7 @@ fn main() -> ExitCode {
         Command::Serve { args } => serve::serve(&args),
         Command::Example { command: ExampleCommand::Sum { command } } => example_sum::run(command),
         Command::Shards { command } => shards::run(&command),
+        Command::Lag { args } => lag::run(&args),
         Command::Demo { brokers, seconds } => brokers.target().and_then(|t| demo::run(&t.settings, seconds)),
         Command::Bench { command: BenchCommand::Drain { brokers, apply } } => {
             brokers.target().and_then(|t| bench::drain::drain(&t, apply)).map(|n| println!("{n}"))

@@ -274,3 +274,55 @@ fn demo_runs_groups_of_every_kind_through_the_broker() {
         assert!(committed, "{group} committed: {described:#?}");
     }
 }
+
+#[test]
+fn lag_prints_what_kafkas_tool_reports() {
+    let broker = kshard_testkit::Broker::from_env_or_start();
+    let settings = kshard_kafka::ClientSettings::new(broker.brokers());
+    let admin = kshard_kafka::Admin::new(&settings, std::time::Duration::from_secs(30)).expect("admin");
+    let topic = kshard_testkit::unique_name("cli-lag");
+    admin
+        .create_topic(&kshard_kafka::TopicSpec { name: topic.clone(), partitions: 2, replication: 1, configs: vec![] })
+        .expect("topic");
+    let writer = kshard_kafka::RecordWriter::new(&settings).expect("producer");
+    for p in 0..2 {
+        for i in 0..20 {
+            writer.send(&topic, p, format!("k{i}").as_bytes(), Some(b"v")).expect("send");
+        }
+    }
+    writer.flush(std::time::Duration::from_secs(30)).expect("flush");
+    let group = format!("{topic}-g");
+    let committer = kshard_kafka::OffsetCommitter::new(&settings, &group).expect("committer");
+    committer.commit(&[(&topic, 0, 5), (&topic, 1, 20)]).expect("commit");
+
+    let out = kshard(&["lag", "--brokers", broker.brokers(), "--group", &group, "--json"]);
+    let groups = json_array(&out);
+    let rows: Vec<(String, i64, i64, i64)> = groups[0]["topics"][0]["partitions"]
+        .as_array()
+        .expect("partitions")
+        .iter()
+        .map(|p| {
+            let n = |k: &str| p[k].as_i64().expect("a number");
+            (topic.clone(), n("committed_offset"), n("high_water_mark"), n("lag"))
+        })
+        .collect();
+    let kafka: Vec<(String, i64, i64, i64)> = kshard_testkit::kafka_consumer_groups(broker.brokers(), &group)
+        .into_iter()
+        .map(|r| (r.topic, r.committed, r.log_end, r.lag))
+        .collect();
+    assert_eq!(rows, kafka, "kshard lag and kafka-consumer-groups");
+    assert_eq!(groups.len(), 1, "--group keeps that group only");
+
+    let out = kshard(&["lag", "--brokers", broker.brokers(), "--group", &group]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(lines[0].starts_with("GROUP") && lines[0].contains("STATUS"), "{table}");
+    assert_eq!(lines.len(), 3, "a header and a row per partition: {table}");
+    assert!(lines[1].split_whitespace().eq([group.as_str(), &topic, "0", "5", "20", "15", "0", "OK"]), "{table}");
+}
+
+fn json_array(out: &Output) -> Vec<Value> {
+    assert!(out.status.success(), "kshard failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice::<Vec<Value>>(&out.stdout).expect("stdout is a JSON array")
+}

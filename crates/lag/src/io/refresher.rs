@@ -130,6 +130,35 @@ impl Refresher {
     }
 }
 
+/// One scrape as `scrape_mode: admin_api` makes at each refresh — groups and
+/// offsets (ListGroups, DescribeGroups, OffsetFetch), then the watermarks of
+/// the topics they committed to — into `monitor`, which is then ready. What
+/// `kshard lag` answers from.
+pub(crate) fn scrape_once(
+    brokers: Arc<dyn Connector>,
+    settings: ClientSettings,
+    monitor: &Arc<Monitor>,
+) -> Result<(), String> {
+    let admin = brokers.checked_admin().map_err(|e| settings.with_access_problem(e.to_string()))?;
+    let once = Refresher {
+        settings,
+        offsets_topic: String::new(),
+        mode: ScrapeMode::AdminApi,
+        interval: Duration::ZERO,
+        monitor: Arc::clone(monitor),
+        timings: Arc::new(SelfTimings::default()),
+        stop: Arc::new(AtomicBool::new(true)),
+        new_partitions: mpsc::channel().0,
+        brokers,
+    };
+    scrape_groups(&*admin, monitor).map_err(|e| e.to_string())?;
+    let watermarks = once.refresh(&*admin)?;
+    monitor.start();
+    monitor.set_watermarks(watermarks, true, monitor.now());
+    monitor.sample_commits();
+    Ok(())
+}
+
 /// Admin-API mode: every group (ListGroups), the state and members of those
 /// with members (DescribeGroups) and every group's committed offsets
 /// (OffsetFetch), replacing the monitor's one unit of state.

@@ -105,6 +105,20 @@ pub enum ServeError {
     Worker(String),
 }
 
+/// Every group's lag now, asked of the brokers the way `scrape_mode:
+/// admin_api` asks them (no catch-up: seconds on any cluster), filtered by
+/// `monitor`: what `kshard lag` prints.
+pub fn lag_once(
+    kafka: &ClientSettings,
+    monitor: MonitorSettings,
+    timeout: Duration,
+) -> Result<Vec<crate::GroupView>, String> {
+    let m = Arc::new(Monitor::new(monitor));
+    let brokers = Arc::new(Kafka { settings: kafka.clone(), timeout });
+    refresher::scrape_once(brokers, kafka.clone(), &m)?;
+    Ok(crate::api::groups(&m))
+}
+
 /// Runs the lag monitor until `shutdown` completes.
 pub async fn run(
     options: ServeOptions,

@@ -158,6 +158,11 @@ impl CommitWindow {
         };
     }
 
+    /// The newest commit in the window.
+    pub fn last(&self) -> Option<Commit> {
+        self.commits().last()
+    }
+
     /// The commits in the window, oldest first (times to the second).
     pub fn commits(&self) -> impl ExactSizeIterator<Item = Commit> + '_ {
         self.commits.iter().map(|k| Commit {

@@ -475,6 +475,7 @@ impl Monitor {
         *generation = generation.wrapping_add(1);
         let settings = *settings;
         let now = *generation;
+        let now_ms = self.clock.epoch_ms();
         self.for_each_unit(|_, unit| {
             for (group, g) in unit.groups() {
                 if !self.settings.groups.allows(group) {
@@ -485,9 +486,16 @@ impl Monitor {
                     let key = (Arc::clone(group), Arc::clone(topic), partition);
                     let (seen, window) = windows.entry(key).or_default();
                     *seen = now;
+                    // OffsetFetch (admin_api) gives no commit time: a new
+                    // offset counts as committed when first seen.
+                    let timestamp_ms = match window.last() {
+                        _ if committed.commit_timestamp > 0 => committed.commit_timestamp,
+                        Some(last) if last.offset == committed.offset => last.timestamp_ms,
+                        _ => now_ms,
+                    };
                     let commit = Commit {
                         offset: committed.offset,
-                        timestamp_ms: committed.commit_timestamp,
+                        timestamp_ms,
                         lag: crate::watermarks::lag(w.high, committed.offset),
                     };
                     window.commit(commit, &settings);
