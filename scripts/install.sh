@@ -119,3 +119,24 @@ if [[ -f "$KAFKA_HOME/.complete" ]]; then
 else
   install_kafka
 fi
+
+# promtool, Prometheus's rule checker, for the test of deploy/prometheus: taken
+# out of Debian's prometheus package (a static binary) without installing or
+# starting the server. Without it the test checks the rules with its own parser.
+promtool="$KSHARD_TOOLS_DIR/bin/promtool"
+if command -v promtool >/dev/null 2>&1 || [[ -x "$promtool" ]]; then
+  log "promtool found"
+else
+  log "fetching promtool from Debian's prometheus package"
+  tmp="$(mktemp -d)"
+  fetch() { (cd "$tmp" && apt-get download prometheus >/dev/null 2>&1); }
+  as_root=(); [[ $(id -u) -eq 0 ]] || as_root=(sudo -n)
+  if fetch || { "${as_root[@]}" apt-get update -qq >/dev/null 2>&1 && fetch; }; then
+    dpkg-deb -x "$tmp"/prometheus_*.deb "$tmp/x"
+    mkdir -p "$KSHARD_TOOLS_DIR/bin"
+    cp "$tmp/x/usr/bin/promtool" "$promtool"
+  else
+    log "promtool is not available here: the alert rules are checked by kshard's own parser only"
+  fi
+  rm -rf "$tmp"
+fi
