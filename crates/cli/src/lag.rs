@@ -1,5 +1,6 @@
 //! `kshard lag`: every group's lag now, for the terminal — committed offset,
-//! end offset, lag, records lost to retention and status per partition — as a
+//! end offset, lag in records and seconds, records lost to retention and
+//! status per partition — as a
 //! table or `--json` (the shape of `/api/groups`). It asks the brokers the way
 //! `scrape_mode: admin_api` does (ListGroups, OffsetFetch, ListOffsets), so it
 //! answers in seconds on any cluster, without a catch-up.
@@ -59,7 +60,8 @@ fn regex_escape(name: &str) -> String {
 
 /// One row per group-partition, aligned.
 fn print_table(out: &mut impl std::io::Write, views: &[GroupView]) -> Result<()> {
-    let header = ["GROUP", "TOPIC", "PARTITION", "COMMITTED", "END", "LAG", "LOST", "STATUS"].map(str::to_owned);
+    let header =
+        ["GROUP", "TOPIC", "PARTITION", "COMMITTED", "END", "LAG", "LAG_S", "LOST", "STATUS"].map(str::to_owned);
     let mut rows = vec![header];
     for g in views {
         for t in &g.topics {
@@ -72,20 +74,21 @@ fn print_table(out: &mut impl std::io::Write, views: &[GroupView]) -> Result<()>
                     p.committed_offset.to_string(),
                     opt(p.high_water_mark),
                     opt(p.lag),
+                    p.lag_seconds.map_or("-".to_owned(), |s| format!("{s:.1}")),
                     p.records_lost.to_string(),
                     p.status.to_owned(),
                 ]);
             }
         }
     }
-    let widths: Vec<usize> = (0..8).map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
+    let widths: Vec<usize> = (0..9).map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
     for row in &rows {
         let cells: Vec<String> = row
             .iter()
             .zip(&widths)
             .enumerate()
             // Names left, numbers right.
-            .map(|(i, (cell, w))| if i < 2 || i == 7 { format!("{cell:<w$}") } else { format!("{cell:>w$}") })
+            .map(|(i, (cell, w))| if i < 2 || i == 8 { format!("{cell:<w$}") } else { format!("{cell:>w$}") })
             .collect();
         writeln!(out, "{}", cells.join("  ").trim_end())?;
     }

@@ -24,6 +24,7 @@ mod error;
 mod group_consumer;
 mod groups;
 mod reader;
+mod timestamps;
 mod writer;
 
 pub use admin::{Admin, OffsetSpec, TopicSpec};
@@ -33,6 +34,7 @@ pub use error::{Error, Result};
 pub use group_consumer::{GroupConsumer, GroupProtocol};
 pub use groups::{FetchedOffsets, GroupDescription, GroupListing, MemberDescription};
 pub use reader::{PartitionReader, ReadEvent, ReadRecord};
+pub use timestamps::{RecordTime, TimestampReader};
 pub use writer::RecordWriter;
 
 /// The topic Kafka keeps committed offsets and group metadata in.

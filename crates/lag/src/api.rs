@@ -119,6 +119,8 @@ pub struct GroupView {
     /// Burrow's status of the group: the worst of its partitions', STOP,
     /// STALL and REWIND counting as ERR.
     pub status: &'static str,
+    /// The most lag in seconds over its partitions, when known.
+    pub max_lag_seconds: Option<f64>,
     /// Per topic.
     pub topics: Vec<TopicView>,
 }
@@ -130,6 +132,8 @@ pub struct TopicView {
     pub topic: String,
     /// Sum of the partitions' lag.
     pub lag: i64,
+    /// The most lag in seconds over the partitions, when known.
+    pub max_lag_seconds: Option<f64>,
     /// Per partition.
     pub partitions: Vec<PartitionView>,
 }
@@ -152,6 +156,11 @@ pub struct PartitionView {
     /// Records retention deleted before the group read them (the committed
     /// offset is below the low watermark by this much); 0 when none.
     pub records_lost: i64,
+    /// The age of the first record not consumed, in seconds (0 when caught
+    /// up), when known.
+    pub lag_seconds: Option<f64>,
+    /// How `lag_seconds` was found: `record`, `estimate` or `next_record`.
+    pub lag_seconds_method: Option<&'static str>,
 }
 
 /// Every exported group as `/api/groups` shows it (whether or not ready).
@@ -159,6 +168,7 @@ pub fn groups(monitor: &Monitor) -> Vec<GroupView> {
     let settings = monitor.settings();
     let watermarks = monitor.watermarks();
     let statuses = monitor.statuses();
+    let seconds = monitor.lag_seconds();
     let mut out = Vec::new();
     monitor.for_each_unit(|_, unit| {
         for (group, g) in unit.groups() {
@@ -174,6 +184,7 @@ pub fn groups(monitor: &Monitor) -> Vec<GroupView> {
                 let w = watermarks.get(topic, partition);
                 let l = w.map(|w| lag(w.high, c.offset));
                 let status = l.map_or(Status::Ok, |l| statuses.get(group, topic, partition, l));
+                let age = l.and_then(|l| seconds.get(topic, partition, c.offset, l));
                 group_status = Status::of_group([group_status, status]);
                 topics.entry(topic).or_default().push(PartitionView {
                     partition,
@@ -183,6 +194,8 @@ pub fn groups(monitor: &Monitor) -> Vec<GroupView> {
                     commit_timestamp: c.commit_timestamp,
                     status: status.name(),
                     records_lost: w.map_or(0, |w| (w.low - c.offset).max(0)),
+                    lag_seconds: age.map(|(s, _)| s),
+                    lag_seconds_method: age.map(|(_, m)| m.name()),
                 });
             }
             let topics: Vec<TopicView> = topics
@@ -192,6 +205,7 @@ pub fn groups(monitor: &Monitor) -> Vec<GroupView> {
                     TopicView {
                         topic: topic.to_owned(),
                         lag: partitions.iter().filter_map(|p| p.lag).sum(),
+                        max_lag_seconds: partitions.iter().filter_map(|p| p.lag_seconds).reduce(f64::max),
                         partitions,
                     }
                 })
@@ -204,6 +218,7 @@ pub fn groups(monitor: &Monitor) -> Vec<GroupView> {
                 members: g.info.as_ref().map_or(0, |i| i.members().len()),
                 lag: topics.iter().map(|t| t.lag).sum(),
                 status: group_status.name(),
+                max_lag_seconds: topics.iter().filter_map(|t| t.max_lag_seconds).reduce(f64::max),
                 topics,
             });
         }

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use kshard_kafka::{Admin, ClientSettings, Error, PartitionReader, ReadEvent};
+use kshard_kafka::{Admin, ClientSettings, Error, PartitionReader, ReadEvent, TimestampReader};
 
 /// (low, high) watermarks by (topic, partition).
 pub type WatermarkMap = HashMap<(String, i32), (i64, i64)>;
@@ -120,6 +120,25 @@ impl OffsetsSource for TopicReader {
     }
 }
 
+/// (topic, partition, wanted offset) → (offset read, its timestamp in ms).
+pub type TimesRead = HashMap<(String, i32, i64), (i64, i64)>;
+
+/// Reads the timestamps of records at given offsets (lag in seconds).
+pub trait RecordTimes: Send {
+    /// (topic, partition, wanted offset) → (offset read, timestamp in ms) for
+    /// each of `wanted` that gave a record within `timeout`.
+    fn read(&self, wanted: &[(String, i32, i64)], timeout: Duration) -> Result<TimesRead, Error>;
+}
+
+impl RecordTimes for TimestampReader {
+    fn read(&self, wanted: &[(String, i32, i64)], timeout: Duration) -> Result<TimesRead, Error> {
+        Ok(TimestampReader::read(self, wanted, timeout)?
+            .into_iter()
+            .map(|(k, t)| (k, (t.offset, t.timestamp_ms)))
+            .collect())
+    }
+}
+
 /// Makes the clients a worker uses, once per life of the worker.
 pub trait Connector: Send + Sync {
     /// An admin client; its calls fail while the brokers cannot be reached.
@@ -129,6 +148,8 @@ pub trait Connector: Send + Sync {
     fn checked_admin(&self) -> Result<Box<dyn BrokerAdmin>, Error>;
     /// A reader of `topic`'s `partitions`, each from its offset.
     fn reader(&self, topic: &str, partitions: &[(i32, Option<i64>)]) -> Result<Box<dyn OffsetsSource>, Error>;
+    /// A reader of record timestamps.
+    fn timestamps(&self) -> Result<Box<dyn RecordTimes>, Error>;
 }
 
 /// The real brokers.
@@ -151,5 +172,9 @@ impl Connector for Kafka {
     fn reader(&self, topic: &str, partitions: &[(i32, Option<i64>)]) -> Result<Box<dyn OffsetsSource>, Error> {
         let reader = PartitionReader::new(&self.settings, topic, partitions)?;
         Ok(Box::new(TopicReader { reader, topic: topic.to_owned() }))
+    }
+
+    fn timestamps(&self) -> Result<Box<dyn RecordTimes>, Error> {
+        Ok(Box::new(TimestampReader::new(&self.settings)?))
     }
 }

@@ -293,6 +293,9 @@ mod tests {
         fn reader(&self, _: &str, _: &[(i32, Option<i64>)]) -> Result<Box<dyn OffsetsSource>, kshard_kafka::Error> {
             unreachable!("no reader in these tests")
         }
+        fn timestamps(&self) -> Result<Box<dyn crate::brokers::RecordTimes>, kshard_kafka::Error> {
+            unreachable!("no timestamps in these tests")
+        }
     }
 
     fn reader(monitor: &Arc<Monitor>) -> (OffsetsReader, Arc<AtomicBool>) {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use kshard_kafka::ClientSettings;
 use tracing::{debug, warn};
 
-use crate::brokers::{BrokerAdmin, Connector};
+use crate::brokers::{BrokerAdmin, Connector, RecordTimes};
 use crate::group_offsets::DescribedMember;
 use crate::metrics::SelfTimings;
 use crate::monitor::Monitor;
@@ -41,6 +41,7 @@ impl Refresher {
     /// One life of the worker: until `stop` (`Ok`) or a failure (`Err`).
     pub(crate) fn run(&mut self) -> Result<(), String> {
         let admin = self.brokers.admin().map_err(|e| e.to_string())?;
+        let times = self.brokers.timestamps().map_err(|e| e.to_string())?;
         let mut next = Instant::now();
         let mut refreshed_since_catch_up = false;
         let mut last_attempt: Option<Instant> = None;
@@ -63,6 +64,7 @@ impl Refresher {
                     Ok(watermarks) => {
                         self.monitor.set_watermarks(watermarks, caught_up, refreshed_at);
                         self.monitor.sample_commits();
+                        read_times(&*times, &self.monitor);
                         self.monitor.step(Event::WorkerRunning(WORKER));
                         self.settings.clear_access_problem();
                         refreshed_since_catch_up |= caught_up;
@@ -130,6 +132,20 @@ impl Refresher {
     }
 }
 
+/// Reads the records at the committed offsets of lagging groups whose times
+/// are not known yet (see [`Monitor::times_wanted`]): at most half a second a
+/// round. A failure only leaves those to estimates until the next refresh.
+fn read_times(times: &dyn RecordTimes, monitor: &Monitor) {
+    let wanted = monitor.times_wanted();
+    if wanted.is_empty() {
+        return;
+    }
+    match times.read(&wanted, Duration::from_millis(500)) {
+        Ok(found) => monitor.times_found(found),
+        Err(e) => warn!(error = %e, records = wanted.len(), "reading the timestamps of records at committed offsets"),
+    }
+}
+
 /// One scrape as `scrape_mode: admin_api` makes at each refresh — groups and
 /// offsets (ListGroups, DescribeGroups, OffsetFetch), then the watermarks of
 /// the topics they committed to — into `monitor`, which is then ready. What
@@ -156,6 +172,8 @@ pub(crate) fn scrape_once(
     monitor.start();
     monitor.set_watermarks(watermarks, true, monitor.now());
     monitor.sample_commits();
+    let times = once.brokers.timestamps().map_err(|e| e.to_string())?;
+    read_times(&*times, monitor);
     Ok(())
 }
 

@@ -16,6 +16,9 @@ use crate::consumer_status::Status;
 use crate::monitor::{Granularity, Monitor};
 use crate::watermarks::{Watermarks, lag};
 
+/// (group, topic, partition, seconds, method).
+type PartitionSeconds = (Arc<str>, Arc<str>, i32, f64, &'static str);
+
 /// One group's metadata, as exported.
 struct InfoRow {
     group: Arc<str>,
@@ -46,6 +49,10 @@ pub(super) struct Rows {
     partition_lag: Vec<(Arc<str>, Arc<str>, i32, i64)>,
     /// (group, topic, lag, committed offset sum).
     topic_lag: Vec<(Arc<str>, Arc<str>, i64, i64)>,
+    /// (group, topic, partition, seconds, method); per-partition granularity only.
+    partition_lag_seconds: Vec<PartitionSeconds>,
+    /// (group, topic, the most seconds over its partitions).
+    topic_max_lag_seconds: Vec<(Arc<str>, Arc<str>, f64)>,
     commits: Vec<(Arc<str>, u64)>,
     /// Each group's status (Burrow's rules), of the partitions with watermarks.
     status: Vec<(Arc<str>, Status)>,
@@ -62,6 +69,7 @@ impl Rows {
         let settings = m.settings();
         let mut rows = Rows { per_partition: settings.granularity == Granularity::Partition, ..Rows::default() };
         let statuses = m.statuses();
+        let seconds = m.lag_seconds();
         m.for_each_unit(|unit_partition, unit| {
             let coordinator = m.coordinator(unit_partition).map(|c| c.to_string()).unwrap_or_default();
             for (group, g) in unit.groups() {
@@ -75,10 +83,18 @@ impl Rows {
                         continue;
                     }
                     let (mut topic_sum, mut offset_sum, mut any) = (0, 0, false);
+                    let mut max_seconds: Option<f64> = None;
                     for (partition, committed) in partitions {
                         let Some(w) = watermarks.get(topic, partition) else { continue };
                         let l = lag(w.high, committed.offset);
                         let status = statuses.get(group, topic, partition, l);
+                        if let Some((s, method)) = seconds.get(topic, partition, committed.offset, l) {
+                            max_seconds = Some(max_seconds.map_or(s, |m| m.max(s)));
+                            if rows.per_partition {
+                                let row = (Arc::clone(group), Arc::clone(topic), partition, s, method.name());
+                                rows.partition_lag_seconds.push(row);
+                            }
+                        }
                         group_status = Status::of_group([group_status, status]);
                         if committed.offset < w.low {
                             let lost = w.low - committed.offset;
@@ -93,6 +109,9 @@ impl Rows {
                     }
                     if any {
                         rows.topic_lag.push((Arc::clone(group), Arc::clone(topic), topic_sum, offset_sum));
+                    }
+                    if let Some(s) = max_seconds {
+                        rows.topic_max_lag_seconds.push((Arc::clone(group), Arc::clone(topic), s));
                     }
                 }
                 rows.status.push((Arc::clone(group), group_status));
@@ -147,6 +166,39 @@ pub(super) fn partition_lag(e: &mut DescriptorEncoder<'_>, rows: &Rows) -> Encod
             ("topic_name", &**topic),
             ("partition_id", pid),
         ])?)?;
+    }
+    Ok(())
+}
+
+/// `kafka_consumer_group_topic_partition_lag_seconds` (per-partition
+/// granularity) and `kafka_consumer_group_topic_max_lag_seconds`.
+pub(super) fn lag_seconds(e: &mut DescriptorEncoder<'_>, rows: &Rows) -> Encoded {
+    if rows.per_partition {
+        let mut family = e.encode_descriptor(
+            "kafka_consumer_group_topic_partition_lag_seconds",
+            "Age of the first record a group has not consumed (0 when caught up); method: record (its timestamp), estimate (from high watermarks seen), next_record.",
+            None,
+            MetricType::Gauge,
+        )?;
+        let mut id = itoa_buf();
+        for (group, topic, partition, s, method) in &rows.partition_lag_seconds {
+            let pid = id.format(*partition);
+            ConstGauge::new(*s).encode(family.encode_family(&[
+                ("group_id", &**group),
+                ("topic_name", &**topic),
+                ("partition_id", pid),
+                ("method", *method),
+            ])?)?;
+        }
+    }
+    let mut family = e.encode_descriptor(
+        "kafka_consumer_group_topic_max_lag_seconds",
+        "The most lag in seconds of a group over a topic's partitions.",
+        None,
+        MetricType::Gauge,
+    )?;
+    for (group, topic, s) in &rows.topic_max_lag_seconds {
+        ConstGauge::new(*s).encode(family.encode_family(&[("group_id", &**group), ("topic_name", &**topic)])?)?;
     }
     Ok(())
 }

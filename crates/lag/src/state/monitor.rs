@@ -13,6 +13,7 @@ use crate::catch_up::Progress;
 use crate::consumer_status::{Commit, CommitWindow, Status, StatusSettings};
 use crate::filter::NameFilter;
 use crate::group_offsets::{Applied, GroupOffsets, Skipped};
+use crate::lag_time::{LagTimes, Method};
 use crate::names::FastMap;
 use crate::readiness::{Event, Readiness, Verdict};
 
@@ -34,6 +35,21 @@ impl Statuses<'_> {
     pub fn window(&self, group: &Arc<str>, topic: &Arc<str>, partition: i32) -> Option<&CommitWindow> {
         let key = (Arc::clone(group), Arc::clone(topic), partition);
         self.history.windows.get(&key).map(|(_, w)| w)
+    }
+}
+
+/// Lag in seconds, as of one instant (see [`Monitor::lag_seconds`]).
+#[derive(Debug)]
+pub struct LagSeconds<'a> {
+    times: MutexGuard<'a, LagTimes>,
+    now_ms: i64,
+}
+
+impl LagSeconds<'_> {
+    /// The age of the first record not consumed by a group at `committed` on
+    /// `topic`/`partition` with `lag` records, and how it was found.
+    pub fn get(&self, topic: &Arc<str>, partition: i32, committed: i64, lag: i64) -> Option<(f64, Method)> {
+        self.times.lag_seconds(topic, partition, committed, lag, self.now_ms)
     }
 }
 
@@ -137,6 +153,8 @@ pub struct Monitor {
     coordinators: RwLock<std::collections::HashMap<i32, i32>>,
     /// Each group-partition's recent commits, for its status.
     history: Mutex<History>,
+    /// Record times and high-watermark history, for lag in seconds.
+    lag_times: Mutex<LagTimes>,
     /// The high watermark of each partition of the offsets topic at the last
     /// refresh: how far the reader is from the end (see [`Monitor::unread`]).
     offsets_topic_ends: RwLock<std::collections::BTreeMap<i32, i64>>,
@@ -175,6 +193,7 @@ impl Monitor {
             counters: ReadCounters::default(),
             coordinators: RwLock::new(std::collections::HashMap::new()),
             history: Mutex::new(History::default()),
+            lag_times: Mutex::new(LagTimes::default()),
             offsets_topic_ends: RwLock::new(std::collections::BTreeMap::new()),
             shards: Mutex::new(None),
         }
@@ -504,6 +523,58 @@ impl Monitor {
             }
         });
         windows.retain(|_, (seen, _)| *seen == now);
+    }
+
+    /// Samples every partition's high watermark for lag-in-seconds estimates,
+    /// and returns the (topic, partition, offset) of lagging group-partitions
+    /// whose record time is to be read. The refresher calls this after each
+    /// refresh, reads those records, and hands them to [`Monitor::times_found`].
+    pub fn times_wanted(&self) -> Vec<(String, i32, i64)> {
+        let watermarks = self.watermarks();
+        let now_ms = self.clock.epoch_ms();
+        let mut lagging = Vec::new();
+        self.for_each_unit(|_, unit| {
+            for (group, g) in unit.groups() {
+                if !self.settings.groups.allows(group) {
+                    continue;
+                }
+                for (topic, partition, committed) in g.offsets() {
+                    if !self.settings.topics.allows(topic) {
+                        continue;
+                    }
+                    if let Some(w) = watermarks.get(topic, partition)
+                        && committed.offset < w.high
+                    {
+                        lagging.push((Arc::clone(topic), partition, committed.offset, w.low));
+                    }
+                }
+            }
+        });
+        let mut times = lock(&self.lag_times);
+        for (topic, partitions) in watermarks.topics() {
+            let topic: Arc<str> = Arc::from(topic);
+            for (partition, w) in partitions.iter().enumerate() {
+                if let Some(w) = w {
+                    times.sample_high(&topic, partition as i32, w.high, now_ms);
+                }
+            }
+        }
+        times.wanted(&lagging)
+    }
+
+    /// Records read for [`Monitor::times_wanted`]: (topic, partition, wanted
+    /// offset) → (offset read, timestamp in ms).
+    pub fn times_found(&self, found: impl IntoIterator<Item = ((String, i32, i64), (i64, i64))>) {
+        let mut times = lock(&self.lag_times);
+        for ((topic, partition, wanted), (offset, timestamp_ms)) in found {
+            times.found(&Arc::from(topic), partition, wanted, offset, timestamp_ms);
+        }
+    }
+
+    /// Lag in seconds as of now (holds the record times while it lives: take
+    /// it once per pass).
+    pub fn lag_seconds(&self) -> LagSeconds<'_> {
+        LagSeconds { times: lock(&self.lag_times), now_ms: self.clock.epoch_ms() }
     }
 
     /// Partitions' statuses by Burrow's rules over their recent commits, as of

@@ -1,0 +1,111 @@
+//! [`TimestampReader`]: the timestamp of the record at given offsets — the
+//! first record a group has not consumed, whose age is its lag in seconds.
+//! Each partition is assigned at its offset and its first record taken:
+//! librdkafka fetches them all in one request per broker, and with a minimal
+//! fetch size each partition returns about one batch.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::{Offset, TopicPartitionList};
+
+use crate::config::ClientSettings;
+use crate::context::KshardContext;
+use crate::error::{Result, call};
+
+/// Where a wanted offset's timestamp came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordTime {
+    /// The offset of the record read: the wanted one, or a later one when the
+    /// wanted one is gone (compacted, a transaction marker).
+    pub offset: i64,
+    /// Its timestamp, ms since the epoch.
+    pub timestamp_ms: i64,
+}
+
+/// Reads the timestamps of records at given offsets.
+pub struct TimestampReader {
+    consumer: BaseConsumer<KshardContext>,
+}
+
+impl std::fmt::Debug for TimestampReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TimestampReader").finish_non_exhaustive()
+    }
+}
+
+/// Rounds of assignments per call: a partition wanted at several offsets
+/// (several groups) takes one round per offset; the rest waits for the next call.
+const ROUNDS: usize = 3;
+
+impl TimestampReader {
+    /// A reader on `settings`' brokers.
+    pub fn new(settings: &ClientSettings) -> Result<Self> {
+        let consumer = settings.create(
+            "timestamp reader",
+            &[
+                ("group.id", "kshard-timestamps"),
+                ("enable.auto.commit", "false"),
+                ("enable.auto.offset.store", "false"),
+                ("enable.partition.eof", "false"),
+                // An offset no longer in the log is an error, not a jump to the end.
+                ("auto.offset.reset", "error"),
+                ("isolation.level", "read_uncommitted"),
+                ("fetch.wait.max.ms", "50"),
+                // The broker returns at least one whole batch whatever this says.
+                ("fetch.message.max.bytes", "1024"),
+                ("queued.max.messages.kbytes", "1024"),
+                ("fetch.queue.backoff.ms", "10"),
+            ],
+        )?;
+        Ok(TimestampReader { consumer })
+    }
+
+    /// The record at (or first after) each of `wanted` (topic, partition,
+    /// offset), waiting at most `timeout` per round; offsets that gave nothing
+    /// in time (out of range, or more rounds needed) are left out.
+    pub fn read(
+        &self,
+        wanted: &[(String, i32, i64)],
+        timeout: Duration,
+    ) -> Result<HashMap<(String, i32, i64), RecordTime>> {
+        let mut by_partition: BTreeMap<(&str, i32), BTreeSet<i64>> = BTreeMap::new();
+        for (topic, partition, offset) in wanted {
+            by_partition.entry((topic.as_str(), *partition)).or_default().insert(*offset);
+        }
+        let mut found = HashMap::new();
+        for _ in 0..ROUNDS {
+            let round: Vec<((&str, i32), i64)> =
+                by_partition.iter_mut().filter_map(|(k, offsets)| offsets.pop_first().map(|o| (*k, o))).collect();
+            if round.is_empty() {
+                break;
+            }
+            let mut list = TopicPartitionList::new();
+            for ((topic, partition), offset) in &round {
+                list.add_partition_offset(topic, *partition, Offset::Offset(*offset))
+                    .map_err(call(format!("assigning {topic}/{partition}")))?;
+            }
+            self.consumer.assign(&list).map_err(call("assigning partitions to read timestamps".to_owned()))?;
+            let mut pending: HashMap<(String, i32), i64> =
+                round.iter().map(|((t, p), o)| (((*t).to_owned(), *p), *o)).collect();
+            let deadline = Instant::now() + timeout;
+            while !pending.is_empty() && Instant::now() < deadline {
+                // Errors (an offset out of range) concern one partition: it
+                // stays pending and is left out.
+                let Some(Ok(m)) = self.consumer.poll(Duration::from_millis(50)) else { continue };
+                let key = (m.topic().to_owned(), m.partition());
+                if let Some(&want) = pending.get(&key)
+                    && m.offset() >= want
+                    && let Some(timestamp_ms) = m.timestamp().to_millis()
+                {
+                    pending.remove(&key);
+                    found.insert((key.0, key.1, want), RecordTime { offset: m.offset(), timestamp_ms });
+                }
+            }
+            self.consumer.unassign().map_err(call("unassigning after reading timestamps".to_owned()))?;
+        }
+        Ok(found)
+    }
+}

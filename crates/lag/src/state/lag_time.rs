@@ -1,0 +1,207 @@
+//! Lag in seconds: the age of the first record a group has not consumed — now
+//! minus the timestamp of the record at its committed offset. Pure: the
+//! timestamps come in from a reader, the time as an argument.
+//!
+//! Timestamps of records at committed offsets are kept while some group still
+//! sits at that offset (a record's timestamp never changes), so a refresh only
+//! reads the records of offsets that moved. Where the record is gone
+//! (deleted, compacted, or a transaction marker) or not read yet, the time is
+//! estimated from the high watermarks seen at refreshes: an offset between two
+//! samples was written between them (linear in between); one older than every
+//! sample, no later than the first sample that passed it. Each value says
+//! which way it was found ([`Method`]).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use crate::names::FastMap;
+
+/// How a lag in seconds was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// The timestamp of the record at the committed offset.
+    Record,
+    /// Interpolated between high watermarks seen at refreshes.
+    Estimate,
+    /// The timestamp of the first record after the committed offset (the one
+    /// there is gone, and no estimate reaches back that far).
+    NextRecord,
+}
+
+impl Method {
+    /// Its name (the `method` label).
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Record => "record",
+            Method::Estimate => "estimate",
+            Method::NextRecord => "next_record",
+        }
+    }
+}
+
+/// A high watermark as seen at refreshes: from when to when it stood.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct HighSeen {
+    high: i64,
+    first_ms: i64,
+    last_ms: i64,
+}
+
+/// High watermarks kept per partition (changes only: an idle partition keeps
+/// its history).
+const HIGHS_KEPT: usize = 120;
+
+/// A topic-partition.
+type Partition = (Arc<str>, i32);
+
+/// The record times known and the high-watermark history.
+#[derive(Debug, Default)]
+pub struct LagTimes {
+    /// (topic, partition, committed offset) → (offset read, its timestamp in ms).
+    records: FastMap<(Arc<str>, i32, i64), (i64, i64)>,
+    highs: FastMap<Partition, VecDeque<HighSeen>>,
+}
+
+impl LagTimes {
+    /// Records the high watermark of `topic`/`partition` seen at `now_ms`.
+    pub fn sample_high(&mut self, topic: &Arc<str>, partition: i32, high: i64, now_ms: i64) {
+        let seen = self.highs.entry((Arc::clone(topic), partition)).or_default();
+        match seen.back_mut() {
+            Some(last) if last.high == high => last.last_ms = now_ms,
+            _ => {
+                seen.push_back(HighSeen { high, first_ms: now_ms, last_ms: now_ms });
+                if seen.len() > HIGHS_KEPT {
+                    seen.pop_front();
+                }
+            }
+        }
+    }
+
+    /// Of `committed` (topic, partition, committed offset, low watermark) of
+    /// lagging group-partitions, those whose record time is not known yet and
+    /// still in the log; forgets the times no group needs any more.
+    pub fn wanted(&mut self, committed: &[(Arc<str>, i32, i64, i64)]) -> Vec<(String, i32, i64)> {
+        let needed: std::collections::HashSet<(&Arc<str>, i32, i64)> =
+            committed.iter().map(|(t, p, o, _)| (t, *p, *o)).collect();
+        self.records.retain(|(t, p, o), _| needed.contains(&(t, *p, *o)));
+        let mut wanted: Vec<(String, i32, i64)> = committed
+            .iter()
+            .filter(|(t, p, o, low)| o >= low && !self.records.contains_key(&(Arc::clone(t), *p, *o)))
+            .map(|(t, p, o, _)| (t.to_string(), *p, *o))
+            .collect();
+        wanted.sort();
+        wanted.dedup();
+        wanted
+    }
+
+    /// The record read for `topic`/`partition` at `wanted`: `offset` (≥ the
+    /// wanted one) with its timestamp.
+    pub fn found(&mut self, topic: &Arc<str>, partition: i32, wanted: i64, offset: i64, timestamp_ms: i64) {
+        self.records.insert((Arc::clone(topic), partition, wanted), (offset, timestamp_ms));
+    }
+
+    /// When the record at `offset` was written, estimated from the high
+    /// watermarks seen, ms since the epoch.
+    fn estimate(&self, topic: &Arc<str>, partition: i32, offset: i64) -> Option<i64> {
+        let seen = self.highs.get(&(Arc::clone(topic), partition))?;
+        let after = seen.iter().position(|s| s.high > offset)?;
+        let Some(before) = after.checked_sub(1).map(|i| seen[i]) else { return Some(seen[after].first_ms) };
+        let end = seen[after];
+        let span = (end.high - before.high).max(1) as f64;
+        let share = (offset - before.high).max(0) as f64 / span;
+        Some(before.last_ms + (share * (end.first_ms - before.last_ms) as f64) as i64)
+    }
+
+    /// The lag in seconds of a group at `committed` on `topic`/`partition`
+    /// with `lag` records now, at `now_ms`; 0 with no lag, `None` when nothing
+    /// is known yet.
+    pub fn lag_seconds(
+        &self,
+        topic: &Arc<str>,
+        partition: i32,
+        committed: i64,
+        lag: i64,
+        now_ms: i64,
+    ) -> Option<(f64, Method)> {
+        if lag <= 0 {
+            return Some((0.0, Method::Record));
+        }
+        let age = |written_ms: i64| ((now_ms - written_ms).max(0)) as f64 / 1000.0;
+        let read = self.records.get(&(Arc::clone(topic), partition, committed)).copied();
+        if let Some((offset, ts)) = read
+            && offset == committed
+        {
+            return Some((age(ts), Method::Record));
+        }
+        if let Some(written) = self.estimate(topic, partition, committed) {
+            return Some((age(written), Method::Estimate));
+        }
+        read.map(|(_, ts)| (age(ts), Method::NextRecord))
+    }
+
+    /// Topic-partitions with a high-watermark history (its memory).
+    pub fn partitions(&self) -> usize {
+        self.highs.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t() -> Arc<str> {
+        Arc::from("t")
+    }
+
+    #[test]
+    fn the_record_at_the_committed_offset_gives_the_age() {
+        let mut times = LagTimes::default();
+        let wanted = times.wanted(&[(t(), 0, 10, 0), (t(), 0, 10, 0), (t(), 1, 3, 5)]);
+        assert_eq!(wanted, [("t".to_owned(), 0, 10)], "once each, and not below the log start");
+        times.found(&t(), 0, 10, 10, 1_000_000);
+        assert_eq!(times.lag_seconds(&t(), 0, 10, 5, 1_004_500), Some((4.5, Method::Record)));
+        assert_eq!(times.lag_seconds(&t(), 0, 10, 0, 1_004_500), Some((0.0, Method::Record)), "no lag: 0 s");
+        assert!(times.wanted(&[(t(), 0, 10, 0)]).is_empty(), "known: not read again");
+        assert_eq!(times.wanted(&[]), Vec::<(String, i32, i64)>::new());
+        assert_eq!(times.lag_seconds(&t(), 0, 10, 5, 1_004_500), None, "forgotten once no group needs it");
+    }
+
+    #[test]
+    fn a_record_gone_is_estimated_from_the_high_watermarks() {
+        let mut times = LagTimes::default();
+        // Offsets 0‥9 written between 10 s and 12 s, 10‥19 between 20 s and 22 s.
+        for (high, at) in [(0, 10_000), (10, 12_000), (10, 20_000), (20, 22_000)] {
+            times.sample_high(&t(), 0, high, at);
+        }
+        // Offset 5: halfway between 10 s and 12 s.
+        assert_eq!(times.lag_seconds(&t(), 0, 5, 15, 31_000), Some((20.0, Method::Estimate)));
+        // Offset 15: halfway between 20 s (the last time 10 was seen) and 22 s.
+        assert_eq!(times.lag_seconds(&t(), 0, 15, 5, 31_000), Some((10.0, Method::Estimate)));
+        // The record read was a later one (the committed one is gone): the estimate wins.
+        times.found(&t(), 0, 15, 17, 21_900);
+        assert_eq!(times.lag_seconds(&t(), 0, 15, 5, 31_000).map(|(_, m)| m), Some(Method::Estimate));
+        // No history that far back: the next record's time, labelled so.
+        times.found(&t(), 1, 3, 4, 30_000);
+        assert_eq!(times.lag_seconds(&t(), 1, 3, 9, 31_000), Some((1.0, Method::NextRecord)));
+    }
+
+    #[test]
+    fn an_offset_older_than_the_history_is_at_least_as_old_as_its_first_sample() {
+        let mut times = LagTimes::default();
+        times.sample_high(&t(), 0, 100, 50_000);
+        times.sample_high(&t(), 0, 110, 60_000);
+        assert_eq!(times.lag_seconds(&t(), 0, 7, 103, 70_000), Some((20.0, Method::Estimate)));
+        assert_eq!(times.lag_seconds(&t(), 0, 110, 1, 70_000), None, "at the end as far as known");
+    }
+
+    #[test]
+    fn the_history_is_bounded_and_keeps_only_changes() {
+        let mut times = LagTimes::default();
+        for i in 0..1000 {
+            times.sample_high(&t(), 0, i / 2, i64::from(i as i32) * 1000);
+        }
+        let seen = &times.highs[&(t(), 0)];
+        assert_eq!(seen.len(), HIGHS_KEPT);
+        assert_eq!((seen.back().map(|s| s.first_ms), seen.back().map(|s| s.last_ms)), (Some(998_000), Some(999_000)));
+    }
+}
