@@ -81,6 +81,21 @@ pub(crate) fn state(groups: u32, partitions: u32, topics: u32) -> Result<()> {
         offset += i64::from(groups) * i64::from(partitions);
     }
     let windows_per = (rss()? - rss_before_windows) / tracked as f64;
+    // Lag in seconds: every group-partition lags here. The first pass wants
+    // every record time; once they are known (as after a read), a pass only
+    // samples the high watermarks and finds nothing new to read.
+    let started = Instant::now();
+    let wanted = monitor.times_wanted();
+    let first_pass_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let wanted_count = wanted.len();
+    monitor.times_found(wanted.into_iter().map(|(t, p, o)| ((t, p, o), (o, 1_758_335_000_000))));
+    let mut steady = Vec::new();
+    for _ in 0..5 {
+        let started = Instant::now();
+        let again = monitor.times_wanted();
+        steady.push(started.elapsed().as_secs_f64() * 1000.0);
+        anyhow::ensure!(again.is_empty(), "known record times were wanted again");
+    }
     let metrics = Metrics::new("kshard", Arc::clone(&monitor), Arc::new(SelfTimings::default()));
     let mut times = Vec::new();
     let mut size = 0;
@@ -96,6 +111,11 @@ pub(crate) fn state(groups: u32, partitions: u32, topics: u32) -> Result<()> {
     println!(
         "status windows (10 commits each): {windows_per:.0} more bytes per tracked group-partition; sampling them: median {:.1} ms per refresh",
         median(sample_times)
+    );
+    println!(
+        "lag in seconds: {wanted_count} record times wanted on the first pass ({first_pass_ms:.1} ms); a pass once they are known: median {:.1} ms ({:.2} ms per 10,000 lagging group-partitions)",
+        median(steady.clone()),
+        median(steady) / (tracked as f64 / 10_000.0)
     );
     println!("/metrics render: median {:.1} ms over 7 renders ({:.1} MB of text)", median(times), size as f64 / 1e6);
     Ok(())
