@@ -157,8 +157,10 @@ impl LagCluster {
     /// panics on a series rendered twice.
     fn lag(&self, id: &str) -> BTreeMap<String, f64> {
         let (_, text) = http_get(self.addr(id), "/metrics").expect("/metrics answers");
-        let lines: Vec<&str> =
-            text.lines().filter(|l| l.starts_with(LAG) && l.contains(&format!("\"{}-", self.prefix))).collect();
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with(&format!("{LAG}{{")) && l.contains(&format!("\"{}-", self.prefix)))
+            .collect();
         let unique: BTreeSet<&str> = lines.iter().map(|l| l.rsplit_once(' ').map_or(*l, |(s, _)| s)).collect();
         assert_eq!(unique.len(), lines.len(), "a series rendered twice on {id}");
         parse_metrics(&lines.join("\n"))

@@ -108,15 +108,7 @@ impl ClusterView {
             let mut ordered: Vec<(&String, &ReplicaView)> = replicas.into_iter().flatten().collect();
             ordered.sort_by_key(|(m, r)| (r.slot, m.as_str()));
             if ordered.is_empty() {
-                rows.push(ShardRow {
-                    shard: shard.clone(),
-                    member: String::new(),
-                    zone: String::new(),
-                    slot: None,
-                    status: "NONE".into(),
-                    errors: vec![],
-                    behind: None,
-                });
+                rows.push(ShardRow::unassigned(shard));
             }
             for (member, r) in ordered {
                 let behind = if member == local { progress.get(shard).map(Progress::behind) } else { None };

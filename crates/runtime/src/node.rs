@@ -606,6 +606,21 @@ pub struct ShardRow {
     pub behind: Option<i64>,
 }
 
+impl ShardRow {
+    /// The row of a shard without any replica (status NONE).
+    pub fn unassigned(shard: &str) -> Self {
+        ShardRow {
+            shard: shard.to_owned(),
+            member: String::new(),
+            zone: String::new(),
+            slot: None,
+            status: "NONE".into(),
+            errors: vec![],
+            behind: None,
+        }
+    }
+}
+
 /// The rows of every shard under `keys` in `snapshot`: one per replica, one
 /// for a shard without any; `behind` asks a member for its replica's lag.
 pub fn shard_rows(
@@ -636,15 +651,7 @@ pub fn shard_rows(
         let mut replicas = assignments.remove(id).unwrap_or_default();
         replicas.sort_by_key(|(a, v)| (v.slot, a.member.clone()));
         if replicas.is_empty() {
-            rows.push(ShardRow {
-                shard: id.clone(),
-                member: String::new(),
-                zone: String::new(),
-                slot: None,
-                status: "NONE".into(),
-                errors: vec![],
-                behind: None,
-            });
+            rows.push(ShardRow::unassigned(id));
         }
         for (a, v) in replicas {
             let lag = members.get(&a.member).and_then(|m| behind(m, id));
