@@ -172,6 +172,8 @@ struct FileConfig {
     #[serde(default)]
     cluster: ClusterFile,
     #[serde(default)]
+    status: StatusFile,
+    #[serde(default)]
     groups: Lists,
     #[serde(default)]
     topics: Lists,
@@ -181,6 +183,28 @@ struct FileConfig {
     /// Extra librdkafka properties, applied last.
     #[serde(default)]
     kafka_properties: std::collections::BTreeMap<String, String>,
+}
+
+/// `status:` in the file: how consumer status is judged.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StatusFile {
+    window: Option<usize>,
+    single_commit_stop_seconds: Option<i64>,
+}
+
+/// The status settings, checked.
+fn status_settings(file: &StatusFile) -> Result<kshard_lag::StatusSettings> {
+    let defaults = kshard_lag::StatusSettings::default();
+    let window = file.window.unwrap_or(defaults.window);
+    if !(2..=100).contains(&window) {
+        bail!("invalid status.window: {window} (between 2 and 100 commits)");
+    }
+    let stop = file.single_commit_stop_seconds.unwrap_or(defaults.single_commit_stop_s);
+    if !(1..=86_400).contains(&stop) {
+        bail!("invalid status.single_commit_stop_seconds: {stop} (between 1 and 86400)");
+    }
+    Ok(kshard_lag::StatusSettings { window, recent_watermarks: window, single_commit_stop_s: stop })
 }
 
 /// `cluster:` in the file.
@@ -309,6 +333,7 @@ impl ServeConfig {
             .context("invalid topics: a pattern is not a valid regular expression")?;
 
         let data_dir = args.data_dir.clone().or(file.data_dir);
+        let status = status_settings(&file.status)?;
         let cluster = cluster(args, &file.cluster, data_dir.is_some(), scrape_mode)?;
         let recovery_log_topic = args.recovery_log_topic.clone().or(file.recovery_log_topic);
         if let Some(topic) = &recovery_log_topic
@@ -331,6 +356,7 @@ impl ServeConfig {
                     GranularityName::Partition => Granularity::Partition,
                     GranularityName::Topic => Granularity::Topic,
                 },
+                status,
             },
             log_format,
             cluster,

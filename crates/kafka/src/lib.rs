@@ -34,7 +34,7 @@ pub use error::{Error, Result};
 pub use group_consumer::{GroupConsumer, GroupProtocol};
 pub use groups::{FetchedOffsets, GroupDescription, GroupListing, MemberDescription};
 pub use reader::{PartitionReader, ReadEvent, ReadRecord};
-pub use timestamps::{RecordTime, TimestampReader};
+pub use timestamps::{RecordTime, TimesRead, TimestampReader};
 pub use writer::RecordWriter;
 
 /// The topic Kafka keeps committed offsets and group metadata in.

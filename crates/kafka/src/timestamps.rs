@@ -25,6 +25,15 @@ pub struct RecordTime {
     pub timestamp_ms: i64,
 }
 
+/// What [`TimestampReader::read`] found.
+#[derive(Debug, Default)]
+pub struct TimesRead {
+    /// (topic, partition, wanted offset) → the record read there.
+    pub found: HashMap<(String, i32, i64), RecordTime>,
+    /// Wanted offsets read that gave nothing.
+    pub empty: Vec<(String, i32, i64)>,
+}
+
 /// Reads the timestamps of records at given offsets.
 pub struct TimestampReader {
     consumer: BaseConsumer<KshardContext>,
@@ -64,18 +73,16 @@ impl TimestampReader {
     }
 
     /// The record at (or first after) each of `wanted` (topic, partition,
-    /// offset), waiting at most `timeout` per round; offsets that gave nothing
-    /// in time (out of range, or more rounds needed) are left out.
-    pub fn read(
-        &self,
-        wanted: &[(String, i32, i64)],
-        timeout: Duration,
-    ) -> Result<HashMap<(String, i32, i64), RecordTime>> {
+    /// offset), waiting at most `timeout` per round; and the offsets that were
+    /// read and gave nothing in time (only a transaction marker follows, or
+    /// out of range). Offsets beyond the rounds of one call are in neither.
+    pub fn read(&self, wanted: &[(String, i32, i64)], timeout: Duration) -> Result<TimesRead> {
         let mut by_partition: BTreeMap<(&str, i32), BTreeSet<i64>> = BTreeMap::new();
         for (topic, partition, offset) in wanted {
             by_partition.entry((topic.as_str(), *partition)).or_default().insert(*offset);
         }
         let mut found = HashMap::new();
+        let mut empty = Vec::new();
         for _ in 0..ROUNDS {
             let round: Vec<((&str, i32), i64)> =
                 by_partition.iter_mut().filter_map(|(k, offsets)| offsets.pop_first().map(|o| (*k, o))).collect();
@@ -105,7 +112,8 @@ impl TimestampReader {
                 }
             }
             self.consumer.unassign().map_err(call("unassigning after reading timestamps".to_owned()))?;
+            empty.extend(pending.into_iter().map(|((t, p), o)| (t, p, o)));
         }
-        Ok(found)
+        Ok(TimesRead { found, empty })
     }
 }

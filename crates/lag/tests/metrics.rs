@@ -57,6 +57,7 @@ fn commits_ahead_of_the_watermark_have_zero_lag() {
         granularity: Granularity::Partition,
         groups: NameFilter::default(),
         topics: NameFilter::default(),
+        ..MonitorSettings::default()
     };
     let monitor = Arc::new(Monitor::new(settings));
     let metrics = Metrics::new("kshard", Arc::clone(&monitor), Arc::new(SelfTimings::default()));

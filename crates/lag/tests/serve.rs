@@ -161,6 +161,7 @@ fn filters_topic_granularity_and_the_kminion_namespace() {
         groups: NameFilter::new(&[format!("{p}-a.*")], &[format!("{p}-a-skip")]).expect("filter"),
         topics: NameFilter::new(&[], std::slice::from_ref(&hidden)).expect("filter"),
         granularity: Granularity::Topic,
+        ..MonitorSettings::default()
     };
     let ns = "kminion";
     let mut service = TestService::start(options(&w, ns, settings));

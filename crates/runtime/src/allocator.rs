@@ -179,6 +179,11 @@ pub fn allocate(shards: &[Shard], members: &[Member], current: &[Current]) -> Ve
                 if let Some(l) = load.get_mut(c.member.as_str()) {
                     *l -= 1;
                 }
+                if c.slot == 0
+                    && let Some(n) = primaries.get_mut(c.member.as_str())
+                {
+                    *n = n.saturating_sub(1);
+                }
                 replicas.retain(|x| x.member != c.member);
                 surplus -= 1;
             }

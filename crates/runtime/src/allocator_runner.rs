@@ -106,8 +106,10 @@ impl AllocatorRunner {
                     Change::Add { shard, .. } => (shard, 2),
                     Change::Remove { shard, .. } | Change::Reslot { shard, .. } => (shard, 1),
                 };
-                let swap = matches!(c, Change::Reslot { .. }) && last_shard.as_deref() == Some(shard.as_str());
-                if !swap && compares + cost > crate::keyspace::MAX_TXN_OPS - 4 {
+                // A shard's removal and reslots stay together (a FAILED
+                // primary's removal and the promotion that replaces it).
+                let together = matches!(c, Change::Reslot { .. }) && last_shard.as_deref() == Some(shard.as_str());
+                if !together && compares + cost > crate::keyspace::MAX_TXN_OPS - 4 {
                     return false;
                 }
                 compares += cost;
@@ -162,12 +164,23 @@ impl AllocatorRunner {
             Err(e) => return Err(e),
         };
         if applied {
+            // A FAILED replica's removal is a failure of its shard (its retries
+            // back off); moves and surplus are not.
             for change in &changes {
-                if let Change::Remove { shard, .. } = change {
+                if let Change::Remove { shard, member } = change
+                    && read
+                        .assignments
+                        .get(&(shard.clone(), member.clone()))
+                        .is_some_and(|(_, v)| v.status.code == ReplicaCode::Failed)
+                {
                     self.failures.entry(shard.clone()).or_default().push(now);
                 }
             }
         }
+        self.failures.retain(|_, recent| {
+            recent.retain(|t| now.saturating_duration_since(*t) < Duration::from_secs(600));
+            !recent.is_empty()
+        });
         Ok(Round { revision: read.revision, changes, applied })
     }
 

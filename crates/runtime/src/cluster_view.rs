@@ -43,7 +43,9 @@ impl ClusterView {
     /// Applies one change of a key under `keys`' root; other keys are ignored.
     pub fn apply(&mut self, keys: &Keys, event: &WatchEvent) {
         let key = event.key();
-        if let Some(id) = key.strip_prefix(&keys.members()) {
+        if let Some(rest) = key.strip_prefix(&keys.members()) {
+            // Member keys are `zone#id`.
+            let id = rest.rsplit('#').next().unwrap_or(rest);
             match event {
                 WatchEvent::Put(KeyValue { value, .. }) => match serde_json::from_slice::<MemberSpec>(value) {
                     Ok(spec) => {

@@ -167,6 +167,8 @@ fn serve(
                 log.follow = true;
             }
             Ok(Command::AppendHandOff) => {
+                // What is played from here on is read back as the primary's.
+                log.follow = false;
                 let me = random_author();
                 let attempts = hand_off(&log.io.clients(spec), &mut log.player, me, KAFKA_TIMEOUT)?;
                 tracing::info!(shard = %spec.id, author = me, attempts, "took the recovery log over");
@@ -284,7 +286,13 @@ impl Sources {
                     }
                 }
                 ReadEvent::EndOfPartition { partition, next_offset } => {
-                    let topic = spec.sources.iter().find(|s| s.partition == partition).map(|s| s.topic.as_str());
+                    // The event names the partition only: a number two source
+                    // topics share cannot be told apart, and moves nothing.
+                    let mut candidates = spec.sources.iter().filter(|s| s.partition == partition);
+                    let topic = match (candidates.next(), candidates.next()) {
+                        (Some(s), None) => Some(s.topic.as_str()),
+                        _ => None,
+                    };
                     if let Some(topic) = topic {
                         // Past the last message there may be transaction
                         // markers, never delivered: the position moves past

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use kshard_kafka::{Admin, ClientSettings, Error, PartitionReader, ReadEvent, TimestampReader};
+use kshard_kafka::{Admin, ClientSettings, Error, PartitionReader, ReadEvent, TimesRead, TimestampReader};
 
 /// (low, high) watermarks by (topic, partition).
 pub type WatermarkMap = HashMap<(String, i32), (i64, i64)>;
@@ -120,22 +120,16 @@ impl OffsetsSource for TopicReader {
     }
 }
 
-/// (topic, partition, wanted offset) → (offset read, its timestamp in ms).
-pub type TimesRead = HashMap<(String, i32, i64), (i64, i64)>;
-
 /// Reads the timestamps of records at given offsets (lag in seconds).
 pub trait RecordTimes: Send {
-    /// (topic, partition, wanted offset) → (offset read, timestamp in ms) for
-    /// each of `wanted` that gave a record within `timeout`.
+    /// The records at (or first after) each of `wanted` that gave one within
+    /// `timeout`, and the offsets read that gave none.
     fn read(&self, wanted: &[(String, i32, i64)], timeout: Duration) -> Result<TimesRead, Error>;
 }
 
 impl RecordTimes for TimestampReader {
     fn read(&self, wanted: &[(String, i32, i64)], timeout: Duration) -> Result<TimesRead, Error> {
-        Ok(TimestampReader::read(self, wanted, timeout)?
-            .into_iter()
-            .map(|(k, t)| (k, (t.offset, t.timestamp_ms)))
-            .collect())
+        TimestampReader::read(self, wanted, timeout)
     }
 }
 

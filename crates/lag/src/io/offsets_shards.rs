@@ -126,6 +126,11 @@ fn stored_commits<'a>(key: &'a [u8], value: &[u8]) -> Option<(&'a str, u64)> {
 /// would apply), then the position moves to the checkpoint.
 pub(crate) fn follow_transaction(unit: &mut GroupOffsets, mutations: &[Mutation], next_offset: Option<i64>) {
     let position = unit.next_offset().unwrap_or(0);
+    // A transaction the unit is already past (the unit was kept ahead of an
+    // older store) changes nothing; nor do records a snapshot puts again.
+    if next_offset.is_some_and(|next| next <= position) && unit.next_offset().is_some() {
+        return;
+    }
     let mut puts: Vec<(i64, &[u8], &[u8])> = Vec::with_capacity(mutations.len());
     let mut counts: Vec<(&[u8], &[u8])> = Vec::new();
     for m in mutations {
@@ -137,7 +142,10 @@ pub(crate) fn follow_transaction(unit: &mut GroupOffsets, mutations: &[Mutation]
             Mutation::Put { key, value } if key.starts_with(COMMITS_PREFIX) => counts.push((key, value)),
             Mutation::Put { key, value } => {
                 if let Some((offset, raw)) = value.split_first_chunk::<8>() {
-                    puts.push((i64::from_be_bytes(*offset), key, raw));
+                    let offset = i64::from_be_bytes(*offset);
+                    if offset >= position {
+                        puts.push((offset, key, raw));
+                    }
                 }
             }
         }
@@ -399,8 +407,15 @@ mod tests {
         assert!(unit.group("a").is_none(), "a's only offset was deleted");
         assert_eq!(unit.group("b").and_then(|g| g.offset("t", 0)).map(|c| c.offset), Some(21));
         assert_eq!(unit.next_offset(), Some(110));
-        // A snapshot re-puts old records: the position never goes back.
-        follow_transaction(&mut unit, &[Mutation::Put { key: k2, value: stored(101, &v2) }], Some(110));
+        // A snapshot re-puts old records: nothing moves back, no commit is counted again.
+        let commits = unit.group("b").map(|g| g.commits);
+        follow_transaction(&mut unit, &[Mutation::Put { key: k2.clone(), value: stored(101, &v2) }], Some(110));
         assert_eq!(unit.next_offset(), Some(110));
+        assert_eq!(unit.group("b").map(|g| g.commits), commits);
+        assert_eq!(unit.group("b").and_then(|g| g.offset("t", 0)).map(|c| c.offset), Some(21));
+        // Within a new transaction too, a put older than the position is a re-put.
+        follow_transaction(&mut unit, &[Mutation::Put { key: k2, value: stored(101, &v2) }], Some(120));
+        assert_eq!(unit.group("b").and_then(|g| g.offset("t", 0)).map(|c| c.offset), Some(21));
+        assert_eq!(unit.next_offset(), Some(120));
     }
 }

@@ -141,7 +141,10 @@ fn read_times(times: &dyn RecordTimes, monitor: &Monitor) {
         return;
     }
     match times.read(&wanted, Duration::from_millis(500)) {
-        Ok(found) => monitor.times_found(found),
+        Ok(read) => {
+            monitor.times_found(read.found.into_iter().map(|(k, t)| (k, (t.offset, t.timestamp_ms))));
+            monitor.times_not_found(read.empty);
+        }
         Err(e) => warn!(error = %e, records = wanted.len(), "reading the timestamps of records at committed offsets"),
     }
 }

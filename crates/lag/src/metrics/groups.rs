@@ -176,7 +176,7 @@ pub(super) fn lag_seconds(e: &mut DescriptorEncoder<'_>, rows: &Rows) -> Encoded
     if rows.per_partition {
         let mut family = e.encode_descriptor(
             "kafka_consumer_group_topic_partition_lag_seconds",
-            "Age of the first record a group has not consumed (0 when caught up); method: record (its timestamp), estimate (from high watermarks seen), next_record.",
+            "Age of the first record a group has not consumed (0 when caught up); method: record (its timestamp), estimate (from high watermarks seen), next_record, end (only a transaction marker follows).",
             None,
             MetricType::Gauge,
         )?;
@@ -257,7 +257,7 @@ pub(super) fn records_lost(e: &mut DescriptorEncoder<'_>, rows: &Rows) -> Encode
 pub(super) fn offset_commits(e: &mut DescriptorEncoder<'_>, rows: &Rows) -> Encoded {
     let mut family = e.encode_descriptor(
         "kafka_consumer_group_offset_commits",
-        "Offset commits seen for a group since kshard started reading.",
+        "Offset commits seen for a group: since kshard started reading, or with a data directory since the partition's shard was created (the same on every member).",
         None,
         MetricType::Counter,
     )?;

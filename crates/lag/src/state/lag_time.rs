@@ -26,6 +26,9 @@ pub enum Method {
     /// The timestamp of the first record after the committed offset (the one
     /// there is gone, and no estimate reaches back that far).
     NextRecord,
+    /// No record follows the committed offset, only a transaction marker: the
+    /// group is caught up (0 s).
+    End,
 }
 
 impl Method {
@@ -35,6 +38,7 @@ impl Method {
             Method::Record => "record",
             Method::Estimate => "estimate",
             Method::NextRecord => "next_record",
+            Method::End => "end",
         }
     }
 }
@@ -59,6 +63,8 @@ type Partition = (Arc<str>, i32);
 pub struct LagTimes {
     /// (topic, partition, committed offset) → (offset read, its timestamp in ms).
     records: FastMap<(Arc<str>, i32, i64), (i64, i64)>,
+    /// Offsets read for that gave no record (a transaction marker at the end).
+    missing: std::collections::HashSet<(Arc<str>, i32, i64)>,
     highs: FastMap<Partition, VecDeque<HighSeen>>,
 }
 
@@ -84,14 +90,29 @@ impl LagTimes {
         let needed: std::collections::HashSet<(&Arc<str>, i32, i64)> =
             committed.iter().map(|(t, p, o, _)| (t, *p, *o)).collect();
         self.records.retain(|(t, p, o), _| needed.contains(&(t, *p, *o)));
+        self.missing.retain(|(t, p, o)| needed.contains(&(t, *p, *o)));
         let mut wanted: Vec<(String, i32, i64)> = committed
             .iter()
-            .filter(|(t, p, o, low)| o >= low && !self.records.contains_key(&(Arc::clone(t), *p, *o)))
+            .filter(|(t, p, o, low)| {
+                let key = (Arc::clone(t), *p, *o);
+                o >= low && !self.records.contains_key(&key) && !self.missing.contains(&key)
+            })
             .map(|(t, p, o, _)| (t.to_string(), *p, *o))
             .collect();
         wanted.sort();
         wanted.dedup();
         wanted
+    }
+
+    /// `topic`/`partition` was read at `wanted` and gave no record: what
+    /// follows it (when the lag is one) is a transaction marker, not a record.
+    pub fn not_found(&mut self, topic: &Arc<str>, partition: i32, wanted: i64) {
+        self.missing.insert((Arc::clone(topic), partition, wanted));
+    }
+
+    /// Forgets the high-watermark history of partitions not in `live`.
+    pub fn keep_partitions(&mut self, live: &std::collections::HashSet<(Arc<str>, i32)>) {
+        self.highs.retain(|k, _| live.contains(k));
     }
 
     /// The record read for `topic`/`partition` at `wanted`: `offset` (≥ the
@@ -127,7 +148,13 @@ impl LagTimes {
             return Some((0.0, Method::Record));
         }
         let age = |written_ms: i64| ((now_ms - written_ms).max(0)) as f64 / 1000.0;
-        let read = self.records.get(&(Arc::clone(topic), partition, committed)).copied();
+        let key = (Arc::clone(topic), partition, committed);
+        // One offset left, and reading there gave nothing: a transaction
+        // marker, which no consumer ever receives.
+        if lag == 1 && self.missing.contains(&key) {
+            return Some((0.0, Method::End));
+        }
+        let read = self.records.get(&key).copied();
         if let Some((offset, ts)) = read
             && offset == committed
         {
@@ -192,6 +219,23 @@ mod tests {
         times.sample_high(&t(), 0, 110, 60_000);
         assert_eq!(times.lag_seconds(&t(), 0, 7, 103, 70_000), Some((20.0, Method::Estimate)));
         assert_eq!(times.lag_seconds(&t(), 0, 110, 1, 70_000), None, "at the end as far as known");
+    }
+
+    #[test]
+    fn a_group_before_a_closing_transaction_marker_is_caught_up() {
+        let mut times = LagTimes::default();
+        times.sample_high(&t(), 0, 11, 10_000);
+        assert_eq!(times.wanted(&[(t(), 0, 10, 0)]), [("t".to_owned(), 0, 10)]);
+        times.not_found(&t(), 0, 10);
+        assert_eq!(times.lag_seconds(&t(), 0, 10, 1, 99_000), Some((0.0, Method::End)));
+        assert!(times.wanted(&[(t(), 0, 10, 0)]).is_empty(), "not read again");
+        assert_eq!(
+            times.lag_seconds(&t(), 0, 10, 3, 99_000).map(|(_, m)| m),
+            Some(Method::Estimate),
+            "more than a marker"
+        );
+        times.keep_partitions(&std::collections::HashSet::new());
+        assert_eq!(times.partitions(), 0, "a deleted topic's history goes");
     }
 
     #[test]

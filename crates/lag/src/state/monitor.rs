@@ -107,6 +107,8 @@ pub struct MonitorSettings {
     pub topics: NameFilter,
     /// Partition or topic series.
     pub granularity: Granularity,
+    /// How consumer status is judged.
+    pub status: StatusSettings,
 }
 
 /// Counters of what the reader saw.
@@ -184,6 +186,7 @@ impl Monitor {
 
     /// An empty monitor reading the time from `clock`.
     pub fn with_clock(settings: MonitorSettings, stale_after: std::time::Duration, clock: Arc<dyn Clock>) -> Self {
+        let status = settings.status;
         Monitor {
             settings,
             units: RwLock::new(BTreeMap::new()),
@@ -192,7 +195,7 @@ impl Monitor {
             watermarks: RwLock::new(Arc::new(Watermarks::default())),
             counters: ReadCounters::default(),
             coordinators: RwLock::new(std::collections::HashMap::new()),
-            history: Mutex::new(History::default()),
+            history: Mutex::new(History { settings: status, ..History::default() }),
             lag_times: Mutex::new(LagTimes::default()),
             offsets_topic_ends: RwLock::new(std::collections::BTreeMap::new()),
             shards: Mutex::new(None),
@@ -551,14 +554,17 @@ impl Monitor {
             }
         });
         let mut times = lock(&self.lag_times);
+        let mut live = std::collections::HashSet::new();
         for (topic, partitions) in watermarks.topics() {
             let topic: Arc<str> = Arc::from(topic);
             for (partition, w) in partitions.iter().enumerate() {
                 if let Some(w) = w {
                     times.sample_high(&topic, partition as i32, w.high, now_ms);
+                    live.insert((Arc::clone(&topic), partition as i32));
                 }
             }
         }
+        times.keep_partitions(&live);
         times.wanted(&lagging)
     }
 
@@ -568,6 +574,14 @@ impl Monitor {
         let mut times = lock(&self.lag_times);
         for ((topic, partition, wanted), (offset, timestamp_ms)) in found {
             times.found(&Arc::from(topic), partition, wanted, offset, timestamp_ms);
+        }
+    }
+
+    /// Offsets of [`Monitor::times_wanted`] that were read and gave no record.
+    pub fn times_not_found(&self, missing: impl IntoIterator<Item = (String, i32, i64)>) {
+        let mut times = lock(&self.lag_times);
+        for (topic, partition, wanted) in missing {
+            times.not_found(&Arc::from(topic), partition, wanted);
         }
     }
 

@@ -185,6 +185,7 @@ pub fn only(prefix: &str) -> MonitorSettings {
         groups: NameFilter::new(&[format!("{prefix}.*")], &[]).expect("filter"),
         topics: NameFilter::default(),
         granularity: Granularity::Partition,
+        ..MonitorSettings::default()
     }
 }
 
