@@ -130,3 +130,38 @@ fn partitions_added_to_the_offsets_topic_get_shards() {
     drop(service);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn with_both_the_data_directory_and_the_recovery_logs_lost_the_offsets_topic_is_read_again() {
+    let broker = Broker::from_env_or_start();
+    let p = unique_name("lag-lost");
+    let w = Writer::new(broker.brokers(), &p);
+    let topic = format!("{p}-t");
+    w.topic(&topic, &[100]);
+    for g in 0..5 {
+        w.commit(&format!("{p}-g{g}"), &topic, 0, 3, 10 * (g + 1));
+    }
+    w.flush();
+    let dir = std::env::temp_dir().join(unique_name("kshard-lag-lost"));
+    let mut first = start(&w, &p, &dir);
+    let lag = kshard_metric_lag(&mut first, "kshard", &p);
+    assert_eq!(lag.len(), 5);
+    drop(first);
+
+    // Both copies gone: the store and its recovery log.
+    std::fs::remove_dir_all(&dir).expect("deletes the data directory");
+    let log = kshard_lag::recovery_log_topic(&w.offsets_topic);
+    assert!(w.admin.delete_topic(&log).expect("deletes the recovery logs"));
+    common::until("the recovery-log topic is gone", Duration::from_secs(60), Duration::from_millis(200), || {
+        match w.admin.partition_count(&log) {
+            Ok(None) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    });
+    let mut second = start(&w, &p, &dir);
+    let read = second.metrics().get(RECORDS).copied().unwrap_or(0.0);
+    assert!(read >= 5.0, "rebuilt from the offsets topic itself: {read} records read");
+    assert_eq!(kshard_metric_lag(&mut second, "kshard", &p), lag);
+    drop(second);
+    let _ = std::fs::remove_dir_all(&dir);
+}
