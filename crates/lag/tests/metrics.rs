@@ -166,7 +166,7 @@ fn status_by_burrows_rules_and_records_lost_to_retention() {
         let (k, v) = Record::offset_commit("g", "t", 0, Some(OffsetCommitValue::new(3, offset, now_ms))).encode();
         monitor.apply(0, i as i64, Some(&k), v.as_deref()).expect("applies");
         monitor.set_watermarks(watermark(0, high), true, clock.now());
-        monitor.sample_commits();
+        monitor.sample();
         clock.advance(Duration::from_secs(10));
     }
     let m = parse_metrics(&metrics.render().expect("renders"));
@@ -180,7 +180,7 @@ fn status_by_burrows_rules_and_records_lost_to_retention() {
     // the group never read.
     clock.advance(Duration::from_secs(50));
     monitor.set_watermarks(watermark(50, 140), true, clock.now());
-    monitor.sample_commits();
+    monitor.sample();
     let m = parse_metrics(&metrics.render().expect("renders"));
     assert_eq!(status(&m), [("kshard_kafka_consumer_group_status{group_id=\"g\",status=\"ERR\"}".to_owned(), 3.0)]);
     let lost =
@@ -195,7 +195,7 @@ fn status_by_burrows_rules_and_records_lost_to_retention() {
     let (k, v) = Record::offset_commit("g", "t", 0, Some(OffsetCommitValue::new(3, 140, clock.epoch_ms()))).encode();
     monitor.apply(0, 3, Some(&k), v.as_deref()).expect("applies");
     monitor.set_watermarks(watermark(50, 140), true, clock.now());
-    monitor.sample_commits();
+    monitor.sample();
     let m = parse_metrics(&metrics.render().expect("renders"));
     assert_eq!(status(&m), [("kshard_kafka_consumer_group_status{group_id=\"g\",status=\"OK\"}".to_owned(), 1.0)]);
     assert_eq!(m.get(lost), None);

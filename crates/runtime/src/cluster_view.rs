@@ -10,7 +10,6 @@ use std::collections::BTreeMap;
 use crate::keyspace::{KeyValue, WatchEvent};
 use crate::model::{AssignmentValue, Keys, MemberSpec};
 use crate::node::ShardRow;
-use crate::replica_worker::Progress;
 use crate::status::{ReplicaCode, ReplicaStatus};
 
 /// One replica as the keyspace has it.
@@ -102,8 +101,9 @@ impl ClusterView {
     }
 
     /// `kshard shards list` rows of every replica of `shards` (a shard without
-    /// any gets a NONE row); `behind` of `local`'s replicas from `progress`.
-    pub fn rows(&self, shards: &[String], local: &str, progress: &BTreeMap<String, Progress>) -> Vec<ShardRow> {
+    /// any gets a NONE row); `behind(member, shard)` says how far a replica is
+    /// behind its log, when known.
+    pub fn rows(&self, shards: &[String], mut behind: impl FnMut(&str, &str) -> Option<i64>) -> Vec<ShardRow> {
         let mut rows = Vec::new();
         for shard in shards {
             let replicas = self.replicas.get(shard);
@@ -113,7 +113,7 @@ impl ClusterView {
                 rows.push(ShardRow::unassigned(shard));
             }
             for (member, r) in ordered {
-                let behind = if member == local { progress.get(shard).map(Progress::behind) } else { None };
+                let behind = behind(member, shard);
                 rows.push(ShardRow {
                     shard: shard.clone(),
                     member: member.clone(),
@@ -154,7 +154,7 @@ mod tests {
         assert_eq!(view.primary("s1"), Some("a"));
         view.apply(&keys, &WatchEvent::Delete { key: a, mod_revision: 2 });
         assert_eq!(view.primary("s1"), None);
-        let rows = view.rows(&["s1".into(), "s2".into()], "b", &BTreeMap::new());
+        let rows = view.rows(&["s1".into(), "s2".into()], |_, _| None);
         let summary: Vec<(String, String, String)> = rows.into_iter().map(|r| (r.shard, r.member, r.status)).collect();
         assert_eq!(summary, [("s1".into(), "b".into(), "STANDBY".into()), ("s2".into(), String::new(), "NONE".into())]);
         view.apply(&keys, &put("/other/key".into(), b"x".to_vec()));

@@ -27,7 +27,7 @@ use crate::cluster_view::ClusterView;
 use crate::keyspace::{Compare, Keyspace, KeyspaceError, Op, Snapshot, Txn, WatchEvent};
 use crate::member::{MemberError, Membership, become_leader};
 use crate::metrics::Metrics;
-use crate::model::{AssignmentKey, AssignmentValue, Hints, Keys, MemberSpec, ShardSpec};
+use crate::model::{AssignmentValue, Hints, Keys, MemberSpec, ShardSpec};
 use crate::replica::{Action, AssignmentId, Event, Replica, State};
 use crate::replica_log::HintBoard;
 use crate::replica_worker::{self, Command, Progress, ProgressMap, WorkerContext};
@@ -628,44 +628,19 @@ pub fn shard_rows(
     snapshot: &Snapshot,
     mut behind: impl FnMut(&MemberSpec, &str) -> Option<i64>,
 ) -> Vec<ShardRow> {
-    let mut members = BTreeMap::new();
-    let mut shards = BTreeMap::new();
-    let mut assignments: BTreeMap<String, Vec<(AssignmentKey, AssignmentValue)>> = BTreeMap::new();
+    let mut view = ClusterView::default();
+    let mut shards = Vec::new();
     for kv in &snapshot.kvs {
-        if kv.key.starts_with(&keys.members()) {
-            if let Ok(m) = serde_json::from_slice::<MemberSpec>(&kv.value) {
-                members.insert(m.id.clone(), m);
-            }
-        } else if kv.key.starts_with(&keys.shards()) {
+        if kv.key.starts_with(&keys.shards()) {
             if let Ok(s) = serde_json::from_slice::<ShardSpec>(&kv.value) {
-                shards.insert(s.id.clone(), s);
+                shards.push(s.id);
             }
-        } else if let Ok(a) = keys.parse_assignment(&kv.key)
-            && let Ok(v) = serde_json::from_slice::<AssignmentValue>(&kv.value)
-        {
-            assignments.entry(a.shard.clone()).or_default().push((a, v));
+        } else {
+            view.apply(keys, &WatchEvent::Put(kv.clone()));
         }
     }
-    let mut rows = Vec::new();
-    for id in shards.keys() {
-        let mut replicas = assignments.remove(id).unwrap_or_default();
-        replicas.sort_by_key(|(a, v)| (v.slot, a.member.clone()));
-        if replicas.is_empty() {
-            rows.push(ShardRow::unassigned(id));
-        }
-        for (a, v) in replicas {
-            let lag = members.get(&a.member).and_then(|m| behind(m, id));
-            let status = v.status.code.name().to_owned();
-            rows.push(ShardRow {
-                shard: id.clone(),
-                member: a.member,
-                zone: a.zone,
-                slot: Some(v.slot),
-                status,
-                errors: v.status.errors,
-                behind: lag,
-            });
-        }
-    }
-    rows
+    shards.sort();
+    shards.dedup();
+    let members = view.members();
+    view.rows(&shards, |member, shard| members.get(member).and_then(|m| behind(m, shard)))
 }

@@ -69,7 +69,9 @@ async fn shards(State(state): State<AppState>) -> Response {
             let ids: Vec<String> =
                 (0..state.monitor.progress().partitions as i32).map(crate::shards_reader::shard_id).collect();
             let member = state.monitor.member_id().unwrap_or_default();
-            axum::Json(shards.cluster().rows(&ids, &member, &shards.progress())).into_response()
+            let progress = shards.progress();
+            let local = |m: &str, shard: &str| if m == member { progress.get(shard).map(|p| p.behind()) } else { None };
+            axum::Json(shards.cluster().rows(&ids, local)).into_response()
         }
         None => (StatusCode::NOT_FOUND, "no shards: kshard serve runs without a data directory\n").into_response(),
     }

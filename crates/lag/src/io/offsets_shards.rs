@@ -207,7 +207,12 @@ pub(crate) fn unit_from_store(store: &dyn Store, next_offset: Option<i64>) -> Re
 
 impl Application for OffsetsShards {
     fn consume(&self, _: &ShardSpec, txn: &mut Transaction<'_>, m: &Message<'_>) -> Result<(), String> {
-        let applied = self.monitor.apply(m.partition, m.offset, m.key, m.value);
+        // The group's count of commits after the record, read under the
+        // unit's lock the record was applied under.
+        let group = m.key.and_then(group_of);
+        let (applied, commits) = self
+            .monitor
+            .apply_then(m.partition, m.offset, m.key, m.value, |unit| group.map(|g| unit.group(g).map(|x| x.commits)));
         if let Err(s) = &applied {
             // Counted and logged, like the direct reader. Still kept: a later
             // kshard that can decode it restores it.
@@ -216,18 +221,10 @@ impl Application for OffsetsShards {
         let Some(key) = m.key else { return Ok(()) };
         // Each group's count of commits is kept too: every member, and the
         // next primary, then export the same counter.
-        if let (Ok(applied), Some(group)) = (&applied, group_of(key)) {
-            match applied {
-                Applied::OffsetCommitted => {
-                    if let Some(n) = self.monitor.commits(m.partition, group) {
-                        txn.put(commits_key(group), n.to_be_bytes());
-                    }
-                }
-                Applied::OffsetDeleted | Applied::GroupDeleted
-                    if self.monitor.commits(m.partition, group).is_none() =>
-                {
-                    txn.delete(commits_key(group));
-                }
+        if let (Ok(applied), Some(group), Some(commits)) = (&applied, group, commits) {
+            match (applied, commits) {
+                (Applied::OffsetCommitted, Some(n)) => txn.put(commits_key(group), n.to_be_bytes()),
+                (Applied::OffsetDeleted | Applied::GroupDeleted, None) => txn.delete(commits_key(group)),
                 _ => {}
             }
         }

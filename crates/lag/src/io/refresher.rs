@@ -63,8 +63,8 @@ impl Refresher {
                 match scraped.and_then(|()| self.refresh(&*admin)) {
                     Ok(watermarks) => {
                         self.monitor.set_watermarks(watermarks, caught_up, refreshed_at);
-                        self.monitor.sample_commits();
-                        read_times(&*times, &self.monitor);
+                        let wanted = self.monitor.sample();
+                        read_times(&*times, &self.monitor, &wanted);
                         self.monitor.step(Event::WorkerRunning(WORKER));
                         self.settings.clear_access_problem();
                         refreshed_since_catch_up |= caught_up;
@@ -133,14 +133,13 @@ impl Refresher {
 }
 
 /// Reads the records at the committed offsets of lagging groups whose times
-/// are not known yet (see [`Monitor::times_wanted`]): at most half a second a
+/// are not known yet (`wanted`, from [`Monitor::sample`]): at most half a second a
 /// round. A failure only leaves those to estimates until the next refresh.
-fn read_times(times: &dyn RecordTimes, monitor: &Monitor) {
-    let wanted = monitor.times_wanted();
+fn read_times(times: &dyn RecordTimes, monitor: &Monitor, wanted: &[(String, i32, i64)]) {
     if wanted.is_empty() {
         return;
     }
-    match times.read(&wanted, Duration::from_millis(500)) {
+    match times.read(wanted, Duration::from_millis(500)) {
         Ok(read) => {
             monitor.times_found(read.found.into_iter().map(|(k, t)| (k, (t.offset, t.timestamp_ms))));
             monitor.times_not_found(read.empty);
@@ -174,9 +173,9 @@ pub(crate) fn scrape_once(
     let watermarks = once.refresh(&*admin)?;
     monitor.start();
     monitor.set_watermarks(watermarks, true, monitor.now());
-    monitor.sample_commits();
+    let wanted = monitor.sample();
     let times = once.brokers.timestamps().map_err(|e| e.to_string())?;
-    read_times(&*times, monitor);
+    read_times(&*times, monitor, &wanted);
     Ok(())
 }
 

@@ -312,16 +312,30 @@ impl Monitor {
         key: Option<&[u8]>,
         value: Option<&[u8]>,
     ) -> Result<Applied, SkippedRecord> {
+        self.apply_then(partition, offset, key, value, |_| ()).0
+    }
+
+    /// [`Monitor::apply`], then `after` with the unit, under the same lock.
+    pub fn apply_then<R>(
+        &self,
+        partition: i32,
+        offset: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        after: impl FnOnce(&GroupOffsets) -> R,
+    ) -> (Result<Applied, SkippedRecord>, R) {
         self.counters.records.fetch_add(1, Ordering::Relaxed);
-        let result = loop {
+        let (result, then) = loop {
             let units = self.units.read().unwrap_or_else(PoisonError::into_inner);
             if let Some(unit) = units.get(&partition) {
-                break lock(unit).apply_bytes(offset, key, value);
+                let mut unit = lock(unit);
+                let result = unit.apply_bytes(offset, key, value);
+                break (result, after(&unit));
             }
             drop(units);
             self.units.write().unwrap_or_else(PoisonError::into_inner).entry(partition).or_default();
         };
-        self.count(partition, offset, result)
+        (self.count(partition, offset, result), then)
     }
 
     fn count(&self, partition: i32, offset: i64, result: Result<Applied, Skipped>) -> Result<Applied, SkippedRecord> {
@@ -355,12 +369,6 @@ impl Monitor {
             drop(units);
             self.units.write().unwrap_or_else(PoisonError::into_inner).entry(partition).or_default();
         }
-    }
-
-    /// How many commits unit `partition` has counted for `group` (`None`: no such group).
-    pub fn commits(&self, partition: i32, group: &str) -> Option<u64> {
-        let units = self.units.read().unwrap_or_else(PoisonError::into_inner);
-        units.get(&partition).and_then(|u| lock(u).group(group).map(|g| g.commits))
     }
 
     /// The next offset of `partition`'s unit, if it has read anything.
@@ -486,18 +494,23 @@ impl Monitor {
         topics.into_iter().collect()
     }
 
-    /// Takes each group-partition's committed offset into its window of recent
-    /// commits (a new commit time is a new commit), with its lag against the
-    /// current watermarks, and forgets the windows of offsets that are gone.
-    /// The watermark refresher calls this after each refresh.
-    pub fn sample_commits(&self) {
+    /// After a watermark refresh, in one pass over the state: takes each
+    /// group-partition's committed offset into its window of recent commits
+    /// (a new commit time is a new commit) with its lag against the current
+    /// watermarks, forgets the windows of offsets that are gone, samples every
+    /// partition's high watermark for lag-in-seconds estimates, and returns
+    /// the (topic, partition, offset) of lagging group-partitions whose record
+    /// time is to be read (the refresher reads them and hands them to
+    /// [`Monitor::times_found`]).
+    pub fn sample(&self) -> Vec<(String, i32, i64)> {
         let watermarks = self.watermarks();
+        let now_ms = self.clock.epoch_ms();
         let mut history = lock(&self.history);
         let History { windows, settings, generation } = &mut *history;
         *generation = generation.wrapping_add(1);
         let settings = *settings;
         let now = *generation;
-        let now_ms = self.clock.epoch_ms();
+        let mut lagging = Vec::new();
         self.for_each_unit(|_, unit| {
             for (group, g) in unit.groups() {
                 if !self.settings.groups.allows(group) {
@@ -522,37 +535,14 @@ impl Monitor {
                     };
                     window.commit(commit, &settings);
                     window.watermark(w.high, &settings);
-                }
-            }
-        });
-        windows.retain(|_, (seen, _)| *seen == now);
-    }
-
-    /// Samples every partition's high watermark for lag-in-seconds estimates,
-    /// and returns the (topic, partition, offset) of lagging group-partitions
-    /// whose record time is to be read. The refresher calls this after each
-    /// refresh, reads those records, and hands them to [`Monitor::times_found`].
-    pub fn times_wanted(&self) -> Vec<(String, i32, i64)> {
-        let watermarks = self.watermarks();
-        let now_ms = self.clock.epoch_ms();
-        let mut lagging = Vec::new();
-        self.for_each_unit(|_, unit| {
-            for (group, g) in unit.groups() {
-                if !self.settings.groups.allows(group) {
-                    continue;
-                }
-                for (topic, partition, committed) in g.offsets() {
-                    if !self.settings.topics.allows(topic) {
-                        continue;
-                    }
-                    if let Some(w) = watermarks.get(topic, partition)
-                        && committed.offset < w.high
-                    {
+                    if committed.offset < w.high && self.settings.topics.allows(topic) {
                         lagging.push((Arc::clone(topic), partition, committed.offset, w.low));
                     }
                 }
             }
         });
+        windows.retain(|_, (seen, _)| *seen == now);
+        drop(history);
         let mut times = lock(&self.lag_times);
         let mut live = std::collections::HashSet::new();
         for (topic, partitions) in watermarks.topics() {
@@ -568,7 +558,7 @@ impl Monitor {
         times.wanted(&lagging)
     }
 
-    /// Records read for [`Monitor::times_wanted`]: (topic, partition, wanted
+    /// Records read for [`Monitor::sample`]: (topic, partition, wanted
     /// offset) → (offset read, timestamp in ms).
     pub fn times_found(&self, found: impl IntoIterator<Item = ((String, i32, i64), (i64, i64))>) {
         let mut times = lock(&self.lag_times);
@@ -577,7 +567,7 @@ impl Monitor {
         }
     }
 
-    /// Offsets of [`Monitor::times_wanted`] that were read and gave no record.
+    /// Offsets of [`Monitor::sample`] that were read and gave no record.
     pub fn times_not_found(&self, missing: impl IntoIterator<Item = (String, i32, i64)>) {
         let mut times = lock(&self.lag_times);
         for (topic, partition, wanted) in missing {
