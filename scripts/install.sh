@@ -8,7 +8,10 @@
 #     fetched from Maven Central with Maven into $KSHARD_TOOLS_DIR once (about
 #     55 MB), plus log4j2 configurations for the broker and Kafka's tools;
 #   - the pinned Rust toolchain, linked to the machine's own stable when rustup
-#     has no toolchain of that name (nothing is downloaded).
+#     has no toolchain of that name (nothing is downloaded);
+#   - for the web page's test in a real browser: Debian's chromium and Node.js,
+#     and playwright-core $PLAYWRIGHT_VERSION from npm into $KSHARD_TOOLS_DIR
+#     (it drives the installed chromium; it downloads no browser).
 # Usage: scripts/install.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -28,6 +31,9 @@ if ! command -v java >/dev/null 2>&1 || (($(java_major || echo 0) < 17)); then
   need_apt+=(default-jre-headless)
 fi
 command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
+command -v npm >/dev/null 2>&1 || need_apt+=(npm)
 if ((${#need_apt[@]})); then
   log "installing Debian packages: ${need_apt[*]}"
   sudo_cmd=()
@@ -139,4 +145,17 @@ else
     log "promtool is not available here: the alert rules are checked by kshard's own parser only"
   fi
   rm -rf "$tmp"
+fi
+
+# playwright-core drives Debian's chromium in the page's end-to-end test
+# (crates/lag/tests/page.rs); only the library, no browser download.
+playwright="$KSHARD_TOOLS_DIR/node-$PLAYWRIGHT_VERSION"
+if [[ -f "$playwright/node_modules/playwright-core/package.json" ]]; then
+  log "playwright-core $PLAYWRIGHT_VERSION found"
+else
+  log "fetching playwright-core $PLAYWRIGHT_VERSION from npm into $playwright"
+  mkdir -p "$playwright"
+  (cd "$playwright" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm install --silent --no-audit --no-fund \
+    --prefix "$playwright" "playwright-core@$PLAYWRIGHT_VERSION" >/dev/null) ||
+    die "npm could not install playwright-core $PLAYWRIGHT_VERSION (see above)"
 fi

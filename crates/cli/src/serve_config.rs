@@ -174,6 +174,8 @@ struct FileConfig {
     #[serde(default)]
     status: StatusFile,
     #[serde(default)]
+    history: HistoryFile,
+    #[serde(default)]
     groups: Lists,
     #[serde(default)]
     topics: Lists,
@@ -205,6 +207,31 @@ fn status_settings(file: &StatusFile) -> Result<kshard_lag::StatusSettings> {
         bail!("invalid status.single_commit_stop_seconds: {stop} (between 1 and 86400)");
     }
     Ok(kshard_lag::StatusSettings { window, recent_watermarks: window, single_commit_stop_s: stop })
+}
+
+/// `history:` in the file: each group's lag history for the page's chart.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HistoryFile {
+    window_seconds: Option<u32>,
+    resolution_seconds: Option<u32>,
+}
+
+/// The history settings, checked: at most 1440 points (about 23 KB) a group.
+fn history_settings(file: &HistoryFile) -> Result<kshard_lag::HistorySettings> {
+    let defaults = kshard_lag::HistorySettings::default();
+    let window = file.window_seconds.unwrap_or(defaults.window_s);
+    if !(60..=86_400).contains(&window) {
+        bail!("invalid history.window_seconds: {window} (between 60 and 86400)");
+    }
+    let resolution = file.resolution_seconds.unwrap_or(defaults.resolution_s);
+    if !(1..=3600).contains(&resolution) || window / resolution > 1440 || resolution > window {
+        bail!(
+            "invalid history.resolution_seconds: {resolution} (between 1 and 3600, at most the window, \
+             and at most 1440 points: window_seconds / resolution_seconds)"
+        );
+    }
+    Ok(kshard_lag::HistorySettings { window_s: window, resolution_s: resolution })
 }
 
 /// `cluster:` in the file.
@@ -334,6 +361,7 @@ impl ServeConfig {
 
         let data_dir = args.data_dir.clone().or(file.data_dir);
         let status = status_settings(&file.status)?;
+        let history = history_settings(&file.history)?;
         let cluster = cluster(args, &file.cluster, data_dir.is_some(), scrape_mode)?;
         let recovery_log_topic = args.recovery_log_topic.clone().or(file.recovery_log_topic);
         if let Some(topic) = &recovery_log_topic
@@ -357,6 +385,7 @@ impl ServeConfig {
                     GranularityName::Topic => Granularity::Topic,
                 },
                 status,
+                history,
             },
             log_format,
             cluster,
@@ -524,6 +553,18 @@ mod tests {
         assert!(err("brokers: a:1\nwatermark_interval_seconds: 0\n").contains("watermark_interval_seconds"));
         assert!(err("brokers: a:1\nscrape_mode: zookeeper\n").contains("scrape_mode"));
         assert!(err("brokers: a:1\noffsets_topic: 'no spaces'\n").contains("offsets_topic"));
+        assert!(err("brokers: a:1\nhistory:\n  window_seconds: 10\n").contains("history.window_seconds"));
+        assert!(err("brokers: a:1\nhistory:\n  resolution_seconds: 1\n").contains("history.resolution_seconds"));
+        assert!(err("brokers: a:1\nhistory:\n  resolution: 1\n").contains("resolution"));
+    }
+
+    #[test]
+    fn history_settings_default_to_an_hour_by_the_minute() {
+        let c = load("brokers: a:1\n", ServeArgs::default()).expect("valid");
+        assert_eq!(c.monitor.history, kshard_lag::HistorySettings { window_s: 3600, resolution_s: 60 });
+        let c = load("brokers: a:1\nhistory:\n  window_seconds: 600\n  resolution_seconds: 5\n", ServeArgs::default())
+            .expect("valid");
+        assert_eq!(c.monitor.history.points(), 120);
     }
 
     #[test]

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::consumer_status::Status;
+use crate::group_offsets::Group;
+use crate::lag_history::LagPoint;
 use crate::monitor::Monitor;
 use crate::watermarks::lag;
 
@@ -165,14 +167,22 @@ pub struct PartitionView {
 
 /// Every exported group as `/api/groups` shows it (whether or not ready).
 pub fn groups(monitor: &Monitor) -> Vec<GroupView> {
+    let mut out = Vec::new();
+    views(monitor, |_| true, |view, _| out.push(view));
+    out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+    out
+}
+
+/// The groups `wanted` accepts (by id), each as a view and with what the
+/// state holds of it, in no particular order.
+fn views(monitor: &Monitor, wanted: impl Fn(&str) -> bool, mut each: impl FnMut(GroupView, &Group)) {
     let settings = monitor.settings();
     let watermarks = monitor.watermarks();
     let statuses = monitor.statuses();
     let seconds = monitor.lag_seconds();
-    let mut out = Vec::new();
     monitor.for_each_unit(|_, unit| {
         for (group, g) in unit.groups() {
-            if !settings.groups.allows(group) {
+            if !settings.groups.allows(group) || !wanted(group) {
                 continue;
             }
             let mut topics: BTreeMap<&str, Vec<PartitionView>> = BTreeMap::new();
@@ -210,7 +220,7 @@ pub fn groups(monitor: &Monitor) -> Vec<GroupView> {
                     }
                 })
                 .collect();
-            out.push(GroupView {
+            let view = GroupView {
                 group_id: group.to_string(),
                 state: g.info.as_ref().map_or("Unknown", |i| i.state()).to_owned(),
                 protocol_type: g.info.as_ref().map(|i| i.protocol_type.to_string()),
@@ -220,9 +230,137 @@ pub fn groups(monitor: &Monitor) -> Vec<GroupView> {
                 status: group_status.name(),
                 max_lag_seconds: topics.iter().filter_map(|t| t.max_lag_seconds).reduce(f64::max),
                 topics,
-            });
+            };
+            each(view, g);
         }
     });
-    out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+}
+
+/// One group in `/api/overview`: the page's first table.
+#[derive(Debug, Serialize)]
+pub struct GroupSummary {
+    /// The group.
+    pub group_id: String,
+    /// `Stable`, `Empty`, or `Unknown`.
+    pub state: String,
+    /// Burrow's status of the group (OK, WARN or ERR).
+    pub status: &'static str,
+    /// Members, when known.
+    pub members: usize,
+    /// Total lag.
+    pub lag: i64,
+    /// The most lag in seconds over its partitions, when known.
+    pub max_lag_seconds: Option<f64>,
+    /// Records retention deleted before the group read them, over its partitions.
+    pub records_lost: i64,
+    /// Partitions the group has committed offsets for.
+    pub partitions: usize,
+    /// Those with lag.
+    pub lagging_partitions: usize,
+    /// The topics it consumes.
+    pub topics: Vec<String>,
+}
+
+/// Every exported group in brief, the most urgent first: by status (ERR,
+/// WARN, OK), then lag in seconds (unknown last), then lag, then name.
+pub fn overview(monitor: &Monitor) -> Vec<GroupSummary> {
+    let mut out = Vec::new();
+    views(
+        monitor,
+        |_| true,
+        |g, _| {
+            let partitions = || g.topics.iter().flat_map(|t| &t.partitions);
+            out.push(GroupSummary {
+                records_lost: partitions().map(|p| p.records_lost).sum(),
+                partitions: partitions().count(),
+                lagging_partitions: partitions().filter(|p| p.lag.is_some_and(|l| l > 0)).count(),
+                topics: g.topics.iter().map(|t| t.topic.clone()).collect(),
+                group_id: g.group_id,
+                state: g.state,
+                status: g.status,
+                members: g.members,
+                lag: g.lag,
+                max_lag_seconds: g.max_lag_seconds,
+            });
+        },
+    );
+    let severity = |s: &str| Status::by_name(s).map_or(0, Status::code);
+    out.sort_by(|a, b| {
+        severity(b.status)
+            .cmp(&severity(a.status))
+            .then(b.max_lag_seconds.unwrap_or(-1.0).total_cmp(&a.max_lag_seconds.unwrap_or(-1.0)))
+            .then(b.lag.cmp(&a.lag))
+            .then_with(|| a.group_id.cmp(&b.group_id))
+    });
     out
+}
+
+/// `/api/groups/{group}`: one group whole, for its page.
+#[derive(Debug, Serialize)]
+pub struct GroupDetail {
+    /// What `/api/groups` shows of it.
+    #[serde(flatten)]
+    pub group: GroupView,
+    /// The generation (the group epoch for KIP-848 groups), when known.
+    pub generation: Option<i32>,
+    /// Its members and their assignments (empty when none or unknown).
+    pub member_list: Vec<MemberView>,
+    /// Its recent lag.
+    pub history: HistoryView,
+}
+
+/// A member of a group.
+#[derive(Debug, Serialize)]
+pub struct MemberView {
+    /// The member id.
+    pub member_id: String,
+    /// The static membership id, if any.
+    pub group_instance_id: Option<String>,
+    /// The client id.
+    pub client_id: String,
+    /// The client host.
+    pub client_host: String,
+    /// Assigned partitions by topic.
+    pub assignment: BTreeMap<String, Vec<i32>>,
+}
+
+/// A group's recent lag: one point per `resolution_seconds` over the last
+/// `window_seconds`, each the highest seen in its interval.
+#[derive(Debug, Serialize)]
+pub struct HistoryView {
+    /// How far back the history goes, in seconds.
+    pub window_seconds: u32,
+    /// The width of one point, in seconds.
+    pub resolution_seconds: u32,
+    /// The points, oldest first.
+    pub points: Vec<LagPoint>,
+}
+
+/// One group whole, `None` when it is unknown (or not exported).
+pub fn group(monitor: &Monitor, group_id: &str) -> Option<GroupDetail> {
+    let mut found = None;
+    views(
+        monitor,
+        |g| g == group_id,
+        |view, g| {
+            let info = g.info.as_ref();
+            let member_list = info
+                .map(|i| i.members())
+                .unwrap_or_default()
+                .iter()
+                .map(|m| MemberView {
+                    member_id: m.member_id.to_string(),
+                    group_instance_id: m.group_instance_id.as_deref().map(str::to_owned),
+                    client_id: m.client_id.to_string(),
+                    client_host: m.client_host.to_string(),
+                    assignment: m.assignment.iter().map(|(t, p)| (t.to_string(), p.clone())).collect(),
+                })
+                .collect();
+            found = Some((view, info.map(|i| i.generation), member_list));
+        },
+    );
+    let (group, generation, member_list) = found?;
+    let (points, settings) = monitor.history(group_id);
+    let history = HistoryView { window_seconds: settings.window_s, resolution_seconds: settings.resolution_s, points };
+    Some(GroupDetail { group, generation, member_list, history })
 }

@@ -20,15 +20,20 @@ mod state;
 pub use io::{brokers, service};
 pub(crate) use io::{http, offsets_reader, offsets_shards, refresher, shards_reader, supervisor};
 pub(crate) use state::{
-    catch_up, consumer_status, filter, group_offsets, health, lag_time, monitor, names, readiness, watermarks,
+    catch_up, consumer_status, filter, group_offsets, health, lag_history, lag_time, monitor, names, readiness,
+    watermarks,
 };
 
-pub use api::{GroupView, PartitionBehind, PartitionView, ReadyReport, TopicView, groups as group_views};
+pub use api::{
+    GroupDetail, GroupSummary, GroupView, HistoryView, MemberView, PartitionBehind, PartitionView, ReadyReport,
+    TopicView, group as group_detail, groups as group_views, overview as group_overview,
+};
 pub use catch_up::{CatchUp, PartitionProgress, Progress};
 pub use consumer_status::{Commit, CommitWindow, Status, StatusSettings};
 pub use filter::NameFilter;
 pub use group_offsets::{Applied, CommittedOffset, DescribedMember, Group, GroupInfo, GroupOffsets, Member, Skipped};
 pub use health::{FAILURES_FORGOTTEN_AFTER, Health, WorkerFailure};
+pub use lag_history::{HistorySettings, LagHistory, LagPoint};
 pub use lag_time::{LagTimes, Method};
 pub use metrics::{Metrics, SelfTimings};
 pub use monitor::{

@@ -1,11 +1,12 @@
 //! HTTP: `/metrics` (Prometheus text), `/ready` (503 with progress until caught
-//! up, then 200), `/api/groups` (JSON), `/api/shards` and `/api/replicas` (with
-//! a data directory), `/healthz`, and a web page at `/`.
+//! up, then 200), `/api/groups`, `/api/groups/{group}` and `/api/overview`
+//! (JSON), `/api/shards` and `/api/replicas` (with a data directory),
+//! `/healthz`, and a web page at `/`.
 
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
@@ -38,6 +39,8 @@ pub(crate) fn router(
         .route("/ready", get(ready))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/api/groups", get(groups))
+        .route("/api/groups/{group}", get(group))
+        .route("/api/overview", get(overview))
         .route("/api/shards", get(shards))
         .route("/api/replicas", get(replicas))
         .merge(super::burrow_http::routes())
@@ -93,11 +96,37 @@ async fn ready(State(state): State<AppState>) -> Response {
 }
 
 async fn groups(State(state): State<AppState>) -> Response {
+    when_ready(&state, api::groups)
+}
+
+/// Every group in brief, the most urgent first (the page's overview).
+async fn overview(State(state): State<AppState>) -> Response {
+    when_ready(&state, api::overview)
+}
+
+/// One group whole, with members and recent lag (the page's group view).
+async fn group(State(state): State<AppState>, Path(group): Path<String>) -> Response {
     if !state.monitor.is_ready() {
-        let body = api::readiness(&state.monitor);
-        return (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response();
+        return not_ready(&state);
     }
-    axum::Json(api::groups(&state.monitor)).into_response()
+    match api::group(&state.monitor, &group) {
+        Some(detail) => axum::Json(detail).into_response(),
+        None => (StatusCode::NOT_FOUND, axum::Json(serde_json::json!({ "error": "no such group", "group_id": group })))
+            .into_response(),
+    }
+}
+
+/// `view` of the state once lag is current and complete; else 503 with the
+/// readiness report (what is missing), never a partial answer.
+fn when_ready<T: serde::Serialize>(state: &AppState, view: impl FnOnce(&Monitor) -> T) -> Response {
+    if !state.monitor.is_ready() {
+        return not_ready(state);
+    }
+    axum::Json(view(&state.monitor)).into_response()
+}
+
+fn not_ready(state: &AppState) -> Response {
+    (StatusCode::SERVICE_UNAVAILABLE, axum::Json(api::readiness(&state.monitor))).into_response()
 }
 
 async fn page() -> Html<&'static str> {

@@ -36,6 +36,13 @@ pub enum Status {
 }
 
 impl Status {
+    /// The status Burrow names `name`.
+    pub fn by_name(name: &str) -> Option<Status> {
+        [Status::Ok, Status::Warn, Status::Err, Status::Stop, Status::Stall, Status::Rewind]
+            .into_iter()
+            .find(|s| s.name() == name)
+    }
+
     /// Burrow's name.
     pub fn name(self) -> &'static str {
         match self {

@@ -7,6 +7,7 @@ pub(crate) mod consumer_status;
 pub(crate) mod filter;
 pub(crate) mod group_offsets;
 pub(crate) mod health;
+pub(crate) mod lag_history;
 pub(crate) mod lag_time;
 pub(crate) mod monitor;
 pub(crate) mod names;

@@ -13,6 +13,7 @@ use crate::catch_up::Progress;
 use crate::consumer_status::{Commit, CommitWindow, Status, StatusSettings};
 use crate::filter::NameFilter;
 use crate::group_offsets::{Applied, GroupOffsets, Skipped};
+use crate::lag_history::{HistorySettings, LagHistory, LagPoint};
 use crate::lag_time::{LagTimes, Method};
 use crate::names::FastMap;
 use crate::readiness::{Event, Readiness, Verdict};
@@ -109,6 +110,8 @@ pub struct MonitorSettings {
     pub granularity: Granularity,
     /// How consumer status is judged.
     pub status: StatusSettings,
+    /// How much of each group's lag history the page's chart gets.
+    pub history: HistorySettings,
 }
 
 /// Counters of what the reader saw.
@@ -157,6 +160,8 @@ pub struct Monitor {
     history: Mutex<History>,
     /// Record times and high-watermark history, for lag in seconds.
     lag_times: Mutex<LagTimes>,
+    /// Each group's recent lag, for the page's chart.
+    lag_history: Mutex<LagHistory>,
     /// The high watermark of each partition of the offsets topic at the last
     /// refresh: how far the reader is from the end (see [`Monitor::unread`]).
     offsets_topic_ends: RwLock<std::collections::BTreeMap<i32, i64>>,
@@ -187,6 +192,7 @@ impl Monitor {
     /// An empty monitor reading the time from `clock`.
     pub fn with_clock(settings: MonitorSettings, stale_after: std::time::Duration, clock: Arc<dyn Clock>) -> Self {
         let status = settings.status;
+        let history = settings.history;
         Monitor {
             settings,
             units: RwLock::new(BTreeMap::new()),
@@ -197,6 +203,7 @@ impl Monitor {
             coordinators: RwLock::new(std::collections::HashMap::new()),
             history: Mutex::new(History { settings: status, ..History::default() }),
             lag_times: Mutex::new(LagTimes::default()),
+            lag_history: Mutex::new(LagHistory::new(history)),
             offsets_topic_ends: RwLock::new(std::collections::BTreeMap::new()),
             shards: Mutex::new(None),
         }
@@ -573,6 +580,44 @@ impl Monitor {
         for (topic, partition, wanted) in missing {
             times.not_found(&Arc::from(topic), partition, wanted);
         }
+    }
+
+    /// After a refresh and its record times: each group's total lag and
+    /// highest lag in seconds go into its history (one more pass over the
+    /// state; groups gone are forgotten).
+    pub fn record_history(&self) {
+        let watermarks = self.watermarks();
+        let seconds = self.lag_seconds();
+        let mut totals = Vec::new();
+        self.for_each_unit(|_, unit| {
+            for (group, g) in unit.groups() {
+                if !self.settings.groups.allows(group) {
+                    continue;
+                }
+                let (mut total, mut most) = (0, None::<f64>);
+                for (topic, partition, c) in g.offsets() {
+                    let Some(w) = watermarks.get(topic, partition) else { continue };
+                    if !self.settings.topics.allows(topic) {
+                        continue;
+                    }
+                    let lag = crate::watermarks::lag(w.high, c.offset);
+                    total += lag;
+                    if let Some((s, _)) = seconds.get(topic, partition, c.offset, lag) {
+                        most = Some(most.map_or(s, |m| m.max(s)));
+                    }
+                }
+                totals.push((Arc::clone(group), total, most));
+            }
+        });
+        let now_ms = seconds.now_ms;
+        drop(seconds);
+        lock(&self.lag_history).record(now_ms, totals);
+    }
+
+    /// A group's recent lag, oldest first, and the settings it was kept by.
+    pub fn history(&self, group: &str) -> (Vec<LagPoint>, HistorySettings) {
+        let history = lock(&self.lag_history);
+        (history.points(group), history.settings())
     }
 
     /// Lag in seconds as of now (holds the record times while it lives: take

@@ -54,6 +54,11 @@ impl TestService {
         TestService { addr, shutdown: Some(shutdown_tx), thread: Some(thread) }
     }
 
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
     pub fn get(&mut self, path: &str) -> (u16, String) {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {

@@ -1,0 +1,231 @@
+//! The web page, end to end in a real browser: Debian's headless Chromium,
+//! driven by playwright-core (both installed by `scripts/install.sh`) through
+//! `tests/browser/page.cjs`, against `kshard serve` reading groups that commit
+//! through Kafka's group coordinator on the real broker. The page is loaded,
+//! filtered, paged, a group opened and its chart of lag over time seen; a
+//! second test loads 10,000 groups. Screenshots are kept in
+//! `target/test-artifacts/page/`.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use common::*;
+use kshard_kafka::{Admin, ClientSettings, GroupConsumer, OffsetCommitter, RecordWriter, TopicSpec};
+use kshard_lag::service::ServeOptions;
+use kshard_lag::{HistorySettings, MonitorSettings, StatusSettings};
+use kshard_testkit::{Broker, unique_name};
+use serde_json::{Value, json};
+
+/// Where screenshots are kept: `target/test-artifacts/page/`.
+fn artifacts() -> PathBuf {
+    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    target.parent().unwrap_or(&target).join("test-artifacts/page")
+}
+
+/// The playwright-core `scripts/install.sh` put in the tools cache.
+fn playwright() -> PathBuf {
+    let tools = std::env::var_os("KSHARD_TOOLS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME is set")).join(".cache/kshard-tools"));
+    let found = std::fs::read_dir(&tools).ok().and_then(|entries| {
+        entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("node-")))
+            .find(|p| p.join("node_modules/playwright-core/package.json").is_file())
+    });
+    found.unwrap_or_else(|| panic!("playwright-core is not in {}: run scripts/install.sh", tools.display()))
+}
+
+fn chromium() -> String {
+    let path = std::env::var("KSHARD_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
+    assert!(std::path::Path::new(&path).is_file(), "no Chromium at {path}: run scripts/install.sh");
+    path
+}
+
+/// Runs the browser script in `mode` with `want`; returns its result line.
+fn browse(mode: &str, mut want: Value) -> Value {
+    want["playwright"] = json!(playwright());
+    want["chromium"] = json!(chromium());
+    want["artifacts"] = json!(artifacts());
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/browser/page.cjs");
+    let out = Command::new("node")
+        .arg(&script)
+        .arg(mode)
+        .arg(want.to_string())
+        .output()
+        .expect("node runs (scripts/install.sh installs it)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the page check failed ({}):\n{stderr}\n{stdout}", out.status);
+    let result: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default()).expect("a JSON result line");
+    eprintln!("page {mode}: {result} (screenshots in {})", artifacts().display());
+    result
+}
+
+fn create_topic(admin: &Admin, writer: &RecordWriter, name: &str, records_per_partition: &[u32]) {
+    let spec = TopicSpec {
+        name: name.into(),
+        partitions: records_per_partition.len() as i32,
+        replication: 1,
+        configs: vec![],
+    };
+    admin.create_topic(&spec).expect("create topic");
+    produce(writer, name, records_per_partition);
+}
+
+fn produce(writer: &RecordWriter, topic: &str, records_per_partition: &[u32]) {
+    for (p, n) in records_per_partition.iter().enumerate() {
+        for i in 0..*n {
+            writer.send(topic, p as i32, format!("k{i}").as_bytes(), Some(b"v")).expect("send");
+        }
+    }
+    writer.flush(Duration::from_secs(30)).expect("flush");
+}
+
+/// kshard's overview, by group: (status, records lost).
+fn overview(service: &mut TestService) -> std::collections::BTreeMap<String, (String, i64)> {
+    let (status, body) = service.get("/api/overview");
+    assert_eq!(status, 200, "{body}");
+    let groups: Value = serde_json::from_str(&body).expect("JSON");
+    groups
+        .as_array()
+        .expect("an array")
+        .iter()
+        .map(|g| {
+            let id = g["group_id"].as_str().expect("id").to_owned();
+            (id, (g["status"].as_str().expect("status").to_owned(), g["records_lost"].as_i64().expect("lost")))
+        })
+        .collect()
+}
+
+#[test]
+fn the_page_in_chromium_filters_pages_and_charts_a_group() {
+    let broker = Broker::from_env_or_start();
+    let p = unique_name("page");
+    let settings = ClientSettings::new(broker.brokers());
+    let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
+    let writer = RecordWriter::new(&settings).expect("producer");
+    let (orders, doomed, quiet) = (format!("{p}-orders"), format!("{p}-doomed"), format!("{p}-quiet"));
+    create_topic(&admin, &writer, &orders, &[100, 100, 100]);
+    create_topic(&admin, &writer, &doomed, &[100]);
+    create_topic(&admin, &writer, &quiet, &[10]);
+    let group = |name: &str| format!("{p}-{name}");
+    let committer = |name: &str| OffsetCommitter::new(&settings, &group(name)).expect("committer");
+
+    // 110 groups caught up on a quiet topic: two pages of groups.
+    let bulk: Vec<String> = (0..110).map(|i| group(&format!("bulk-{i:03}"))).collect();
+    for g in &bulk {
+        OffsetCommitter::new(&settings, g).expect("committer").commit(&[(&quiet, 0, 10)]).expect("commit");
+    }
+    // "stopped" commits once, behind; "rewound" moves back; "lost" is behind
+    // records that retention (DeleteRecords) then takes.
+    committer("stopped").commit(&[(&orders, 0, 10)]).expect("commit");
+    let rewound = committer("rewound");
+    rewound.commit(&[(&orders, 1, 40)]).expect("commit");
+    rewound.commit(&[(&orders, 1, 60)]).expect("commit");
+    rewound.commit(&[(&orders, 1, 5)]).expect("commit");
+    committer("lost").commit(&[(&doomed, 0, 10)]).expect("commit");
+    assert_eq!(admin.delete_records(&doomed, 0, 50).expect("delete records"), 50);
+
+    // "live", a real member, reads behind a producer while the test runs: its
+    // lag moves, and the chart has something to draw.
+    let stop = Arc::new(AtomicBool::new(false));
+    let live = {
+        let (stop, settings, orders, name) = (Arc::clone(&stop), settings.clone(), orders.clone(), group("live"));
+        std::thread::spawn(move || {
+            let consumer = GroupConsumer::new(&settings, &name, &[&orders]).expect("consumer");
+            let writer = RecordWriter::new(&settings).expect("producer");
+            while !stop.load(Ordering::Acquire) {
+                produce(&writer, &orders, &[6, 6, 6]);
+                if consumer.consume(12, Duration::from_millis(400)).expect("consume") > 0 {
+                    consumer.commit().expect("commit");
+                }
+            }
+        })
+    };
+
+    let monitor = MonitorSettings {
+        status: StatusSettings { single_commit_stop_s: 2, ..StatusSettings::default() },
+        history: HistorySettings { window_s: 300, resolution_s: 1 },
+        ..only(&p)
+    };
+    let options =
+        ServeOptions { watermark_interval: Duration::from_millis(500), monitor, ..ServeOptions::new(settings.clone()) };
+    let mut service = TestService::start(options);
+    service.wait_ready();
+    let total = bulk.len() + 4;
+    until(
+        "kshard sees every group, their statuses and records lost",
+        Duration::from_secs(60),
+        Duration::from_millis(250),
+        || {
+            let seen = overview(&mut service);
+            let of = |name: &str| seen.get(&group(name)).cloned().unwrap_or_default();
+            let done = seen.len() == total
+                && of("stopped").0 == "ERR"
+                && of("rewound").0 == "ERR"
+                && of("lost").1 == 40
+                && !of("live").0.is_empty();
+            if done { Ok(()) } else { Err(format!("{seen:?}")) }
+        },
+    );
+
+    let filter = format!("{p}-bulk-01");
+    let result = browse(
+        "walk",
+        json!({
+            "base": format!("http://{}/", service.addr()),
+            "total": total,
+            // "lost" too: a single commit, behind, is STOP.
+            "err": [group("stopped"), group("rewound"), group("lost")],
+            "lost": group("lost"),
+            "lostRecords": 40,
+            "filter": filter,
+            "filterMatches": bulk.iter().filter(|g| g.starts_with(&filter)).collect::<Vec<_>>(),
+            "live": group("live"),
+            "livePartitions": 3,
+            "liveClient": "kshard",
+            "minPoints": 3,
+        }),
+    );
+    assert!(result["first_rows_ms"].as_u64().is_some(), "{result}");
+    stop.store(true, Ordering::Release);
+    live.join().expect("the live consumer");
+}
+
+#[test]
+fn ten_thousand_groups_stay_readable_in_chromium() {
+    let broker = Broker::from_env_or_start();
+    let p = unique_name("page10k");
+    let w = Writer::new(broker.brokers(), &p);
+    let topic = format!("{p}-t");
+    w.topic(&topic, &[100, 100, 100]);
+    let groups = 10_000;
+    for i in 0..groups {
+        w.commit(&format!("{p}-group-{i:05}"), &topic, i % 3, 1, i64::from(i % 100));
+    }
+    w.flush();
+    let mut service = TestService::start(options(&w, "kshard", only(&p)));
+    service.wait_ready();
+    until("kshard sees 10,000 groups", Duration::from_secs(60), Duration::from_millis(250), || {
+        let n = overview(&mut service).len();
+        if n == groups as usize { Ok(()) } else { Err(format!("{n} groups")) }
+    });
+    let result = browse(
+        "scale",
+        json!({
+            "base": format!("http://{}/", service.addr()),
+            "total": groups,
+            "filter": format!("{p}-group-04242"),
+        }),
+    );
+    for figure in ["first_rows_ms", "filter_ms", "group_page_ms", "refresh_ms", "overview_bytes"] {
+        assert!(result[figure].as_u64().is_some(), "{figure} in {result}");
+    }
+}
