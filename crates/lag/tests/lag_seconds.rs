@@ -8,6 +8,7 @@ mod common;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::*;
+use kshard_lag::service::ServeOptions;
 use kshard_testkit::{Broker, unique_name};
 
 fn now_ms() -> i64 {
@@ -79,4 +80,69 @@ fn lag_in_seconds_is_the_age_of_the_first_unconsumed_record() {
         assert!(Instant::now() < deadline, "lag in seconds never arrived: read {r:?}, gone {g:?}");
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// A consumer that keeps committing behind a producer: its committed offset
+/// moves between kshard's refreshes, so most answers come from records read
+/// around it rather than at it. Every answer must still be within 1 s of the
+/// truth (the time the test produced the record at the offset the answer is
+/// for).
+#[test]
+fn lag_in_seconds_follows_a_moving_consumer() {
+    let broker = Broker::from_env_or_start();
+    let p = unique_name("moving");
+    let w = Writer::new(broker.brokers(), &p);
+    let topic = format!("{p}-t");
+    w.topic(&topic, &[0]);
+    let group = format!("{p}-g");
+    w.commit(&group, &topic, 0, 3, 0);
+    w.flush();
+    // Refreshes a second apart: the group commits three times in between.
+    let options = ServeOptions { watermark_interval: Duration::from_secs(1), ..options(&w, "kshard", only(&p)) };
+    let mut service = TestService::start(options);
+    service.wait_ready();
+
+    // Offset i produced at produced[i]; one record every 100 ms, the group
+    // 20 records (2 s) behind, committing every 300 ms.
+    let mut produced = Vec::new();
+    let (mut checked, mut methods) = (0, std::collections::BTreeMap::<String, usize>::new());
+    let mut worst: f64 = 0.0;
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(12) {
+        produced.push(now_ms());
+        w.produce(&topic, &[1]);
+        let i = produced.len() as i64;
+        if i % 3 == 0 && i > 20 {
+            w.commit(&group, &topic, 0, 3, i - 20);
+            w.flush();
+        }
+        // After the first seconds (the high watermark history builds up).
+        if i > 30 {
+            let (_, body) = service.get("/api/groups");
+            let now = now_ms();
+            let groups: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+            let g = groups.as_array().and_then(|a| a.iter().find(|g| g["group_id"] == group.as_str()));
+            let part = g.map(|g| &g["topics"][0]["partitions"][0]);
+            if let Some(part) = part
+                && let (Some(committed), Some(secs), Some(method)) = (
+                    part["committed_offset"].as_i64(),
+                    part["lag_seconds"].as_f64(),
+                    part["lag_seconds_method"].as_str(),
+                )
+                && committed > 0
+            {
+                let truth = (now - produced[committed as usize]) as f64 / 1000.0;
+                assert!(
+                    (secs - truth).abs() <= 1.0,
+                    "at offset {committed}: {secs} s ({method}), produced {truth:.2} s ago"
+                );
+                checked += 1;
+                worst = worst.max((secs - truth).abs());
+                *methods.entry(method.to_owned()).or_default() += 1;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!("{checked} answers within {worst:.3} s of the truth, by method: {methods:?}");
+    assert!(checked >= 20, "only {checked} answers checked");
 }

@@ -4,12 +4,15 @@
 //!
 //! Timestamps of records at committed offsets are kept while some group still
 //! sits at that offset (a record's timestamp never changes), so a refresh only
-//! reads the records of offsets that moved. Where the record is gone
-//! (deleted, compacted, or a transaction marker) or not read yet, the time is
-//! estimated from the high watermarks seen at refreshes: an offset between two
-//! samples was written between them (linear in between); one older than every
-//! sample, no later than the first sample that passed it. Each value says
-//! which way it was found ([`Method`]).
+//! reads the records of offsets that moved; the last few read on each
+//! partition are kept as exact (offset, time) points whatever group needs
+//! them. Where the record is gone (deleted, compacted, or a transaction
+//! marker) or not read yet (the group committed since the last refresh), the
+//! time is estimated from the nearest known points around the offset: records
+//! read, and the high watermarks seen at refreshes (an offset below a sampled
+//! high watermark was written before that sample, one at or above it after);
+//! linear in between. An offset older than every point is no later than the
+//! first point past it. Each value says which way it was found ([`Method`]).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -58,6 +61,10 @@ const HIGHS_KEPT: usize = 120;
 /// A topic-partition.
 type Partition = (Arc<str>, i32);
 
+/// Records read kept per partition as exact (offset, time) points for
+/// estimates: the highest offsets, those nearest the groups' next commits.
+const POINTS_KEPT: usize = 8;
+
 /// The record times known and the high-watermark history.
 #[derive(Debug, Default)]
 pub struct LagTimes {
@@ -66,6 +73,9 @@ pub struct LagTimes {
     /// Offsets read for that gave no record (a transaction marker at the end).
     missing: std::collections::HashSet<(Arc<str>, i32, i64)>,
     highs: FastMap<Partition, VecDeque<HighSeen>>,
+    /// Records read, per partition: offset → timestamp in ms (at most
+    /// [`POINTS_KEPT`], the highest offsets).
+    points: FastMap<Partition, std::collections::BTreeMap<i64, i64>>,
 }
 
 impl LagTimes {
@@ -113,24 +123,59 @@ impl LagTimes {
     /// Forgets the high-watermark history of partitions not in `live`.
     pub fn keep_partitions(&mut self, live: &std::collections::HashSet<(Arc<str>, i32)>) {
         self.highs.retain(|k, _| live.contains(k));
+        self.points.retain(|k, _| live.contains(k));
     }
 
     /// The record read for `topic`/`partition` at `wanted`: `offset` (≥ the
     /// wanted one) with its timestamp.
     pub fn found(&mut self, topic: &Arc<str>, partition: i32, wanted: i64, offset: i64, timestamp_ms: i64) {
         self.records.insert((Arc::clone(topic), partition, wanted), (offset, timestamp_ms));
+        let points = self.points.entry((Arc::clone(topic), partition)).or_default();
+        points.insert(offset, timestamp_ms);
+        while points.len() > POINTS_KEPT {
+            points.pop_first();
+        }
     }
 
-    /// When the record at `offset` was written, estimated from the high
-    /// watermarks seen, ms since the epoch.
-    fn estimate(&self, topic: &Arc<str>, partition: i32, offset: i64) -> Option<i64> {
-        let seen = self.highs.get(&(Arc::clone(topic), partition))?;
-        let after = seen.iter().position(|s| s.high > offset)?;
-        let Some(before) = after.checked_sub(1).map(|i| seen[i]) else { return Some(seen[after].first_ms) };
-        let end = seen[after];
-        let span = (end.high - before.high).max(1) as f64;
-        let share = (offset - before.high).max(0) as f64 / span;
-        Some(before.last_ms + (share * (end.first_ms - before.last_ms) as f64) as i64)
+    /// When the record at `offset` was written, estimated from the nearest
+    /// known points below and above it (records read, high watermarks seen),
+    /// ms since the epoch, and how: [`Method::NextRecord`] when all there is
+    /// is a later record's time. `None` when no point lies above it.
+    fn estimate(&self, key: &Partition, offset: i64) -> Option<(i64, Method)> {
+        // (offset, time): the record at that offset was written then.
+        let (mut below, mut above): (Option<(i64, i64)>, Option<(i64, i64)>) = (None, None);
+        let mut above_is_record = false;
+        if let Some(seen) = self.highs.get(key)
+            && let Some(after) = seen.iter().position(|s| s.high > offset)
+        {
+            // Offsets below a sampled high watermark were written before the
+            // sample; the one at the previous high watermark, after that one.
+            above = Some((seen[after].high, seen[after].first_ms));
+            below = after.checked_sub(1).map(|i| (seen[i].high, seen[i].last_ms));
+        }
+        if let Some(points) = self.points.get(key) {
+            if let Some((&o, &ms)) = points.range(..=offset).next_back()
+                && below.is_none_or(|(b, _)| o >= b)
+            {
+                below = Some((o, ms));
+            }
+            // On a tie the high watermark wins: it bounds the offsets below
+            // it, the record only itself.
+            if let Some((&o, &ms)) = points.range(offset + 1..).next()
+                && above.is_none_or(|(a, _)| o < a)
+            {
+                above = Some((o, ms));
+                above_is_record = true;
+            }
+        }
+        let (end, end_ms) = above?;
+        let Some((start, start_ms)) = below else {
+            return Some((end_ms, if above_is_record { Method::NextRecord } else { Method::Estimate }));
+        };
+        let share = (offset - start).max(0) as f64 / (end - start).max(1) as f64;
+        let written = start_ms + (share * (end_ms - start_ms) as f64) as i64;
+        // Producers' clocks need not agree: stay between the two points.
+        Some((written.clamp(start_ms.min(end_ms), start_ms.max(end_ms)), Method::Estimate))
     }
 
     /// The lag in seconds of a group at `committed` on `topic`/`partition`
@@ -160,10 +205,12 @@ impl LagTimes {
         {
             return Some((age(ts), Method::Record));
         }
-        if let Some(written) = self.estimate(topic, partition, committed) {
-            return Some((age(written), Method::Estimate));
+        let partition_key = (Arc::clone(topic), partition);
+        // The record there was read for another group, or before.
+        if let Some(&ts) = self.points.get(&partition_key).and_then(|p| p.get(&committed)) {
+            return Some((age(ts), Method::Record));
         }
-        read.map(|(_, ts)| (age(ts), Method::NextRecord))
+        self.estimate(&partition_key, committed).map(|(written, method)| (age(written), method))
     }
 
     /// Topic-partitions with a high-watermark history (its memory).
@@ -190,7 +237,12 @@ mod tests {
         assert_eq!(times.lag_seconds(&t(), 0, 10, 0, 1_004_500), Some((0.0, Method::Record)), "no lag: 0 s");
         assert!(times.wanted(&[(t(), 0, 10, 0)]).is_empty(), "known: not read again");
         assert_eq!(times.wanted(&[]), Vec::<(String, i32, i64)>::new());
-        assert_eq!(times.lag_seconds(&t(), 0, 10, 5, 1_004_500), None, "forgotten once no group needs it");
+        assert!(times.records.is_empty(), "forgotten once no group needs it");
+        assert_eq!(
+            times.lag_seconds(&t(), 0, 10, 5, 1_004_500),
+            Some((4.5, Method::Record)),
+            "but kept as one of the partition's last points read"
+        );
     }
 
     #[test]
@@ -210,6 +262,31 @@ mod tests {
         // No history that far back: the next record's time, labelled so.
         times.found(&t(), 1, 3, 4, 30_000);
         assert_eq!(times.lag_seconds(&t(), 1, 3, 9, 31_000), Some((1.0, Method::NextRecord)));
+    }
+
+    #[test]
+    fn an_offset_committed_since_the_last_read_is_estimated_from_the_records_read_around_it() {
+        let mut times = LagTimes::default();
+        // kshard started watching late: the first high watermark it saw (at
+        // 300 s) is far past records written from 0 s on, 1 a second.
+        times.sample_high(&t(), 0, 300, 300_000);
+        times.sample_high(&t(), 0, 305, 305_000);
+        assert_eq!(times.wanted(&[(t(), 0, 100, 0), (t(), 0, 200, 0)]).len(), 2);
+        times.found(&t(), 0, 100, 100, 100_000);
+        times.found(&t(), 0, 200, 200, 200_000);
+        // The group committed 110 since: between the records read at 100 and
+        // 200, not "no older than the first sample" (300 s).
+        assert_eq!(times.lag_seconds(&t(), 0, 110, 195, 305_000), Some((195.0, Method::Estimate)));
+        // Past the last record read: between it and the first high watermark.
+        assert_eq!(times.lag_seconds(&t(), 0, 250, 55, 305_000), Some((55.0, Method::Estimate)));
+        // An offset another group's read found is exact.
+        assert_eq!(times.lag_seconds(&t(), 0, 200, 105, 305_000), Some((105.0, Method::Record)));
+        // Only the highest offsets read are kept.
+        for o in 0..20 {
+            times.found(&t(), 0, 210 + o, 210 + o, 210_000 + o * 1000);
+        }
+        assert_eq!(times.points[&(t(), 0)].len(), POINTS_KEPT);
+        assert_eq!(times.points[&(t(), 0)].first_key_value(), Some((&222, &222_000)));
     }
 
     #[test]
