@@ -61,6 +61,9 @@ const HIGHS_KEPT: usize = 120;
 /// A topic-partition.
 type Partition = (Arc<str>, i32);
 
+/// (offset, ms since the epoch): the record at that offset was written then.
+type Point = (i64, i64);
+
 /// Records read kept per partition as exact (offset, time) points for
 /// estimates: the highest offsets, those nearest the groups' next commits.
 const POINTS_KEPT: usize = 8;
@@ -143,7 +146,7 @@ impl LagTimes {
     /// is a later record's time. `None` when no point lies above it.
     fn estimate(&self, key: &Partition, offset: i64) -> Option<(i64, Method)> {
         // (offset, time): the record at that offset was written then.
-        let (mut below, mut above): (Option<(i64, i64)>, Option<(i64, i64)>) = (None, None);
+        let (mut below, mut above): (Option<Point>, Option<Point>) = (None, None);
         let mut above_is_record = false;
         if let Some(seen) = self.highs.get(key)
             && let Some(after) = seen.iter().position(|s| s.high > offset)
