@@ -21,6 +21,15 @@ pub(crate) fn state(groups: u32, partitions: u32, topics: u32) -> Result<()> {
             .unwrap_or(0.0)
             * 1024.0)
     };
+    // An hour of history by the minute for every group, measured first (on
+    // memory no earlier step freed) and kept to the end.
+    let rss_before_history = rss()?;
+    let mut history = kshard_lag::LagHistory::new(kshard_lag::HistorySettings::default());
+    let names: Vec<Arc<str>> = (0..groups).map(|g| Arc::from(format!("consumer-group-{g:06}"))).collect();
+    for minute in 0..60 {
+        history.record(minute * 60_000, names.iter().map(|g| (Arc::clone(g), 1000 + minute, Some(12.5))));
+    }
+    let history_per_group = (rss()? - rss_before_history) / f64::from(groups);
     let rss_before = rss()?;
     let monitor = Arc::new(Monitor::new(MonitorSettings::default()));
     let units = 50;
@@ -94,6 +103,21 @@ pub(crate) fn state(groups: u32, partitions: u32, topics: u32) -> Result<()> {
         steady.push(started.elapsed().as_secs_f64() * 1000.0);
         anyhow::ensure!(again.is_empty(), "known record times were wanted again");
     }
+    // The page: each group's lag into its history (a pass per refresh), the
+    // overview it fetches, and the memory of an hour of history by the minute.
+    let mut history_pass = Vec::new();
+    for _ in 0..5 {
+        let started = Instant::now();
+        monitor.record_history();
+        history_pass.push(started.elapsed().as_secs_f64() * 1000.0);
+    }
+    let (mut overview_ms, mut overview_bytes) = (Vec::new(), 0);
+    for _ in 0..5 {
+        let started = Instant::now();
+        let overview = kshard_lag::group_overview(&monitor);
+        overview_bytes = serde_json::to_vec(&overview)?.len();
+        overview_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+    }
     let metrics = Metrics::new("kshard", Arc::clone(&monitor), Arc::new(SelfTimings::default()));
     let mut times = Vec::new();
     let mut size = 0;
@@ -116,6 +140,13 @@ pub(crate) fn state(groups: u32, partitions: u32, topics: u32) -> Result<()> {
         median(steady) / (tracked as f64 / 10_000.0)
     );
     println!("/metrics render: median {:.1} ms over 7 renders ({:.1} MB of text)", median(times), size as f64 / 1e6);
+    drop(history);
+    println!(
+        "the page: lag history pass median {:.1} ms per refresh; an hour by the minute {history_per_group:.0} bytes per group (names included); /api/overview median {:.1} ms ({:.1} MB of JSON for {groups} groups)",
+        median(history_pass),
+        median(overview_ms),
+        overview_bytes as f64 / 1e6
+    );
     Ok(())
 }
 
