@@ -150,6 +150,10 @@ fi
 # playwright-core drives Debian's chromium in the page's end-to-end test
 # (crates/lag/tests/page.rs); only the library, no browser download.
 playwright="$KSHARD_TOOLS_DIR/node-$PLAYWRIGHT_VERSION"
+node_major="$(node --version 2>/dev/null | sed -n 's/^v\([0-9]*\).*/\1/p' || true)"
+if ((${node_major:-0} < 20)); then
+  die "playwright-core $PLAYWRIGHT_VERSION needs Node.js 20 or newer; node --version says ${node_major:-nothing} (install a newer nodejs, e.g. from Debian backports or NodeSource)"
+fi
 if [[ -f "$playwright/node_modules/playwright-core/package.json" ]]; then
   log "playwright-core $PLAYWRIGHT_VERSION found"
 else

@@ -187,6 +187,25 @@ enum BenchCommand {
         #[arg(long, default_value_t = 1000)]
         topics: u32,
     },
+    /// What lag in seconds costs on a real broker: one refresh's read of the
+    /// records at N lagging partitions' committed offsets (N = topics ×
+    /// partitions); wall time, CPU time and how many were answered (medians).
+    RecordTimes {
+        #[command(flatten)]
+        brokers: serve_config::KafkaArgs,
+        /// Topics created (once, reused).
+        #[arg(long, default_value_t = 100)]
+        topics: u32,
+        /// Partitions per topic.
+        #[arg(long, default_value_t = 100)]
+        partitions: i32,
+        /// Measured calls.
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        /// The broker's PID, to measure its CPU time too.
+        #[arg(long)]
+        broker_pid: Option<u32>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -255,6 +274,15 @@ fn main() -> ExitCode {
         }),
         Command::Bench { command: BenchCommand::State { groups, partitions, topics } } => {
             bench::state::state(groups, partitions, topics)
+        }
+        Command::Bench { command: BenchCommand::RecordTimes { brokers, topics, partitions, runs, broker_pid } } => {
+            bench::record_times::record_times(&bench::record_times::RecordTimesBench {
+                kafka: &brokers,
+                topics,
+                partitions,
+                runs,
+                broker_pid,
+            })
         }
     };
     match result {

@@ -74,8 +74,9 @@ impl TimestampReader {
 
     /// The record at (or first after) each of `wanted` (topic, partition,
     /// offset), waiting at most `timeout` per round; and the offsets that were
-    /// read and gave nothing in time (only a transaction marker follows, or
-    /// out of range). Offsets beyond the rounds of one call are in neither.
+    /// read past and gave nothing (only transaction markers follow). Offsets
+    /// not answered in time (a slow broker, an offset out of range) and those
+    /// beyond the rounds of one call are in neither: ask again.
     pub fn read(&self, wanted: &[(String, i32, i64)], timeout: Duration) -> Result<TimesRead> {
         let mut by_partition: BTreeMap<(&str, i32), BTreeSet<i64>> = BTreeMap::new();
         for (topic, partition, offset) in wanted {
@@ -101,7 +102,16 @@ impl TimestampReader {
             while !pending.is_empty() && Instant::now() < deadline {
                 // Errors (an offset out of range) concern one partition: it
                 // stays pending and is left out.
-                let Some(Ok(m)) = self.consumer.poll(Duration::from_millis(50)) else { continue };
+                let m = match self.consumer.poll(Duration::from_millis(50)) {
+                    Some(Ok(m)) => m,
+                    // Quiet: partitions read past their offset without a
+                    // record are done (no need to wait out the round).
+                    None => {
+                        self.read_past(&mut pending, &mut empty)?;
+                        continue;
+                    }
+                    Some(Err(_)) => continue,
+                };
                 let key = (m.topic().to_owned(), m.partition());
                 if let Some(&want) = pending.get(&key)
                     && m.offset() >= want
@@ -111,9 +121,33 @@ impl TimestampReader {
                     found.insert((key.0, key.1, want), RecordTime { offset: m.offset(), timestamp_ms });
                 }
             }
+            // Not answered in time: no record, and no claim there is none.
+            self.read_past(&mut pending, &mut empty)?;
             self.consumer.unassign().map_err(call("unassigning after reading timestamps".to_owned()))?;
-            empty.extend(pending.into_iter().map(|((t, p), o)| (t, p, o)));
         }
         Ok(TimesRead { found, empty })
+    }
+
+    /// Moves the `pending` partitions read past their wanted offset without a
+    /// record (only transaction markers followed: the consumer's position is
+    /// beyond it) into `empty`.
+    fn read_past(&self, pending: &mut HashMap<(String, i32), i64>, empty: &mut Vec<(String, i32, i64)>) -> Result<()> {
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let positions =
+            self.consumer.position().map_err(call("reading positions after reading timestamps".to_owned()))?;
+        pending.retain(|(topic, partition), want| {
+            let position = positions.find_partition(topic, *partition).and_then(|e| match e.offset() {
+                Offset::Offset(o) => Some(o),
+                _ => None,
+            });
+            let past = position.is_some_and(|o| o > *want);
+            if past {
+                empty.push((topic.clone(), *partition, *want));
+            }
+            !past
+        });
+        Ok(())
     }
 }

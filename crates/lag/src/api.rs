@@ -182,7 +182,7 @@ fn views(monitor: &Monitor, wanted: impl Fn(&str) -> bool, mut each: impl FnMut(
     let seconds = monitor.lag_seconds();
     monitor.for_each_unit(|_, unit| {
         for (group, g) in unit.groups() {
-            if !settings.groups.allows(group) || !wanted(group) {
+            if !wanted(group) || !settings.groups.allows(group) {
                 continue;
             }
             let mut topics: BTreeMap<&str, Vec<PartitionView>> = BTreeMap::new();
@@ -295,7 +295,7 @@ pub fn overview(monitor: &Monitor) -> Vec<GroupSummary> {
     out
 }
 
-/// `/api/groups/{group}`: one group whole, for its page.
+/// `/api/group?id=…`: one group whole, for its page.
 #[derive(Debug, Serialize)]
 pub struct GroupDetail {
     /// What `/api/groups` shows of it.
@@ -332,6 +332,8 @@ pub struct HistoryView {
     pub window_seconds: u32,
     /// The width of one point, in seconds.
     pub resolution_seconds: u32,
+    /// kshard's clock now, ms since the epoch: the end of the window.
+    pub now_ms: i64,
     /// The points, oldest first.
     pub points: Vec<LagPoint>,
 }
@@ -361,6 +363,11 @@ pub fn group(monitor: &Monitor, group_id: &str) -> Option<GroupDetail> {
     );
     let (group, generation, member_list) = found?;
     let (points, settings) = monitor.history(group_id);
-    let history = HistoryView { window_seconds: settings.window_s, resolution_seconds: settings.resolution_s, points };
+    let history = HistoryView {
+        window_seconds: settings.window_s,
+        resolution_seconds: settings.resolution_s,
+        now_ms: monitor.epoch_ms(),
+        points,
+    };
     Some(GroupDetail { group, generation, member_list, history })
 }

@@ -7,6 +7,7 @@
 //!   `kshard serve` (each its own process): time to done/ready, CPU-seconds and
 //!   peak RSS, medians over several runs;
 //! - [`state`]: memory per tracked group-partition and `/metrics` render time;
+//! - [`record_times`]: one refresh's read of record times for lag in seconds;
 //! - [`restart`]: `serve --data-dir`'s cold start and restarts (after `kill -9`);
 //! - [`runtime`]: a runtime application's restart, cold start and fail-over.
 //!
@@ -16,6 +17,7 @@
 pub(crate) mod catch_up;
 pub(crate) mod drain;
 pub(crate) mod failover;
+pub(crate) mod record_times;
 pub(crate) mod restart;
 pub(crate) mod runtime;
 pub(crate) mod state;

@@ -1,12 +1,12 @@
 //! HTTP: `/metrics` (Prometheus text), `/ready` (503 with progress until caught
-//! up, then 200), `/api/groups`, `/api/groups/{group}` and `/api/overview`
+//! up, then 200), `/api/groups`, `/api/group?id=G` and `/api/overview`
 //! (JSON), `/api/shards` and `/api/replicas` (with a data directory),
 //! `/healthz`, and a web page at `/`.
 
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::{Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
@@ -39,7 +39,7 @@ pub(crate) fn router(
         .route("/ready", get(ready))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/api/groups", get(groups))
-        .route("/api/groups/{group}", get(group))
+        .route("/api/group", get(group))
         .route("/api/overview", get(overview))
         .route("/api/shards", get(shards))
         .route("/api/replicas", get(replicas))
@@ -105,15 +105,23 @@ async fn overview(State(state): State<AppState>) -> Response {
 }
 
 /// One group whole, with members and recent lag (the page's group view).
-async fn group(State(state): State<AppState>, Path(group): Path<String>) -> Response {
+async fn group(State(state): State<AppState>, Query(query): Query<GroupQuery>) -> Response {
     if !state.monitor.is_ready() {
         return not_ready(&state);
     }
+    let group = query.id;
     match api::group(&state.monitor, &group) {
         Some(detail) => axum::Json(detail).into_response(),
         None => (StatusCode::NOT_FOUND, axum::Json(serde_json::json!({ "error": "no such group", "group_id": group })))
             .into_response(),
     }
+}
+
+/// `/api/group?id=G`: the id as a query parameter, so that any group id works
+/// (`.`, `..`, `a/b`).
+#[derive(serde::Deserialize)]
+struct GroupQuery {
+    id: String,
 }
 
 /// `view` of the state once lag is current and complete; else 503 with the

@@ -65,7 +65,10 @@ impl Refresher {
                         self.monitor.set_watermarks(watermarks, caught_up, refreshed_at);
                         let wanted = self.monitor.sample();
                         read_times(&*times, &self.monitor, &wanted);
-                        self.monitor.record_history();
+                        // Lag before catch-up is not lag: it stays out of the history.
+                        if self.monitor.is_ready() {
+                            self.monitor.record_history();
+                        }
                         self.monitor.step(Event::WorkerRunning(WORKER));
                         self.settings.clear_access_problem();
                         refreshed_since_catch_up |= caught_up;

@@ -91,8 +91,11 @@ impl LagHistory {
         let oldest = interval.saturating_sub(keep as u32 - 1);
         for (group, lag, seconds) in groups {
             let seconds = seconds.map_or(f32::NAN, |s| s as f32);
-            let (seen, points) = self.groups.entry(group).or_default();
+            let (seen, points) = self.groups.entry(group).or_insert_with(|| (0, VecDeque::with_capacity(keep)));
             *seen = generation;
+            while points.front().is_some_and(|p| p.interval < oldest) {
+                points.pop_front();
+            }
             match points.back_mut() {
                 Some(last) if last.interval == interval => {
                     last.lag = last.lag.max(lag);
@@ -101,10 +104,12 @@ impl LagHistory {
                 }
                 // A clock that stepped back: keep the newer point in place.
                 Some(last) if last.interval > interval => {}
-                _ => points.push_back(Point { interval, lag, lag_seconds: seconds }),
-            }
-            while points.front().is_some_and(|p| p.interval < oldest) || points.len() > keep {
-                points.pop_front();
+                _ => {
+                    if points.len() == keep {
+                        points.pop_front();
+                    }
+                    points.push_back(Point { interval, lag, lag_seconds: seconds });
+                }
             }
         }
         self.groups.retain(|_, (seen, _)| *seen == generation);

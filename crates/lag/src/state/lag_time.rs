@@ -83,8 +83,18 @@ pub struct LagTimes {
 
 impl LagTimes {
     /// Records the high watermark of `topic`/`partition` seen at `now_ms`.
+    /// A high watermark lower than the last one seen (the topic deleted and
+    /// created again, the log truncated) makes what was known of the
+    /// partition's offsets untrue: its history and points are forgotten.
     pub fn sample_high(&mut self, topic: &Arc<str>, partition: i32, high: i64, now_ms: i64) {
-        let seen = self.highs.entry((Arc::clone(topic), partition)).or_default();
+        let key = (Arc::clone(topic), partition);
+        if self.highs.get(&key).and_then(|s| s.back()).is_some_and(|last| high < last.high) {
+            self.highs.remove(&key);
+            self.points.remove(&key);
+            self.records.retain(|(t, p, _), _| !(t == topic && *p == partition));
+            self.missing.retain(|(t, p, _)| !(t == topic && *p == partition));
+        }
+        let seen = self.highs.entry(key).or_default();
         match seen.back_mut() {
             Some(last) if last.high == high => last.last_ms = now_ms,
             _ => {
@@ -290,6 +300,19 @@ mod tests {
         }
         assert_eq!(times.points[&(t(), 0)].len(), POINTS_KEPT);
         assert_eq!(times.points[&(t(), 0)].first_key_value(), Some((&222, &222_000)));
+    }
+
+    #[test]
+    fn a_high_watermark_going_back_forgets_the_partition() {
+        let mut times = LagTimes::default();
+        times.sample_high(&t(), 0, 100, 10_000);
+        times.wanted(&[(t(), 0, 50, 0)]);
+        times.found(&t(), 0, 50, 50, 5_000);
+        assert_eq!(times.lag_seconds(&t(), 0, 50, 50, 20_000), Some((15.0, Method::Record)));
+        // Deleted and created again: offset 50 is another record now.
+        times.sample_high(&t(), 0, 60, 30_000);
+        assert_eq!(times.lag_seconds(&t(), 0, 50, 10, 40_000), Some((10.0, Method::Estimate)));
+        assert!(times.points.is_empty() && times.records.is_empty());
     }
 
     #[test]

@@ -186,6 +186,11 @@ impl Monitor {
         self.clock.now()
     }
 
+    /// The monitor's wall clock, ms since the epoch.
+    pub fn epoch_ms(&self) -> i64 {
+        self.clock.epoch_ms()
+    }
+
     /// Feeds one event to the readiness state machine.
     pub fn step(&self, event: Event) {
         lock(&self.readiness).step(event);

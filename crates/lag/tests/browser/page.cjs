@@ -148,10 +148,20 @@ async function walk(page) {
   await page.waitForSelector('#overview:not([hidden]) #rows tr[data-group]');
   check((await page.inputValue('#filter')) === want.live, 'back restores the filter');
 
-  // The group that lost records, its partition marked.
+  // The group that lost records, its partition marked; "all groups" goes
+  // back to the overview as it was filtered.
   await page.goto(`${want.base}#/group/${encodeURIComponent(want.lost)}`);
   await page.waitForSelector('#partitions tr.lost-row');
   await shot(page, 'group-records-lost.png', true);
+  await page.click('#back');
+  await page.waitForSelector('#overview:not([hidden]) #rows tr[data-group]');
+  check((await page.inputValue('#filter')) === want.live, '"all groups" keeps the filter');
+
+  // A group id with '/', '?', '#', '%', '&' and '..' in it: its own page.
+  await page.goto(`${want.base}#/group/${encodeURIComponent(want.odd)}`);
+  await page.waitForSelector('#partitions tr td .badge');
+  check((await page.textContent('#group-title')) === want.odd, `the odd group's page: ${await page.textContent('#group-title')}`);
+  check((await page.$$('#partitions tr')).length === 1, 'its one partition');
 
   // A group that does not exist says so.
   page.expect404 = true;
@@ -187,7 +197,7 @@ async function scale(page) {
   await page.waitForSelector('#overview:not([hidden]) #rows tr[data-group]');
   const refreshMs = await page.evaluate(async () => {
     const t = performance.now();
-    await load();
+    await loadOverview();
     return performance.now() - t;
   });
   const bytes = await page.evaluate(async () => (await (await fetch('api/overview')).text()).length);

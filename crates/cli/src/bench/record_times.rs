@@ -1,0 +1,112 @@
+//! `kshard bench record-times`: what lag in seconds costs on a real broker —
+//! one refresh's read of the records at the committed offsets of N lagging
+//! partitions (one [`TimestampReader`] call, as the refresher makes it, with
+//! its 500 ms per round): wall time, kshard's CPU time, the broker's CPU time
+//! when its PID is given, and how many of the N were answered. Topics named
+//! `kshard-bench-times-…` are created and filled once and reused.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use kshard_kafka::{Admin, RecordWriter, TimestampReader, TopicSpec};
+
+use super::{median, process_stats};
+use crate::serve_config::KafkaArgs;
+
+/// What to measure.
+pub(crate) struct RecordTimesBench<'a> {
+    pub(crate) kafka: &'a KafkaArgs,
+    /// Topics of `partitions` partitions each: N = topics × partitions.
+    pub(crate) topics: u32,
+    pub(crate) partitions: i32,
+    pub(crate) runs: usize,
+    /// The broker's process, to count its CPU time too.
+    pub(crate) broker_pid: Option<u32>,
+}
+
+/// Records per partition; the committed offsets are spread over them.
+const RECORDS: u32 = 20;
+
+pub(crate) fn record_times(b: &RecordTimesBench<'_>) -> Result<()> {
+    let target = b.kafka.target()?;
+    let admin = Admin::new(&target.settings, Duration::from_secs(120))?;
+    let writer = RecordWriter::new(&target.settings)?;
+    let names: Vec<String> =
+        (0..b.topics).map(|t| format!("kshard-bench-times-{}x{}-{t:04}", b.topics, b.partitions)).collect();
+    let started = Instant::now();
+    for name in &names {
+        let spec = TopicSpec { name: name.clone(), partitions: b.partitions, replication: 1, configs: vec![] };
+        if admin.create_topic(&spec)? {
+            for p in 0..b.partitions {
+                for i in 0..RECORDS {
+                    writer.send(name, p, format!("k{i}").as_bytes(), Some(b"v"))?;
+                }
+            }
+        }
+    }
+    writer.flush(Duration::from_secs(300))?;
+    let partitions: Vec<(String, i32)> =
+        names.iter().flat_map(|t| (0..b.partitions).map(move |p| (t.clone(), p))).collect();
+    let ends = admin.watermarks(&partitions)?;
+    anyhow::ensure!(
+        ends.values().all(|&(_, high)| high >= i64::from(RECORDS)),
+        "some benchmark partitions hold fewer than {RECORDS} records"
+    );
+    eprintln!("{} partitions ready in {:.1} s", partitions.len(), started.elapsed().as_secs_f64());
+    // Each partition's "committed offset" somewhere in its records.
+    let wanted: Vec<(String, i32, i64)> =
+        partitions.iter().enumerate().map(|(i, (t, p))| (t.clone(), *p, (i as i64 * 7) % i64::from(RECORDS))).collect();
+    let reader = TimestampReader::new(&target.settings)?;
+    let me = std::process::id();
+    let (mut wall, mut cpu, mut broker_cpu, mut answered) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // The first call connects and learns the leaders: not counted.
+    for run in 0..=b.runs {
+        let cpu_before = process_stats(me)?.cpu_seconds;
+        let broker_before = b.broker_pid.map(process_stats).transpose()?.map(|s| s.cpu_seconds);
+        let t = Instant::now();
+        let read = reader.read(&wanted, Duration::from_millis(500)).context("reading record times")?;
+        let elapsed = t.elapsed().as_secs_f64() * 1000.0;
+        if run == 0 {
+            continue;
+        }
+        wall.push(elapsed);
+        cpu.push((process_stats(me)?.cpu_seconds - cpu_before) * 1000.0);
+        if let (Some(pid), Some(before)) = (b.broker_pid, broker_before) {
+            broker_cpu.push((process_stats(pid)?.cpu_seconds - before) * 1000.0);
+        }
+        answered.push(read.found.len() as f64);
+    }
+    let n = wanted.len() as f64;
+    let per_10k = |ms: f64| ms / (n / 10_000.0);
+    println!(
+        "lagging partitions: {} ({} topics × {} partitions), {} runs",
+        wanted.len(),
+        b.topics,
+        b.partitions,
+        b.runs
+    );
+    println!(
+        "answered: median {:.0} of {} ({:.1}%) in one call",
+        median(answered.clone()),
+        wanted.len(),
+        100.0 * median(answered) / n
+    );
+    println!(
+        "wall time: median {:.0} ms ({:.0} ms per 10,000 partitions)",
+        median(wall.clone()),
+        per_10k(median(wall))
+    );
+    println!(
+        "kshard CPU: median {:.0} ms ({:.0} ms per 10,000 partitions; /proc ticks of 10 ms)",
+        median(cpu.clone()),
+        per_10k(median(cpu))
+    );
+    if !broker_cpu.is_empty() {
+        println!(
+            "broker CPU: median {:.0} ms ({:.0} ms per 10,000 partitions)",
+            median(broker_cpu.clone()),
+            per_10k(median(broker_cpu))
+        );
+    }
+    Ok(())
+}

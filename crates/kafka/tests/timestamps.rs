@@ -1,0 +1,73 @@
+//! [`TimestampReader`] against the real broker: the timestamps of records at
+//! given offsets, within the time the test produced them; an offset followed
+//! only by a transaction marker reported as read-and-empty; and a read that
+//! had no time to answer reported as neither — it is not evidence of anything,
+//! and the caller must ask again (at scale, a refresh's round can run out of
+//! time for some partitions).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use kshard_kafka::{Admin, ClientSettings, RecordWriter, TimestampReader, TopicSpec};
+use kshard_testkit::{Broker, unique_name};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+#[test]
+fn record_times_markers_and_unanswered_reads() {
+    let broker = Broker::from_env_or_start();
+    let settings = ClientSettings::new(broker.brokers());
+    let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
+    let topic = unique_name("times");
+    let spec = TopicSpec { name: topic.clone(), partitions: 2, replication: 1, configs: vec![] };
+    admin.create_topic(&spec).expect("create topic");
+
+    // Partition 0: ten plain records, between `before` and `after`.
+    let before = now_ms();
+    let writer = RecordWriter::new(&settings).expect("producer");
+    for i in 0..10 {
+        writer.send(&topic, 0, format!("k{i}").as_bytes(), Some(b"v")).expect("send");
+    }
+    writer.flush(Duration::from_secs(30)).expect("flush");
+    let after = now_ms();
+
+    // Partition 1: five records in a committed transaction: offsets 0-4, then
+    // the commit marker at 5.
+    let producer: BaseProducer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", broker.brokers())
+        .set("transactional.id", unique_name("times-txn"))
+        .create()
+        .expect("transactional producer");
+    producer.init_transactions(Duration::from_secs(30)).expect("init transactions");
+    producer.begin_transaction().expect("begin");
+    for i in 0..5 {
+        let key = format!("t{i}");
+        producer.send(BaseRecord::to(&topic).partition(1).key(&key).payload("v")).expect("send");
+    }
+    producer.commit_transaction(Duration::from_secs(30)).expect("commit");
+    // The coordinator writes the marker after the commit returns.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while admin.watermarks(&[(topic.clone(), 1)]).expect("watermarks")[&(topic.clone(), 1)].1 < 6 {
+        assert!(std::time::Instant::now() < deadline, "the commit marker never arrived");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    let reader = TimestampReader::new(&settings).expect("reader");
+    let wanted = [(topic.clone(), 0, 3), (topic.clone(), 1, 2), (topic.clone(), 1, 5)];
+    let read = reader.read(&wanted, Duration::from_secs(10)).expect("read");
+    let at3 = read.found[&(topic.clone(), 0, 3)];
+    assert_eq!(at3.offset, 3);
+    assert!((before..=after).contains(&at3.timestamp_ms), "{at3:?} produced between {before} and {after}");
+    assert_eq!(read.found[&(topic.clone(), 1, 2)].offset, 2);
+    assert!(!read.found.contains_key(&(topic.clone(), 1, 5)), "a marker is no record");
+    assert_eq!(read.empty, vec![(topic.clone(), 1, 5)], "read past: only a marker follows offset 5");
+
+    // No time to answer: no record, and no claim that there is none.
+    let unanswered = reader.read(&[(topic.clone(), 0, 7)], Duration::ZERO).expect("read");
+    assert!(unanswered.found.is_empty() && unanswered.empty.is_empty(), "{unanswered:?}");
+    // Asked again with time, it answers.
+    let again = reader.read(&[(topic.clone(), 0, 7)], Duration::from_secs(10)).expect("read");
+    assert_eq!(again.found[&(topic, 0, 7)].offset, 7);
+}
