@@ -202,6 +202,9 @@ enum BenchCommand {
         /// Measured calls.
         #[arg(long, default_value_t = 5)]
         runs: usize,
+        /// How long a round may wait for answers, in ms (the refresher's: 500).
+        #[arg(long, default_value_t = 500)]
+        round_ms: u64,
         /// The broker's PID, to measure its CPU time too.
         #[arg(long)]
         broker_pid: Option<u32>,
@@ -275,15 +278,16 @@ fn main() -> ExitCode {
         Command::Bench { command: BenchCommand::State { groups, partitions, topics } } => {
             bench::state::state(groups, partitions, topics)
         }
-        Command::Bench { command: BenchCommand::RecordTimes { brokers, topics, partitions, runs, broker_pid } } => {
-            bench::record_times::record_times(&bench::record_times::RecordTimesBench {
-                kafka: &brokers,
-                topics,
-                partitions,
-                runs,
-                broker_pid,
-            })
-        }
+        Command::Bench {
+            command: BenchCommand::RecordTimes { brokers, topics, partitions, runs, round_ms, broker_pid },
+        } => bench::record_times::record_times(&bench::record_times::RecordTimesBench {
+            kafka: &brokers,
+            topics,
+            partitions,
+            runs,
+            round: std::time::Duration::from_millis(round_ms),
+            broker_pid,
+        }),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

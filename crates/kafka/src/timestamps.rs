@@ -45,6 +45,12 @@ impl std::fmt::Debug for TimestampReader {
     }
 }
 
+/// Partitions assigned at once. librdkafka answers a few thousand partitions
+/// in about 100 ms, but 10,000 at once take over a second and several times
+/// the CPU (measured with `kshard bench record-times`): larger sets are read
+/// in chunks.
+const PARTITIONS_AT_ONCE: usize = 2000;
+
 /// Rounds of assignments per call: a partition wanted at several offsets
 /// (several groups) takes one round per offset; the rest waits for the next call.
 const ROUNDS: usize = 3;
@@ -90,42 +96,56 @@ impl TimestampReader {
             if round.is_empty() {
                 break;
             }
-            let mut list = TopicPartitionList::new();
-            for ((topic, partition), offset) in &round {
-                list.add_partition_offset(topic, *partition, Offset::Offset(*offset))
-                    .map_err(call(format!("assigning {topic}/{partition}")))?;
+            for chunk in round.chunks(PARTITIONS_AT_ONCE) {
+                self.read_chunk(chunk, timeout, &mut found, &mut empty)?;
             }
-            self.consumer.assign(&list).map_err(call("assigning partitions to read timestamps".to_owned()))?;
-            let mut pending: HashMap<(String, i32), i64> =
-                round.iter().map(|((t, p), o)| (((*t).to_owned(), *p), *o)).collect();
-            let deadline = Instant::now() + timeout;
-            while !pending.is_empty() && Instant::now() < deadline {
-                // Errors (an offset out of range) concern one partition: it
-                // stays pending and is left out.
-                let m = match self.consumer.poll(Duration::from_millis(50)) {
-                    Some(Ok(m)) => m,
-                    // Quiet: partitions read past their offset without a
-                    // record are done (no need to wait out the round).
-                    None => {
-                        self.read_past(&mut pending, &mut empty)?;
-                        continue;
-                    }
-                    Some(Err(_)) => continue,
-                };
-                let key = (m.topic().to_owned(), m.partition());
-                if let Some(&want) = pending.get(&key)
-                    && m.offset() >= want
-                    && let Some(timestamp_ms) = m.timestamp().to_millis()
-                {
-                    pending.remove(&key);
-                    found.insert((key.0, key.1, want), RecordTime { offset: m.offset(), timestamp_ms });
-                }
-            }
-            // Not answered in time: no record, and no claim there is none.
-            self.read_past(&mut pending, &mut empty)?;
-            self.consumer.unassign().map_err(call("unassigning after reading timestamps".to_owned()))?;
         }
         Ok(TimesRead { found, empty })
+    }
+
+    /// Reads one chunk of a round: each partition assigned at its offset.
+    fn read_chunk(
+        &self,
+        round: &[((&str, i32), i64)],
+        timeout: Duration,
+        found: &mut HashMap<(String, i32, i64), RecordTime>,
+        empty: &mut Vec<(String, i32, i64)>,
+    ) -> Result<()> {
+        let mut list = TopicPartitionList::new();
+        for ((topic, partition), offset) in round {
+            list.add_partition_offset(topic, *partition, Offset::Offset(*offset))
+                .map_err(call(format!("assigning {topic}/{partition}")))?;
+        }
+        self.consumer.assign(&list).map_err(call("assigning partitions to read timestamps".to_owned()))?;
+        let mut pending: HashMap<(String, i32), i64> =
+            round.iter().map(|((t, p), o)| (((*t).to_owned(), *p), *o)).collect();
+        let deadline = Instant::now() + timeout;
+        while !pending.is_empty() && Instant::now() < deadline {
+            // Errors (an offset out of range) concern one partition: it
+            // stays pending and is left out.
+            let m = match self.consumer.poll(Duration::from_millis(50)) {
+                Some(Ok(m)) => m,
+                // Quiet: partitions read past their offset without a
+                // record are done (no need to wait out the round).
+                None => {
+                    self.read_past(&mut pending, empty)?;
+                    continue;
+                }
+                Some(Err(_)) => continue,
+            };
+            let key = (m.topic().to_owned(), m.partition());
+            if let Some(&want) = pending.get(&key)
+                && m.offset() >= want
+                && let Some(timestamp_ms) = m.timestamp().to_millis()
+            {
+                pending.remove(&key);
+                found.insert((key.0, key.1, want), RecordTime { offset: m.offset(), timestamp_ms });
+            }
+        }
+        // Not answered in time: no record, and no claim there is none.
+        self.read_past(&mut pending, empty)?;
+        self.consumer.unassign().map_err(call("unassigning after reading timestamps".to_owned()))?;
+        Ok(())
     }
 
     /// Moves the `pending` partitions read past their wanted offset without a

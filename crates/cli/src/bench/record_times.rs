@@ -1,7 +1,7 @@
 //! `kshard bench record-times`: what lag in seconds costs on a real broker —
 //! one refresh's read of the records at the committed offsets of N lagging
 //! partitions (one [`TimestampReader`] call, as the refresher makes it, with
-//! its 500 ms per round): wall time, kshard's CPU time, the broker's CPU time
+//! its 500 ms per round by default): wall time, kshard's CPU time, the broker's CPU time
 //! when its PID is given, and how many of the N were answered. Topics named
 //! `kshard-bench-times-…` are created and filled once and reused.
 
@@ -20,6 +20,8 @@ pub(crate) struct RecordTimesBench<'a> {
     pub(crate) topics: u32,
     pub(crate) partitions: i32,
     pub(crate) runs: usize,
+    /// How long a round may wait for answers (the refresher's: 500 ms).
+    pub(crate) round: Duration,
     /// The broker's process, to count its CPU time too.
     pub(crate) broker_pid: Option<u32>,
 }
@@ -64,7 +66,7 @@ pub(crate) fn record_times(b: &RecordTimesBench<'_>) -> Result<()> {
         let cpu_before = process_stats(me)?.cpu_seconds;
         let broker_before = b.broker_pid.map(process_stats).transpose()?.map(|s| s.cpu_seconds);
         let t = Instant::now();
-        let read = reader.read(&wanted, Duration::from_millis(500)).context("reading record times")?;
+        let read = reader.read(&wanted, b.round).context("reading record times")?;
         let elapsed = t.elapsed().as_secs_f64() * 1000.0;
         if run == 0 {
             continue;
