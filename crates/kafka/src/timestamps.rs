@@ -34,9 +34,11 @@ pub struct TimesRead {
     pub empty: Vec<(String, i32, i64)>,
 }
 
-/// Reads the timestamps of records at given offsets.
+/// Reads the timestamps of records at given offsets, with a short-lived
+/// consumer per chunk of 2,000 partitions.
 pub struct TimestampReader {
-    consumer: BaseConsumer<KshardContext>,
+    /// How to reach the brokers.
+    settings: ClientSettings,
 }
 
 impl std::fmt::Debug for TimestampReader {
@@ -45,10 +47,14 @@ impl std::fmt::Debug for TimestampReader {
     }
 }
 
-/// Partitions assigned at once. librdkafka answers a few thousand partitions
-/// in about 100 ms, but 10,000 at once take over a second and several times
-/// the CPU (measured with `kshard bench record-times`): larger sets are read
-/// in chunks.
+/// Partitions assigned at once, each chunk by a consumer of its own.
+/// Measured with `kshard bench record-times` on 10,000 lagging partitions:
+/// all at once on one consumer, none answered within a 500 ms round (1.4 s
+/// to answer, 4 s of CPU); in chunks of 2,000 on one consumer, each chunk
+/// slower than the last (120 ms to 290 ms) and 2.2 s of CPU, as librdkafka
+/// keeps the state of every partition a consumer was ever assigned; a fresh
+/// consumer per chunk, 0.9 s and 0.33 s of CPU. Chunks of 1,000 cost about as
+/// much CPU and more time, of 5,000 more CPU.
 const PARTITIONS_AT_ONCE: usize = 2000;
 
 /// Rounds of assignments per call: a partition wanted at several offsets
@@ -58,7 +64,12 @@ const ROUNDS: usize = 3;
 impl TimestampReader {
     /// A reader on `settings`' brokers.
     pub fn new(settings: &ClientSettings) -> Result<Self> {
-        let consumer = settings.create(
+        Ok(TimestampReader { settings: settings.clone() })
+    }
+
+    /// A consumer for one chunk: assigned, read and dropped.
+    fn consumer(&self) -> Result<BaseConsumer<KshardContext>> {
+        self.settings.create(
             "timestamp reader",
             &[
                 ("group.id", "kshard-timestamps"),
@@ -74,8 +85,7 @@ impl TimestampReader {
                 ("queued.max.messages.kbytes", "1024"),
                 ("fetch.queue.backoff.ms", "10"),
             ],
-        )?;
-        Ok(TimestampReader { consumer })
+        )
     }
 
     /// The record at (or first after) each of `wanted` (topic, partition,
@@ -111,24 +121,25 @@ impl TimestampReader {
         found: &mut HashMap<(String, i32, i64), RecordTime>,
         empty: &mut Vec<(String, i32, i64)>,
     ) -> Result<()> {
+        let consumer = self.consumer()?;
         let mut list = TopicPartitionList::new();
         for ((topic, partition), offset) in round {
             list.add_partition_offset(topic, *partition, Offset::Offset(*offset))
                 .map_err(call(format!("assigning {topic}/{partition}")))?;
         }
-        self.consumer.assign(&list).map_err(call("assigning partitions to read timestamps".to_owned()))?;
+        consumer.assign(&list).map_err(call("assigning partitions to read timestamps".to_owned()))?;
         let mut pending: HashMap<(String, i32), i64> =
             round.iter().map(|((t, p), o)| (((*t).to_owned(), *p), *o)).collect();
         let deadline = Instant::now() + timeout;
         while !pending.is_empty() && Instant::now() < deadline {
             // Errors (an offset out of range) concern one partition: it
             // stays pending and is left out.
-            let m = match self.consumer.poll(Duration::from_millis(50)) {
+            let m = match consumer.poll(Duration::from_millis(50)) {
                 Some(Ok(m)) => m,
                 // Quiet: partitions read past their offset without a
                 // record are done (no need to wait out the round).
                 None => {
-                    self.read_past(&mut pending, empty)?;
+                    Self::read_past(&consumer, &mut pending, empty)?;
                     continue;
                 }
                 Some(Err(_)) => continue,
@@ -143,20 +154,23 @@ impl TimestampReader {
             }
         }
         // Not answered in time: no record, and no claim there is none.
-        self.read_past(&mut pending, empty)?;
-        self.consumer.unassign().map_err(call("unassigning after reading timestamps".to_owned()))?;
+        Self::read_past(&consumer, &mut pending, empty)?;
+        consumer.unassign().map_err(call("unassigning after reading timestamps".to_owned()))?;
         Ok(())
     }
 
     /// Moves the `pending` partitions read past their wanted offset without a
     /// record (only transaction markers followed: the consumer's position is
     /// beyond it) into `empty`.
-    fn read_past(&self, pending: &mut HashMap<(String, i32), i64>, empty: &mut Vec<(String, i32, i64)>) -> Result<()> {
+    fn read_past(
+        consumer: &BaseConsumer<KshardContext>,
+        pending: &mut HashMap<(String, i32), i64>,
+        empty: &mut Vec<(String, i32, i64)>,
+    ) -> Result<()> {
         if pending.is_empty() {
             return Ok(());
         }
-        let positions =
-            self.consumer.position().map_err(call("reading positions after reading timestamps".to_owned()))?;
+        let positions = consumer.position().map_err(call("reading positions after reading timestamps".to_owned()))?;
         pending.retain(|(topic, partition), want| {
             let position = positions.find_partition(topic, *partition).and_then(|e| match e.offset() {
                 Offset::Offset(o) => Some(o),
