@@ -82,7 +82,10 @@ impl TimestampReader {
                 ("fetch.wait.max.ms", "50"),
                 // The broker returns at least one whole batch whatever this says.
                 ("fetch.message.max.bytes", "1024"),
-                ("queued.max.messages.kbytes", "1024"),
+                // What a chunk may hold in memory: a response at most 16 MB,
+                // each partition's queue at most 64 KB beyond its first batch.
+                ("fetch.max.bytes", "16777216"),
+                ("queued.max.messages.kbytes", "64"),
                 ("fetch.queue.backoff.ms", "10"),
             ],
         )

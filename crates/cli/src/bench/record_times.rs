@@ -103,6 +103,7 @@ pub(crate) fn record_times(b: &RecordTimesBench<'_>) -> Result<()> {
         median(cpu.clone()),
         per_10k(median(cpu))
     );
+    println!("kshard peak RSS: {:.0} MB", process_stats(me)?.peak_rss_mb);
     if !broker_cpu.is_empty() {
         println!(
             "broker CPU: median {:.0} ms ({:.0} ms per 10,000 partitions)",
