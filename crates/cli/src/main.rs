@@ -205,6 +205,10 @@ enum BenchCommand {
         /// How long a round may wait for answers, in ms (the refresher's: 500).
         #[arg(long, default_value_t = 500)]
         round_ms: u64,
+        /// Read through librdkafka even over PLAINTEXT (where serve uses
+        /// kshard's own Fetch requests).
+        #[arg(long)]
+        librdkafka: bool,
         /// The broker's PID, to measure its CPU time too.
         #[arg(long)]
         broker_pid: Option<u32>,
@@ -279,13 +283,14 @@ fn main() -> ExitCode {
             bench::state::state(groups, partitions, topics)
         }
         Command::Bench {
-            command: BenchCommand::RecordTimes { brokers, topics, partitions, runs, round_ms, broker_pid },
+            command: BenchCommand::RecordTimes { brokers, topics, partitions, runs, round_ms, librdkafka, broker_pid },
         } => bench::record_times::record_times(&bench::record_times::RecordTimesBench {
             kafka: &brokers,
             topics,
             partitions,
             runs,
             round: std::time::Duration::from_millis(round_ms),
+            librdkafka,
             broker_pid,
         }),
     };

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use kshard_kafka::{Admin, ClientSettings, RecordWriter, TimestampReader, TopicSpec};
+use kshard_kafka::{Admin, ClientSettings, FetchTimes, RecordWriter, TimesRead, TimestampReader, TopicSpec};
 use kshard_testkit::{Broker, unique_name};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 
@@ -55,8 +55,28 @@ fn record_times_markers_and_unanswered_reads() {
     }
 
     let reader = TimestampReader::new(&settings).expect("reader");
+    check_reads(&topic, (before, after), true, |wanted, timeout| reader.read(wanted, timeout).expect("read"));
+    // kshard's own Fetch reader (PLAINTEXT) answers the same.
+    let fetch = FetchTimes::new(&settings).expect("fetch reader").expect("a PLAINTEXT listener");
+    check_reads(&topic, (before, after), false, |wanted, timeout| fetch.read(wanted, timeout).expect("read"));
+    let mut tls = settings.clone();
+    tls.properties.push(("security.protocol".into(), "ssl".into()));
+    assert!(FetchTimes::new(&tls).expect("settings").is_none(), "TLS goes through librdkafka");
+}
+
+/// The answers every reader must give on the test's topic.
+/// `slow`: whether a read of 1 ns is too short to answer (librdkafka's; a
+/// Fetch on loopback answers within the socket's 1 ms).
+fn check_reads(
+    topic: &str,
+    (before, after): (i64, i64),
+    slow: bool,
+    read: impl Fn(&[(String, i32, i64)], Duration) -> TimesRead,
+) {
+    let topic = topic.to_owned();
     let wanted = [(topic.clone(), 0, 3), (topic.clone(), 1, 2), (topic.clone(), 1, 5)];
-    let read = reader.read(&wanted, Duration::from_secs(10)).expect("read");
+    let read_ = read;
+    let read = read_(&wanted, Duration::from_secs(10));
     let at3 = read.found[&(topic.clone(), 0, 3)];
     assert_eq!(at3.offset, 3);
     assert!((before..=after).contains(&at3.timestamp_ms), "{at3:?} produced between {before} and {after}");
@@ -65,9 +85,15 @@ fn record_times_markers_and_unanswered_reads() {
     assert_eq!(read.empty, vec![(topic.clone(), 1, 5)], "read past: only a marker follows offset 5");
 
     // No time to answer: no record, and no claim that there is none.
-    let unanswered = reader.read(&[(topic.clone(), 0, 7)], Duration::ZERO).expect("read");
-    assert!(unanswered.found.is_empty() && unanswered.empty.is_empty(), "{unanswered:?}");
-    // Asked again with time, it answers.
-    let again = reader.read(&[(topic.clone(), 0, 7)], Duration::from_secs(10)).expect("read");
-    assert_eq!(again.found[&(topic, 0, 7)].offset, 7);
+    if slow {
+        let unanswered = read_(&[(topic.clone(), 0, 7)], Duration::from_nanos(1));
+        assert!(unanswered.found.is_empty() && unanswered.empty.is_empty(), "{unanswered:?}");
+    }
+    // Asked again with time, it answers; several offsets of one partition too.
+    let again = read_(&[(topic.clone(), 0, 7), (topic.clone(), 0, 8), (topic.clone(), 0, 9)], Duration::from_secs(10));
+    assert_eq!(again.found[&(topic.clone(), 0, 7)].offset, 7);
+    assert_eq!(again.found[&(topic.clone(), 0, 9)].offset, 9);
+    // A topic that does not exist: no answer, no error.
+    let missing = read_(&[("no-such-topic-anywhere".to_owned(), 0, 1)], Duration::from_secs(2));
+    assert!(missing.found.is_empty() && missing.empty.is_empty());
 }

@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use kshard_kafka::{Admin, RecordWriter, TimestampReader, TopicSpec};
+use kshard_kafka::{Admin, FetchTimes, RecordWriter, TimestampReader, TopicSpec};
 
 use super::{median, process_stats};
 use crate::serve_config::KafkaArgs;
@@ -22,6 +22,8 @@ pub(crate) struct RecordTimesBench<'a> {
     pub(crate) runs: usize,
     /// How long a round may wait for answers (the refresher's: 500 ms).
     pub(crate) round: Duration,
+    /// Read through librdkafka even when kshard's own Fetch could be used.
+    pub(crate) librdkafka: bool,
     /// The broker's process, to count its CPU time too.
     pub(crate) broker_pid: Option<u32>,
 }
@@ -58,7 +60,10 @@ pub(crate) fn record_times(b: &RecordTimesBench<'_>) -> Result<()> {
     // Each partition's "committed offset" somewhere in its records.
     let wanted: Vec<(String, i32, i64)> =
         partitions.iter().enumerate().map(|(i, (t, p))| (t.clone(), *p, (i as i64 * 7) % i64::from(RECORDS))).collect();
+    // What `serve` uses: kshard's own Fetch over PLAINTEXT, librdkafka else.
+    let fetch = if b.librdkafka { None } else { FetchTimes::new(&target.settings)? };
     let reader = TimestampReader::new(&target.settings)?;
+    let which = if fetch.is_some() { "kshard's own Fetch requests" } else { "librdkafka" };
     let me = std::process::id();
     let (mut wall, mut cpu, mut broker_cpu, mut answered) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     // The first call connects and learns the leaders: not counted.
@@ -66,7 +71,11 @@ pub(crate) fn record_times(b: &RecordTimesBench<'_>) -> Result<()> {
         let cpu_before = process_stats(me)?.cpu_seconds;
         let broker_before = b.broker_pid.map(process_stats).transpose()?.map(|s| s.cpu_seconds);
         let t = Instant::now();
-        let read = reader.read(&wanted, b.round).context("reading record times")?;
+        let read = match &fetch {
+            Some(fetch) => fetch.read(&wanted, b.round),
+            None => reader.read(&wanted, b.round),
+        }
+        .context("reading record times")?;
         let elapsed = t.elapsed().as_secs_f64() * 1000.0;
         if run == 0 {
             continue;
@@ -81,7 +90,7 @@ pub(crate) fn record_times(b: &RecordTimesBench<'_>) -> Result<()> {
     let n = wanted.len() as f64;
     let per_10k = |ms: f64| ms / (n / 10_000.0);
     println!(
-        "lagging partitions: {} ({} topics × {} partitions), {} runs",
+        "lagging partitions: {} ({} topics × {} partitions), {} runs, read through {which}",
         wanted.len(),
         b.topics,
         b.partitions,
