@@ -235,26 +235,28 @@ impl FetchTimes {
         let mut body = BytesMut::new();
         header
             .encode(&mut body, FetchRequest::header_version(FETCH_VERSION))
-            .map_err(|e| protocol(step("encoding"), e))?;
-        request.encode(&mut body, FETCH_VERSION).map_err(|e| protocol(step("encoding"), e))?;
+            .map_err(|e| refused(step("encoding"), e))?;
+        request.encode(&mut body, FETCH_VERSION).map_err(|e| refused(step("encoding"), e))?;
         let mut frame = BytesMut::with_capacity(body.len() + 4);
         frame.put_i32(body.len() as i32);
         frame.extend_from_slice(&body);
 
         let mut connections = self.connections.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if !connections.contains_key(address) {
-            let stream = TcpStream::connect(address).map_err(|e| io(step("connecting for"), e))?;
-            stream.set_nodelay(true).map_err(|e| io(step("configuring the connection for"), e))?;
+            let stream = TcpStream::connect(address).map_err(|e| refused(step("connecting for"), e))?;
+            stream.set_nodelay(true).map_err(|e| refused(step("configuring the connection for"), e))?;
             connections.insert(address.to_owned(), stream);
         }
         let stream = connections.get_mut(address).expect("inserted above");
-        stream.set_read_timeout(Some(timeout.max(Duration::from_millis(1)))).map_err(|e| io(step("configuring"), e))?;
+        stream
+            .set_read_timeout(Some(timeout.max(Duration::from_millis(1))))
+            .map_err(|e| refused(step("configuring"), e))?;
         stream
             .set_write_timeout(Some(timeout.max(Duration::from_millis(1))))
-            .map_err(|e| io(step("configuring"), e))?;
-        stream.write_all(&frame).map_err(|e| io(step("sending"), e))?;
+            .map_err(|e| refused(step("configuring"), e))?;
+        stream.write_all(&frame).map_err(|e| refused(step("sending"), e))?;
         let mut size = [0u8; 4];
-        stream.read_exact(&mut size).map_err(|e| io(step("reading the answer to"), e))?;
+        stream.read_exact(&mut size).map_err(|e| refused(step("reading the answer to"), e))?;
         let size = i32::from_be_bytes(size);
         // A response is at most what was asked for plus one batch per
         // partition; refuse what no broker would send.
@@ -265,11 +267,11 @@ impl FetchTimes {
             });
         }
         let mut buf = vec![0u8; size as usize];
-        stream.read_exact(&mut buf).map_err(|e| io(step("reading the answer to"), e))?;
+        stream.read_exact(&mut buf).map_err(|e| refused(step("reading the answer to"), e))?;
         drop(connections);
         let mut buf = Bytes::from(buf);
         let header = ResponseHeader::decode(&mut buf, FetchResponse::header_version(FETCH_VERSION))
-            .map_err(|e| protocol(step("decoding the answer to"), e))?;
+            .map_err(|e| refused(step("decoding the answer to"), e))?;
         if header.correlation_id != correlation {
             return Err(Error::Refused {
                 step: step("reading the answer to"),
@@ -277,7 +279,7 @@ impl FetchTimes {
             });
         }
         let response =
-            FetchResponse::decode(&mut buf, FETCH_VERSION).map_err(|e| protocol(step("decoding the answer to"), e))?;
+            FetchResponse::decode(&mut buf, FETCH_VERSION).map_err(|e| refused(step("decoding the answer to"), e))?;
         if response.error_code != 0 {
             return Err(Error::Refused {
                 step: step("sending"),
@@ -416,11 +418,8 @@ fn first_record_from(mut records: Bytes, want: i64) -> Answer {
     last_control.map_or(Answer::Nothing, Answer::ControlUpTo)
 }
 
-fn io(step: String, e: std::io::Error) -> Error {
-    Error::Refused { step, message: e.to_string() }
-}
-
-fn protocol(step: String, e: impl std::fmt::Display) -> Error {
+/// A step that failed, with why (I/O or the protocol).
+fn refused(step: String, e: impl std::fmt::Display) -> Error {
     Error::Refused { step, message: e.to_string() }
 }
 

@@ -75,25 +75,24 @@ fn check_reads(
 ) {
     let topic = topic.to_owned();
     let wanted = [(topic.clone(), 0, 3), (topic.clone(), 1, 2), (topic.clone(), 1, 5)];
-    let read_ = read;
-    let read = read_(&wanted, Duration::from_secs(10));
-    let at3 = read.found[&(topic.clone(), 0, 3)];
+    let first = read(&wanted, Duration::from_secs(10));
+    let at3 = first.found[&(topic.clone(), 0, 3)];
     assert_eq!(at3.offset, 3);
     assert!((before..=after).contains(&at3.timestamp_ms), "{at3:?} produced between {before} and {after}");
-    assert_eq!(read.found[&(topic.clone(), 1, 2)].offset, 2);
-    assert!(!read.found.contains_key(&(topic.clone(), 1, 5)), "a marker is no record");
-    assert_eq!(read.empty, vec![(topic.clone(), 1, 5)], "read past: only a marker follows offset 5");
+    assert_eq!(first.found[&(topic.clone(), 1, 2)].offset, 2);
+    assert!(!first.found.contains_key(&(topic.clone(), 1, 5)), "a marker is no record");
+    assert_eq!(first.empty, vec![(topic.clone(), 1, 5)], "read past: only a marker follows offset 5");
 
     // No time to answer: no record, and no claim that there is none.
     if slow {
-        let unanswered = read_(&[(topic.clone(), 0, 7)], Duration::from_nanos(1));
+        let unanswered = read(&[(topic.clone(), 0, 7)], Duration::from_nanos(1));
         assert!(unanswered.found.is_empty() && unanswered.empty.is_empty(), "{unanswered:?}");
     }
     // Asked again with time, it answers; several offsets of one partition too.
-    let again = read_(&[(topic.clone(), 0, 7), (topic.clone(), 0, 8), (topic.clone(), 0, 9)], Duration::from_secs(10));
+    let again = read(&[(topic.clone(), 0, 7), (topic.clone(), 0, 8), (topic.clone(), 0, 9)], Duration::from_secs(10));
     assert_eq!(again.found[&(topic.clone(), 0, 7)].offset, 7);
     assert_eq!(again.found[&(topic.clone(), 0, 9)].offset, 9);
     // A topic that does not exist: no answer, no error.
-    let missing = read_(&[("no-such-topic-anywhere".to_owned(), 0, 1)], Duration::from_secs(2));
+    let missing = read(&[("no-such-topic-anywhere".to_owned(), 0, 1)], Duration::from_secs(2));
     assert!(missing.found.is_empty() && missing.empty.is_empty());
 }

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use common::*;
-use kshard_kafka::{Admin, ClientSettings, GroupConsumer, OffsetCommitter, RecordWriter, TopicSpec};
+use kshard_kafka::{Admin, ClientSettings, GroupConsumer, OffsetCommitter, RecordWriter};
 use kshard_lag::service::ServeOptions;
 use kshard_lag::{HistorySettings, MonitorSettings, StatusSettings};
 use kshard_testkit::{Broker, unique_name};
@@ -68,26 +68,6 @@ fn browse(mode: &str, mut want: Value) -> Value {
     result
 }
 
-fn create_topic(admin: &Admin, writer: &RecordWriter, name: &str, records_per_partition: &[u32]) {
-    let spec = TopicSpec {
-        name: name.into(),
-        partitions: records_per_partition.len() as i32,
-        replication: 1,
-        configs: vec![],
-    };
-    admin.create_topic(&spec).expect("create topic");
-    produce(writer, name, records_per_partition);
-}
-
-fn produce(writer: &RecordWriter, topic: &str, records_per_partition: &[u32]) {
-    for (p, n) in records_per_partition.iter().enumerate() {
-        for i in 0..*n {
-            writer.send(topic, p as i32, format!("k{i}").as_bytes(), Some(b"v")).expect("send");
-        }
-    }
-    writer.flush(Duration::from_secs(30)).expect("flush");
-}
-
 /// kshard's overview, by group: (status, records lost).
 fn overview(service: &mut TestService) -> std::collections::BTreeMap<String, (String, i64)> {
     let (status, body) = service.get("/api/overview");
@@ -110,11 +90,10 @@ fn the_page_in_chromium_filters_pages_and_charts_a_group() {
     let p = unique_name("page");
     let settings = ClientSettings::new(broker.brokers());
     let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
-    let writer = RecordWriter::new(&settings).expect("producer");
     let (orders, doomed, quiet) = (format!("{p}-orders"), format!("{p}-doomed"), format!("{p}-quiet"));
-    create_topic(&admin, &writer, &orders, &[100, 100, 100]);
-    create_topic(&admin, &writer, &doomed, &[100]);
-    create_topic(&admin, &writer, &quiet, &[10]);
+    create_and_fill(&settings, &orders, &[100, 100, 100]);
+    create_and_fill(&settings, &doomed, &[100]);
+    create_and_fill(&settings, &quiet, &[10]);
     let group = |name: &str| format!("{p}-{name}");
     let committer = |name: &str| OffsetCommitter::new(&settings, &group(name)).expect("committer");
 

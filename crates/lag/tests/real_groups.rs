@@ -11,29 +11,10 @@ use std::time::Duration;
 
 use common::*;
 use kshard_kafka::{
-    Admin, ClientSettings, GroupConsumer, GroupProtocol, OffsetCommitter, RecordWriter, TopicSpec, TransactionEnd,
-    TransactionalCommitter,
+    ClientSettings, GroupConsumer, GroupProtocol, OffsetCommitter, TransactionEnd, TransactionalCommitter,
 };
 use kshard_lag::service::{ScrapeMode, ServeOptions};
 use kshard_testkit::{Broker, KafkaLag, kafka_consumer_groups, unique_name};
-
-fn create_and_fill(settings: &ClientSettings, topic: &str, records_per_partition: &[u32]) {
-    let admin = Admin::new(settings, Duration::from_secs(30)).expect("admin");
-    let spec = TopicSpec {
-        name: topic.into(),
-        partitions: records_per_partition.len() as i32,
-        replication: 1,
-        configs: vec![],
-    };
-    admin.create_topic(&spec).expect("create topic");
-    let writer = RecordWriter::new(settings).expect("producer");
-    for (p, n) in records_per_partition.iter().enumerate() {
-        for i in 0..*n {
-            writer.send(topic, p as i32, format!("k{i}").as_bytes(), Some(b"v")).expect("send");
-        }
-    }
-    writer.flush(Duration::from_secs(30)).expect("flush");
-}
 
 fn serve(settings: &ClientSettings, mode: ScrapeMode, prefix: &str) -> TestService {
     TestService::start(ServeOptions {

@@ -147,23 +147,12 @@ impl Writer {
     }
 
     pub fn topic(&self, name: &str, records_per_partition: &[u32]) {
-        let spec = TopicSpec {
-            name: name.into(),
-            partitions: records_per_partition.len() as i32,
-            replication: 1,
-            configs: vec![],
-        };
-        self.admin.create_topic(&spec).expect("create topic");
+        create_topic(&self.admin, name, records_per_partition.len() as i32);
         self.produce(name, records_per_partition);
     }
 
     pub fn produce(&self, topic: &str, records_per_partition: &[u32]) {
-        for (p, n) in records_per_partition.iter().enumerate() {
-            for i in 0..*n {
-                self.writer.send(topic, p as i32, format!("k{i}").as_bytes(), Some(b"v")).expect("send");
-            }
-        }
-        self.writer.flush(Duration::from_secs(30)).expect("flush");
+        produce(&self.writer, topic, records_per_partition);
     }
 
     pub fn record(&self, group: &str, record: &Record<'_>) {
@@ -183,6 +172,31 @@ impl Writer {
     pub fn commit(&self, group: &str, topic: &str, partition: i32, version: i16, offset: i64) {
         self.record(group, &commit(group, topic, partition, version, offset));
     }
+}
+
+/// Creates `topic` with `partitions` partitions (replication 1).
+pub fn create_topic(admin: &Admin, topic: &str, partitions: i32) {
+    let spec = TopicSpec { name: topic.into(), partitions, replication: 1, configs: vec![] };
+    admin.create_topic(&spec).expect("create topic");
+}
+
+/// Writes `records_per_partition[p]` records into partition p of `topic` and
+/// waits until the broker has them.
+pub fn produce(writer: &RecordWriter, topic: &str, records_per_partition: &[u32]) {
+    for (p, n) in records_per_partition.iter().enumerate() {
+        for i in 0..*n {
+            writer.send(topic, p as i32, format!("k{i}").as_bytes(), Some(b"v")).expect("send");
+        }
+    }
+    writer.flush(Duration::from_secs(30)).expect("flush");
+}
+
+/// Creates `topic` with one partition per entry and fills each with that
+/// many records.
+pub fn create_and_fill(settings: &ClientSettings, topic: &str, records_per_partition: &[u32]) {
+    let admin = Admin::new(settings, Duration::from_secs(30)).expect("admin");
+    create_topic(&admin, topic, records_per_partition.len() as i32);
+    produce(&RecordWriter::new(settings).expect("producer"), topic, records_per_partition);
 }
 
 pub fn only(prefix: &str) -> MonitorSettings {
