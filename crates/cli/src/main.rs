@@ -199,6 +199,10 @@ enum BenchCommand {
         /// Partitions per topic.
         #[arg(long, default_value_t = 100)]
         partitions: i32,
+        /// The size of each record's value: 20 records of 1 byte make a
+        /// partition one batch of 271 bytes; of 1,000 bytes, one of about 20 KB.
+        #[arg(long, default_value_t = 1)]
+        value_bytes: usize,
         /// Measured calls.
         #[arg(long, default_value_t = 5)]
         runs: usize,
@@ -283,11 +287,22 @@ fn main() -> ExitCode {
             bench::state::state(groups, partitions, topics)
         }
         Command::Bench {
-            command: BenchCommand::RecordTimes { brokers, topics, partitions, runs, round_ms, librdkafka, broker_pid },
+            command:
+                BenchCommand::RecordTimes {
+                    brokers,
+                    topics,
+                    partitions,
+                    value_bytes,
+                    runs,
+                    round_ms,
+                    librdkafka,
+                    broker_pid,
+                },
         } => bench::record_times::record_times(&bench::record_times::RecordTimesBench {
             kafka: &brokers,
             topics,
             partitions,
+            value_bytes,
             runs,
             round: std::time::Duration::from_millis(round_ms),
             librdkafka,

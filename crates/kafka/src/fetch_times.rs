@@ -1,44 +1,55 @@
 //! [`FetchTimes`]: the timestamps of records at given offsets by kshard's own
-//! Fetch request, over PLAINTEXT — one request per broker leading wanted
-//! partitions, each partition asking for about one batch at its offset (the
-//! broker answers with the batch that holds it). Where the wanted record is
-//! the batch's first (or the record there is gone and the batch starts after
-//! it), the batch header's timestamp is the answer; otherwise that batch's
-//! records are read (decompressed if need be). No consumer, no
-//! assignment, no prefetch: what made [`crate::TimestampReader`] cost about
-//! 34 µs of CPU a partition.
-//! Connections to brokers are kept between calls. TLS and SASL go through
-//! [`crate::TimestampReader`].
+//! Fetch requests — one request per broker leading wanted partitions, each
+//! partition asking for about one batch at its offset: the size of the batch
+//! last read there (the broker answers with whole batches from the one that
+//! holds the offset). Where the wanted record is the batch's first (or the
+//! record there is gone and the batch starts after it), the batch header's
+//! timestamp is the answer; otherwise that batch's records are read
+//! (decompressed if need be). Every offset wanted on a partition that the
+//! batches returned hold is answered from them. No consumer, no assignment,
+//! no prefetch: what made [`crate::TimestampReader`] cost about 34 µs of CPU
+//! a partition.
+//!
+//! Leaders come from a Metadata request of its own, kept 30 s or until a
+//! broker says they moved; connections ([`BrokerLink`]: TCP, TLS, SASL PLAIN
+//! and SCRAM) are kept between calls, and answers read in place
+//! ([`crate::fetch_response`]).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::sync::Mutex;
-use std::time::Duration;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse, RequestHeader, ResponseHeader, TopicName};
-use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+use kafka_protocol::messages::{ApiKey, FetchRequest, MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::RecordBatchDecoder;
 
-use crate::admin::Admin;
+use crate::broker_link::{BrokerLink, Security};
 use crate::config::ClientSettings;
 use crate::error::{Error, Result};
+use crate::fetch_response::read_fetch_response;
 use crate::timestamps::{RecordTime, TimesRead};
 
 /// Fetch v12: topic names (v13 on use topic ids), flexible encoding; every
 /// broker since Kafka 2.7 and Kafka 4.x speak it.
 const FETCH_VERSION: i16 = 12;
 
-/// Bytes asked of each partition at first: a producer's default batch. A
-/// broker returns only whole batches (past the first partition of a
-/// response), so a partition that comes back empty is asked again for
-/// [`GROWTH`] times more, up to [`MOST_BYTES`].
+/// Bytes asked of a partition never read before: a producer's default
+/// batch. A broker answers with the whole batches from the one that holds
+/// the offset asked for, as many as fit in the size asked (the first
+/// partition of a response gets its first batch whatever its size), and
+/// nothing when the first does not fit: such a partition is asked again for
+/// [`GROWTH`] times more. A batch cut at the end of an answer is asked again
+/// whole when the wanted record is not in the part that came (its size is in
+/// its header).
 const FIRST_BYTES: i32 = 16 * 1024;
 
-/// How much more a partition that came back empty is asked for.
+/// How much more a partition whose first batch did not fit is asked for.
 const GROWTH: i32 = 8;
+
+/// The least asked of a partition: a batch header (61 bytes) and a few
+/// records.
+const LEAST_BYTES: i32 = 512;
 
 /// The most asked of one partition: a batch is at most the broker's
 /// `message.max.bytes` (1 MiB by default).
@@ -48,21 +59,70 @@ const MOST_BYTES: i32 = 8 * 1024 * 1024;
 /// asked again in the same call.
 const RESPONSE_MAX_BYTES: i32 = 32 * 1024 * 1024;
 
-/// Requests per broker and call, at most (partitions left out of a full
-/// response are asked again).
-const REQUESTS_PER_BROKER: usize = 8;
+/// Requests per broker and call, at most: partitions left out of a full
+/// response, or wanted at offsets the first answer did not hold (several
+/// groups far apart on one partition), are asked again.
+const REQUESTS_PER_BROKER: usize = 16;
 
-/// Rounds per call: a partition wanted at several offsets takes one each.
-const ROUNDS: usize = 3;
+/// Metadata v9: the first flexible version; every broker since Kafka 2.4
+/// speaks it, Kafka 4 too (which dropped v0 to v3).
+const METADATA_VERSION: i16 = 9;
+
+/// The least time a Metadata request is given (the cluster's whole metadata).
+const METADATA_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long the cluster's leaders are trusted without a sign that they moved
+/// (an error from a broker, or a wanted partition without a known leader).
+const LEADERS_MAX_AGE: Duration = Duration::from_secs(30);
+
+/// Partition errors that mean the leaders known are out of date:
+/// UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER,
+/// FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_ID.
+const LEADERS_MOVED: [i16; 6] = [3, 5, 6, 74, 75, 100];
 
 /// Reads record timestamps with Fetch requests of its own.
 pub struct FetchTimes {
-    /// Leaders and broker addresses, read at each call.
-    admin: Admin,
+    /// The bootstrap brokers, `host:port`: where the cluster's metadata is
+    /// asked for when no connection is open.
+    bootstrap: Vec<String>,
+    /// The leaders last read, if still trusted.
+    leaders: Mutex<Option<Arc<Leaders>>>,
+    /// Topic → by partition, the size of the batch last read there (0: none
+    /// yet): what to ask for next time, so that a partition's answer is about
+    /// one batch, not the log after it.
+    batch_sizes: Mutex<HashMap<String, Vec<i32>>>,
+    /// TLS and SASL, as the settings ask.
+    security: Security,
     /// Open connections, by `host:port`.
-    connections: Mutex<HashMap<String, TcpStream>>,
-    /// The next request's correlation id.
-    correlation: Mutex<i32>,
+    connections: Mutex<HashMap<String, BrokerLink>>,
+}
+
+/// Each partition's leader's address, as a Metadata request said.
+struct Leaders {
+    read_at: Instant,
+    /// Topic → the leader's `host:port` by partition (`None`: no leader).
+    by_topic: HashMap<String, Vec<Option<Arc<str>>>>,
+}
+
+/// A partition's slot in a by-topic table.
+fn slot<'a, T>(table: &'a HashMap<String, Vec<T>>, topic: &str, partition: i32) -> Option<&'a T> {
+    table.get(topic)?.get(usize::try_from(partition).ok()?)
+}
+
+impl Leaders {
+    fn of(&self, topic: &str, partition: i32) -> Option<&Arc<str>> {
+        slot(&self.by_topic, topic, partition)?.as_ref()
+    }
+}
+
+/// A partition wanted at some offsets, on its way to one broker.
+struct Wanted<'a> {
+    topic: &'a str,
+    partition: i32,
+    /// The offsets not answered yet, ascending; the first is asked for.
+    offsets: Vec<i64>,
+    /// The bytes to ask for.
+    bytes: i32,
 }
 
 impl std::fmt::Debug for FetchTimes {
@@ -72,139 +132,266 @@ impl std::fmt::Debug for FetchTimes {
 }
 
 impl FetchTimes {
-    /// A reader on `settings`' brokers, when they are reached over PLAINTEXT
-    /// (`None` for TLS or SASL).
+    /// A reader on `settings`' brokers: PLAINTEXT, TLS, SASL PLAIN and
+    /// SCRAM; `None` for what only librdkafka does (GSSAPI, OAUTHBEARER,
+    /// keystores…, see [`Security`]).
     pub fn new(settings: &ClientSettings) -> Result<Option<Self>> {
-        let plaintext = settings
-            .properties
-            .iter()
-            .filter(|(k, _)| k == "security.protocol")
-            .all(|(_, v)| v.eq_ignore_ascii_case("plaintext"));
-        if !plaintext {
-            return Ok(None);
-        }
-        let admin = Admin::new(settings, Duration::from_secs(30))?;
-        Ok(Some(FetchTimes { admin, connections: Mutex::new(HashMap::new()), correlation: Mutex::new(0) }))
+        let Some(security) = Security::from_settings(settings)? else { return Ok(None) };
+        let bootstrap = settings.brokers.split(',').map(|b| b.trim().to_owned()).filter(|b| !b.is_empty()).collect();
+        Ok(Some(FetchTimes {
+            bootstrap,
+            leaders: Mutex::new(None),
+            batch_sizes: Mutex::new(HashMap::new()),
+            security,
+            connections: Mutex::new(HashMap::new()),
+        }))
     }
 
     /// The record at (or first after) each of `wanted` (topic, partition,
     /// offset), each broker given at most `timeout` per request; and the
     /// offsets read past without a record (only transaction markers follow
     /// them up to the end). Offsets not answered (a broker down, a leader
-    /// moving, a response full) are in neither: ask again.
+    /// moving, a response full) are in neither: ask again. An error when
+    /// every broker asked failed.
     pub fn read(&self, wanted: &[(String, i32, i64)], timeout: Duration) -> Result<TimesRead> {
         let mut read = TimesRead::default();
         if wanted.is_empty() {
             return Ok(read);
         }
-        let (leaders, brokers) = self.admin.leaders_and_brokers()?;
-        let mut by_partition: BTreeMap<(&str, i32), BTreeSet<i64>> = BTreeMap::new();
+        let leaders = self.leaders(timeout.max(METADATA_TIMEOUT))?;
+        let mut by_partition: HashMap<(&str, i32), Vec<i64>> = HashMap::new();
         for (topic, partition, offset) in wanted {
-            by_partition.entry((topic.as_str(), *partition)).or_default().insert(*offset);
+            by_partition.entry((topic.as_str(), *partition)).or_default().push(*offset);
         }
-        for _ in 0..ROUNDS {
-            let mut by_broker: BTreeMap<&str, Vec<(&str, i32, i64)>> = BTreeMap::new();
-            for ((topic, partition), offsets) in by_partition.iter_mut() {
-                let Some(offset) = offsets.pop_first() else { continue };
-                let address = leaders.get(&((*topic).to_owned(), *partition)).and_then(|id| brokers.get(id));
-                if let Some(address) = address {
-                    by_broker.entry(address.as_str()).or_default().push((topic, *partition, offset));
-                }
+        let mut by_broker: BTreeMap<&str, Vec<Wanted<'_>>> = BTreeMap::new();
+        let mut leaderless = false;
+        {
+            let sizes = self.batch_sizes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            for ((topic, partition), mut offsets) in by_partition {
+                let Some(address) = leaders.of(topic, partition) else {
+                    leaderless = true;
+                    continue;
+                };
+                offsets.sort_unstable();
+                offsets.dedup();
+                let bytes = match slot(&sizes, topic, partition) {
+                    // A quarter more: the next batch may be a little larger.
+                    Some(&size) if size > 0 => size.saturating_add(size / 4).clamp(LEAST_BYTES, MOST_BYTES),
+                    _ => FIRST_BYTES,
+                };
+                by_broker.entry(address).or_default().push(Wanted { topic, partition, offsets, bytes });
             }
-            if by_broker.is_empty() {
-                break;
-            }
-            for (address, partitions) in by_broker {
-                // A broker that fails leaves its partitions unanswered; the
-                // others are still read.
-                if let Err(e) = self.read_from(address, &partitions, timeout, &mut read) {
+        }
+        let mut moved = leaderless;
+        let (mut failed, brokers) = (None, by_broker.len());
+        let mut failures = 0;
+        for (address, partitions) in by_broker {
+            // A broker that fails leaves its partitions unanswered; the
+            // others are still read.
+            match self.read_from(address, partitions, timeout, &mut read) {
+                Ok(leaders_moved) => moved |= leaders_moved,
+                Err(e) => {
                     tracing::debug!(broker = address, error = %e, "reading record times");
                     self.connections.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(address);
+                    moved = true;
+                    failures += 1;
+                    failed = Some(e);
                 }
             }
         }
-        Ok(read)
+        if moved {
+            *self.leaders.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+        }
+        // Every broker failed (TLS or credentials refused, say): say why.
+        match failed {
+            Some(e) if failures == brokers => Err(e),
+            _ => Ok(read),
+        }
     }
 
-    /// Asks `address` for `partitions` until each is answered, the broker
-    /// answers none of those left, or [`REQUESTS_PER_BROKER`] requests.
+    /// The leaders known, read again when none are or they are too old.
+    fn leaders(&self, timeout: Duration) -> Result<Arc<Leaders>> {
+        let mut known = self.leaders.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(leaders) = known.as_ref().filter(|l| l.read_at.elapsed() < LEADERS_MAX_AGE) {
+            return Ok(Arc::clone(leaders));
+        }
+        let read_at = Instant::now();
+        let metadata = self.metadata(timeout)?;
+        let brokers: HashMap<i32, Arc<str>> = metadata
+            .brokers
+            .iter()
+            .map(|b| (b.node_id.0, Arc::from(format!("{}:{}", b.host.as_str(), b.port))))
+            .collect();
+        let mut by_topic: HashMap<String, Vec<Option<Arc<str>>>> = HashMap::new();
+        for topic in &metadata.topics {
+            let Some(name) = topic.name.as_ref().filter(|_| topic.error_code == 0) else { continue };
+            let slots = by_topic.entry(name.0.as_str().to_owned()).or_default();
+            for p in &topic.partitions {
+                let Ok(index) = usize::try_from(p.partition_index) else { continue };
+                if slots.len() <= index {
+                    slots.resize(index + 1, None);
+                }
+                slots[index] = brokers.get(&p.leader_id.0).cloned();
+            }
+        }
+        // Sizes of topics gone are forgotten with them.
+        self.batch_sizes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .retain(|topic, _| by_topic.contains_key(topic));
+        let leaders = Arc::new(Leaders { read_at, by_topic });
+        *known = Some(Arc::clone(&leaders));
+        Ok(leaders)
+    }
+
+    /// Asks `address` for `partitions` until each offset is answered, the
+    /// broker answers none of those left, or [`REQUESTS_PER_BROKER`]
+    /// requests. Every offset of a partition that the batches returned hold
+    /// is answered from them; the lowest left is asked for next. Whether the
+    /// broker said a partition's leader moved.
     fn read_from(
         &self,
         address: &str,
-        partitions: &[(&str, i32, i64)],
+        mut left: Vec<Wanted<'_>>,
         timeout: Duration,
         read: &mut TimesRead,
-    ) -> Result<()> {
-        // (topic, partition, wanted offset, bytes to ask for)
-        let mut left: Vec<(&str, i32, i64, i32)> = partitions.iter().map(|&(t, p, o)| (t, p, o, FIRST_BYTES)).collect();
+    ) -> Result<bool> {
+        let mut moved = false;
         for _ in 0..REQUESTS_PER_BROKER {
             if left.is_empty() {
                 break;
             }
-            let response = self.fetch(address, &left, timeout)?;
-            let before = left.len();
-            let mut answered: std::collections::HashSet<(&str, i32)> = std::collections::HashSet::new();
-            let mut bigger: HashMap<(&str, i32), i32> = HashMap::new();
-            // (topic, partition) → (wanted offset, bytes asked)
-            let asked: HashMap<(&str, i32), (i64, i32)> = left.iter().map(|&(t, p, o, b)| ((t, p), (o, b))).collect();
-            for topic in &response.responses {
-                let name: &str = &topic.topic.0;
-                for p in &topic.partitions {
-                    let partition = p.partition_index;
-                    let Some(&(want, asked_bytes)) = asked.get(&(name, partition)) else { continue };
-                    if p.error_code != 0 {
-                        continue;
+            let (expected, frame) = self.fetch(address, &left, timeout)?;
+            let response = read_fetch_response(&frame).map_err(|e| Error::Refused {
+                step: format!("reading a Fetch answer from {address}"),
+                message: e.to_string(),
+            })?;
+            if response.correlation_id != expected {
+                return Err(Error::Refused {
+                    step: format!("reading a Fetch answer from {address}"),
+                    message: format!("correlation id {} for {expected}", response.correlation_id),
+                });
+            }
+            if response.error_code != 0 {
+                return Err(Error::Refused {
+                    step: format!("sending a Fetch request to {address}"),
+                    message: format!("error code {}", response.error_code),
+                });
+            }
+            let index: HashMap<(&str, i32), usize> =
+                left.iter().enumerate().map(|(i, w)| ((w.topic, w.partition), i)).collect();
+            let mut progress = false;
+            for p in &response.partitions {
+                let Some(&i) = index.get(&(p.topic, p.partition)) else { continue };
+                let wanted = &mut left[i];
+                if p.error_code != 0 {
+                    moved |= LEADERS_MOVED.contains(&p.error_code);
+                    continue;
+                }
+                let Some(first) = BatchHeader::parse(p.records) else {
+                    // Empty: the response was full (the same next time), or
+                    // the batch is larger than asked (more next time).
+                    let fit = frame.len().saturating_add(usize::try_from(wanted.bytes).unwrap_or(0))
+                        <= RESPONSE_MAX_BYTES as usize;
+                    if fit && p.high_watermark > wanted.offsets[0] && wanted.bytes < MOST_BYTES {
+                        wanted.bytes = wanted.bytes.saturating_mul(GROWTH).min(MOST_BYTES);
+                        progress = true;
                     }
-                    let Some(records) = p.records.clone().filter(|r| !r.is_empty()) else {
-                        // A batch larger than asked for, or the response
-                        // full: more next time.
-                        if p.high_watermark > want {
-                            bigger.insert((name, partition), asked_bytes.saturating_mul(GROWTH).min(MOST_BYTES));
-                        }
-                        continue;
-                    };
-                    match first_record_from(records, want) {
-                        Answer::Record(offset, timestamp_ms) => {
-                            read.found.insert((name.to_owned(), partition, want), RecordTime { offset, timestamp_ms });
-                            answered.insert((name, partition));
-                        }
-                        // Only markers up to the end.
-                        Answer::ControlUpTo(last) if last + 1 >= p.high_watermark => {
-                            read.empty.push((name.to_owned(), partition, want));
-                            answered.insert((name, partition));
-                        }
-                        // The batch that holds the offset, whole, next time.
-                        Answer::NeedBatch(bytes) => {
-                            bigger.insert((name, partition), bytes.clamp(FIRST_BYTES, MOST_BYTES));
-                        }
-                        Answer::ControlUpTo(_) | Answer::Nothing => {}
+                    continue;
+                };
+                self.remember(p.topic, p.partition, first.size);
+                let before = wanted.offsets.len();
+                let mut need = None;
+                wanted.offsets.retain(|&want| match first_record_from(p.records, want) {
+                    Answer::Record(offset, timestamp_ms) => {
+                        read.found.insert((p.topic.to_owned(), p.partition, want), RecordTime { offset, timestamp_ms });
+                        false
                     }
+                    // Only markers up to the end.
+                    Answer::ControlUpTo(last) if last + 1 >= p.high_watermark => {
+                        read.empty.push((p.topic.to_owned(), p.partition, want));
+                        false
+                    }
+                    // The batch that holds the offset, whole, next time.
+                    Answer::NeedBatch(bytes) => {
+                        need.get_or_insert(bytes);
+                        true
+                    }
+                    Answer::ControlUpTo(_) | Answer::Nothing => true,
+                });
+                progress |= wanted.offsets.len() < before;
+                if let Some(bytes) = need.filter(|&b| b > wanted.bytes) {
+                    wanted.bytes = bytes.clamp(LEAST_BYTES, MOST_BYTES);
+                    progress = true;
                 }
             }
-            left.retain(|(t, p, _, _)| !answered.contains(&(*t, *p)));
-            for (t, p, _, bytes) in &mut left {
-                if let Some(&b) = bigger.get(&(*t, *p)) {
-                    *bytes = b;
-                }
-            }
-            if left.len() == before && bigger.is_empty() {
+            left.retain(|w| !w.offsets.is_empty());
+            if !progress {
                 break;
             }
         }
-        Ok(())
+        Ok(moved)
     }
 
-    /// One Fetch request to `address` for `partitions`, each with the bytes
-    /// to ask for.
-    fn fetch(&self, address: &str, partitions: &[(&str, i32, i64, i32)], timeout: Duration) -> Result<FetchResponse> {
-        let step = |what: &str| format!("{what} a Fetch request to {address}");
+    /// The cluster's metadata (every topic), from the first broker that
+    /// answers: those connected first, then the bootstrap list.
+    fn metadata(&self, timeout: Duration) -> Result<MetadataResponse> {
+        let request = MetadataRequest::default().with_topics(None).with_allow_auto_topic_creation(false);
+        let mut connections = self.connections.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let open: Vec<String> = connections.keys().cloned().collect();
+        let mut failed = None;
+        for address in open.iter().chain(&self.bootstrap) {
+            let link = match connections.entry(address.clone()) {
+                std::collections::hash_map::Entry::Occupied(open) => open.into_mut(),
+                std::collections::hash_map::Entry::Vacant(none) => {
+                    match BrokerLink::connect(address, &self.security, timeout) {
+                        Ok(link) => none.insert(link),
+                        Err(e) => {
+                            failed = Some(e);
+                            continue;
+                        }
+                    }
+                }
+            };
+            match link.call::<_, MetadataResponse>(ApiKey::Metadata, &request, METADATA_VERSION, timeout) {
+                Ok(metadata) => return Ok(metadata),
+                Err(e) => {
+                    connections.remove(address);
+                    failed = Some(e);
+                }
+            }
+        }
+        Err(failed.unwrap_or_else(|| Error::Refused {
+            step: "fetching the cluster's metadata".into(),
+            message: "no bootstrap broker".into(),
+        }))
+    }
+
+    /// Remembers the size of the batch last read on a partition.
+    fn remember(&self, topic: &str, partition: i32, size: i32) {
+        let Ok(index) = usize::try_from(partition) else { return };
+        let mut sizes = self.batch_sizes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let slots = match sizes.get_mut(topic) {
+            Some(slots) => slots,
+            None => sizes.entry(topic.to_owned()).or_default(),
+        };
+        if slots.len() <= index {
+            slots.resize(index + 1, 0);
+        }
+        slots[index] = size;
+    }
+
+    /// One Fetch request to `address` for the first offset of each of
+    /// `partitions`, with the bytes to ask for: the request's correlation id
+    /// and the answer's frame. A connection is made when none is open.
+    fn fetch(&self, address: &str, partitions: &[Wanted<'_>], timeout: Duration) -> Result<(i32, Vec<u8>)> {
         let mut topics: BTreeMap<&str, Vec<FetchPartition>> = BTreeMap::new();
-        for (topic, partition, offset, bytes) in partitions {
-            topics.entry(topic).or_default().push(
+        for w in partitions {
+            topics.entry(w.topic).or_default().push(
                 FetchPartition::default()
-                    .with_partition(*partition)
-                    .with_fetch_offset(*offset)
-                    .with_partition_max_bytes(*bytes),
+                    .with_partition(w.partition)
+                    .with_fetch_offset(w.offsets[0])
+                    .with_partition_max_bytes(w.bytes),
             );
         }
         let request = FetchRequest::default()
@@ -222,71 +409,14 @@ impl FetchTimes {
                     })
                     .collect(),
             );
-        let correlation = {
-            let mut c = self.correlation.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            *c = c.wrapping_add(1);
-            *c
-        };
-        let header = RequestHeader::default()
-            .with_request_api_key(ApiKey::Fetch as i16)
-            .with_request_api_version(FETCH_VERSION)
-            .with_correlation_id(correlation)
-            .with_client_id(Some(StrBytes::from_static_str("kshard")));
-        let mut body = BytesMut::new();
-        header
-            .encode(&mut body, FetchRequest::header_version(FETCH_VERSION))
-            .map_err(|e| refused(step("encoding"), e))?;
-        request.encode(&mut body, FETCH_VERSION).map_err(|e| refused(step("encoding"), e))?;
-        let mut frame = BytesMut::with_capacity(body.len() + 4);
-        frame.put_i32(body.len() as i32);
-        frame.extend_from_slice(&body);
-
         let mut connections = self.connections.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if !connections.contains_key(address) {
-            let stream = TcpStream::connect(address).map_err(|e| refused(step("connecting for"), e))?;
-            stream.set_nodelay(true).map_err(|e| refused(step("configuring the connection for"), e))?;
-            connections.insert(address.to_owned(), stream);
-        }
-        let stream = connections.get_mut(address).expect("inserted above");
-        stream
-            .set_read_timeout(Some(timeout.max(Duration::from_millis(1))))
-            .map_err(|e| refused(step("configuring"), e))?;
-        stream
-            .set_write_timeout(Some(timeout.max(Duration::from_millis(1))))
-            .map_err(|e| refused(step("configuring"), e))?;
-        stream.write_all(&frame).map_err(|e| refused(step("sending"), e))?;
-        let mut size = [0u8; 4];
-        stream.read_exact(&mut size).map_err(|e| refused(step("reading the answer to"), e))?;
-        let size = i32::from_be_bytes(size);
-        // A response is at most what was asked for plus one batch per
-        // partition; refuse what no broker would send.
-        if !(0..=RESPONSE_MAX_BYTES.saturating_mul(4)).contains(&size) {
-            return Err(Error::Refused {
-                step: step("reading the answer to"),
-                message: format!("a frame of {size} bytes"),
-            });
-        }
-        let mut buf = vec![0u8; size as usize];
-        stream.read_exact(&mut buf).map_err(|e| refused(step("reading the answer to"), e))?;
-        drop(connections);
-        let mut buf = Bytes::from(buf);
-        let header = ResponseHeader::decode(&mut buf, FetchResponse::header_version(FETCH_VERSION))
-            .map_err(|e| refused(step("decoding the answer to"), e))?;
-        if header.correlation_id != correlation {
-            return Err(Error::Refused {
-                step: step("reading the answer to"),
-                message: format!("correlation id {} for {correlation}", header.correlation_id),
-            });
-        }
-        let response =
-            FetchResponse::decode(&mut buf, FETCH_VERSION).map_err(|e| refused(step("decoding the answer to"), e))?;
-        if response.error_code != 0 {
-            return Err(Error::Refused {
-                step: step("sending"),
-                message: format!("error code {}", response.error_code),
-            });
-        }
-        Ok(response)
+        let link = match connections.entry(address.to_owned()) {
+            std::collections::hash_map::Entry::Occupied(open) => open.into_mut(),
+            std::collections::hash_map::Entry::Vacant(none) => {
+                none.insert(BrokerLink::connect(address, &self.security, timeout)?)
+            }
+        };
+        link.send(ApiKey::Fetch, &request, FETCH_VERSION, timeout)
     }
 }
 
@@ -342,9 +472,9 @@ impl BatchHeader {
         })
     }
 
-    /// In this whole, uncompressed batch, the first record at or after
-    /// `want`: each record's length, timestamp delta and offset delta are
-    /// read, the rest skipped. `None` when the batch is malformed.
+    /// In this uncompressed batch, the first record at or after `want`: each
+    /// record's length, timestamp delta and offset delta are read, the rest
+    /// skipped. `None` when the batch ends first (cut, or malformed).
     fn walk(&self, batch: &[u8], want: i64) -> Option<Answer> {
         let mut at = 61;
         let count = i32::from_be_bytes(batch.get(57..61)?.try_into().ok()?);
@@ -381,10 +511,10 @@ fn varint(bytes: &[u8]) -> Option<(i64, usize)> {
 
 /// The first data record at or after `want` in `records` (a partition's
 /// record batches as a Fetch response carries them).
-fn first_record_from(mut records: Bytes, want: i64) -> Answer {
+fn first_record_from(mut records: &[u8], want: i64) -> Answer {
     let mut last_control = None;
-    while let Some(h) = BatchHeader::parse(&records) {
-        let complete = h.size as usize <= records.remaining();
+    while let Some(h) = BatchHeader::parse(records) {
+        let complete = h.size as usize <= records.len();
         if h.last_offset < want || h.control {
             if h.control && h.last_offset >= want {
                 last_control = Some(h.last_offset);
@@ -392,23 +522,26 @@ fn first_record_from(mut records: Bytes, want: i64) -> Answer {
             if !complete {
                 break;
             }
-            records.advance(h.size as usize);
+            records = &records[h.size as usize..];
             continue;
         }
         // The batch's first record is the one: its header says when.
         if h.base_offset >= want {
             return Answer::Record(h.base_offset, h.timestamp_ms);
         }
-        if !complete {
-            return Answer::NeedBatch(h.size);
-        }
-        let mut batch = records.split_to(h.size as usize);
+        let (mut batch, rest) = records.split_at((h.size as usize).min(records.len()));
+        records = rest;
         if !h.compressed {
-            // Uncompressed: walk the records' lengths and deltas only.
-            match h.walk(&batch, want) {
+            // Uncompressed: walk the records' lengths and deltas only, as
+            // far as they came.
+            match h.walk(batch, want) {
                 Some(found) => return found,
+                None if !complete => return Answer::NeedBatch(h.size),
                 None => break,
             }
+        }
+        if !complete {
+            return Answer::NeedBatch(h.size);
         }
         let Ok(set) = RecordBatchDecoder::decode(&mut batch) else { break };
         if let Some(r) = set.records.iter().find(|r| r.offset >= want && !r.control) {
@@ -418,14 +551,10 @@ fn first_record_from(mut records: Bytes, want: i64) -> Answer {
     last_control.map_or(Answer::Nothing, Answer::ControlUpTo)
 }
 
-/// A step that failed, with why (I/O or the protocol).
-fn refused(step: String, e: impl std::fmt::Display) -> Error {
-    Error::Refused { step, message: e.to_string() }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::{Bytes, BytesMut};
     use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
 
     fn batch(records: &[(i64, i64, bool)], compression: Compression) -> Bytes {
@@ -457,29 +586,33 @@ mod tests {
     #[test]
     fn the_record_at_or_after_the_offset() {
         let b = batch(&[(10, 1000, false), (11, 1100, false), (12, 1200, false)], Compression::None);
-        assert_eq!(first_record_from(b.clone(), 11), Answer::Record(11, 1100));
-        assert_eq!(first_record_from(b.clone(), 5), Answer::Record(10, 1000), "the wanted one is gone");
-        assert_eq!(first_record_from(b, 13), Answer::Nothing);
+        assert_eq!(first_record_from(&b, 11), Answer::Record(11, 1100));
+        assert_eq!(first_record_from(&b, 5), Answer::Record(10, 1000), "the wanted one is gone");
+        assert_eq!(first_record_from(&b, 13), Answer::Nothing);
         let compressed = batch(&[(20, 2000, false), (21, 2100, false)], Compression::Lz4);
-        assert_eq!(first_record_from(compressed, 21), Answer::Record(21, 2100));
+        assert_eq!(first_record_from(&compressed, 21), Answer::Record(21, 2100));
     }
 
     #[test]
     fn markers_only_and_a_batch_in_part() {
         let marker = batch(&[(30, 3000, true)], Compression::None);
-        assert_eq!(first_record_from(marker, 30), Answer::ControlUpTo(30));
+        assert_eq!(first_record_from(&marker, 30), Answer::ControlUpTo(30));
         let full = batch(&[(40, 4000, false), (41, 4100, false), (42, 4200, false)], Compression::None);
         let head = full.slice(..70);
         // The first record: the header says it all.
-        assert_eq!(first_record_from(head.clone(), 40), Answer::Record(40, 4000));
-        assert_eq!(first_record_from(head.clone(), 39), Answer::Record(40, 4000), "gone: the next one");
+        assert_eq!(first_record_from(&head, 40), Answer::Record(40, 4000));
+        assert_eq!(first_record_from(&head, 39), Answer::Record(40, 4000), "gone: the next one");
         // One inside: the whole batch is needed.
-        assert_eq!(first_record_from(head.clone(), 41), Answer::NeedBatch(full.len() as i32));
-        assert_eq!(first_record_from(head, 43), Answer::Nothing);
-        assert_eq!(first_record_from(full.slice(..20), 40), Answer::Nothing, "not even a header");
+        assert_eq!(first_record_from(&head, 41), Answer::NeedBatch(full.len() as i32));
+        assert_eq!(first_record_from(&head, 43), Answer::Nothing);
+        assert_eq!(first_record_from(&full[..20], 40), Answer::Nothing, "not even a header");
+        // Cut past the wanted record (uncompressed): read as far as it came.
+        let cut = &full[..full.len() - 1];
+        assert_eq!(first_record_from(cut, 41), Answer::Record(41, 4100));
+        assert_eq!(first_record_from(cut, 42), Answer::NeedBatch(full.len() as i32));
         // Whole: the records are read.
-        assert_eq!(first_record_from(full.clone(), 41), Answer::Record(41, 4100));
+        assert_eq!(first_record_from(&full, 41), Answer::Record(41, 4100));
         let two = [full.as_ref(), batch(&[(43, 4300, false)], Compression::Gzip).as_ref()].concat();
-        assert_eq!(first_record_from(Bytes::from(two), 43), Answer::Record(43, 4300), "past a first batch");
+        assert_eq!(first_record_from(&Bytes::from(two), 43), Answer::Record(43, 4300), "past a first batch");
     }
 }

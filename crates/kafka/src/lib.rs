@@ -17,14 +17,17 @@
 //! Nothing here decodes record contents; that is `kshard-offsets`' job.
 
 mod admin;
+mod broker_link;
 mod committer;
 mod config;
 mod context;
 mod error;
+mod fetch_response;
 mod fetch_times;
 mod group_consumer;
 mod groups;
 mod reader;
+mod scram;
 mod timestamps;
 mod writer;
 

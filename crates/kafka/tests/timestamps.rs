@@ -8,7 +8,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use kshard_kafka::{Admin, ClientSettings, FetchTimes, RecordWriter, TimesRead, TimestampReader, TopicSpec};
-use kshard_testkit::{Broker, unique_name};
+use kshard_testkit::{Broker, Listener, unique_name};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 
 fn now_ms() -> i64 {
@@ -59,9 +59,61 @@ fn record_times_markers_and_unanswered_reads() {
     // kshard's own Fetch reader (PLAINTEXT) answers the same.
     let fetch = FetchTimes::new(&settings).expect("fetch reader").expect("a PLAINTEXT listener");
     check_reads(&topic, (before, after), false, |wanted, timeout| fetch.read(wanted, timeout).expect("read"));
-    let mut tls = settings.clone();
-    tls.properties.push(("security.protocol".into(), "ssl".into()));
-    assert!(FetchTimes::new(&tls).expect("settings").is_none(), "TLS goes through librdkafka");
+    // And over TLS, SASL PLAIN and SCRAM-SHA-512, with and without TLS: its
+    // own connections, as the admin user (a super user).
+    for (listener, mechanism) in [
+        (Listener::Ssl, None),
+        (Listener::SaslPlaintext, Some("PLAIN")),
+        (Listener::SaslPlaintext, Some("SCRAM-SHA-512")),
+        (Listener::SaslSsl, Some("SCRAM-SHA-512")),
+    ] {
+        let secured = secured(&broker, listener, mechanism.map(|m| (m, "admin")), None);
+        let fetch = FetchTimes::new(&secured).expect("fetch reader").expect("TLS and SASL are its own");
+        check_reads(&topic, (before, after), false, |wanted, timeout| fetch.read(wanted, timeout).expect("read"));
+    }
+    // A wrong password: an error that says so.
+    let wrong = secured(&broker, Listener::SaslSsl, Some(("SCRAM-SHA-512", "admin")), Some("wrong"));
+    let e = FetchTimes::new(&wrong)
+        .expect("settings")
+        .expect("SCRAM")
+        .read(&[(topic.clone(), 0, 3)], Duration::from_secs(10));
+    let e = e.expect_err("refused");
+    assert!(e.to_string().contains("credentials"), "{e}");
+    // A user without Read on the topic: no answer, and no claim.
+    let nobody = secured(&broker, Listener::SaslPlaintext, Some(("PLAIN", "nobody")), None);
+    let read = FetchTimes::new(&nobody)
+        .expect("settings")
+        .expect("PLAIN")
+        .read(&[(topic.clone(), 0, 3)], Duration::from_secs(10));
+    let read = read.expect("an answer");
+    assert!(read.found.is_empty() && read.empty.is_empty(), "{read:?}");
+    // What only librdkafka does goes through librdkafka.
+    let mut gssapi = secured(&broker, Listener::SaslPlaintext, Some(("PLAIN", "admin")), None);
+    gssapi.properties.push(("sasl.mechanism".into(), "GSSAPI".into()));
+    assert!(FetchTimes::new(&gssapi).expect("settings").is_none(), "GSSAPI goes through librdkafka");
+}
+
+/// Settings for `listener`, with SASL (mechanism, user) and that user's
+/// password unless another is given.
+fn secured(broker: &Broker, listener: Listener, sasl: Option<(&str, &str)>, password: Option<&str>) -> ClientSettings {
+    let mut settings = ClientSettings::new(broker.address(listener));
+    let protocol = match listener {
+        Listener::Plaintext => "plaintext",
+        Listener::Ssl => "ssl",
+        Listener::SaslPlaintext => "sasl_plaintext",
+        Listener::SaslSsl => "sasl_ssl",
+    };
+    settings.properties.push(("security.protocol".into(), protocol.into()));
+    if matches!(listener, Listener::Ssl | Listener::SaslSsl) {
+        settings.properties.push(("ssl.ca.location".into(), broker.ca_file().into()));
+    }
+    if let Some((mechanism, user)) = sasl {
+        settings.properties.push(("sasl.mechanism".into(), mechanism.into()));
+        settings.properties.push(("sasl.username".into(), user.into()));
+        let password = password.unwrap_or_else(|| broker.password(user));
+        settings.properties.push(("sasl.password".into(), password.into()));
+    }
+    settings
 }
 
 /// The answers every reader must give on the test's topic.

@@ -51,6 +51,35 @@ pub(crate) fn process_stats(pid: u32) -> Result<ProcessStats> {
     Ok(ProcessStats { cpu_seconds: ticks / 100.0, peak_rss_mb: hwm_kb / 1024.0 })
 }
 
+/// This process's CPU time (user, system: every thread, those ended too),
+/// to the microsecond.
+#[allow(unsafe_code)] // one libc call, with nothing to check
+pub(crate) fn own_cpu_seconds() -> (f64, f64) {
+    // SAFETY: getrusage writes only into the struct it is given.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (seconds(usage.ru_utime), seconds(usage.ru_stime))
+}
+
+/// The CPU time of a process's live threads, to the nanosecond (the sum of
+/// `/proc/<pid>/task/*/schedstat`): for a broker, whose threads live as long
+/// as it does.
+pub(crate) fn threads_cpu_seconds(pid: u32) -> Result<f64> {
+    let mut nanos = 0u64;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).context("reading /proc/PID/task")? {
+        let path = task.context("reading /proc/PID/task")?.path().join("schedstat");
+        // A thread that ended meanwhile is skipped.
+        if let Ok(stat) = std::fs::read_to_string(path) {
+            nanos += stat.split_whitespace().next().and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
+        }
+    }
+    Ok(nanos as f64 / 1e9)
+}
+
 /// The median (the upper one of an even count).
 pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use kshard_kafka::{Admin, FetchTimes, RecordWriter, TimestampReader, TopicSpec};
 
-use super::{median, process_stats};
+use super::{median, own_cpu_seconds, process_stats, threads_cpu_seconds};
 use crate::serve_config::KafkaArgs;
 
 /// What to measure.
@@ -19,6 +19,8 @@ pub(crate) struct RecordTimesBench<'a> {
     /// Topics of `partitions` partitions each: N = topics × partitions.
     pub(crate) topics: u32,
     pub(crate) partitions: i32,
+    /// Each record's value size.
+    pub(crate) value_bytes: usize,
     pub(crate) runs: usize,
     /// How long a round may wait for answers (the refresher's: 500 ms).
     pub(crate) round: Duration,
@@ -35,15 +37,17 @@ pub(crate) fn record_times(b: &RecordTimesBench<'_>) -> Result<()> {
     let target = b.kafka.target()?;
     let admin = Admin::new(&target.settings, Duration::from_secs(120))?;
     let writer = RecordWriter::new(&target.settings)?;
+    let values = if b.value_bytes == 1 { String::new() } else { format!("-v{}", b.value_bytes) };
     let names: Vec<String> =
-        (0..b.topics).map(|t| format!("kshard-bench-times-{}x{}-{t:04}", b.topics, b.partitions)).collect();
+        (0..b.topics).map(|t| format!("kshard-bench-times-{}x{}{values}-{t:04}", b.topics, b.partitions)).collect();
+    let value = vec![b'v'; b.value_bytes];
     let started = Instant::now();
     for name in &names {
         let spec = TopicSpec { name: name.clone(), partitions: b.partitions, replication: 1, configs: vec![] };
         if admin.create_topic(&spec)? {
             for p in 0..b.partitions {
                 for i in 0..RECORDS {
-                    writer.send(name, p, format!("k{i}").as_bytes(), Some(b"v"))?;
+                    writer.send(name, p, format!("k{i}").as_bytes(), Some(&value))?;
                 }
             }
         }
@@ -65,11 +69,11 @@ pub(crate) fn record_times(b: &RecordTimesBench<'_>) -> Result<()> {
     let reader = TimestampReader::new(&target.settings)?;
     let which = if fetch.is_some() { "kshard's own Fetch requests" } else { "librdkafka" };
     let me = std::process::id();
-    let (mut wall, mut cpu, mut broker_cpu, mut answered) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut wall, mut cpu, mut system, mut broker_cpu, mut answered) = (vec![], vec![], vec![], vec![], vec![]);
     // The first call connects and learns the leaders: not counted.
     for run in 0..=b.runs {
-        let cpu_before = process_stats(me)?.cpu_seconds;
-        let broker_before = b.broker_pid.map(process_stats).transpose()?.map(|s| s.cpu_seconds);
+        let cpu_before = own_cpu_seconds();
+        let broker_before = b.broker_pid.map(threads_cpu_seconds).transpose()?;
         let t = Instant::now();
         let read = match &fetch {
             Some(fetch) => fetch.read(&wanted, b.round),
@@ -81,19 +85,22 @@ pub(crate) fn record_times(b: &RecordTimesBench<'_>) -> Result<()> {
             continue;
         }
         wall.push(elapsed);
-        cpu.push((process_stats(me)?.cpu_seconds - cpu_before) * 1000.0);
+        let cpu_after = own_cpu_seconds();
+        cpu.push((cpu_after.0 + cpu_after.1 - cpu_before.0 - cpu_before.1) * 1000.0);
+        system.push((cpu_after.1 - cpu_before.1) * 1000.0);
         if let (Some(pid), Some(before)) = (b.broker_pid, broker_before) {
-            broker_cpu.push((process_stats(pid)?.cpu_seconds - before) * 1000.0);
+            broker_cpu.push((threads_cpu_seconds(pid)? - before) * 1000.0);
         }
         answered.push(read.found.len() as f64);
     }
     let n = wanted.len() as f64;
     let per_10k = |ms: f64| ms / (n / 10_000.0);
     println!(
-        "lagging partitions: {} ({} topics × {} partitions), {} runs, read through {which}",
+        "lagging partitions: {} ({} topics × {} partitions, values of {} bytes), {} runs, read through {which}",
         wanted.len(),
         b.topics,
         b.partitions,
+        b.value_bytes,
         b.runs
     );
     println!(
@@ -108,9 +115,10 @@ pub(crate) fn record_times(b: &RecordTimesBench<'_>) -> Result<()> {
         per_10k(median(wall))
     );
     println!(
-        "kshard CPU: median {:.0} ms ({:.0} ms per 10,000 partitions; /proc ticks of 10 ms)",
+        "kshard CPU: median {:.1} ms ({:.1} ms per 10,000 partitions), of which the kernel's {:.1} ms",
         median(cpu.clone()),
-        per_10k(median(cpu))
+        per_10k(median(cpu)),
+        median(system)
     );
     println!("kshard peak RSS: {:.0} MB", process_stats(me)?.peak_rss_mb);
     if !broker_cpu.is_empty() {

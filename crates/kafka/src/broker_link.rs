@@ -1,0 +1,477 @@
+//! A connection of kshard's own to one broker, for [`crate::FetchTimes`]:
+//! TCP, TLS through OpenSSL when `security.protocol` says so, then SASL
+//! PLAIN or SCRAM-SHA-256/512 (SaslHandshake v1, SaslAuthenticate v2), then
+//! one request and its answer at a time.
+//!
+//! [`Security`] reads the same librdkafka properties the other clients take.
+//! Settings it does not know how to honour (GSSAPI, OAUTHBEARER, keystores,
+//! engines, cipher lists…) make it decline, and the caller reads through
+//! librdkafka instead: never a connection weaker than the user asked for.
+
+use std::io::{Read, Write};
+use std::net::{IpAddr, TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{
+    ApiKey, RequestHeader, SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
+    SaslHandshakeResponse,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+use openssl::ssl::{SslConnector, SslMethod, SslStream, SslVerifyMode};
+use openssl::x509::X509;
+
+use crate::config::ClientSettings;
+use crate::error::{Error, Result};
+use crate::scram::{Scram, ScramHash};
+
+/// The largest answer accepted: what a Fetch may carry, and some.
+const MAX_FRAME: usize = 256 * 1024 * 1024;
+
+/// Receive-buffer low-water mark while reading a large answer: the process
+/// is woken once this much has arrived, not for each of the small segments a
+/// broker's sendfile makes of every partition's batches (thousands a Fetch).
+const WAKE_BYTES: usize = 256 * 1024;
+
+/// The buffer TLS reads from the socket through.
+const TLS_READ_BUFFER: usize = 256 * 1024;
+
+/// How to reach brokers: TLS, SASL, both or neither.
+#[derive(Clone)]
+pub(crate) struct Security {
+    tls: Option<SslConnector>,
+    /// Verify the broker's name (librdkafka's
+    /// `ssl.endpoint.identification.algorithm=https`, its default).
+    verify_hostname: bool,
+    sasl: Option<Sasl>,
+}
+
+#[derive(Clone)]
+enum Sasl {
+    Plain { user: String, password: String },
+    Scram { hash: ScramHash, user: String, password: String },
+}
+
+impl Sasl {
+    fn mechanism(&self) -> &'static str {
+        match self {
+            Sasl::Plain { .. } => "PLAIN",
+            Sasl::Scram { hash: ScramHash::Sha256, .. } => "SCRAM-SHA-256",
+            Sasl::Scram { hash: ScramHash::Sha512, .. } => "SCRAM-SHA-512",
+        }
+    }
+}
+
+/// librdkafka's properties this module honours; any other `ssl.*` or
+/// `sasl.*` one makes [`Security::from_settings`] decline.
+const KNOWN: [&str; 13] = [
+    "security.protocol",
+    "sasl.mechanism",
+    "sasl.mechanisms",
+    "sasl.username",
+    "sasl.password",
+    "ssl.ca.location",
+    "ssl.ca.pem",
+    "ssl.certificate.location",
+    "ssl.certificate.pem",
+    "ssl.key.location",
+    "ssl.key.pem",
+    "ssl.key.password",
+    "ssl.endpoint.identification.algorithm",
+];
+
+impl Security {
+    /// What `settings` ask for, or `None` when they ask for something this
+    /// module does not do (see the module's doc). An error when a file named
+    /// cannot be read.
+    pub(crate) fn from_settings(settings: &ClientSettings) -> Result<Option<Security>> {
+        // The last value of a property wins, as with librdkafka.
+        let get = |key: &str| settings.properties.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
+        let unknown = settings.properties.iter().any(|(k, v)| {
+            let tls_or_sasl = k.starts_with("ssl.") || k.starts_with("sasl.") || k.starts_with("ssl_");
+            let verification_off = k == "enable.ssl.certificate.verification";
+            (tls_or_sasl && !KNOWN.contains(&k.as_str())) || (verification_off && v != "true")
+        });
+        if unknown {
+            return Ok(None);
+        }
+        let protocol = get("security.protocol").unwrap_or("plaintext").to_ascii_lowercase();
+        let (tls, sasl) = match protocol.as_str() {
+            "plaintext" => (false, false),
+            "ssl" => (true, false),
+            "sasl_plaintext" => (false, true),
+            "sasl_ssl" => (true, true),
+            _ => return Ok(None),
+        };
+        let sasl = if sasl {
+            let user = get("sasl.username").unwrap_or_default().to_owned();
+            let password = get("sasl.password").unwrap_or_default().to_owned();
+            let mechanism = get("sasl.mechanism").or(get("sasl.mechanisms")).unwrap_or("GSSAPI");
+            Some(match mechanism.to_ascii_uppercase().as_str() {
+                "PLAIN" => Sasl::Plain { user, password },
+                "SCRAM-SHA-256" => Sasl::Scram { hash: ScramHash::Sha256, user, password },
+                "SCRAM-SHA-512" => Sasl::Scram { hash: ScramHash::Sha512, user, password },
+                _ => return Ok(None),
+            })
+        } else {
+            None
+        };
+        let tls = if tls { Some(tls_connector(&get)?) } else { None };
+        let verify_hostname =
+            !get("ssl.endpoint.identification.algorithm").is_some_and(|a| a.eq_ignore_ascii_case("none"));
+        Ok(Some(Security { tls, verify_hostname, sasl }))
+    }
+}
+
+/// An OpenSSL client context from librdkafka's `ssl.*` properties.
+fn tls_connector<'a>(get: &impl Fn(&str) -> Option<&'a str>) -> Result<SslConnector> {
+    let setting = |property: &str, e: &dyn std::fmt::Display| Error::Refused {
+        step: format!("reading {property}"),
+        message: e.to_string(),
+    };
+    let mut builder = SslConnector::builder(SslMethod::tls_client()).map_err(|e| setting("TLS", &e))?;
+    match get("ssl.ca.location") {
+        Some(path) if std::path::Path::new(path).is_dir() => {
+            builder.load_verify_locations(None, Some(std::path::Path::new(path)))
+        }
+        Some(path) => builder.set_ca_file(path),
+        None => builder.set_default_verify_paths(),
+    }
+    .map_err(|e| setting("ssl.ca.location", &e))?;
+    if let Some(pem) = get("ssl.ca.pem") {
+        for cert in X509::stack_from_pem(pem.as_bytes()).map_err(|e| setting("ssl.ca.pem", &e))? {
+            builder.cert_store_mut().add_cert(cert).map_err(|e| setting("ssl.ca.pem", &e))?;
+        }
+    }
+    if let Some(path) = get("ssl.certificate.location") {
+        builder.set_certificate_chain_file(path).map_err(|e| setting("ssl.certificate.location", &e))?;
+    }
+    if let Some(pem) = get("ssl.certificate.pem") {
+        let cert = X509::from_pem(pem.as_bytes()).map_err(|e| setting("ssl.certificate.pem", &e))?;
+        builder.set_certificate(&cert).map_err(|e| setting("ssl.certificate.pem", &e))?;
+    }
+    let key_pem = match (get("ssl.key.location"), get("ssl.key.pem")) {
+        (Some(path), _) => Some(std::fs::read(path).map_err(|e| setting("ssl.key.location", &e))?),
+        (None, Some(pem)) => Some(pem.as_bytes().to_vec()),
+        (None, None) => None,
+    };
+    if let Some(pem) = key_pem {
+        let key = match get("ssl.key.password") {
+            Some(password) => openssl::pkey::PKey::private_key_from_pem_passphrase(&pem, password.as_bytes()),
+            None => openssl::pkey::PKey::private_key_from_pem(&pem),
+        }
+        .map_err(|e| setting("ssl.key", &e))?;
+        builder.set_private_key(&key).map_err(|e| setting("ssl.key", &e))?;
+    }
+    builder.set_verify(SslVerifyMode::PEER);
+    Ok(builder.build())
+}
+
+/// The bytes on the wire: TCP, or TLS over it.
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<SslStream<BufferedTcp>>),
+}
+
+impl Stream {
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            Stream::Plain(s) => s,
+            Stream::Tls(s) => s.get_ref().0.get_ref(),
+        }
+    }
+}
+
+/// TCP read through a buffer, for OpenSSL: it reads each TLS record's
+/// header and body with calls of their own, and a broker's answer to a
+/// Fetch is thousands of small records (one a partition).
+#[derive(Debug)]
+struct BufferedTcp(std::io::BufReader<TcpStream>);
+
+impl Read for BufferedTcp {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.0.read(buf)
+    }
+}
+
+impl Write for BufferedTcp {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.get_mut().write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.get_mut().flush()
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.read(buf),
+            Stream::Tls(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.write(buf),
+            Stream::Tls(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Stream::Plain(s) => s.flush(),
+            Stream::Tls(s) => s.flush(),
+        }
+    }
+}
+
+/// A connection to one broker, ready for requests.
+pub(crate) struct BrokerLink {
+    address: String,
+    stream: Stream,
+    correlation: i32,
+}
+
+impl BrokerLink {
+    /// Connects to `address` (`host:port`), with TLS and SASL as `security`
+    /// says, each step given `timeout`.
+    pub(crate) fn connect(address: &str, security: &Security, timeout: Duration) -> Result<BrokerLink> {
+        let step = |what: &str| format!("{what} {address}");
+        let socket = address
+            .to_socket_addrs()
+            .map_err(|e| refused(step("resolving"), e))?
+            .next()
+            .ok_or_else(|| Error::Refused { step: step("resolving"), message: "no address".into() })?;
+        let tcp = TcpStream::connect_timeout(&socket, timeout.max(Duration::from_millis(1)))
+            .map_err(|e| refused(step("connecting to"), e))?;
+        tcp.set_nodelay(true).map_err(|e| refused(step("configuring the connection to"), e))?;
+        set_timeouts(&tcp, timeout).map_err(|e| refused(step("configuring the connection to"), e))?;
+        let stream = match &security.tls {
+            None => Stream::Plain(tcp),
+            Some(connector) => {
+                let host = address.rsplit_once(':').map_or(address, |(h, _)| h);
+                let host = host.trim_start_matches('[').trim_end_matches(']');
+                let mut config = connector.configure().map_err(|e| refused(step("TLS to"), e))?;
+                config.set_verify_hostname(security.verify_hostname);
+                // No SNI for an IP address (RFC 6066).
+                config.set_use_server_name_indication(host.parse::<IpAddr>().is_err());
+                let tcp = BufferedTcp(std::io::BufReader::with_capacity(TLS_READ_BUFFER, tcp));
+                let tls = config.connect(host, tcp).map_err(|e| refused(step("a TLS handshake with"), e))?;
+                Stream::Tls(Box::new(tls))
+            }
+        };
+        let mut link = BrokerLink { address: address.to_owned(), stream, correlation: 0 };
+        if let Some(sasl) = &security.sasl {
+            link.authenticate(sasl, timeout)?;
+        }
+        Ok(link)
+    }
+
+    /// SaslHandshake, then SaslAuthenticate until the mechanism is done.
+    fn authenticate(&mut self, sasl: &Sasl, timeout: Duration) -> Result<()> {
+        let mechanism = sasl.mechanism();
+        let handshake = SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mechanism));
+        let answer: SaslHandshakeResponse = self.call(ApiKey::SaslHandshake, &handshake, 1, timeout)?;
+        if answer.error_code != 0 {
+            let enabled: Vec<&str> = answer.mechanisms.iter().map(|m| m.as_str()).collect();
+            return Err(self.refusal(
+                "SASL",
+                format!("mechanism {mechanism} not enabled (error {}; enabled: {enabled:?})", answer.error_code),
+            ));
+        }
+        match sasl {
+            Sasl::Plain { user, password } => {
+                self.sasl_round(format!("\0{user}\0{password}").into_bytes(), timeout)?;
+            }
+            Sasl::Scram { hash, user, password } => {
+                let mut nonce = [0u8; 24];
+                openssl::rand::rand_bytes(&mut nonce).map_err(|e| self.refusal("SASL", e.to_string()))?;
+                let mut scram = Scram::new(*hash, user, password, &openssl::base64::encode_block(&nonce));
+                let server_first = self.sasl_round(scram.client_first().into_bytes(), timeout)?;
+                let server_first = String::from_utf8_lossy(&server_first).into_owned();
+                let client_final =
+                    scram.client_final(&server_first).map_err(|e| self.refusal("SASL", e.to_string()))?;
+                let server_final = self.sasl_round(client_final.into_bytes(), timeout)?;
+                scram
+                    .check_server_final(&String::from_utf8_lossy(&server_final))
+                    .map_err(|e| self.refusal("SASL", e.to_string()))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One SaslAuthenticate: the server's bytes.
+    fn sasl_round(&mut self, bytes: Vec<u8>, timeout: Duration) -> Result<Bytes> {
+        let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(bytes));
+        let answer: SaslAuthenticateResponse = self.call(ApiKey::SaslAuthenticate, &request, 2, timeout)?;
+        if answer.error_code != 0 {
+            let why = answer.error_message.as_ref().map_or("", |m| m.as_str());
+            return Err(self
+                .refusal("SASL", format!("the broker refused the credentials (error {}: {why})", answer.error_code)));
+        }
+        Ok(answer.auth_bytes)
+    }
+
+    /// A request whose answer is decoded whole.
+    pub(crate) fn call<R, A>(&mut self, api: ApiKey, request: &R, version: i16, timeout: Duration) -> Result<A>
+    where
+        R: Encodable + HeaderVersion,
+        A: Decodable + HeaderVersion,
+    {
+        let (correlation, frame) = self.send(api, request, version, timeout)?;
+        let mut frame = Bytes::from(frame);
+        let header = kafka_protocol::messages::ResponseHeader::decode(&mut frame, A::header_version(version))
+            .map_err(|e| self.refusal("reading an answer", e.to_string()))?;
+        if header.correlation_id != correlation {
+            return Err(self.refusal("reading an answer", format!("correlation id {}", header.correlation_id)));
+        }
+        A::decode(&mut frame, version).map_err(|e| self.refusal("reading an answer", e.to_string()))
+    }
+
+    /// Sends `request` as `version`, and reads its answer: the request's
+    /// correlation id and the answer's frame (from its response header on).
+    pub(crate) fn send<R: Encodable + HeaderVersion>(
+        &mut self,
+        api: ApiKey,
+        request: &R,
+        version: i16,
+        timeout: Duration,
+    ) -> Result<(i32, Vec<u8>)> {
+        self.correlation = self.correlation.wrapping_add(1);
+        let header = RequestHeader::default()
+            .with_request_api_key(api as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(self.correlation)
+            .with_client_id(Some(StrBytes::from_static_str("kshard")));
+        let mut body = BytesMut::new();
+        body.put_i32(0);
+        header
+            .encode(&mut body, R::header_version(version))
+            .map_err(|e| self.refusal("encoding a request", e.to_string()))?;
+        request.encode(&mut body, version).map_err(|e| self.refusal("encoding a request", e.to_string()))?;
+        let size = i32::try_from(body.len() - 4).map_err(|_| self.refusal("encoding a request", "too large".into()))?;
+        body[..4].copy_from_slice(&size.to_be_bytes());
+        set_timeouts(self.stream.tcp(), timeout).map_err(|e| self.failed("configuring the connection", e))?;
+        self.stream.write_all(&body).map_err(|e| self.failed("sending a request", e))?;
+        self.stream.flush().map_err(|e| self.failed("sending a request", e))?;
+        let mut size = [0u8; 4];
+        self.stream.read_exact(&mut size).map_err(|e| self.failed("reading an answer", e))?;
+        let size = usize::try_from(i32::from_be_bytes(size)).ok().filter(|&n| n <= MAX_FRAME).ok_or_else(|| {
+            self.refusal("reading an answer", format!("a frame of {} bytes", i32::from_be_bytes(size)))
+        })?;
+        let mut frame = vec![0u8; size];
+        let mut filled = 0;
+        // Over TLS, OpenSSL keeps decrypted bytes of its own, so fewer than
+        // the rest may ever arrive on the socket: no low-water mark there
+        // (nor the need: brokers write TLS in large pieces, not sendfile's).
+        let large = size > WAKE_BYTES && matches!(self.stream, Stream::Plain(_));
+        while filled < size {
+            // Wake when the rest, or a good part of it, is there.
+            if large {
+                let _ = set_receive_low_water(self.stream.tcp(), (size - filled).min(WAKE_BYTES));
+            }
+            match self.stream.read(&mut frame[filled..]) {
+                Ok(0) => return Err(self.refusal("reading an answer", "the broker closed the connection".into())),
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(self.failed("reading an answer", e)),
+            }
+        }
+        if large {
+            let _ = set_receive_low_water(self.stream.tcp(), 1);
+        }
+        Ok((self.correlation, frame))
+    }
+
+    fn refusal(&self, what: &str, message: String) -> Error {
+        Error::Refused { step: format!("{what} with {}", self.address), message }
+    }
+
+    fn failed(&self, what: &str, e: std::io::Error) -> Error {
+        self.refusal(what, e.to_string())
+    }
+}
+
+fn set_timeouts(tcp: &TcpStream, timeout: Duration) -> std::io::Result<()> {
+    let timeout = Some(timeout.max(Duration::from_millis(1)));
+    tcp.set_read_timeout(timeout)?;
+    tcp.set_write_timeout(timeout)
+}
+
+/// `SO_RCVLOWAT`: a read waits until `bytes` have arrived (or as many as it
+/// asked for, if fewer), and the process is not woken before.
+#[allow(unsafe_code)] // one setsockopt on a socket this module owns
+fn set_receive_low_water(tcp: &TcpStream, bytes: usize) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let value = libc::c_int::try_from(bytes.max(1)).unwrap_or(libc::c_int::MAX);
+    // SAFETY: a valid socket descriptor, and an int of the size given.
+    let rc = unsafe {
+        libc::setsockopt(
+            tcp.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVLOWAT,
+            (&raw const value).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
+}
+
+fn refused(step: String, e: impl std::fmt::Display) -> Error {
+    Error::Refused { step, message: e.to_string() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn security(properties: &[(&str, &str)]) -> Option<Security> {
+        let mut settings = ClientSettings::new("b:9092");
+        settings.properties = properties.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        Security::from_settings(&settings).expect("settings")
+    }
+
+    #[test]
+    fn honours_what_it_can_and_declines_the_rest() {
+        let plain = security(&[]).expect("plaintext");
+        assert!(plain.tls.is_none() && plain.sasl.is_none());
+        let scram = security(&[
+            ("security.protocol", "SASL_SSL"),
+            ("sasl.mechanism", "SCRAM-SHA-512"),
+            ("sasl.username", "u"),
+            ("sasl.password", "p"),
+        ])
+        .expect("SCRAM over TLS");
+        assert!(scram.tls.is_some() && scram.verify_hostname);
+        assert_eq!(scram.sasl.as_ref().map(Sasl::mechanism), Some("SCRAM-SHA-512"));
+        let plain_sasl =
+            security(&[("security.protocol", "sasl_plaintext"), ("sasl.mechanisms", "PLAIN")]).expect("PLAIN");
+        assert_eq!(plain_sasl.sasl.as_ref().map(Sasl::mechanism), Some("PLAIN"));
+        let no_names = security(&[("security.protocol", "ssl"), ("ssl.endpoint.identification.algorithm", "none")]);
+        assert!(!no_names.expect("TLS").verify_hostname);
+        // Declined: librdkafka reads instead.
+        for declined in [
+            &[("security.protocol", "sasl_ssl"), ("sasl.mechanism", "GSSAPI")][..],
+            &[("security.protocol", "sasl_ssl"), ("sasl.mechanism", "OAUTHBEARER")][..],
+            &[("security.protocol", "sasl_ssl")][..],
+            &[("security.protocol", "ssl"), ("ssl.keystore.location", "k.p12")][..],
+            &[("security.protocol", "ssl"), ("enable.ssl.certificate.verification", "false")][..],
+            &[("security.protocol", "ssl"), ("ssl.cipher.suites", "ECDHE")][..],
+        ] {
+            assert!(security(declined).is_none(), "{declined:?}");
+        }
+    }
+
+    #[test]
+    fn a_missing_ca_file_is_an_error() {
+        let mut settings = ClientSettings::new("b:9092");
+        settings.properties.push(("security.protocol".into(), "ssl".into()));
+        settings.properties.push(("ssl.ca.location".into(), "/nonexistent/ca.pem".into()));
+        let e = Security::from_settings(&settings).err().expect("an error");
+        assert!(e.to_string().contains("ssl.ca.location"), "{e}");
+    }
+}
