@@ -28,10 +28,17 @@ use crate::scram::{Scram, ScramHash};
 /// The largest answer accepted: what a Fetch may carry, and some.
 const MAX_FRAME: usize = 256 * 1024 * 1024;
 
-/// Receive-buffer low-water mark while reading a large answer: the process
-/// is woken once this much has arrived, not for each of the small segments a
-/// broker's sendfile makes of every partition's batches (thousands a Fetch).
+/// Receive-buffer low-water mark while waiting for a large answer: the
+/// process is woken once this much has arrived, not for each of the small
+/// segments a broker's sendfile makes of every partition's batches
+/// (thousands a Fetch): a fifth of the CPU time of a Fetch of 10,000
+/// partitions.
 const WAKE_BYTES: usize = 256 * 1024;
+
+/// The low-water mark over TLS: 16 KB (a TLS record) woke the process a
+/// tenth as often for the same wall time; 64 KB left the broker waiting on
+/// delayed acknowledgements (330 ms instead of 190 for 10,000 partitions).
+const TLS_WAKE_BYTES: usize = 16 * 1024;
 
 /// The buffer TLS reads from the socket through.
 const TLS_READ_BUFFER: usize = 256 * 1024;
@@ -365,14 +372,12 @@ impl BrokerLink {
         })?;
         let mut frame = vec![0u8; size];
         let mut filled = 0;
-        // Over TLS, OpenSSL keeps decrypted bytes of its own, so fewer than
-        // the rest may ever arrive on the socket: no low-water mark there
-        // (nor the need: brokers write TLS in large pieces, not sendfile's).
-        let large = size > WAKE_BYTES && matches!(self.stream, Stream::Plain(_));
+        let large = size > 64 * 1024;
         while filled < size {
             // Wake when the rest, or a good part of it, is there.
-            if large {
-                let _ = set_receive_low_water(self.stream.tcp(), (size - filled).min(WAKE_BYTES));
+            let wake = if matches!(self.stream, Stream::Plain(_)) { WAKE_BYTES } else { TLS_WAKE_BYTES };
+            if large && self.nothing_held() && !wait_for(self.stream.tcp(), (size - filled).min(wake), timeout) {
+                return Err(self.refusal("reading an answer", "timed out".into()));
             }
             match self.stream.read(&mut frame[filled..]) {
                 Ok(0) => return Err(self.refusal("reading an answer", "the broker closed the connection".into())),
@@ -381,10 +386,16 @@ impl BrokerLink {
                 Err(e) => return Err(self.failed("reading an answer", e)),
             }
         }
-        if large {
-            let _ = set_receive_low_water(self.stream.tcp(), 1);
-        }
         Ok((self.correlation, frame))
+    }
+
+    /// Whether every byte of the answer not read yet is still to come on
+    /// the socket: none held by OpenSSL (decrypted) or by the TLS buffer.
+    fn nothing_held(&self) -> bool {
+        match &self.stream {
+            Stream::Plain(_) => true,
+            Stream::Tls(tls) => tls.ssl().pending() == 0 && tls.get_ref().0.buffer().is_empty(),
+        }
     }
 
     fn refusal(&self, what: &str, message: String) -> Error {
@@ -402,23 +413,43 @@ fn set_timeouts(tcp: &TcpStream, timeout: Duration) -> std::io::Result<()> {
     tcp.set_write_timeout(timeout)
 }
 
-/// `SO_RCVLOWAT`: a read waits until `bytes` have arrived (or as many as it
-/// asked for, if fewer), and the process is not woken before.
-#[allow(unsafe_code)] // one setsockopt on a socket this module owns
-fn set_receive_low_water(tcp: &TcpStream, bytes: usize) -> std::io::Result<()> {
+/// Waits until `bytes` can be read from `tcp` (or it fails, or closes)
+/// within `timeout`: `SO_RCVLOWAT` for `poll`, reset before the read. (A read
+/// itself must not wait on the mark: Linux compares it with the bytes not
+/// yet read, so a read that took part of the rest at once could wait for
+/// more than will ever come.) False when the time ran out; an error
+/// (setting the mark, or polling) is no reason to fail: it falls back to
+/// reading as the bytes come.
+#[allow(unsafe_code)] // setsockopt and poll on a socket this module owns
+fn wait_for(tcp: &TcpStream, bytes: usize, timeout: Duration) -> bool {
     use std::os::fd::AsRawFd;
-    let value = libc::c_int::try_from(bytes.max(1)).unwrap_or(libc::c_int::MAX);
-    // SAFETY: a valid socket descriptor, and an int of the size given.
-    let rc = unsafe {
-        libc::setsockopt(
-            tcp.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVLOWAT,
-            (&raw const value).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
+    let fd = tcp.as_raw_fd();
+    let set = |value: libc::c_int| {
+        // SAFETY: a valid socket descriptor, and an int of the size given.
+        unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_RCVLOWAT,
+                (&raw const value).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        }
     };
-    if rc == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
+    if set(libc::c_int::try_from(bytes.max(1)).unwrap_or(libc::c_int::MAX)) != 0 {
+        return true;
+    }
+    let mut poll = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    let ms = libc::c_int::try_from(timeout.as_millis().max(1)).unwrap_or(libc::c_int::MAX);
+    let ready = loop {
+        // SAFETY: one pollfd, valid for the call.
+        let n = unsafe { libc::poll(&raw mut poll, 1, ms) };
+        if n >= 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            break n != 0;
+        }
+    };
+    set(1);
+    ready
 }
 
 fn refused(step: String, e: impl std::fmt::Display) -> Error {
