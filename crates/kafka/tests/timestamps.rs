@@ -1,9 +1,13 @@
-//! [`TimestampReader`] against the real broker: the timestamps of records at
-//! given offsets, within the time the test produced them; an offset followed
-//! only by a transaction marker reported as read-and-empty; and a read that
-//! had no time to answer reported as neither — it is not evidence of anything,
-//! and the caller must ask again (at scale, a refresh's round can run out of
-//! time for some partitions).
+//! Both record-time readers against the real broker — [`TimestampReader`]
+//! (librdkafka) and [`FetchTimes`] (kshard's own Fetch requests, over
+//! PLAINTEXT, TLS, SASL PLAIN and SCRAM-SHA-512 with and without TLS): the
+//! timestamps of records at given offsets, within the time the test produced
+//! them; an offset followed only by a transaction marker reported as
+//! read-and-empty; a read that had no time to answer reported as neither —
+//! it is not evidence of anything, and the caller must ask again (at scale, a
+//! refresh's round can run out of time for some partitions); offsets of one
+//! partition in different batches; a wrong password refused with a reason;
+//! a user without Read answered nothing.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -87,6 +91,23 @@ fn record_times_markers_and_unanswered_reads() {
         .read(&[(topic.clone(), 0, 3)], Duration::from_secs(10));
     let read = read.expect("an answer");
     assert!(read.found.is_empty() && read.empty.is_empty(), "{read:?}");
+    // Offsets of one partition in different batches: all answered in one
+    // call (the second batch asked for once the first answered).
+    let second_before = now_ms();
+    for i in 10..20 {
+        writer.send(&topic, 0, format!("k{i}").as_bytes(), Some(b"v")).expect("send");
+    }
+    writer.flush(Duration::from_secs(30)).expect("flush");
+    let second_after = now_ms();
+    let fetch = FetchTimes::new(&settings).expect("fetch reader").expect("PLAINTEXT");
+    let wanted = [(topic.clone(), 0, 2), (topic.clone(), 0, 15), (topic.clone(), 0, 19)];
+    let read = fetch.read(&wanted, Duration::from_secs(10)).expect("read");
+    for (_, _, offset) in &wanted {
+        let time = read.found.get(&(topic.clone(), 0, *offset)).unwrap_or_else(|| panic!("offset {offset}: {read:?}"));
+        assert_eq!(time.offset, *offset);
+        let (from, to) = if *offset < 10 { (before, after) } else { (second_before, second_after) };
+        assert!((from..=to).contains(&time.timestamp_ms), "{time:?} produced between {from} and {to}");
+    }
     // What only librdkafka does goes through librdkafka.
     let mut gssapi = secured(&broker, Listener::SaslPlaintext, Some(("PLAIN", "admin")), None);
     gssapi.properties.push(("sasl.mechanism".into(), "GSSAPI".into()));
