@@ -10,7 +10,7 @@
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, TcpStream, ToSocketAddrs};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
@@ -102,6 +102,10 @@ impl Security {
         if unknown {
             return Ok(None);
         }
+        // librdkafka's "probe" searches the system for CA bundles: its own.
+        if get("ssl.ca.location").is_some_and(|l| l.eq_ignore_ascii_case("probe")) {
+            return Ok(None);
+        }
         let protocol = get("security.protocol").unwrap_or("plaintext").to_ascii_lowercase();
         let (tls, sasl) = match protocol.as_str() {
             "plaintext" => (false, false),
@@ -142,6 +146,8 @@ fn tls_connector<'a>(get: &impl Fn(&str) -> Option<&'a str>) -> Result<SslConnec
             builder.load_verify_locations(None, Some(std::path::Path::new(path)))
         }
         Some(path) => builder.set_ca_file(path),
+        // As librdkafka: the system's CAs only when none are given.
+        None if get("ssl.ca.pem").is_some() => Ok(()),
         None => builder.set_default_verify_paths(),
     }
     .map_err(|e| setting("ssl.ca.location", &e))?;
@@ -241,6 +247,9 @@ pub(crate) struct BrokerLink {
     address: String,
     stream: Stream,
     correlation: i32,
+    /// When the broker ends the SASL session (`connections.max.reauth.ms`):
+    /// connect again before.
+    expires: Option<Instant>,
 }
 
 impl BrokerLink {
@@ -248,13 +257,16 @@ impl BrokerLink {
     /// says, each step given `timeout`.
     pub(crate) fn connect(address: &str, security: &Security, timeout: Duration) -> Result<BrokerLink> {
         let step = |what: &str| format!("{what} {address}");
-        let socket = address
-            .to_socket_addrs()
-            .map_err(|e| refused(step("resolving"), e))?
-            .next()
-            .ok_or_else(|| Error::Refused { step: step("resolving"), message: "no address".into() })?;
-        let tcp = TcpStream::connect_timeout(&socket, timeout.max(Duration::from_millis(1)))
-            .map_err(|e| refused(step("connecting to"), e))?;
+        // Each address the name resolves to, until one answers.
+        let mut tcp = Err(Error::Refused { step: step("resolving"), message: "no address".into() });
+        for socket in address.to_socket_addrs().map_err(|e| refused(step("resolving"), e))? {
+            tcp = TcpStream::connect_timeout(&socket, timeout.max(Duration::from_millis(1)))
+                .map_err(|e| refused(step("connecting to"), e));
+            if tcp.is_ok() {
+                break;
+            }
+        }
+        let tcp = tcp?;
         tcp.set_nodelay(true).map_err(|e| refused(step("configuring the connection to"), e))?;
         set_timeouts(&tcp, timeout).map_err(|e| refused(step("configuring the connection to"), e))?;
         let stream = match &security.tls {
@@ -271,7 +283,7 @@ impl BrokerLink {
                 Stream::Tls(Box::new(tls))
             }
         };
-        let mut link = BrokerLink { address: address.to_owned(), stream, correlation: 0 };
+        let mut link = BrokerLink { address: address.to_owned(), stream, correlation: 0, expires: None };
         if let Some(sasl) = &security.sasl {
             link.authenticate(sasl, timeout)?;
         }
@@ -314,7 +326,14 @@ impl BrokerLink {
     /// One SaslAuthenticate: the server's bytes.
     fn sasl_round(&mut self, bytes: Vec<u8>, timeout: Duration) -> Result<Bytes> {
         let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(bytes));
+        let sent = Instant::now();
         let answer: SaslAuthenticateResponse = self.call(ApiKey::SaslAuthenticate, &request, 2, timeout)?;
+        if let Ok(lifetime) = u64::try_from(answer.session_lifetime_ms)
+            && lifetime > 0
+        {
+            // A tenth early, for the time a request takes.
+            self.expires = Some(sent + Duration::from_millis(lifetime - lifetime / 10));
+        }
         if answer.error_code != 0 {
             let why = answer.error_message.as_ref().map_or("", |m| m.as_str());
             return Err(self
@@ -387,6 +406,11 @@ impl BrokerLink {
             }
         }
         Ok((self.correlation, frame))
+    }
+
+    /// Whether the broker is about to end this connection's SASL session.
+    pub(crate) fn expired(&self) -> bool {
+        self.expires.is_some_and(|at| Instant::now() >= at)
     }
 
     /// Whether every byte of the answer not read yet is still to come on

@@ -71,6 +71,10 @@ const METADATA_VERSION: i16 = 9;
 /// The least time a Metadata request is given (the cluster's whole metadata).
 const METADATA_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Partition numbers past this are not believed (tables are indexed by
+/// them): far more than any topic has.
+const MOST_PARTITIONS: usize = 1 << 20;
+
 /// How long the cluster's leaders are trusted without a sign that they moved
 /// (an error from a broker, or a wanted partition without a known leader).
 const LEADERS_MAX_AGE: Duration = Duration::from_secs(30);
@@ -121,6 +125,9 @@ struct Wanted<'a> {
     partition: i32,
     /// The offsets not answered yet, ascending; the first is asked for.
     offsets: Vec<i64>,
+    /// Where to read from when past the first offset: the end of batches
+    /// read that held nothing at or after it (a compacted tail, markers).
+    from: i64,
     /// The bytes to ask for.
     bytes: i32,
 }
@@ -179,16 +186,18 @@ impl FetchTimes {
                     Some(&size) if size > 0 => size.saturating_add(size / 4).clamp(LEAST_BYTES, MOST_BYTES),
                     _ => FIRST_BYTES,
                 };
-                by_broker.entry(address).or_default().push(Wanted { topic, partition, offsets, bytes });
+                let from = offsets[0];
+                by_broker.entry(address).or_default().push(Wanted { topic, partition, offsets, from, bytes });
             }
         }
         let mut moved = leaderless;
+        let deadline = Instant::now() + timeout;
         let (mut failed, brokers) = (None, by_broker.len());
         let mut failures = 0;
         for (address, partitions) in by_broker {
             // A broker that fails leaves its partitions unanswered; the
             // others are still read.
-            match self.read_from(address, partitions, timeout, &mut read) {
+            match self.read_from(address, partitions, deadline, &mut read) {
                 Ok(leaders_moved) => moved |= leaders_moved,
                 Err(e) => {
                     tracing::debug!(broker = address, error = %e, "reading record times");
@@ -220,7 +229,13 @@ impl FetchTimes {
         let brokers: HashMap<i32, Arc<str>> = metadata
             .brokers
             .iter()
-            .map(|b| (b.node_id.0, Arc::from(format!("{}:{}", b.host.as_str(), b.port))))
+            .map(|b| {
+                let host = b.host.as_str();
+                // An IPv6 address is written in brackets.
+                let address =
+                    if host.contains(':') { format!("[{host}]:{}", b.port) } else { format!("{host}:{}", b.port) };
+                (b.node_id.0, Arc::from(address))
+            })
             .collect();
         let mut by_topic: HashMap<String, Vec<Option<Arc<str>>>> = HashMap::new();
         for topic in &metadata.topics {
@@ -228,6 +243,9 @@ impl FetchTimes {
             let slots = by_topic.entry(name.0.as_str().to_owned()).or_default();
             for p in &topic.partitions {
                 let Ok(index) = usize::try_from(p.partition_index) else { continue };
+                if index >= MOST_PARTITIONS {
+                    continue;
+                }
                 if slots.len() <= index {
                     slots.resize(index + 1, None);
                 }
@@ -253,12 +271,13 @@ impl FetchTimes {
         &self,
         address: &str,
         mut left: Vec<Wanted<'_>>,
-        timeout: Duration,
+        deadline: Instant,
         read: &mut TimesRead,
     ) -> Result<bool> {
         let mut moved = false;
         for _ in 0..REQUESTS_PER_BROKER {
-            if left.is_empty() {
+            let timeout = deadline.saturating_duration_since(Instant::now());
+            if left.is_empty() || timeout.is_zero() {
                 break;
             }
             let (expected, frame) = self.fetch(address, &left, timeout)?;
@@ -293,7 +312,7 @@ impl FetchTimes {
                     // the batch is larger than asked (more next time).
                     let fit = frame.len().saturating_add(usize::try_from(wanted.bytes).unwrap_or(0))
                         <= RESPONSE_MAX_BYTES as usize;
-                    if fit && p.high_watermark > wanted.offsets[0] && wanted.bytes < MOST_BYTES {
+                    if fit && p.high_watermark > wanted.from.max(wanted.offsets[0]) && wanted.bytes < MOST_BYTES {
                         wanted.bytes = wanted.bytes.saturating_mul(GROWTH).min(MOST_BYTES);
                         progress = true;
                     }
@@ -301,6 +320,7 @@ impl FetchTimes {
                 };
                 self.remember(p.topic, p.partition, first.size);
                 let before = wanted.offsets.len();
+                let before_first = wanted.offsets[0];
                 let mut need = None;
                 wanted.offsets.retain(|&want| match first_record_from(p.records, want) {
                     Answer::Record(offset, timestamp_ms) => {
@@ -308,7 +328,7 @@ impl FetchTimes {
                         false
                     }
                     // Only markers up to the end.
-                    Answer::ControlUpTo(last) if last + 1 >= p.high_watermark => {
+                    Answer::ControlUpTo(last) if last.saturating_add(1) >= p.high_watermark => {
                         read.empty.push((p.topic.to_owned(), p.partition, want));
                         false
                     }
@@ -320,8 +340,17 @@ impl FetchTimes {
                     Answer::ControlUpTo(_) | Answer::Nothing => true,
                 });
                 progress |= wanted.offsets.len() < before;
-                if let Some(bytes) = need.filter(|&b| b > wanted.bytes) {
-                    wanted.bytes = bytes.clamp(LEAST_BYTES, MOST_BYTES);
+                if let Some(bytes) = need.map(|b| b.clamp(LEAST_BYTES, MOST_BYTES)).filter(|&b| b > wanted.bytes) {
+                    wanted.bytes = bytes;
+                    progress = true;
+                }
+                // Whole batches without an answer: read on after them.
+                let asked = wanted.from.max(before_first);
+                if need.is_none()
+                    && let Some(&first) = wanted.offsets.first()
+                    && let Some(after) = after_whole_batches(p.records).filter(|&a| a > asked.max(first))
+                {
+                    wanted.from = after;
                     progress = true;
                 }
             }
@@ -341,6 +370,9 @@ impl FetchTimes {
         let open: Vec<String> = connections.keys().cloned().collect();
         let mut failed = None;
         for address in open.iter().chain(&self.bootstrap) {
+            if connections.get(address).is_some_and(BrokerLink::expired) {
+                connections.remove(address);
+            }
             let link = match connections.entry(address.clone()) {
                 std::collections::hash_map::Entry::Occupied(open) => open.into_mut(),
                 std::collections::hash_map::Entry::Vacant(none) => {
@@ -370,6 +402,9 @@ impl FetchTimes {
     /// Remembers the size of the batch last read on a partition.
     fn remember(&self, topic: &str, partition: i32, size: i32) {
         let Ok(index) = usize::try_from(partition) else { return };
+        if index >= MOST_PARTITIONS {
+            return;
+        }
         let mut sizes = self.batch_sizes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let slots = match sizes.get_mut(topic) {
             Some(slots) => slots,
@@ -390,7 +425,7 @@ impl FetchTimes {
             topics.entry(w.topic).or_default().push(
                 FetchPartition::default()
                     .with_partition(w.partition)
-                    .with_fetch_offset(w.offsets[0])
+                    .with_fetch_offset(w.from.max(w.offsets[0]))
                     .with_partition_max_bytes(w.bytes),
             );
         }
@@ -410,13 +445,20 @@ impl FetchTimes {
                     .collect(),
             );
         let mut connections = self.connections.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let link = match connections.entry(address.to_owned()) {
-            std::collections::hash_map::Entry::Occupied(open) => open.into_mut(),
-            std::collections::hash_map::Entry::Vacant(none) => {
-                none.insert(BrokerLink::connect(address, &self.security, timeout)?)
+        // A connection kept from before may have been closed by the broker
+        // (idle, or its SASL session over): one more try on a new one.
+        if let Some(open) = connections.get_mut(address) {
+            if !open.expired()
+                && let Ok(answer) = open.send(ApiKey::Fetch, &request, FETCH_VERSION, timeout)
+            {
+                return Ok(answer);
             }
-        };
-        link.send(ApiKey::Fetch, &request, FETCH_VERSION, timeout)
+            connections.remove(address);
+        }
+        let mut link = BrokerLink::connect(address, &self.security, timeout)?;
+        let answer = link.send(ApiKey::Fetch, &request, FETCH_VERSION, timeout)?;
+        connections.insert(address.to_owned(), link);
+        Ok(answer)
     }
 }
 
@@ -443,6 +485,14 @@ struct BatchHeader {
     last_offset: i64,
     control: bool,
     compressed: bool,
+    /// Its records, and whether they are all there: the log cleaner keeps a
+    /// batch's base and last offsets and drops records in between (or all of
+    /// them, keeping an empty batch for the producer's state).
+    count: i32,
+    holes: bool,
+    /// The base timestamp is the cleaner's delete horizon, not the first
+    /// record's time.
+    delete_horizon: bool,
     /// The first record's timestamp, or every record's when the broker sets
     /// them (LogAppendTime).
     timestamp_ms: i64,
@@ -461,12 +511,23 @@ impl BatchHeader {
         let attributes = be_i16(21)?;
         let (base_timestamp, max_timestamp) = (be_i64(27)?, be_i64(35)?);
         let log_append_time = attributes & 0x08 != 0;
+        let base_offset = be_i64(0)?;
+        let last_offset_delta = be_i32(23)?;
+        let count = be_i32(57)?;
+        let size = be_i32(8)?.checked_add(12)?;
+        // A batch is at least its header; a size below it would not move on.
+        if size < 61 || last_offset_delta < 0 || count < 0 {
+            return None;
+        }
         Some(BatchHeader {
-            base_offset: be_i64(0)?,
-            size: be_i32(8)?.checked_add(12)?,
-            last_offset: be_i64(0)? + i64::from(be_i32(23)?),
+            base_offset,
+            size,
+            last_offset: base_offset.checked_add(i64::from(last_offset_delta))?,
             control: attributes & 0x20 != 0,
             compressed: attributes & 0x07 != 0,
+            count,
+            holes: i64::from(count) != i64::from(last_offset_delta) + 1,
+            delete_horizon: attributes & 0x40 != 0,
             timestamp_ms: if log_append_time { max_timestamp } else { base_timestamp },
             log_append_time,
         })
@@ -486,9 +547,13 @@ impl BatchHeader {
             // attributes (1 byte), timestamp delta, offset delta
             let (timestamp_delta, n1) = varint(record.get(1..)?)?;
             let (offset_delta, _) = varint(record.get(1 + n1..)?)?;
-            let offset = self.base_offset + offset_delta;
+            let offset = self.base_offset.checked_add(offset_delta)?;
             if offset >= want {
-                let ts = if self.log_append_time { self.timestamp_ms } else { self.timestamp_ms + timestamp_delta };
+                let ts = if self.log_append_time {
+                    self.timestamp_ms
+                } else {
+                    self.timestamp_ms.checked_add(timestamp_delta)?
+                };
                 return Some(Answer::Record(offset, ts));
             }
             at = end;
@@ -515,7 +580,7 @@ fn first_record_from(mut records: &[u8], want: i64) -> Answer {
     let mut last_control = None;
     while let Some(h) = BatchHeader::parse(records) {
         let complete = h.size as usize <= records.len();
-        if h.last_offset < want || h.control {
+        if h.last_offset < want || h.control || h.count == 0 {
             if h.control && h.last_offset >= want {
                 last_control = Some(h.last_offset);
             }
@@ -525,16 +590,19 @@ fn first_record_from(mut records: &[u8], want: i64) -> Answer {
             records = &records[h.size as usize..];
             continue;
         }
-        // The batch's first record is the one: its header says when.
-        if h.base_offset >= want {
+        // The batch's first record is the one: its header says when (unless
+        // the cleaner took records out of it, or set its delete horizon).
+        if h.base_offset >= want && !h.holes && !h.delete_horizon {
             return Answer::Record(h.base_offset, h.timestamp_ms);
         }
         let (mut batch, rest) = records.split_at((h.size as usize).min(records.len()));
         records = rest;
         if !h.compressed {
             // Uncompressed: walk the records' lengths and deltas only, as
-            // far as they came.
+            // far as they came. Nothing at or after `want` (records the
+            // cleaner removed): the next batch has it.
             match h.walk(batch, want) {
+                Some(Answer::Nothing) => continue,
                 Some(found) => return found,
                 None if !complete => return Answer::NeedBatch(h.size),
                 None => break,
@@ -543,12 +611,33 @@ fn first_record_from(mut records: &[u8], want: i64) -> Answer {
         if !complete {
             return Answer::NeedBatch(h.size);
         }
+        // Counts past what the bytes could hold are a lie the decoder would
+        // allocate for.
+        if h.count > h.size.saturating_mul(64) {
+            break;
+        }
         let Ok(set) = RecordBatchDecoder::decode(&mut batch) else { break };
         if let Some(r) = set.records.iter().find(|r| r.offset >= want && !r.control) {
-            return Answer::Record(r.offset, r.timestamp);
+            // LogAppendTime: every record's time is the batch's.
+            return Answer::Record(r.offset, if h.log_append_time { h.timestamp_ms } else { r.timestamp });
         }
     }
     last_control.map_or(Answer::Nothing, Answer::ControlUpTo)
+}
+
+/// The offset after the last whole batch in `records`: where to go on
+/// reading a partition whose batches so far held nothing at the offset
+/// wanted (a compacted tail, markers), `None` when no batch came whole.
+fn after_whole_batches(mut records: &[u8]) -> Option<i64> {
+    let mut after = None;
+    while let Some(h) = BatchHeader::parse(records) {
+        if h.size as usize > records.len() {
+            break;
+        }
+        after = h.last_offset.checked_add(1);
+        records = &records[h.size as usize..];
+    }
+    after
 }
 
 #[cfg(test)]
@@ -614,5 +703,45 @@ mod tests {
         assert_eq!(first_record_from(&full, 41), Answer::Record(41, 4100));
         let two = [full.as_ref(), batch(&[(43, 4300, false)], Compression::Gzip).as_ref()].concat();
         assert_eq!(first_record_from(&Bytes::from(two), 43), Answer::Record(43, 4300), "past a first batch");
+    }
+
+    /// Bytes of `b` with `at..` overwritten by `with`.
+    fn patched(b: &Bytes, at: usize, with: &[u8]) -> Vec<u8> {
+        let mut v = b.to_vec();
+        v[at..at + with.len()].copy_from_slice(with);
+        v
+    }
+
+    #[test]
+    fn batches_the_log_cleaner_rewrote() {
+        let next = batch(&[(46, 4600, false)], Compression::None);
+        // Every record gone, the batch kept for the producer's state (count
+        // 0): no record there, the next batch's is the answer.
+        let emptied = patched(&batch(&[(20, 2000, false)], Compression::None), 57, &0i32.to_be_bytes());
+        let both = [&emptied[..], &next[..]].concat();
+        assert_eq!(first_record_from(&both, 20), Answer::Record(46, 4600));
+        // A compacted tail: the batch still ends at 45, its last record is 41.
+        let tail = patched(&batch(&[(40, 4000, false), (41, 4100, false)], Compression::None), 23, &5i32.to_be_bytes());
+        let both = [&tail[..], &next[..]].concat();
+        assert_eq!(first_record_from(&both, 43), Answer::Record(46, 4600), "read on past the tail");
+        assert_eq!(first_record_from(&tail, 43), Answer::Nothing);
+        assert_eq!(after_whole_batches(&tail), Some(46), "where to read on from");
+        // Records taken out between base and last: the header's first
+        // record may be gone, so the records are read.
+        let holes = batch(&[(50, 5000, false), (52, 5200, false)], Compression::None);
+        assert_eq!(first_record_from(&holes, 49), Answer::Record(50, 5000));
+        assert_eq!(first_record_from(&holes, 51), Answer::Record(52, 5200));
+    }
+
+    #[test]
+    fn lying_headers_end_the_walk() {
+        // A length that would not move past the header: nothing, no loop.
+        let stuck = patched(&batch(&[(10, 1000, true)], Compression::None), 8, &(-12i32).to_be_bytes());
+        assert_eq!(first_record_from(&stuck, 10), Answer::Nothing);
+        assert_eq!(after_whole_batches(&stuck), None);
+        let negative = patched(&batch(&[(10, 1000, false)], Compression::None), 23, &(-1i32).to_be_bytes());
+        assert_eq!(first_record_from(&negative, 10), Answer::Nothing);
+        let far = patched(&batch(&[(i64::MAX - 1, 1000, false)], Compression::None), 23, &9i32.to_be_bytes());
+        assert_eq!(first_record_from(&far, 0), Answer::Nothing, "an offset past i64");
     }
 }
