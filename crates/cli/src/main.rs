@@ -209,8 +209,8 @@ enum BenchCommand {
         /// How long a round may wait for answers, in ms (the refresher's: 500).
         #[arg(long, default_value_t = 500)]
         round_ms: u64,
-        /// Read through librdkafka even over PLAINTEXT (where serve uses
-        /// kshard's own Fetch requests).
+        /// Read through librdkafka even where serve would use kshard's own
+        /// Fetch requests.
         #[arg(long)]
         librdkafka: bool,
         /// The broker's PID, to measure its CPU time too.

@@ -1,8 +1,9 @@
 //! `kshard bench record-times`: what lag in seconds costs on a real broker —
 //! one refresh's read of the records at the committed offsets of N lagging
-//! partitions (one [`TimestampReader`] call, as the refresher makes it, with
-//! its 500 ms per round by default): wall time, kshard's CPU time, the broker's CPU time
-//! when its PID is given, and how many of the N were answered. Topics named
+//! partitions (one [`FetchTimes`] call, or [`TimestampReader`] with
+//! `--librdkafka`, as the refresher makes it, given 500 ms by default): wall
+//! time, kshard's CPU time (`getrusage`), the broker's CPU time when its PID
+//! is given, and how many of the N were answered. Topics named
 //! `kshard-bench-times-…` are created and filled once and reused.
 
 use std::time::{Duration, Instant};
@@ -64,7 +65,7 @@ pub(crate) fn record_times(b: &RecordTimesBench<'_>) -> Result<()> {
     // Each partition's "committed offset" somewhere in its records.
     let wanted: Vec<(String, i32, i64)> =
         partitions.iter().enumerate().map(|(i, (t, p))| (t.clone(), *p, (i as i64 * 7) % i64::from(RECORDS))).collect();
-    // What `serve` uses: kshard's own Fetch over PLAINTEXT, librdkafka else.
+    // What `serve` uses: kshard's own Fetch where it can (PLAINTEXT, TLS, SASL PLAIN and SCRAM), librdkafka else.
     let fetch = if b.librdkafka { None } else { FetchTimes::new(&target.settings)? };
     let reader = TimestampReader::new(&target.settings)?;
     let which = if fetch.is_some() { "kshard's own Fetch requests" } else { "librdkafka" };
