@@ -71,6 +71,12 @@ const METADATA_VERSION: i16 = 9;
 /// The least time a Metadata request is given (the cluster's whole metadata).
 const METADATA_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// TOPIC_AUTHORIZATION_FAILED: no Read on the topic.
+const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
+
+/// Topics said to be refused, at most (then the log would only repeat).
+const MOST_REFUSED_TOPICS: usize = 1_000;
+
 /// Partition numbers past this are not believed (tables are indexed by
 /// them): far more than any topic has.
 const MOST_PARTITIONS: usize = 1 << 20;
@@ -97,6 +103,8 @@ pub struct FetchTimes {
     batch_sizes: Mutex<HashMap<String, Vec<i32>>>,
     /// TLS and SASL, as the settings ask.
     security: Security,
+    /// Topics the broker would not let kshard read, each said once.
+    refused_topics: Mutex<std::collections::HashSet<String>>,
     /// Open connections, by `host:port`.
     connections: Mutex<HashMap<String, BrokerLink>>,
 }
@@ -149,6 +157,7 @@ impl FetchTimes {
             bootstrap,
             leaders: Mutex::new(None),
             batch_sizes: Mutex::new(HashMap::new()),
+            refused_topics: Mutex::new(std::collections::HashSet::new()),
             security,
             connections: Mutex::new(HashMap::new()),
         }))
@@ -305,6 +314,9 @@ impl FetchTimes {
                 let wanted = &mut left[i];
                 if p.error_code != 0 {
                     moved |= LEADERS_MOVED.contains(&p.error_code);
+                    if p.error_code == TOPIC_AUTHORIZATION_FAILED {
+                        self.refused_read(p.topic);
+                    }
                     continue;
                 }
                 let Some(first) = BatchHeader::parse(p.records) else {
@@ -397,6 +409,19 @@ impl FetchTimes {
             step: "fetching the cluster's metadata".into(),
             message: "no bootstrap broker".into(),
         }))
+    }
+
+    /// Says once per topic that the broker refused to let kshard read it:
+    /// the reason its lag in seconds is only ever an estimate.
+    fn refused_read(&self, topic: &str) {
+        let mut refused = self.refused_topics.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if refused.len() < MOST_REFUSED_TOPICS && refused.insert(topic.to_owned()) {
+            tracing::warn!(
+                topic,
+                "lag in seconds on this topic is estimated: kshard may not Read it (TOPIC_AUTHORIZATION_FAILED); \
+                 grant Read on the topic for exact values"
+            );
+        }
     }
 
     /// Remembers the size of the batch last read on a partition.
