@@ -225,24 +225,6 @@ impl Admin {
         self.metadata.fetch_metadata(Some(topic), self.timeout).map_err(call(format!("fetching metadata of {topic}")))
     }
 
-    /// Every partition's leader, by (topic, partition), and every broker's
-    /// `host:port`, by id: one Metadata request for the whole cluster.
-    #[allow(clippy::type_complexity)]
-    pub fn leaders_and_brokers(&self) -> Result<(HashMap<(String, i32), i32>, HashMap<i32, String>)> {
-        let metadata = self
-            .metadata
-            .fetch_metadata(None, self.timeout)
-            .map_err(call("fetching the cluster's metadata".to_owned()))?;
-        let brokers = metadata.brokers().iter().map(|b| (b.id(), format!("{}:{}", b.host(), b.port()))).collect();
-        let leaders = metadata
-            .topics()
-            .iter()
-            .flat_map(|t| t.partitions().iter().map(move |p| ((t.name().to_owned(), p.id()), p.leader())))
-            .filter(|(_, leader)| *leader >= 0)
-            .collect();
-        Ok((leaders, brokers))
-    }
-
     /// The partition count of `topic`, or `None` when the topic does not exist.
     pub fn partition_count(&self, topic: &str) -> Result<Option<i32>> {
         Ok(self

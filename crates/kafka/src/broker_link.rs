@@ -136,10 +136,7 @@ impl Security {
 
 /// An OpenSSL client context from librdkafka's `ssl.*` properties.
 fn tls_connector<'a>(get: &impl Fn(&str) -> Option<&'a str>) -> Result<SslConnector> {
-    let setting = |property: &str, e: &dyn std::fmt::Display| Error::Refused {
-        step: format!("reading {property}"),
-        message: e.to_string(),
-    };
+    let setting = |property: &str, e: &dyn std::fmt::Display| refused(format!("reading {property}"), e);
     let mut builder = SslConnector::builder(SslMethod::tls_client()).map_err(|e| setting("TLS", &e))?;
     match get("ssl.ca.location") {
         Some(path) if std::path::Path::new(path).is_dir() => {
@@ -308,16 +305,15 @@ impl BrokerLink {
             }
             Sasl::Scram { hash, user, password } => {
                 let mut nonce = [0u8; 24];
-                openssl::rand::rand_bytes(&mut nonce).map_err(|e| self.refusal("SASL", e.to_string()))?;
+                openssl::rand::rand_bytes(&mut nonce).map_err(|e| self.refusal("SASL", e))?;
                 let mut scram = Scram::new(*hash, user, password, &openssl::base64::encode_block(&nonce));
                 let server_first = self.sasl_round(scram.client_first().into_bytes(), timeout)?;
                 let server_first = String::from_utf8_lossy(&server_first).into_owned();
-                let client_final =
-                    scram.client_final(&server_first).map_err(|e| self.refusal("SASL", e.to_string()))?;
+                let client_final = scram.client_final(&server_first).map_err(|e| self.refusal("SASL", e))?;
                 let server_final = self.sasl_round(client_final.into_bytes(), timeout)?;
                 scram
                     .check_server_final(&String::from_utf8_lossy(&server_final))
-                    .map_err(|e| self.refusal("SASL", e.to_string()))?;
+                    .map_err(|e| self.refusal("SASL", e))?;
             }
         }
         Ok(())
@@ -348,25 +344,21 @@ impl BrokerLink {
         R: Encodable + HeaderVersion,
         A: Decodable + HeaderVersion,
     {
-        let (correlation, frame) = self.send(api, request, version, timeout)?;
-        let mut frame = Bytes::from(frame);
-        let header = kafka_protocol::messages::ResponseHeader::decode(&mut frame, A::header_version(version))
-            .map_err(|e| self.refusal("reading an answer", e.to_string()))?;
-        if header.correlation_id != correlation {
-            return Err(self.refusal("reading an answer", format!("correlation id {}", header.correlation_id)));
-        }
-        A::decode(&mut frame, version).map_err(|e| self.refusal("reading an answer", e.to_string()))
+        let mut frame = Bytes::from(self.send(api, request, version, timeout)?);
+        kafka_protocol::messages::ResponseHeader::decode(&mut frame, A::header_version(version))
+            .map_err(|e| self.refusal("reading an answer", e))?;
+        A::decode(&mut frame, version).map_err(|e| self.refusal("reading an answer", e))
     }
 
-    /// Sends `request` as `version`, and reads its answer: the request's
-    /// correlation id and the answer's frame (from its response header on).
+    /// Sends `request` as `version`, and reads its answer: the frame, from
+    /// its response header on, once its correlation id is the request's.
     pub(crate) fn send<R: Encodable + HeaderVersion>(
         &mut self,
         api: ApiKey,
         request: &R,
         version: i16,
         timeout: Duration,
-    ) -> Result<(i32, Vec<u8>)> {
+    ) -> Result<Vec<u8>> {
         self.correlation = self.correlation.wrapping_add(1);
         let header = RequestHeader::default()
             .with_request_api_key(api as i16)
@@ -375,17 +367,15 @@ impl BrokerLink {
             .with_client_id(Some(StrBytes::from_static_str("kshard")));
         let mut body = BytesMut::new();
         body.put_i32(0);
-        header
-            .encode(&mut body, R::header_version(version))
-            .map_err(|e| self.refusal("encoding a request", e.to_string()))?;
-        request.encode(&mut body, version).map_err(|e| self.refusal("encoding a request", e.to_string()))?;
-        let size = i32::try_from(body.len() - 4).map_err(|_| self.refusal("encoding a request", "too large".into()))?;
+        header.encode(&mut body, R::header_version(version)).map_err(|e| self.refusal("encoding a request", e))?;
+        request.encode(&mut body, version).map_err(|e| self.refusal("encoding a request", e))?;
+        let size = i32::try_from(body.len() - 4).map_err(|_| self.refusal("encoding a request", "too large"))?;
         body[..4].copy_from_slice(&size.to_be_bytes());
-        set_timeouts(self.stream.tcp(), timeout).map_err(|e| self.failed("configuring the connection", e))?;
-        self.stream.write_all(&body).map_err(|e| self.failed("sending a request", e))?;
-        self.stream.flush().map_err(|e| self.failed("sending a request", e))?;
+        set_timeouts(self.stream.tcp(), timeout).map_err(|e| self.refusal("configuring the connection", e))?;
+        self.stream.write_all(&body).map_err(|e| self.refusal("sending a request", e))?;
+        self.stream.flush().map_err(|e| self.refusal("sending a request", e))?;
         let mut size = [0u8; 4];
-        self.stream.read_exact(&mut size).map_err(|e| self.failed("reading an answer", e))?;
+        self.stream.read_exact(&mut size).map_err(|e| self.refusal("reading an answer", e))?;
         let size = usize::try_from(i32::from_be_bytes(size)).ok().filter(|&n| n <= MAX_FRAME).ok_or_else(|| {
             self.refusal("reading an answer", format!("a frame of {} bytes", i32::from_be_bytes(size)))
         })?;
@@ -396,16 +386,23 @@ impl BrokerLink {
             // Wake when the rest, or a good part of it, is there.
             let wake = if matches!(self.stream, Stream::Plain(_)) { WAKE_BYTES } else { TLS_WAKE_BYTES };
             if large && self.nothing_held() && !wait_for(self.stream.tcp(), (size - filled).min(wake), timeout) {
-                return Err(self.refusal("reading an answer", "timed out".into()));
+                return Err(self.refusal("reading an answer", "timed out"));
             }
             match self.stream.read(&mut frame[filled..]) {
-                Ok(0) => return Err(self.refusal("reading an answer", "the broker closed the connection".into())),
+                Ok(0) => return Err(self.refusal("reading an answer", "the broker closed the connection")),
                 Ok(n) => filled += n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(self.failed("reading an answer", e)),
+                Err(e) => return Err(self.refusal("reading an answer", e)),
             }
         }
-        Ok((self.correlation, frame))
+        // Every response header starts with the request's correlation id.
+        let answered = frame.get(..4).map(|id| i32::from_be_bytes([id[0], id[1], id[2], id[3]]));
+        if answered != Some(self.correlation) {
+            return Err(
+                self.refusal("reading an answer", format!("correlation id {answered:?}, not {}", self.correlation))
+            );
+        }
+        Ok(frame)
     }
 
     /// Whether the broker is about to end this connection's SASL session.
@@ -422,12 +419,9 @@ impl BrokerLink {
         }
     }
 
-    fn refusal(&self, what: &str, message: String) -> Error {
-        Error::Refused { step: format!("{what} with {}", self.address), message }
-    }
-
-    fn failed(&self, what: &str, e: std::io::Error) -> Error {
-        self.refusal(what, e.to_string())
+    /// `what` with this broker failed, and why.
+    fn refusal(&self, what: &str, why: impl std::fmt::Display) -> Error {
+        refused(format!("{what} with {}", self.address), why)
     }
 }
 

@@ -27,7 +27,6 @@ pub(crate) struct PartitionData<'a> {
 /// A response, borrowing the frame it was read from.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct FetchAnswer<'a> {
-    pub(crate) correlation_id: i32,
     pub(crate) error_code: i16,
     pub(crate) partitions: Vec<PartitionData<'a>>,
 }
@@ -43,7 +42,8 @@ pub(crate) struct Malformed {
 /// Reads `frame` (the bytes after the 4-byte size) as a Fetch v12 response.
 pub(crate) fn read_fetch_response(frame: &[u8]) -> Result<FetchAnswer<'_>, Malformed> {
     let mut r = Wire { bytes: frame, at: 0 };
-    let correlation_id = r.i32()?;
+    // The correlation id: [`crate::broker_link::BrokerLink::send`] checked it.
+    let _correlation_id = r.i32()?;
     r.skip_tagged_fields()?;
     let _throttle_time_ms = r.i32()?;
     let error_code = r.i16()?;
@@ -74,7 +74,7 @@ pub(crate) fn read_fetch_response(frame: &[u8]) -> Result<FetchAnswer<'_>, Malfo
         r.skip_tagged_fields()?;
     }
     r.skip_tagged_fields()?;
-    Ok(FetchAnswer { correlation_id, error_code, partitions })
+    Ok(FetchAnswer { error_code, partitions })
 }
 
 /// A cursor over a frame.
@@ -226,7 +226,6 @@ mod tests {
             &[("orders", vec![(0, 0, 100, Some(b"batches")), (3, 6, -1, None)]), ("pay", vec![(1, 0, 5, Some(b""))])],
         );
         let answer = read_fetch_response(&frame).expect("read");
-        assert_eq!(answer.correlation_id, 42);
         assert_eq!(answer.error_code, 0);
         let p = |topic, partition, error_code, high_watermark, records| PartitionData {
             topic,

@@ -27,6 +27,7 @@ mod fetch_times;
 mod group_consumer;
 mod groups;
 mod reader;
+mod record_batch;
 mod scram;
 mod timestamps;
 mod writer;

@@ -157,9 +157,8 @@ impl TimestampReader {
             }
         }
         // Not answered in time: no record, and no claim there is none.
-        Self::read_past(&consumer, &mut pending, empty)?;
-        consumer.unassign().map_err(call("unassigning after reading timestamps".to_owned()))?;
-        Ok(())
+        // The consumer, dropped, takes its assignment with it.
+        Self::read_past(&consumer, &mut pending, empty)
     }
 
     /// Moves the `pending` partitions read past their wanted offset without a

@@ -17,13 +17,22 @@ fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 
-/// (lag_seconds, method) of `group`'s partition 0, from `/api/groups`.
-fn seconds(service: &mut TestService, group: &str) -> Option<(f64, String)> {
+/// `group`'s partition 0, as `/api/groups` shows it.
+fn partition_zero(service: &mut TestService, group: &str) -> Option<serde_json::Value> {
     let (_, body) = service.get("/api/groups");
     let groups: serde_json::Value = serde_json::from_str(&body).ok()?;
     let g = groups.as_array()?.iter().find(|g| g["group_id"] == group)?;
-    let p = &g["topics"][0]["partitions"][0];
+    Some(g["topics"][0]["partitions"][0].clone())
+}
+
+/// (lag_seconds, method) of a partition from `/api/groups`.
+fn lag_seconds(p: &serde_json::Value) -> Option<(f64, String)> {
     Some((p["lag_seconds"].as_f64()?, p["lag_seconds_method"].as_str()?.to_owned()))
+}
+
+/// (lag_seconds, method) of `group`'s partition 0.
+fn seconds(service: &mut TestService, group: &str) -> Option<(f64, String)> {
+    lag_seconds(&partition_zero(service, group)?)
 }
 
 #[test]
@@ -164,18 +173,9 @@ fn a_compacted_away_record_falls_back_to_the_estimate() {
     let p = unique_name("compacted");
     let w = Writer::new(broker.brokers(), &p);
     let topic = format!("{p}-t");
-    let configs = [
-        ("cleanup.policy", "compact"),
-        ("segment.ms", "500"),
-        ("min.cleanable.dirty.ratio", "0.01"),
-        ("min.compaction.lag.ms", "0"),
-    ];
-    let spec = TopicSpec {
-        name: topic.clone(),
-        partitions: 1,
-        replication: 1,
-        configs: configs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
-    };
+    let configs = [("segment.ms", "500"), ("min.cleanable.dirty.ratio", "0.01"), ("min.compaction.lag.ms", "0")];
+    let mut spec = TopicSpec::compacted(&topic, 1);
+    spec.configs.extend(configs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
     w.admin.create_topic(&spec).expect("create topic");
     let group = format!("{p}-group");
     w.commit(&group, &topic, 0, 3, 0);
@@ -205,9 +205,9 @@ fn a_compacted_away_record_falls_back_to_the_estimate() {
 
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let (_, body) = service.get("/api/groups");
-        let at_2 = committed_at(&body, &group) == Some(2);
-        let got = seconds(&mut service, &group);
+        let partition = partition_zero(&mut service, &group);
+        let at_2 = partition.as_ref().and_then(|p| p["committed_offset"].as_i64()) == Some(2);
+        let got = partition.as_ref().and_then(lag_seconds);
         let truth = (now_ms() - first) as f64 / 1000.0;
         if let Some((s, method)) = &got
             && at_2
@@ -220,11 +220,4 @@ fn a_compacted_away_record_falls_back_to_the_estimate() {
         assert!(Instant::now() < deadline, "lag in seconds never estimated: {got:?}");
         std::thread::sleep(Duration::from_millis(200));
     }
-}
-
-/// The committed offset of `group`'s partition 0 in an `/api/groups` body.
-fn committed_at(body: &str, group: &str) -> Option<i64> {
-    let groups: serde_json::Value = serde_json::from_str(body).ok()?;
-    let g = groups.as_array()?.iter().find(|g| g["group_id"] == group)?;
-    g["topics"][0]["partitions"][0]["committed_offset"].as_i64()
 }
