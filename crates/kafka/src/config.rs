@@ -16,14 +16,44 @@ pub struct ClientSettings {
     /// Extra librdkafka properties (`security.protocol`, `sasl.*`, `ssl.*`, …),
     /// applied after kshard's own so that users can override them.
     pub properties: Vec<(String, String)>,
+    /// Which client reads partitions ([`crate::PartitionReader`]).
+    pub reader: ReaderKind,
     /// Shared by every client made from these settings (and their clones).
-    context: KshardContext,
+    pub(crate) context: KshardContext,
+}
+
+/// Which client reads partitions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReaderKind {
+    /// kshard's own Fetch requests (one connection per broker for every
+    /// partition the process reads); librdkafka where the settings ask for
+    /// what only it does (GSSAPI, OAUTHBEARER, keystores…).
+    #[default]
+    Kshard,
+    /// librdkafka's consumer, one per reader.
+    Librdkafka,
+}
+
+impl std::str::FromStr for ReaderKind {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "kshard" => Ok(ReaderKind::Kshard),
+            "librdkafka" => Ok(ReaderKind::Librdkafka),
+            other => Err(format!("unknown reader {other:?}: kshard or librdkafka")),
+        }
+    }
 }
 
 impl ClientSettings {
     /// Settings for `brokers` with no extra properties.
     pub fn new(brokers: impl Into<String>) -> Self {
-        ClientSettings { brokers: brokers.into(), properties: Vec::new(), context: KshardContext::default() }
+        ClientSettings {
+            brokers: brokers.into(),
+            properties: Vec::new(),
+            reader: ReaderKind::default(),
+            context: KshardContext::default(),
+        }
     }
 
     /// The latest TLS or authentication failure any client made from these
@@ -83,7 +113,11 @@ impl std::fmt::Debug for ClientSettings {
             .iter()
             .map(|(k, v)| (k.as_str(), if is_secret(k) { "<redacted>" } else { v.as_str() }))
             .collect();
-        f.debug_struct("ClientSettings").field("brokers", &self.brokers).field("properties", &properties).finish()
+        f.debug_struct("ClientSettings")
+            .field("brokers", &self.brokers)
+            .field("properties", &properties)
+            .field("reader", &self.reader)
+            .finish()
     }
 }
 

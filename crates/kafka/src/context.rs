@@ -18,6 +18,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 #[derive(Debug, Clone, Default)]
 pub(crate) struct KshardContext {
     pub(crate) access_problem: Arc<Mutex<Option<String>>>,
+    /// The fetchers of kshard's own reader, by the settings they were made
+    /// for: every reader made from these settings (and their clones) shares
+    /// one, and so one connection per broker.
+    pub(crate) fetchers: Arc<Mutex<std::collections::HashMap<String, std::sync::Weak<crate::fetcher::Fetcher>>>>,
 }
 
 impl ClientContext for KshardContext {

@@ -14,12 +14,19 @@
 //! fields], tagged fields], tagged fields`.
 
 /// One partition of a response.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct PartitionData<'a> {
     pub(crate) topic: &'a str,
     pub(crate) partition: i32,
     pub(crate) error_code: i16,
     pub(crate) high_watermark: i64,
+    /// The end of what a read-committed reader may see: the first offset of
+    /// the oldest open transaction, or the high watermark (-1: unknown).
+    pub(crate) last_stable_offset: i64,
+    pub(crate) log_start_offset: i64,
+    /// Transactions aborted in the range returned, (producer id, first
+    /// offset); empty for a read-uncommitted Fetch.
+    pub(crate) aborted: Vec<(i64, i64)>,
     /// The record batches (empty when the broker sent none).
     pub(crate) records: &'a [u8],
 }
@@ -28,6 +35,8 @@ pub(crate) struct PartitionData<'a> {
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct FetchAnswer<'a> {
     pub(crate) error_code: i16,
+    /// The fetch session (KIP-227) the broker keeps for the next request, 0: none.
+    pub(crate) session_id: i32,
     pub(crate) partitions: Vec<PartitionData<'a>>,
 }
 
@@ -47,7 +56,7 @@ pub(crate) fn read_fetch_response(frame: &[u8]) -> Result<FetchAnswer<'_>, Malfo
     r.skip_tagged_fields()?;
     let _throttle_time_ms = r.i32()?;
     let error_code = r.i16()?;
-    let _session_id = r.i32()?;
+    let session_id = r.i32()?;
     let mut partitions = Vec::new();
     for _ in 0..r.compact_len()?.unwrap_or(0) {
         let topic = r.compact_str()?;
@@ -57,10 +66,11 @@ pub(crate) fn read_fetch_response(frame: &[u8]) -> Result<FetchAnswer<'_>, Malfo
             let partition = r.i32()?;
             let error_code = r.i16()?;
             let high_watermark = r.i64()?;
-            let _last_stable_offset = r.i64()?;
-            let _log_start_offset = r.i64()?;
+            let last_stable_offset = r.i64()?;
+            let log_start_offset = r.i64()?;
+            let mut aborted = Vec::new();
             for _ in 0..r.compact_len()?.unwrap_or(0) {
-                r.take(16, "an aborted transaction")?;
+                aborted.push((r.i64()?, r.i64()?));
                 r.skip_tagged_fields()?;
             }
             let _preferred_read_replica = r.i32()?;
@@ -69,12 +79,21 @@ pub(crate) fn read_fetch_response(frame: &[u8]) -> Result<FetchAnswer<'_>, Malfo
                 None => &[],
             };
             r.skip_tagged_fields()?;
-            partitions.push(PartitionData { topic, partition, error_code, high_watermark, records });
+            partitions.push(PartitionData {
+                topic,
+                partition,
+                error_code,
+                high_watermark,
+                last_stable_offset,
+                log_start_offset,
+                aborted,
+                records,
+            });
         }
         r.skip_tagged_fields()?;
     }
     r.skip_tagged_fields()?;
-    Ok(FetchAnswer { error_code, partitions })
+    Ok(FetchAnswer { error_code, session_id, partitions })
 }
 
 /// A cursor over a frame.
@@ -193,6 +212,8 @@ mod tests {
                                         .with_partition_index(index)
                                         .with_error_code(error)
                                         .with_high_watermark(hw)
+                                        .with_last_stable_offset(11)
+                                        .with_log_start_offset(2)
                                         .with_aborted_transactions(Some(vec![
                                             AbortedTransaction::default()
                                                 .with_producer_id(ProducerId(7))
@@ -232,6 +253,9 @@ mod tests {
             partition,
             error_code,
             high_watermark,
+            last_stable_offset: 11,
+            log_start_offset: 2,
+            aborted: vec![(7, 3)],
             records,
         };
         assert_eq!(

@@ -1,66 +1,121 @@
-//! Reading chosen partitions from chosen offsets, with end-of-partition events.
+//! [`PartitionReader`]: chosen partitions read from chosen offsets, with an
+//! event when each reaches its end. No consumer group, no commits; committed
+//! records only (transactions' aborted records and markers never appear).
+//!
+//! Two clients do the reading, chosen by [`ClientSettings::reader`]:
+//! kshard's own ([`crate::fetcher`]: every reader made from the same
+//! settings shares one connection per broker) and librdkafka's consumer (one
+//! per reader), which also reads wherever the settings ask for what only it
+//! does: GSSAPI, OAUTHBEARER, keystores, certificate verification turned off.
 
-use std::time::Duration;
+use std::marker::PhantomData;
+use std::ops::Range;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::KafkaError;
+use bytes::Bytes;
 use rdkafka::message::{BorrowedMessage, Message};
-use rdkafka::{Offset, TopicPartitionList};
 
-use crate::config::ClientSettings;
-use crate::context::KshardContext;
-use crate::error::{Result, call};
+use crate::broker_link::Security;
+use crate::config::{ClientSettings, ReaderKind};
+use crate::error::{Error, Result};
+use crate::fetch_session::PartitionKey;
+use crate::fetcher::{Delivery, Fetcher, Sink};
+use crate::rdkafka_reader::RdkafkaReader;
+use crate::records::PartitionRecords;
 
-/// Reads partitions by manual assignment: no consumer group, no commits.
-///
-/// The reader enables librdkafka's end-of-partition events, so a caller learns
-/// that it has read everything the broker has even when the partition ends in
-/// control records (transaction markers) that are never delivered, or is empty.
+/// Reads partitions by manual assignment (see the module's doc).
 pub struct PartitionReader {
-    consumer: BaseConsumer<KshardContext>,
+    client: Client,
+}
+
+enum Client {
+    Librdkafka(RdkafkaReader),
+    Kshard(OwnReader),
 }
 
 impl std::fmt::Debug for PartitionReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PartitionReader").finish_non_exhaustive()
+        let client = match &self.client {
+            Client::Librdkafka(_) => "librdkafka",
+            Client::Kshard(_) => "kshard",
+        };
+        f.debug_struct("PartitionReader").field("client", &client).finish_non_exhaustive()
     }
 }
 
-/// One record as read, borrowed from the client's buffer until the next poll.
+/// One record as read, valid until the next poll.
 pub struct ReadRecord<'a> {
-    message: BorrowedMessage<'a>,
+    record: RecordOf<'a>,
+}
+
+enum RecordOf<'a> {
+    Librdkafka(BorrowedMessage<'a>),
+    Kshard {
+        key: PartitionKey,
+        offset: i64,
+        /// The bytes the ranges point into: the Fetch answer's (or a
+        /// decompressed batch's), shared, not copied.
+        buffer: Bytes,
+        record_key: Option<Range<usize>>,
+        value: Option<Range<usize>>,
+        _reader: PhantomData<&'a ()>,
+    },
 }
 
 impl std::fmt::Debug for ReadRecord<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ReadRecord").field("partition", &self.partition()).field("offset", &self.offset()).finish()
+        f.debug_struct("ReadRecord")
+            .field("topic", &self.topic())
+            .field("partition", &self.partition())
+            .field("offset", &self.offset())
+            .finish()
     }
 }
 
-impl ReadRecord<'_> {
+impl<'a> ReadRecord<'a> {
+    pub(crate) fn librdkafka(message: BorrowedMessage<'a>) -> Self {
+        ReadRecord { record: RecordOf::Librdkafka(message) }
+    }
+
     /// The topic.
     pub fn topic(&self) -> &str {
-        self.message.topic()
+        match &self.record {
+            RecordOf::Librdkafka(m) => m.topic(),
+            RecordOf::Kshard { key, .. } => &key.0,
+        }
     }
 
     /// The partition.
     pub fn partition(&self) -> i32 {
-        self.message.partition()
+        match &self.record {
+            RecordOf::Librdkafka(m) => m.partition(),
+            RecordOf::Kshard { key, .. } => key.1,
+        }
     }
 
     /// The record's offset.
     pub fn offset(&self) -> i64 {
-        self.message.offset()
+        match &self.record {
+            RecordOf::Librdkafka(m) => m.offset(),
+            RecordOf::Kshard { offset, .. } => *offset,
+        }
     }
 
     /// The key (`None` when null).
     pub fn key(&self) -> Option<&[u8]> {
-        self.message.key()
+        match &self.record {
+            RecordOf::Librdkafka(m) => m.key(),
+            RecordOf::Kshard { buffer, record_key, .. } => record_key.clone().and_then(|r| buffer.get(r)),
+        }
     }
 
     /// The value (`None` when null: a tombstone).
     pub fn value(&self) -> Option<&[u8]> {
-        self.message.payload()
+        match &self.record {
+            RecordOf::Librdkafka(m) => m.payload(),
+            RecordOf::Kshard { buffer, value, .. } => value.clone().and_then(|r| buffer.get(r)),
+        }
     }
 }
 
@@ -73,9 +128,10 @@ pub enum ReadEvent<'a> {
     EndOfPartition {
         /// The partition.
         partition: i32,
-        /// The offset the reader will read next, when it has read a record of
-        /// this partition (librdkafka knows no position before the first one,
-        /// e.g. for an empty partition or one holding only transaction markers).
+        /// The offset the reader will read next. kshard's reader always
+        /// knows it; librdkafka only once it has read a record of the
+        /// partition (not for an empty partition or one holding only
+        /// transaction markers).
         next_offset: Option<i64>,
     },
     /// Nothing arrived within the poll timeout.
@@ -83,102 +139,143 @@ pub enum ReadEvent<'a> {
 }
 
 impl PartitionReader {
-    /// Creates a reader of `topic` starting each listed partition at its offset
-    /// (`None`: the earliest offset).
+    /// A reader of `topic` starting each listed partition at its offset
+    /// (`None`: the earliest offset), with a queue of 1 MB.
     pub fn new(settings: &ClientSettings, topic: &str, start: &[(i32, Option<i64>)]) -> Result<Self> {
         Self::with_queue(settings, topic, start, 1024)
     }
 
-    /// [`PartitionReader::new`] with a queue of `queue_kbytes` (1024 for
-    /// `new`). A process running many readers at once — a runtime member with
-    /// a reader per replica — gives each a small one: on a cold start of 50
-    /// shards (100 readers), 1 MB queues peaked at 435 MB RSS, 128 KB ones at
-    /// 172 MB, for a 29% longer catch-up.
+    /// [`PartitionReader::new`] with a queue of `queue_kbytes`: records
+    /// fetched and not yet polled, past which its partitions are not fetched
+    /// for. A process running many readers at once (a runtime member has
+    /// one or two per replica) gives each a small one.
     pub fn with_queue(
         settings: &ClientSettings,
         topic: &str,
         start: &[(i32, Option<i64>)],
         queue_kbytes: u32,
     ) -> Result<Self> {
-        let queue = queue_kbytes.to_string();
-        let consumer: BaseConsumer<KshardContext> = settings.create(
-            "consumer",
-            &[
-                ("group.id", "kshard-reader"),
-                ("enable.auto.commit", "false"),
-                ("enable.auto.offset.store", "false"),
-                ("enable.partition.eof", "true"),
-                ("auto.offset.reset", "earliest"),
-                ("isolation.level", "read_committed"),
-                ("fetch.wait.max.ms", "100"),
-                // librdkafka buffers up to 64 MB per client by default; a reader that
-                // applies records as fast as they arrive needs far less, and memory
-                // is one of the reasons users run kshard. Measured on Kafka 4.4 with
-                // a million records (`bench drain --apply`): 4 MB of queue and fetch
-                // peaked at 65 MB RSS in 1.1-1.3 s, these at 25 MB in 1.3-1.5 s.
-                // `kafka_properties` raise them for far-away brokers.
-                ("queued.max.messages.kbytes", queue.as_str()),
-                ("fetch.message.max.bytes", "262144"),
-                ("fetch.max.bytes", "2097152"),
-                // With the small queue above, a reader that applies records is
-                // sometimes a little behind the fetcher; librdkafka then waits
-                // this long before fetching that partition again (default: one
-                // second, which made catch-up three times slower than the drain).
-                ("fetch.queue.backoff.ms", "10"),
-            ],
-        )?;
-        let mut assignment = TopicPartitionList::new();
-        for &(partition, offset) in start {
-            let offset = offset.map_or(Offset::Beginning, Offset::Offset);
-            assignment
-                .add_partition_offset(topic, partition, offset)
-                .map_err(call(format!("assigning {topic}/{partition}")))?;
-        }
-        consumer.assign(&assignment).map_err(call(format!("assigning partitions of {topic}")))?;
-        Ok(PartitionReader { consumer })
+        let security = match settings.reader {
+            ReaderKind::Kshard => Security::from_settings(settings)?,
+            ReaderKind::Librdkafka => None,
+        };
+        let client = match security {
+            Some(security) => {
+                let fetcher = shared_fetcher(settings, security)?;
+                let limit = usize::try_from(queue_kbytes).unwrap_or(usize::MAX).saturating_mul(1024).max(64 * 1024);
+                let (id, sink) = fetcher.sink(limit);
+                fetcher.add(id, &sink, topic, start);
+                Client::Kshard(OwnReader { fetcher, id, sink, walk: Mutex::new(None) })
+            }
+            None => Client::Librdkafka(RdkafkaReader::with_queue(settings, topic, start, queue_kbytes)?),
+        };
+        Ok(PartitionReader { client })
     }
 
-    /// Adds partitions of `topic` to the assignment, each from its offset (`None`:
-    /// the earliest), without disturbing those already assigned.
+    /// Adds partitions of `topic`, each from its offset (`None`: the
+    /// earliest), without disturbing those already read.
     pub fn add_partitions(&self, topic: &str, start: &[(i32, Option<i64>)]) -> Result<()> {
-        let mut added = TopicPartitionList::new();
-        for &(partition, offset) in start {
-            let offset = offset.map_or(Offset::Beginning, Offset::Offset);
-            added
-                .add_partition_offset(topic, partition, offset)
-                .map_err(call(format!("assigning {topic}/{partition}")))?;
+        match &self.client {
+            Client::Librdkafka(r) => r.add_partitions(topic, start),
+            Client::Kshard(r) => {
+                r.fetcher.add(r.id, &r.sink, topic, start);
+                Ok(())
+            }
         }
-        self.consumer.incremental_assign(&added).map_err(call(format!("adding partitions of {topic}")))
     }
 
     /// Waits up to `timeout` for the next event.
     pub fn poll(&self, timeout: Duration) -> Result<ReadEvent<'_>> {
-        match self.consumer.poll(timeout) {
-            None => Ok(ReadEvent::Idle),
-            Some(Ok(message)) => Ok(ReadEvent::Record(ReadRecord { message })),
-            Some(Err(KafkaError::PartitionEOF(partition))) => {
-                let next_offset = self.position(partition)?;
-                Ok(ReadEvent::EndOfPartition { partition, next_offset })
-            }
-            // librdkafka looks up the coordinator of the reader's group.id even
-            // though the reader never joins, fetches or commits through it: a
-            // principal without rights on that group loses nothing.
-            Some(Err(e))
-                if e.rdkafka_error_code() == Some(rdkafka::types::RDKafkaErrorCode::GroupAuthorizationFailed) =>
-            {
-                Ok(ReadEvent::Idle)
-            }
-            Some(Err(e)) => Err(call("reading")(e)),
+        match &self.client {
+            Client::Librdkafka(r) => r.poll(timeout),
+            Client::Kshard(r) => r.poll(timeout),
         }
     }
 
-    fn position(&self, partition: i32) -> Result<Option<i64>> {
-        let positions = self.consumer.position().map_err(call("reading positions"))?;
-        Ok(positions
-            .elements()
-            .iter()
-            .find(|e| e.partition() == partition)
-            .and_then(|e| e.offset().to_raw())
-            .filter(|o| *o >= 0))
+    /// Which client reads: "kshard" or "librdkafka".
+    pub fn client(&self) -> &'static str {
+        match &self.client {
+            Client::Librdkafka(_) => "librdkafka",
+            Client::Kshard(_) => "kshard",
+        }
+    }
+
+    /// Connections kshard's reader holds open now for every reader made from
+    /// the same settings (one per broker read from, and one for metadata);
+    /// `None` for librdkafka.
+    pub fn shared_connections(&self) -> Option<usize> {
+        match &self.client {
+            Client::Librdkafka(_) => None,
+            Client::Kshard(r) => Some(r.fetcher.connections()),
+        }
+    }
+}
+
+/// The fetcher every reader made from `settings` (and its clones) shares.
+fn shared_fetcher(settings: &ClientSettings, security: Security) -> Result<Arc<Fetcher>> {
+    // Clones share the context; one whose properties changed since gets a
+    // fetcher of its own.
+    let key = format!("{}\u{0}{:?}", settings.brokers, settings.properties);
+    let mut fetchers = settings.context.fetchers.lock().unwrap_or_else(PoisonError::into_inner);
+    fetchers.retain(|_, f| f.strong_count() > 0);
+    if let Some(fetcher) = fetchers.get(&key).and_then(std::sync::Weak::upgrade) {
+        return Ok(fetcher);
+    }
+    let fetcher = Fetcher::new(&settings.brokers, security, true)?;
+    fetchers.insert(key, Arc::downgrade(&fetcher));
+    Ok(fetcher)
+}
+
+/// A reader on kshard's own fetcher.
+struct OwnReader {
+    fetcher: Arc<Fetcher>,
+    id: u64,
+    sink: Arc<Sink>,
+    /// The partition records being handed out, one poll at a time.
+    walk: Mutex<Option<(PartitionKey, PartitionRecords)>>,
+}
+
+impl Drop for OwnReader {
+    fn drop(&mut self) {
+        self.fetcher.remove(self.id);
+    }
+}
+
+impl OwnReader {
+    fn poll(&self, timeout: Duration) -> Result<ReadEvent<'_>> {
+        let deadline = Instant::now() + timeout;
+        let mut walk = self.walk.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if let Some((key, records)) = walk.as_mut() {
+                match records.next_record() {
+                    Ok(Some(r)) => {
+                        let record = RecordOf::Kshard {
+                            key: key.clone(),
+                            offset: r.offset,
+                            buffer: records.buffer().clone(),
+                            record_key: r.key,
+                            value: r.value,
+                            _reader: PhantomData,
+                        };
+                        return Ok(ReadEvent::Record(ReadRecord { record }));
+                    }
+                    Ok(None) => *walk = None,
+                    Err(e) => {
+                        let step = format!("reading {}/{}", key.0, key.1);
+                        *walk = None;
+                        return Err(Error::Refused { step, message: e.to_string() });
+                    }
+                }
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.fetcher.next_delivery(&self.sink, left) {
+                None => return Ok(ReadEvent::Idle),
+                Some(Delivery::Records { key, records, .. }) => *walk = Some((key, records)),
+                Some(Delivery::End { key, next_offset }) => {
+                    return Ok(ReadEvent::EndOfPartition { partition: key.1, next_offset: Some(next_offset) });
+                }
+                Some(Delivery::Failed(e)) => return Err(e),
+            }
+        }
     }
 }

@@ -23,25 +23,31 @@ pub(crate) enum Answer {
 /// The v2 record batch header: what [`first_record_from`] reads of a batch
 /// that came only in part.
 pub(crate) struct BatchHeader {
-    base_offset: i64,
+    pub(crate) base_offset: i64,
     /// The whole batch's size on the wire (its length field and the 12 bytes
     /// before it).
     pub(crate) size: i32,
-    last_offset: i64,
-    control: bool,
+    pub(crate) last_offset: i64,
+    pub(crate) control: bool,
+    /// Bits 0–2 of the attributes: none, gzip, snappy, lz4, zstd.
+    pub(crate) codec: i16,
     compressed: bool,
+    /// Written inside a transaction (attribute bit 4).
+    pub(crate) transactional: bool,
+    /// The producer that wrote the batch (−1: none).
+    pub(crate) producer_id: i64,
     /// Its records, and whether they are all there: the log cleaner keeps a
     /// batch's base and last offsets and drops records in between (or all of
     /// them, keeping an empty batch for the producer's state).
-    count: i32,
+    pub(crate) count: i32,
     holes: bool,
     /// The base timestamp is the cleaner's delete horizon, not the first
     /// record's time.
     delete_horizon: bool,
     /// The first record's timestamp, or every record's when the broker sets
     /// them (LogAppendTime).
-    timestamp_ms: i64,
-    log_append_time: bool,
+    pub(crate) timestamp_ms: i64,
+    pub(crate) log_append_time: bool,
 }
 
 impl BatchHeader {
@@ -69,7 +75,10 @@ impl BatchHeader {
             size,
             last_offset: base_offset.checked_add(i64::from(last_offset_delta))?,
             control: attributes & 0x20 != 0,
+            codec: attributes & 0x07,
             compressed: attributes & 0x07 != 0,
+            transactional: attributes & 0x10 != 0,
+            producer_id: be_i64(43)?,
             count,
             holes: i64::from(count) != i64::from(last_offset_delta) + 1,
             delete_horizon: attributes & 0x40 != 0,
@@ -108,7 +117,7 @@ impl BatchHeader {
 }
 
 /// A zigzag varint (Kafka's records use them): its value and its length.
-fn varint(bytes: &[u8]) -> Option<(i64, usize)> {
+pub(crate) fn varint(bytes: &[u8]) -> Option<(i64, usize)> {
     let mut value: u64 = 0;
     for (i, b) in bytes.iter().take(10).enumerate() {
         value |= u64::from(b & 0x7f) << (7 * i);

@@ -1,0 +1,765 @@
+//! [`Fetcher`]: kshard's own reader of partitions, shared by every
+//! [`crate::PartitionReader`] a process makes from the same settings: one
+//! connection and one thread per broker for all the partitions read there
+//! (the offsets topic's, every recovery log's, every source's), a Fetch
+//! session (KIP-227) on each so that a quiet partition costs nothing per
+//! request, long polls once caught up, and each answer's bytes handed to
+//! the readers as they came (reference-counted, not copied; each reader
+//! walks its batches, [`crate::records`], in its own thread).
+//!
+//! Leaders come from Metadata requests on a connection of their own, asked
+//! again when a broker says a leader moved, a partition has none, or a
+//! broker fails; a partition read from its earliest offset, or whose offset
+//! is out of range (deleted, or a log truncated), starts at the log's start
+//! (ListOffsets), as librdkafka's `auto.offset.reset=earliest`. A reader
+//! whose queue is over its limit is not fetched for until it has read it
+//! down: memory stays bounded whatever the reader's speed.
+//!
+//! Every partition's end (its last stable offset, when reading committed
+//! records only) is known from the answers, so each reader hears once that
+//! it reached the end, with its position, even on an empty partition or one
+//! ending in transaction markers.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{
+    ApiKey, FetchRequest, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use crate::broker_link::{BrokerLink, Security};
+use crate::error::{Error, Result};
+use crate::fetch_response::read_fetch_response;
+use crate::fetch_session::{Ask, FetchSession, PartitionKey, SESSION_ERRORS};
+use crate::record_batch::after_whole_batches;
+use crate::records::PartitionRecords;
+
+/// Fetch v12: topic names, flexible, sessions; Kafka 2.7 and later.
+const FETCH_VERSION: i16 = 12;
+/// ListOffsets v7 (flexible); Kafka 2.8 and later, Kafka 4 too.
+const LIST_OFFSETS_VERSION: i16 = 7;
+/// Metadata v9, as [`crate::FetchTimes`].
+const METADATA_VERSION: i16 = 9;
+
+/// How long a broker holds a Fetch when it has nothing new: the longest a
+/// partition added (or a reader that read its queue down) waits for its
+/// first answer, and four requests a second per broker when all is quiet.
+const LONG_POLL_MS: i32 = 250;
+/// What one answer may carry.
+const ANSWER_MAX_BYTES: i32 = 4 * 1024 * 1024;
+/// What one partition's part of an answer may carry at first; a batch
+/// larger than this is asked for whole (its size is in its header).
+const PARTITION_MAX_BYTES: i32 = 1024 * 1024;
+/// The most asked of one partition (a batch is at most the broker's
+/// `message.max.bytes`; 8 MiB leaves room for brokers that raised it).
+const PARTITION_MOST_BYTES: i32 = 8 * 1024 * 1024;
+/// A broker that does not answer within this (beyond the long poll) is
+/// taken as failed: its connection is closed and made again.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// A broker thread with no partition to read for this long ends.
+const IDLE_THREAD: Duration = Duration::from_secs(10);
+/// The first wait after a broker failed, doubled up to [`MOST_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+const MOST_BACKOFF: Duration = Duration::from_secs(5);
+/// How long a partition the broker refused (an ACL, say) waits before it is
+/// asked for again.
+const REFUSED_BACKOFF: Duration = Duration::from_secs(5);
+
+/// OFFSET_OUT_OF_RANGE.
+const OFFSET_OUT_OF_RANGE: i16 = 1;
+/// TOPIC_AUTHORIZATION_FAILED.
+const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
+/// Errors that mean the leader known is not the leader (any more):
+/// UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER,
+/// REPLICA_NOT_AVAILABLE, KAFKA_STORAGE_ERROR, FENCED_LEADER_EPOCH,
+/// UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_ID, OFFSET_NOT_AVAILABLE.
+const LEADER_MOVED: [i16; 9] = [3, 5, 6, 9, 56, 74, 75, 100, 78];
+
+/// Where a reader goes on in a partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Next {
+    /// The log's start, to be asked for.
+    Earliest,
+    /// This offset.
+    At(i64),
+}
+
+/// What a reader is handed.
+pub(crate) enum Delivery {
+    /// A partition's records, from the reader's position on.
+    Records { key: PartitionKey, records: PartitionRecords, bytes: usize },
+    /// The reader reached the partition's end; it goes on at `next_offset`.
+    End { key: PartitionKey, next_offset: i64 },
+    /// Reading failed (refused, or a corrupt batch).
+    Failed(Error),
+}
+
+/// A reader's queue: the fetcher pushes, the reader pops.
+pub(crate) struct Sink {
+    queue: Mutex<SinkQueue>,
+    ready: Condvar,
+    /// Bytes queued past which the reader's partitions are not fetched for.
+    limit: usize,
+}
+
+#[derive(Default)]
+struct SinkQueue {
+    items: VecDeque<Delivery>,
+    bytes: usize,
+}
+
+impl Sink {
+    fn lock(&self) -> MutexGuard<'_, SinkQueue> {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn full(&self) -> bool {
+        self.lock().bytes >= self.limit
+    }
+
+    fn push(&self, delivery: Delivery) {
+        let mut q = self.lock();
+        if let Delivery::Records { bytes, .. } = &delivery {
+            q.bytes += bytes;
+        }
+        q.items.push_back(delivery);
+        self.ready.notify_one();
+    }
+}
+
+/// The reading of one partition by one reader.
+struct Reading {
+    reader: u64,
+    sink: Arc<Sink>,
+    next: Next,
+    /// Told it reached the end since its last records.
+    told_end: bool,
+}
+
+/// A partition some reader reads.
+struct Partition {
+    readings: Vec<Reading>,
+    /// Its leader's broker id, when known.
+    leader: Option<i32>,
+    /// Its end as the last answer said (the last stable offset when reading
+    /// committed records only).
+    end: Option<i64>,
+    /// What to ask of it.
+    max_bytes: i32,
+    /// Not asked for before this (the broker refused it).
+    not_before: Option<Instant>,
+}
+
+/// What the fetcher's threads share.
+struct Shared {
+    security: Security,
+    bootstrap: Vec<String>,
+    /// Read only committed records (`isolation.level=read_committed`).
+    committed_only: bool,
+    state: Mutex<State>,
+    /// Rung when something a thread waits for may have changed.
+    changed: Condvar,
+    stop: AtomicBool,
+    /// Connections open now (fetch and metadata).
+    connections: AtomicUsize,
+    next_reader: AtomicU64,
+}
+
+#[derive(Default)]
+struct State {
+    partitions: HashMap<PartitionKey, Partition>,
+    brokers: HashMap<i32, Arc<str>>,
+    /// Brokers with a thread of their own.
+    threads: HashSet<i32>,
+    /// Leaders are to be asked for again.
+    metadata_due: bool,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// kshard's own reader: see the module's doc.
+pub(crate) struct Fetcher {
+    shared: Arc<Shared>,
+}
+
+impl Drop for Fetcher {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        self.shared.changed.notify_all();
+    }
+}
+
+impl Fetcher {
+    /// A fetcher for `bootstrap` (`host:port`, comma-separated) over
+    /// `security`. Its metadata thread starts now; broker threads start as
+    /// partitions are read on them.
+    pub(crate) fn new(bootstrap: &str, security: Security, committed_only: bool) -> Result<Arc<Fetcher>> {
+        let shared = Arc::new(Shared {
+            security,
+            bootstrap: bootstrap.split(',').map(|b| b.trim().to_owned()).filter(|b| !b.is_empty()).collect(),
+            committed_only,
+            state: Mutex::new(State::default()),
+            changed: Condvar::new(),
+            stop: AtomicBool::new(false),
+            connections: AtomicUsize::new(0),
+            next_reader: AtomicU64::new(1),
+        });
+        let for_thread = Arc::clone(&shared);
+        std::thread::Builder::new()
+            .name("kshard-metadata".into())
+            .spawn(move || metadata_thread(&for_thread))
+            .map_err(|e| Error::Refused {
+                step: "starting the reader's metadata thread".into(),
+                message: e.to_string(),
+            })?;
+        Ok(Arc::new(Fetcher { shared }))
+    }
+
+    /// A new reader's id and queue of `limit` bytes.
+    pub(crate) fn sink(&self, limit: usize) -> (u64, Arc<Sink>) {
+        let id = self.shared.next_reader.fetch_add(1, Ordering::Relaxed);
+        (id, Arc::new(Sink { queue: Mutex::new(SinkQueue::default()), ready: Condvar::new(), limit }))
+    }
+
+    /// Reads `partitions` of `topic` for `reader`, each from its offset
+    /// (`None`: the earliest); a partition it reads already starts over there.
+    pub(crate) fn add(&self, reader: u64, sink: &Arc<Sink>, topic: &str, partitions: &[(i32, Option<i64>)]) {
+        let topic: Arc<str> = Arc::from(topic);
+        let mut state = self.shared.lock();
+        for &(partition, offset) in partitions {
+            let key = (Arc::clone(&topic), partition);
+            let p = state.partitions.entry(key).or_insert_with(|| Partition {
+                readings: Vec::new(),
+                leader: None,
+                end: None,
+                max_bytes: PARTITION_MAX_BYTES,
+                not_before: None,
+            });
+            p.readings.retain(|r| r.reader != reader);
+            let next = offset.map_or(Next::Earliest, Next::At);
+            p.readings.push(Reading { reader, sink: Arc::clone(sink), next, told_end: false });
+            if p.leader.is_none() {
+                state.metadata_due = true;
+            }
+        }
+        drop(state);
+        self.shared.changed.notify_all();
+    }
+
+    /// Stops reading for `reader`.
+    pub(crate) fn remove(&self, reader: u64) {
+        let mut state = self.shared.lock();
+        state.partitions.retain(|_, p| {
+            p.readings.retain(|r| r.reader != reader);
+            !p.readings.is_empty()
+        });
+    }
+
+    /// Waits up to `timeout` for `sink`'s next delivery. A reader that read
+    /// its queue down below its limit is fetched for again.
+    pub(crate) fn next_delivery(&self, sink: &Sink, timeout: Duration) -> Option<Delivery> {
+        let deadline = Instant::now() + timeout;
+        let mut q = sink.lock();
+        loop {
+            if let Some(d) = q.items.pop_front() {
+                let was_full = q.bytes >= sink.limit;
+                if let Delivery::Records { bytes, .. } = &d {
+                    q.bytes -= bytes;
+                }
+                if was_full && q.bytes < sink.limit {
+                    drop(q);
+                    self.shared.changed.notify_all();
+                }
+                return Some(d);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            q = sink.ready.wait_timeout(q, left).unwrap_or_else(PoisonError::into_inner).0;
+        }
+    }
+
+    /// Connections open now: one per broker read from, and one for metadata.
+    pub(crate) fn connections(&self) -> usize {
+        self.shared.connections.load(Ordering::Relaxed)
+    }
+}
+
+/// A connection that counts itself in [`Shared::connections`].
+struct Counted<'a> {
+    link: BrokerLink,
+    shared: &'a Shared,
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.shared.connections.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+fn connect<'a>(shared: &'a Shared, address: &str) -> Result<Counted<'a>> {
+    let link = BrokerLink::connect(address, &shared.security, REQUEST_TIMEOUT.min(Duration::from_secs(10)))?;
+    shared.connections.fetch_add(1, Ordering::Relaxed);
+    Ok(Counted { link, shared })
+}
+
+/// Asks for leaders when they are due (a partition without one, or a sign
+/// that they moved), and starts a thread for each broker that leads a
+/// partition read.
+fn metadata_thread(shared: &Arc<Shared>) {
+    let mut link: Option<Counted<'_>> = None;
+    let mut backoff = FIRST_BACKOFF;
+    while !shared.stop.load(Ordering::Acquire) {
+        let topics: Vec<Arc<str>> = {
+            let mut state = shared.lock();
+            while !state.metadata_due && !shared.stop.load(Ordering::Acquire) {
+                state = shared
+                    .changed
+                    .wait_timeout(state, Duration::from_secs(1))
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0;
+                state.metadata_due |= state.partitions.values().any(|p| p.leader.is_none());
+            }
+            state.metadata_due = false;
+            let topics: HashSet<Arc<str>> = state.partitions.keys().map(|(t, _)| Arc::clone(t)).collect();
+            topics.into_iter().collect()
+        };
+        if topics.is_empty() || shared.stop.load(Ordering::Acquire) {
+            continue;
+        }
+        match metadata(shared, &mut link, &topics) {
+            Ok(answer) => {
+                backoff = FIRST_BACKOFF;
+                apply_metadata(shared, &answer);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the cluster's metadata; retrying");
+                link = None;
+                shared.lock().metadata_due = true;
+                std::thread::sleep(backoff);
+                backoff = (backoff * 2).min(MOST_BACKOFF);
+                continue;
+            }
+        }
+        // A partition still without a leader (a topic not there yet, a
+        // leader being elected): ask again, not at once.
+        if shared.lock().partitions.values().any(|p| p.leader.is_none()) {
+            std::thread::sleep(backoff);
+            backoff = (backoff * 2).min(Duration::from_secs(1));
+        }
+    }
+}
+
+/// The metadata of `topics`, on the kept connection or a new one to a
+/// known broker or a bootstrap one.
+fn metadata<'a>(shared: &'a Shared, link: &mut Option<Counted<'a>>, topics: &[Arc<str>]) -> Result<MetadataResponse> {
+    let request = MetadataRequest::default()
+        .with_topics(Some(
+            topics
+                .iter()
+                .map(|t| {
+                    MetadataRequestTopic::default().with_name(Some(TopicName(StrBytes::from_string(t.to_string()))))
+                })
+                .collect(),
+        ))
+        .with_allow_auto_topic_creation(false);
+    if let Some(open) = link.as_mut() {
+        match open.link.call(ApiKey::Metadata, &request, METADATA_VERSION, REQUEST_TIMEOUT) {
+            Ok(answer) => return Ok(answer),
+            Err(_) => *link = None,
+        }
+    }
+    let known: Vec<String> = shared.lock().brokers.values().map(|a| a.to_string()).collect();
+    let mut failed = None;
+    for address in known.iter().chain(&shared.bootstrap) {
+        match connect(shared, address) {
+            Ok(mut open) => match open.link.call(ApiKey::Metadata, &request, METADATA_VERSION, REQUEST_TIMEOUT) {
+                Ok(answer) => {
+                    *link = Some(open);
+                    return Ok(answer);
+                }
+                Err(e) => failed = Some(e),
+            },
+            Err(e) => failed = Some(e),
+        }
+    }
+    Err(failed
+        .unwrap_or_else(|| Error::Refused { step: "reading metadata".into(), message: "no bootstrap broker".into() }))
+}
+
+fn apply_metadata(shared: &Arc<Shared>, answer: &MetadataResponse) {
+    let mut state = shared.lock();
+    for b in &answer.brokers {
+        let host = b.host.as_str();
+        let address = if host.contains(':') { format!("[{host}]:{}", b.port) } else { format!("{host}:{}", b.port) };
+        state.brokers.insert(b.node_id.0, Arc::from(address));
+    }
+    let mut leaders = HashMap::new();
+    for topic in &answer.topics {
+        let Some(name) = topic.name.as_ref() else { continue };
+        if topic.error_code != 0 {
+            tracing::debug!(topic = name.0.as_str(), error_code = topic.error_code, "no metadata for the topic yet");
+            continue;
+        }
+        for p in &topic.partitions {
+            if p.error_code == 0 && p.leader_id.0 >= 0 {
+                leaders.insert((name.0.as_str(), p.partition_index), p.leader_id.0);
+            }
+        }
+    }
+    let mut wanted = HashSet::new();
+    for ((topic, partition), p) in state.partitions.iter_mut() {
+        p.leader = leaders.get(&(&**topic, *partition)).copied();
+        if let Some(leader) = p.leader {
+            wanted.insert(leader);
+        }
+    }
+    for broker in wanted {
+        if state.threads.contains(&broker) || !state.brokers.contains_key(&broker) {
+            continue;
+        }
+        let for_thread = Arc::clone(shared);
+        let spawned = std::thread::Builder::new()
+            .name(format!("kshard-fetch-{broker}"))
+            .spawn(move || broker_thread(&for_thread, broker));
+        match spawned {
+            Ok(_) => {
+                state.threads.insert(broker);
+            }
+            Err(e) => tracing::error!(broker, error = %e, "starting a fetch thread"),
+        }
+    }
+    drop(state);
+    shared.changed.notify_all();
+}
+
+/// What a broker thread asks for in one request.
+struct Plan {
+    wanted: BTreeMap<PartitionKey, Ask>,
+    earliest: Vec<PartitionKey>,
+}
+
+/// Fetches the partitions `broker` leads until none is left for a while, or
+/// the fetcher stops.
+fn broker_thread(shared: &Arc<Shared>, broker: i32) {
+    let mut link: Option<Counted<'_>> = None;
+    let mut session = FetchSession::default();
+    let mut backoff = FIRST_BACKOFF;
+    let mut idle_since = Instant::now();
+    loop {
+        let (next, address) = {
+            let mut state = shared.lock();
+            let next = loop {
+                if shared.stop.load(Ordering::Acquire) {
+                    state.threads.remove(&broker);
+                    return;
+                }
+                tell_ends(&mut state, broker);
+                let next = plan(&state, broker);
+                if !next.wanted.is_empty() || !next.earliest.is_empty() {
+                    break next;
+                }
+                // Partitions it leads whose readers' queues are full keep it.
+                if state.partitions.values().any(|p| p.leader == Some(broker)) {
+                    idle_since = Instant::now();
+                } else if idle_since.elapsed() >= IDLE_THREAD {
+                    state.threads.remove(&broker);
+                    return;
+                }
+                state = shared
+                    .changed
+                    .wait_timeout(state, Duration::from_millis(200))
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0;
+            };
+            let Some(address) = state.brokers.get(&broker).cloned() else {
+                state.threads.remove(&broker);
+                return;
+            };
+            (next, address)
+        };
+        let result = (|| -> Result<()> {
+            if link.is_none() || link.as_ref().is_some_and(|l| l.link.expired()) {
+                link = None;
+                session.reset();
+                link = Some(connect(shared, &address)?);
+            }
+            let Some(open) = link.as_mut() else { return Ok(()) };
+            if !next.earliest.is_empty() {
+                earliest(shared, &mut open.link, &next.earliest)?;
+            }
+            if !next.wanted.is_empty() {
+                fetch(shared, &mut open.link, &mut session, next.wanted)?;
+            }
+            Ok(())
+        })();
+        match result {
+            Ok(()) => backoff = FIRST_BACKOFF,
+            Err(e) => {
+                tracing::warn!(broker, address = %address, error = %e, "reading from a broker; connecting again");
+                link = None;
+                session.reset();
+                // Its partitions may have moved (a broker restarting).
+                let mut state = shared.lock();
+                for p in state.partitions.values_mut().filter(|p| p.leader == Some(broker)) {
+                    p.leader = None;
+                }
+                state.metadata_due = true;
+                drop(state);
+                shared.changed.notify_all();
+                std::thread::sleep(backoff);
+                backoff = (backoff * 2).min(MOST_BACKOFF);
+            }
+        }
+    }
+}
+
+/// Tells each reader of a partition `broker` leads that it reached the
+/// partition's end, once, when it has.
+fn tell_ends(state: &mut State, broker: i32) {
+    for (key, p) in state.partitions.iter_mut().filter(|(_, p)| p.leader == Some(broker)) {
+        let Some(end) = p.end else { continue };
+        for r in &mut p.readings {
+            if let Next::At(next) = r.next
+                && next >= end
+                && !r.told_end
+            {
+                r.told_end = true;
+                r.sink.push(Delivery::End { key: key.clone(), next_offset: next });
+            }
+        }
+    }
+}
+
+/// What to ask `broker` for: each partition it leads at the lowest
+/// position of its readers whose queues have room, and the partitions whose
+/// start is to be asked for.
+fn plan(state: &State, broker: i32) -> Plan {
+    let now = Instant::now();
+    let mut plan = Plan { wanted: BTreeMap::new(), earliest: Vec::new() };
+    for (key, p) in state.partitions.iter().filter(|(_, p)| p.leader == Some(broker)) {
+        if p.not_before.is_some_and(|t| now < t) {
+            continue;
+        }
+        if p.readings.iter().any(|r| r.next == Next::Earliest) {
+            plan.earliest.push(key.clone());
+            continue;
+        }
+        let lowest = p
+            .readings
+            .iter()
+            .filter(|r| !r.sink.full())
+            .filter_map(|r| match r.next {
+                Next::At(o) => Some(o),
+                Next::Earliest => None,
+            })
+            .min();
+        if let Some(offset) = lowest {
+            plan.wanted.insert(key.clone(), Ask { offset, max_bytes: p.max_bytes });
+        }
+    }
+    plan
+}
+
+/// Sets the readers at `Earliest` of `partitions` to each log's start.
+fn earliest(shared: &Shared, link: &mut BrokerLink, partitions: &[PartitionKey]) -> Result<()> {
+    let mut topics: BTreeMap<&str, Vec<ListOffsetsPartition>> = BTreeMap::new();
+    for (topic, partition) in partitions {
+        topics.entry(topic).or_default().push(
+            ListOffsetsPartition::default()
+                .with_partition_index(*partition)
+                .with_current_leader_epoch(-1)
+                .with_timestamp(-2),
+        );
+    }
+    let request = ListOffsetsRequest::default()
+        .with_replica_id((-1).into())
+        .with_isolation_level(i8::from(shared.committed_only))
+        .with_topics(
+            topics
+                .into_iter()
+                .map(|(t, ps)| {
+                    ListOffsetsTopic::default()
+                        .with_name(TopicName(StrBytes::from_string(t.to_owned())))
+                        .with_partitions(ps)
+                })
+                .collect(),
+        );
+    let answer: ListOffsetsResponse =
+        link.call(ApiKey::ListOffsets, &request, LIST_OFFSETS_VERSION, REQUEST_TIMEOUT)?;
+    let mut state = shared.lock();
+    for topic in &answer.topics {
+        for a in &topic.partitions {
+            let key: PartitionKey = (Arc::from(topic.name.0.as_str()), a.partition_index);
+            let Some(p) = state.partitions.get_mut(&key) else { continue };
+            if a.error_code != 0 {
+                moved_or_refused(p, &key, a.error_code);
+                state.metadata_due |= LEADER_MOVED.contains(&a.error_code);
+                continue;
+            }
+            for r in p.readings.iter_mut().filter(|r| r.next == Next::Earliest) {
+                r.next = Next::At(a.offset);
+            }
+        }
+    }
+    drop(state);
+    shared.changed.notify_all();
+    Ok(())
+}
+
+/// A partition error other than an offset out of range: the leader moved
+/// (ask for leaders again), the broker refused (tell the readers, wait), or
+/// anything else (wait).
+fn moved_or_refused(p: &mut Partition, key: &PartitionKey, error_code: i16) {
+    if LEADER_MOVED.contains(&error_code) {
+        p.leader = None;
+        return;
+    }
+    p.not_before = Some(Instant::now() + REFUSED_BACKOFF);
+    let what = if error_code == TOPIC_AUTHORIZATION_FAILED {
+        "TOPIC_AUTHORIZATION_FAILED: kshard may not Read the topic".to_owned()
+    } else {
+        format!("error code {error_code}")
+    };
+    tracing::warn!(topic = &*key.0, partition = key.1, error_code, "the broker refused a Fetch; asking again in 5 s");
+    for r in &p.readings {
+        r.sink.push(Delivery::Failed(Error::Refused {
+            step: format!("reading {}/{}", key.0, key.1),
+            message: what.clone(),
+        }));
+    }
+}
+
+/// One Fetch in `session`, its answer handed to the readers.
+fn fetch(
+    shared: &Shared,
+    link: &mut BrokerLink,
+    session: &mut FetchSession,
+    wanted: BTreeMap<PartitionKey, Ask>,
+) -> Result<()> {
+    let sent = session.request(&wanted);
+    let mut topics: BTreeMap<&str, Vec<FetchPartition>> = BTreeMap::new();
+    for ((topic, partition), ask) in &sent.asks {
+        topics.entry(topic).or_default().push(
+            FetchPartition::default()
+                .with_partition(*partition)
+                .with_fetch_offset(ask.offset)
+                .with_partition_max_bytes(ask.max_bytes)
+                .with_current_leader_epoch(-1)
+                .with_log_start_offset(-1),
+        );
+    }
+    let mut forgotten: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+    for (topic, partition) in &sent.forgotten {
+        forgotten.entry(topic).or_default().push(*partition);
+    }
+    let name = |t: &str| TopicName(StrBytes::from_string(t.to_owned()));
+    let request = FetchRequest::default()
+        .with_replica_id((-1).into())
+        .with_max_wait_ms(LONG_POLL_MS)
+        .with_min_bytes(1)
+        .with_max_bytes(ANSWER_MAX_BYTES)
+        .with_isolation_level(i8::from(shared.committed_only))
+        .with_session_id(sent.session_id)
+        .with_session_epoch(sent.epoch)
+        .with_topics(
+            topics.into_iter().map(|(t, ps)| FetchTopic::default().with_topic(name(t)).with_partitions(ps)).collect(),
+        )
+        .with_forgotten_topics_data(
+            forgotten
+                .into_iter()
+                .map(|(t, ps)| ForgottenTopic::default().with_topic(name(t)).with_partitions(ps))
+                .collect(),
+        );
+    let timeout = REQUEST_TIMEOUT + Duration::from_millis(LONG_POLL_MS as u64);
+    let frame = Bytes::from(link.send(ApiKey::Fetch, &request, FETCH_VERSION, timeout)?);
+    let answer = read_fetch_response(&frame)
+        .map_err(|e| Error::Refused { step: "reading a Fetch answer".into(), message: e.to_string() })?;
+    if answer.error_code != 0 {
+        let error_code = answer.error_code;
+        session.answered(&sent, wanted, error_code, answer.session_id);
+        if SESSION_ERRORS.contains(&error_code) {
+            tracing::debug!(error_code, "the fetch session ended; starting a new one");
+            return Ok(());
+        }
+        return Err(Error::Refused { step: "a Fetch".into(), message: format!("error code {error_code}") });
+    }
+    let asked: HashMap<PartitionKey, Ask> = wanted.iter().map(|(k, a)| (k.clone(), *a)).collect();
+    session.answered(&sent, wanted, 0, answer.session_id);
+    let mut state = shared.lock();
+    let mut moved = false;
+    for part in answer.partitions {
+        let key: PartitionKey = (Arc::from(part.topic), part.partition);
+        let Some(ask) = asked.get(&key) else { continue };
+        let Some(p) = state.partitions.get_mut(&key) else { continue };
+        match part.error_code {
+            0 => {}
+            OFFSET_OUT_OF_RANGE => {
+                tracing::warn!(
+                    topic = part.topic,
+                    partition = part.partition,
+                    offset = ask.offset,
+                    "offset out of range (deleted, or the log was truncated): reading on from the log's start"
+                );
+                for r in p.readings.iter_mut().filter(|r| r.next == Next::At(ask.offset)) {
+                    r.next = Next::Earliest;
+                }
+                continue;
+            }
+            code => {
+                moved |= LEADER_MOVED.contains(&code);
+                moved_or_refused(p, &key, code);
+                continue;
+            }
+        }
+        let end = if shared.committed_only && part.last_stable_offset >= 0 {
+            part.last_stable_offset
+        } else {
+            part.high_watermark
+        };
+        if end >= 0 {
+            p.end = Some(end);
+        }
+        let after = after_whole_batches(part.records).filter(|&a| a > ask.offset);
+        let Some(after) = after else {
+            // A batch larger than asked for: ask for it whole next time.
+            if !part.records.is_empty() {
+                p.max_bytes = p.max_bytes.saturating_mul(4).min(PARTITION_MOST_BYTES);
+            }
+            continue;
+        };
+        p.max_bytes = PARTITION_MAX_BYTES.max(p.max_bytes / 2);
+        let records = frame.slice_ref(part.records);
+        for r in p.readings.iter_mut() {
+            let Next::At(next) = r.next else { continue };
+            if next < ask.offset || next >= after {
+                continue;
+            }
+            r.sink.push(Delivery::Records {
+                key: key.clone(),
+                records: PartitionRecords::new(records.clone(), next, shared.committed_only, part.aborted.clone()),
+                bytes: records.len(),
+            });
+            r.next = Next::At(after);
+            r.told_end = false;
+        }
+    }
+    state.metadata_due |= moved;
+    drop(state);
+    if moved {
+        shared.changed.notify_all();
+    }
+    Ok(())
+}

@@ -1,0 +1,445 @@
+//! The records of one partition's answer to a Fetch, in order, read in the
+//! answer's own buffer: each v2 batch's CRC-32C checked, compressed batches
+//! (gzip, snappy, lz4, zstd) decompressed into a buffer of their own, control
+//! batches (transaction markers) and, when reading committed records only,
+//! the batches of aborted transactions left out, as Kafka's own consumer
+//! does with the aborted-transaction list a Fetch answer carries. Pure: bytes
+//! in, records out; [`crate::fetcher`] does the I/O.
+//!
+//! Nothing here trusts the bytes: every length is checked against what is
+//! left before it is used, a cut batch at the end (a broker fills an answer
+//! up to its size) ends the walk without an error, and anything else that
+//! does not add up is a [`Corrupt`] naming the offset of its batch.
+
+use std::collections::HashSet;
+use std::ops::Range;
+
+use bytes::{Buf, Bytes};
+use kafka_protocol::compression::{Decompressor, Gzip, Lz4, Snappy, Zstd};
+
+use crate::record_batch::{BatchHeader, varint};
+
+/// The size of a v2 batch's header, up to its first record.
+const HEADER: usize = 61;
+
+/// A batch that does not add up: where, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the record batch at offset {offset}: {what}")]
+pub(crate) struct Corrupt {
+    /// The batch's base offset (or the offset read was at).
+    pub(crate) offset: i64,
+    /// What is wrong.
+    pub(crate) what: String,
+}
+
+/// One record: its offset and timestamp, and where its key and value are in
+/// [`PartitionRecords::buffer`] (`None`: null).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RecordAt {
+    pub(crate) offset: i64,
+    pub(crate) timestamp_ms: i64,
+    pub(crate) key: Option<Range<usize>>,
+    pub(crate) value: Option<Range<usize>>,
+}
+
+/// A walk over the batches of one partition's answer.
+pub(crate) struct PartitionRecords {
+    /// The partition's record bytes, borrowed (reference-counted) from the
+    /// answer's frame.
+    batches: Bytes,
+    /// Where the next batch starts in `batches`.
+    at: usize,
+    /// Records before this offset were delivered before (a batch starts
+    /// before the offset asked for): skipped.
+    from: i64,
+    /// Read committed records only: leave out aborted transactions.
+    committed_only: bool,
+    /// The answer's aborted transactions, (producer id, first offset),
+    /// sorted by first offset, not reached yet.
+    aborted: Vec<(i64, i64)>,
+    /// Producers whose transaction in progress was aborted.
+    aborting: HashSet<i64>,
+    /// The batch being read.
+    current: Option<BatchCursor>,
+}
+
+/// The records of one batch, as yet unread.
+struct BatchCursor {
+    /// The records' bytes: the answer's (uncompressed) or a decompressed copy.
+    buffer: Bytes,
+    at: usize,
+    left: i32,
+    base_offset: i64,
+    timestamp_ms: i64,
+    log_append_time: bool,
+}
+
+impl PartitionRecords {
+    /// A walk over `batches` that yields records from offset `from` on.
+    /// `aborted` is the answer's aborted-transaction list (producer id,
+    /// first offset), used when `committed_only`.
+    pub(crate) fn new(batches: Bytes, from: i64, committed_only: bool, mut aborted: Vec<(i64, i64)>) -> Self {
+        aborted.sort_unstable_by_key(|&(_, first)| std::cmp::Reverse(first));
+        PartitionRecords { batches, at: 0, from, committed_only, aborted, aborting: HashSet::new(), current: None }
+    }
+
+    /// The buffer the last record's key and value ranges point into.
+    pub(crate) fn buffer(&self) -> &Bytes {
+        match &self.current {
+            Some(c) => &c.buffer,
+            None => &self.batches,
+        }
+    }
+
+    /// The next record, `None` once the batches (whole ones) are read.
+    pub(crate) fn next_record(&mut self) -> Result<Option<RecordAt>, Corrupt> {
+        loop {
+            if let Some(cursor) = &mut self.current {
+                match cursor.next()? {
+                    Some(r) if r.offset < self.from => continue,
+                    Some(r) => return Ok(Some(r)),
+                    None => self.current = None,
+                }
+            }
+            if !self.next_batch()? {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// Moves to the next batch with records to yield; false at the end.
+    fn next_batch(&mut self) -> Result<bool, Corrupt> {
+        loop {
+            let rest = &self.batches[self.at..];
+            if rest.len() < HEADER {
+                return Ok(false);
+            }
+            let offset = i64::from_be_bytes(rest[..8].try_into().unwrap_or_default());
+            let corrupt = |what: String| Corrupt { offset, what };
+            if rest[16] != 2 {
+                return Err(corrupt(format!(
+                    "message format v{} (kshard's reader reads v2, Kafka's format since 0.11; \
+                     set reader: librdkafka for older data)",
+                    rest[16]
+                )));
+            }
+            let h = BatchHeader::parse(rest).ok_or_else(|| corrupt("a header that does not add up".into()))?;
+            let size = usize::try_from(h.size).map_err(|_| corrupt("a negative size".into()))?;
+            if size > rest.len() {
+                // Cut at the end of the answer: the next Fetch starts there.
+                return Ok(false);
+            }
+            let start = self.at;
+            self.at += size;
+            let stored = u32::from_be_bytes(rest[17..21].try_into().unwrap_or_default());
+            let computed = crc32c::crc32c(&rest[21..size]);
+            if stored != computed {
+                return Err(corrupt(format!("CRC-32C {computed:08x}, the batch says {stored:08x}")));
+            }
+            if h.last_offset < self.from {
+                continue;
+            }
+            if self.committed_only && h.producer_id >= 0 {
+                while let Some(&(producer, first)) = self.aborted.last() {
+                    if first > h.last_offset {
+                        break;
+                    }
+                    self.aborting.insert(producer);
+                    self.aborted.pop();
+                }
+                if h.control {
+                    if is_abort_marker(self.batches.slice(start..start + size)) {
+                        self.aborting.remove(&h.producer_id);
+                    }
+                    continue;
+                }
+                if h.transactional && self.aborting.contains(&h.producer_id) {
+                    continue;
+                }
+            }
+            if h.control || h.count == 0 {
+                continue;
+            }
+            let records = self.batches.slice(start + HEADER..start + size);
+            let buffer = decompress(h.codec, records).map_err(corrupt)?;
+            self.current = Some(BatchCursor {
+                buffer,
+                at: 0,
+                left: h.count,
+                base_offset: h.base_offset,
+                timestamp_ms: h.timestamp_ms,
+                log_append_time: h.log_append_time,
+            });
+            return Ok(true);
+        }
+    }
+}
+
+/// Whether a control batch holds an ABORT marker: its one record's key is
+/// `version int16, type int16`, type 0 (COMMIT is 1).
+fn is_abort_marker(batch: Bytes) -> bool {
+    let mut cursor = BatchCursor {
+        buffer: batch.slice(HEADER..),
+        at: 0,
+        left: 1,
+        base_offset: 0,
+        timestamp_ms: 0,
+        log_append_time: false,
+    };
+    match cursor.next() {
+        Ok(Some(RecordAt { key: Some(key), .. })) => {
+            cursor.buffer.get(key).is_some_and(|k| k.len() >= 4 && i16::from_be_bytes([k[2], k[3]]) == 0)
+        }
+        _ => false,
+    }
+}
+
+/// The records' bytes of a batch compressed with `codec`.
+fn decompress(codec: i16, mut records: Bytes) -> Result<Bytes, String> {
+    let whole = |b: &mut Bytes| -> anyhow::Result<Bytes> { Ok(b.copy_to_bytes(b.remaining())) };
+    let out = match codec {
+        0 => return Ok(records),
+        1 => Gzip::decompress(&mut records, whole),
+        2 => Snappy::decompress(&mut records, whole),
+        3 => Lz4::decompress(&mut records, whole),
+        4 => Zstd::decompress(&mut records, whole),
+        other => return Err(format!("compression codec {other}, which Kafka does not have")),
+    };
+    out.map_err(|e| format!("decompressing: {e}"))
+}
+
+impl BatchCursor {
+    /// The next record of the batch: length, attributes, timestamp delta,
+    /// offset delta, key, value, headers (skipped).
+    fn next(&mut self) -> Result<Option<RecordAt>, Corrupt> {
+        if self.left <= 0 {
+            return Ok(None);
+        }
+        self.left -= 1;
+        let corrupt = |what: &str| Corrupt { offset: self.base_offset, what: format!("a record: {what}") };
+        let buf = &self.buffer[..];
+        let mut at = self.at;
+        let read_varint = |at: &mut usize| -> Result<i64, Corrupt> {
+            let (v, n) = varint(buf.get(*at..).unwrap_or_default()).ok_or_else(|| corrupt("a varint cut"))?;
+            *at += n;
+            Ok(v)
+        };
+        let length = usize::try_from(read_varint(&mut at)?).map_err(|_| corrupt("a negative length"))?;
+        let end = at.checked_add(length).filter(|&e| e <= buf.len()).ok_or_else(|| corrupt("past the batch"))?;
+        at += 1; // attributes
+        let timestamp_delta = read_varint(&mut at)?;
+        let offset_delta = read_varint(&mut at)?;
+        let bytes = |at: &mut usize| -> Result<Option<Range<usize>>, Corrupt> {
+            let n = read_varint(at)?;
+            if n < 0 {
+                return Ok(None);
+            }
+            let n = usize::try_from(n).map_err(|_| corrupt("a length"))?;
+            let range = *at..at.checked_add(n).filter(|&e| e <= end).ok_or_else(|| corrupt("past the record"))?;
+            *at = range.end;
+            Ok(Some(range))
+        };
+        let key = bytes(&mut at)?;
+        let value = bytes(&mut at)?;
+        if at > end {
+            return Err(corrupt("past the record"));
+        }
+        self.at = end;
+        let offset = self.base_offset.checked_add(offset_delta).ok_or_else(|| corrupt("an offset past i64"))?;
+        let timestamp_ms = if self.log_append_time {
+            self.timestamp_ms
+        } else {
+            self.timestamp_ms.checked_add(timestamp_delta).ok_or_else(|| corrupt("a timestamp past i64"))?
+        };
+        Ok(Some(RecordAt { offset, timestamp_ms, key, value }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::BytesMut;
+    use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+    use proptest::prelude::*;
+
+    /// A batch of `records` (offset, value), by kafka-protocol's encoder
+    /// (the bytes a Java producer writes, CRC and all).
+    fn batch(records: &[(i64, Option<&'static [u8]>)], compression: Compression, producer: Option<i64>) -> Bytes {
+        batch_of(records, compression, producer, false)
+    }
+
+    fn batch_of(
+        records: &[(i64, Option<&'static [u8]>)],
+        compression: Compression,
+        producer: Option<i64>,
+        control: bool,
+    ) -> Bytes {
+        let records: Vec<Record> = records
+            .iter()
+            .map(|&(offset, value)| Record {
+                transactional: producer.is_some(),
+                control,
+                partition_leader_epoch: 0,
+                producer_id: producer.unwrap_or(-1),
+                producer_epoch: if producer.is_some() { 0 } else { -1 },
+                timestamp_type: TimestampType::Creation,
+                offset,
+                sequence: offset as i32,
+                timestamp: 1_000 + offset,
+                key: Some(Bytes::from(format!("k{offset}"))),
+                value: value.map(Bytes::from_static),
+                headers: Default::default(),
+                delete_horizon: false,
+            })
+            .collect();
+        let mut buf = BytesMut::new();
+        RecordBatchEncoder::encode(&mut buf, &records, &RecordEncodeOptions { version: 2, compression })
+            .expect("encode");
+        buf.freeze()
+    }
+
+    /// A transaction marker at `offset` for `producer`: ABORT (type 0) or COMMIT (1).
+    fn marker(offset: i64, producer: i64, commit: bool) -> Bytes {
+        let key: &'static [u8] = if commit { &[0, 0, 0, 1] } else { &[0, 0, 0, 0] };
+        let record = Record {
+            transactional: true,
+            control: true,
+            partition_leader_epoch: 0,
+            producer_id: producer,
+            producer_epoch: 0,
+            timestamp_type: TimestampType::Creation,
+            offset,
+            sequence: -1,
+            timestamp: 0,
+            key: Some(Bytes::from_static(key)),
+            value: Some(Bytes::from_static(&[0, 0, 0, 0, 0, 0])),
+            headers: Default::default(),
+            delete_horizon: false,
+        };
+        let mut buf = BytesMut::new();
+        RecordBatchEncoder::encode(
+            &mut buf,
+            &[record],
+            &RecordEncodeOptions { version: 2, compression: Compression::None },
+        )
+        .expect("encode");
+        buf.freeze()
+    }
+
+    /// A record read: offset and value.
+    type Read = (i64, Option<Vec<u8>>);
+
+    fn read_all(bytes: Bytes, from: i64, committed: bool, aborted: Vec<(i64, i64)>) -> Result<Vec<Read>, Corrupt> {
+        let mut walk = PartitionRecords::new(bytes, from, committed, aborted);
+        let mut out = Vec::new();
+        while let Some(r) = walk.next_record()? {
+            let value = r.value.map(|v| walk.buffer()[v].to_vec());
+            let key = r.key.map(|k| walk.buffer()[k].to_vec());
+            assert_eq!(key, Some(format!("k{}", r.offset).into_bytes()));
+            assert_eq!(r.timestamp_ms, 1_000 + r.offset);
+            out.push((r.offset, value));
+        }
+        Ok(out)
+    }
+
+    fn join(parts: &[Bytes]) -> Bytes {
+        Bytes::from(parts.concat())
+    }
+
+    #[test]
+    fn every_codec_reads_back_the_same_records() {
+        for compression in
+            [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd]
+        {
+            let bytes = join(&[
+                batch(&[(0, Some(b"a")), (1, None), (2, Some(b"c"))], compression, None),
+                batch(&[(3, Some(b"d"))], compression, None),
+            ]);
+            let read = read_all(bytes, 1, false, vec![]).expect("read");
+            assert_eq!(
+                read,
+                vec![(1, None), (2, Some(b"c".to_vec())), (3, Some(b"d".to_vec()))],
+                "{compression:?}, from offset 1"
+            );
+        }
+    }
+
+    #[test]
+    fn a_cut_last_batch_ends_the_walk_and_a_flipped_bit_is_corrupt() {
+        let first = batch(&[(0, Some(b"a"))], Compression::None, None);
+        let second = batch(&[(1, Some(b"b"))], Compression::None, None);
+        let both = join(&[first.clone(), second.clone()]);
+        for cut in first.len()..both.len() {
+            let read = read_all(both.slice(..cut), 0, false, vec![]).expect("a cut batch is no error");
+            assert_eq!(read, vec![(0, Some(b"a".to_vec()))], "cut at {cut}");
+        }
+        let mut flipped = both.to_vec();
+        let last = flipped.len() - 1;
+        flipped[last] ^= 1;
+        let e = read_all(Bytes::from(flipped), 0, false, vec![]).expect_err("CRC");
+        assert_eq!(e.offset, 1);
+        assert!(e.what.contains("CRC-32C"), "{e}");
+    }
+
+    #[test]
+    fn aborted_transactions_and_markers_are_left_out_when_reading_committed() {
+        // Producer 7 aborts 1..=2 (marker 3); producer 8 commits 4 (marker 6);
+        // a plain record 5 between.
+        let bytes = join(&[
+            batch(&[(0, Some(b"plain"))], Compression::None, None),
+            batch(&[(1, Some(b"x")), (2, Some(b"y"))], Compression::None, Some(7)),
+            marker(3, 7, false),
+            batch(&[(4, Some(b"kept"))], Compression::Lz4, Some(8)),
+            batch(&[(5, Some(b"plain2"))], Compression::None, None),
+            marker(6, 8, true),
+            // Producer 7 again, in a new transaction that commits.
+            batch(&[(7, Some(b"later"))], Compression::None, Some(7)),
+            marker(8, 7, true),
+        ]);
+        let committed = read_all(bytes.clone(), 0, true, vec![(7, 1)]).expect("read");
+        let offsets: Vec<i64> = committed.iter().map(|r| r.0).collect();
+        assert_eq!(offsets, vec![0, 4, 5, 7]);
+        let everything = read_all(bytes, 0, false, vec![]).expect("read");
+        let offsets: Vec<i64> = everything.iter().map(|r| r.0).collect();
+        assert_eq!(offsets, vec![0, 1, 2, 4, 5, 7], "markers are never records");
+    }
+
+    #[test]
+    fn legacy_formats_are_named() {
+        let mut old = batch(&[(0, Some(b"a"))], Compression::None, None).to_vec();
+        old[16] = 1;
+        let e = read_all(Bytes::from(old), 0, false, vec![]).expect_err("v1");
+        assert!(e.what.contains("v1") && e.what.contains("librdkafka"), "{e}");
+    }
+
+    proptest! {
+        #[test]
+        fn never_panics_on_any_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..400), from in 0i64..4) {
+            let mut walk = PartitionRecords::new(Bytes::from(bytes), from, true, vec![(1, 0)]);
+            for _ in 0..100 {
+                match walk.next_record() {
+                    Ok(Some(_)) => {}
+                    _ => break,
+                }
+            }
+        }
+
+        #[test]
+        fn a_batch_with_a_patched_byte_never_panics(at in 0usize..80, byte in any::<u8>()) {
+            let mut b = batch(&[(0, Some(b"abc")), (1, Some(b"de"))], Compression::None, None).to_vec();
+            if at < b.len() {
+                b[at] = byte;
+            }
+            let _ = read_all_unchecked(Bytes::from(b));
+        }
+    }
+
+    fn read_all_unchecked(bytes: Bytes) -> Result<usize, Corrupt> {
+        let mut walk = PartitionRecords::new(bytes, 0, false, vec![]);
+        let mut n = 0;
+        while walk.next_record()?.is_some() {
+            n += 1;
+        }
+        Ok(n)
+    }
+}
