@@ -40,6 +40,10 @@ pub(crate) struct KafkaArgs {
     /// topic of the same layout for tests and synthetic data.
     #[arg(long, env = "KSHARD_OFFSETS_TOPIC")]
     pub(crate) offsets_topic: Option<String>,
+    /// Which client reads partitions: `kshard` (its own Fetch requests, one
+    /// connection per broker; the default) or `librdkafka`.
+    #[arg(long, env = "KSHARD_READER")]
+    pub(crate) reader: Option<String>,
 }
 
 /// Where and how to reach Kafka, and which topic holds the offsets.
@@ -78,6 +82,7 @@ impl KafkaArgs {
         flag("--tls-enabled", self.tls_enabled.map(|b| b.to_string()));
         flag("--tls-ca-file", self.tls_ca_file.as_ref().map(|p| p.display().to_string()));
         flag("--offsets-topic", self.offsets_topic.clone());
+        flag("--reader", self.reader.clone());
         if let Some(password) = &self.sasl_password {
             child.env("KSHARD_SASL_PASSWORD", password);
         }
@@ -161,6 +166,7 @@ pub(crate) struct ServeArgs {
 struct FileConfig {
     brokers: Option<String>,
     offsets_topic: Option<String>,
+    reader: Option<String>,
     listen: Option<String>,
     metrics_namespace: Option<String>,
     data_dir: Option<PathBuf>,
@@ -488,6 +494,9 @@ fn kafka_settings(args: &KafkaArgs, file: &FileConfig) -> Result<ClientSettings>
         }
     }
     kafka.properties.extend(file.kafka_properties.clone());
+    if let Some(reader) = args.reader.as_ref().or(file.reader.as_ref()) {
+        kafka.reader = reader.parse().map_err(|e| anyhow::anyhow!("invalid reader: {e}"))?;
+    }
     Ok(kafka)
 }
 
@@ -552,6 +561,7 @@ mod tests {
         assert!(err("listen: 0.0.0.0:1\n").contains("brokers"));
         assert!(err("brokers: a:1\nwatermark_interval_seconds: 0\n").contains("watermark_interval_seconds"));
         assert!(err("brokers: a:1\nscrape_mode: zookeeper\n").contains("scrape_mode"));
+        assert!(err("brokers: a:1\nreader: java\n").contains("invalid reader"));
         assert!(err("brokers: a:1\noffsets_topic: 'no spaces'\n").contains("offsets_topic"));
         assert!(err("brokers: a:1\nhistory:\n  window_seconds: 10\n").contains("history.window_seconds"));
         assert!(err("brokers: a:1\nhistory:\n  resolution_seconds: 1\n").contains("history.resolution_seconds"));

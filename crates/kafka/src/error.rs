@@ -38,7 +38,9 @@ impl Error {
         use rdkafka::types::RDKafkaErrorCode as Code;
         let code = match self {
             Error::Client { source, .. } | Error::Call { source, .. } => source.rdkafka_error_code(),
-            Error::Refused { message, .. } => return message.contains("Authorization"),
+            Error::Refused { message, .. } => {
+                return message.contains("Authorization") || message.contains("AUTHORIZATION_FAILED");
+            }
         };
         matches!(
             code,

@@ -91,44 +91,55 @@ pub(crate) fn start_serve(kafka: &KafkaArgs, args: &[&str]) -> Result<(Run, Kill
     }
 }
 
-/// `bench catch-up`: drain and serve, alternating, `runs` times each.
+/// `bench catch-up`: the drain, then `serve` with each reader (kshard's
+/// own and librdkafka's, or only the one `--reader` names), alternating,
+/// `runs` times each.
 pub(crate) fn catch_up(kafka: &KafkaArgs, runs: usize) -> Result<()> {
     // Fail here, with the reason, rather than in a child.
     kafka.target()?;
+    let readers: Vec<String> = match &kafka.reader {
+        Some(reader) => vec![reader.clone()],
+        None => vec!["kshard".into(), "librdkafka".into()],
+    };
     let mut drains = Vec::new();
-    let mut serves = Vec::new();
+    let mut serves: Vec<Vec<Run>> = vec![Vec::new(); readers.len()];
+    let say = |i: usize, what: &str, r: &Run| {
+        eprintln!(
+            "run {}: {what:<18} {:>8} records in {:.2} s, {:.2} CPU-s, peak RSS {:.1} MB",
+            i + 1,
+            r.records,
+            r.seconds,
+            r.stats.cpu_seconds,
+            r.stats.peak_rss_mb
+        );
+    };
     for i in 0..runs {
         let d = run_drain(kafka)?;
-        eprintln!(
-            "run {}: drain  {:>8} records in {:.2} s, {:.2} CPU-s, peak RSS {:.1} MB",
-            i + 1,
-            d.records,
-            d.seconds,
-            d.stats.cpu_seconds,
-            d.stats.peak_rss_mb
-        );
-        let s = run_serve(kafka)?;
-        eprintln!(
-            "run {}: serve  {:>8} records in {:.2} s, {:.2} CPU-s, peak RSS {:.1} MB",
-            i + 1,
-            s.records,
-            s.seconds,
-            s.stats.cpu_seconds,
-            s.stats.peak_rss_mb
-        );
+        say(i, "drain", &d);
         drains.push(d);
-        serves.push(s);
+        for (reader, runs) in readers.iter().zip(serves.iter_mut()) {
+            let args = KafkaArgs { reader: Some(reader.clone()), ..kafka.clone() };
+            let s = run_serve(&args)?;
+            say(i, &format!("serve ({reader})"), &s);
+            runs.push(s);
+        }
     }
-    let records = serves.iter().map(|r| r.records).max().unwrap_or(0).max(1);
+    let records = serves.iter().flatten().map(|r| r.records).max().unwrap_or(0).max(1);
     let m = |runs: &[Run], f: fn(&Run) -> f64| median(runs.iter().map(f).collect());
-    let (ds, ss) = (m(&drains, |r| r.seconds), m(&serves, |r| r.seconds));
-    let (dc, sc) = (m(&drains, |r| r.stats.cpu_seconds), m(&serves, |r| r.stats.cpu_seconds));
-    let (dr, sr) = (m(&drains, |r| r.stats.peak_rss_mb), m(&serves, |r| r.stats.peak_rss_mb));
     let per_million = |cpu: f64| cpu / records as f64 * 1e6;
+    let row = |name: &str, runs: &[Run]| {
+        let (t, c, r) = (m(runs, |r| r.seconds), m(runs, |r| r.stats.cpu_seconds), m(runs, |r| r.stats.peak_rss_mb));
+        println!("{name:<28} {t:>7.2} s  {c:>7.2}   {:>13.2}  {r:>7.1} MB", per_million(c));
+    };
     println!("records in __consumer_offsets: {records}");
-    println!("medians over {runs} runs    time      CPU-s   CPU-s/M records  peak RSS");
-    println!("raw drain             {ds:>7.2} s  {dc:>7.2}   {:>13.2}  {dr:>7.1} MB", per_million(dc));
-    println!("kshard serve (ready)  {ss:>7.2} s  {sc:>7.2}   {:>13.2}  {sr:>7.1} MB", per_million(sc));
-    println!("time to ready / raw drain: {:.2}", ss / ds.max(1e-9));
+    println!("medians over {runs} runs           time      CPU-s   CPU-s/M records  peak RSS");
+    row("raw drain", &drains);
+    for (reader, runs) in readers.iter().zip(&serves) {
+        row(&format!("kshard serve ({reader}) ready"), runs);
+    }
+    if let Some(first) = serves.first() {
+        let ratio = m(first, |r| r.seconds) / m(&drains, |r| r.seconds).max(1e-9);
+        println!("time to ready ({}) / raw drain: {ratio:.2}", readers[0]);
+    }
     Ok(())
 }

@@ -1,0 +1,282 @@
+//! Both partition readers against the real broker — kshard's own
+//! ([`ReaderKind::Kshard`]) and librdkafka's ([`ReaderKind::Librdkafka`]) —
+//! reading the same partitions must agree record for record: every codec a
+//! producer writes (none, gzip, snappy, lz4, zstd), null keys and values,
+//! committed, aborted and still-open transactions (a committed-only reader
+//! stops at the open one's first offset and reads on once it commits),
+//! reading from the earliest offset, from an offset inside a batch and from
+//! one that was deleted (the log's start, as `auto.offset.reset=earliest`),
+//! partitions added while reading, over TLS and SASL, and across a broker
+//! that is killed and started again. kshard's reader shares one connection
+//! per broker among every reader made from the same settings.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use kshard_kafka::{Admin, ClientSettings, PartitionReader, ReadEvent, ReaderKind, RecordWriter, TopicSpec};
+use kshard_testkit::{Broker, Listener, unique_name};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+
+/// A record as read: (partition, offset, key, value).
+type Read = (i32, i64, Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// What a reader delivered until every partition reached its end: the
+/// records, and each partition's next offset at its end (when told).
+#[derive(Debug, Default, PartialEq, Eq)]
+struct ReadBack {
+    records: Vec<Read>,
+    ends: BTreeMap<i32, Option<i64>>,
+}
+
+fn with_reader(settings: &ClientSettings, kind: ReaderKind) -> ClientSettings {
+    let mut s = settings.clone();
+    s.reader = kind;
+    s
+}
+
+/// Reads `start` of `topic` with `reader` until every partition said it
+/// reached its end after at least `at_least` records in all.
+fn read_to_end(reader: &PartitionReader, partitions: &[i32], at_least: usize) -> ReadBack {
+    let mut back = ReadBack::default();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        assert!(Instant::now() < deadline, "did not reach the end in 60 s: {back:?}");
+        match reader.poll(Duration::from_millis(200)).expect("poll") {
+            ReadEvent::Record(r) => {
+                back.records.push((
+                    r.partition(),
+                    r.offset(),
+                    r.key().map(<[u8]>::to_vec),
+                    r.value().map(<[u8]>::to_vec),
+                ));
+                back.ends.remove(&r.partition());
+            }
+            ReadEvent::EndOfPartition { partition, next_offset } => {
+                back.ends.insert(partition, next_offset);
+            }
+            ReadEvent::Idle => {}
+        }
+        if partitions.iter().all(|p| back.ends.contains_key(p)) && back.records.len() >= at_least {
+            back.records.sort();
+            return back;
+        }
+    }
+}
+
+fn create(admin: &Admin, name: &str, partitions: i32) -> String {
+    let topic = unique_name(name);
+    admin
+        .create_topic(&TopicSpec { name: topic.clone(), partitions, replication: 1, configs: vec![] })
+        .expect("create");
+    topic
+}
+
+/// Produces `n` records to `partition` with `compression`, keys and values
+/// from `i`, every seventh a null value and every eleventh a null key.
+fn produce(brokers: &str, topic: &str, partition: i32, compression: &str, n: usize, from: usize) {
+    let producer: BaseProducer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("compression.type", compression)
+        .set("linger.ms", "20")
+        .create()
+        .expect("producer");
+    for i in from..from + n {
+        let key = format!("key-{i}");
+        let value = format!("value-{i}-{}", "x".repeat(i % 50));
+        let mut record = BaseRecord::<str, str>::to(topic).partition(partition);
+        if i % 11 != 0 {
+            record = record.key(&key);
+        }
+        if i % 7 != 0 {
+            record = record.payload(&value);
+        }
+        producer.send(record).expect("send");
+    }
+    producer.flush(Duration::from_secs(30)).expect("flush");
+}
+
+#[test]
+fn both_readers_agree_on_every_codec_and_start() {
+    let broker = Broker::from_env_or_start();
+    let settings = ClientSettings::new(broker.brokers());
+    let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
+    let codecs = ["none", "gzip", "snappy", "lz4", "zstd"];
+    let topic = create(&admin, "reader-codecs", codecs.len() as i32);
+    for (p, codec) in codecs.iter().enumerate() {
+        produce(broker.brokers(), &topic, p as i32, codec, 300, 0);
+    }
+    let partitions: Vec<i32> = (0..codecs.len() as i32).collect();
+    let from_start: Vec<(i32, Option<i64>)> = partitions.iter().map(|&p| (p, None)).collect();
+    let mut answers = Vec::new();
+    for kind in [ReaderKind::Kshard, ReaderKind::Librdkafka] {
+        let s = with_reader(&settings, kind);
+        let reader = PartitionReader::new(&s, &topic, &from_start).expect("reader");
+        let all = read_to_end(&reader, &partitions, 300 * codecs.len());
+        assert_eq!(all.records.len(), 300 * codecs.len(), "{kind:?}");
+        // From inside a batch: offset 123 of each partition.
+        let inside: Vec<(i32, Option<i64>)> = partitions.iter().map(|&p| (p, Some(123))).collect();
+        let reader = PartitionReader::new(&s, &topic, &inside).expect("reader");
+        let tail = read_to_end(&reader, &partitions, (300 - 123) * codecs.len());
+        assert!(tail.records.iter().all(|r| r.1 >= 123), "{kind:?} read before 123");
+        answers.push((kind, all, tail));
+    }
+    let (_, own_all, own_tail) = &answers[0];
+    let (_, rd_all, rd_tail) = &answers[1];
+    assert_eq!(own_all.records, rd_all.records, "every record, from the start");
+    assert_eq!(own_tail.records, rd_tail.records, "from offset 123");
+    // kshard's reader knows each partition's position at its end.
+    for p in &partitions {
+        assert_eq!(own_all.ends[p], Some(300), "partition {p}");
+    }
+    let (key, value) = (&own_all.records[1].2, &own_all.records[1].3);
+    assert_eq!((key.as_deref(), value.as_deref()), (Some(&b"key-1"[..]), Some(&b"value-1-x"[..])));
+    assert!(own_all.records.iter().any(|r| r.2.is_none()) && own_all.records.iter().any(|r| r.3.is_none()), "nulls");
+}
+
+#[test]
+fn transactions_committed_aborted_and_open() {
+    let broker = Broker::from_env_or_start();
+    let settings = ClientSettings::new(broker.brokers());
+    let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
+    let topic = create(&admin, "reader-txn", 1);
+    let producer: BaseProducer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", broker.brokers())
+        .set("transactional.id", unique_name("reader-txn"))
+        .set("compression.type", "lz4")
+        .create()
+        .expect("transactional producer");
+    let t = Duration::from_secs(30);
+    producer.init_transactions(t).expect("init");
+    let send = |tag: &str, n: usize| {
+        for i in 0..n {
+            let key = format!("{tag}-{i}");
+            producer.send(BaseRecord::<str, str>::to(&topic).partition(0).key(&key).payload("v")).expect("send");
+        }
+        producer.flush(t).expect("flush");
+    };
+    producer.begin_transaction().expect("begin");
+    send("committed", 5);
+    producer.commit_transaction(t).expect("commit");
+    producer.begin_transaction().expect("begin");
+    send("aborted", 4);
+    producer.abort_transaction(t).expect("abort");
+    // A plain producer writes between the transactions.
+    produce(broker.brokers(), &topic, 0, "none", 3, 1);
+    producer.begin_transaction().expect("begin");
+    send("open", 2);
+
+    // Committed 0-4, marker 5, aborted 6-9, marker 10, plain 11-13, open 14-15.
+    let keys = |back: &ReadBack| -> Vec<String> {
+        back.records.iter().map(|r| String::from_utf8_lossy(r.2.as_deref().unwrap_or_default()).into_owned()).collect()
+    };
+    let mut first = Vec::new();
+    for kind in [ReaderKind::Kshard, ReaderKind::Librdkafka] {
+        let reader = PartitionReader::new(&with_reader(&settings, kind), &topic, &[(0, None)]).expect("reader");
+        let back = read_to_end(&reader, &[0], 8);
+        let expected: Vec<String> =
+            (0..5).map(|i| format!("committed-{i}")).chain((1..4).map(|i| format!("key-{i}"))).collect();
+        assert_eq!(keys(&back), expected, "{kind:?}: committed and plain records, nothing aborted or open");
+        first.push((kind, back, reader));
+    }
+    assert_eq!(first[0].1.records, first[1].1.records);
+    assert_eq!(first[0].1.ends[&0], Some(14), "kshard's reader stops at the open transaction");
+    producer.commit_transaction(t).expect("commit");
+    for (kind, _, reader) in &first {
+        let back = read_to_end(reader, &[0], 2);
+        assert_eq!(keys(&back), vec!["open-0", "open-1"], "{kind:?} after the commit");
+    }
+}
+
+#[test]
+fn deleted_offsets_added_partitions_and_one_connection() {
+    let broker = Broker::from_env_or_start();
+    let settings = ClientSettings::new(broker.brokers());
+    let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
+    let topic = create(&admin, "reader-deleted", 3);
+    for p in 0..3 {
+        produce(broker.brokers(), &topic, p, "none", 20, 0);
+    }
+    admin.delete_records(&topic, 0, 10).expect("delete records");
+    let other = create(&admin, "reader-other", 1);
+    produce(broker.brokers(), &other, 0, "zstd", 5, 0);
+    for kind in [ReaderKind::Kshard, ReaderKind::Librdkafka] {
+        let s = with_reader(&settings, kind);
+        // Offset 3 of partition 0 was deleted: the log's start, 10.
+        let reader = PartitionReader::new(&s, &topic, &[(0, Some(3))]).expect("reader");
+        let back = read_to_end(&reader, &[0], 10);
+        let offsets: Vec<i64> = back.records.iter().map(|r| r.1).collect();
+        assert_eq!(offsets, (10..20).collect::<Vec<_>>(), "{kind:?}");
+        reader.add_partitions(&topic, &[(1, Some(15)), (2, None)]).expect("add");
+        let back = read_to_end(&reader, &[1, 2], 25);
+        assert_eq!(back.records.iter().filter(|r| r.0 == 1).count(), 5, "{kind:?}");
+        assert_eq!(back.records.iter().filter(|r| r.0 == 2).count(), 20, "{kind:?}");
+        // Another reader made from the same settings, of another topic.
+        let second = PartitionReader::new(&s, &other, &[(0, None)]).expect("reader");
+        assert_eq!(read_to_end(&second, &[0], 5).records.len(), 5, "{kind:?}");
+        if kind == ReaderKind::Kshard {
+            // One broker: one fetch connection and one for metadata, for both readers.
+            assert_eq!(reader.shared_connections(), Some(2));
+            assert_eq!(second.shared_connections(), Some(2));
+        }
+    }
+}
+
+#[test]
+fn over_tls_and_sasl() {
+    let broker = Broker::from_env_or_start();
+    let settings = ClientSettings::new(broker.brokers());
+    let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
+    let topic = create(&admin, "reader-secure", 1);
+    produce(broker.brokers(), &topic, 0, "snappy", 50, 0);
+    for (listener, sasl) in [
+        (Listener::Ssl, None),
+        (Listener::SaslPlaintext, Some(("PLAIN", "admin"))),
+        (Listener::SaslSsl, Some(("SCRAM-SHA-512", "admin"))),
+    ] {
+        let mut s = ClientSettings::new(broker.address(listener));
+        let protocol = match listener {
+            Listener::Ssl => "ssl",
+            Listener::SaslPlaintext => "sasl_plaintext",
+            _ => "sasl_ssl",
+        };
+        s.properties.push(("security.protocol".into(), protocol.into()));
+        if listener != Listener::SaslPlaintext {
+            s.properties.push(("ssl.ca.location".into(), broker.ca_file().into()));
+        }
+        if let Some((mechanism, user)) = sasl {
+            s.properties.push(("sasl.mechanism".into(), mechanism.into()));
+            s.properties.push(("sasl.username".into(), user.into()));
+            s.properties.push(("sasl.password".into(), broker.password(user).into()));
+        }
+        let reader = PartitionReader::new(&s, &topic, &[(0, None)]).expect("reader");
+        assert_eq!(reader.client(), "kshard", "{listener:?}");
+        let back = read_to_end(&reader, &[0], 50);
+        assert_eq!(back.records.len(), 50, "{listener:?}");
+    }
+}
+
+#[test]
+fn reads_on_across_a_broker_restart() {
+    let broker = Broker::start_private(&[]);
+    let settings = ClientSettings::new(broker.brokers());
+    let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
+    let topic = create(&admin, "reader-restart", 2);
+    for p in 0..2 {
+        produce(broker.brokers(), &topic, p, "gzip", 100, 0);
+    }
+    let reader = PartitionReader::new(&settings, &topic, &[(0, None), (1, None)]).expect("reader");
+    assert_eq!(read_to_end(&reader, &[0, 1], 200).records.len(), 200);
+    broker.kill();
+    broker.resume();
+    let writer = RecordWriter::new(&settings).expect("writer");
+    for p in 0..2 {
+        for i in 0..10 {
+            writer.send(&topic, p, format!("after-{i}").as_bytes(), Some(b"v")).expect("send");
+        }
+    }
+    writer.flush(Duration::from_secs(60)).expect("flush");
+    let back = read_to_end(&reader, &[0, 1], 20);
+    let offsets: Vec<(i32, i64)> = back.records.iter().map(|r| (r.0, r.1)).collect();
+    let expected: Vec<(i32, i64)> = (0..2).flat_map(|p| (100..110).map(move |o| (p, o))).collect();
+    assert_eq!(offsets, expected, "every record written after the restart, once");
+}
