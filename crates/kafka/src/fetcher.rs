@@ -291,6 +291,14 @@ impl Fetcher {
         }
     }
 
+    /// Where `topic`/`partition` ends, as the last answer that named it said
+    /// (its last stable offset when reading committed records only), while
+    /// some reader reads it.
+    pub(crate) fn known_end(&self, topic: &str, partition: i32) -> Option<i64> {
+        let key: PartitionKey = (Arc::from(topic), partition);
+        self.shared.lock().partitions.get(&key).and_then(|p| p.end)
+    }
+
     /// Connections open now: one per broker read from, and one for metadata.
     pub(crate) fn connections(&self) -> usize {
         self.shared.connections.load(Ordering::Relaxed)

@@ -192,6 +192,18 @@ impl PartitionReader {
         }
     }
 
+    /// Where a partition this reader reads ends (the last stable offset: the
+    /// end of what it will deliver), as kshard's reader last heard from its
+    /// leader: current to within one long poll (250 ms) while the partition
+    /// is read, without a request of its own. `None` before the first answer,
+    /// and always for librdkafka: ask the admin client.
+    pub fn known_end(&self, topic: &str, partition: i32) -> Option<i64> {
+        match &self.client {
+            Client::Librdkafka(_) => None,
+            Client::Kshard(r) => r.fetcher.known_end(topic, partition),
+        }
+    }
+
     /// Which client reads: "kshard" or "librdkafka".
     pub fn client(&self) -> &'static str {
         match &self.client {

@@ -217,7 +217,19 @@ impl<'a> Log<'a> {
         if !force && self.end_asked.is_some_and(|t| t.elapsed() < END_EVERY) {
             return Ok(());
         }
-        self.end = watermarks(&self.io.admin, self.spec)?.1;
+        // A tailing replica's reader knows the end from its fetches: no
+        // ListOffsets request a second per replica. Playing to the head asks
+        // the broker (an end heard up to a long poll ago may miss a write
+        // made just before).
+        let known = if force {
+            None
+        } else {
+            self.io.reader.known_end(&self.spec.recovery_log.topic, self.spec.recovery_log.partition)
+        };
+        self.end = match known {
+            Some(end) => end,
+            None => watermarks(&self.io.admin, self.spec)?.1,
+        };
         self.end_asked = Some(Instant::now());
         self.publish();
         Ok(())

@@ -118,11 +118,49 @@ impl Broker {
     }
 }
 
+/// A cluster of three Apache Kafka nodes (`scripts/cluster.sh`, PLAINTEXT),
+/// always this test's own; stopped on drop. For faults one broker cannot
+/// show: leaders moving between brokers, one broker of several down.
+#[derive(Debug)]
+pub struct Cluster {
+    settings: BTreeMap<String, String>,
+    started: Started,
+}
+
+impl Cluster {
+    /// Starts three nodes with extra properties (`key=value`) for each.
+    pub fn start(properties: &[&str]) -> Self {
+        let (started, settings) = Started::start("cluster", properties);
+        assert!(settings.contains_key("KSHARD_CLUSTER_BROKERS"), "cluster.sh prints KSHARD_CLUSTER_BROKERS=");
+        Cluster { settings, started }
+    }
+
+    /// The bootstrap list of all three, `127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3`.
+    pub fn brokers(&self) -> &str {
+        &self.settings["KSHARD_CLUSTER_BROKERS"]
+    }
+
+    /// Node `id`'s address (1 to 3; the node id is the broker id).
+    pub fn node(&self, id: i32) -> &str {
+        self.settings.get(&format!("KSHARD_CLUSTER_NODE_{id}")).map_or("", String::as_str)
+    }
+
+    /// Kills node `id` with SIGKILL, keeping its data.
+    pub fn kill(&self, id: i32) {
+        self.started.run("kill", &[&id.to_string()]);
+    }
+
+    /// Starts node `id` again on its data and ports.
+    pub fn resume(&self, id: i32) {
+        self.started.run("resume", &[&id.to_string()]);
+    }
+}
+
 /// A service this test started with `scripts/{name}.sh start` in a state
 /// directory of its own; stopped by PID and its directory removed on drop.
 #[derive(Debug)]
 struct Started {
-    /// `broker` or `etcd`: the script is `scripts/{name}.sh`.
+    /// `broker`, `cluster` or `etcd`: the script is `scripts/{name}.sh`.
     name: &'static str,
     state: PathBuf,
 }
