@@ -8,9 +8,7 @@
 //! per reader), which also reads wherever the settings ask for what only it
 //! does: GSSAPI, OAUTHBEARER, keystores, certificate verification turned off.
 
-use std::marker::PhantomData;
-use std::ops::Range;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -22,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::fetch_session::PartitionKey;
 use crate::fetcher::{Delivery, Fetcher, Sink};
 use crate::rdkafka_reader::RdkafkaReader;
-use crate::records::PartitionRecords;
+use crate::records::{PartitionRecords, RecordAt};
 
 /// Reads partitions by manual assignment (see the module's doc).
 pub struct PartitionReader {
@@ -51,16 +49,23 @@ pub struct ReadRecord<'a> {
 
 enum RecordOf<'a> {
     Librdkafka(BorrowedMessage<'a>),
-    Kshard {
-        key: PartitionKey,
-        offset: i64,
-        /// The bytes the ranges point into: the Fetch answer's (or a
-        /// decompressed batch's), shared, not copied.
-        buffer: Bytes,
-        record_key: Option<Range<usize>>,
-        value: Option<Range<usize>>,
-        _reader: PhantomData<&'a ()>,
-    },
+    /// The reader's walk, held (locked) until the record is dropped: its key
+    /// and value are read in place in the Fetch answer's buffer (or a
+    /// decompressed batch's), with nothing copied or counted per record.
+    Kshard { walk: MutexGuard<'a, Option<Walk>>, record: RecordAt },
+}
+
+/// A partition's records being handed out, one poll at a time.
+type Walk = (PartitionKey, PartitionRecords);
+
+impl RecordOf<'_> {
+    /// kshard's record, its partition and the buffer its ranges point into.
+    fn kshard(&self) -> Option<(&PartitionKey, &Bytes, &RecordAt)> {
+        match self {
+            RecordOf::Kshard { walk, record } => walk.as_ref().map(|(key, records)| (key, records.buffer(), record)),
+            RecordOf::Librdkafka(_) => None,
+        }
+    }
 }
 
 impl std::fmt::Debug for ReadRecord<'_> {
@@ -80,17 +85,19 @@ impl<'a> ReadRecord<'a> {
 
     /// The topic.
     pub fn topic(&self) -> &str {
-        match &self.record {
-            RecordOf::Librdkafka(m) => m.topic(),
-            RecordOf::Kshard { key, .. } => &key.0,
+        match (&self.record, self.record.kshard()) {
+            (RecordOf::Librdkafka(m), _) => m.topic(),
+            (_, Some((key, _, _))) => &key.0,
+            (_, None) => "",
         }
     }
 
     /// The partition.
     pub fn partition(&self) -> i32 {
-        match &self.record {
-            RecordOf::Librdkafka(m) => m.partition(),
-            RecordOf::Kshard { key, .. } => key.1,
+        match (&self.record, self.record.kshard()) {
+            (RecordOf::Librdkafka(m), _) => m.partition(),
+            (_, Some((key, _, _))) => key.1,
+            (_, None) => -1,
         }
     }
 
@@ -98,23 +105,25 @@ impl<'a> ReadRecord<'a> {
     pub fn offset(&self) -> i64 {
         match &self.record {
             RecordOf::Librdkafka(m) => m.offset(),
-            RecordOf::Kshard { offset, .. } => *offset,
+            RecordOf::Kshard { record, .. } => record.offset,
         }
     }
 
     /// The key (`None` when null).
     pub fn key(&self) -> Option<&[u8]> {
-        match &self.record {
-            RecordOf::Librdkafka(m) => m.key(),
-            RecordOf::Kshard { buffer, record_key, .. } => record_key.clone().and_then(|r| buffer.get(r)),
+        match (&self.record, self.record.kshard()) {
+            (RecordOf::Librdkafka(m), _) => m.key(),
+            (_, Some((_, buffer, r))) => r.key.clone().and_then(|k| buffer.get(k)),
+            (_, None) => None,
         }
     }
 
     /// The value (`None` when null: a tombstone).
     pub fn value(&self) -> Option<&[u8]> {
-        match &self.record {
-            RecordOf::Librdkafka(m) => m.payload(),
-            RecordOf::Kshard { buffer, value, .. } => value.clone().and_then(|r| buffer.get(r)),
+        match (&self.record, self.record.kshard()) {
+            (RecordOf::Librdkafka(m), _) => m.payload(),
+            (_, Some((_, buffer, r))) => r.value.clone().and_then(|v| buffer.get(v)),
+            (_, None) => None,
         }
     }
 }
@@ -244,7 +253,7 @@ struct OwnReader {
     id: u64,
     sink: Arc<Sink>,
     /// The partition records being handed out, one poll at a time.
-    walk: Mutex<Option<(PartitionKey, PartitionRecords)>>,
+    walk: Mutex<Option<Walk>>,
 }
 
 impl Drop for OwnReader {
@@ -260,17 +269,7 @@ impl OwnReader {
         loop {
             if let Some((key, records)) = walk.as_mut() {
                 match records.next_record() {
-                    Ok(Some(r)) => {
-                        let record = RecordOf::Kshard {
-                            key: key.clone(),
-                            offset: r.offset,
-                            buffer: records.buffer().clone(),
-                            record_key: r.key,
-                            value: r.value,
-                            _reader: PhantomData,
-                        };
-                        return Ok(ReadEvent::Record(ReadRecord { record }));
-                    }
+                    Ok(Some(record)) => return Ok(ReadEvent::Record(ReadRecord { record: RecordOf::Kshard { walk, record } })),
                     Ok(None) => *walk = None,
                     Err(e) => {
                         let step = format!("reading {}/{}", key.0, key.1);

@@ -248,8 +248,8 @@ impl<'a> Log<'a> {
 
     /// Reads what arrives within `wait` and plays it.
     pub(crate) fn tail(&mut self, wait: Duration) -> Result<(), ReplicaError> {
-        let event = self.io.reader.poll(wait).map_err(kafka("reading"))?;
-        if let ReadEvent::Record(r) = event {
+        // The record borrows the reader until it is dropped, below.
+        if let ReadEvent::Record(r) = self.io.reader.poll(wait).map_err(kafka("reading"))? {
             let offset = r.offset();
             let bytes = r.value().unwrap_or_default();
             // The writer is not transactional, so the log's offsets have no
