@@ -52,7 +52,10 @@ enum RecordOf<'a> {
     /// The reader's walk, held (locked) until the record is dropped: its key
     /// and value are read in place in the Fetch answer's buffer (or a
     /// decompressed batch's), with nothing copied or counted per record.
-    Kshard { walk: MutexGuard<'a, Option<Walk>>, record: RecordAt },
+    Kshard {
+        walk: MutexGuard<'a, Option<Walk>>,
+        record: RecordAt,
+    },
 }
 
 /// A partition's records being handed out, one poll at a time.
@@ -269,7 +272,9 @@ impl OwnReader {
         loop {
             if let Some((key, records)) = walk.as_mut() {
                 match records.next_record() {
-                    Ok(Some(record)) => return Ok(ReadEvent::Record(ReadRecord { record: RecordOf::Kshard { walk, record } })),
+                    Ok(Some(record)) => {
+                        return Ok(ReadEvent::Record(ReadRecord { record: RecordOf::Kshard { walk, record } }));
+                    }
                     Ok(None) => *walk = None,
                     Err(e) => {
                         let step = format!("reading {}/{}", key.0, key.1);

@@ -17,6 +17,8 @@ pub(crate) struct Run {
     pub(crate) records: u64,
     /// Where a `kshard serve` run listens (empty for a drain).
     pub(crate) addr: String,
+    /// Connections it held to the (first bootstrap) broker when measured.
+    pub(crate) connections: usize,
 }
 
 /// Runs `kshard bench drain` as a child and measures it.
@@ -49,7 +51,7 @@ fn run_drain(kafka: &KafkaArgs) -> Result<Run> {
     let mut out = String::new();
     std::io::Read::read_to_string(child.stdout.as_mut().context("drain stdout")?, &mut out)?;
     let records = out.trim().parse().with_context(|| format!("drain printed {out:?}"))?;
-    Ok(Run { seconds, stats: last, records, addr: String::new() })
+    Ok(Run { seconds, stats: last, records, addr: String::new(), connections: 0 })
 }
 
 /// Starts `kshard serve` as a child, measures time to a 200 on `/ready`, and the
@@ -85,10 +87,17 @@ pub(crate) fn start_serve(kafka: &KafkaArgs, args: &[&str]) -> Result<(Run, Kill
             let seconds = started.elapsed().as_secs_f64();
             let stats = process_stats(pid)?;
             let records = serde_json::from_str::<serde_json::Value>(&body)?["records"].as_u64().unwrap_or(0);
-            return Ok((Run { seconds, stats, records, addr }, child));
+            let connections = super::connections_to(pid, broker_port(kafka));
+            return Ok((Run { seconds, stats, records, addr, connections }, child));
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// The port of the first bootstrap broker (0 when it names none).
+pub(crate) fn broker_port(kafka: &KafkaArgs) -> u16 {
+    let brokers = kafka.target().map(|t| t.settings.brokers).unwrap_or_default();
+    brokers.split(',').next().and_then(|b| b.trim().rsplit_once(':')).and_then(|(_, p)| p.parse().ok()).unwrap_or(0)
 }
 
 /// `bench catch-up`: the drain, then `serve` with each reader (kshard's
@@ -105,12 +114,13 @@ pub(crate) fn catch_up(kafka: &KafkaArgs, runs: usize) -> Result<()> {
     let mut serves: Vec<Vec<Run>> = vec![Vec::new(); readers.len()];
     let say = |i: usize, what: &str, r: &Run| {
         eprintln!(
-            "run {}: {what:<18} {:>8} records in {:.2} s, {:.2} CPU-s, peak RSS {:.1} MB",
+            "run {}: {what:<18} {:>8} records in {:.2} s, {:.2} CPU-s, peak RSS {:.1} MB, {} connections to the broker",
             i + 1,
             r.records,
             r.seconds,
             r.stats.cpu_seconds,
-            r.stats.peak_rss_mb
+            r.stats.peak_rss_mb,
+            r.connections
         );
     };
     for i in 0..runs {
@@ -129,10 +139,11 @@ pub(crate) fn catch_up(kafka: &KafkaArgs, runs: usize) -> Result<()> {
     let per_million = |cpu: f64| cpu / records as f64 * 1e6;
     let row = |name: &str, runs: &[Run]| {
         let (t, c, r) = (m(runs, |r| r.seconds), m(runs, |r| r.stats.cpu_seconds), m(runs, |r| r.stats.peak_rss_mb));
-        println!("{name:<28} {t:>7.2} s  {c:>7.2}   {:>13.2}  {r:>7.1} MB", per_million(c));
+        let conns = m(runs, |r| r.connections as f64);
+        println!("{name:<28} {t:>7.2} s  {c:>7.2}   {:>13.2}  {r:>7.1} MB  {conns:>4.0}", per_million(c));
     };
     println!("records in __consumer_offsets: {records}");
-    println!("medians over {runs} runs           time      CPU-s   CPU-s/M records  peak RSS");
+    println!("medians over {runs} runs           time      CPU-s   CPU-s/M records  peak RSS  connections");
     row("raw drain", &drains);
     for (reader, runs) in readers.iter().zip(&serves) {
         row(&format!("kshard serve ({reader}) ready"), runs);

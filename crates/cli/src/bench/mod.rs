@@ -80,6 +80,36 @@ pub(crate) fn threads_cpu_seconds(pid: u32) -> Result<f64> {
     Ok(nanos as f64 / 1e9)
 }
 
+/// The TCP connections `pid` holds open to `port` on loopback (a broker's),
+/// from the socket inodes in `/proc/<pid>/fd` and the established
+/// connections in `/proc/net/tcp` and `tcp6`.
+pub(crate) fn connections_to(pid: u32, port: u16) -> usize {
+    let mut inodes = std::collections::HashSet::new();
+    if let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) {
+        for fd in fds.flatten() {
+            if let Ok(link) = std::fs::read_link(fd.path())
+                && let Some(inode) = link.to_str().and_then(|l| l.strip_prefix("socket:[")?.strip_suffix(']'))
+            {
+                inodes.insert(inode.to_owned());
+            }
+        }
+    }
+    let mut n = 0;
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else { continue };
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // local, remote (hex ip:port), state (01: established), …, inode (field 9).
+            let (Some(remote), Some(state), Some(inode)) = (f.get(2), f.get(3), f.get(9)) else { continue };
+            let remote_port = remote.rsplit_once(':').and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
+            if *state == "01" && remote_port == Some(port) && inodes.contains(*inode) {
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
 /// The median (the upper one of an even count).
 pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);

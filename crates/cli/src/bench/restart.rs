@@ -14,8 +14,8 @@ use crate::serve_config::KafkaArgs;
 
 fn show(what: &str, r: &Run) {
     println!(
-        "{what:<44} {:>7.2} s  {:>9} records read  {:>6.2} CPU-s  peak RSS {:>6.1} MB",
-        r.seconds, r.records, r.stats.cpu_seconds, r.stats.peak_rss_mb
+        "{what:<44} {:>7.2} s  {:>9} records read  {:>6.2} CPU-s  peak RSS {:>6.1} MB  {:>3} connections",
+        r.seconds, r.records, r.stats.cpu_seconds, r.stats.peak_rss_mb, r.connections
     );
 }
 
