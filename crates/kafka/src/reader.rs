@@ -267,7 +267,8 @@ impl Drop for OwnReader {
 
 impl OwnReader {
     fn poll(&self, timeout: Duration) -> Result<ReadEvent<'_>> {
-        let deadline = Instant::now() + timeout;
+        // Set once a delivery has been waited for (see `next_delivery`).
+        let mut deadline: Option<Instant> = None;
         let mut walk = self.walk.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
             if let Some((key, records)) = walk.as_mut() {
@@ -283,7 +284,13 @@ impl OwnReader {
                     }
                 }
             }
-            let left = deadline.saturating_duration_since(Instant::now());
+            let left = match deadline {
+                None => {
+                    deadline = Some(Instant::now() + timeout);
+                    timeout
+                }
+                Some(at) => at.saturating_duration_since(Instant::now()),
+            };
             match self.fetcher.next_delivery(&self.sink, left) {
                 None => return Ok(ReadEvent::Idle),
                 Some(Delivery::Records { key, records, .. }) => *walk = Some((key, records)),
