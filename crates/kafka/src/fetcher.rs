@@ -38,7 +38,7 @@ use crate::broker_link::{BrokerLink, Security};
 use crate::error::{Error, Result};
 use crate::fetch_response::read_fetch_response;
 use crate::fetch_session::{Ask, FetchSession, PartitionKey, SESSION_ERRORS};
-use crate::record_batch::after_whole_batches;
+use crate::record_batch::{BatchHeader, after_whole_batches};
 use crate::records::PartitionRecords;
 
 /// Fetch v12: topic names, flexible, sessions; Kafka 2.7 and later.
@@ -151,6 +151,9 @@ struct Partition {
     /// Its end as the last answer said (the last stable offset when reading
     /// committed records only).
     end: Option<i64>,
+    /// Its high watermark as the last answer said: a reader past it is out
+    /// of range.
+    high_watermark: Option<i64>,
     /// What to ask of it.
     max_bytes: i32,
     /// Not asked for before this (the broker refused it).
@@ -243,6 +246,7 @@ impl Fetcher {
                 readings: Vec::new(),
                 leader: None,
                 end: None,
+                high_watermark: None,
                 max_bytes: PARTITION_MAX_BYTES,
                 not_before: None,
             });
@@ -420,6 +424,16 @@ fn apply_metadata(shared: &Arc<Shared>, answer: &MetadataResponse) {
     let mut leaders = HashMap::new();
     for topic in &answer.topics {
         let Some(name) = topic.name.as_ref() else { continue };
+        if topic.error_code == TOPIC_AUTHORIZATION_FAILED {
+            // No Describe: tell the readers (every 5 s), as a Fetch refused would.
+            let now = Instant::now();
+            for (key, p) in state.partitions.iter_mut().filter(|(k, _)| *k.0 == *name.0.as_str()) {
+                if p.not_before.is_none_or(|t| now >= t) {
+                    moved_or_refused(p, key, topic.error_code);
+                }
+            }
+            continue;
+        }
         if topic.error_code != 0 {
             tracing::debug!(topic = name.0.as_str(), error_code = topic.error_code, "no metadata for the topic yet");
             continue;
@@ -452,6 +466,14 @@ fn apply_metadata(shared: &Arc<Shared>, answer: &MetadataResponse) {
             Err(e) => tracing::error!(broker, error = %e, "starting a fetch thread"),
         }
     }
+    // A leader no thread reads from (not among the brokers listed, or its
+    // thread would not start) is no leader: ask again.
+    let State { partitions, threads, .. } = &mut *state;
+    for p in partitions.values_mut() {
+        if p.leader.is_some_and(|l| !threads.contains(&l)) {
+            p.leader = None;
+        }
+    }
     drop(state);
     shared.changed.notify_all();
 }
@@ -480,6 +502,7 @@ fn broker_thread(shared: &Arc<Shared>, broker: i32) {
                 tell_ends(&mut state, broker);
                 let next = plan(&state, broker);
                 if !next.wanted.is_empty() || !next.earliest.is_empty() {
+                    idle_since = Instant::now();
                     break next;
                 }
                 // Partitions it leads whose readers' queues are full keep it.
@@ -542,9 +565,13 @@ fn broker_thread(shared: &Arc<Shared>, broker: i32) {
 fn tell_ends(state: &mut State, broker: i32) {
     for (key, p) in state.partitions.iter_mut().filter(|(_, p)| p.leader == Some(broker)) {
         let Some(end) = p.end else { continue };
+        let high_watermark = p.high_watermark.unwrap_or(end);
         for r in &mut p.readings {
+            // Past the high watermark is out of range, not the end: the
+            // broker says so when asked there (see `plan`).
             if let Next::At(next) = r.next
                 && next >= end
+                && next <= high_watermark
                 && !r.told_end
             {
                 r.told_end = true;
@@ -568,16 +595,16 @@ fn plan(state: &State, broker: i32) -> Plan {
             plan.earliest.push(key.clone());
             continue;
         }
-        let lowest = p
-            .readings
-            .iter()
-            .filter(|r| !r.sink.full())
-            .filter_map(|r| match r.next {
-                Next::At(o) => Some(o),
-                Next::Earliest => None,
-            })
-            .min();
-        if let Some(offset) = lowest {
+        let positions = p.readings.iter().filter(|r| !r.sink.full()).filter_map(|r| match r.next {
+            Next::At(o) => Some(o),
+            Next::Earliest => None,
+        });
+        // The lowest position, unless a reader is past the high watermark
+        // last heard: then its own, for the broker to say whether it is out
+        // of range (a topic created again, a log truncated).
+        let past = |o: &i64| p.high_watermark.is_some_and(|hw| *o > hw);
+        let ahead = positions.clone().filter(past).min();
+        if let Some(offset) = ahead.or_else(|| positions.min()) {
             plan.wanted.insert(key.clone(), Ask { offset, max_bytes: p.max_bytes });
         }
     }
@@ -726,6 +753,7 @@ fn fetch(
                 );
                 for r in p.readings.iter_mut().filter(|r| r.next == Next::At(ask.offset)) {
                     r.next = Next::Earliest;
+                    r.told_end = false;
                 }
                 continue;
             }
@@ -743,11 +771,38 @@ fn fetch(
         if end >= 0 {
             p.end = Some(end);
         }
+        if part.high_watermark >= 0 {
+            p.high_watermark = Some(part.high_watermark);
+        }
         let after = after_whole_batches(part.records).filter(|&a| a > ask.offset);
         let Some(after) = after else {
-            // A batch larger than asked for: ask for it whole next time.
-            if !part.records.is_empty() {
-                p.max_bytes = p.max_bytes.saturating_mul(4).min(PARTITION_MOST_BYTES);
+            if part.records.is_empty() {
+                continue;
+            }
+            match BatchHeader::parse(part.records) {
+                // A batch larger than asked for: ask for it whole next time.
+                Some(h) if p.max_bytes < PARTITION_MOST_BYTES && h.size > p.max_bytes => {
+                    p.max_bytes = h.size.clamp(p.max_bytes.saturating_mul(2), PARTITION_MOST_BYTES);
+                }
+                // Not a v2 batch, a header that does not add up, or a batch
+                // larger than the most asked: the readers hear why (every 5 s).
+                header => {
+                    let why = match header {
+                        Some(h) => format!("a record batch of {} bytes at offset {}", h.size, ask.offset),
+                        None if part.records.len() > 16 && part.records[16] != 2 => format!(
+                            "message format v{} at offset {} (kshard's reader reads v2; set reader: librdkafka)",
+                            part.records[16], ask.offset
+                        ),
+                        None => format!("a record batch header that does not add up at offset {}", ask.offset),
+                    };
+                    p.not_before = Some(Instant::now() + REFUSED_BACKOFF);
+                    for r in &p.readings {
+                        r.sink.push(Delivery::Failed(Error::Refused {
+                            step: format!("reading {}/{}", key.0, key.1),
+                            message: why.clone(),
+                        }));
+                    }
+                }
             }
             continue;
         };

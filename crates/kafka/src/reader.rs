@@ -269,7 +269,18 @@ impl OwnReader {
     fn poll(&self, timeout: Duration) -> Result<ReadEvent<'_>> {
         // Set once a delivery has been waited for (see `next_delivery`).
         let mut deadline: Option<Instant> = None;
-        let mut walk = self.walk.lock().unwrap_or_else(PoisonError::into_inner);
+        // A record holds the walk until it is dropped: a second poll while
+        // one is held is a caller's mistake, told, not a deadlock.
+        let mut walk = match self.walk.try_lock() {
+            Ok(walk) => walk,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                return Err(Error::Refused {
+                    step: "polling a reader".into(),
+                    message: "a record of the previous poll is still held (drop it first)".into(),
+                });
+            }
+        };
         loop {
             if let Some((key, records)) = walk.as_mut() {
                 match records.next_record() {
@@ -277,9 +288,10 @@ impl OwnReader {
                         return Ok(ReadEvent::Record(ReadRecord { record: RecordOf::Kshard { walk, record } }));
                     }
                     Ok(None) => *walk = None,
+                    // The batch is skipped (the error says which); the walk
+                    // goes on with the next one at the next poll.
                     Err(e) => {
                         let step = format!("reading {}/{}", key.0, key.1);
-                        *walk = None;
                         return Err(Error::Refused { step, message: e.to_string() });
                     }
                 }

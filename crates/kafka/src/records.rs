@@ -9,7 +9,9 @@
 //! Nothing here trusts the bytes: every length is checked against what is
 //! left before it is used, a cut batch at the end (a broker fills an answer
 //! up to its size) ends the walk without an error, and anything else that
-//! does not add up is a [`Corrupt`] naming the offset of its batch.
+//! does not add up is a [`Corrupt`] naming the offset of its batch; the walk
+//! goes on with the next batch where the bad one says it ends (a batch whose
+//! header cannot be read ends the walk).
 
 use std::collections::HashSet;
 use std::ops::Range;
@@ -95,10 +97,15 @@ impl PartitionRecords {
     pub(crate) fn next_record(&mut self) -> Result<Option<RecordAt>, Corrupt> {
         loop {
             if let Some(cursor) = &mut self.current {
-                match cursor.next()? {
-                    Some(r) if r.offset < self.from => continue,
-                    Some(r) => return Ok(Some(r)),
-                    None => self.current = None,
+                match cursor.next() {
+                    Ok(Some(r)) if r.offset < self.from => continue,
+                    Ok(Some(r)) => return Ok(Some(r)),
+                    Ok(None) => self.current = None,
+                    // The rest of this batch is lost; the next batches are read.
+                    Err(e) => {
+                        self.current = None;
+                        return Err(e);
+                    }
                 }
             }
             if !self.next_batch()? {
@@ -117,13 +124,18 @@ impl PartitionRecords {
             let offset = i64::from_be_bytes(rest[..8].try_into().unwrap_or_default());
             let corrupt = |what: String| Corrupt { offset, what };
             if rest[16] != 2 {
+                // Nothing after it can be trusted to start where it says.
+                self.at = self.batches.len();
                 return Err(corrupt(format!(
                     "message format v{} (kshard's reader reads v2, Kafka's format since 0.11; \
                      set reader: librdkafka for older data)",
                     rest[16]
                 )));
             }
-            let h = BatchHeader::parse(rest).ok_or_else(|| corrupt("a header that does not add up".into()))?;
+            let Some(h) = BatchHeader::parse(rest) else {
+                self.at = self.batches.len();
+                return Err(corrupt("a header that does not add up".into()));
+            };
             let size = usize::try_from(h.size).map_err(|_| corrupt("a negative size".into()))?;
             if size > rest.len() {
                 // Cut at the end of the answer: the next Fetch starts there.
@@ -136,9 +148,9 @@ impl PartitionRecords {
             if stored != computed {
                 return Err(corrupt(format!("CRC-32C {computed:08x}, the batch says {stored:08x}")));
             }
-            if h.last_offset < self.from {
-                continue;
-            }
+            // The aborted transactions and their markers are followed
+            // through every batch, also those before `from`: the answer's
+            // list is for the offset fetched, which may be before it.
             if self.committed_only && h.producer_id >= 0 {
                 while let Some(&(producer, first)) = self.aborted.last() {
                     if first > h.last_offset {
@@ -157,7 +169,7 @@ impl PartitionRecords {
                     continue;
                 }
             }
-            if h.control || h.count == 0 {
+            if h.last_offset < self.from || h.control || h.count == 0 {
                 continue;
             }
             let records = self.batches.slice(start + HEADER..start + size);
@@ -402,6 +414,33 @@ mod tests {
         let everything = read_all(bytes, 0, false, vec![]).expect("read");
         let offsets: Vec<i64> = everything.iter().map(|r| r.0).collect();
         assert_eq!(offsets, vec![0, 1, 2, 4, 5, 7], "markers are never records");
+    }
+
+    #[test]
+    fn a_reader_ahead_of_the_fetch_follows_the_aborted_list_from_its_start() {
+        // Producer 7 aborts 1..=2 (marker 3), then commits 5 (marker 6); the
+        // answer (fetched from 0) lists (7, 1); this reader starts at 4.
+        let bytes = join(&[
+            batch(&[(0, Some(b"plain"))], Compression::None, None),
+            batch(&[(1, Some(b"x")), (2, Some(b"y"))], Compression::None, Some(7)),
+            marker(3, 7, false),
+            batch(&[(4, Some(b"plain2"))], Compression::None, None),
+            batch(&[(5, Some(b"kept"))], Compression::None, Some(7)),
+            marker(6, 7, true),
+        ]);
+        let offsets: Vec<i64> = read_all(bytes, 4, true, vec![(7, 1)]).expect("read").iter().map(|r| r.0).collect();
+        assert_eq!(offsets, vec![4, 5], "the committed transaction after the aborted one is kept");
+    }
+
+    #[test]
+    fn the_walk_goes_on_after_a_corrupt_batch() {
+        let mut first = batch(&[(0, Some(b"a"))], Compression::None, None).to_vec();
+        let last = first.len() - 1;
+        first[last] ^= 1;
+        let bytes = join(&[Bytes::from(first), batch(&[(1, Some(b"b"))], Compression::None, None)]);
+        let mut walk = PartitionRecords::new(bytes, 0, false, vec![]);
+        assert!(walk.next_record().is_err(), "the CRC");
+        assert_eq!(walk.next_record().expect("the next batch").map(|r| r.offset), Some(1));
     }
 
     #[test]

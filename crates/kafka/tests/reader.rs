@@ -5,7 +5,8 @@
 //! committed, aborted and still-open transactions (a committed-only reader
 //! stops at the open one's first offset and reads on once it commits),
 //! reading from the earliest offset, from an offset inside a batch and from
-//! one that was deleted (the log's start, as `auto.offset.reset=earliest`),
+//! one that was deleted or lies past the end (the log's start, as
+//! `auto.offset.reset=earliest`),
 //! partitions added while reading, over TLS and SASL, and across a broker
 //! that is killed and started again. kshard's reader shares one connection
 //! per broker among every reader made from the same settings.
@@ -210,6 +211,13 @@ fn deleted_offsets_added_partitions_and_one_connection() {
         let back = read_to_end(&reader, &[1, 2], 25);
         assert_eq!(back.records.iter().filter(|r| r.0 == 1).count(), 5, "{kind:?}");
         assert_eq!(back.records.iter().filter(|r| r.0 == 2).count(), 20, "{kind:?}");
+        // Past the end (a topic created again under a reader, say): out of
+        // range, so from the log's start, also while another reader of the
+        // same partition is at its end.
+        let beyond = PartitionReader::new(&s, &topic, &[(1, Some(500))]).expect("reader");
+        let back = read_to_end(&beyond, &[1], 20);
+        assert_eq!(back.records.iter().map(|r| r.1).collect::<Vec<_>>(), (0..20).collect::<Vec<_>>(), "{kind:?}");
+        drop(beyond);
         // Another reader made from the same settings, of another topic.
         let second = PartitionReader::new(&s, &other, &[(0, None)]).expect("reader");
         assert_eq!(read_to_end(&second, &[0], 5).records.len(), 5, "{kind:?}");

@@ -227,7 +227,9 @@ impl<'a> Log<'a> {
             self.io.reader.known_end(&self.spec.recovery_log.topic, self.spec.recovery_log.partition)
         };
         self.end = match known {
-            Some(end) => end,
+            // Never below an end the broker gave: an answer heard before it
+            // may be older.
+            Some(end) => end.max(self.end),
             None => watermarks(&self.io.admin, self.spec)?.1,
         };
         self.end_asked = Some(Instant::now());
