@@ -120,6 +120,18 @@ enum BenchCommand {
         #[arg(long, default_value_t = 3)]
         runs: usize,
     },
+    /// A caught-up `kshard serve` (each reader): percent of a core over a
+    /// window with `/metrics` scraped every few seconds, and one without.
+    Idle {
+        #[command(flatten)]
+        brokers: serve_config::KafkaArgs,
+        /// Seconds each window lasts.
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+        /// Seconds between scrapes.
+        #[arg(long, default_value_t = 5)]
+        scrape_seconds: u64,
+    },
     /// `serve --data-dir` on the offsets topic as it is: a cold start, then
     /// restarts after kill -9 on the data directory, next to the catch-up
     /// without one.
@@ -267,6 +279,9 @@ fn main() -> ExitCode {
         Command::Bench { command: BenchCommand::Restart { brokers, runs } } => bench::restart::restart(&brokers, runs),
         Command::Bench { command: BenchCommand::Failover { brokers, etcd, runs, lease_ttl } } => {
             bench::failover::failover(&bench::failover::FailoverBench { kafka: &brokers, etcd: &etcd, runs, lease_ttl })
+        }
+        Command::Bench { command: BenchCommand::Idle { brokers, seconds, scrape_seconds } } => {
+            bench::idle::idle(&bench::idle::IdleBench { kafka: &brokers, seconds, scrape_seconds })
         }
         Command::Bench { command: BenchCommand::CatchUp { brokers, runs } } => {
             bench::catch_up::catch_up(&brokers, runs)

@@ -6,6 +6,7 @@
 //! - [`catch_up`]: in one run on the same broker and data, the raw drain and
 //!   `kshard serve` (each its own process): time to done/ready, CPU-seconds and
 //!   peak RSS, medians over several runs;
+//! - [`idle`]: a caught-up `serve`'s CPU while scraped, and while not;
 //! - [`state`]: memory per tracked group-partition and `/metrics` render time;
 //! - [`record_times`]: one refresh's read of record times for lag in seconds;
 //! - [`restart`]: `serve --data-dir`'s cold start and restarts (after `kill -9`);
@@ -17,6 +18,7 @@
 pub(crate) mod catch_up;
 pub(crate) mod drain;
 pub(crate) mod failover;
+pub(crate) mod idle;
 pub(crate) mod record_times;
 pub(crate) mod restart;
 pub(crate) mod runtime;
