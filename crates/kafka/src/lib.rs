@@ -1,18 +1,21 @@
 //! `kshard-kafka`: the only kshard crate that talks to Kafka.
 //!
-//! It wraps rdkafka (with its bundled librdkafka: Debian's 2.0.2 cannot talk to
+//! A [`PartitionReader`] reads chosen partitions from chosen offsets with
+//! manual assignment and reports when each reaches its end: by default with
+//! kshard's own Fetch client (`fetcher.rs`: one connection per broker shared
+//! by every reader of a process, Fetch sessions, batches walked in place by
+//! `records.rs`), or with librdkafka's consumer ([`ReaderKind`]). The rest
+//! wraps rdkafka (with its bundled librdkafka: Debian's 2.0.2 cannot talk to
 //! every broker kshard supports) behind small, blocking types: a
-//! [`PartitionReader`] that reads chosen partitions from chosen offsets with
-//! manual assignment and reports when each reaches its end, a [`RecordWriter`]
-//! that produces keyed records (null values included) to explicit partitions,
-//! [`Admin`] calls (create and delete topics, metadata, batched watermarks, and
-//! ListGroups/OffsetFetch for consumer groups through librdkafka's admin API),
-//! a [`GroupConsumer`] that reads and commits like any application (classic or
-//! KIP-848 protocol), and committers that write offsets through the group
-//! coordinator without consuming: plain ([`OffsetCommitter`]) and inside
-//! transactions ([`TransactionalCommitter`]).
-//! Everything else in kshard sees these types, so a faster fetch path can replace
-//! rdkafka here alone. All clients log through `tracing`.
+//! [`RecordWriter`] that produces keyed records (null values included) to
+//! explicit partitions, [`Admin`] calls (create and delete topics, metadata,
+//! batched watermarks, and ListGroups/OffsetFetch for consumer groups
+//! through librdkafka's admin API), a [`GroupConsumer`] that reads and
+//! commits like any application (classic or KIP-848 protocol), and
+//! committers that write offsets through the group coordinator without
+//! consuming: plain ([`OffsetCommitter`]) and inside transactions
+//! ([`TransactionalCommitter`]). [`FetchTimes`] reads record timestamps with
+//! Fetch requests of its own. All clients log through `tracing`.
 //!
 //! Nothing here decodes record contents; that is `kshard-offsets`' job.
 
