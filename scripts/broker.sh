@@ -107,15 +107,7 @@ PROPERTIES
   done
 
   local cluster_id scram=()
-  # A random id in Kafka's form; like Kafka's own Uuid.randomUuid, never one
-  # that starts with "-" (kafka-storage would read it as an option).
-  cluster_id="$(python3 -c '
-import base64, uuid
-while True:
-    s = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-    if not s.startswith("-"):
-        print(s)
-        break')"
+  cluster_id="$(new_cluster_id)"
   for user in "${users[@]}"; do
     scram+=(--add-scram "SCRAM-SHA-512=[name=$user,password=${password[$user]}]")
   done

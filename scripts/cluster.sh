@@ -41,13 +41,7 @@ start() {
     echo "KSHARD_CLUSTER_STATE_DIR=$KSHARD_STATE_DIR"
   } >"$envfile"
   local cluster_id
-  cluster_id="$(python3 -c '
-import base64, uuid
-while True:
-    s = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-    if not s.startswith("-"):
-        print(s)
-        break')"
+  cluster_id="$(new_cluster_id)"
   for id in "${nodes[@]}"; do
     local node="$dir/node-$id" port="${ports[$((id - 1))]}" controller="${ports[$((id + 2))]}"
     mkdir -p "$node"

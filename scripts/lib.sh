@@ -46,6 +46,19 @@ PY
 # Prints a TCP port on 127.0.0.1 that is free now.
 free_port() { free_ports 1; }
 
+# Prints a random Kafka cluster id in Kafka's form; like Kafka's own
+# Uuid.randomUuid, never one that starts with "-" (kafka-storage would read it
+# as an option).
+new_cluster_id() {
+  python3 -c '
+import base64, uuid
+while True:
+    s = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    if not s.startswith("-"):
+        print(s)
+        break'
+}
+
 # Exports the KEY=VALUE lines a service script printed (values may hold spaces;
 # nothing is evaluated).
 export_settings() {
