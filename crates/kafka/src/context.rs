@@ -60,13 +60,35 @@ impl ClientContext for KshardContext {
 impl ConsumerContext for KshardContext {}
 
 impl ProducerContext for KshardContext {
-    type DeliveryOpaque = ();
+    /// Where the record's delivery result goes: a [`Delivered`] a writer
+    /// waits on, or the writer's shared untracked one (results logged).
+    type DeliveryOpaque = Arc<Delivered>;
 
-    fn delivery(&self, result: &DeliveryResult<'_>, _: Self::DeliveryOpaque) {
-        if let Err((error, _)) = result {
-            tracing::warn!(target: "librdkafka", %error, "a produced record was not delivered");
+    fn delivery(&self, result: &DeliveryResult<'_>, delivered: Self::DeliveryOpaque) {
+        use rdkafka::message::Message;
+        let outcome = match result {
+            Ok(message) => Ok(message.offset()),
+            Err((error, _)) => Err(error.to_string()),
+        };
+        if !delivered.tracked {
+            if let Err(error) = &outcome {
+                tracing::warn!(target: "librdkafka", %error, "a produced record was not delivered");
+            }
+            return;
         }
+        *delivered.outcome.lock().unwrap_or_else(PoisonError::into_inner) = Some(outcome);
+        delivered.done.notify_all();
     }
+}
+
+/// The delivery result of one produced record, filled by librdkafka's
+/// delivery callback: its offset, or why it was not written.
+#[derive(Debug, Default)]
+pub(crate) struct Delivered {
+    /// Someone waits for this record (else its result is only logged).
+    pub(crate) tracked: bool,
+    pub(crate) outcome: Mutex<Option<Result<i64, String>>>,
+    pub(crate) done: std::sync::Condvar,
 }
 
 /// What kind of access problem `error` is, when it is one that retrying cannot

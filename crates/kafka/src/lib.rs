@@ -48,7 +48,7 @@ pub use group_consumer::{GroupConsumer, GroupProtocol};
 pub use groups::{FetchedOffsets, GroupDescription, GroupListing, MemberDescription};
 pub use reader::{PartitionReader, ReadEvent, ReadRecord};
 pub use timestamps::{RecordTime, TimesRead, TimestampReader};
-pub use writer::RecordWriter;
+pub use writer::{Delivery, RecordWriter};
 
 /// The topic Kafka keeps committed offsets and group metadata in.
 pub const CONSUMER_OFFSETS_TOPIC: &str = "__consumer_offsets";

@@ -1,18 +1,63 @@
 //! Producing keyed records to explicit partitions.
 
-use std::time::Duration;
+use std::sync::{Arc, PoisonError};
+use std::time::{Duration, Instant};
 
 use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 
 use crate::config::ClientSettings;
-use crate::context::KshardContext;
-use crate::error::{Result, call};
+use crate::context::{Delivered, KshardContext};
+use crate::error::{Error, Result, call};
 
 /// A producer that writes records to explicit partitions and waits for them
-/// with [`RecordWriter::flush`]. Idempotence is on, so retries never duplicate
-/// or reorder records (the principal needs IdempotentWrite on the cluster).
+/// with [`RecordWriter::flush`], or for one record with
+/// [`RecordWriter::append`]'s [`Delivery`]. Idempotence is on, so retries
+/// never duplicate or reorder records (the principal needs IdempotentWrite on
+/// the cluster).
 pub struct RecordWriter {
     producer: ThreadedProducer<KshardContext>,
+    /// The delivery slot of records nobody waits for (their failures are logged).
+    untracked: Arc<Delivered>,
+}
+
+/// One appended record's delivery: wait for its offset, or why it failed.
+/// Waiting for one record does not wait for the others a shared writer
+/// holds (a member's 50 shards append through one writer).
+#[derive(Debug)]
+pub struct Delivery {
+    slot: Arc<Delivered>,
+    /// Where it went, for errors.
+    to: String,
+}
+
+impl Delivery {
+    /// The record's offset once the broker acknowledged it; an error naming
+    /// librdkafka's reason when it was not written (too large, no leader
+    /// within the producer's timeout, refused), or when `timeout` passed.
+    pub fn wait(&self, timeout: Duration) -> Result<i64> {
+        let deadline = Instant::now() + timeout;
+        let mut outcome = self.slot.outcome.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            match outcome.as_ref() {
+                Some(Ok(offset)) => return Ok(*offset),
+                Some(Err(why)) => {
+                    return Err(Error::Refused {
+                        step: format!("delivering a record to {}", self.to),
+                        message: why.clone(),
+                    });
+                }
+                None => {}
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(Error::Refused {
+                    step: format!("delivering a record to {}", self.to),
+                    message: format!("not acknowledged within {} ms", timeout.as_millis()),
+                });
+            }
+            outcome = self.slot.done.wait_timeout(outcome, left).unwrap_or_else(PoisonError::into_inner).0;
+        }
+    }
 }
 
 impl std::fmt::Debug for RecordWriter {
@@ -38,13 +83,32 @@ impl RecordWriter {
                 ("message.max.bytes", "16777216"),
             ],
         )?;
-        Ok(RecordWriter { producer })
+        Ok(RecordWriter { producer, untracked: Arc::new(Delivered::default()) })
+    }
+
+    /// Queues one record and returns its [`Delivery`] to wait on.
+    pub fn append(&self, topic: &str, partition: i32, key: &[u8], value: Option<&[u8]>) -> Result<Delivery> {
+        let slot = Arc::new(Delivered { tracked: true, ..Delivered::default() });
+        self.produce(topic, partition, key, value, Arc::clone(&slot))?;
+        Ok(Delivery { slot, to: format!("{topic}/{partition}") })
     }
 
     /// Queues one record; `value: None` produces a null value (a tombstone).
     /// Blocks while librdkafka's queue is full.
     pub fn send(&self, topic: &str, partition: i32, key: &[u8], value: Option<&[u8]>) -> Result<()> {
-        let mut record = BaseRecord::<[u8], [u8]>::to(topic).partition(partition).key(key);
+        self.produce(topic, partition, key, value, Arc::clone(&self.untracked))
+    }
+
+    fn produce(
+        &self,
+        topic: &str,
+        partition: i32,
+        key: &[u8],
+        value: Option<&[u8]>,
+        delivered: Arc<Delivered>,
+    ) -> Result<()> {
+        let mut record =
+            BaseRecord::<[u8], [u8], Arc<Delivered>>::with_opaque_to(topic, delivered).partition(partition).key(key);
         if let Some(v) = value {
             record = record.payload(v);
         }

@@ -2,7 +2,8 @@
 //! new primary's hand-off, and the old primary's late (zombie) transaction, all
 //! produced to one partition; a player reading it into a redb store applies the
 //! right branch only, and a player reopened on the store goes on from its
-//! checkpoint without replaying anything.
+//! checkpoint without replaying anything. A record the broker refuses is
+//! reported as that error, and its writer keeps the log.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -45,6 +46,11 @@ struct TestLog {
 
 impl TestLog {
     fn new(name: &str) -> Self {
+        Self::with_configs(name, &[])
+    }
+
+    /// A log topic with extra topic configs.
+    fn with_configs(name: &str, extra: &[(&str, &str)]) -> Self {
         let broker = Broker::from_env_or_start();
         let settings = ClientSettings::new(broker.brokers());
         let topic = unique_name(name);
@@ -53,7 +59,11 @@ impl TestLog {
             name: topic.clone(),
             partitions: 1,
             replication: 1,
-            configs: vec![("cleanup.policy".into(), "delete".into()), ("retention.ms".into(), "-1".into())],
+            configs: [("cleanup.policy", "delete"), ("retention.ms", "-1")]
+                .iter()
+                .chain(extra)
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
         };
         admin.create_topic(&spec).expect("log topic");
         let dir = std::env::temp_dir().join(unique_name(&format!("kshard-{name}")));
@@ -217,4 +227,26 @@ fn a_primary_commits_through_the_log_until_a_new_one_fences_it() {
     clients.play(&mut fresh);
     assert_eq!(fresh.store().get(b"x").expect("read"), Some(b"1".to_vec()));
     assert_eq!(fresh.store().get(b"y").expect("read"), Some(b"2".to_vec()));
+}
+
+#[test]
+fn a_record_the_broker_refuses_is_that_error_not_a_fence() {
+    use kshard_runtime::recovery_log::kafka::{LogError, commit, hand_off};
+    // The topic takes records of at most 4 KB.
+    let log = TestLog::with_configs("refused-log", &[("max.message.bytes", "4096")]);
+    let (clients, mut primary) = log.replica("primary");
+    hand_off(&clients.log(), &mut primary, 7, TIMEOUT).expect("hand-off");
+    let put = |k: &str, size: usize| vec![Mutation::Put { key: k.as_bytes().to_vec(), value: vec![b'v'; size] }];
+    let at = |o: i64| vec![SourceOffset { topic: "src".into(), partition: 0, offset: o }];
+    let refused =
+        commit(&clients.log(), &mut primary, 7, put("big", 64 * 1024), at(1), TIMEOUT).expect_err("too large");
+    assert!(
+        matches!(&refused, LogError::Kafka { step, .. } if step.contains("appending")),
+        "the delivery's own error, not a fence: {refused}"
+    );
+    assert!(refused.to_string().to_lowercase().contains("too large"), "{refused}");
+    // Still the log's writer: the next transaction goes through.
+    commit(&clients.log(), &mut primary, 7, put("small", 10), at(2), TIMEOUT).expect("commits");
+    assert_eq!(primary.store().get(b"small").expect("read").map(|v| v.len()), Some(10));
+    assert_eq!(primary.store().get(b"big").expect("read"), None);
 }

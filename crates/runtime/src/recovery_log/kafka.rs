@@ -144,10 +144,11 @@ pub fn hand_off<S: Store>(
             return Err(LogError::HandOffRace(attempts - 1));
         }
         let record = player.chain().next(author, Body::HandOff).encode();
-        log.writer
-            .send(log.topic, log.partition, b"", Some(&record))
-            .map_err(|source| LogError::Kafka { step: "appending", source })?;
-        log.writer.flush(timeout).map_err(|source| LogError::Kafka { step: "appending", source })?;
+        let delivery = log
+            .writer
+            .append(log.topic, log.partition, b"", Some(&record))
+            .map_err(|source| LogError::Kafka { step: "appending a hand-off", source })?;
+        delivery.wait(timeout).map_err(|source| LogError::Kafka { step: "appending a hand-off", source })?;
         // The end now includes the hand-off: read back to it. Ours was applied
         // when the player applied a hand-off by this author (a later one by
         // someone else fences us, and our writes will be skipped from there).
@@ -188,10 +189,13 @@ pub fn append<S: Store>(
     }
     let record = player.chain().next(author, body);
     let seq = record.seq;
-    log.writer
-        .send(log.topic, log.partition, b"", Some(&record.encode()))
+    // This record's own delivery, not the whole (shared) writer's: a record
+    // that was not written is that error, not "fenced" when it is not read back.
+    let delivery = log
+        .writer
+        .append(log.topic, log.partition, b"", Some(&record.encode()))
         .map_err(|source| LogError::Kafka { step: "appending", source })?;
-    log.writer.flush(timeout).map_err(|source| LogError::Kafka { step: "appending", source })?;
+    delivery.wait(timeout).map_err(|source| LogError::Kafka { step: "appending", source })?;
     play_to_head(log, player, timeout)?;
     // Applied when the chain went through our sequence number with us as author.
     if player.chain().seq() >= seq && player.chain().author() == Some(author) {
