@@ -425,6 +425,26 @@ impl BrokerLink {
     }
 }
 
+/// The `host:port` addresses of a bootstrap list as librdkafka reads it:
+/// comma-separated, each maybe with a `protocol://` prefix (dropped: the
+/// security settings say how to connect) and maybe without a port (9092).
+pub(crate) fn bootstrap_addresses(list: &str) -> Vec<String> {
+    list.split(',')
+        .map(|b| b.trim())
+        .map(|b| b.rsplit_once("://").map_or(b, |(_, address)| address))
+        .filter(|b| !b.is_empty())
+        .map(|b| {
+            // A port is digits after the last ':' (and after a bracketed IPv6 address).
+            let has_port = b.rsplit_once(':').is_some_and(|(host, port)| {
+                !port.is_empty()
+                    && port.bytes().all(|c| c.is_ascii_digit())
+                    && (!host.contains(':') || host.ends_with(']'))
+            });
+            if has_port { b.to_owned() } else { format!("{b}:9092") }
+        })
+        .collect()
+}
+
 fn set_timeouts(tcp: &TcpStream, timeout: Duration) -> std::io::Result<()> {
     let timeout = Some(timeout.max(Duration::from_millis(1)));
     tcp.set_read_timeout(timeout)?;
@@ -513,6 +533,14 @@ mod tests {
         ] {
             assert!(security(declined).is_none(), "{declined:?}");
         }
+    }
+
+    #[test]
+    fn bootstrap_lists_as_librdkafka_reads_them() {
+        assert_eq!(
+            bootstrap_addresses(" a:1, PLAINTEXT://b:2,SASL_SSL://c,d ,[::1]:3,[::1],,"),
+            vec!["a:1", "b:2", "c:9092", "d:9092", "[::1]:3", "[::1]:9092"]
+        );
     }
 
     #[test]

@@ -171,7 +171,7 @@ impl FetchTimes {
     /// keystores…, see [`Security`]).
     pub fn new(settings: &ClientSettings) -> Result<Option<Self>> {
         let Some(security) = Security::from_settings(settings)? else { return Ok(None) };
-        let bootstrap = settings.brokers.split(',').map(|b| b.trim().to_owned()).filter(|b| !b.is_empty()).collect();
+        let bootstrap = crate::broker_link::bootstrap_addresses(&settings.brokers);
         Ok(Some(FetchTimes {
             bootstrap,
             leaders: Mutex::new(None),

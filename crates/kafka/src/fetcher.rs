@@ -210,7 +210,7 @@ impl Fetcher {
     pub(crate) fn new(bootstrap: &str, security: Security, committed_only: bool) -> Result<Arc<Fetcher>> {
         let shared = Arc::new(Shared {
             security,
-            bootstrap: bootstrap.split(',').map(|b| b.trim().to_owned()).filter(|b| !b.is_empty()).collect(),
+            bootstrap: crate::broker_link::bootstrap_addresses(bootstrap),
             committed_only,
             state: Mutex::new(State::default()),
             changed: Condvar::new(),
