@@ -425,6 +425,11 @@ impl BrokerLink {
     }
 }
 
+/// A broker's `host:port` as a Metadata answer gives it: an IPv6 address in brackets.
+pub(crate) fn broker_address(host: &str, port: i32) -> String {
+    if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") }
+}
+
 /// The `host:port` addresses of a bootstrap list as librdkafka reads it:
 /// comma-separated, each maybe with a `protocol://` prefix (dropped: the
 /// security settings say how to connect) and maybe without a port (9092).
@@ -533,6 +538,12 @@ mod tests {
         ] {
             assert!(security(declined).is_none(), "{declined:?}");
         }
+    }
+
+    #[test]
+    fn broker_addresses_bracket_ipv6() {
+        assert_eq!(broker_address("10.0.0.1", 9092), "10.0.0.1:9092");
+        assert_eq!(broker_address("::1", 9093), "[::1]:9093");
     }
 
     #[test]

@@ -257,13 +257,7 @@ impl FetchTimes {
         let brokers: HashMap<i32, Arc<str>> = metadata
             .brokers
             .iter()
-            .map(|b| {
-                let host = b.host.as_str();
-                // An IPv6 address is written in brackets.
-                let address =
-                    if host.contains(':') { format!("[{host}]:{}", b.port) } else { format!("{host}:{}", b.port) };
-                (b.node_id.0, Arc::from(address))
-            })
+            .map(|b| (b.node_id.0, Arc::from(crate::broker_link::broker_address(b.host.as_str(), b.port))))
             .collect();
         let mut by_partition = ByPartition::default();
         for topic in &metadata.topics {

@@ -417,9 +417,7 @@ fn metadata<'a>(shared: &'a Shared, link: &mut Option<Counted<'a>>, topics: &[Ar
 fn apply_metadata(shared: &Arc<Shared>, answer: &MetadataResponse) {
     let mut state = shared.lock();
     for b in &answer.brokers {
-        let host = b.host.as_str();
-        let address = if host.contains(':') { format!("[{host}]:{}", b.port) } else { format!("{host}:{}", b.port) };
-        state.brokers.insert(b.node_id.0, Arc::from(address));
+        state.brokers.insert(b.node_id.0, Arc::from(crate::broker_link::broker_address(b.host.as_str(), b.port)));
     }
     let mut leaders = HashMap::new();
     for topic in &answer.topics {
