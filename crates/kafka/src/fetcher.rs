@@ -204,6 +204,15 @@ impl Drop for Fetcher {
 }
 
 impl Fetcher {
+    /// What the fetcher reads.
+    pub(crate) fn isolation(&self) -> crate::reader::Isolation {
+        if self.shared.committed_only {
+            crate::reader::Isolation::Committed
+        } else {
+            crate::reader::Isolation::Uncommitted
+        }
+    }
+
     /// A fetcher for `bootstrap` (`host:port`, comma-separated) over
     /// `security`. Its metadata thread starts now; broker threads start as
     /// partitions are read on them.

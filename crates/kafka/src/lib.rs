@@ -46,7 +46,8 @@ pub use error::{Error, Result};
 pub use fetch_times::FetchTimes;
 pub use group_consumer::{GroupConsumer, GroupProtocol};
 pub use groups::{FetchedOffsets, GroupDescription, GroupListing, MemberDescription};
-pub use reader::{PartitionReader, ReadEvent, ReadRecord};
+pub use reader::{Isolation, PartitionReader, ReadEvent, ReadRecord};
+pub use records::Transactional;
 pub use timestamps::{RecordTime, TimesRead, TimestampReader};
 pub use writer::{Delivery, RecordWriter};
 

@@ -1,6 +1,8 @@
 //! [`PartitionReader`]: chosen partitions read from chosen offsets, with an
-//! event when each reaches its end. No consumer group, no commits; committed
-//! records only (transactions' aborted records and markers never appear).
+//! event when each reaches its end. No consumer group, no commits. By
+//! default, committed records only (transactions' aborted records and
+//! markers never appear); [`Isolation::Uncommitted`] hands out every record,
+//! each transaction's named, and the markers that end them.
 //!
 //! Two clients do the reading, chosen by [`ClientSettings::reader`]:
 //! kshard's own ([`crate::fetcher`]: every reader made from the same
@@ -20,7 +22,25 @@ use crate::error::{Error, Result};
 use crate::fetch_session::PartitionKey;
 use crate::fetcher::{Delivery, Fetcher, Sink};
 use crate::rdkafka_reader::RdkafkaReader;
-use crate::records::{PartitionRecords, RecordAt};
+use crate::records::{PartitionRecords, RecordAt, Transactional};
+
+/// Which records a reader hands out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Isolation {
+    /// Committed records only (`read_committed`): aborted transactions and
+    /// markers never appear, and a partition ends at its last stable offset,
+    /// so that a transaction left open holds back every record after it
+    /// until the broker aborts it.
+    #[default]
+    Committed,
+    /// Every record up to the high watermark (`read_uncommitted`), each
+    /// record of a transaction naming its producer and each COMMIT or ABORT
+    /// marker handed out ([`ReadRecord::transactional`]): the caller sets
+    /// open transactions aside until their marker. kshard's reader only:
+    /// librdkafka hides producers and markers, so a librdkafka reader asked
+    /// for this reads committed records (see [`PartitionReader::isolation`]).
+    Uncommitted,
+}
 
 /// Reads partitions by manual assignment (see the module's doc).
 pub struct PartitionReader {
@@ -29,7 +49,7 @@ pub struct PartitionReader {
 
 enum Client {
     Librdkafka(RdkafkaReader),
-    Kshard(OwnReader),
+    Kshard(Box<OwnReader>),
 }
 
 impl std::fmt::Debug for PartitionReader {
@@ -112,6 +132,16 @@ impl<'a> ReadRecord<'a> {
         }
     }
 
+    /// The record's part in a transaction, for a reader of
+    /// [`Isolation::Uncommitted`] records; `None` for a record written
+    /// outside one, and always when reading committed records.
+    pub fn transactional(&self) -> Option<Transactional> {
+        match &self.record {
+            RecordOf::Librdkafka(_) => None,
+            RecordOf::Kshard { record, .. } => record.transactional,
+        }
+    }
+
     /// The key (`None` when null).
     pub fn key(&self) -> Option<&[u8]> {
         match (&self.record, self.record.kshard()) {
@@ -167,17 +197,30 @@ impl PartitionReader {
         start: &[(i32, Option<i64>)],
         queue_kbytes: u32,
     ) -> Result<Self> {
+        Self::with_isolation(settings, topic, start, queue_kbytes, Isolation::Committed)
+    }
+
+    /// [`PartitionReader::with_queue`] reading the records `isolation` says.
+    /// Readers share kshard's connections when they read with the same
+    /// settings and isolation.
+    pub fn with_isolation(
+        settings: &ClientSettings,
+        topic: &str,
+        start: &[(i32, Option<i64>)],
+        queue_kbytes: u32,
+        isolation: Isolation,
+    ) -> Result<Self> {
         let security = match settings.reader {
             ReaderKind::Kshard => Security::from_settings(settings)?,
             ReaderKind::Librdkafka => None,
         };
         let client = match security {
             Some(security) => {
-                let fetcher = shared_fetcher(settings, security)?;
+                let fetcher = shared_fetcher(settings, security, isolation)?;
                 let limit = usize::try_from(queue_kbytes).unwrap_or(usize::MAX).saturating_mul(1024).max(64 * 1024);
                 let (id, sink) = fetcher.sink(limit);
                 fetcher.add(id, &sink, topic, start);
-                Client::Kshard(OwnReader { fetcher, id, sink, walk: Mutex::new(None) })
+                Client::Kshard(Box::new(OwnReader { fetcher, id, sink, walk: Mutex::new(None) }))
             }
             None => Client::Librdkafka(RdkafkaReader::with_queue(settings, topic, start, queue_kbytes)?),
         };
@@ -216,6 +259,15 @@ impl PartitionReader {
         }
     }
 
+    /// The records this reader hands out: as asked, or committed ones for
+    /// librdkafka.
+    pub fn isolation(&self) -> Isolation {
+        match &self.client {
+            Client::Librdkafka(_) => Isolation::Committed,
+            Client::Kshard(r) => r.fetcher.isolation(),
+        }
+    }
+
     /// Which client reads: "kshard" or "librdkafka".
     pub fn client(&self) -> &'static str {
         match &self.client {
@@ -235,17 +287,18 @@ impl PartitionReader {
     }
 }
 
-/// The fetcher every reader made from `settings` (and its clones) shares.
-fn shared_fetcher(settings: &ClientSettings, security: Security) -> Result<Arc<Fetcher>> {
+/// The fetcher every reader made from `settings` (and its clones) with
+/// `isolation` shares.
+fn shared_fetcher(settings: &ClientSettings, security: Security, isolation: Isolation) -> Result<Arc<Fetcher>> {
     // Clones share the context; one whose properties changed since gets a
     // fetcher of its own.
-    let key = format!("{}\u{0}{:?}", settings.brokers, settings.properties);
+    let key = format!("{}\u{0}{:?}\u{0}{isolation:?}", settings.brokers, settings.properties);
     let mut fetchers = settings.context.fetchers.lock().unwrap_or_else(PoisonError::into_inner);
     fetchers.retain(|_, f| f.strong_count() > 0);
     if let Some(fetcher) = fetchers.get(&key).and_then(std::sync::Weak::upgrade) {
         return Ok(fetcher);
     }
-    let fetcher = Fetcher::new(&settings.brokers, security, true)?;
+    let fetcher = Fetcher::new(&settings.brokers, security, isolation == Isolation::Committed)?;
     fetchers.insert(key, Arc::downgrade(&fetcher));
     Ok(fetcher)
 }

@@ -3,8 +3,11 @@
 //! (gzip, snappy, lz4, zstd) decompressed into a buffer of their own, control
 //! batches (transaction markers) and, when reading committed records only,
 //! the batches of aborted transactions left out, as Kafka's own consumer
-//! does with the aborted-transaction list a Fetch answer carries. Pure: bytes
-//! in, records out; [`crate::fetcher`] does the I/O.
+//! does with the aborted-transaction list a Fetch answer carries. When
+//! reading every record instead, each record of a transaction names its
+//! producer and each COMMIT or ABORT marker is yielded, so that the caller
+//! can set open transactions aside itself. Pure: bytes in, records out;
+//! [`crate::fetcher`] does the I/O.
 //!
 //! Nothing here trusts the bytes: every length is checked against what is
 //! left before it is used, a cut batch at the end (a broker fills an answer
@@ -42,6 +45,29 @@ pub(crate) struct RecordAt {
     pub(crate) timestamp_ms: i64,
     pub(crate) key: Option<Range<usize>>,
     pub(crate) value: Option<Range<usize>>,
+    /// Its part in a transaction, when reading every record (never when
+    /// reading committed records only).
+    pub(crate) transactional: Option<Transactional>,
+}
+
+/// A record's part in a producer's transaction, as a reader of every record
+/// (not only committed ones) sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transactional {
+    /// A record of the producer's open transaction: it counts once the
+    /// producer's COMMIT marker comes, never if its ABORT marker does.
+    Record {
+        /// The producer.
+        producer_id: i64,
+    },
+    /// The marker that ends the producer's transaction (a control record:
+    /// its key and value are the marker's own).
+    Marker {
+        /// The producer.
+        producer_id: i64,
+        /// COMMIT (true) or ABORT.
+        committed: bool,
+    },
 }
 
 /// A walk over the batches of one partition's answer.
@@ -74,6 +100,10 @@ struct BatchCursor {
     base_offset: i64,
     timestamp_ms: i64,
     log_append_time: bool,
+    /// The batch's transaction, when its records are to say so.
+    producer: Option<i64>,
+    /// A control batch (its records are transaction markers).
+    control: bool,
 }
 
 impl PartitionRecords {
@@ -99,6 +129,8 @@ impl PartitionRecords {
             if let Some(cursor) = &mut self.current {
                 match cursor.next() {
                     Ok(Some(r)) if r.offset < self.from => continue,
+                    // A control record that is no transaction marker.
+                    Ok(Some(RecordAt { transactional: None, .. })) if cursor.control => continue,
                     Ok(Some(r)) => return Ok(Some(r)),
                     Ok(None) => self.current = None,
                     // The rest of this batch is lost; the next batches are read.
@@ -169,7 +201,7 @@ impl PartitionRecords {
                     continue;
                 }
             }
-            if h.last_offset < self.from || h.control || h.count == 0 {
+            if h.last_offset < self.from || (h.control && self.committed_only) || h.count == 0 {
                 continue;
             }
             let records = self.batches.slice(start + HEADER..start + size);
@@ -181,6 +213,8 @@ impl PartitionRecords {
                 base_offset: h.base_offset,
                 timestamp_ms: h.timestamp_ms,
                 log_append_time: h.log_append_time,
+                producer: (h.transactional && !self.committed_only).then_some(h.producer_id),
+                control: h.control,
             });
             return Ok(true);
         }
@@ -197,12 +231,22 @@ fn is_abort_marker(batch: Bytes) -> bool {
         base_offset: 0,
         timestamp_ms: 0,
         log_append_time: false,
+        producer: Some(0),
+        control: true,
     };
-    match cursor.next() {
-        Ok(Some(RecordAt { key: Some(key), .. })) => {
-            cursor.buffer.get(key).is_some_and(|k| k.len() >= 4 && i16::from_be_bytes([k[2], k[3]]) == 0)
-        }
-        _ => false,
+    matches!(
+        cursor.next(),
+        Ok(Some(RecordAt { transactional: Some(Transactional::Marker { committed: false, .. }), .. }))
+    )
+}
+
+/// The marker a control record's key names (`version int16, type int16`:
+/// type 0 ABORT, 1 COMMIT; other control records are none).
+fn marker_of(key: Option<&[u8]>, producer_id: i64) -> Option<Transactional> {
+    match key? {
+        [_, _, 0, 0, ..] => Some(Transactional::Marker { producer_id, committed: false }),
+        [_, _, 0, 1, ..] => Some(Transactional::Marker { producer_id, committed: true }),
+        _ => None,
     }
 }
 
@@ -263,7 +307,12 @@ impl BatchCursor {
         } else {
             self.timestamp_ms.checked_add(timestamp_delta).ok_or_else(|| corrupt("a timestamp past i64"))?
         };
-        Ok(Some(RecordAt { offset, timestamp_ms, key, value }))
+        let transactional = match self.producer {
+            Some(producer_id) if self.control => marker_of(key.clone().and_then(|k| buf.get(k)), producer_id),
+            Some(producer_id) => Some(Transactional::Record { producer_id }),
+            None => None,
+        };
+        Ok(Some(RecordAt { offset, timestamp_ms, key, value, transactional }))
     }
 }
 
@@ -345,6 +394,9 @@ mod tests {
         let mut walk = PartitionRecords::new(bytes, from, committed, aborted);
         let mut out = Vec::new();
         while let Some(r) = walk.next_record()? {
+            if let Some(Transactional::Marker { .. }) = r.transactional {
+                continue;
+            }
             let value = r.value.map(|v| walk.buffer()[v].to_vec());
             let key = r.key.map(|k| walk.buffer()[k].to_vec());
             assert_eq!(key, Some(format!("k{}", r.offset).into_bytes()));
@@ -413,7 +465,41 @@ mod tests {
         assert_eq!(offsets, vec![0, 4, 5, 7]);
         let everything = read_all(bytes, 0, false, vec![]).expect("read");
         let offsets: Vec<i64> = everything.iter().map(|r| r.0).collect();
-        assert_eq!(offsets, vec![0, 1, 2, 4, 5, 7], "markers are never records");
+        assert_eq!(offsets, vec![0, 1, 2, 4, 5, 7], "markers are never data records");
+    }
+
+    #[test]
+    fn reading_every_record_names_each_transaction_and_yields_its_marker() {
+        let bytes = join(&[
+            batch(&[(0, Some(b"plain"))], Compression::None, None),
+            batch(&[(1, Some(b"x")), (2, Some(b"y"))], Compression::Zstd, Some(7)),
+            marker(3, 7, false),
+            batch(&[(4, Some(b"kept"))], Compression::None, Some(8)),
+            marker(5, 8, true),
+        ]);
+        let tags = |from: i64| -> Vec<(i64, Option<Transactional>)> {
+            let mut walk = PartitionRecords::new(bytes.clone(), from, false, vec![]);
+            std::iter::from_fn(|| walk.next_record().expect("read")).map(|r| (r.offset, r.transactional)).collect()
+        };
+        let record = |producer_id| Some(Transactional::Record { producer_id });
+        let marker = |producer_id, committed| Some(Transactional::Marker { producer_id, committed });
+        assert_eq!(
+            tags(0),
+            vec![
+                (0, None),
+                (1, record(7)),
+                (2, record(7)),
+                (3, marker(7, false)),
+                (4, record(8)),
+                (5, marker(8, true))
+            ]
+        );
+        assert_eq!(tags(3), vec![(3, marker(7, false)), (4, record(8)), (5, marker(8, true))]);
+        let mut committed = PartitionRecords::new(bytes, 0, true, vec![(7, 1)]);
+        let offsets: Vec<_> = std::iter::from_fn(|| committed.next_record().expect("read"))
+            .map(|r| (r.offset, r.transactional))
+            .collect();
+        assert_eq!(offsets, vec![(0, None), (4, None)], "reading committed, nothing is tagged");
     }
 
     #[test]

@@ -26,6 +26,8 @@
 
 use std::collections::BTreeMap;
 
+pub use kshard_kafka::{Isolation, Transactional};
+
 use crate::model::ShardSpec;
 use crate::recovery_log::record::{Mutation, SourceOffset};
 use crate::store::{Store, StoreError};
@@ -43,6 +45,11 @@ pub struct Message<'a> {
     pub key: Option<&'a [u8]>,
     /// Its value.
     pub value: Option<&'a [u8]>,
+    /// Its part in a transaction, for an application that reads
+    /// [`Isolation::Uncommitted`] records (see [`Application::isolation`]):
+    /// a record of a producer's open transaction, or the marker ending it
+    /// (whose key and value are the marker's own). `None` otherwise.
+    pub transactional: Option<Transactional>,
 }
 
 /// An application of the runtime.
@@ -50,6 +57,14 @@ pub trait Application: Send + Sync + 'static {
     /// Takes one message into the transaction `txn` of `shard`. An error fails
     /// the replica (the transaction is not committed).
     fn consume(&self, shard: &ShardSpec, txn: &mut Transaction<'_>, message: &Message<'_>) -> Result<(), String>;
+
+    /// The records the application's sources are read for: committed ones
+    /// (the default), or every record with its part in a transaction and
+    /// the markers, for an application that sets open transactions aside
+    /// in its store itself (the lag monitor, as Kafka's coordinator does).
+    fn isolation(&self) -> Isolation {
+        Isolation::Committed
+    }
 
     /// The replica of `shard` is about to become primary: `store` holds the
     /// shard's state as of its checkpoint (`offsets`, each source's next

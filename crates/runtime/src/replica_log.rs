@@ -195,9 +195,11 @@ impl<'a> Log<'a> {
         };
         let log = &spec.recovery_log;
         let start = [(log.partition, Some(player.next_offset()))];
-        let reader =
-            PartitionReader::with_queue(&ctx.settings, &log.topic, &start, crate::replica_worker::READER_QUEUE_KBYTES)
-                .map_err(kafka("opening a reader"))?;
+        // The log's writer is not transactional, so either isolation reads
+        // the same records: the sources' one shares their connections.
+        let queue = crate::replica_worker::READER_QUEUE_KBYTES;
+        let reader = PartitionReader::with_isolation(&ctx.settings, &log.topic, &start, queue, ctx.app.isolation())
+            .map_err(kafka("opening a reader"))?;
         Ok(Log {
             ctx,
             spec,

@@ -222,8 +222,14 @@ impl Sources {
         let from = |partitions: &BTreeMap<i32, i64>| -> Vec<(i32, Option<i64>)> {
             partitions.iter().map(|(p, o)| (*p, Some(*o))).collect()
         };
-        let reader = PartitionReader::with_queue(&ctx.settings, first, &from(start), READER_QUEUE_KBYTES)
-            .map_err(kafka("opening a source reader"))?;
+        let reader = PartitionReader::with_isolation(
+            &ctx.settings,
+            first,
+            &from(start),
+            READER_QUEUE_KBYTES,
+            ctx.app.isolation(),
+        )
+        .map_err(kafka("opening a source reader"))?;
         for (topic, start) in topics {
             reader.add_partitions(topic, &from(start)).map_err(kafka("opening a source reader"))?;
         }
@@ -278,6 +284,7 @@ impl Sources {
                         offset: r.offset(),
                         key: r.key(),
                         value: r.value(),
+                        transactional: r.transactional(),
                     };
                     spec_consume(log.ctx, spec, &mut txn, &message)?;
                     // A Kafka record holds about 1 MiB: commit well before.

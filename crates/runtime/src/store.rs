@@ -1,5 +1,6 @@
-//! The replica's local store: the [`Store`] contract and [`RedbStore`], a store
-//! in one redb file under the member's data directory.
+//! The replica's local store: the [`Store`] contract, [`RedbStore`], a store
+//! in one redb file under the member's data directory, and [`MemoryStore`],
+//! one in memory for tests of applications.
 //!
 //! Contract (what the runtime guarantees and what a store must do):
 //! - the runtime calls [`Store::apply`] with one recovery-log transaction at a
@@ -78,6 +79,51 @@ pub trait Store: Send {
     /// Entries in key order after `after` (from the first with `None`), until
     /// about `max_bytes` of keys and values: what a snapshot is written from.
     fn scan(&self, after: Option<&[u8]>, max_bytes: usize) -> Result<Entries, StoreError>;
+}
+
+/// A store in memory: what a process that stops loses (for tests that drive
+/// an application without a data directory).
+#[derive(Debug, Clone, Default)]
+pub struct MemoryStore {
+    data: std::collections::BTreeMap<Vec<u8>, Vec<u8>>,
+    checkpoint: Option<Checkpoint>,
+}
+
+impl Store for MemoryStore {
+    fn apply(&mut self, mutations: &[Mutation], checkpoint: &Checkpoint) -> Result<(), StoreError> {
+        for m in mutations {
+            match m {
+                Mutation::Put { key, value } => self.data.insert(key.clone(), value.clone()),
+                Mutation::Delete { key } => self.data.remove(key),
+            };
+        }
+        self.checkpoint = Some(checkpoint.clone());
+        Ok(())
+    }
+
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.data.get(key).cloned())
+    }
+
+    fn checkpoint(&self) -> Result<Option<Checkpoint>, StoreError> {
+        Ok(self.checkpoint.clone())
+    }
+
+    fn scan(&self, after: Option<&[u8]>, max_bytes: usize) -> Result<Entries, StoreError> {
+        let from = match after {
+            Some(key) => std::ops::Bound::Excluded(key),
+            None => std::ops::Bound::Unbounded,
+        };
+        let (mut out, mut bytes) = (Vec::new(), 0);
+        for (k, v) in self.data.range::<[u8], _>((from, std::ops::Bound::Unbounded)) {
+            bytes += k.len() + v.len();
+            out.push((k.clone(), v.clone()));
+            if bytes >= max_bytes {
+                break;
+            }
+        }
+        Ok(out)
+    }
 }
 
 /// redb's page cache per store. Its default suits one big database; a member

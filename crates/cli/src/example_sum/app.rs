@@ -92,7 +92,8 @@ mod tests {
 
     fn take(txn: &mut Transaction<'_>, seq: u64, inc: i64) -> Result<(), String> {
         let value = encode_increment(seq, inc);
-        let m = Message { topic: "t", partition: 0, offset: 0, key: Some(b"s1"), value: Some(&value) };
+        let m =
+            Message { topic: "t", partition: 0, offset: 0, key: Some(b"s1"), value: Some(&value), transactional: None };
         Sum.consume(&spec(), txn, &m)
     }
 
@@ -107,7 +108,14 @@ mod tests {
         assert!(repeat.contains("a repeat: sequence 2 after 2"), "{repeat}");
         let gap = take(&mut txn, 4, 1).expect_err("a gap");
         assert!(gap.contains("a gap: sequence 4 after 2"), "{gap}");
-        let m = Message { topic: "t", partition: 0, offset: 0, key: Some(b"s1"), value: Some(b"short") };
+        let m = Message {
+            topic: "t",
+            partition: 0,
+            offset: 0,
+            key: Some(b"s1"),
+            value: Some(b"short"),
+            transactional: None,
+        };
         assert!(Sum.consume(&spec(), &mut txn, &m).is_err());
     }
 }

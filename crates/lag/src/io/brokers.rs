@@ -9,7 +9,10 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use kshard_kafka::{Admin, ClientSettings, Error, FetchTimes, PartitionReader, ReadEvent, TimesRead, TimestampReader};
+use kshard_kafka::{
+    Admin, ClientSettings, Error, FetchTimes, Isolation, PartitionReader, ReadEvent, TimesRead, TimestampReader,
+    Transactional,
+};
 
 /// (low, high) watermarks by (topic, partition).
 pub type WatermarkMap = HashMap<(String, i32), (i64, i64)>;
@@ -71,6 +74,9 @@ pub enum SourceEvent<'a> {
         key: Option<&'a [u8]>,
         /// Its value.
         value: Option<&'a [u8]>,
+        /// Its part in a transaction (`None`: written outside one, or read
+        /// by a reader of committed records).
+        transactional: Option<Transactional>,
     },
     /// Everything `partition` holds now was delivered.
     EndOfPartition {
@@ -106,6 +112,7 @@ impl OffsetsSource for TopicReader {
                 offset: r.offset(),
                 key: r.key(),
                 value: r.value(),
+                transactional: r.transactional(),
             }),
             ReadEvent::EndOfPartition { partition, next_offset } => {
                 take(SourceEvent::EndOfPartition { partition, next_offset })
@@ -170,7 +177,10 @@ impl Connector for Kafka {
     }
 
     fn reader(&self, topic: &str, partitions: &[(i32, Option<i64>)]) -> Result<Box<dyn OffsetsSource>, Error> {
-        let reader = PartitionReader::new(&self.settings, topic, partitions)?;
+        // Every record, open transactions' too: the monitor sets their
+        // commits aside until the marker, as Kafka's coordinator does, so
+        // that a transaction left open holds back nothing else.
+        let reader = PartitionReader::with_isolation(&self.settings, topic, partitions, 1024, Isolation::Uncommitted)?;
         Ok(Box::new(TopicReader { reader, topic: topic.to_owned() }))
     }
 

@@ -7,7 +7,10 @@ pub(crate) mod burrow_http;
 pub(crate) mod http;
 pub(crate) mod offsets_reader;
 pub(crate) mod offsets_shards;
+pub(crate) mod pending_store;
 pub(crate) mod refresher;
 pub mod service;
 pub(crate) mod shards_reader;
 pub(crate) mod supervisor;
+#[cfg(test)]
+mod transactions_tests;

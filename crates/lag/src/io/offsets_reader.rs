@@ -158,11 +158,12 @@ impl OffsetsReader {
             // `idle`: nothing arrived, a good moment to check readiness and progress.
             let mut idle = false;
             let polled = reader.poll(Duration::from_millis(100), &mut |event| match event {
-                SourceEvent::Record { partition, offset, key, value } => {
+                SourceEvent::Record { partition, offset, key, value, transactional } => {
                     if !progressed || failing_since.is_some() {
                         self.showed_progress(&mut progressed, &mut failing_since);
                     }
-                    if let Err(s) = self.monitor.apply(partition, offset, key, value) {
+                    if let (Err(s), ()) = self.monitor.apply_then(partition, offset, transactional, key, value, |_| ())
+                    {
                         warn!(
                             partition = s.partition,
                             offset = s.offset,
@@ -260,9 +261,13 @@ mod tests {
     impl OffsetsSource for Scripted {
         fn poll(&mut self, _: Duration, take: &mut dyn FnMut(SourceEvent<'_>)) -> Result<(), kshard_kafka::Error> {
             match self.script.pop_front() {
-                Some(Next::Record(partition, offset, key, value)) => {
-                    take(SourceEvent::Record { partition, offset, key: Some(&key), value: value.as_deref() })
-                }
+                Some(Next::Record(partition, offset, key, value)) => take(SourceEvent::Record {
+                    partition,
+                    offset,
+                    key: Some(&key),
+                    value: value.as_deref(),
+                    transactional: None,
+                }),
                 Some(Next::End(partition, next_offset)) => take(SourceEvent::EndOfPartition { partition, next_offset }),
                 Some(Next::Fail(message)) => {
                     return Err(kshard_kafka::Error::Refused { step: "fetching".into(), message: message.into() });

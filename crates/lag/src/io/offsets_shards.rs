@@ -9,7 +9,11 @@
 //! record to the monitor's unit as it consumes it; when a replica becomes
 //! primary, its unit is rebuilt from the store by applying the entries in
 //! offset order (as if reading the compacted partition), then positioned at
-//! the store's checkpoint.
+//! the store's checkpoint. The offset commits of transactions still open
+//! are kept too, an entry per producer (see [`pending_store`]): a primary
+//! reads every record (`read_uncommitted`) and applies a transaction's
+//! commits at its COMMIT marker, as Kafka's coordinator does, so that a
+//! transaction left open holds back nothing else of its partition.
 //!
 //! Every member holds a replica of every shard (more hot standbys are wanted
 //! than there are members), and a standby's unit follows the transactions it
@@ -24,7 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use kshard_runtime::application::{Application, Message, Transaction};
+use kshard_runtime::application::{Application, Isolation, Message, Transaction, Transactional};
 use kshard_runtime::model::ShardSpec;
 use kshard_runtime::recovery_log::record::{Mutation, SourceOffset};
 use kshard_runtime::store::Store;
@@ -32,6 +36,7 @@ use tracing::{info, warn};
 
 use crate::group_offsets::{Applied, GroupOffsets};
 use crate::monitor::Monitor;
+use crate::pending_store;
 use crate::readiness::Event;
 
 /// The worker's name in logs and on `/ready` while a shard is not served.
@@ -123,7 +128,10 @@ fn stored_commits<'a>(key: &'a [u8], value: &[u8]) -> Option<(&'a str, u64)> {
 
 /// Applies a standby's transaction to its partition's unit: tombstones first,
 /// then the puts in the order of their offsets (what a rebuild from the store
-/// would apply), then the position moves to the checkpoint.
+/// would apply; a transaction's commits its primary applied at the marker
+/// are older than the position, and are taken only if newer than the
+/// offset in place), then the open transactions as stored, then the
+/// position moves to the checkpoint.
 pub(crate) fn follow_transaction(unit: &mut GroupOffsets, mutations: &[Mutation], next_offset: Option<i64>) {
     let position = unit.next_offset().unwrap_or(0);
     // A transaction the unit is already past (the unit was kept ahead of an
@@ -133,19 +141,23 @@ pub(crate) fn follow_transaction(unit: &mut GroupOffsets, mutations: &[Mutation]
     }
     let mut puts: Vec<(i64, &[u8], &[u8])> = Vec::with_capacity(mutations.len());
     let mut counts: Vec<(&[u8], &[u8])> = Vec::new();
+    let mut open: Vec<(i64, Option<&[u8]>)> = Vec::new();
     for m in mutations {
         match m {
             Mutation::Delete { key } if key.starts_with(COMMITS_PREFIX) => {}
+            Mutation::Delete { key } if key.starts_with(pending_store::PREFIX) => {
+                open.extend(pending_store::producer_of(key).map(|p| (p, None)));
+            }
             Mutation::Delete { key } => {
                 let _ = unit.apply_bytes(position.max(1) - 1, Some(key), None);
             }
             Mutation::Put { key, value } if key.starts_with(COMMITS_PREFIX) => counts.push((key, value)),
+            Mutation::Put { key, value } if key.starts_with(pending_store::PREFIX) => {
+                open.extend(pending_store::producer_of(key).map(|p| (p, Some(value.as_slice()))));
+            }
             Mutation::Put { key, value } => {
                 if let Some((offset, raw)) = value.split_first_chunk::<8>() {
-                    let offset = i64::from_be_bytes(*offset);
-                    if offset >= position {
-                        puts.push((offset, key, raw));
-                    }
+                    puts.push((i64::from_be_bytes(*offset), key, raw));
                 }
             }
         }
@@ -153,7 +165,18 @@ pub(crate) fn follow_transaction(unit: &mut GroupOffsets, mutations: &[Mutation]
     puts.sort_unstable_by_key(|(offset, _, _)| *offset);
     for (offset, key, value) in puts {
         // Records that did not decode were counted by the primary.
-        let _ = unit.apply_bytes(offset, Some(key), Some(value));
+        if offset >= position {
+            let _ = unit.apply_bytes(offset, Some(key), Some(value));
+        } else {
+            let _ = unit.apply_if_newer(offset, key, value);
+        }
+    }
+    for (producer, stored) in open {
+        match stored.map(pending_store::decode) {
+            Some(Ok(records)) => unit.restore_transaction(producer, records),
+            Some(Err(e)) => warn!(producer, error = %e, "an open transaction in the store does not read"),
+            None => unit.drop_transaction(producer),
+        }
     }
     for (key, value) in counts {
         if let Some((group, n)) = stored_commits(key, value) {
@@ -165,6 +188,73 @@ pub(crate) fn follow_transaction(unit: &mut GroupOffsets, mutations: &[Mutation]
     unit.reset_position(next_offset.unwrap_or(position).max(position));
 }
 
+/// What the store keeps of the record at `offset`: the offset, then the value.
+fn stored_value(offset: i64, value: &[u8]) -> Vec<u8> {
+    [&offset.to_be_bytes()[..], value].concat()
+}
+
+/// Sets `record` aside in `producer`'s open transaction in the store, in
+/// place of the transaction's record of `key` (`None`: drops that one).
+fn set_aside(
+    txn: &mut Transaction<'_>,
+    producer: i64,
+    record: Option<(i64, &[u8], &[u8])>,
+    key: &[u8],
+) -> Result<(), String> {
+    let entry = pending_store::key(producer);
+    let stored = txn.get(&entry).map_err(|e| e.to_string())?;
+    let records = stored.as_deref().map(pending_store::decode).transpose()?.unwrap_or_default();
+    if record.is_none() && !records.iter().any(|(_, k, _)| *k == key) {
+        return Ok(());
+    }
+    let records = pending_store::replaced(&records, key, record);
+    txn.put(entry, pending_store::encode(records));
+    Ok(())
+}
+
+impl OffsetsShards {
+    /// The marker ending `producer`'s transaction: at a COMMIT, each of its
+    /// records the store keeps in place of the key's, unless the key's
+    /// record in place is later in the log (Kafka's rule, as the unit
+    /// applies it); the transaction's entry goes.
+    fn end_transaction(
+        &self,
+        txn: &mut Transaction<'_>,
+        m: &Message<'_>,
+        producer: i64,
+        committed: bool,
+    ) -> Result<(), String> {
+        let entry = pending_store::key(producer);
+        let stored = txn.get(&entry).map_err(|e| e.to_string())?;
+        let records = stored.as_deref().map(pending_store::decode).transpose()?.unwrap_or_default();
+        let mut groups: Vec<&str> = records.iter().filter_map(|(_, key, _)| group_of(key)).collect();
+        groups.sort_unstable();
+        groups.dedup();
+        let (_, commits) = self.monitor.apply_then(m.partition, m.offset, m.transactional, None, None, |unit| {
+            groups.iter().map(|g| unit.group(g).map(|x| x.commits)).collect::<Vec<_>>()
+        });
+        if stored.is_some() {
+            txn.delete(entry);
+        }
+        if !committed {
+            return Ok(());
+        }
+        for (offset, key, value) in &records {
+            let in_place = txn.get(key).map_err(|e| e.to_string())?;
+            let at = in_place.as_deref().and_then(|v| v.first_chunk::<8>()).map(|a| i64::from_be_bytes(*a));
+            if at.is_none_or(|at| at < *offset) {
+                txn.put(*key, stored_value(*offset, value));
+            }
+        }
+        for (group, n) in groups.iter().zip(commits) {
+            if let Some(n) = n {
+                txn.put(commits_key(group), n.to_be_bytes());
+            }
+        }
+        Ok(())
+    }
+}
+
 fn partition_of(shard: &ShardSpec) -> Result<i32, String> {
     shard.sources.first().map(|s| s.partition).ok_or_else(|| format!("shard {} has no source", shard.id))
 }
@@ -173,6 +263,7 @@ fn partition_of(shard: &ShardSpec) -> Result<i32, String> {
 pub(crate) fn unit_from_store(store: &dyn Store, next_offset: Option<i64>) -> Result<GroupOffsets, String> {
     let mut entries: Vec<(i64, Vec<u8>, Vec<u8>)> = Vec::new();
     let mut counts: Vec<(String, u64)> = Vec::new();
+    let mut open: Vec<(i64, Vec<u8>)> = Vec::new();
     let mut after: Option<Vec<u8>> = None;
     loop {
         let chunk = store.scan(after.as_deref(), SCAN_CHUNK).map_err(|e| e.to_string())?;
@@ -181,6 +272,10 @@ pub(crate) fn unit_from_store(store: &dyn Store, next_offset: Option<i64>) -> Re
         for (key, value) in chunk {
             if let Some((group, n)) = stored_commits(&key, &value) {
                 counts.push((group.to_owned(), n));
+                continue;
+            }
+            if let Some(producer) = pending_store::producer_of(&key) {
+                open.push((producer, value));
                 continue;
             }
             let Some((offset, raw)) = value.split_first_chunk::<8>() else {
@@ -196,6 +291,9 @@ pub(crate) fn unit_from_store(store: &dyn Store, next_offset: Option<i64>) -> Re
         // counted then); they are kept for a kshard that can.
         let _ = unit.apply_bytes(*offset, Some(key), Some(value));
     }
+    for (producer, stored) in &open {
+        unit.restore_transaction(producer.to_owned(), pending_store::decode(stored)?);
+    }
     for (group, n) in counts {
         unit.set_commits(&group, n);
     }
@@ -207,18 +305,33 @@ pub(crate) fn unit_from_store(store: &dyn Store, next_offset: Option<i64>) -> Re
 
 impl Application for OffsetsShards {
     fn consume(&self, _: &ShardSpec, txn: &mut Transaction<'_>, m: &Message<'_>) -> Result<(), String> {
-        // The group's count of commits after the record, read under the
-        // unit's lock the record was applied under.
+        if let Some(Transactional::Marker { producer_id, committed }) = m.transactional {
+            return self.end_transaction(txn, m, producer_id, committed);
+        }
+        // The group's count of commits after the record, and the producers
+        // with a transaction open when an offset is deleted (the deletion
+        // drops their commits of it), read under the unit's lock the record
+        // was applied under.
         let group = m.key.and_then(group_of);
-        let (applied, commits) = self
-            .monitor
-            .apply_then(m.partition, m.offset, m.key, m.value, |unit| group.map(|g| unit.group(g).map(|x| x.commits)));
+        let (applied, (commits, open)) =
+            self.monitor.apply_then(m.partition, m.offset, m.transactional, m.key, m.value, |unit| {
+                let open: Vec<i64> = match m.value {
+                    None => unit.open_transactions().iter().map(|(producer, _)| producer).collect(),
+                    Some(_) => Vec::new(),
+                };
+                (group.map(|g| unit.group(g).map(|x| x.commits)), open)
+            });
         if let Err(s) = &applied {
             // Counted and logged, like the direct reader. Still kept: a later
             // kshard that can decode it restores it.
             warn!(partition = s.partition, offset = s.offset, reason = s.skipped.reason(), error = %s.skipped, topic = m.topic, "skipped a record of the offsets topic");
         }
         let Some(key) = m.key else { return Ok(()) };
+        if let (Ok(Applied::OffsetPending), Some(Transactional::Record { producer_id }), Some(value)) =
+            (&applied, m.transactional, m.value)
+        {
+            return set_aside(txn, producer_id, Some((m.offset, key, value)), key);
+        }
         // Each group's count of commits is kept too: every member, and the
         // next primary, then export the same counter.
         if let (Ok(applied), Some(group), Some(commits)) = (&applied, group, commits) {
@@ -229,15 +342,20 @@ impl Application for OffsetsShards {
             }
         }
         match m.value {
-            Some(value) => {
-                let mut stored = Vec::with_capacity(8 + value.len());
-                stored.extend_from_slice(&m.offset.to_be_bytes());
-                stored.extend_from_slice(value);
-                txn.put(key, stored);
+            Some(value) => txn.put(key, stored_value(m.offset, value)),
+            None => {
+                txn.delete(key);
+                for producer in open {
+                    set_aside(txn, producer, None, key)?;
+                }
             }
-            None => txn.delete(key),
         }
         Ok(())
+    }
+
+    /// Reads every record: transactions are set aside here until their marker.
+    fn isolation(&self) -> Isolation {
+        Isolation::Uncommitted
     }
 
     fn recovered(&self, shard: &ShardSpec, store: &dyn Store, offsets: &[SourceOffset]) -> Result<(), String> {

@@ -10,6 +10,8 @@
 //! tombstone deletes that partition's offset; a group tombstone deletes the
 //! group's metadata, and the group disappears once it has neither metadata nor
 //! offsets (Kafka also keeps offsets of a group whose metadata was deleted).
+//! Offsets committed inside a transaction wait in [`OpenTransactions`] for
+//! the transaction's marker (see [`GroupOffsets::apply_record`]).
 
 use std::sync::Arc;
 
@@ -18,6 +20,8 @@ use kshard_offsets::{
 };
 
 use crate::names::{FastMap, Names};
+use crate::open_transactions::{OpenTransactions, PendingCommit};
+pub use kshard_kafka::Transactional;
 
 /// The last offset a group committed for one partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,6 +34,9 @@ pub struct CommittedOffset {
     pub leader_epoch: i32,
     /// The client's metadata string, `None` when empty (the usual case).
     pub metadata: Option<Box<str>>,
+    /// Where the commit's record is in the offsets topic's partition (-1
+    /// when not read from it): of two commits, the later record wins.
+    pub record_offset: i64,
 }
 
 /// A member of a group, as the group's metadata lists it.
@@ -181,6 +188,14 @@ pub enum Applied {
     GroupDeleted,
     /// A KIP-848 member was added, changed or removed.
     ConsumerGroupMember,
+    /// An offset commit of an open transaction, set aside until its marker.
+    OffsetPending,
+    /// A producer's transaction ended: committed (its commits applied,
+    /// those older than the offset in place excepted) or aborted.
+    TransactionEnded {
+        /// COMMIT or ABORT.
+        committed: bool,
+    },
     /// A record kshard does not need (assignments, share and streams groups, …).
     Ignored(RecordType),
 }
@@ -243,6 +258,8 @@ pub struct GroupOffsets {
     /// KIP-848 assignments read before their member's metadata record (after
     /// compaction a member's assignment can come first), by group and member.
     pending_assignments: FastMap<(Arc<str>, Box<str>), AssignmentById>,
+    /// Offset commits of transactions not ended yet.
+    open: OpenTransactions,
     /// The next offset to read from this partition (`None` before the first record).
     next_offset: Option<i64>,
 }
@@ -251,14 +268,132 @@ impl GroupOffsets {
     /// Applies the record at `offset` given as raw bytes; a record that does not
     /// decode is skipped, and the position still moves past it.
     pub fn apply_bytes(&mut self, offset: i64, key: Option<&[u8]>, value: Option<&[u8]>) -> Result<Applied, Skipped> {
-        self.next_offset = Some(offset + 1);
-        let key = key.ok_or(Skipped::NullKey)?;
-        let record = Record::decode(key, value).map_err(Skipped::Malformed)?;
-        Ok(self.apply(&record))
+        self.apply_record(offset, None, key, value)
     }
 
-    /// Applies a decoded record.
+    /// Applies the record at `offset`, read with its part in a transaction
+    /// (`None`: written outside one). A transaction's offset commit waits
+    /// for the producer's marker; its other records (Kafka writes none)
+    /// apply at once. A marker's key and value are not looked at.
+    pub fn apply_record(
+        &mut self,
+        offset: i64,
+        transactional: Option<Transactional>,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+    ) -> Result<Applied, Skipped> {
+        self.next_offset = Some(offset + 1);
+        let producer = match transactional {
+            Some(Transactional::Marker { producer_id, committed }) => {
+                self.end_transaction(producer_id, committed);
+                return Ok(Applied::TransactionEnded { committed });
+            }
+            Some(Transactional::Record { producer_id }) => Some(producer_id),
+            None => None,
+        };
+        let key = key.ok_or(Skipped::NullKey)?;
+        let record = Record::decode(key, value).map_err(Skipped::Malformed)?;
+        match (producer, &record) {
+            (
+                Some(producer),
+                Record { key: RecordKey::OffsetCommit { key, .. }, value: Some(RecordValue::OffsetCommit(v)) },
+            ) => {
+                let pending = PendingCommit {
+                    group: self.names.intern(&key.group),
+                    topic: self.names.intern(&key.topic),
+                    partition: key.partition,
+                    committed: committed(v, offset),
+                };
+                self.open.add(producer, pending);
+                Ok(Applied::OffsetPending)
+            }
+            _ => Ok(self.apply_at(offset, &record)),
+        }
+    }
+
+    /// Ends `producer`'s transaction: at a COMMIT, each of its offset
+    /// commits replaces the group's offset unless the record of the offset
+    /// in place is later in the log (Kafka's rule).
+    fn end_transaction(&mut self, producer: i64, committed: bool) {
+        let commits = self.open.end(producer);
+        if !committed {
+            return;
+        }
+        for c in commits {
+            self.commit_if_newer(&c.group, &c.topic, c.partition, c.committed);
+        }
+    }
+
+    /// Sets a group's offset unless the one in place has a later record.
+    fn commit_if_newer(&mut self, group: &str, topic: &str, partition: i32, committed: CommittedOffset) -> bool {
+        let in_place = self.groups.get(group).and_then(|g| g.offset(topic, partition)).map(|c| c.record_offset);
+        if in_place.is_some_and(|at| at >= committed.record_offset) {
+            return false;
+        }
+        let g = match self.groups.get_mut(group) {
+            Some(g) => g,
+            None => self.groups.entry(self.names.intern(group)).or_default(),
+        };
+        g.set_offset(&mut self.names, topic, partition, committed);
+        g.commits += 1;
+        true
+    }
+
+    /// Applies the offset commit at `offset` unless the group's offset in
+    /// place has a later record, without moving the position: a standby
+    /// taking a transaction's commits its primary applied at the marker.
+    /// Other records are not taken (false).
+    pub fn apply_if_newer(&mut self, offset: i64, key: &[u8], value: &[u8]) -> Result<bool, Skipped> {
+        match Record::decode(key, Some(value)).map_err(Skipped::Malformed)? {
+            Record { key: RecordKey::OffsetCommit { key, .. }, value: Some(RecordValue::OffsetCommit(v)) } => {
+                Ok(self.commit_if_newer(&key.group, &key.topic, key.partition, committed(&v, offset)))
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// The open transactions' offset commits.
+    pub fn open_transactions(&self) -> &OpenTransactions {
+        &self.open
+    }
+
+    /// Sets `producer`'s open transaction to the offset commits given as
+    /// raw records (offset, key, value), restored from a store; a record that
+    /// does not decode, or is no offset commit, is left out.
+    pub fn restore_transaction<'r>(
+        &mut self,
+        producer: i64,
+        records: impl IntoIterator<Item = (i64, &'r [u8], &'r [u8])>,
+    ) {
+        let mut commits = Vec::new();
+        for (offset, key, value) in records {
+            if let Ok(Record { key: RecordKey::OffsetCommit { key, .. }, value: Some(RecordValue::OffsetCommit(v)) }) =
+                Record::decode(key, Some(value))
+            {
+                commits.push(PendingCommit {
+                    group: self.names.intern(&key.group),
+                    topic: self.names.intern(&key.topic),
+                    partition: key.partition,
+                    committed: committed(&v, offset),
+                });
+            }
+        }
+        self.open.restore(producer, commits);
+    }
+
+    /// Forgets `producer`'s open transaction (a standby: its primary ended it).
+    pub fn drop_transaction(&mut self, producer: i64) {
+        self.open.end(producer);
+    }
+
+    /// Applies a decoded record, as the record at the current position.
     pub fn apply(&mut self, record: &Record<'_>) -> Applied {
+        let at = self.next_offset.map_or(-1, |n| n - 1);
+        self.apply_at(at, record)
+    }
+
+    /// Applies a decoded record read at `offset`, outside any transaction.
+    fn apply_at(&mut self, offset: i64, record: &Record<'_>) -> Applied {
         match (&record.key, &record.value) {
             (RecordKey::OffsetCommit { key, .. }, Some(RecordValue::OffsetCommit(v))) => {
                 if let Some(id) = v.topic_id
@@ -270,13 +405,16 @@ impl GroupOffsets {
                     Some(g) => g,
                     None => self.groups.entry(self.names.intern(&key.group)).or_default(),
                 };
-                group.set_offset(&mut self.names, &key.topic, key.partition, committed(v));
+                group.set_offset(&mut self.names, &key.topic, key.partition, committed(v, offset));
                 group.commits += 1;
                 Applied::OffsetCommitted
             }
             (RecordKey::OffsetCommit { key, .. }, None) => {
                 if let Some(group) = self.groups.get_mut(&*key.group) {
                     group.delete_offset(&key.topic, key.partition);
+                }
+                if !self.open.is_empty() {
+                    self.open.forget(&key.group, &key.topic, key.partition);
                 }
                 self.remove_if_empty(&key.group);
                 Applied::OffsetDeleted
@@ -471,7 +609,8 @@ impl GroupOffsets {
 
     /// Sets a group's committed offset as an Admin API reported it.
     pub fn set_committed(&mut self, group: &str, topic: &str, partition: i32, offset: i64) {
-        let committed = CommittedOffset { offset, commit_timestamp: -1, leader_epoch: -1, metadata: None };
+        let committed =
+            CommittedOffset { offset, commit_timestamp: -1, leader_epoch: -1, metadata: None, record_offset: -1 };
         let g = match self.groups.get_mut(group) {
             Some(g) => g,
             None => self.groups.entry(self.names.intern(group)).or_default(),
@@ -582,11 +721,13 @@ impl GroupOffsets {
     }
 }
 
-fn committed(v: &OffsetCommitValue<'_>) -> CommittedOffset {
+/// The commit `v`, its record at `record_offset`.
+fn committed(v: &OffsetCommitValue<'_>, record_offset: i64) -> CommittedOffset {
     CommittedOffset {
         offset: v.offset,
         commit_timestamp: v.commit_timestamp,
         leader_epoch: v.leader_epoch.unwrap_or(-1),
         metadata: (!v.metadata.is_empty()).then(|| v.metadata.as_ref().into()),
+        record_offset,
     }
 }

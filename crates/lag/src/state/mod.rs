@@ -11,5 +11,6 @@ pub(crate) mod lag_history;
 pub(crate) mod lag_time;
 pub(crate) mod monitor;
 pub(crate) mod names;
+pub(crate) mod open_transactions;
 pub(crate) mod readiness;
 pub(crate) mod watermarks;

@@ -280,14 +280,17 @@ impl Monitor {
         key: Option<&[u8]>,
         value: Option<&[u8]>,
     ) -> Result<Applied, SkippedRecord> {
-        self.apply_then(partition, offset, key, value, |_| ()).0
+        self.apply_then(partition, offset, None, key, value, |_| ()).0
     }
 
-    /// [`Monitor::apply`], then `after` with the unit, under the same lock.
+    /// [`Monitor::apply`] of a record read with its part in a transaction
+    /// (see [`GroupOffsets::apply_record`]), then `after` with the unit,
+    /// under the same lock.
     pub fn apply_then<R>(
         &self,
         partition: i32,
         offset: i64,
+        transactional: Option<crate::group_offsets::Transactional>,
         key: Option<&[u8]>,
         value: Option<&[u8]>,
         after: impl FnOnce(&GroupOffsets) -> R,
@@ -297,7 +300,7 @@ impl Monitor {
             let units = self.units.read().unwrap_or_else(PoisonError::into_inner);
             if let Some(unit) = units.get(&partition) {
                 let mut unit = lock(unit);
-                let result = unit.apply_bytes(offset, key, value);
+                let result = unit.apply_record(offset, transactional, key, value);
                 break (result, after(&unit));
             }
             drop(units);
