@@ -152,6 +152,12 @@ impl TransactionalCommitter {
         self.producer
             .send_offsets_to_transaction(&list, &metadata, Duration::from_secs(30))
             .map_err(call(step("sending")))?;
+        self.end(end)
+    }
+
+    /// Ends the transaction a [`TransactionEnd::LeaveOpen`] commit left open.
+    pub fn end(&self, end: TransactionEnd) -> Result<()> {
+        let step = |what: &str| format!("{what} the open transaction of {}", self.group_id);
         match end {
             TransactionEnd::Commit => {
                 self.producer.commit_transaction(Duration::from_secs(30)).map_err(call(step("committing")))

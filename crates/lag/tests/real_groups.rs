@@ -1,7 +1,8 @@
 //! `kshard serve` against groups that commit through Kafka's group coordinator —
 //! classic consumer groups, KIP-848 groups (`group.protocol=consumer`), plain
 //! commits without membership, and transactional commits, committed, aborted
-//! and left open — so every record kshard reads was written by Kafka itself.
+//! and left open (a producer killed inside its transaction: see
+//! `open_transactions.rs`) — so every record kshard reads was written by Kafka itself.
 //! The oracle is Kafka's own `kafka-consumer-groups --describe`: kshard's
 //! `/api/groups` and `/metrics` must agree with it exactly, in both scrape modes.
 
@@ -126,56 +127,4 @@ fn lag_of_real_groups_equals_kafka_consumer_groups_in_both_modes() {
     assert_eq!(assigned(&kip848, &events), Some(2.0), "{m:#?}");
     assert!(classic_info.contains("protocol=\"range\""), "the assignor: {classic_info}");
     drop((classic_member, kip848_member));
-}
-
-#[test]
-fn open_and_finished_transactions_neither_block_readiness_nor_leak_offsets() {
-    // A broker of this test's own: a transaction left open holds back what
-    // read_committed readers see of its __consumer_offsets partition.
-    let broker = Broker::start_private(&[]);
-    let settings = ClientSettings::new(broker.brokers());
-    let p = unique_name("txn");
-    let topic = format!("{p}-t");
-    create_and_fill(&settings, &topic, &[50]);
-    // One group's partition of __consumer_offsets ends in a commit marker...
-    let done = format!("{p}-done");
-    TransactionalCommitter::new(&settings, &format!("{p}-done-tx"), &done, Duration::from_secs(60))
-        .expect("txn")
-        .commit(&[(&topic, 0, 20)], TransactionEnd::Commit)
-        .expect("committed");
-    // ...another's in a transaction its producer never ends (as if killed):
-    // the broker aborts it only after the 10-minute transaction timeout.
-    let open = format!("{p}-open");
-    let committer =
-        TransactionalCommitter::new(&settings, &format!("{p}-open-tx"), &open, Duration::from_secs(600)).expect("txn");
-    committer.commit(&[(&topic, 0, 4)], TransactionEnd::Commit).expect("committed");
-    committer.commit(&[(&topic, 0, 9)], TransactionEnd::LeaveOpen).expect("left open");
-
-    // A plain commit of another group in the same partition of
-    // __consumer_offsets, after the open transaction: Kafka answers OffsetFetch
-    // with it at once, but no read_committed reader sees it before the
-    // transaction ends.
-    let partition = kshard_kafka::offsets_partition_for(&open, 50);
-    let held = (0..)
-        .map(|i| format!("held-{p}-{i}"))
-        .find(|g| kshard_kafka::offsets_partition_for(g, 50) == partition)
-        .expect("some name hashes to the partition");
-    OffsetCommitter::new(&settings, &held).expect("committer").commit(&[(&topic, 0, 30)]).expect("commit");
-
-    let mut service = serve(&settings, ScrapeMode::OffsetsTopic, &p);
-    // Ready long before the broker would abort the open transaction.
-    service.wait_ready();
-    let kafka = kafka_consumer_groups(broker.brokers(), &p);
-    assert_eq!(
-        kafka.iter().map(|r| (r.group.as_str(), r.committed)).collect::<Vec<_>>(),
-        [(done.as_str(), 20), (open.as_str(), 4)],
-        "Kafka reports the committed offsets only"
-    );
-    assert_agrees_with_kafka(&mut service, &kafka, &p, "with an open transaction");
-    // What the open transaction holds back shows, per partition.
-    let unread = format!("kshard_offsets_topic_unread_offsets{{partition_id=\"{partition}\"}}");
-    service.eventually("the held-back partition shows", |m| m.get(&unread).is_some_and(|n| *n >= 2.0));
-    assert_eq!(kafka_consumer_groups(broker.brokers(), &held).len(), 1, "Kafka already has the held-back commit");
-    drop(service);
-    drop(committer);
 }

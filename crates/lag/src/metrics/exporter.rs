@@ -83,14 +83,29 @@ pub(super) fn offsets_topic_unread_offsets(e: &mut DescriptorEncoder<'_>, m: &Mo
     let mut family = e.encode_descriptor(
         "offsets_topic_unread_offsets",
         "Offsets of a partition of the offsets topic past the reader's position at the last refresh: \
-         0, or 1 after a transaction marker; more for long means a transaction left open holds back \
-         later commits of that partition.",
+         0 at rest (more while reading; for long, the reader is stuck). kshard's reader reads past \
+         open transactions; with reader: librdkafka, an open transaction holds back later commits.",
         None,
         MetricType::Gauge,
     )?;
     let mut id = itoa_buf();
     for (partition, unread) in m.unread() {
         ConstGauge::new(unread).encode(family.encode_family(&[("partition_id", id.format(partition))])?)?;
+    }
+    Ok(())
+}
+
+pub(super) fn offsets_topic_open_transactions(e: &mut DescriptorEncoder<'_>, m: &Monitor) -> Encoded {
+    let mut family = e.encode_descriptor(
+        "offsets_topic_open_transactions",
+        "Transactions open in a partition of the offsets topic whose offset commits wait for their \
+         marker (a producer that died leaves one until the broker aborts it: transaction.timeout.ms).",
+        None,
+        MetricType::Gauge,
+    )?;
+    let mut id = itoa_buf();
+    for (partition, open) in m.open_transactions() {
+        ConstGauge::new(open as i64).encode(family.encode_family(&[("partition_id", id.format(partition))])?)?;
     }
     Ok(())
 }

@@ -91,6 +91,7 @@ impl Collector for LagCollector {
         exporter::catchup_offsets_remaining(e, &progress)?;
         exporter::catchup_partitions_caught_up(e, &progress)?;
         exporter::offsets_topic_unread_offsets(e, m)?;
+        exporter::offsets_topic_open_transactions(e, m)?;
         exporter::timings(e, &self.timings)?;
         // Watermarks the brokers have not confirmed lately are not current: no
         // series rather than frozen ones.

@@ -383,13 +383,21 @@ impl Monitor {
         *self.offsets_topic_ends.write().unwrap_or_else(PoisonError::into_inner) = ends;
     }
 
+    /// For each partition read, the transactions open in it whose offset
+    /// commits wait for their marker.
+    pub fn open_transactions(&self) -> Vec<(i32, usize)> {
+        let units = self.units.read().unwrap_or_else(PoisonError::into_inner);
+        let mut open: Vec<(i32, usize)> = units.iter().map(|(p, u)| (*p, lock(u).open_transactions().len())).collect();
+        open.sort_unstable();
+        open
+    }
+
     /// For each partition of the offsets topic, the offsets between the reader's
-    /// position and the high watermark of the last refresh. At rest that is 0,
-    /// or 1 when the partition ends in a transaction marker (never delivered);
-    /// more, for long, means commits kshard cannot read yet: a transaction left
-    /// open holds back every later commit of its partition until the broker
-    /// aborts it (`read_committed`), while Kafka already answers OffsetFetch
-    /// with the non-transactional ones.
+    /// position and the high watermark of the last refresh: 0 at rest. kshard's
+    /// reader reads past open transactions (their commits wait in the unit);
+    /// a librdkafka reader reads committed records only, so there a
+    /// transaction left open holds back every later commit of its partition
+    /// until the broker aborts it, and this stays above 1 meanwhile.
     pub fn unread(&self) -> Vec<(i32, i64)> {
         let ends = self.offsets_topic_ends.read().unwrap_or_else(PoisonError::into_inner);
         let units = self.units.read().unwrap_or_else(PoisonError::into_inner);
