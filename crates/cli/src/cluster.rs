@@ -131,6 +131,7 @@ pub(crate) fn run_member(cluster: &ClusterArgs, run: MemberRun) -> Result<()> {
             lease_ttl: Duration::from_secs(cluster.lease_ttl),
             data_dir,
             settings: run.settings.clone(),
+            partitions: None,
             store_faults: run.store_faults.clone(),
         };
         tracing::info!(member = %config.member.id, zone = %config.member.zone, %endpoint, data_dir = %config.data_dir.display(), "starting a member");

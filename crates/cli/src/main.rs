@@ -119,6 +119,10 @@ enum BenchCommand {
         /// Runs of each.
         #[arg(long, default_value_t = 3)]
         runs: usize,
+        /// A kminion binary (built from its source: see the README) to run
+        /// beside kshard in the same run, in `offsetsTopic` mode, to its `/ready`.
+        #[arg(long)]
+        kminion: Option<std::path::PathBuf>,
     },
     /// A caught-up `kshard serve` (each reader): percent of a core over a
     /// window with `/metrics` scraped every few seconds, and one without.
@@ -283,8 +287,8 @@ fn main() -> ExitCode {
         Command::Bench { command: BenchCommand::Idle { brokers, seconds, scrape_seconds } } => {
             bench::idle::idle(&bench::idle::IdleBench { kafka: &brokers, seconds, scrape_seconds })
         }
-        Command::Bench { command: BenchCommand::CatchUp { brokers, runs } } => {
-            bench::catch_up::catch_up(&brokers, runs)
+        Command::Bench { command: BenchCommand::CatchUp { brokers, runs, kminion } } => {
+            bench::catch_up::catch_up(&brokers, runs, kminion.as_deref())
         }
         Command::Bench {
             command: BenchCommand::Runtime { brokers, etcd, records, runs, lease_ttl, partitions, streams, batches },

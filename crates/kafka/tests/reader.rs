@@ -3,7 +3,9 @@
 //! reading the same partitions must agree record for record: every codec a
 //! producer writes (none, gzip, snappy, lz4, zstd), null keys and values,
 //! committed, aborted and still-open transactions (a committed-only reader
-//! stops at the open one's first offset and reads on once it commits),
+//! stops at the open one's first offset and reads on once it commits; kshard's
+//! reader of every record reads past it, naming each transaction's records
+//! and handing out the markers),
 //! reading from the earliest offset, from an offset inside a batch and from
 //! one that was deleted or lies past the end (the log's start, as
 //! `auto.offset.reset=earliest`),
@@ -14,7 +16,9 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use kshard_kafka::{Admin, ClientSettings, PartitionReader, ReadEvent, ReaderKind, RecordWriter, TopicSpec};
+use kshard_kafka::{
+    Admin, ClientSettings, Isolation, PartitionReader, ReadEvent, ReaderKind, RecordWriter, TopicSpec, Transactional,
+};
 use kshard_testkit::{Broker, Listener, unique_name};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 
@@ -181,10 +185,55 @@ fn transactions_committed_aborted_and_open() {
     }
     assert_eq!(first[0].1.records, first[1].1.records);
     assert_eq!(first[0].1.ends[&0], Some(14), "kshard's reader stops at the open transaction");
+    // Reading uncommitted, kshard's reader hands out every record to the high
+    // watermark, each transaction's with its producer, and the markers.
+    let every =
+        PartitionReader::with_isolation(&settings, &topic, &[(0, None)], 1024, Isolation::Uncommitted).expect("reader");
+    assert_eq!(every.isolation(), Isolation::Uncommitted);
+    let (tags, end) = tagged_to_end(&every, 16);
+    let producer_id = match tags.first() {
+        Some((0, Some(Transactional::Record { producer_id }))) => *producer_id,
+        other => panic!("the first record is the committed transaction's: {other:?}"),
+    };
+    let record = Some(Transactional::Record { producer_id });
+    let marker = |committed| Some(Transactional::Marker { producer_id, committed });
+    let mut expected: Vec<(i64, Option<Transactional>)> = (0..5).map(|o| (o, record)).collect();
+    expected.push((5, marker(true)));
+    expected.extend((6..10).map(|o| (o, record)));
+    expected.push((10, marker(false)));
+    expected.extend((11..14).map(|o| (o, None)));
+    expected.extend((14..16).map(|o| (o, record)));
+    assert_eq!(tags, expected, "every record, tagged");
+    assert_eq!(end, 16, "to the high watermark, past the open transaction");
+    let asked = PartitionReader::with_isolation(
+        &with_reader(&settings, ReaderKind::Librdkafka),
+        &topic,
+        &[(0, None)],
+        1024,
+        Isolation::Uncommitted,
+    )
+    .expect("reader");
+    assert_eq!(asked.isolation(), Isolation::Committed, "librdkafka hides producers and markers");
     producer.commit_transaction(t).expect("commit");
     for (kind, _, reader) in &first {
         let back = read_to_end(reader, &[0], 2);
         assert_eq!(keys(&back), vec!["open-0", "open-1"], "{kind:?} after the commit");
+    }
+    assert_eq!(tagged_to_end(&every, 1), (vec![(16, marker(true))], 17), "the open transaction's marker");
+}
+
+/// Reads with `reader` until its partition's end after at least `at_least`
+/// records: each record's offset and part in a transaction, and the end.
+fn tagged_to_end(reader: &PartitionReader, at_least: usize) -> (Vec<(i64, Option<Transactional>)>, i64) {
+    let mut tags = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        assert!(Instant::now() < deadline, "did not reach the end in 60 s: {tags:?}");
+        match reader.poll(Duration::from_millis(200)).expect("poll") {
+            ReadEvent::Record(r) => tags.push((r.offset(), r.transactional())),
+            ReadEvent::EndOfPartition { next_offset: Some(end), .. } if tags.len() >= at_least => return (tags, end),
+            _ => {}
+        }
     }
 }
 

@@ -28,6 +28,7 @@ pub mod metrics;
 pub mod model;
 pub mod node;
 pub mod node_http;
+pub mod partitions;
 pub mod recovery_log;
 pub mod replica;
 mod replica_log;

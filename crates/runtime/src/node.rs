@@ -28,6 +28,8 @@ use crate::keyspace::{Compare, Keyspace, KeyspaceError, Op, Snapshot, Txn, Watch
 use crate::member::{MemberError, Membership, become_leader};
 use crate::metrics::Metrics;
 use crate::model::{AssignmentValue, Hints, Keys, MemberSpec, ShardSpec};
+use crate::partitions::Partitions;
+use crate::partitions::kafka::KafkaPartitions;
 use crate::replica::{Action, AssignmentId, Event, Replica, State};
 use crate::replica_log::HintBoard;
 use crate::replica_worker::{self, Command, Progress, ProgressMap, WorkerContext};
@@ -47,6 +49,10 @@ pub struct NodeConfig {
     pub data_dir: PathBuf,
     /// How to reach Kafka (recovery logs and sources).
     pub settings: ClientSettings,
+    /// Where the recovery logs are and the sources come from instead of
+    /// Kafka through `settings` (a [`crate::partitions::memory::MemoryPartitions`]
+    /// in tests); `None`: Kafka.
+    pub partitions: Option<Arc<dyn Partitions>>,
     /// Fault injection for tests: the first N store applies of a shard fail.
     pub store_faults: BTreeMap<String, u32>,
 }
@@ -426,7 +432,9 @@ pub async fn run<K: Keyspace>(
 ) -> Result<(), NodeError> {
     tokio::pin!(shutdown);
     let worker = Arc::new(WorkerContext {
-        settings: config.settings.clone(),
+        partitions: config.partitions.clone().unwrap_or_else(|| {
+            Arc::new(KafkaPartitions::new(config.settings.clone(), crate::replica_log::KAFKA_TIMEOUT))
+        }),
         data_dir: config.data_dir.clone(),
         app,
         metrics: Arc::clone(&shared.metrics),
@@ -437,7 +445,6 @@ pub async fn run<K: Keyspace>(
             keys: config.keys.clone(),
             runtime: tokio::runtime::Handle::current(),
         }),
-        clients: std::sync::Mutex::new(None),
     });
     let (reports, mut reported) = unbounded_channel();
     let mut slots = BTreeMap::new();

@@ -18,10 +18,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use kshard_kafka::{Admin, PartitionReader, ReadEvent, RecordWriter};
-
 use crate::model::{Hint, Hints, ShardSpec};
-use crate::recovery_log::kafka::{LogClients, LogError, append, commit};
+use crate::partitions::{PartitionRead, Partitions, Polled};
+use crate::recovery_log::io::{LogClients, LogError, append, commit};
 use crate::recovery_log::player::{Played, Player};
 use crate::recovery_log::record::{Body, Mutation, SourceOffset};
 use crate::replica_worker::{Progress, WorkerContext};
@@ -96,10 +95,9 @@ impl Store for ReplicaStore {
 
 /// The clients of a replica's log.
 pub(crate) struct LogIo {
-    reader: PartitionReader,
-    /// Shared by the member's replicas.
-    writer: Arc<RecordWriter>,
-    admin: Arc<Admin>,
+    reader: Box<dyn PartitionRead>,
+    /// The member's, shared by its replicas.
+    partitions: Arc<dyn Partitions>,
 }
 
 impl LogIo {
@@ -107,9 +105,8 @@ impl LogIo {
         LogClients {
             topic: &spec.recovery_log.topic,
             partition: spec.recovery_log.partition,
-            reader: &self.reader,
-            writer: &self.writer,
-            admin: &self.admin,
+            reader: self.reader.as_ref(),
+            partitions: self.partitions.as_ref(),
         }
     }
 }
@@ -165,12 +162,11 @@ impl<'a> Log<'a> {
             step: "creating the data directory",
             message: format!("{}: {e}", ctx.data_dir.display()),
         })?;
-        let shared = ctx.shared_clients().map_err(kafka("opening the member's writer and admin client"))?;
-        let (writer, admin) = (shared.writer, shared.admin);
+        let partitions = Arc::clone(&ctx.partitions);
         let hints = ctx.hints.read(&spec.id).map_err(ReplicaError::Hints)?.map(|(h, _)| h);
         let store = Self::open_store(ctx, spec, false)?;
         let position = store.checkpoint()?.map_or(0, |c| c.log.next_offset);
-        let (low, high) = watermarks(&admin, spec)?;
+        let (low, high) = watermarks(partitions.as_ref(), spec)?;
         // A hint counts only when it points into the log as it is (a log
         // recreated under the same name makes old hints meaningless).
         let hint = hints.map(|h| h.current).filter(|h| (low..high).contains(&h.offset));
@@ -198,12 +194,12 @@ impl<'a> Log<'a> {
         // The log's writer is not transactional, so either isolation reads
         // the same records: the sources' one shares their connections.
         let queue = crate::replica_worker::READER_QUEUE_KBYTES;
-        let reader = PartitionReader::with_isolation(&ctx.settings, &log.topic, &start, queue, ctx.app.isolation())
-            .map_err(kafka("opening a reader"))?;
+        let reader =
+            partitions.reader(&log.topic, &start, queue, ctx.app.isolation()).map_err(kafka("opening a reader"))?;
         Ok(Log {
             ctx,
             spec,
-            io: LogIo { reader, writer, admin },
+            io: LogIo { reader, partitions },
             player,
             end: 0,
             end_asked: None,
@@ -232,7 +228,7 @@ impl<'a> Log<'a> {
             // Never below an end the broker gave: an answer heard before it
             // may be older.
             Some(end) => end.max(self.end),
-            None => watermarks(&self.io.admin, self.spec)?.1,
+            None => watermarks(self.io.partitions.as_ref(), self.spec)?.1,
         };
         self.end_asked = Some(Instant::now());
         self.publish();
@@ -253,7 +249,7 @@ impl<'a> Log<'a> {
     /// Reads what arrives within `wait` and plays it.
     pub(crate) fn tail(&mut self, wait: Duration) -> Result<(), ReplicaError> {
         // The record borrows the reader until it is dropped, below.
-        if let ReadEvent::Record(r) = self.io.reader.poll(wait).map_err(kafka("reading"))? {
+        if let Polled::Record(r) = self.io.reader.poll(wait).map_err(kafka("reading"))? {
             let offset = r.offset();
             let bytes = r.value().unwrap_or_default();
             // The writer is not transactional, so the log's offsets have no
@@ -261,7 +257,7 @@ impl<'a> Log<'a> {
             // them (it was further behind than the previous snapshot).
             let position = self.player.next_offset();
             if offset > position {
-                let (low, _) = watermarks(&self.io.admin, self.spec)?;
+                let (low, _) = watermarks(self.io.partitions.as_ref(), self.spec)?;
                 return Err(ReplicaError::Truncated { position, low });
             }
             let (app, spec, follow) = (&self.ctx.app, self.spec, self.follow);
@@ -299,7 +295,7 @@ impl<'a> Log<'a> {
             self.tail(Duration::from_millis(100))?;
         }
         if self.player.bootstrapping() {
-            let (low, _) = watermarks(&self.io.admin, self.spec)?;
+            let (low, _) = watermarks(self.io.partitions.as_ref(), self.spec)?;
             return Err(ReplicaError::NoSnapshotAtStart(low));
         }
         self.publish();
@@ -382,7 +378,7 @@ impl<'a> Log<'a> {
                 self.hint = Some(hint);
                 self.since_snapshot = 0;
                 let deleted =
-                    self.io.admin.delete_records(&spec.recovery_log.topic, spec.recovery_log.partition, previous);
+                    self.io.partitions.delete_before(&spec.recovery_log.topic, spec.recovery_log.partition, previous);
                 match deleted {
                     Ok(low) => {
                         tracing::info!(shard = %spec.id, offset = start.offset, bytes, low, ms = started.elapsed().as_millis() as u64, "snapshot written; log deleted before the previous one");
@@ -426,11 +422,11 @@ impl<'a> Log<'a> {
 
 /// The log partition's (low, high) watermarks. Retried for up to 30 s: a
 /// log topic just created answers "not leader" for a moment.
-fn watermarks(admin: &Admin, spec: &ShardSpec) -> Result<(i64, i64), ReplicaError> {
+fn watermarks(partitions: &dyn Partitions, spec: &ShardSpec) -> Result<(i64, i64), ReplicaError> {
     let key = (spec.recovery_log.topic.clone(), spec.recovery_log.partition);
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        match admin.watermarks(std::slice::from_ref(&key)) {
+        match partitions.ends(std::slice::from_ref(&key)) {
             Ok(marks) => return Ok(marks.get(&key).copied().unwrap_or((0, 0))),
             Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(200)),
             Err(e) => return Err(kafka("finding the log's ends")(e).into()),

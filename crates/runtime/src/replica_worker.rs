@@ -17,12 +17,11 @@ use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use kshard_kafka::{ClientSettings, PartitionReader, ReadEvent};
-
 use crate::application::{Application, Message, Transaction};
 use crate::metrics::Metrics;
 use crate::model::ShardSpec;
-use crate::recovery_log::kafka::hand_off;
+use crate::partitions::{PartitionRead, Partitions, Polled};
+use crate::recovery_log::io::hand_off;
 use crate::recovery_log::record::SourceOffset;
 use crate::replica::Event;
 use crate::replica_log::{HintBoard, KAFKA_TIMEOUT, Log, ReplicaError, kafka};
@@ -58,7 +57,9 @@ pub type ProgressMap = Arc<Mutex<BTreeMap<String, Progress>>>;
 
 /// What a worker needs, shared by all the member's replicas.
 pub(crate) struct WorkerContext {
-    pub(crate) settings: ClientSettings,
+    /// Where the recovery logs are and the sources come from (Kafka, or
+    /// memory), shared by the member's replicas.
+    pub(crate) partitions: Arc<dyn Partitions>,
     pub(crate) data_dir: PathBuf,
     pub(crate) app: Arc<dyn Application>,
     pub(crate) metrics: Arc<Metrics>,
@@ -67,33 +68,6 @@ pub(crate) struct WorkerContext {
     pub(crate) store_faults: BTreeMap<String, Arc<AtomicU32>>,
     /// The shards' hints.
     pub(crate) hints: Arc<dyn HintBoard>,
-    /// The writer and admin client every replica of the member shares (a
-    /// librdkafka client costs threads and buffers; a member may hold hundreds
-    /// of replicas). Made by the first replica that needs them.
-    pub(crate) clients: Mutex<Option<SharedClients>>,
-}
-
-/// A member's Kafka clients shared by its replicas.
-#[derive(Clone)]
-pub(crate) struct SharedClients {
-    pub(crate) writer: Arc<kshard_kafka::RecordWriter>,
-    pub(crate) admin: Arc<kshard_kafka::Admin>,
-}
-
-impl WorkerContext {
-    /// The member's shared writer and admin client, made on first use.
-    pub(crate) fn shared_clients(&self) -> Result<SharedClients, kshard_kafka::Error> {
-        let mut clients = self.clients.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(c) = clients.as_ref() {
-            return Ok(c.clone());
-        }
-        let made = SharedClients {
-            writer: Arc::new(kshard_kafka::RecordWriter::new(&self.settings)?),
-            admin: Arc::new(kshard_kafka::Admin::new(&self.settings, crate::replica_log::KAFKA_TIMEOUT)?),
-        };
-        *clients = Some(made.clone());
-        Ok(made)
-    }
 }
 
 /// The fetch queue of each replica's readers (its log's, and a primary's
@@ -200,7 +174,7 @@ fn serve(
 /// A primary's readers of its sources, and their next offsets (topic →
 /// partition → offset: looked up per message without allocating).
 struct Sources {
-    reader: PartitionReader,
+    reader: Box<dyn PartitionRead>,
     next: BTreeMap<String, BTreeMap<i32, i64>>,
 }
 
@@ -222,14 +196,10 @@ impl Sources {
         let from = |partitions: &BTreeMap<i32, i64>| -> Vec<(i32, Option<i64>)> {
             partitions.iter().map(|(p, o)| (*p, Some(*o))).collect()
         };
-        let reader = PartitionReader::with_isolation(
-            &ctx.settings,
-            first,
-            &from(start),
-            READER_QUEUE_KBYTES,
-            ctx.app.isolation(),
-        )
-        .map_err(kafka("opening a source reader"))?;
+        let reader = ctx
+            .partitions
+            .reader(first, &from(start), READER_QUEUE_KBYTES, ctx.app.isolation())
+            .map_err(kafka("opening a source reader"))?;
         for (topic, start) in topics {
             reader.add_partitions(topic, &from(start)).map_err(kafka("opening a source reader"))?;
         }
@@ -269,7 +239,7 @@ impl Sources {
             }
             let wait = (max - elapsed).min(Duration::from_millis(100));
             match self.reader.poll(wait).map_err(kafka("reading a source"))? {
-                ReadEvent::Record(r) => {
+                Polled::Record(r) => {
                     // Not a source, or before the position (a re-read after a
                     // reset): taking it would count a message twice.
                     let next = self.next.get_mut(r.topic()).and_then(|p| p.get_mut(&r.partition()));
@@ -292,7 +262,7 @@ impl Sources {
                         break;
                     }
                 }
-                ReadEvent::EndOfPartition { partition, next_offset } => {
+                Polled::EndOfPartition { partition, next_offset } => {
                     // The event names the partition only: a number two source
                     // topics share cannot be told apart, and moves nothing.
                     let mut candidates = spec.sources.iter().filter(|s| s.partition == partition);
@@ -318,8 +288,8 @@ impl Sources {
                         break;
                     }
                 }
-                ReadEvent::Idle if elapsed >= min => break,
-                ReadEvent::Idle => {}
+                Polled::Idle if elapsed >= min => break,
+                Polled::Idle => {}
             }
         }
         let messages = txn.messages();

@@ -9,8 +9,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use kshard_kafka::{Admin, ClientSettings, PartitionReader, RecordWriter, TopicSpec};
+use kshard_runtime::partitions::kafka::KafkaPartitions;
 use kshard_runtime::recovery_log::chain::{Chain, Skip};
-use kshard_runtime::recovery_log::kafka::{LogClients, play_to_head};
+use kshard_runtime::recovery_log::io::{LogClients, play_to_head};
 use kshard_runtime::recovery_log::player::{Played, Player};
 use kshard_runtime::recovery_log::record::{Body, LogRecord, Mutation, SourceOffset};
 use kshard_runtime::store::{RedbStore, Store};
@@ -88,12 +89,13 @@ impl Drop for TestLog {
     }
 }
 
-/// One replica's reader, writer and admin client of the log.
+/// One replica's reader and partitions of the log, and a writer of records
+/// made by hand.
 struct Clients {
     topic: String,
     reader: PartitionReader,
+    partitions: KafkaPartitions,
     writer: RecordWriter,
-    admin: Admin,
 }
 
 impl Clients {
@@ -101,13 +103,13 @@ impl Clients {
         Clients {
             topic: topic.to_owned(),
             reader: PartitionReader::new(settings, topic, &[(0, None)]).expect("reader"),
+            partitions: KafkaPartitions::new(settings.clone(), TIMEOUT),
             writer: RecordWriter::new(settings).expect("writer"),
-            admin: Admin::new(settings, TIMEOUT).expect("admin"),
         }
     }
 
     fn log(&self) -> LogClients<'_> {
-        LogClients { topic: &self.topic, partition: 0, reader: &self.reader, writer: &self.writer, admin: &self.admin }
+        LogClients { topic: &self.topic, partition: 0, reader: &self.reader, partitions: &self.partitions }
     }
 
     /// Reads to the end of the log into `player`.
@@ -177,7 +179,7 @@ fn a_zombie_primarys_late_write_is_ignored_and_playback_resumes_from_the_checkpo
 
 #[test]
 fn racing_hand_offs_each_take_the_log_in_turn_and_every_player_agrees() {
-    use kshard_runtime::recovery_log::kafka::hand_off;
+    use kshard_runtime::recovery_log::io::hand_off;
     let log = TestLog::new("handoff-log");
     let take_over = |author: u64| {
         let (clients, mut player) = log.replica(&author.to_string());
@@ -205,7 +207,7 @@ fn racing_hand_offs_each_take_the_log_in_turn_and_every_player_agrees() {
 
 #[test]
 fn a_primary_commits_through_the_log_until_a_new_one_fences_it() {
-    use kshard_runtime::recovery_log::kafka::{LogError, commit, hand_off};
+    use kshard_runtime::recovery_log::io::{LogError, commit, hand_off};
     let log = TestLog::new("commit-log");
     let (old_clients, mut old) = log.replica("old");
     hand_off(&old_clients.log(), &mut old, 1, TIMEOUT).expect("hand-off");
@@ -231,7 +233,7 @@ fn a_primary_commits_through_the_log_until_a_new_one_fences_it() {
 
 #[test]
 fn a_record_the_broker_refuses_is_that_error_not_a_fence() {
-    use kshard_runtime::recovery_log::kafka::{LogError, commit, hand_off};
+    use kshard_runtime::recovery_log::io::{LogError, commit, hand_off};
     // The topic takes records of at most 4 KB.
     let log = TestLog::with_configs("refused-log", &[("max.message.bytes", "4096")]);
     let (clients, mut primary) = log.replica("primary");

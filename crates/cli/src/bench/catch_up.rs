@@ -101,16 +101,17 @@ pub(crate) fn broker_port(kafka: &KafkaArgs) -> u16 {
 }
 
 /// `bench catch-up`: the drain, then `serve` with each reader (kshard's
-/// own and librdkafka's, or only the one `--reader` names), alternating,
-/// `runs` times each.
-pub(crate) fn catch_up(kafka: &KafkaArgs, runs: usize) -> Result<()> {
+/// own and librdkafka's, or only the one `--reader` names), then kminion
+/// when given, alternating, `runs` times each.
+pub(crate) fn catch_up(kafka: &KafkaArgs, runs: usize, kminion: Option<&std::path::Path>) -> Result<()> {
     // Fail here, with the reason, rather than in a child.
-    kafka.target()?;
+    let brokers = kafka.target()?.settings.brokers;
     let readers: Vec<String> = match &kafka.reader {
         Some(reader) => vec![reader.clone()],
         None => vec!["kshard".into(), "librdkafka".into()],
     };
     let mut drains = Vec::new();
+    let mut kminions = Vec::new();
     let mut serves: Vec<Vec<Run>> = vec![Vec::new(); readers.len()];
     let say = |i: usize, what: &str, r: &Run| {
         eprintln!(
@@ -133,6 +134,11 @@ pub(crate) fn catch_up(kafka: &KafkaArgs, runs: usize) -> Result<()> {
             say(i, &format!("serve ({reader})"), &s);
             runs.push(s);
         }
+        if let Some(path) = kminion {
+            let k = super::kminion::run_kminion(path, &brokers, broker_port(kafka))?;
+            say(i, "kminion", &k);
+            kminions.push(k);
+        }
     }
     let records = serves.iter().flatten().map(|r| r.records).max().unwrap_or(0).max(1);
     let m = |runs: &[Run], f: fn(&Run) -> f64| median(runs.iter().map(f).collect());
@@ -148,9 +154,22 @@ pub(crate) fn catch_up(kafka: &KafkaArgs, runs: usize) -> Result<()> {
     for (reader, runs) in readers.iter().zip(&serves) {
         row(&format!("kshard serve ({reader}) ready"), runs);
     }
+    if !kminions.is_empty() {
+        row("kminion (offsetsTopic) ready", &kminions);
+    }
     if let Some(first) = serves.first() {
         let ratio = m(first, |r| r.seconds) / m(&drains, |r| r.seconds).max(1e-9);
         println!("time to ready ({}) / raw drain: {ratio:.2}", readers[0]);
+        if !kminions.is_empty() {
+            let of = |f: fn(&Run) -> f64| m(&kminions, f) / m(first, f).max(1e-9);
+            println!(
+                "kminion / kshard ({}): time {:.1}x, CPU {:.1}x, peak RSS {:.1}x",
+                readers[0],
+                of(|r| r.seconds),
+                of(|r| r.stats.cpu_seconds),
+                of(|r| r.stats.peak_rss_mb)
+            );
+        }
     }
     Ok(())
 }

@@ -19,6 +19,7 @@ pub(crate) mod catch_up;
 pub(crate) mod drain;
 pub(crate) mod failover;
 pub(crate) mod idle;
+pub(crate) mod kminion;
 pub(crate) mod record_times;
 pub(crate) mod restart;
 pub(crate) mod runtime;

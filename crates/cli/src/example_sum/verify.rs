@@ -7,9 +7,10 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use kshard_kafka::{Admin, ClientSettings, PartitionReader, RecordWriter};
+use kshard_kafka::{Admin, ClientSettings, PartitionReader};
+use kshard_runtime::partitions::kafka::KafkaPartitions;
 use kshard_runtime::recovery_log::chain::Skip;
-use kshard_runtime::recovery_log::kafka::{LogClients, LogError, play_to_head};
+use kshard_runtime::recovery_log::io::{LogClients, LogError, play_to_head};
 use kshard_runtime::recovery_log::player::{Played, Player};
 use kshard_runtime::store::{RedbStore, Store};
 
@@ -49,7 +50,7 @@ fn compare(
 ) -> Result<()> {
     let deadline = Instant::now() + timeout;
     let log_topic = topic.log_topic();
-    let writer = RecordWriter::new(settings).context("connecting a producer")?;
+    let kafka = KafkaPartitions::new(settings.clone(), super::TIMEOUT);
     let (mut records, mut skipped, mut differences) = (0u64, 0usize, Vec::new());
     for p in 0..partitions {
         let shard = super::shard_id(p);
@@ -59,7 +60,7 @@ fn compare(
         // again if the primary deletes more meanwhile).
         let (mut player, mut reader) = open_at_start(settings, admin, &log_topic, p, scratch, &shard)?;
         loop {
-            let log = LogClients { topic: &log_topic, partition: p, reader: &reader, writer: &writer, admin };
+            let log = LogClients { topic: &log_topic, partition: p, reader: &reader, partitions: &kafka };
             let played = match play_to_head(&log, &mut player, super::TIMEOUT) {
                 // Deleted under us: a primary snapshotted and truncated meanwhile.
                 Err(LogError::Gap { .. }) => {

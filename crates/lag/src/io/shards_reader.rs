@@ -155,6 +155,7 @@ fn run_on<K: Keyspace>(
         lease_ttl,
         data_dir: data_dir.to_owned(),
         settings: reader.settings.clone(),
+        partitions: None,
         store_faults: Default::default(),
     };
     info!(partitions, %log_topic, data_dir = %data_dir.display(), member = %config.member.id, "reading the offsets topic through durable shards");

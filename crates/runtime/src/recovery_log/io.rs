@@ -1,6 +1,7 @@
-//! The recovery log on Kafka: one partition per shard, read with a
-//! [`PartitionReader`] into a [`Player`], written with a [`RecordWriter`].
-//! Blocking, like `kshard-kafka`: the replica runs these on a thread of its own.
+//! The recovery log on its partitions ([`Partitions`]: Kafka, or memory):
+//! one partition per shard, read into a [`Player`], appended to record by
+//! record. Blocking, like `kshard-kafka`: the replica runs these on a thread
+//! of its own.
 //!
 //! [`play_to_head`] reads to the end of the partition (what a standby does to
 //! leave BACKFILL, and keeps doing to tail). [`hand_off`] is how a new primary
@@ -10,7 +11,7 @@
 
 use std::time::{Duration, Instant};
 
-use kshard_kafka::{Admin, PartitionReader, ReadEvent, RecordWriter};
+use crate::partitions::{PartitionRead, Partitions, Polled};
 
 use super::player::{Played, Player};
 use super::record::{Body, Mutation, SourceOffset};
@@ -62,11 +63,9 @@ pub struct LogClients<'a> {
     /// The partition.
     pub partition: i32,
     /// Reads the partition (from the player's position).
-    pub reader: &'a PartitionReader,
-    /// Appends to it.
-    pub writer: &'a RecordWriter,
-    /// Asks where its end is.
-    pub admin: &'a Admin,
+    pub reader: &'a dyn PartitionRead,
+    /// Appends to it, and says where its end is.
+    pub partitions: &'a dyn Partitions,
 }
 
 impl LogClients<'_> {
@@ -74,8 +73,8 @@ impl LogClients<'_> {
     fn end(&self) -> Result<i64, LogError> {
         let key = (self.topic.to_owned(), self.partition);
         let watermarks = self
-            .admin
-            .watermarks(std::slice::from_ref(&key))
+            .partitions
+            .ends(std::slice::from_ref(&key))
             .map_err(|source| LogError::Kafka { step: "finding the end", source })?;
         Ok(watermarks.get(&key).map_or(0, |(_, high)| *high))
     }
@@ -102,7 +101,7 @@ pub fn play_to_head<S: Store>(
             .poll(Duration::from_millis(100))
             .map_err(|source| LogError::Kafka { step: "reading", source })?
         {
-            ReadEvent::Record(r) => {
+            Polled::Record(r) => {
                 let offset = r.offset();
                 // The writers are not transactional, so a log's offsets have no
                 // gaps: a jump means the reader was reset past deleted records.
@@ -114,7 +113,7 @@ pub fn play_to_head<S: Store>(
                     played.push(p);
                 }
             }
-            ReadEvent::EndOfPartition { .. } | ReadEvent::Idle => {}
+            Polled::EndOfPartition { .. } | Polled::Idle => {}
         }
     }
     Ok(played)
@@ -145,7 +144,7 @@ pub fn hand_off<S: Store>(
         }
         let record = player.chain().next(author, Body::HandOff).encode();
         let delivery = log
-            .writer
+            .partitions
             .append(log.topic, log.partition, b"", Some(&record))
             .map_err(|source| LogError::Kafka { step: "appending a hand-off", source })?;
         delivery.wait(timeout).map_err(|source| LogError::Kafka { step: "appending a hand-off", source })?;
@@ -192,7 +191,7 @@ pub fn append<S: Store>(
     // This record's own delivery, not the whole (shared) writer's: a record
     // that was not written is that error, not "fenced" when it is not read back.
     let delivery = log
-        .writer
+        .partitions
         .append(log.topic, log.partition, b"", Some(&record.encode()))
         .map_err(|source| LogError::Kafka { step: "appending", source })?;
     delivery.wait(timeout).map_err(|source| LogError::Kafka { step: "appending", source })?;

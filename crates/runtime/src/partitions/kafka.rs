@@ -1,0 +1,87 @@
+//! [`Partitions`] on Kafka: readers are `kshard-kafka`'s (sharing one
+//! connection per broker among a member's replicas); one writer and one admin
+//! client serve every replica of the member, made on first use (a librdkafka
+//! client costs threads and buffers, and a member may hold hundreds of
+//! replicas).
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use kshard_kafka::{Admin, ClientSettings, Error, Isolation, PartitionReader, ReadEvent, RecordWriter};
+
+use super::{Appended, AppendedOf, Ends, LogRecord, PartitionRead, Partitions, Polled};
+
+/// Kafka, as `settings` reach it.
+pub struct KafkaPartitions {
+    settings: ClientSettings,
+    /// Each admin call's timeout.
+    timeout: Duration,
+    clients: Mutex<Option<(Arc<RecordWriter>, Arc<Admin>)>>,
+}
+
+impl std::fmt::Debug for KafkaPartitions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaPartitions").field("brokers", &self.settings.brokers).finish_non_exhaustive()
+    }
+}
+
+impl KafkaPartitions {
+    /// Kafka through `settings`, each admin call waiting up to `timeout`.
+    pub fn new(settings: ClientSettings, timeout: Duration) -> Self {
+        KafkaPartitions { settings, timeout, clients: Mutex::new(None) }
+    }
+
+    /// The member's writer and admin client, made on first use.
+    fn clients(&self) -> Result<(Arc<RecordWriter>, Arc<Admin>), Error> {
+        let mut clients = self.clients.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(c) = clients.as_ref() {
+            return Ok(c.clone());
+        }
+        let made = (Arc::new(RecordWriter::new(&self.settings)?), Arc::new(Admin::new(&self.settings, self.timeout)?));
+        *clients = Some(made.clone());
+        Ok(made)
+    }
+}
+
+impl Partitions for KafkaPartitions {
+    fn reader(
+        &self,
+        topic: &str,
+        start: &[(i32, Option<i64>)],
+        queue_kbytes: u32,
+        isolation: Isolation,
+    ) -> Result<Box<dyn PartitionRead>, Error> {
+        Ok(Box::new(PartitionReader::with_isolation(&self.settings, topic, start, queue_kbytes, isolation)?))
+    }
+
+    fn append(&self, topic: &str, partition: i32, key: &[u8], value: Option<&[u8]>) -> Result<Appended, Error> {
+        let (writer, _) = self.clients()?;
+        Ok(Appended(AppendedOf::Kafka(writer.append(topic, partition, key, value)?)))
+    }
+
+    fn ends(&self, partitions: &[(String, i32)]) -> Result<Ends, Error> {
+        self.clients()?.1.watermarks(partitions)
+    }
+
+    fn delete_before(&self, topic: &str, partition: i32, offset: i64) -> Result<i64, Error> {
+        self.clients()?.1.delete_records(topic, partition, offset)
+    }
+}
+
+impl PartitionRead for PartitionReader {
+    fn poll(&self, timeout: Duration) -> Result<Polled<'_>, Error> {
+        Ok(match PartitionReader::poll(self, timeout)? {
+            ReadEvent::Record(r) => Polled::Record(LogRecord::kafka(r)),
+            ReadEvent::EndOfPartition { partition, next_offset } => Polled::EndOfPartition { partition, next_offset },
+            ReadEvent::Idle => Polled::Idle,
+        })
+    }
+
+    fn add_partitions(&self, topic: &str, start: &[(i32, Option<i64>)]) -> Result<(), Error> {
+        PartitionReader::add_partitions(self, topic, start)
+    }
+
+    fn known_end(&self, topic: &str, partition: i32) -> Option<i64> {
+        PartitionReader::known_end(self, topic, partition)
+    }
+}

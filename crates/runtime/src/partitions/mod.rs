@@ -1,0 +1,165 @@
+//! The runtime's seam with the log its recovery logs live in and its sources
+//! come from: [`Partitions`] reads a partition from an offset, appends a
+//! record and says where it landed, tells partitions' ends and deletes
+//! records before an offset. [`kafka::KafkaPartitions`] is Kafka (kshard's
+//! reader, one writer and one admin client per member);
+//! [`memory::MemoryPartitions`] keeps partitions in memory, so that whole
+//! clusters of members can run in one test without a broker.
+//! [`conformance`] is the contract as checks, run against both.
+//!
+//! Blocking, like `kshard-kafka`: a replica calls these from a thread of its own.
+
+pub mod conformance;
+pub mod kafka;
+pub mod memory;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kshard_kafka::{Error, Isolation, ReadRecord, Transactional};
+
+/// (low, high) offsets by (topic, partition).
+pub type Ends = HashMap<(String, i32), (i64, i64)>;
+
+/// Partitions the runtime reads and writes.
+pub trait Partitions: Send + Sync + std::fmt::Debug + 'static {
+    /// A reader of `topic`, each listed partition from its offset (`None`:
+    /// the earliest), holding at most about `queue_kbytes` read ahead.
+    fn reader(
+        &self,
+        topic: &str,
+        start: &[(i32, Option<i64>)],
+        queue_kbytes: u32,
+        isolation: Isolation,
+    ) -> Result<Box<dyn PartitionRead>, Error>;
+
+    /// Appends a record to `topic`/`partition`; [`Appended::wait`] tells
+    /// where it landed, or why it did not.
+    fn append(&self, topic: &str, partition: i32, key: &[u8], value: Option<&[u8]>) -> Result<Appended, Error>;
+
+    /// The (low, high) offsets of each of `partitions`; one not known (not
+    /// there, or without a leader) is left out.
+    fn ends(&self, partitions: &[(String, i32)]) -> Result<Ends, Error>;
+
+    /// Deletes the records of `topic`/`partition` before `offset`: the
+    /// partition's start after it. An offset past the end is refused.
+    fn delete_before(&self, topic: &str, partition: i32, offset: i64) -> Result<i64, Error>;
+}
+
+/// Reads partitions from chosen offsets, with an event when each reaches its
+/// end (see [`kshard_kafka::PartitionReader`], which the Kafka one is).
+pub trait PartitionRead: Send + std::fmt::Debug {
+    /// Waits up to `timeout` for the next event.
+    fn poll(&self, timeout: Duration) -> Result<Polled<'_>, Error>;
+    /// Reads partitions of `topic` too, each from its offset.
+    fn add_partitions(&self, topic: &str, start: &[(i32, Option<i64>)]) -> Result<(), Error>;
+    /// Where a partition read ends, as last heard without asking (`None`:
+    /// not known; ask [`Partitions::ends`]).
+    fn known_end(&self, topic: &str, partition: i32) -> Option<i64>;
+}
+
+/// What one poll produced.
+#[derive(Debug)]
+pub enum Polled<'a> {
+    /// A record.
+    Record(LogRecord<'a>),
+    /// The reader reached the current end of `partition`; its next offset,
+    /// when known.
+    EndOfPartition {
+        /// The partition.
+        partition: i32,
+        /// The offset read next.
+        next_offset: Option<i64>,
+    },
+    /// Nothing arrived in time.
+    Idle,
+}
+
+/// A record read, valid until the next poll.
+#[derive(Debug)]
+pub struct LogRecord<'a>(RecordOf<'a>);
+
+#[derive(Debug)]
+enum RecordOf<'a> {
+    Kafka(ReadRecord<'a>),
+    Memory(Arc<str>, i32, Arc<memory::Stored>),
+}
+
+impl<'a> LogRecord<'a> {
+    pub(crate) fn kafka(record: ReadRecord<'a>) -> Self {
+        LogRecord(RecordOf::Kafka(record))
+    }
+
+    /// The topic.
+    pub fn topic(&self) -> &str {
+        match &self.0 {
+            RecordOf::Kafka(r) => r.topic(),
+            RecordOf::Memory(topic, _, _) => topic,
+        }
+    }
+
+    /// The partition.
+    pub fn partition(&self) -> i32 {
+        match &self.0 {
+            RecordOf::Kafka(r) => r.partition(),
+            RecordOf::Memory(_, partition, _) => *partition,
+        }
+    }
+
+    /// The offset.
+    pub fn offset(&self) -> i64 {
+        match &self.0 {
+            RecordOf::Kafka(r) => r.offset(),
+            RecordOf::Memory(_, _, s) => s.offset,
+        }
+    }
+
+    /// The key (`None`: null).
+    pub fn key(&self) -> Option<&[u8]> {
+        match &self.0 {
+            RecordOf::Kafka(r) => r.key(),
+            RecordOf::Memory(_, _, s) => s.key.as_deref(),
+        }
+    }
+
+    /// The value (`None`: null).
+    pub fn value(&self) -> Option<&[u8]> {
+        match &self.0 {
+            RecordOf::Kafka(r) => r.value(),
+            RecordOf::Memory(_, _, s) => s.value.as_deref(),
+        }
+    }
+
+    /// Its part in a transaction (see [`ReadRecord::transactional`]; the
+    /// memory log has no transactions).
+    pub fn transactional(&self) -> Option<Transactional> {
+        match &self.0 {
+            RecordOf::Kafka(r) => r.transactional(),
+            RecordOf::Memory(..) => None,
+        }
+    }
+}
+
+/// A record appended, its delivery to come.
+#[derive(Debug)]
+pub struct Appended(AppendedOf);
+
+#[derive(Debug)]
+enum AppendedOf {
+    Kafka(kshard_kafka::Delivery),
+    Done(Result<i64, String>),
+}
+
+impl Appended {
+    /// Waits up to `timeout` for the record's own delivery: its offset.
+    pub fn wait(&self, timeout: Duration) -> Result<i64, Error> {
+        match &self.0 {
+            AppendedOf::Kafka(d) => d.wait(timeout),
+            AppendedOf::Done(Ok(offset)) => Ok(*offset),
+            AppendedOf::Done(Err(message)) => {
+                Err(Error::Refused { step: "appending".into(), message: message.clone() })
+            }
+        }
+    }
+}
