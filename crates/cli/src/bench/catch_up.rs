@@ -106,10 +106,7 @@ pub(crate) fn broker_port(kafka: &KafkaArgs) -> u16 {
 pub(crate) fn catch_up(kafka: &KafkaArgs, runs: usize, kminion: Option<&std::path::Path>) -> Result<()> {
     // Fail here, with the reason, rather than in a child.
     let brokers = kafka.target()?.settings.brokers;
-    let readers: Vec<String> = match &kafka.reader {
-        Some(reader) => vec![reader.clone()],
-        None => vec!["kshard".into(), "librdkafka".into()],
-    };
+    let readers = super::readers(kafka);
     let mut drains = Vec::new();
     let mut kminions = Vec::new();
     let mut serves: Vec<Vec<Run>> = vec![Vec::new(); readers.len()];

@@ -67,11 +67,21 @@ fn wait_balanced(members: &[Member]) -> Result<()> {
     }
 }
 
-/// `bench failover`.
+/// `bench failover`, with each reader in turn (kshard's own and
+/// librdkafka's, or only the one `--reader` names).
 pub(crate) fn failover(b: &FailoverBench<'_>) -> Result<()> {
     if b.etcd.is_empty() {
         bail!("bench failover needs --etcd (KSHARD_ETCD)");
     }
+    for reader in super::readers(b.kafka) {
+        println!("reader: {reader}");
+        let kafka = KafkaArgs { reader: Some(reader), ..b.kafka.clone() };
+        failover_with(&FailoverBench { kafka: &kafka, ..*b })?;
+    }
+    Ok(())
+}
+
+fn failover_with(b: &FailoverBench<'_>) -> Result<()> {
     b.kafka.target()?;
     let run_id = format!("kshard-bench-failover-{}", std::process::id());
     let dir = std::env::temp_dir().join(&run_id);
@@ -99,8 +109,8 @@ pub(crate) fn failover(b: &FailoverBench<'_>) -> Result<()> {
     for id in ["a", "b", "c"] {
         let (run, member) = start(id)?;
         println!(
-            "member {id} ready in {:.2} s ({} records read, peak RSS {:.1} MB)",
-            run.seconds, run.records, run.stats.peak_rss_mb
+            "member {id} ready in {:.2} s ({} records read, {:.2} CPU-s, peak RSS {:.1} MB, {} connections to the broker)",
+            run.seconds, run.records, run.stats.cpu_seconds, run.stats.peak_rss_mb, run.connections
         );
         members.push(member);
     }
@@ -135,7 +145,10 @@ pub(crate) fn failover(b: &FailoverBench<'_>) -> Result<()> {
         );
         times.push(seconds);
         let (back, member) = start(&victim)?;
-        println!("run {run}: {victim} restarted on its data directory, ready in {:.2} s", back.seconds);
+        println!(
+            "run {run}: {victim} restarted on its data directory, ready in {:.2} s ({:.2} CPU-s, peak RSS {:.1} MB, {} connections)",
+            back.seconds, back.stats.cpu_seconds, back.stats.peak_rss_mb, back.connections
+        );
         members.insert(index.min(members.len()), member);
         wait_balanced(&members)?;
     }

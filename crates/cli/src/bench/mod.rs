@@ -113,6 +113,14 @@ pub(crate) fn connections_to(pid: u32, port: u16) -> usize {
     n
 }
 
+/// The readers a bench runs with: the one `--reader` names, else both.
+pub(crate) fn readers(kafka: &crate::serve_config::KafkaArgs) -> Vec<String> {
+    match &kafka.reader {
+        Some(reader) => vec![reader.clone()],
+        None => vec!["kshard".into(), "librdkafka".into()],
+    }
+}
+
 /// The median (the upper one of an even count).
 pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);

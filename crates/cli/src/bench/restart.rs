@@ -19,8 +19,17 @@ fn show(what: &str, r: &Run) {
     );
 }
 
-/// `bench restart`.
+/// `bench restart`, with each reader in turn (kshard's own and librdkafka's,
+/// or only the one `--reader` names).
 pub(crate) fn restart(kafka: &KafkaArgs, runs: usize) -> Result<()> {
+    for reader in super::readers(kafka) {
+        println!("reader: {reader}");
+        restart_with(&KafkaArgs { reader: Some(reader), ..kafka.clone() }, runs)?;
+    }
+    Ok(())
+}
+
+fn restart_with(kafka: &KafkaArgs, runs: usize) -> Result<()> {
     let target = kafka.target()?;
     let dir = std::env::temp_dir().join(format!("kshard-bench-restart-{}", std::process::id()));
     let dir_arg = dir.display().to_string();
@@ -57,13 +66,19 @@ pub(crate) fn restart(kafka: &KafkaArgs, runs: usize) -> Result<()> {
     }
     let m = |f: fn(&Run) -> f64| median(restarts.iter().map(f).collect());
     println!(
-        "restart: median {:.2} s over {runs} runs ({:.0} records read, {:.2} CPU-s, peak RSS {:.1} MB); cold start {:.2} s; catch-up without a data directory {:.2} s",
+        "restart: median {:.2} s over {runs} runs ({:.0} records read, {:.2} CPU-s, peak RSS {:.1} MB, {:.0} connections); cold start {:.2} s; catch-up without a data directory {:.2} s",
         m(|r| r.seconds),
         m(|r| r.records as f64),
         m(|r| r.stats.cpu_seconds),
         m(|r| r.stats.peak_rss_mb),
+        m(|r| r.connections as f64),
         cold.seconds,
         plain.seconds
+    );
+    println!(
+        "cold start / catch-up without a data directory: CPU {:.1}x, peak RSS {:.1}x",
+        cold.stats.cpu_seconds / plain.stats.cpu_seconds.max(1e-9),
+        cold.stats.peak_rss_mb / plain.stats.peak_rss_mb.max(1e-9)
     );
     std::fs::remove_dir_all(&dir).context("removing the data directory")?;
     Ok(())

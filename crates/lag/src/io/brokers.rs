@@ -104,20 +104,36 @@ pub struct TopicReader {
     topic: String,
 }
 
+/// Records handed over in one [`OffsetsSource::poll`] at most: while
+/// catching up, the caller's loop runs once per run of records, not per
+/// record.
+const RUN: usize = 512;
+
 impl OffsetsSource for TopicReader {
     fn poll(&mut self, wait: Duration, take: &mut dyn FnMut(SourceEvent<'_>)) -> Result<(), Error> {
-        match self.reader.poll(wait)? {
-            ReadEvent::Record(r) => take(SourceEvent::Record {
-                partition: r.partition(),
-                offset: r.offset(),
-                key: r.key(),
-                value: r.value(),
-                transactional: r.transactional(),
-            }),
-            ReadEvent::EndOfPartition { partition, next_offset } => {
-                take(SourceEvent::EndOfPartition { partition, next_offset })
+        let mut wait = wait;
+        for _ in 0..RUN {
+            match self.reader.poll(wait)? {
+                ReadEvent::Record(r) => take(SourceEvent::Record {
+                    partition: r.partition(),
+                    offset: r.offset(),
+                    key: r.key(),
+                    value: r.value(),
+                    transactional: r.transactional(),
+                }),
+                ReadEvent::EndOfPartition { partition, next_offset } => {
+                    take(SourceEvent::EndOfPartition { partition, next_offset });
+                    return Ok(());
+                }
+                ReadEvent::Idle => {
+                    // After a record, nothing more ready only ends the run.
+                    if !wait.is_zero() {
+                        take(SourceEvent::Idle);
+                    }
+                    return Ok(());
+                }
             }
-            ReadEvent::Idle => take(SourceEvent::Idle),
+            wait = Duration::ZERO;
         }
         Ok(())
     }

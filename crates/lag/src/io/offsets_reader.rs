@@ -145,8 +145,12 @@ impl OffsetsReader {
         // life works; errors that persist past the staleness limit end it.
         let mut progressed = false;
         let mut failing_since: Option<Instant> = None;
+        let mut idle = true;
         while !self.stop.load(Ordering::Acquire) {
-            while let Ok(mut added) = self.new_partitions.try_recv() {
+            // New partitions are looked for when nothing is read, and now and
+            // then while catching up (not once per run of records).
+            let look = idle || events.is_multiple_of(64);
+            while look && let Ok(mut added) = self.new_partitions.try_recv() {
                 added.retain(|p| assigned.insert(*p));
                 if added.is_empty() {
                     continue;
@@ -156,8 +160,8 @@ impl OffsetsReader {
                 info!(partitions = ?added, topic = %self.topic, "reading new partitions of the offsets topic");
             }
             // `idle`: nothing arrived, a good moment to check readiness and progress.
-            let mut idle = false;
-            let polled = reader.poll(Duration::from_millis(100), &mut |event| match event {
+            idle = false;
+            let polled = reader.poll(Duration::from_millis(250), &mut |event| match event {
                 SourceEvent::Record { partition, offset, key, value, transactional } => {
                     if !progressed || failing_since.is_some() {
                         self.showed_progress(&mut progressed, &mut failing_since);
@@ -181,7 +185,7 @@ impl OffsetsReader {
                 }
                 SourceEvent::Idle => idle = true,
             });
-            let idle = match polled {
+            idle = match polled {
                 Ok(()) => idle,
                 Err(e) if e.is_authorization() => {
                     return Err(format!(

@@ -86,7 +86,15 @@ impl Refresher {
                 }
                 next = started + self.interval;
             }
-            std::thread::sleep(Duration::from_millis(50));
+            // Until the refresh that follows catch-up, catch-up is looked for
+            // often; then the next refresh is slept for (in steps, to see a stop).
+            let wait = if caught_up && refreshed_since_catch_up {
+                next.saturating_duration_since(Instant::now())
+                    .clamp(Duration::from_millis(10), Duration::from_millis(250))
+            } else {
+                Duration::from_millis(50)
+            };
+            std::thread::sleep(wait);
         }
         Ok(())
     }
