@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use super::{KillOnDrop, ProcessStats, http_get, median, process_stats};
+use super::{KillOnDrop, ProcessStats, median, process_stats};
 use crate::serve_config::KafkaArgs;
 
 /// One measured run of a child process.
@@ -79,19 +79,10 @@ pub(crate) fn start_serve(kafka: &KafkaArgs, args: &[&str]) -> Result<(Run, Kill
             .context("starting kshard serve")?,
     );
     let pid = child.0.id();
-    loop {
-        if started.elapsed() > Duration::from_secs(600) {
-            bail!("kshard serve was not ready after 600 s");
-        }
-        if let Ok((200, body)) = http_get(&addr, "/ready") {
-            let seconds = started.elapsed().as_secs_f64();
-            let stats = process_stats(pid)?;
-            let records = serde_json::from_str::<serde_json::Value>(&body)?["records"].as_u64().unwrap_or(0);
-            let connections = super::connections_to(pid, broker_port(kafka));
-            return Ok((Run { seconds, stats, records, addr, connections }, child));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (seconds, stats, body) = super::wait_ready(&addr, pid, started, "kshard serve")?;
+    let records = serde_json::from_str::<serde_json::Value>(&body)?["records"].as_u64().unwrap_or(0);
+    let connections = super::connections_to(pid, broker_port(kafka));
+    Ok((Run { seconds, stats, records, addr, connections }, child))
 }
 
 /// The port of the first bootstrap broker (0 when it names none).

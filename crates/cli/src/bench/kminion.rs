@@ -6,12 +6,12 @@
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 
+use super::KillOnDrop;
 use super::catch_up::Run;
-use super::{KillOnDrop, http_get, process_stats};
 
 /// Runs the kminion binary at `kminion` against `brokers` (PLAINTEXT) to ready.
 pub(crate) fn run_kminion(kminion: &Path, brokers: &str, port: u16) -> Result<Run> {
@@ -39,17 +39,8 @@ pub(crate) fn run_kminion(kminion: &Path, brokers: &str, port: u16) -> Result<Ru
             .with_context(|| format!("starting kminion ({})", kminion.display()))?,
     );
     let pid = child.0.id();
-    loop {
-        if started.elapsed() > Duration::from_secs(600) {
-            bail!("kminion was not ready after 600 s");
-        }
-        if let Ok((200, _)) = http_get(&addr, "/ready") {
-            let seconds = started.elapsed().as_secs_f64();
-            let stats = process_stats(pid)?;
-            let connections = super::connections_to(pid, port);
-            drop(child);
-            return Ok(Run { seconds, stats, records: 0, addr, connections });
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (seconds, stats, _) = super::wait_ready(&addr, pid, started, "kminion")?;
+    let connections = super::connections_to(pid, port);
+    drop(child);
+    Ok(Run { seconds, stats, records: 0, addr, connections })
 }

@@ -113,6 +113,26 @@ pub(crate) fn connections_to(pid: u32, port: u16) -> usize {
     n
 }
 
+/// Waits (up to 600 s) for a 200 on `addr`'s `/ready` from the child `pid`
+/// of `what`, started at `started`: seconds since, the child's stats then,
+/// and the answer's body.
+pub(crate) fn wait_ready(
+    addr: &str,
+    pid: u32,
+    started: std::time::Instant,
+    what: &str,
+) -> Result<(f64, ProcessStats, String)> {
+    loop {
+        if started.elapsed() > std::time::Duration::from_secs(600) {
+            anyhow::bail!("{what} was not ready after 600 s");
+        }
+        if let Ok((200, body)) = http_get(addr, "/ready") {
+            return Ok((started.elapsed().as_secs_f64(), process_stats(pid)?, body));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 /// The readers a bench runs with: the one `--reader` names, else both.
 pub(crate) fn readers(kafka: &crate::serve_config::KafkaArgs) -> Vec<String> {
     match &kafka.reader {

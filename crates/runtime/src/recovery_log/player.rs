@@ -194,40 +194,9 @@ impl<S: Store> Player<S> {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use super::*;
     use crate::recovery_log::record::Mutation;
-    use crate::store::Entries;
-
-    /// A store in memory.
-    #[derive(Default)]
-    struct Memory {
-        data: BTreeMap<Vec<u8>, Vec<u8>>,
-        checkpoint: Option<Checkpoint>,
-    }
-
-    impl Store for Memory {
-        fn apply(&mut self, mutations: &[Mutation], checkpoint: &Checkpoint) -> Result<(), StoreError> {
-            for m in mutations {
-                match m {
-                    Mutation::Put { key, value } => self.data.insert(key.clone(), value.clone()),
-                    Mutation::Delete { key } => self.data.remove(key),
-                };
-            }
-            self.checkpoint = Some(checkpoint.clone());
-            Ok(())
-        }
-        fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-            Ok(self.data.get(key).cloned())
-        }
-        fn checkpoint(&self) -> Result<Option<Checkpoint>, StoreError> {
-            Ok(self.checkpoint.clone())
-        }
-        fn scan(&self, _: Option<&[u8]>, _: usize) -> Result<Entries, StoreError> {
-            Ok(self.data.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
-        }
-    }
+    use crate::store::MemoryStore;
 
     fn put(key: &str, value: &str) -> Body {
         let mutation = Mutation::Put { key: key.as_bytes().to_vec(), value: value.as_bytes().to_vec() };
@@ -261,7 +230,7 @@ mod tests {
         ]);
         // Deleted up to offset 2: the records before the snapshot start are
         // skipped, then the chain is taken from it.
-        let mut player = Player::bootstrap(Memory::default(), 2);
+        let mut player = Player::bootstrap(MemoryStore::default(), 2);
         let played: Vec<Option<Played>> =
             records.iter().enumerate().map(|(o, r)| player.offer(o as i64, r).expect("plays")).collect();
         assert_eq!(played[..2], [None, None], "before the start: ignored");
@@ -275,7 +244,7 @@ mod tests {
         assert_eq!((start.offset, start.seq), (3, 3));
 
         // A log whose start holds no snapshot start leaves the player bootstrapping.
-        let mut lost = Player::bootstrap(Memory::default(), 1);
+        let mut lost = Player::bootstrap(MemoryStore::default(), 1);
         for (o, r) in records.iter().enumerate().take(3) {
             lost.offer(o as i64, r).expect("plays");
         }
@@ -286,7 +255,7 @@ mod tests {
     #[test]
     fn every_applied_record_moves_the_checkpoint() {
         let records = log(vec![Body::HandOff, put("a", "1"), Body::HandOff]);
-        let mut player = Player::open(Memory::default()).expect("opens");
+        let mut player = Player::open(MemoryStore::default()).expect("opens");
         for (o, r) in records.iter().enumerate() {
             player.offer(o as i64, r).expect("plays");
         }
