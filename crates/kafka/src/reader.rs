@@ -247,8 +247,9 @@ impl PartitionReader {
         }
     }
 
-    /// Where a partition this reader reads ends (the last stable offset: the
-    /// end of what it will deliver), as kshard's reader last heard from its
+    /// Where a partition this reader reads ends (the end of what it will
+    /// deliver: the last stable offset reading committed records, the high
+    /// watermark reading every record), as kshard's reader last heard from its
     /// leader: current to within one long poll (250 ms) while the partition
     /// is read, without a request of its own. `None` before the first answer,
     /// and always for librdkafka: ask the admin client.
@@ -283,6 +284,19 @@ impl PartitionReader {
         match &self.client {
             Client::Librdkafka(_) => None,
             Client::Kshard(r) => Some(r.fetcher.connections()),
+        }
+    }
+}
+
+impl ClientSettings {
+    /// The records a reader made from these settings hands out when asked
+    /// for `isolation`: as asked with kshard's reader, committed ones when
+    /// librdkafka reads (`reader: librdkafka`, or settings only it honours).
+    /// Settings that do not read at all say committed.
+    pub fn isolation_for(&self, isolation: Isolation) -> Isolation {
+        match (self.reader, Security::from_settings(self)) {
+            (ReaderKind::Kshard, Ok(Some(_))) => isolation,
+            _ => Isolation::Committed,
         }
     }
 }

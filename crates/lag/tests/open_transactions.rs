@@ -6,8 +6,9 @@
 //! with `kafka-consumer-groups` throughout — in plain mode, in durable mode
 //! and after a restart on its data directory (the open transaction is then
 //! known from the store) — and drop the pending commit when a new producer
-//! of the same transactional id fences the dead one (an ABORT marker).
-//! Also on the real broker: a transaction whose commit is older than a plain
+//! of the same transactional id fences the dead one (an ABORT marker). A
+//! live producer's transaction, open across the restart, commits afterwards:
+//! its commit, known to kshard from the store only, counts. Also on the real broker: a transaction whose commit is older than a plain
 //! commit of the same partition made while it was open loses to it at COMMIT,
 //! Kafka's own rule.
 
@@ -18,7 +19,9 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::*;
-use kshard_kafka::{ClientSettings, OffsetCommitter, TransactionEnd, TransactionalCommitter, offsets_partition_for};
+use kshard_kafka::{
+    ClientSettings, OffsetCommitter, ReaderKind, TransactionEnd, TransactionalCommitter, offsets_partition_for,
+};
 use kshard_lag::service::{ScrapeMode, ServeOptions};
 use kshard_testkit::{Broker, KafkaLag, kafka_consumer_groups, unique_name};
 
@@ -26,6 +29,7 @@ use kshard_testkit::{Broker, KafkaLag, kafka_consumer_groups, unique_name};
 const CHILD: &str = "KSHARD_TEST_TRANSACTION_CHILD";
 const OPEN_LINE: &str = "kshard-test: transaction open";
 const TIMEOUT: Duration = Duration::from_secs(600);
+const RECORDS: &str = "kshard_exporter_offset_consumer_records_consumed_total";
 
 /// The producer [`a_producer_killed_inside_a_transaction_holds_back_only_its_own_commit`]
 /// runs as a child process of this test binary and kills.
@@ -147,25 +151,55 @@ fn a_producer_killed_inside_a_transaction_holds_back_only_its_own_commit() {
     OffsetCommitter::new(&settings, &outdated).expect("committer").commit(&[(&topic, 0, 12)]).expect("commit");
     late.end(TransactionEnd::Commit).expect("committed");
 
+    // And a live producer's transaction, open across the restarts below, to
+    // commit once kshard knows it from its store only.
+    let survivor = beside("survivor");
+    let live = TransactionalCommitter::new(&settings, &format!("{p}-survivor-tx"), &survivor, TIMEOUT).expect("txn");
+    live.commit(&[(&topic, 0, 3)], TransactionEnd::Commit).expect("committed");
+    live.commit(&[(&topic, 0, 15)], TransactionEnd::LeaveOpen).expect("open");
+
     let kafka = kafka_consumer_groups(broker.brokers(), &p);
     let committed: Vec<(&str, i64)> = kafka.iter().map(|r| (r.group.as_str(), r.committed)).collect();
-    let mut want = vec![(dead.as_str(), 4), (done.as_str(), 20), (outdated.as_str(), 12), (plain.as_str(), 30)];
+    let mut want = vec![
+        (dead.as_str(), 4),
+        (done.as_str(), 20),
+        (outdated.as_str(), 12),
+        (plain.as_str(), 30),
+        (survivor.as_str(), 3),
+    ];
     want.sort_unstable();
-    assert_eq!(committed, want, "Kafka: the dead transaction's 9 and the aborted 7 do not count; 12 outdates 9");
+    assert_eq!(committed, want, "Kafka: the open transactions' 9 and 15 and the aborted 7 do not count; 12 outdates 9");
 
     // Plain mode: ready long before the broker aborts the dead transaction.
     let mut service = serve(&settings, &p, None);
-    agrees(&mut service, &kafka, &p, partition, 1.0, "plain mode, past the dead transaction");
+    agrees(&mut service, &kafka, &p, partition, 2.0, "plain mode, past the open transactions");
+    drop(service);
+    // librdkafka reads committed records only: ready too, but the open
+    // transactions hold back the rest of their partition, and it says so.
+    let mut committed_only = settings.clone();
+    committed_only.reader = ReaderKind::Librdkafka;
+    let mut service = serve(&committed_only, &p, None);
+    let unread = format!("kshard_offsets_topic_unread_offsets{{partition_id=\"{partition}\"}}");
+    service.eventually("librdkafka held back", |m| m.get(&unread).is_some_and(|n| *n >= 2.0));
     drop(service);
 
     // Durable mode, then a restart on its data directory: the open
-    // transaction comes back from the store.
+    // transactions come back from the store, the partition is not read again.
     let dir = std::env::temp_dir().join(unique_name("kshard-txn-data"));
     let mut service = serve(&settings, &p, Some(&dir));
-    agrees(&mut service, &kafka, &p, partition, 1.0, "durable mode");
+    agrees(&mut service, &kafka, &p, partition, 2.0, "durable mode");
+    let read_first = service.metrics().get(RECORDS).copied().unwrap_or(0.0);
     drop(service);
     let mut service = serve(&settings, &p, Some(&dir));
-    agrees(&mut service, &kafka, &p, partition, 1.0, "restarted on the data directory");
+    agrees(&mut service, &kafka, &p, partition, 2.0, "restarted on the data directory");
+    let read_again = service.metrics().get(RECORDS).copied().unwrap_or(0.0);
+    assert!(read_again < read_first, "the restart read {read_again} records, the first run {read_first}");
+
+    // The live transaction commits: its 15, known from the store, counts.
+    live.end(TransactionEnd::Commit).expect("committed");
+    let kafka = kafka_consumer_groups(broker.brokers(), &p);
+    assert!(kafka.iter().any(|r| r.group == survivor && r.committed == 15), "{kafka:?}");
+    agrees(&mut service, &kafka, &p, partition, 1.0, "the transaction restored from the store committed");
 
     // A new producer of the dead one's id fences it: the broker writes its
     // ABORT marker, and the pending commit is gone for good.

@@ -136,6 +136,36 @@ impl<'a> Transaction<'a> {
         }
     }
 
+    /// Every entry whose key starts with `prefix`, in key order, as of this
+    /// transaction's writes (for small sets of keys an application keeps
+    /// under a prefix of its own: it reads the store in chunks).
+    pub fn scan_prefix(&self, prefix: &[u8]) -> Result<crate::store::Entries, StoreError> {
+        let mut found: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        if let Some(value) = self.store.get(prefix)? {
+            found.insert(prefix.to_vec(), value);
+        }
+        let mut after = prefix.to_vec();
+        'store: loop {
+            let chunk = self.store.scan(Some(&after), 64 << 10)?;
+            let Some((last, _)) = chunk.last() else { break };
+            let last = last.clone();
+            for (key, value) in chunk {
+                if !key.starts_with(prefix) {
+                    break 'store;
+                }
+                found.insert(key, value);
+            }
+            after = last;
+        }
+        for (key, write) in self.writes.range(prefix.to_vec()..).take_while(|(k, _)| k.starts_with(prefix)) {
+            match write {
+                Some(value) => found.insert(key.clone(), value.clone()),
+                None => found.remove(key),
+            };
+        }
+        Ok(found.into_iter().collect())
+    }
+
     /// Sets `key`.
     pub fn put(&mut self, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) {
         let (key, value) = (key.into(), value.into());
@@ -198,6 +228,29 @@ mod tests {
         fn scan(&self, _: Option<&[u8]>, _: usize) -> Result<crate::store::Entries, StoreError> {
             Ok(Vec::new())
         }
+    }
+
+    #[test]
+    fn a_prefix_scan_sees_the_store_under_the_transactions_own_writes() {
+        let mut store = crate::store::MemoryStore::default();
+        let put = |k: &str| Mutation::Put { key: k.as_bytes().to_vec(), value: k.as_bytes().to_vec() };
+        let checkpoint = Checkpoint {
+            log: crate::store::LogPosition { next_offset: 0, seq: 0, checksum: 0, author: None },
+            offsets: vec![],
+        };
+        store.apply(&[put("p"), put("p/1"), put("p/2"), put("q/1"), put("o")], &checkpoint).expect("applies");
+        let mut txn = Transaction::new(&store);
+        txn.delete(b"p/1".to_vec());
+        txn.put(b"p/3".to_vec(), b"new".to_vec());
+        txn.put(b"q/2".to_vec(), b"other".to_vec());
+        let keys: Vec<(String, String)> = txn
+            .scan_prefix(b"p")
+            .expect("scans")
+            .into_iter()
+            .map(|(k, v)| (String::from_utf8_lossy(&k).into_owned(), String::from_utf8_lossy(&v).into_owned()))
+            .collect();
+        let want = [("p", "p"), ("p/2", "p/2"), ("p/3", "new")].map(|(k, v)| (k.to_owned(), v.to_owned()));
+        assert_eq!(keys, want);
     }
 
     #[test]

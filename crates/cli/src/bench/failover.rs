@@ -83,7 +83,9 @@ pub(crate) fn failover(b: &FailoverBench<'_>) -> Result<()> {
 
 fn failover_with(b: &FailoverBench<'_>) -> Result<()> {
     b.kafka.target()?;
-    let run_id = format!("kshard-bench-failover-{}", std::process::id());
+    // Each reader's run on etcd keys, a log topic and data of its own.
+    let reader = b.kafka.reader.clone().unwrap_or_default();
+    let run_id = format!("kshard-bench-failover-{}-{reader}", std::process::id());
     let dir = std::env::temp_dir().join(&run_id);
     let start = |id: &str| -> Result<(Run, Member)> {
         let data = dir.join(id).display().to_string();

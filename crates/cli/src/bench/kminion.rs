@@ -42,5 +42,6 @@ pub(crate) fn run_kminion(kminion: &Path, brokers: &str, port: u16) -> Result<Ru
     let (seconds, stats, _) = super::wait_ready(&addr, pid, started, "kminion")?;
     let connections = super::connections_to(pid, port);
     drop(child);
+    let _ = std::fs::remove_dir_all(&dir);
     Ok(Run { seconds, stats, records: 0, addr, connections })
 }

@@ -62,6 +62,9 @@ pub(crate) struct OffsetsShards {
     recovering: Mutex<BTreeSet<i32>>,
     /// Set when the service stops: shards stopping then are no failure.
     pub(crate) stopping: Arc<AtomicBool>,
+    /// What the sources are read for: every record (kshard's reader; open
+    /// transactions are set aside here), or committed ones (librdkafka).
+    pub(crate) isolation: Isolation,
 }
 
 impl OffsetsShards {
@@ -74,6 +77,7 @@ impl OffsetsShards {
             grace: Duration::from_secs(30),
             recovering: Mutex::new(BTreeSet::new()),
             stopping,
+            isolation: Isolation::Uncommitted,
         }
     }
 }
@@ -126,6 +130,10 @@ fn stored_commits<'a>(key: &'a [u8], value: &[u8]) -> Option<(&'a str, u64)> {
     Some((group, u64::from_be_bytes(*value.first_chunk::<8>()?)))
 }
 
+/// An open transaction's record set aside (its stored value) or gone
+/// (`None`): producer, record key, stored value.
+type OpenChange<'a> = (i64, &'a [u8], Option<&'a [u8]>);
+
 /// Applies a standby's transaction to its partition's unit: tombstones first,
 /// then the puts in the order of their offsets (what a rebuild from the store
 /// would apply; a transaction's commits its primary applied at the marker
@@ -141,19 +149,20 @@ pub(crate) fn follow_transaction(unit: &mut GroupOffsets, mutations: &[Mutation]
     }
     let mut puts: Vec<(i64, &[u8], &[u8])> = Vec::with_capacity(mutations.len());
     let mut counts: Vec<(&[u8], &[u8])> = Vec::new();
-    let mut open: Vec<(i64, Option<&[u8]>)> = Vec::new();
+    // Open transactions' records set aside (a value) or gone (`None`).
+    let mut open: Vec<OpenChange<'_>> = Vec::new();
     for m in mutations {
         match m {
             Mutation::Delete { key } if key.starts_with(COMMITS_PREFIX) => {}
             Mutation::Delete { key } if key.starts_with(pending_store::PREFIX) => {
-                open.extend(pending_store::producer_of(key).map(|p| (p, None)));
+                open.extend(pending_store::parse(key).map(|(p, k)| (p, k, None)));
             }
             Mutation::Delete { key } => {
                 let _ = unit.apply_bytes(position.max(1) - 1, Some(key), None);
             }
             Mutation::Put { key, value } if key.starts_with(COMMITS_PREFIX) => counts.push((key, value)),
             Mutation::Put { key, value } if key.starts_with(pending_store::PREFIX) => {
-                open.extend(pending_store::producer_of(key).map(|p| (p, Some(value.as_slice()))));
+                open.extend(pending_store::parse(key).map(|(p, k)| (p, k, Some(value.as_slice()))));
             }
             Mutation::Put { key, value } => {
                 if let Some((offset, raw)) = value.split_first_chunk::<8>() {
@@ -171,11 +180,11 @@ pub(crate) fn follow_transaction(unit: &mut GroupOffsets, mutations: &[Mutation]
             let _ = unit.apply_if_newer(offset, key, value);
         }
     }
-    for (producer, stored) in open {
-        match stored.map(pending_store::decode) {
-            Some(Ok(records)) => unit.restore_transaction(producer, records),
-            Some(Err(e)) => warn!(producer, error = %e, "an open transaction in the store does not read"),
-            None => unit.drop_transaction(producer),
+    for (producer, key, stored) in open {
+        match stored.map(pending_store::split) {
+            Some(Some((offset, value))) => unit.restore_pending(producer, offset, key, value),
+            Some(None) => warn!(producer, "a stored record of an open transaction has no offset"),
+            None => unit.drop_pending(producer, key),
         }
     }
     for (key, value) in counts {
@@ -190,33 +199,34 @@ pub(crate) fn follow_transaction(unit: &mut GroupOffsets, mutations: &[Mutation]
 
 /// What the store keeps of the record at `offset`: the offset, then the value.
 fn stored_value(offset: i64, value: &[u8]) -> Vec<u8> {
-    [&offset.to_be_bytes()[..], value].concat()
-}
-
-/// Sets `record` aside in `producer`'s open transaction in the store, in
-/// place of the transaction's record of `key` (`None`: drops that one).
-fn set_aside(
-    txn: &mut Transaction<'_>,
-    producer: i64,
-    record: Option<(i64, &[u8], &[u8])>,
-    key: &[u8],
-) -> Result<(), String> {
-    let entry = pending_store::key(producer);
-    let stored = txn.get(&entry).map_err(|e| e.to_string())?;
-    let records = stored.as_deref().map(pending_store::decode).transpose()?.unwrap_or_default();
-    if record.is_none() && !records.iter().any(|(_, k, _)| *k == key) {
-        return Ok(());
-    }
-    let records = pending_store::replaced(&records, key, record);
-    txn.put(entry, pending_store::encode(records));
-    Ok(())
+    pending_store::value(offset, value)
 }
 
 impl OffsetsShards {
-    /// The marker ending `producer`'s transaction: at a COMMIT, each of its
-    /// records the store keeps in place of the key's, unless the key's
-    /// record in place is later in the log (Kafka's rule, as the unit
-    /// applies it); the transaction's entry goes.
+    /// A store written by kshard's reader (every record) holds open
+    /// transactions whose markers a reader of committed records never
+    /// hands out (librdkafka now reads): they are dropped, said, not kept
+    /// open forever. A transaction among them that commits later is then
+    /// shown from the group's next commit on.
+    fn without_stranded_transactions(&self, unit: &mut GroupOffsets, partition: i32) {
+        if self.isolation == Isolation::Uncommitted || unit.open_transactions().is_empty() {
+            return;
+        }
+        let producers: Vec<i64> = unit.open_transactions().iter().map(|(p, _)| p).collect();
+        warn!(
+            partition,
+            ?producers,
+            "the store holds open transactions, but librdkafka reads committed records only: their pending commits are dropped"
+        );
+        for producer in producers {
+            unit.drop_transaction(producer);
+        }
+    }
+
+    /// The marker ending `producer`'s transaction: its records set aside
+    /// go; at a COMMIT the store keeps each in place of its key's record,
+    /// unless that record is later in the log (Kafka's rule, as the unit
+    /// applies it).
     fn end_transaction(
         &self,
         txn: &mut Transaction<'_>,
@@ -224,31 +234,33 @@ impl OffsetsShards {
         producer: i64,
         committed: bool,
     ) -> Result<(), String> {
-        let entry = pending_store::key(producer);
-        let stored = txn.get(&entry).map_err(|e| e.to_string())?;
-        let records = stored.as_deref().map(pending_store::decode).transpose()?.unwrap_or_default();
-        let mut groups: Vec<&str> = records.iter().filter_map(|(_, key, _)| group_of(key)).collect();
+        let records = txn.scan_prefix(&pending_store::producer_prefix(producer)).map_err(|e| e.to_string())?;
+        let mut groups: Vec<&str> =
+            records.iter().filter_map(|(k, _)| pending_store::parse(k).and_then(|(_, key)| group_of(key))).collect();
         groups.sort_unstable();
         groups.dedup();
         let (_, commits) = self.monitor.apply_then(m.partition, m.offset, m.transactional, None, None, |unit| {
             groups.iter().map(|g| unit.group(g).map(|x| x.commits)).collect::<Vec<_>>()
         });
-        if stored.is_some() {
-            txn.delete(entry);
-        }
-        if !committed {
-            return Ok(());
-        }
-        for (offset, key, value) in &records {
+        for (entry, stored) in &records {
+            txn.delete(entry.as_slice());
+            let (Some((_, key)), Some((offset, _))) = (pending_store::parse(entry), pending_store::split(stored))
+            else {
+                continue;
+            };
+            if !committed {
+                continue;
+            }
             let in_place = txn.get(key).map_err(|e| e.to_string())?;
-            let at = in_place.as_deref().and_then(|v| v.first_chunk::<8>()).map(|a| i64::from_be_bytes(*a));
-            if at.is_none_or(|at| at < *offset) {
-                txn.put(*key, stored_value(*offset, value));
+            if in_place.as_deref().and_then(pending_store::split).is_none_or(|(at, _)| at < offset) {
+                txn.put(key, stored.as_slice());
             }
         }
-        for (group, n) in groups.iter().zip(commits) {
-            if let Some(n) = n {
-                txn.put(commits_key(group), n.to_be_bytes());
+        if committed {
+            for (group, n) in groups.iter().zip(commits) {
+                if let Some(n) = n {
+                    txn.put(commits_key(group), n.to_be_bytes());
+                }
             }
         }
         Ok(())
@@ -263,7 +275,7 @@ fn partition_of(shard: &ShardSpec) -> Result<i32, String> {
 pub(crate) fn unit_from_store(store: &dyn Store, next_offset: Option<i64>) -> Result<GroupOffsets, String> {
     let mut entries: Vec<(i64, Vec<u8>, Vec<u8>)> = Vec::new();
     let mut counts: Vec<(String, u64)> = Vec::new();
-    let mut open: Vec<(i64, Vec<u8>)> = Vec::new();
+    let mut open: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
     let mut after: Option<Vec<u8>> = None;
     loop {
         let chunk = store.scan(after.as_deref(), SCAN_CHUNK).map_err(|e| e.to_string())?;
@@ -274,8 +286,8 @@ pub(crate) fn unit_from_store(store: &dyn Store, next_offset: Option<i64>) -> Re
                 counts.push((group.to_owned(), n));
                 continue;
             }
-            if let Some(producer) = pending_store::producer_of(&key) {
-                open.push((producer, value));
+            if key.starts_with(pending_store::PREFIX) {
+                open.push((key, value));
                 continue;
             }
             let Some((offset, raw)) = value.split_first_chunk::<8>() else {
@@ -291,8 +303,11 @@ pub(crate) fn unit_from_store(store: &dyn Store, next_offset: Option<i64>) -> Re
         // counted then); they are kept for a kshard that can.
         let _ = unit.apply_bytes(*offset, Some(key), Some(value));
     }
-    for (producer, stored) in &open {
-        unit.restore_transaction(producer.to_owned(), pending_store::decode(stored)?);
+    for (entry, stored) in &open {
+        match (pending_store::parse(entry), pending_store::split(stored)) {
+            (Some((producer, key)), Some((offset, value))) => unit.restore_pending(producer, offset, key, value),
+            _ => return Err(format!("a stored record of an open transaction does not read ({} bytes)", stored.len())),
+        }
     }
     for (group, n) in counts {
         unit.set_commits(&group, n);
@@ -308,18 +323,18 @@ impl Application for OffsetsShards {
         if let Some(Transactional::Marker { producer_id, committed }) = m.transactional {
             return self.end_transaction(txn, m, producer_id, committed);
         }
-        // The group's count of commits after the record, and the producers
-        // with a transaction open when an offset is deleted (the deletion
-        // drops their commits of it), read under the unit's lock the record
-        // was applied under.
+        // An offset tombstone drops the commits of it that open transactions
+        // set aside: which producers have one, asked before it applies.
+        let mut open = Vec::new();
+        if let (Some(key), None) = (m.key, m.value) {
+            self.monitor.update_unit(m.partition, |unit| open = unit.pending_producers_of(key));
+        }
+        // The group's count of commits after the record, read under the
+        // unit's lock the record was applied under.
         let group = m.key.and_then(group_of);
-        let (applied, (commits, open)) =
+        let (applied, commits) =
             self.monitor.apply_then(m.partition, m.offset, m.transactional, m.key, m.value, |unit| {
-                let open: Vec<i64> = match m.value {
-                    None => unit.open_transactions().iter().map(|(producer, _)| producer).collect(),
-                    Some(_) => Vec::new(),
-                };
-                (group.map(|g| unit.group(g).map(|x| x.commits)), open)
+                group.map(|g| unit.group(g).map(|x| x.commits))
             });
         if let Err(s) = &applied {
             // Counted and logged, like the direct reader. Still kept: a later
@@ -327,10 +342,14 @@ impl Application for OffsetsShards {
             warn!(partition = s.partition, offset = s.offset, reason = s.skipped.reason(), error = %s.skipped, topic = m.topic, "skipped a record of the offsets topic");
         }
         let Some(key) = m.key else { return Ok(()) };
-        if let (Ok(Applied::OffsetPending), Some(Transactional::Record { producer_id }), Some(value)) =
+        // A transaction's commit waits in the store for the marker, as in the
+        // unit; so does a record of a transaction that did not decode (kept,
+        // like any, for a kshard that can; dropped if the transaction aborts).
+        if let (Ok(Applied::OffsetPending) | Err(_), Some(Transactional::Record { producer_id }), Some(value)) =
             (&applied, m.transactional, m.value)
         {
-            return set_aside(txn, producer_id, Some((m.offset, key, value)), key);
+            txn.put(pending_store::key(producer_id, key), stored_value(m.offset, value));
+            return Ok(());
         }
         // Each group's count of commits is kept too: every member, and the
         // next primary, then export the same counter.
@@ -346,23 +365,25 @@ impl Application for OffsetsShards {
             None => {
                 txn.delete(key);
                 for producer in open {
-                    set_aside(txn, producer, None, key)?;
+                    txn.delete(pending_store::key(producer, key));
                 }
             }
         }
         Ok(())
     }
 
-    /// Reads every record: transactions are set aside here until their marker.
+    /// Every record where the reader can (transactions are set aside here
+    /// until their marker), else committed ones.
     fn isolation(&self) -> Isolation {
-        Isolation::Uncommitted
+        self.isolation
     }
 
     fn recovered(&self, shard: &ShardSpec, store: &dyn Store, offsets: &[SourceOffset]) -> Result<(), String> {
         let partition = partition_of(shard)?;
         let started = Instant::now();
         let next = offsets.iter().find(|o| o.partition == partition).map(|o| o.offset);
-        let unit = unit_from_store(store, next)?;
+        let mut unit = unit_from_store(store, next)?;
+        self.without_stranded_transactions(&mut unit, partition);
         let (groups, offsets_known) = (unit.groups().count(), unit.offset_count());
         // A unit ahead of the store held records a primary here applied but
         // never committed (it failed): what was shown goes back until read again.
@@ -387,7 +408,8 @@ impl Application for OffsetsShards {
     fn following(&self, shard: &ShardSpec, store: &dyn Store, offsets: &[SourceOffset]) -> Result<(), String> {
         let partition = partition_of(shard)?;
         let next = offsets.iter().find(|o| o.partition == partition).map(|o| o.offset);
-        let unit = unit_from_store(store, next)?;
+        let mut unit = unit_from_store(store, next)?;
+        self.without_stranded_transactions(&mut unit, partition);
         // A standby never shows less than this member showed already.
         if self.monitor.unit_position(partition).is_none_or(|shown| next.is_some_and(|n| n >= shown)) {
             self.monitor.replace_unit(partition, unit);

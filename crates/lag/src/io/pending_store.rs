@@ -1,72 +1,41 @@
-//! How a shard's store keeps the offset commits of open transactions: one
-//! entry per producer with a transaction open, under a key no
-//! `__consumer_offsets` key can be (Kafka's keys start with a small version
-//! number), holding the transaction's records as read — offset, raw key,
-//! raw value — so that a restart, or a standby taking over, knows what the
-//! producer's marker will commit or abort. Pure: bytes in, bytes out.
+//! How a shard's store keeps the records of open transactions: one entry
+//! per (producer, record key), under a key no `__consumer_offsets` key can
+//! be (Kafka's keys start with a small version number), holding the record
+//! as the store holds any (its offset, then its raw value). So a restart, or
+//! a standby taking over, knows what the producer's marker will commit or
+//! abort; a transaction committing offsets for many partitions costs an
+//! entry each, written once. Pure: bytes in, bytes out.
 
-/// Keys of open transactions start with this.
+/// Keys of open transactions' records start with this.
 pub(crate) const PREFIX: &[u8] = b"\xff\xfftxn/";
 
-/// A transaction's record as kept: its offset, raw key and raw value.
-pub(crate) type PendingRecord<'a> = (i64, &'a [u8], &'a [u8]);
-
-/// The store key of `producer`'s open transaction.
-pub(crate) fn key(producer: i64) -> Vec<u8> {
+/// The store key prefix of `producer`'s open transaction.
+pub(crate) fn producer_prefix(producer: i64) -> Vec<u8> {
     [PREFIX, &producer.to_be_bytes()[..]].concat()
 }
 
-/// The producer a store key names, if it is an open transaction's.
-pub(crate) fn producer_of(key: &[u8]) -> Option<i64> {
-    key.strip_prefix(PREFIX)?.try_into().ok().map(i64::from_be_bytes)
+/// The store key of `producer`'s record of `key`.
+pub(crate) fn key(producer: i64, key: &[u8]) -> Vec<u8> {
+    [PREFIX, &producer.to_be_bytes()[..], key].concat()
 }
 
-/// The stored value of a transaction's records.
-pub(crate) fn encode<'a>(records: impl IntoIterator<Item = PendingRecord<'a>>) -> Vec<u8> {
-    let mut out = Vec::new();
-    for (offset, key, value) in records {
-        out.extend_from_slice(&offset.to_be_bytes());
-        for bytes in [key, value] {
-            out.extend_from_slice(&u32::try_from(bytes.len()).unwrap_or(u32::MAX).to_be_bytes());
-            out.extend_from_slice(bytes);
-        }
-    }
-    out
+/// The producer and record key a store key names, if it is an open
+/// transaction's.
+pub(crate) fn parse(stored: &[u8]) -> Option<(i64, &[u8])> {
+    let rest = stored.strip_prefix(PREFIX)?;
+    let (producer, key) = rest.split_first_chunk::<8>()?;
+    Some((i64::from_be_bytes(*producer), key))
 }
 
-/// The records of a stored value, or why it does not read.
-pub(crate) fn decode(mut value: &[u8]) -> Result<Vec<PendingRecord<'_>>, String> {
-    fn take<'a>(value: &mut &'a [u8], n: usize) -> Result<&'a [u8], String> {
-        if value.len() < n {
-            return Err(format!("a stored open transaction is cut: {n} bytes wanted, {} left", value.len()));
-        }
-        let (head, rest) = value.split_at(n);
-        *value = rest;
-        Ok(head)
-    }
-    let mut records = Vec::new();
-    while !value.is_empty() {
-        let offset = i64::from_be_bytes(take(&mut value, 8)?.try_into().unwrap_or_default());
-        let mut parts = [&[][..]; 2];
-        for part in &mut parts {
-            let n = u32::from_be_bytes(take(&mut value, 4)?.try_into().unwrap_or_default());
-            *part = take(&mut value, usize::try_from(n).unwrap_or(usize::MAX))?;
-        }
-        records.push((offset, parts[0], parts[1]));
-    }
-    Ok(records)
+/// A stored value: the record's offset, then its raw value.
+pub(crate) fn value(offset: i64, raw: &[u8]) -> Vec<u8> {
+    [&offset.to_be_bytes()[..], raw].concat()
 }
 
-/// `records` with the record of `key` replaced by (or, without one, added
-/// as) `record`; `None` drops it.
-pub(crate) fn replaced<'a>(
-    records: &[PendingRecord<'a>],
-    key: &[u8],
-    record: Option<PendingRecord<'a>>,
-) -> Vec<PendingRecord<'a>> {
-    let mut out: Vec<PendingRecord<'a>> = records.iter().copied().filter(|(_, k, _)| *k != key).collect();
-    out.extend(record);
-    out
+/// The offset and raw value of a stored value, if it has an offset.
+pub(crate) fn split(stored: &[u8]) -> Option<(i64, &[u8])> {
+    let (offset, raw) = stored.split_first_chunk::<8>()?;
+    Some((i64::from_be_bytes(*offset), raw))
 }
 
 #[cfg(test)]
@@ -75,21 +44,21 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
-    fn records_read_back_and_a_cut_value_is_an_error() {
-        let records: Vec<PendingRecord<'_>> = vec![(5, b"k1", b"v1"), (9, b"", b"value")];
-        let stored = encode(records.iter().copied());
-        assert_eq!(decode(&stored), Ok(records.clone()));
-        assert!(decode(&stored[..stored.len() - 1]).is_err());
-        assert_eq!(producer_of(&key(42)), Some(42));
-        assert_eq!(producer_of(b"\x00\x01group"), None);
-        let replaced = replaced(&records, b"k1", Some((12, b"k1", b"v2")));
-        assert_eq!(replaced, vec![(9, &b""[..], &b"value"[..]), (12, b"k1", b"v2")]);
+    fn keys_and_values_read_back() {
+        assert_eq!(parse(&key(42, b"\x00\x01group")), Some((42, &b"\x00\x01group"[..])));
+        assert_eq!(parse(&key(-1, b"")), Some((-1, &b""[..])));
+        assert_eq!(parse(b"\x00\x01group"), None, "a record's own key");
+        assert_eq!(parse(&PREFIX[..PREFIX.len()]), None, "no producer");
+        assert!(key(7, b"k").starts_with(&producer_prefix(7)));
+        assert_eq!(split(&value(9, b"v")), Some((9, &b"v"[..])));
+        assert_eq!(split(b"short"), None);
     }
 
     proptest! {
         #[test]
-        fn any_bytes_decode_or_fail_without_panicking(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
-            let _ = decode(&bytes);
+        fn any_bytes_parse_or_not_without_panicking(bytes in proptest::collection::vec(any::<u8>(), 0..40)) {
+            let _ = parse(&bytes);
+            let _ = split(&bytes);
         }
     }
 }

@@ -148,7 +148,9 @@ fn run_on<K: Keyspace>(
     let admin = Admin::connect(&reader.settings, reader.timeout).map_err(|e| e.to_string())?;
     ensure_log_topic(&admin, &log_topic, partitions)?;
     let shards: Vec<ShardSpec> = (0..partitions).map(|p| shard(&reader.topic, &log_topic, p)).collect();
-    let app = Arc::new(OffsetsShards::new(Arc::clone(&reader.monitor), partitions, Arc::clone(&reader.stop)));
+    let mut shards_app = OffsetsShards::new(Arc::clone(&reader.monitor), partitions, Arc::clone(&reader.stop));
+    shards_app.isolation = reader.settings.isolation_for(kshard_runtime::application::Isolation::Uncommitted);
+    let app = Arc::new(shards_app);
     let config = NodeConfig {
         keys: keys.clone(),
         member,

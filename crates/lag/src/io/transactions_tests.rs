@@ -1,8 +1,9 @@
 //! Transactions of the offsets topic read past, against Kafka's rule written
 //! out here on its own: for any run of plain commits, transactional commits,
-//! markers and offset tombstones, the monitor's unit (plain mode), a
-//! primary's store rebuilt (durable mode, restart) and a standby following
-//! the primary's transactions all hold what Kafka's coordinator holds.
+//! markers and offset tombstones, a primary's unit (restarted on its store
+//! now and then, reading on), its store rebuilt at the end, and a standby
+//! following the primary's transactions all hold what Kafka's coordinator
+//! holds, record offsets included.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -106,20 +107,24 @@ impl Kafka {
     }
 }
 
-/// A unit's committed offsets and open transactions, as the model has them.
-type Held = (BTreeMap<(String, i32), i64>, BTreeMap<i64, BTreeMap<(String, i32), i64>>);
+/// A unit's committed offsets and open transactions, as the model has them:
+/// (offset, record offset) by (group, partition).
+type Held = (Offsets, BTreeMap<i64, Offsets>);
 
 fn held(unit: &GroupOffsets) -> Held {
     let mut committed = BTreeMap::new();
     for (name, g) in unit.groups() {
         for (_, p, c) in g.offsets() {
-            committed.insert((name.to_string(), p), c.offset);
+            committed.insert((name.to_string(), p), (c.offset, c.record_offset));
         }
     }
     let mut open = BTreeMap::new();
     for (producer, commits) in unit.open_transactions().iter() {
         if !commits.is_empty() {
-            let commits = commits.iter().map(|c| ((c.group.to_string(), c.partition), c.committed.offset)).collect();
+            let commits = commits
+                .iter()
+                .map(|c| ((c.group.to_string(), c.partition), (c.committed.offset, c.committed.record_offset)))
+                .collect();
             open.insert(producer, commits);
         }
     }
@@ -127,14 +132,8 @@ fn held(unit: &GroupOffsets) -> Held {
 }
 
 fn expected(kafka: &Kafka) -> Held {
-    let committed = kafka.committed.iter().map(|(k, (o, _))| (k.clone(), *o)).collect();
-    let open = kafka
-        .pending
-        .iter()
-        .filter(|(_, p)| !p.is_empty())
-        .map(|(pr, p)| (*pr, p.iter().map(|(k, (o, _))| (k.clone(), *o)).collect()))
-        .collect();
-    (committed, open)
+    let open = kafka.pending.iter().filter(|(_, p)| !p.is_empty()).map(|(pr, p)| (*pr, p.clone())).collect();
+    (kafka.committed.clone(), open)
 }
 
 fn checkpoint(next: i64) -> Checkpoint {
@@ -153,7 +152,11 @@ fn unit_of(monitor: &Monitor) -> Held {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
     #[test]
-    fn every_mode_holds_what_kafkas_coordinator_holds(ops in proptest::collection::vec(op(), 1..60), batch in 1usize..6) {
+    fn every_mode_holds_what_kafkas_coordinator_holds(
+        ops in proptest::collection::vec(op(), 1..60),
+        batch in 1usize..6,
+        restarts in proptest::collection::vec(any::<bool>(), 12),
+    ) {
         let monitor = Arc::new(Monitor::new(MonitorSettings::default()));
         let app = OffsetsShards::new(Arc::clone(&monitor), 1, Arc::new(AtomicBool::new(false)));
         let spec = ShardSpec::new(
@@ -191,6 +194,10 @@ proptest! {
             let next = first + chunk.len() as i64;
             store.apply(&mutations, &checkpoint(next)).expect("applies");
             follow_transaction(&mut standby, &mutations, Some(next));
+            // Now and then the primary restarts on its store and reads on.
+            if restarts[n % restarts.len()] {
+                monitor.replace_unit(0, unit_from_store(&store, Some(next)).expect("rebuilds"));
+            }
         }
         let want = expected(&kafka);
         prop_assert_eq!(&unit_of(&monitor), &want, "the primary's unit");

@@ -16,7 +16,8 @@
 use std::sync::Arc;
 
 use kshard_offsets::{
-    DecodeError, GroupMetadataValue, OffsetCommitValue, Record, RecordKey, RecordType, RecordValue, Uuid,
+    DecodeError, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, Record, RecordKey, RecordType, RecordValue,
+    Uuid,
 };
 
 use crate::names::{FastMap, Names};
@@ -298,13 +299,7 @@ impl GroupOffsets {
                 Some(producer),
                 Record { key: RecordKey::OffsetCommit { key, .. }, value: Some(RecordValue::OffsetCommit(v)) },
             ) => {
-                let pending = PendingCommit {
-                    group: self.names.intern(&key.group),
-                    topic: self.names.intern(&key.topic),
-                    partition: key.partition,
-                    committed: committed(v, offset),
-                };
-                self.open.add(producer, pending);
+                self.set_aside(producer, key, v, offset);
                 Ok(Applied::OffsetPending)
             }
             _ => Ok(self.apply_at(offset, &record)),
@@ -357,33 +352,57 @@ impl GroupOffsets {
         &self.open
     }
 
-    /// Sets `producer`'s open transaction to the offset commits given as
-    /// raw records (offset, key, value), restored from a store; a record that
-    /// does not decode, or is no offset commit, is left out.
-    pub fn restore_transaction<'r>(
-        &mut self,
-        producer: i64,
-        records: impl IntoIterator<Item = (i64, &'r [u8], &'r [u8])>,
-    ) {
-        let mut commits = Vec::new();
-        for (offset, key, value) in records {
-            if let Ok(Record { key: RecordKey::OffsetCommit { key, .. }, value: Some(RecordValue::OffsetCommit(v)) }) =
-                Record::decode(key, Some(value))
-            {
-                commits.push(PendingCommit {
-                    group: self.names.intern(&key.group),
-                    topic: self.names.intern(&key.topic),
-                    partition: key.partition,
-                    committed: committed(&v, offset),
-                });
-            }
+    /// Sets the offset commit at `offset` (raw key and value, restored from a
+    /// store) aside in `producer`'s open transaction; a record that does not
+    /// decode, or is no offset commit, is left out.
+    pub fn restore_pending(&mut self, producer: i64, offset: i64, key: &[u8], value: &[u8]) {
+        if let Ok(Record { key: RecordKey::OffsetCommit { key, .. }, value: Some(RecordValue::OffsetCommit(v)) }) =
+            Record::decode(key, Some(value))
+        {
+            self.set_aside(producer, &key, &v, offset);
         }
-        self.open.restore(producer, commits);
     }
 
-    /// Forgets `producer`'s open transaction (a standby: its primary ended it).
+    /// Drops `producer`'s pending commit of the offset `key` (raw) names (a
+    /// standby: its primary applied the marker, or a tombstone).
+    pub fn drop_pending(&mut self, producer: i64, key: &[u8]) {
+        if let Ok(RecordKey::OffsetCommit { key, .. }) = RecordKey::decode(key) {
+            self.open.remove(producer, &key.group, &key.topic, key.partition);
+        }
+    }
+
+    /// The producers whose open transaction holds a commit of the offset
+    /// `key` (raw) names.
+    pub fn pending_producers_of(&self, key: &[u8]) -> Vec<i64> {
+        if self.open.is_empty() {
+            return Vec::new();
+        }
+        match RecordKey::decode(key) {
+            Ok(RecordKey::OffsetCommit { key, .. }) => self.open.producers_with(&key.group, &key.topic, key.partition),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Forgets `producer`'s open transaction, its commits unapplied.
     pub fn drop_transaction(&mut self, producer: i64) {
         self.open.end(producer);
+    }
+
+    /// Sets a transaction's commit aside (and learns the topic's id: a
+    /// fact whatever the transaction's end).
+    fn set_aside(&mut self, producer: i64, key: &OffsetCommitKey<'_>, v: &OffsetCommitValue<'_>, offset: i64) {
+        if let Some(id) = v.topic_id
+            && !self.topic_ids.contains_key(&id)
+        {
+            self.learn_topic_id(id, &key.topic);
+        }
+        let pending = PendingCommit {
+            group: self.names.intern(&key.group),
+            topic: self.names.intern(&key.topic),
+            partition: key.partition,
+            committed: committed(v, offset),
+        };
+        self.open.add(producer, pending);
     }
 
     /// Applies a decoded record, as the record at the current position.

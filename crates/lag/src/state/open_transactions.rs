@@ -12,6 +12,7 @@
 //! the offset in place, as the coordinator decides (`OffsetMetadataManager`),
 //! so that a plain commit written after the transactional one wins. An
 //! offset tombstone drops the transactions' commits of that partition too.
+//! A transaction counts as open here while it has a commit set aside.
 //! Pure.
 
 use std::sync::Arc;
@@ -32,56 +33,91 @@ pub struct PendingCommit {
     pub committed: CommittedOffset,
 }
 
-/// The open transactions of one partition of the offsets topic.
+/// What a transaction's commit is for: group, topic, partition.
+type Slot = (Arc<str>, Arc<str>, i32);
+
+/// The open transactions of one partition of the offsets topic: those with
+/// at least one commit set aside.
 #[derive(Debug, Clone, Default)]
 pub struct OpenTransactions {
-    /// Each open transaction's commits, by producer id: a transaction commits
-    /// offsets for a handful of partitions, so a vector is searched.
-    by_producer: FastMap<i64, Vec<PendingCommit>>,
+    /// Each open transaction's commits, by producer id, then by what they
+    /// are for (a transaction commits the offsets of up to thousands of
+    /// partitions at once: Kafka Streams with exactly-once).
+    by_producer: FastMap<i64, FastMap<Slot, CommittedOffset>>,
 }
 
 impl OpenTransactions {
     /// Sets `commit` aside in `producer`'s transaction, in place of one the
     /// transaction made earlier for the same partition.
     pub fn add(&mut self, producer: i64, commit: PendingCommit) {
-        let commits = self.by_producer.entry(producer).or_default();
-        match commits
-            .iter_mut()
-            .find(|c| c.partition == commit.partition && c.topic == commit.topic && c.group == commit.group)
-        {
-            Some(c) => *c = commit,
-            None => commits.push(commit),
+        let slot = (commit.group, commit.topic, commit.partition);
+        self.by_producer.entry(producer).or_default().insert(slot, commit.committed);
+    }
+
+    /// Drops `producer`'s commit of `group`'s offset of `topic`/`partition`;
+    /// a transaction left without commits is no longer counted open.
+    pub fn remove(&mut self, producer: i64, group: &str, topic: &str, partition: i32) {
+        let Some(commits) = self.by_producer.get_mut(&producer) else { return };
+        commits.retain(|(g, t, p), _| !(*p == partition && **t == *topic && **g == *group));
+        if commits.is_empty() {
+            self.by_producer.remove(&producer);
         }
     }
 
-    /// Drops every transaction's commit of `group`'s offset of `topic`/`partition`
-    /// (an offset tombstone). The transactions stay open.
-    pub fn forget(&mut self, group: &str, topic: &str, partition: i32) {
-        for commits in self.by_producer.values_mut() {
-            commits.retain(|c| !(c.partition == partition && *c.topic == *topic && *c.group == *group));
-        }
+    /// The producers whose open transaction holds a commit of `group`'s
+    /// offset of `topic`/`partition`.
+    pub fn producers_with(&self, group: &str, topic: &str, partition: i32) -> Vec<i64> {
+        let mut producers: Vec<i64> = self
+            .by_producer
+            .iter()
+            .filter(|(_, c)| c.keys().any(|(g, t, p)| *p == partition && **t == *topic && **g == *group))
+            .map(|(p, _)| *p)
+            .collect();
+        producers.sort_unstable();
+        producers
     }
 
-    /// Ends `producer`'s transaction: its commits, in the order made.
+    /// Drops every transaction's commit of `group`'s offset of
+    /// `topic`/`partition` (an offset tombstone); returns the producers
+    /// whose commit it dropped.
+    pub fn forget(&mut self, group: &str, topic: &str, partition: i32) -> Vec<i64> {
+        let producers = self.producers_with(group, topic, partition);
+        for producer in &producers {
+            self.remove(*producer, group, topic, partition);
+        }
+        producers
+    }
+
+    /// Ends `producer`'s transaction: its commits.
     pub fn end(&mut self, producer: i64) -> Vec<PendingCommit> {
-        self.by_producer.remove(&producer).unwrap_or_default()
-    }
-
-    /// Replaces `producer`'s transaction with `commits` (restored from a store).
-    pub fn restore(&mut self, producer: i64, commits: Vec<PendingCommit>) {
-        self.by_producer.insert(producer, commits);
+        let commits = self.by_producer.remove(&producer).unwrap_or_default();
+        commits
+            .into_iter()
+            .map(|((group, topic, partition), committed)| PendingCommit { group, topic, partition, committed })
+            .collect()
     }
 
     /// The open transactions: producer id and commits, by producer id.
-    pub fn iter(&self) -> impl Iterator<Item = (i64, &[PendingCommit])> {
-        let mut producers: Vec<_> = self.by_producer.iter().map(|(p, c)| (*p, c.as_slice())).collect();
-        producers.sort_unstable_by_key(|(p, _)| *p);
-        producers.into_iter()
+    pub fn iter(&self) -> impl Iterator<Item = (i64, Vec<PendingCommit>)> + '_ {
+        let mut producers: Vec<i64> = self.by_producer.keys().copied().collect();
+        producers.sort_unstable();
+        producers.into_iter().map(|p| (p, self.of(p)))
     }
 
-    /// One producer's open transaction, if it has one.
-    pub fn of(&self, producer: i64) -> Option<&[PendingCommit]> {
-        self.by_producer.get(&producer).map(Vec::as_slice)
+    /// One producer's open transaction's commits (none when it has none).
+    pub fn of(&self, producer: i64) -> Vec<PendingCommit> {
+        let Some(commits) = self.by_producer.get(&producer) else { return Vec::new() };
+        let mut out: Vec<PendingCommit> = commits
+            .iter()
+            .map(|((group, topic, partition), committed)| PendingCommit {
+                group: Arc::clone(group),
+                topic: Arc::clone(topic),
+                partition: *partition,
+                committed: committed.clone(),
+            })
+            .collect();
+        out.sort_unstable_by_key(|c| c.committed.record_offset);
+        out
     }
 
     /// How many transactions are open.
@@ -96,12 +132,12 @@ impl OpenTransactions {
 
     /// The commits set aside, over every open transaction.
     pub fn commit_count(&self) -> usize {
-        self.by_producer.values().map(Vec::len).sum()
+        self.by_producer.values().map(FastMap::len).sum()
     }
 
     /// The earliest record of an open transaction's commits, if any.
     pub fn first_record(&self) -> Option<i64> {
-        self.by_producer.values().flatten().map(|c| c.committed.record_offset).min()
+        self.by_producer.values().flat_map(FastMap::values).map(|c| c.record_offset).min()
     }
 }
 
@@ -126,21 +162,25 @@ mod tests {
         open.add(7, pending("g", 0, 11, 102));
         open.add(8, pending("h", 0, 5, 103));
         assert_eq!((open.len(), open.commit_count(), open.first_record()), (2, 3, Some(101)));
-        let ended = open.end(7);
+        let mut ended = open.end(7);
+        ended.sort_unstable_by_key(|c| c.partition);
         assert_eq!(ended, vec![pending("g", 0, 11, 102), pending("g", 1, 20, 101)]);
         assert_eq!(open.end(7), vec![], "ended once");
         assert_eq!(open.iter().map(|(p, c)| (p, c.len())).collect::<Vec<_>>(), vec![(8, 1)]);
     }
 
     #[test]
-    fn a_tombstone_drops_the_partitions_commits_and_leaves_the_transaction_open() {
+    fn a_tombstone_drops_the_partitions_commits_from_every_transaction() {
         let mut open = OpenTransactions::default();
         open.add(7, pending("g", 0, 10, 100));
         open.add(8, pending("g", 0, 12, 101));
         open.add(8, pending("g", 1, 12, 102));
-        open.forget("g", "t", 0);
-        assert_eq!(open.of(7), Some(&[][..]));
-        assert_eq!(open.of(8), Some(&[pending("g", 1, 12, 102)][..]));
-        assert_eq!(open.len(), 2);
+        assert_eq!(open.producers_with("g", "t", 0), vec![7, 8]);
+        assert_eq!(open.forget("g", "t", 0), vec![7, 8]);
+        assert_eq!(open.of(7), vec![], "7 had no other commit: no longer open");
+        assert_eq!(open.of(8), vec![pending("g", 1, 12, 102)]);
+        assert_eq!(open.len(), 1);
+        open.remove(8, "g", "t", 1);
+        assert!(open.is_empty());
     }
 }
