@@ -44,18 +44,17 @@ impl Refresher {
         let times = self.brokers.timestamps().map_err(|e| e.to_string())?;
         let mut next = Instant::now();
         let mut refreshed_since_catch_up = false;
-        let mut last_attempt: Option<Instant> = None;
+        let mut last_failure: Option<Instant> = None;
         while !self.stop.load(Ordering::Acquire) {
             let caught_up = self.monitor.is_caught_up();
-            // Refresh on schedule, and at once when catch-up completes (retrying
-            // at most every second), so that readiness waits for watermarks no
-            // older than the catch-up.
-            let retry = last_attempt.is_none_or(|t| t.elapsed() >= Duration::from_secs(1));
+            // Refresh on schedule, and at once when catch-up completes (after
+            // a failure, at most every second), so that readiness waits for
+            // watermarks no older than the catch-up, and no longer.
+            let retry = last_failure.is_none_or(|t| t.elapsed() >= Duration::from_secs(1));
             if Instant::now() >= next || (caught_up && !refreshed_since_catch_up && retry) {
                 let started = Instant::now();
                 // The monitor's clock, which its readiness decisions read.
                 let refreshed_at = self.monitor.now();
-                last_attempt = Some(started);
                 let scraped = match self.mode {
                     ScrapeMode::AdminApi => scrape_groups(&*admin, &self.monitor).map_err(|e| e.to_string()),
                     ScrapeMode::OffsetsTopic => Ok(()),
@@ -79,6 +78,7 @@ impl Refresher {
                         self.monitor.sweep_names();
                     }
                     Err(e) => {
+                        last_failure = Some(started);
                         let e = self.settings.with_access_problem(e);
                         warn!(error = %e, "refreshing groups and watermarks");
                         self.monitor.step(Event::RefreshFailed(e));
