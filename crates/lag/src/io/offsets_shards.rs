@@ -165,8 +165,8 @@ pub(crate) fn follow_transaction(unit: &mut GroupOffsets, mutations: &[Mutation]
                 open.extend(pending_store::parse(key).map(|(p, k)| (p, k, Some(value.as_slice()))));
             }
             Mutation::Put { key, value } => {
-                if let Some((offset, raw)) = value.split_first_chunk::<8>() {
-                    puts.push((i64::from_be_bytes(*offset), key, raw));
+                if let Some((offset, raw)) = split_stored(value) {
+                    puts.push((offset, key, raw));
                 }
             }
         }
@@ -181,7 +181,7 @@ pub(crate) fn follow_transaction(unit: &mut GroupOffsets, mutations: &[Mutation]
         }
     }
     for (producer, key, stored) in open {
-        match stored.map(pending_store::split) {
+        match stored.map(split_stored) {
             Some(Some((offset, value))) => unit.restore_pending(producer, offset, key, value),
             Some(None) => warn!(producer, "a stored record of an open transaction has no offset"),
             None => unit.drop_pending(producer, key),
@@ -199,7 +199,13 @@ pub(crate) fn follow_transaction(unit: &mut GroupOffsets, mutations: &[Mutation]
 
 /// What the store keeps of the record at `offset`: the offset, then the value.
 fn stored_value(offset: i64, value: &[u8]) -> Vec<u8> {
-    pending_store::value(offset, value)
+    [&offset.to_be_bytes()[..], value].concat()
+}
+
+/// The offset and raw value of what the store keeps, if it has an offset.
+fn split_stored(stored: &[u8]) -> Option<(i64, &[u8])> {
+    let (offset, raw) = stored.split_first_chunk::<8>()?;
+    Some((i64::from_be_bytes(*offset), raw))
 }
 
 impl OffsetsShards {
@@ -244,15 +250,14 @@ impl OffsetsShards {
         });
         for (entry, stored) in &records {
             txn.delete(entry.as_slice());
-            let (Some((_, key)), Some((offset, _))) = (pending_store::parse(entry), pending_store::split(stored))
-            else {
+            let (Some((_, key)), Some((offset, _))) = (pending_store::parse(entry), split_stored(stored)) else {
                 continue;
             };
             if !committed {
                 continue;
             }
             let in_place = txn.get(key).map_err(|e| e.to_string())?;
-            if in_place.as_deref().and_then(pending_store::split).is_none_or(|(at, _)| at < offset) {
+            if in_place.as_deref().and_then(split_stored).is_none_or(|(at, _)| at < offset) {
                 txn.put(key, stored.as_slice());
             }
         }
@@ -290,10 +295,10 @@ pub(crate) fn unit_from_store(store: &dyn Store, next_offset: Option<i64>) -> Re
                 open.push((key, value));
                 continue;
             }
-            let Some((offset, raw)) = value.split_first_chunk::<8>() else {
+            let Some((offset, raw)) = split_stored(&value) else {
                 return Err(format!("a stored record of {} bytes has no offset", value.len()));
             };
-            entries.push((i64::from_be_bytes(*offset), key, raw.to_vec()));
+            entries.push((offset, key, raw.to_vec()));
         }
     }
     entries.sort_unstable_by_key(|(offset, _, _)| *offset);
@@ -304,7 +309,7 @@ pub(crate) fn unit_from_store(store: &dyn Store, next_offset: Option<i64>) -> Re
         let _ = unit.apply_bytes(*offset, Some(key), Some(value));
     }
     for (entry, stored) in &open {
-        match (pending_store::parse(entry), pending_store::split(stored)) {
+        match (pending_store::parse(entry), split_stored(stored)) {
             (Some((producer, key)), Some((offset, value))) => unit.restore_pending(producer, offset, key, value),
             _ => return Err(format!("a stored record of an open transaction does not read ({} bytes)", stored.len())),
         }

@@ -27,17 +27,6 @@ pub(crate) fn parse(stored: &[u8]) -> Option<(i64, &[u8])> {
     Some((i64::from_be_bytes(*producer), key))
 }
 
-/// A stored value: the record's offset, then its raw value.
-pub(crate) fn value(offset: i64, raw: &[u8]) -> Vec<u8> {
-    [&offset.to_be_bytes()[..], raw].concat()
-}
-
-/// The offset and raw value of a stored value, if it has an offset.
-pub(crate) fn split(stored: &[u8]) -> Option<(i64, &[u8])> {
-    let (offset, raw) = stored.split_first_chunk::<8>()?;
-    Some((i64::from_be_bytes(*offset), raw))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -50,15 +39,12 @@ mod tests {
         assert_eq!(parse(b"\x00\x01group"), None, "a record's own key");
         assert_eq!(parse(&PREFIX[..PREFIX.len()]), None, "no producer");
         assert!(key(7, b"k").starts_with(&producer_prefix(7)));
-        assert_eq!(split(&value(9, b"v")), Some((9, &b"v"[..])));
-        assert_eq!(split(b"short"), None);
     }
 
     proptest! {
         #[test]
         fn any_bytes_parse_or_not_without_panicking(bytes in proptest::collection::vec(any::<u8>(), 0..40)) {
             let _ = parse(&bytes);
-            let _ = split(&bytes);
         }
     }
 }

@@ -129,16 +129,6 @@ impl OpenTransactions {
     pub fn is_empty(&self) -> bool {
         self.by_producer.is_empty()
     }
-
-    /// The commits set aside, over every open transaction.
-    pub fn commit_count(&self) -> usize {
-        self.by_producer.values().map(FastMap::len).sum()
-    }
-
-    /// The earliest record of an open transaction's commits, if any.
-    pub fn first_record(&self) -> Option<i64> {
-        self.by_producer.values().flat_map(FastMap::values).map(|c| c.record_offset).min()
-    }
 }
 
 #[cfg(test)]
@@ -161,7 +151,7 @@ mod tests {
         open.add(7, pending("g", 1, 20, 101));
         open.add(7, pending("g", 0, 11, 102));
         open.add(8, pending("h", 0, 5, 103));
-        assert_eq!((open.len(), open.commit_count(), open.first_record()), (2, 3, Some(101)));
+        assert_eq!((open.len(), open.of(7).len(), open.of(8).len()), (2, 2, 1));
         let mut ended = open.end(7);
         ended.sort_unstable_by_key(|c| c.partition);
         assert_eq!(ended, vec![pending("g", 0, 11, 102), pending("g", 1, 20, 101)]);
