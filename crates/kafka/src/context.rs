@@ -78,6 +78,7 @@ impl ProducerContext for KshardContext {
         }
         *delivered.outcome.lock().unwrap_or_else(PoisonError::into_inner) = Some(outcome);
         delivered.done.notify_all();
+        delivered.arrived.notify_one();
     }
 }
 
@@ -89,6 +90,8 @@ pub(crate) struct Delivered {
     pub(crate) tracked: bool,
     pub(crate) outcome: Mutex<Option<Result<i64, String>>>,
     pub(crate) done: std::sync::Condvar,
+    /// Wakes the task awaiting the outcome ([`crate::Delivery::delivered`]).
+    pub(crate) arrived: tokio::sync::Notify,
 }
 
 /// What kind of access problem `error` is, when it is one that retrying cannot

@@ -105,6 +105,8 @@ pub(crate) enum Delivery {
 pub(crate) struct Sink {
     queue: Mutex<SinkQueue>,
     ready: Condvar,
+    /// Wakes the task awaiting the reader ([`crate::PartitionReader::readable`]).
+    readable: tokio::sync::Notify,
     /// Bytes queued past which the reader's partitions are not fetched for.
     limit: usize,
 }
@@ -131,6 +133,12 @@ impl Sink {
         }
         q.items.push_back(delivery);
         self.ready.notify_one();
+        self.readable.notify_one();
+    }
+
+    /// Resolves once a delivery may be queued (see [`crate::PartitionReader::readable`]).
+    pub(crate) fn readable(&self) -> tokio::sync::futures::Notified<'_> {
+        self.readable.notified()
     }
 }
 
@@ -241,7 +249,13 @@ impl Fetcher {
     /// A new reader's id and queue of `limit` bytes.
     pub(crate) fn sink(&self, limit: usize) -> (u64, Arc<Sink>) {
         let id = self.shared.next_reader.fetch_add(1, Ordering::Relaxed);
-        (id, Arc::new(Sink { queue: Mutex::new(SinkQueue::default()), ready: Condvar::new(), limit }))
+        let sink = Sink {
+            queue: Mutex::new(SinkQueue::default()),
+            ready: Condvar::new(),
+            readable: tokio::sync::Notify::new(),
+            limit,
+        };
+        (id, Arc::new(sink))
     }
 
     /// Reads `partitions` of `topic` for `reader`, each from its offset

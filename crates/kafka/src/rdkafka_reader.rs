@@ -19,6 +19,8 @@ use crate::reader::{ReadEvent, ReadRecord};
 /// control records (transaction markers) that are never delivered, or is empty.
 pub(crate) struct RdkafkaReader {
     consumer: BaseConsumer<KshardContext>,
+    /// Rung by librdkafka when the consumer's queue becomes non-empty.
+    readable: std::sync::Arc<tokio::sync::Notify>,
 }
 
 impl std::fmt::Debug for RdkafkaReader {
@@ -40,7 +42,7 @@ impl RdkafkaReader {
         queue_kbytes: u32,
     ) -> Result<Self> {
         let queue = queue_kbytes.to_string();
-        let consumer: BaseConsumer<KshardContext> = settings.create(
+        let mut consumer: BaseConsumer<KshardContext> = settings.create(
             "consumer",
             &[
                 ("group.id", "kshard-reader"),
@@ -74,7 +76,10 @@ impl RdkafkaReader {
                 .map_err(call(format!("assigning {topic}/{partition}")))?;
         }
         consumer.assign(&assignment).map_err(call(format!("assigning partitions of {topic}")))?;
-        Ok(RdkafkaReader { consumer })
+        let readable = std::sync::Arc::new(tokio::sync::Notify::new());
+        let ring = std::sync::Arc::clone(&readable);
+        consumer.set_nonempty_callback(move || ring.notify_one());
+        Ok(RdkafkaReader { consumer, readable })
     }
 
     /// Adds partitions of `topic` to the assignment, each from its offset (`None`:
@@ -88,6 +93,11 @@ impl RdkafkaReader {
                 .map_err(call(format!("assigning {topic}/{partition}")))?;
         }
         self.consumer.incremental_assign(&added).map_err(call(format!("adding partitions of {topic}")))
+    }
+
+    /// Resolves once the consumer's queue may hold an event.
+    pub(crate) fn readable(&self) -> tokio::sync::futures::Notified<'_> {
+        self.readable.notified()
     }
 
     /// Waits up to `timeout` for the next event.

@@ -247,6 +247,17 @@ impl PartitionReader {
         }
     }
 
+    /// Resolves once [`PartitionReader::poll`] may have an event without
+    /// waiting: how an async task waits for a reader, without a thread.
+    /// Call it after a poll of zero timeout was [`ReadEvent::Idle`]; it may
+    /// resolve when nothing is there after all (poll again). Cancel-safe.
+    pub fn readable(&self) -> tokio::sync::futures::Notified<'_> {
+        match &self.client {
+            Client::Librdkafka(r) => r.readable(),
+            Client::Kshard(r) => r.sink.readable(),
+        }
+    }
+
     /// Where a partition this reader reads ends (the end of what it will
     /// deliver: the last stable offset reading committed records, the high
     /// watermark reading every record), as kshard's reader last heard from its

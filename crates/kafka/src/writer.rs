@@ -38,15 +38,8 @@ impl Delivery {
         let deadline = Instant::now() + timeout;
         let mut outcome = self.slot.outcome.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
-            match outcome.as_ref() {
-                Some(Ok(offset)) => return Ok(*offset),
-                Some(Err(why)) => {
-                    return Err(Error::Refused {
-                        step: format!("delivering a record to {}", self.to),
-                        message: why.clone(),
-                    });
-                }
-                None => {}
+            if let Some(result) = self.result(outcome.as_ref()) {
+                return result;
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -56,6 +49,31 @@ impl Delivery {
                 });
             }
             outcome = self.slot.done.wait_timeout(outcome, left).unwrap_or_else(PoisonError::into_inner).0;
+        }
+    }
+
+    /// [`Delivery::wait`] for an async task, without a timeout of its own
+    /// (librdkafka's `message.timeout.ms` ends every record's wait; the
+    /// caller may bound it with its own timer). Cancel-safe.
+    pub async fn delivered(&self) -> Result<i64> {
+        loop {
+            // Asked for before looking, so an outcome set between the look
+            // and the wait still wakes it.
+            let arrived = self.slot.arrived.notified();
+            if let Some(result) = self.result(self.slot.outcome.lock().unwrap_or_else(PoisonError::into_inner).as_ref())
+            {
+                return result;
+            }
+            arrived.await;
+        }
+    }
+
+    fn result(&self, outcome: Option<&std::result::Result<i64, String>>) -> Option<Result<i64>> {
+        match outcome? {
+            Ok(offset) => Some(Ok(*offset)),
+            Err(why) => {
+                Some(Err(Error::Refused { step: format!("delivering a record to {}", self.to), message: why.clone() }))
+            }
         }
     }
 }

@@ -11,7 +11,10 @@
 //! `auto.offset.reset=earliest`),
 //! partitions added while reading, over TLS and SASL, and across a broker
 //! that is killed and started again. kshard's reader shares one connection
-//! per broker among every reader made from the same settings.
+//! per broker among every reader made from the same settings. Every read
+//! here waits as an async task does: a poll that does not wait, then
+//! [`PartitionReader::readable`] — a reader that failed to say it is
+//! readable would never get past its first wait.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -33,6 +36,18 @@ struct ReadBack {
     ends: BTreeMap<i32, Option<i64>>,
 }
 
+/// Polls `reader` without waiting; when it has nothing, waits until it says
+/// it is readable (or `deadline` passes), as a runtime replica's task does.
+fn poll_as_a_task(reader: &PartitionReader, deadline: Instant) -> ReadEvent<'_> {
+    let event = reader.poll(Duration::ZERO).expect("poll");
+    if let ReadEvent::Idle = event {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("tokio");
+        let _ = runtime.block_on(async { tokio::time::timeout(left, reader.readable()).await });
+    }
+    event
+}
+
 fn with_reader(settings: &ClientSettings, kind: ReaderKind) -> ClientSettings {
     let mut s = settings.clone();
     s.reader = kind;
@@ -46,7 +61,7 @@ fn read_to_end(reader: &PartitionReader, partitions: &[i32], at_least: usize) ->
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         assert!(Instant::now() < deadline, "did not reach the end in 60 s: {back:?}");
-        match reader.poll(Duration::from_millis(200)).expect("poll") {
+        match poll_as_a_task(reader, deadline) {
             ReadEvent::Record(r) => {
                 back.records.push((
                     r.partition(),
@@ -229,7 +244,7 @@ fn tagged_to_end(reader: &PartitionReader, at_least: usize) -> (Vec<(i64, Option
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         assert!(Instant::now() < deadline, "did not reach the end in 60 s: {tags:?}");
-        match reader.poll(Duration::from_millis(200)).expect("poll") {
+        match poll_as_a_task(reader, deadline) {
             ReadEvent::Record(r) => tags.push((r.offset(), r.transactional())),
             ReadEvent::EndOfPartition { next_offset: Some(end), .. } if tags.len() >= at_least => return (tags, end),
             _ => {}

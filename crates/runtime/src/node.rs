@@ -1,7 +1,7 @@
 //! A member process at work: it joins (a key under its lease), runs the
 //! allocator when elected, follows its assignments in the keyspace and drives
 //! one [`Replica`] state machine per assigned shard, performing its actions —
-//! a worker thread per replica for the I/O ([`crate::replica_worker`]), status
+//! a task per replica for the I/O ([`crate::replica_worker`]), status
 //! writes checked against the assignment's revision ([`write_status`]).
 //!
 //! When the member's lease is lost (the keyspace unreachable for longer than
@@ -13,8 +13,8 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::AtomicU32;
-use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 use kshard_kafka::ClientSettings;
@@ -31,7 +31,7 @@ use crate::model::{AssignmentValue, Hints, Keys, MemberSpec, ShardSpec};
 use crate::partitions::Partitions;
 use crate::partitions::kafka::KafkaPartitions;
 use crate::replica::{Action, AssignmentId, Event, Replica, State};
-use crate::replica_log::HintBoard;
+use crate::replica_log::{HintBoard, HintCall};
 use crate::replica_worker::{self, Command, Progress, ProgressMap, WorkerContext};
 use crate::status::ReplicaCode;
 use crate::status_writer::write_status;
@@ -170,7 +170,7 @@ struct Slot {
     machine: Replica,
     /// The assignment's key and create revision, as last seen.
     assignment: Option<(String, AssignmentId)>,
-    worker: Option<mpsc::Sender<Command>>,
+    worker: Option<UnboundedSender<Command>>,
     generation: u64,
     /// When the replica was told to become primary.
     promotion_asked: Option<Instant>,
@@ -210,20 +210,14 @@ impl<K: Keyspace> Driver<K> {
                     return;
                 };
                 slot.generation += 1;
-                let (commands, receive) = mpsc::channel();
+                let (commands, receive) = unbounded_channel();
                 slot.worker = Some(commands);
                 let (ctx, reports, generation) = (Arc::clone(&self.worker), self.reports.clone(), slot.generation);
-                let name = format!("replica-{shard}");
-                let spawned = std::thread::Builder::new().name(name).spawn(move || {
-                    let report = |event| {
-                        let _ = reports.send((spec.id.clone(), generation, event));
-                    };
-                    replica_worker::run(&ctx, &spec, &receive, &report);
+                let id = spec.id.clone();
+                let report = Box::new(move |event| {
+                    let _ = reports.send((id.clone(), generation, event));
                 });
-                if let Err(e) = spawned {
-                    slot.worker = None;
-                    self.step(shard, Event::Failed(format!("starting the replica's thread: {e}")));
-                }
+                replica_worker::spawn(ctx, spec, receive, report);
             }
             Action::AppendHandOff | Action::Follow | Action::OpenStore | Action::StartSources | Action::TearDown => {
                 let command = match action {
@@ -376,48 +370,48 @@ impl<K: Keyspace> Driver<K> {
     }
 }
 
-/// Hints in the keyspace, for the blocking replica workers.
+/// Hints in the keyspace, for the replicas' tasks.
 struct KeyspaceHints<K> {
     ks: Arc<K>,
     keys: Keys,
-    runtime: tokio::runtime::Handle,
 }
 
-/// How long a replica's worker waits for the keyspace about hints.
+/// How long a replica waits for the keyspace about hints.
 const HINTS_TIMEOUT: Duration = Duration::from_secs(5);
 
-impl<K: Keyspace> KeyspaceHints<K> {
-    /// Runs `call` on the member's async runtime from a worker thread (never
-    /// from the runtime's own threads), for at most [`HINTS_TIMEOUT`].
-    fn call<T>(&self, call: impl Future<Output = Result<T, KeyspaceError>>) -> Result<T, String> {
-        match self.runtime.block_on(async { tokio::time::timeout(HINTS_TIMEOUT, call).await }) {
-            Ok(result) => result.map_err(|e| e.to_string()),
-            Err(_) => Err(format!("the keyspace did not answer within {HINTS_TIMEOUT:?}")),
-        }
+/// Awaits `call` for at most [`HINTS_TIMEOUT`].
+async fn within<T>(call: impl Future<Output = Result<T, KeyspaceError>>) -> Result<T, String> {
+    match tokio::time::timeout(HINTS_TIMEOUT, call).await {
+        Ok(result) => result.map_err(|e| e.to_string()),
+        Err(_) => Err(format!("the keyspace did not answer within {HINTS_TIMEOUT:?}")),
     }
 }
 
 impl<K: Keyspace> HintBoard for KeyspaceHints<K> {
-    fn read(&self, shard: &str) -> Result<Option<(Hints, i64)>, String> {
-        let key = self.keys.hints(shard);
-        let snapshot = self.call(self.ks.get_prefix(&key))?;
-        match snapshot.kvs.into_iter().find(|kv| kv.key == key) {
-            Some(kv) => {
-                serde_json::from_slice(&kv.value).map(|h| Some((h, kv.mod_revision))).map_err(|e| format!("{key}: {e}"))
+    fn read<'a>(&'a self, shard: &'a str) -> HintCall<'a, Option<(Hints, i64)>> {
+        Box::pin(async move {
+            let key = self.keys.hints(shard);
+            let snapshot = within(self.ks.get_prefix(&key)).await?;
+            match snapshot.kvs.into_iter().find(|kv| kv.key == key) {
+                Some(kv) => serde_json::from_slice(&kv.value)
+                    .map(|h| Some((h, kv.mod_revision)))
+                    .map_err(|e| format!("{key}: {e}")),
+                None => Ok(None),
             }
-            None => Ok(None),
-        }
+        })
     }
 
-    fn write(&self, shard: &str, hints: &Hints, revision: i64) -> Result<bool, String> {
-        let key = self.keys.hints(shard);
-        let value = serde_json::to_vec(hints).map_err(|e| e.to_string())?;
-        let put = Txn {
-            compares: vec![Compare::ModRevision(key.clone(), revision)],
-            success: vec![Op::Put { key, value, lease: None }],
-            failure: vec![],
-        };
-        Ok(self.call(self.ks.txn(put))?.succeeded)
+    fn write<'a>(&'a self, shard: &'a str, hints: &'a Hints, revision: i64) -> HintCall<'a, bool> {
+        Box::pin(async move {
+            let key = self.keys.hints(shard);
+            let value = serde_json::to_vec(hints).map_err(|e| e.to_string())?;
+            let put = Txn {
+                compares: vec![Compare::ModRevision(key.clone(), revision)],
+                success: vec![Op::Put { key, value, lease: None }],
+                failure: vec![],
+            };
+            Ok(within(self.ks.txn(put)).await?.succeeded)
+        })
     }
 }
 
@@ -440,11 +434,7 @@ pub async fn run<K: Keyspace>(
         metrics: Arc::clone(&shared.metrics),
         progress: Arc::clone(&shared.progress),
         store_faults: config.store_faults.iter().map(|(s, n)| (s.clone(), Arc::new(AtomicU32::new(*n)))).collect(),
-        hints: Arc::new(KeyspaceHints {
-            ks: Arc::clone(&ks),
-            keys: config.keys.clone(),
-            runtime: tokio::runtime::Handle::current(),
-        }),
+        hints: Arc::new(KeyspaceHints { ks: Arc::clone(&ks), keys: config.keys.clone() }),
     });
     let (reports, mut reported) = unbounded_channel();
     let mut slots = BTreeMap::new();

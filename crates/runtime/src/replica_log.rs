@@ -13,13 +13,17 @@
 //! newest hint starts from that hint with an empty store, so it replays at most
 //! the snapshot plus `snapshot_factor` times its size (or `snapshot_min_bytes`).
 
+use std::future::Future;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use crate::model::{Hint, Hints, ShardSpec};
-use crate::partitions::{PartitionRead, Partitions, Polled};
+use crate::partitions::{PartitionRead, Partitions, Polled, next_event};
 use crate::recovery_log::io::{LogClients, LogError, append, commit};
 use crate::recovery_log::player::{Played, Player};
 use crate::recovery_log::record::{Body, Mutation, SourceOffset};
@@ -32,13 +36,16 @@ const END_EVERY: Duration = Duration::from_secs(1);
 /// Keys and values per snapshot record: well under Kafka's 1 MiB record limit.
 const SNAPSHOT_CHUNK: usize = 256 << 10;
 
+/// A hint board's answer, to await.
+pub(crate) type HintCall<'a, T> = Pin<Box<dyn Future<Output = Result<T, String>> + Send + 'a>>;
+
 /// Where a replica reads and writes its shard's hints (the keyspace).
 pub(crate) trait HintBoard: Send + Sync {
     /// The shard's hints, if any, and the revision they were written at.
-    fn read(&self, shard: &str) -> Result<Option<(Hints, i64)>, String>;
+    fn read<'a>(&'a self, shard: &'a str) -> HintCall<'a, Option<(Hints, i64)>>;
     /// Replaces the shard's hints if they are still at `revision` (0: none);
     /// false when someone wrote them meanwhile.
-    fn write(&self, shard: &str, hints: &Hints, revision: i64) -> Result<bool, String>;
+    fn write<'a>(&'a self, shard: &'a str, hints: &'a Hints, revision: i64) -> HintCall<'a, bool>;
 }
 
 /// Why a replica failed.
@@ -157,16 +164,16 @@ impl<'a> Log<'a> {
     }
 
     /// Opens the replica's store and its log where playback goes on.
-    pub(crate) fn open(ctx: &'a WorkerContext, spec: &'a ShardSpec) -> Result<Self, ReplicaError> {
+    pub(crate) async fn open(ctx: &'a WorkerContext, spec: &'a ShardSpec) -> Result<Self, ReplicaError> {
         std::fs::create_dir_all(&ctx.data_dir).map_err(|e| StoreError {
             step: "creating the data directory",
             message: format!("{}: {e}", ctx.data_dir.display()),
         })?;
         let partitions = Arc::clone(&ctx.partitions);
-        let hints = ctx.hints.read(&spec.id).map_err(ReplicaError::Hints)?.map(|(h, _)| h);
+        let hints = ctx.hints.read(&spec.id).await.map_err(ReplicaError::Hints)?.map(|(h, _)| h);
         let store = Self::open_store(ctx, spec, false)?;
         let position = store.checkpoint()?.map_or(0, |c| c.log.next_offset);
-        let (low, high) = watermarks(partitions.as_ref(), spec)?;
+        let (low, high) = watermarks(partitions.as_ref(), spec).await?;
         // A hint counts only when it points into the log as it is (a log
         // recreated under the same name makes old hints meaningless).
         let hint = hints.map(|h| h.current).filter(|h| (low..high).contains(&h.offset));
@@ -211,7 +218,7 @@ impl<'a> Log<'a> {
     }
 
     /// Asks where the log ends when last asked long enough ago.
-    pub(crate) fn refresh_end(&mut self, force: bool) -> Result<(), ReplicaError> {
+    pub(crate) async fn refresh_end(&mut self, force: bool) -> Result<(), ReplicaError> {
         if !force && self.end_asked.is_some_and(|t| t.elapsed() < END_EVERY) {
             return Ok(());
         }
@@ -228,7 +235,7 @@ impl<'a> Log<'a> {
             // Never below an end the broker gave: an answer heard before it
             // may be older.
             Some(end) => end.max(self.end),
-            None => watermarks(self.io.partitions.as_ref(), self.spec)?.1,
+            None => watermarks(self.io.partitions.as_ref(), self.spec).await?.1,
         };
         self.end_asked = Some(Instant::now());
         self.publish();
@@ -246,10 +253,21 @@ impl<'a> Log<'a> {
             .insert(self.spec.id.clone(), progress);
     }
 
-    /// Reads what arrives within `wait` and plays it.
-    pub(crate) fn tail(&mut self, wait: Duration) -> Result<(), ReplicaError> {
+    /// Reads what arrives within `wait` and plays it. Cancel-safe: a record
+    /// taken from the reader is played before anything is awaited.
+    pub(crate) async fn tail(&mut self, wait: Duration) -> Result<(), ReplicaError> {
+        if let Some(position) = self.play_next(wait).await? {
+            let (low, _) = watermarks(self.io.partitions.as_ref(), self.spec).await?;
+            return Err(ReplicaError::Truncated { position, low });
+        }
+        self.refresh_end(false).await
+    }
+
+    /// Plays the next record arriving within `wait`, if any; the player's
+    /// position when the record was past it (a gap).
+    async fn play_next(&mut self, wait: Duration) -> Result<Option<i64>, ReplicaError> {
         // The record borrows the reader until it is dropped, below.
-        if let Polled::Record(r) = self.io.reader.poll(wait).map_err(kafka("reading"))? {
+        if let Polled::Record(r) = next_event(self.io.reader.as_ref(), wait).await.map_err(kafka("reading"))? {
             let offset = r.offset();
             let bytes = r.value().unwrap_or_default();
             // The writer is not transactional, so the log's offsets have no
@@ -257,8 +275,7 @@ impl<'a> Log<'a> {
             // them (it was further behind than the previous snapshot).
             let position = self.player.next_offset();
             if offset > position {
-                let (low, _) = watermarks(self.io.partitions.as_ref(), self.spec)?;
-                return Err(ReplicaError::Truncated { position, low });
+                return Ok(Some(position));
             }
             let (app, spec, follow) = (&self.ctx.app, self.spec, self.follow);
             let played = self.player.offer_with(offset, bytes, |mutations, offsets| {
@@ -282,20 +299,20 @@ impl<'a> Log<'a> {
                 _ => {}
             }
         }
-        self.refresh_end(false)
+        Ok(None)
     }
 
     /// Plays to the end the log has now; `false` when `stop` said to stop first.
-    pub(crate) fn play_to_head(&mut self, stop: impl Fn() -> bool) -> Result<bool, ReplicaError> {
-        self.refresh_end(true)?;
+    pub(crate) async fn play_to_head(&mut self, mut stop: impl FnMut() -> bool) -> Result<bool, ReplicaError> {
+        self.refresh_end(true).await?;
         while self.player.next_offset() < self.end {
             if stop() {
                 return Ok(false);
             }
-            self.tail(Duration::from_millis(100))?;
+            self.tail(Duration::from_millis(100)).await?;
         }
         if self.player.bootstrapping() {
-            let (low, _) = watermarks(self.io.partitions.as_ref(), self.spec)?;
+            let (low, _) = watermarks(self.io.partitions.as_ref(), self.spec).await?;
             return Err(ReplicaError::NoSnapshotAtStart(low));
         }
         self.publish();
@@ -304,8 +321,8 @@ impl<'a> Log<'a> {
 
     /// Learns the newest snapshot (a standby promoted: the primary before it
     /// may have written some); a keyspace that does not answer changes nothing.
-    pub(crate) fn refresh_hint(&mut self) {
-        match self.ctx.hints.read(&self.spec.id) {
+    pub(crate) async fn refresh_hint(&mut self) {
+        match self.ctx.hints.read(&self.spec.id).await {
             Ok(hints) => {
                 if let Some((h, _)) = hints
                     && self.hint.is_none_or(|known| known.offset < h.current.offset)
@@ -318,7 +335,7 @@ impl<'a> Log<'a> {
     }
 
     /// Commits one transaction as `author` (see [`commit`]).
-    pub(crate) fn commit(
+    pub(crate) async fn commit(
         &mut self,
         author: u64,
         mutations: Vec<Mutation>,
@@ -331,7 +348,7 @@ impl<'a> Log<'a> {
                 Mutation::Delete { key } => 5 + key.len(),
             })
             .sum();
-        commit(&self.io.clients(self.spec), &mut self.player, author, mutations, offsets, KAFKA_TIMEOUT)?;
+        commit(&self.io.clients(self.spec), &mut self.player, author, mutations, offsets, KAFKA_TIMEOUT).await?;
         self.since_snapshot += size as u64;
         Ok(())
     }
@@ -348,11 +365,11 @@ impl<'a> Log<'a> {
     /// Only writing the snapshot can fail the primary: when the hints cannot
     /// be read or written (etcd away, say), the log is kept whole and the next
     /// transaction tries again.
-    pub(crate) fn snapshot(&mut self, author: u64, offsets: &[SourceOffset]) -> Result<(), ReplicaError> {
+    pub(crate) async fn snapshot(&mut self, author: u64, offsets: &[SourceOffset]) -> Result<(), ReplicaError> {
         let started = Instant::now();
         let spec = self.spec;
         let clients = self.io.clients(spec);
-        append(&clients, &mut self.player, author, Body::SnapshotStart, KAFKA_TIMEOUT)?;
+        append(&clients, &mut self.player, author, Body::SnapshotStart, KAFKA_TIMEOUT).await?;
         // Where the snapshot-start record was applied (not where it was meant
         // to go: a fenced writer's record may have landed first).
         let Some(start) = self.player.snapshot_start() else { return Ok(()) };
@@ -366,19 +383,19 @@ impl<'a> Log<'a> {
             let mutations: Vec<Mutation> =
                 entries.into_iter().map(|(key, value)| Mutation::Put { key, value }).collect();
             // Each chunk is read back before the next (or we are fenced).
-            commit(&clients, &mut self.player, author, mutations, offsets.to_vec(), KAFKA_TIMEOUT)?;
+            commit(&clients, &mut self.player, author, mutations, offsets.to_vec(), KAFKA_TIMEOUT).await?;
             if size < SNAPSHOT_CHUNK {
                 break;
             }
         }
         self.ctx.metrics.snapshot(&spec.id, bytes);
         let hint = Hint { offset: start.offset, seq: start.seq, checksum: start.checksum, author: Some(author), bytes };
-        match self.record_hint(hint) {
+        match self.record_hint(hint).await {
             Ok(Some(previous)) => {
                 self.hint = Some(hint);
                 self.since_snapshot = 0;
-                let deleted =
-                    self.io.partitions.delete_before(&spec.recovery_log.topic, spec.recovery_log.partition, previous);
+                let log = &spec.recovery_log;
+                let deleted = self.io.partitions.delete_before(&log.topic, log.partition, previous).await;
                 match deleted {
                     Ok(low) => {
                         tracing::info!(shard = %spec.id, offset = start.offset, bytes, low, ms = started.elapsed().as_millis() as u64, "snapshot written; log deleted before the previous one");
@@ -404,8 +421,8 @@ impl<'a> Log<'a> {
     /// offset the log may be deleted before (the replaced hint's), if any.
     /// Checked against what was read, and never replacing a newer hint, so a
     /// slow or fenced primary cannot make the hints point backwards.
-    fn record_hint(&self, hint: Hint) -> Result<Option<i64>, String> {
-        let stored = self.ctx.hints.read(&self.spec.id)?;
+    async fn record_hint(&self, hint: Hint) -> Result<Option<i64>, String> {
+        let stored = self.ctx.hints.read(&self.spec.id).await?;
         let (previous, revision) = match stored {
             Some((h, _)) if h.current.offset >= hint.offset => {
                 return Err(format!("a newer snapshot at {} is recorded already", h.current.offset));
@@ -413,7 +430,7 @@ impl<'a> Log<'a> {
             Some((h, revision)) => (Some(h.current), revision),
             None => (None, 0),
         };
-        if !self.ctx.hints.write(&self.spec.id, &Hints { current: hint, previous }, revision)? {
+        if !self.ctx.hints.write(&self.spec.id, &Hints { current: hint, previous }, revision).await? {
             return Err("the hints changed while they were written".into());
         }
         Ok(previous.map(|p| p.offset))
@@ -422,13 +439,13 @@ impl<'a> Log<'a> {
 
 /// The log partition's (low, high) watermarks. Retried for up to 30 s: a
 /// log topic just created answers "not leader" for a moment.
-fn watermarks(partitions: &dyn Partitions, spec: &ShardSpec) -> Result<(i64, i64), ReplicaError> {
+async fn watermarks(partitions: &dyn Partitions, spec: &ShardSpec) -> Result<(i64, i64), ReplicaError> {
     let key = (spec.recovery_log.topic.clone(), spec.recovery_log.partition);
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        match partitions.ends(std::slice::from_ref(&key)) {
+        match partitions.ends(std::slice::from_ref(&key)).await {
             Ok(marks) => return Ok(marks.get(&key).copied().unwrap_or((0, 0))),
-            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(200)),
+            Err(_) if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(200)).await,
             Err(e) => return Err(kafka("finding the log's ends")(e).into()),
         }
     }

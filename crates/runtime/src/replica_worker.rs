@@ -1,8 +1,13 @@
-//! The I/O of one replica, on a thread of its own (the Kafka clients block):
-//! it opens the replica's store, plays the recovery log to its head and tails
-//! it, and on command hands off, recovers and runs consumer transactions over
-//! the shard's sources. It reports [`Event`]s to the replica's state machine
-//! and takes its [`Command`]s; the state machine decides.
+//! The I/O of one replica, as an async task of the member's runtime (a
+//! member with hundreds of replicas runs them on a few threads, and a
+//! replica with nothing to read costs nothing until its reader says it is
+//! readable): it opens the replica's store, plays the recovery log to its
+//! head and tails it, and on command hands off, recovers and runs consumer
+//! transactions over the shard's sources. It reports [`Event`]s to the
+//! replica's state machine and takes its [`Command`]s; the state machine
+//! decides. Every wait is on tokio's clock. The store's writes (redb) and
+//! the application's callbacks run on the task: they are short and do not
+//! wait on the network.
 //!
 //! The store is the replica's own file, `{data_dir}/{shard}@{log topic}-{log
 //! partition}.redb`: a replica assigned again on the same member (a restart on
@@ -13,14 +18,17 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU32;
-use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::sync::mpsc::error::TryRecvError;
+use tokio::time::Instant;
 
 use crate::application::{Application, Message, Transaction};
 use crate::metrics::Metrics;
 use crate::model::ShardSpec;
-use crate::partitions::{PartitionRead, Partitions, Polled};
+use crate::partitions::{PartitionRead, Partitions, Polled, next_event};
 use crate::recovery_log::io::hand_off;
 use crate::recovery_log::record::SourceOffset;
 use crate::replica::Event;
@@ -87,52 +95,78 @@ fn random_author() -> u64 {
     h.finish() | 1
 }
 
-/// Runs one replica's I/O until torn down; reports through `report`, the last
-/// report being [`Event::TornDown`].
-pub(crate) fn run(ctx: &WorkerContext, spec: &ShardSpec, commands: &Receiver<Command>, report: &dyn Fn(Event)) {
-    // An application that panics fails its replica, like one that returns an error.
-    let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| serve(ctx, spec, commands, report)));
-    let failure = match served {
-        Ok(Ok(())) => None,
-        Ok(Err(e)) => Some(e.to_string()),
-        Err(panic) => {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
-            Some(format!("panicked: {what}"))
+/// How long an idle replica waits before it publishes its progress again.
+const IDLE_WAIT: Duration = Duration::from_secs(1);
+
+/// Where a replica's reports go.
+pub(crate) type Report = Box<dyn Fn(Event) + Send + Sync>;
+
+/// Runs one replica's I/O as a task until torn down; reports through
+/// `report`, the last report being [`Event::TornDown`]. The returned handle
+/// ends after that report.
+pub(crate) fn spawn(
+    ctx: Arc<WorkerContext>,
+    spec: ShardSpec,
+    commands: UnboundedReceiver<Command>,
+    report: Report,
+) -> tokio::task::JoinHandle<()> {
+    let report = Arc::new(report);
+    tokio::spawn(async move {
+        // The replica's own task, so that one that panics (an application's
+        // panic) fails its replica, like one that returns an error.
+        let (c, s, r) = (Arc::clone(&ctx), spec.clone(), Arc::clone(&report));
+        let served = tokio::spawn(async move { serve(&c, &s, commands, &**r).await }).await;
+        let failure = match served {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(e.to_string()),
+            Err(e) => match e.try_into_panic() {
+                Ok(panic) => {
+                    let what = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| (*s).to_owned())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_default();
+                    Some(format!("panicked: {what}"))
+                }
+                Err(e) => Some(format!("its task ended: {e}")),
+            },
+        };
+        if let Some(e) = failure {
+            tracing::error!(shard = %spec.id, error = %e, "replica failed");
+            report(Event::Failed(e));
         }
-    };
-    if let Some(e) = failure {
-        tracing::error!(shard = %spec.id, error = %e, "replica failed");
-        report(Event::Failed(e));
-    }
-    ctx.app.stopped(spec);
-    ctx.progress.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&spec.id);
-    report(Event::TornDown);
+        ctx.app.stopped(&spec);
+        ctx.progress.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&spec.id);
+        report(Event::TornDown);
+    })
 }
 
 /// True when a tear-down was asked for (or the state machine is gone).
-fn torn_down(commands: &Receiver<Command>) -> bool {
+fn torn_down(commands: &mut UnboundedReceiver<Command>) -> bool {
     matches!(commands.try_recv(), Ok(Command::TearDown) | Err(TryRecvError::Disconnected))
 }
 
-fn serve(
+async fn serve(
     ctx: &WorkerContext,
     spec: &ShardSpec,
-    commands: &Receiver<Command>,
-    report: &dyn Fn(Event),
+    mut commands: UnboundedReceiver<Command>,
+    report: &(dyn Fn(Event) + Send + Sync),
 ) -> Result<(), ReplicaError> {
-    let mut log = Log::open(ctx, spec)?;
-    if !log.play_to_head(|| torn_down(commands))? {
+    let mut log = Log::open(ctx, spec).await?;
+    if !log.play_to_head(|| torn_down(&mut commands)).await? {
         return Ok(());
     }
     report(Event::PlayedToHead);
     let mut author = None;
     let mut sources: Option<Sources> = None;
+    // A command taken while waiting, handled first.
+    let mut taken: Option<Command> = None;
     loop {
-        match commands.try_recv() {
+        let command = match taken.take() {
+            Some(c) => Ok(c),
+            None => commands.try_recv(),
+        };
+        match command {
             Ok(Command::TearDown) | Err(TryRecvError::Disconnected) => return Ok(()),
             Ok(Command::Follow) => {
                 ctx.app.following(spec, log.player.store(), log.player.offsets()).map_err(|error| {
@@ -144,10 +178,10 @@ fn serve(
                 // What is played from here on is read back as the primary's.
                 log.follow = false;
                 let me = random_author();
-                let attempts = hand_off(&log.io.clients(spec), &mut log.player, me, KAFKA_TIMEOUT)?;
+                let attempts = hand_off(&log.io.clients(spec), &mut log.player, me, KAFKA_TIMEOUT).await?;
                 tracing::info!(shard = %spec.id, author = me, attempts, "took the recovery log over");
                 author = Some(me);
-                log.refresh_hint();
+                log.refresh_hint().await;
                 log.publish();
                 report(Event::HandOffReadBack { ours: true });
             }
@@ -164,9 +198,25 @@ fn serve(
             }
             Err(TryRecvError::Empty) => {}
         }
+        // Wait for records or a command; a command ends the wait (the
+        // waits are cancel-safe), never a transaction or a record's play.
         match (&mut sources, author) {
-            (Some(s), Some(author)) => s.transaction(&mut log, author)?,
-            _ => log.tail(Duration::from_millis(100))?,
+            (Some(s), Some(author)) => {
+                if s.drained {
+                    tokio::select! {
+                        command = commands.recv() => {
+                            taken = Some(command.unwrap_or(Command::TearDown));
+                            continue;
+                        }
+                        _ = tokio::time::timeout(IDLE_WAIT, s.reader.readable()) => {}
+                    }
+                }
+                s.transaction(&mut log, author).await?;
+            }
+            _ => tokio::select! {
+                command = commands.recv() => taken = Some(command.unwrap_or(Command::TearDown)),
+                tailed = log.tail(IDLE_WAIT) => tailed?,
+            },
         }
     }
 }
@@ -176,6 +226,9 @@ fn serve(
 struct Sources {
     reader: Box<dyn PartitionRead>,
     next: BTreeMap<String, BTreeMap<i32, i64>>,
+    /// The last transaction read everything the reader had: the next one
+    /// waits until it is readable.
+    drained: bool,
 }
 
 impl Sources {
@@ -203,7 +256,7 @@ impl Sources {
         for (topic, start) in topics {
             reader.add_partitions(topic, &from(start)).map_err(kafka("opening a source reader"))?;
         }
-        Ok(Sources { reader, next })
+        Ok(Sources { reader, next, drained: false })
     }
 
     /// Every source's next offset.
@@ -225,20 +278,21 @@ impl Sources {
     /// the minimum has passed and nothing more is ready), then commits them
     /// through the log. Nothing is committed when no message came and no
     /// source position moved.
-    fn transaction(&mut self, log: &mut Log<'_>, author: u64) -> Result<(), ReplicaError> {
+    async fn transaction(&mut self, log: &mut Log<'_>, author: u64) -> Result<(), ReplicaError> {
         let spec = log.spec;
         let (min, max) =
             (Duration::from_millis(spec.min_txn_duration_ms), Duration::from_millis(spec.max_txn_duration_ms.max(1)));
         let started = Instant::now();
         let mut txn = Transaction::new(log.player.store());
         let mut moved = false;
+        self.drained = false;
         loop {
             let elapsed = started.elapsed();
             if elapsed >= max {
                 break;
             }
             let wait = (max - elapsed).min(Duration::from_millis(100));
-            match self.reader.poll(wait).map_err(kafka("reading a source"))? {
+            match next_event(self.reader.as_ref(), wait).await.map_err(kafka("reading a source"))? {
                 Polled::Record(r) => {
                     // Not a source, or before the position (a re-read after a
                     // reset): taking it would count a message twice.
@@ -288,20 +342,23 @@ impl Sources {
                         break;
                     }
                 }
-                Polled::Idle if elapsed >= min => break,
+                Polled::Idle if elapsed >= min => {
+                    self.drained = true;
+                    break;
+                }
                 Polled::Idle => {}
             }
         }
         let messages = txn.messages();
         if messages == 0 && !moved {
-            return log.refresh_end(false);
+            return log.refresh_end(false).await;
         }
         let mutations = txn.into_mutations();
         let offsets = self.offsets();
-        log.commit(author, mutations, offsets)?;
+        log.commit(author, mutations, offsets).await?;
         log.ctx.metrics.transaction(&spec.id, messages);
         if log.snapshot_due() {
-            log.snapshot(author, &self.offsets())?;
+            log.snapshot(author, &self.offsets()).await?;
         }
         log.publish();
         Ok(())

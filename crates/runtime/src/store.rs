@@ -4,10 +4,13 @@
 //!
 //! Contract (what the runtime guarantees and what a store must do):
 //! - the runtime calls [`Store::apply`] with one recovery-log transaction at a
-//!   time, in log order, from one thread; the store applies its mutations and
-//!   records its [`Checkpoint`] atomically and durably before returning — after
-//!   a crash, the store holds the state of some prefix of the applied
-//!   transactions, with the checkpoint of exactly that prefix;
+//!   time, in log order, from one task; the store applies its mutations and
+//!   records its [`Checkpoint`] atomically before returning, and makes them
+//!   durable later (with a later transaction, and when closed) — after a
+//!   crash, the store holds the state of some prefix of the applied
+//!   transactions, with the checkpoint of exactly that prefix. Durability
+//!   lives in the recovery log: a store that lost its last transactions in a
+//!   crash replays them from the log;
 //! - the checkpoint says where playback goes on (log offset and chain) and
 //!   which source offsets the state covers, so that state and checkpoint move
 //!   together and a restart replays only what follows it;
@@ -65,9 +68,9 @@ fn err(step: &'static str) -> impl FnOnce(redb::Error) -> StoreError {
 pub type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// The replica's store.
-pub trait Store: Send {
-    /// Applies one transaction's mutations and its checkpoint, atomically and
-    /// durably.
+pub trait Store: Send + Sync {
+    /// Applies one transaction's mutations and its checkpoint, atomically
+    /// (durably soon after: see the module's doc).
     fn apply(&mut self, mutations: &[Mutation], checkpoint: &Checkpoint) -> Result<(), StoreError>;
 
     /// The value of `key`.
@@ -152,9 +155,32 @@ fn not_a_store(e: &redb::DatabaseError) -> bool {
     }
 }
 
-/// A store in one redb file.
+/// How long a [`RedbStore`]'s applied transactions may stay in memory
+/// before one of them is made durable (an fsync). Each apply making itself
+/// durable cost a cold start of 50 shards most of its time in fsync; a crash
+/// now replays at most this much of the recovery log more.
+const DURABLE_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// A store in one redb file. Transactions are committed without an fsync
+/// (redb's `Durability::None`) and made durable by the first commit
+/// [`DURABLE_EVERY`] after the oldest one not yet durable, and when the store is
+/// dropped: redb then holds, after a crash, the state of its last durable
+/// commit — a prefix of the applied transactions, as the contract asks.
 pub struct RedbStore {
     db: Database,
+    /// When a commit was last made durable; `None`: every commit since the
+    /// store was opened was.
+    durable_at: Option<std::time::Instant>,
+}
+
+impl Drop for RedbStore {
+    fn drop(&mut self) {
+        if self.durable_at.is_some()
+            && let Err(e) = self.make_durable()
+        {
+            tracing::warn!(error = %e, "closing a store: its last transactions will be replayed from the log");
+        }
+    }
 }
 
 impl std::fmt::Debug for RedbStore {
@@ -167,7 +193,7 @@ impl RedbStore {
     /// Opens the store at `path`, creating it when missing.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
         let db = builder().create(path).map_err(|e| err("opening")(e.into()))?;
-        Ok(RedbStore { db })
+        Ok(RedbStore { db, durable_at: None })
     }
 
     /// Opens the store at `path`; a file that is not a readable store (corrupt,
@@ -177,7 +203,7 @@ impl RedbStore {
     /// file open in another process, I/O errors) are errors: the file is kept.
     pub fn open_or_replace(path: &Path) -> Result<(Self, Option<String>), StoreError> {
         match builder().create(path) {
-            Ok(db) => Ok((RedbStore { db }, None)),
+            Ok(db) => Ok((RedbStore { db, durable_at: None }, None)),
             Err(e) if not_a_store(&e) => {
                 let why = e.to_string();
                 let aside = path.with_extension("redb.corrupt");
@@ -190,12 +216,26 @@ impl RedbStore {
             Err(e) => Err(err("opening")(e.into())),
         }
     }
+
+    /// Commits an empty transaction durably: every commit before it is on disk.
+    fn make_durable(&mut self) -> Result<(), StoreError> {
+        let step = "making transactions durable";
+        let txn = self.db.begin_write().map_err(|e| err(step)(e.into()))?;
+        txn.commit().map_err(|e| err(step)(e.into()))?;
+        self.durable_at = None;
+        Ok(())
+    }
 }
 
 impl Store for RedbStore {
     fn apply(&mut self, mutations: &[Mutation], checkpoint: &Checkpoint) -> Result<(), StoreError> {
         let step = "applying a transaction";
-        let txn = self.db.begin_write().map_err(|e| err(step)(e.into()))?;
+        let mut txn = self.db.begin_write().map_err(|e| err(step)(e.into()))?;
+        let now = std::time::Instant::now();
+        let durable = self.durable_at.is_some_and(|at| now.duration_since(at) >= DURABLE_EVERY);
+        if !durable {
+            txn.set_durability(redb::Durability::None).map_err(|e| StoreError { step, message: e.to_string() })?;
+        }
         {
             let mut data = txn.open_table(DATA).map_err(|e| err(step)(e.into()))?;
             for m in mutations {
@@ -212,7 +252,14 @@ impl Store for RedbStore {
             let bytes = serde_json::to_vec(checkpoint).map_err(|e| StoreError { step, message: e.to_string() })?;
             meta.insert(CHECKPOINT, bytes.as_slice()).map_err(|e| err(step)(e.into()))?;
         }
-        txn.commit().map_err(|e| err(step)(e.into()))
+        txn.commit().map_err(|e| err(step)(e.into()))?;
+        match (durable, self.durable_at) {
+            (true, _) => self.durable_at = None,
+            // The first commit not made durable: the clock starts.
+            (false, None) => self.durable_at = Some(now),
+            (false, Some(_)) => {}
+        }
+        Ok(())
     }
 
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {

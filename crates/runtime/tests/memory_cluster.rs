@@ -49,7 +49,8 @@ fn sums_in_the_log(log: &MemoryPartitions) -> BTreeMap<Vec<u8>, u64> {
     let reader = log.reader("log", &[(0, None)], 256, Isolation::Committed).expect("reader");
     let clients = LogClients { topic: "log", partition: 0, reader: reader.as_ref(), partitions: log };
     let mut player = Player::open(MemoryStore::default()).expect("player");
-    play_to_head(&clients, &mut player, Duration::from_secs(10)).expect("plays");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio");
+    runtime.block_on(play_to_head(&clients, &mut player, Duration::from_secs(10))).expect("plays");
     let entries = player.store().scan(None, usize::MAX).expect("scan");
     entries.into_iter().filter_map(|(k, v)| Some((k, u64::from_be_bytes(*v.first_chunk::<8>()?)))).collect()
 }

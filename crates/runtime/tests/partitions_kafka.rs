@@ -8,8 +8,8 @@ use kshard_runtime::partitions::conformance;
 use kshard_runtime::partitions::kafka::KafkaPartitions;
 use kshard_testkit::{Broker, unique_name};
 
-#[test]
-fn kafka_keeps_the_contract() {
+#[tokio::test]
+async fn kafka_keeps_the_contract() {
     let broker = Broker::from_env_or_start();
     let settings = ClientSettings::new(broker.brokers());
     let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
@@ -19,5 +19,5 @@ fn kafka_keeps_the_contract() {
             .create_topic(&TopicSpec { name: name.clone(), partitions: 1, replication: 1, configs: vec![] })
             .expect("topic");
     }
-    conformance::run_all(&KafkaPartitions::new(settings, Duration::from_secs(30)), &topics);
+    conformance::run_all(&KafkaPartitions::new(settings, Duration::from_secs(30)), &topics).await;
 }

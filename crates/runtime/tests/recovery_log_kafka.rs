@@ -113,13 +113,13 @@ impl Clients {
     }
 
     /// Reads to the end of the log into `player`.
-    fn play(&self, player: &mut Player<RedbStore>) -> Vec<Played> {
-        play_to_head(&self.log(), player, TIMEOUT).expect("plays to the end of the log")
+    async fn play(&self, player: &mut Player<RedbStore>) -> Vec<Played> {
+        play_to_head(&self.log(), player, TIMEOUT).await.expect("plays to the end of the log")
     }
 }
 
-#[test]
-fn a_zombie_primarys_late_write_is_ignored_and_playback_resumes_from_the_checkpoint() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zombie_primarys_late_write_is_ignored_and_playback_resumes_from_the_checkpoint() {
     let log = TestLog::new("recovery-log");
     let (clients, mut player) = log.replica("store");
 
@@ -141,7 +141,7 @@ fn a_zombie_primarys_late_write_is_ignored_and_playback_resumes_from_the_checkpo
     }
     writer.flush(TIMEOUT).expect("flush");
 
-    let played = clients.play(&mut player);
+    let played = clients.play(&mut player).await;
     assert_eq!(
         played,
         [
@@ -166,89 +166,89 @@ fn a_zombie_primarys_late_write_is_ignored_and_playback_resumes_from_the_checkpo
     // Reopened on its store, a player goes on from the checkpoint: nothing to replay.
     let mut player = log.player("store");
     assert_eq!(player.next_offset(), 6);
-    assert_eq!(clients.play(&mut player), []);
+    assert_eq!(clients.play(&mut player).await, []);
     // And what the new primary writes next applies.
     let mut more = Vec::new();
     append(&mut new_view, new, txn("c", "3", 14), &mut more);
     writer.send(&log.topic, 0, b"", Some(&more[0])).expect("send");
     writer.flush(TIMEOUT).expect("flush");
-    assert_eq!(clients.play(&mut player), [Played::Transaction]);
+    assert_eq!(clients.play(&mut player).await, [Played::Transaction]);
     assert_eq!(player.store().get(b"c").expect("read"), Some(b"3".to_vec()));
     assert_eq!(LogRecord::decode(&more[0]).expect("decodes").seq, 6);
 }
 
-#[test]
-fn racing_hand_offs_each_take_the_log_in_turn_and_every_player_agrees() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_hand_offs_each_take_the_log_in_turn_and_every_player_agrees() {
     use kshard_runtime::recovery_log::io::hand_off;
     let log = TestLog::new("handoff-log");
     let take_over = |author: u64| {
         let (clients, mut player) = log.replica(&author.to_string());
-        std::thread::spawn(move || {
-            let attempts = hand_off(&clients.log(), &mut player, author, TIMEOUT).expect("hand-off");
+        tokio::spawn(async move {
+            let attempts = hand_off(&clients.log(), &mut player, author, TIMEOUT).await.expect("hand-off");
             // Again, as the holder it is: nothing to append.
-            let again = hand_off(&clients.log(), &mut player, author, TIMEOUT).expect("hand-off");
+            let again = hand_off(&clients.log(), &mut player, author, TIMEOUT).await.expect("hand-off");
             (attempts, again, player.chain().clone())
         })
     };
     // Alone on an empty log: one hand-off; again, none.
-    let (attempts, again, chain) = take_over(1).join().expect("thread");
+    let (attempts, again, chain) = take_over(1).await.expect("task");
     assert_eq!((attempts, chain.author(), chain.seq()), (1, Some(1), 1));
     assert_eq!(again, 0, "holding the log already: nothing appended");
     // Two at once: each takes the log at some point.
     let (b, c) = (take_over(2), take_over(3));
-    let (b, c) = (b.join().expect("thread"), c.join().expect("thread"));
+    let (b, c) = (b.await.expect("task"), c.await.expect("task"));
     assert!(b.0 >= 1 && c.0 >= 1);
     // A fresh player of the whole log agrees on who holds it last.
     let (clients, mut player) = log.replica("fresh");
-    clients.play(&mut player);
+    clients.play(&mut player).await;
     let last = player.chain().author().expect("an author");
     assert!(last == 2 || last == 3, "the last hand-off is one of the racers: {last}");
 }
 
-#[test]
-fn a_primary_commits_through_the_log_until_a_new_one_fences_it() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_primary_commits_through_the_log_until_a_new_one_fences_it() {
     use kshard_runtime::recovery_log::io::{LogError, commit, hand_off};
     let log = TestLog::new("commit-log");
     let (old_clients, mut old) = log.replica("old");
-    hand_off(&old_clients.log(), &mut old, 1, TIMEOUT).expect("hand-off");
+    hand_off(&old_clients.log(), &mut old, 1, TIMEOUT).await.expect("hand-off");
     let put = |k: &str, v: &str| vec![Mutation::Put { key: k.as_bytes().to_vec(), value: v.as_bytes().to_vec() }];
     let at = |o: i64| vec![SourceOffset { topic: "src".into(), partition: 0, offset: o }];
-    commit(&old_clients.log(), &mut old, 1, put("x", "1"), at(5), TIMEOUT).expect("commits");
+    commit(&old_clients.log(), &mut old, 1, put("x", "1"), at(5), TIMEOUT).await.expect("commits");
     assert_eq!(old.store().get(b"x").expect("read"), Some(b"1".to_vec()));
     assert_eq!(old.offsets(), at(5).as_slice());
 
     // A new primary takes over; the old one's next commit is refused.
     let (new_clients, mut new) = log.replica("new");
-    hand_off(&new_clients.log(), &mut new, 2, TIMEOUT).expect("hand-off");
+    hand_off(&new_clients.log(), &mut new, 2, TIMEOUT).await.expect("hand-off");
     assert_eq!(new.store().get(b"x").expect("read"), Some(b"1".to_vec()), "the new primary played the old one's state");
-    let fenced = commit(&old_clients.log(), &mut old, 1, put("x", "zombie"), at(6), TIMEOUT).expect_err("fenced");
+    let fenced = commit(&old_clients.log(), &mut old, 1, put("x", "zombie"), at(6), TIMEOUT).await.expect_err("fenced");
     assert!(matches!(fenced, LogError::Fenced { current: Some(2) }), "{fenced}");
-    commit(&new_clients.log(), &mut new, 2, put("y", "2"), at(6), TIMEOUT).expect("commits");
+    commit(&new_clients.log(), &mut new, 2, put("y", "2"), at(6), TIMEOUT).await.expect("commits");
     // Every player of the log agrees: the zombie's write is nowhere.
     let (clients, mut fresh) = log.replica("fresh");
-    clients.play(&mut fresh);
+    clients.play(&mut fresh).await;
     assert_eq!(fresh.store().get(b"x").expect("read"), Some(b"1".to_vec()));
     assert_eq!(fresh.store().get(b"y").expect("read"), Some(b"2".to_vec()));
 }
 
-#[test]
-fn a_record_the_broker_refuses_is_that_error_not_a_fence() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_the_broker_refuses_is_that_error_not_a_fence() {
     use kshard_runtime::recovery_log::io::{LogError, commit, hand_off};
     // The topic takes records of at most 4 KB.
     let log = TestLog::with_configs("refused-log", &[("max.message.bytes", "4096")]);
     let (clients, mut primary) = log.replica("primary");
-    hand_off(&clients.log(), &mut primary, 7, TIMEOUT).expect("hand-off");
+    hand_off(&clients.log(), &mut primary, 7, TIMEOUT).await.expect("hand-off");
     let put = |k: &str, size: usize| vec![Mutation::Put { key: k.as_bytes().to_vec(), value: vec![b'v'; size] }];
     let at = |o: i64| vec![SourceOffset { topic: "src".into(), partition: 0, offset: o }];
     let refused =
-        commit(&clients.log(), &mut primary, 7, put("big", 64 * 1024), at(1), TIMEOUT).expect_err("too large");
+        commit(&clients.log(), &mut primary, 7, put("big", 64 * 1024), at(1), TIMEOUT).await.expect_err("too large");
     assert!(
         matches!(&refused, LogError::Kafka { step, .. } if step.contains("appending")),
         "the delivery's own error, not a fence: {refused}"
     );
     assert!(refused.to_string().to_lowercase().contains("too large"), "{refused}");
     // Still the log's writer: the next transaction goes through.
-    commit(&clients.log(), &mut primary, 7, put("small", 10), at(2), TIMEOUT).expect("commits");
+    commit(&clients.log(), &mut primary, 7, put("small", 10), at(2), TIMEOUT).await.expect("commits");
     assert_eq!(primary.store().get(b"small").expect("read").map(|v| v.len()), Some(10));
     assert_eq!(primary.store().get(b"big").expect("read"), None);
 }

@@ -51,6 +51,8 @@ fn compare(
     let deadline = Instant::now() + timeout;
     let log_topic = topic.log_topic();
     let kafka = KafkaPartitions::new(settings.clone(), super::TIMEOUT);
+    // The recovery log's calls are async (the runtime's replicas are tasks).
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting tokio")?;
     let (mut records, mut skipped, mut differences) = (0u64, 0usize, Vec::new());
     for p in 0..partitions {
         let shard = super::shard_id(p);
@@ -61,7 +63,7 @@ fn compare(
         let (mut player, mut reader) = open_at_start(settings, admin, &log_topic, p, scratch, &shard)?;
         loop {
             let log = LogClients { topic: &log_topic, partition: p, reader: &reader, partitions: &kafka };
-            let played = match play_to_head(&log, &mut player, super::TIMEOUT) {
+            let played = match runtime.block_on(play_to_head(&log, &mut player, super::TIMEOUT)) {
                 // Deleted under us: a primary snapshotted and truncated meanwhile.
                 Err(LogError::Gap { .. }) => {
                     (player, reader) = open_at_start(settings, admin, &log_topic, p, scratch, &shard)?;

@@ -2,14 +2,14 @@
 //! connection per broker among a member's replicas); one writer and one admin
 //! client serve every replica of the member, made on first use (a librdkafka
 //! client costs threads and buffers, and a member may hold hundreds of
-//! replicas).
+//! replicas). The admin calls run on tokio's blocking pool.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use kshard_kafka::{Admin, ClientSettings, Error, Isolation, PartitionReader, ReadEvent, RecordWriter};
 
-use super::{Appended, AppendedOf, Ends, LogRecord, PartitionRead, Partitions, Polled};
+use super::{Appended, AppendedOf, Ends, LogRecord, PartitionRead, Partitions, Pending, Polled, Readable};
 
 /// Kafka, as `settings` reach it.
 pub struct KafkaPartitions {
@@ -59,13 +59,29 @@ impl Partitions for KafkaPartitions {
         Ok(Appended(AppendedOf::Kafka(writer.append(topic, partition, key, value)?)))
     }
 
-    fn ends(&self, partitions: &[(String, i32)]) -> Result<Ends, Error> {
-        self.clients()?.1.watermarks(partitions)
+    fn ends<'a>(&'a self, partitions: &'a [(String, i32)]) -> Pending<'a, Ends> {
+        let partitions = partitions.to_vec();
+        Box::pin(async move {
+            let admin = self.clients()?.1;
+            blocking(move || admin.watermarks(&partitions)).await
+        })
     }
 
-    fn delete_before(&self, topic: &str, partition: i32, offset: i64) -> Result<i64, Error> {
-        self.clients()?.1.delete_records(topic, partition, offset)
+    fn delete_before<'a>(&'a self, topic: &'a str, partition: i32, offset: i64) -> Pending<'a, i64> {
+        let topic = topic.to_owned();
+        Box::pin(async move {
+            let admin = self.clients()?.1;
+            blocking(move || admin.delete_records(&topic, partition, offset)).await
+        })
     }
+}
+
+/// Runs a blocking admin call on tokio's blocking pool: a replica's task
+/// waits for the broker without holding a runtime thread.
+async fn blocking<T: Send + 'static>(call: impl FnOnce() -> Result<T, Error> + Send + 'static) -> Result<T, Error> {
+    tokio::task::spawn_blocking(call).await.unwrap_or_else(|e| {
+        Err(Error::Refused { step: "an admin call".into(), message: format!("its task ended: {e}") })
+    })
 }
 
 impl PartitionRead for PartitionReader {
@@ -75,6 +91,10 @@ impl PartitionRead for PartitionReader {
             ReadEvent::EndOfPartition { partition, next_offset } => Polled::EndOfPartition { partition, next_offset },
             ReadEvent::Idle => Polled::Idle,
         })
+    }
+
+    fn readable(&self) -> Readable<'_> {
+        Box::pin(PartitionReader::readable(self))
     }
 
     fn add_partitions(&self, topic: &str, start: &[(i32, Option<i64>)]) -> Result<(), Error> {

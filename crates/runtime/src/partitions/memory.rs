@@ -10,12 +10,12 @@
 //! brokers cannot be reached.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use kshard_kafka::{Error, Isolation};
 
-use super::{Appended, AppendedOf, Ends, LogRecord, PartitionRead, Partitions, Polled, RecordOf};
+use super::{Appended, AppendedOf, Ends, LogRecord, PartitionRead, Partitions, Pending, Polled, Readable, RecordOf};
 
 /// A record kept.
 #[derive(Debug)]
@@ -49,11 +49,26 @@ struct Shared {
     state: Mutex<State>,
     /// Rung on every append.
     appended: Condvar,
+    /// Each reader's async waiter, rung with `appended`.
+    waiters: Mutex<Vec<Weak<tokio::sync::Notify>>>,
 }
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Wakes every reader, blocked or awaiting.
+    fn ring(&self) {
+        self.appended.notify_all();
+        let mut waiters = self.waiters.lock().unwrap_or_else(PoisonError::into_inner);
+        waiters.retain(|w| match w.upgrade() {
+            Some(n) => {
+                n.notify_one();
+                true
+            }
+            None => false,
+        });
     }
 }
 
@@ -67,7 +82,8 @@ pub struct MemoryPartitions {
 impl Default for MemoryPartitions {
     fn default() -> Self {
         let state = State { partitions: HashMap::new(), available: true };
-        MemoryPartitions { shared: Arc::new(Shared { state: Mutex::new(state), appended: Condvar::new() }) }
+        let shared = Shared { state: Mutex::new(state), appended: Condvar::new(), waiters: Mutex::new(Vec::new()) };
+        MemoryPartitions { shared: Arc::new(shared) }
     }
 }
 
@@ -80,7 +96,7 @@ impl MemoryPartitions {
     /// Makes every call succeed again (`true`) or fail (`false`).
     pub fn set_available(&self, available: bool) {
         self.shared.lock().available = available;
-        self.shared.appended.notify_all();
+        self.shared.ring();
     }
 }
 
@@ -92,7 +108,9 @@ impl Partitions for MemoryPartitions {
         _queue_kbytes: u32,
         _isolation: Isolation,
     ) -> Result<Box<dyn PartitionRead>, Error> {
-        let reader = MemoryReader { shared: Arc::clone(&self.shared), reading: Mutex::new(Vec::new()) };
+        let readable = Arc::new(tokio::sync::Notify::new());
+        self.shared.waiters.lock().unwrap_or_else(PoisonError::into_inner).push(Arc::downgrade(&readable));
+        let reader = MemoryReader { shared: Arc::clone(&self.shared), reading: Mutex::new(Vec::new()), readable };
         reader.add_partitions(topic, start)?;
         Ok(Box::new(reader))
     }
@@ -106,11 +124,21 @@ impl Partitions for MemoryPartitions {
         let offset = p.end();
         p.records.push_back(Arc::new(Stored { offset, key: Some(key.to_vec()), value: value.map(<[u8]>::to_vec) }));
         drop(state);
-        self.shared.appended.notify_all();
+        self.shared.ring();
         Ok(Appended(AppendedOf::Done(Ok(offset))))
     }
 
-    fn ends(&self, partitions: &[(String, i32)]) -> Result<Ends, Error> {
+    fn ends<'a>(&'a self, partitions: &'a [(String, i32)]) -> Pending<'a, Ends> {
+        Box::pin(std::future::ready(self.ends_now(partitions)))
+    }
+
+    fn delete_before<'a>(&'a self, topic: &'a str, partition: i32, offset: i64) -> Pending<'a, i64> {
+        Box::pin(std::future::ready(self.delete_now(topic, partition, offset)))
+    }
+}
+
+impl MemoryPartitions {
+    fn ends_now(&self, partitions: &[(String, i32)]) -> Result<Ends, Error> {
         let state = self.shared.lock();
         if !state.available {
             return Err(unavailable("finding partitions' ends"));
@@ -124,7 +152,7 @@ impl Partitions for MemoryPartitions {
             .collect())
     }
 
-    fn delete_before(&self, topic: &str, partition: i32, offset: i64) -> Result<i64, Error> {
+    fn delete_now(&self, topic: &str, partition: i32, offset: i64) -> Result<i64, Error> {
         let mut state = self.shared.lock();
         if !state.available {
             return Err(unavailable("deleting records"));
@@ -158,6 +186,8 @@ struct Reading {
 struct MemoryReader {
     shared: Arc<Shared>,
     reading: Mutex<Vec<Reading>>,
+    /// Rung on every append (see [`Shared::ring`]).
+    readable: Arc<tokio::sync::Notify>,
 }
 
 impl MemoryReader {
@@ -214,11 +244,17 @@ impl PartitionRead for MemoryReader {
         }
     }
 
+    fn readable(&self) -> Readable<'_> {
+        Box::pin(self.readable.notified())
+    }
+
     fn add_partitions(&self, topic: &str, start: &[(i32, Option<i64>)]) -> Result<(), Error> {
         let mut reading = self.reading.lock().unwrap_or_else(PoisonError::into_inner);
         for (partition, next) in start {
             reading.push(Reading { key: (Arc::from(topic), *partition), next: *next, told_end: false });
         }
+        // Its records (or its end) may be there to read already.
+        self.readable.notify_one();
         Ok(())
     }
 
@@ -231,10 +267,10 @@ impl PartitionRead for MemoryReader {
 mod tests {
     use super::*;
 
-    #[test]
-    fn memory_partitions_keep_the_contract() {
+    #[tokio::test]
+    async fn memory_partitions_keep_the_contract() {
         let log = MemoryPartitions::default();
-        super::super::conformance::run_all(&log, &["a".into(), "b".into(), "c".into(), "d".into()]);
+        super::super::conformance::run_all(&log, &["a".into(), "b".into(), "c".into(), "d".into()]).await;
     }
 
     #[test]
@@ -243,7 +279,7 @@ mod tests {
         let reader = log.reader("t", &[(0, None)], 256, Isolation::Committed).expect("reader");
         log.set_available(false);
         assert!(log.append("t", 0, b"k", None).is_err());
-        assert!(log.ends(&[("t".into(), 0)]).is_err());
+        assert!(log.ends_now(&[("t".into(), 0)]).is_err());
         assert!(reader.poll(Duration::from_millis(10)).is_err());
         log.set_available(true);
         assert_eq!(log.append("t", 0, b"k", None).and_then(|a| a.wait(Duration::ZERO)).ok(), Some(0));

@@ -7,13 +7,21 @@
 //! clusters of members can run in one test without a broker.
 //! [`conformance`] is the contract as checks, run against both.
 //!
-//! Blocking, like `kshard-kafka`: a replica calls these from a thread of its own.
+//! Replicas are async tasks, so nothing here blocks a task's thread: a
+//! reader is polled without waiting and awaited through
+//! [`PartitionRead::readable`] ([`next_event`] does both), an append's
+//! delivery is awaited ([`Appended::delivered`]), and the calls that ask the
+//! log something ([`Partitions::ends`], [`Partitions::delete_before`]) are
+//! futures (Kafka's run on tokio's blocking pool). Tasks time out on tokio's
+//! clock, which a test can drive.
 
 pub mod conformance;
 pub mod kafka;
 pub mod memory;
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,6 +29,12 @@ use kshard_kafka::{Error, Isolation, ReadRecord, Transactional};
 
 /// (low, high) offsets by (topic, partition).
 pub type Ends = HashMap<(String, i32), (i64, i64)>;
+
+/// A call to the log, to await.
+pub type Pending<'a, T> = Pin<Box<dyn Future<Output = Result<T, Error>> + Send + 'a>>;
+
+/// What [`PartitionRead::readable`] returns.
+pub type Readable<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 
 /// Partitions the runtime reads and writes.
 pub trait Partitions: Send + Sync + std::fmt::Debug + 'static {
@@ -34,29 +48,50 @@ pub trait Partitions: Send + Sync + std::fmt::Debug + 'static {
         isolation: Isolation,
     ) -> Result<Box<dyn PartitionRead>, Error>;
 
-    /// Appends a record to `topic`/`partition`; [`Appended::wait`] tells
-    /// where it landed, or why it did not.
+    /// Queues a record for `topic`/`partition` without waiting (records
+    /// queued for one partition land in the order queued);
+    /// [`Appended::delivered`] tells where it landed, or why it did not.
     fn append(&self, topic: &str, partition: i32, key: &[u8], value: Option<&[u8]>) -> Result<Appended, Error>;
 
     /// The (low, high) offsets of each of `partitions`; one not known (not
     /// there, or without a leader) is left out.
-    fn ends(&self, partitions: &[(String, i32)]) -> Result<Ends, Error>;
+    fn ends<'a>(&'a self, partitions: &'a [(String, i32)]) -> Pending<'a, Ends>;
 
     /// Deletes the records of `topic`/`partition` before `offset`: the
     /// partition's start after it. An offset past the end is refused.
-    fn delete_before(&self, topic: &str, partition: i32, offset: i64) -> Result<i64, Error>;
+    fn delete_before<'a>(&'a self, topic: &'a str, partition: i32, offset: i64) -> Pending<'a, i64>;
 }
 
 /// Reads partitions from chosen offsets, with an event when each reaches its
 /// end (see [`kshard_kafka::PartitionReader`], which the Kafka one is).
-pub trait PartitionRead: Send + std::fmt::Debug {
-    /// Waits up to `timeout` for the next event.
+pub trait PartitionRead: Send + Sync + std::fmt::Debug {
+    /// Waits up to `timeout` for the next event, blocking the thread (a
+    /// task polls with a zero timeout, or calls [`next_event`]).
     fn poll(&self, timeout: Duration) -> Result<Polled<'_>, Error>;
+    /// Resolves once [`PartitionRead::poll`] may have an event without
+    /// waiting; awaited after a zero-timeout poll was [`Polled::Idle`]. It
+    /// may resolve with nothing there after all. Cancel-safe.
+    fn readable(&self) -> Readable<'_>;
     /// Reads partitions of `topic` too, each from its offset.
     fn add_partitions(&self, topic: &str, start: &[(i32, Option<i64>)]) -> Result<(), Error>;
     /// Where a partition read ends, as last heard without asking (`None`:
     /// not known; ask [`Partitions::ends`]).
     fn known_end(&self, topic: &str, partition: i32) -> Option<i64>;
+}
+
+/// Waits up to `timeout` (on tokio's clock) for `reader`'s next event,
+/// without blocking the task's thread.
+pub async fn next_event(reader: &dyn PartitionRead, timeout: Duration) -> Result<Polled<'_>, Error> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        match reader.poll(Duration::ZERO)? {
+            Polled::Idle => {}
+            event => return Ok(event),
+        }
+        if tokio::time::timeout_at(deadline, reader.readable()).await.is_err() {
+            return Ok(Polled::Idle);
+        }
+    }
 }
 
 /// What one poll produced.
@@ -152,14 +187,25 @@ enum AppendedOf {
 }
 
 impl Appended {
-    /// Waits up to `timeout` for the record's own delivery: its offset.
+    /// Waits up to `timeout` for the record's own delivery, blocking the
+    /// thread: its offset.
     pub fn wait(&self, timeout: Duration) -> Result<i64, Error> {
         match &self.0 {
             AppendedOf::Kafka(d) => d.wait(timeout),
-            AppendedOf::Done(Ok(offset)) => Ok(*offset),
-            AppendedOf::Done(Err(message)) => {
-                Err(Error::Refused { step: "appending".into(), message: message.clone() })
-            }
+            AppendedOf::Done(done) => Self::done(done),
         }
+    }
+
+    /// Awaits the record's own delivery: its offset. Bound it with a timer:
+    /// Kafka's ends within the writer's message timeout. Cancel-safe.
+    pub async fn delivered(&self) -> Result<i64, Error> {
+        match &self.0 {
+            AppendedOf::Kafka(d) => d.delivered().await,
+            AppendedOf::Done(done) => Self::done(done),
+        }
+    }
+
+    fn done(done: &Result<i64, String>) -> Result<i64, Error> {
+        done.clone().map_err(|message| Error::Refused { step: "appending".into(), message })
     }
 }

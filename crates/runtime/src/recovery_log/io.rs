@@ -1,17 +1,20 @@
 //! The recovery log on its partitions ([`Partitions`]: Kafka, or memory):
 //! one partition per shard, read into a [`Player`], appended to record by
-//! record. Blocking, like `kshard-kafka`: the replica runs these on a thread
-//! of its own.
+//! record. Async: the replica is a task, and every wait is on tokio's clock.
 //!
 //! [`play_to_head`] reads to the end of the partition (what a standby does to
 //! leave BACKFILL, and keeps doing to tail). [`hand_off`] is how a new primary
 //! takes the log over: play to the head, append a hand-off with its author on
 //! that head, read back; when another writer's record took that place, do it
-//! again at the new head.
+//! again at the new head. An append reads back only to its own record (its
+//! delivery says where it landed): no request for the log's end per
+//! transaction.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::partitions::{PartitionRead, Partitions, Polled};
+use tokio::time::Instant;
+
+use crate::partitions::{PartitionRead, Partitions, Polled, next_event};
 
 use super::player::{Played, Player};
 use super::record::{Body, Mutation, SourceOffset};
@@ -70,50 +73,67 @@ pub struct LogClients<'a> {
 
 impl LogClients<'_> {
     /// The partition's end now (its high watermark).
-    fn end(&self) -> Result<i64, LogError> {
-        let key = (self.topic.to_owned(), self.partition);
-        let watermarks = self
+    async fn end(&self) -> Result<i64, LogError> {
+        let key = [(self.topic.to_owned(), self.partition)];
+        let watermarks =
+            self.partitions.ends(&key).await.map_err(|source| LogError::Kafka { step: "finding the end", source })?;
+        Ok(watermarks.get(&key[0]).map_or(0, |(_, high)| *high))
+    }
+
+    /// Appends `record` and awaits its delivery, for at most `timeout`: the
+    /// offset it landed at.
+    async fn append(&self, record: &[u8], step: &'static str, timeout: Duration) -> Result<i64, LogError> {
+        let delivery = self
             .partitions
-            .ends(std::slice::from_ref(&key))
-            .map_err(|source| LogError::Kafka { step: "finding the end", source })?;
-        Ok(watermarks.get(&key).map_or(0, |(_, high)| *high))
+            .append(self.topic, self.partition, b"", Some(record))
+            .map_err(|source| LogError::Kafka { step, source })?;
+        match tokio::time::timeout(timeout, delivery.delivered()).await {
+            Ok(delivered) => delivered.map_err(|source| LogError::Kafka { step, source }),
+            Err(_) => Err(LogError::Timeout(timeout)),
+        }
     }
 }
 
 /// Reads the log from the player's position to the end the partition has now
-/// (its high watermark, asked first: librdkafka reports an end of partition
-/// only once per end reached, so it cannot tell a reader already at the end),
-/// offering every record; returns what was played.
-pub fn play_to_head<S: Store>(
+/// (its high watermark, asked first: a reader cannot tell by itself that it
+/// is at the end already), offering every record; returns what was played.
+pub async fn play_to_head<S: Store>(
     log: &LogClients<'_>,
     player: &mut Player<S>,
     timeout: Duration,
 ) -> Result<Vec<Played>, LogError> {
+    let end = log.end().await?;
+    play_to(log, player, end, timeout).await
+}
+
+/// Reads the log from the player's position until it reaches `end`,
+/// offering every record; returns what was played.
+pub async fn play_to<S: Store>(
+    log: &LogClients<'_>,
+    player: &mut Player<S>,
+    end: i64,
+    timeout: Duration,
+) -> Result<Vec<Played>, LogError> {
     let deadline = Instant::now() + timeout;
-    let end = log.end()?;
     let mut played = Vec::new();
     while player.next_offset() < end {
-        if Instant::now() >= deadline {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
             return Err(LogError::Timeout(timeout));
         }
-        match log
-            .reader
-            .poll(Duration::from_millis(100))
-            .map_err(|source| LogError::Kafka { step: "reading", source })?
-        {
-            Polled::Record(r) => {
-                let offset = r.offset();
-                // The writers are not transactional, so a log's offsets have no
-                // gaps: a jump means the reader was reset past deleted records.
-                if offset > player.next_offset() {
-                    return Err(LogError::Gap { position: player.next_offset(), got: offset });
-                }
-                let bytes = r.value().unwrap_or_default().to_vec();
-                if let Some(p) = player.offer(offset, &bytes)? {
-                    played.push(p);
-                }
+        let event = next_event(log.reader, left.min(Duration::from_secs(1)))
+            .await
+            .map_err(|source| LogError::Kafka { step: "reading", source })?;
+        if let Polled::Record(r) = event {
+            let offset = r.offset();
+            // The writers are not transactional, so a log's offsets have no
+            // gaps: a jump means the reader was reset past deleted records.
+            if offset > player.next_offset() {
+                return Err(LogError::Gap { position: player.next_offset(), got: offset });
             }
-            Polled::EndOfPartition { .. } | Polled::Idle => {}
+            if let Some(p) = player.offer(offset, r.value().unwrap_or_default())? {
+                played.push(p);
+            }
         }
     }
     Ok(played)
@@ -125,14 +145,14 @@ const MAX_HAND_OFFS: u32 = 10;
 
 /// Takes the log over for `author`: returns how many hand-offs it appended
 /// (more than one when other writers raced; 0 when it already held the log).
-pub fn hand_off<S: Store>(
+pub async fn hand_off<S: Store>(
     log: &LogClients<'_>,
     player: &mut Player<S>,
     author: u64,
     timeout: Duration,
 ) -> Result<u32, LogError> {
     let mut attempts = 0;
-    play_to_head(log, player, timeout)?;
+    play_to_head(log, player, timeout).await?;
     // Restarting as the author it already is: nothing to do.
     if player.chain().author() == Some(author) {
         return Ok(attempts);
@@ -143,15 +163,11 @@ pub fn hand_off<S: Store>(
             return Err(LogError::HandOffRace(attempts - 1));
         }
         let record = player.chain().next(author, Body::HandOff).encode();
-        let delivery = log
-            .partitions
-            .append(log.topic, log.partition, b"", Some(&record))
-            .map_err(|source| LogError::Kafka { step: "appending a hand-off", source })?;
-        delivery.wait(timeout).map_err(|source| LogError::Kafka { step: "appending a hand-off", source })?;
-        // The end now includes the hand-off: read back to it. Ours was applied
-        // when the player applied a hand-off by this author (a later one by
-        // someone else fences us, and our writes will be skipped from there).
-        let played = play_to_head(log, player, timeout)?;
+        let offset = log.append(&record, "appending a hand-off", timeout).await?;
+        // Read back through it. Ours was applied when the player applied a
+        // hand-off by this author (one by someone else before it fences us,
+        // and our writes will be skipped from there).
+        let played = play_to(log, player, offset + 1, timeout).await?;
         if played.contains(&Played::HandOff { author }) {
             return Ok(attempts);
         }
@@ -163,7 +179,7 @@ pub fn hand_off<S: Store>(
 /// the store changes as every standby's does, through the player. Fails with
 /// [`LogError::Fenced`] when another primary has handed off since: the record
 /// was skipped, and this primary must stop.
-pub fn commit<S: Store>(
+pub async fn commit<S: Store>(
     log: &LogClients<'_>,
     player: &mut Player<S>,
     author: u64,
@@ -171,12 +187,12 @@ pub fn commit<S: Store>(
     offsets: Vec<SourceOffset>,
     timeout: Duration,
 ) -> Result<(), LogError> {
-    append(log, player, author, Body::Transaction { mutations, offsets }, timeout)
+    append(log, player, author, Body::Transaction { mutations, offsets }, timeout).await
 }
 
 /// Appends one record of `body` as `author` on the head of the log and reads
 /// back to it; [`LogError::Fenced`] when it was not applied.
-pub fn append<S: Store>(
+pub async fn append<S: Store>(
     log: &LogClients<'_>,
     player: &mut Player<S>,
     author: u64,
@@ -190,12 +206,8 @@ pub fn append<S: Store>(
     let seq = record.seq;
     // This record's own delivery, not the whole (shared) writer's: a record
     // that was not written is that error, not "fenced" when it is not read back.
-    let delivery = log
-        .partitions
-        .append(log.topic, log.partition, b"", Some(&record.encode()))
-        .map_err(|source| LogError::Kafka { step: "appending", source })?;
-    delivery.wait(timeout).map_err(|source| LogError::Kafka { step: "appending", source })?;
-    play_to_head(log, player, timeout)?;
+    let offset = log.append(&record.encode(), "appending", timeout).await?;
+    play_to(log, player, offset + 1, timeout).await?;
     // Applied when the chain went through our sequence number with us as author.
     if player.chain().seq() >= seq && player.chain().author() == Some(author) {
         Ok(())
