@@ -759,6 +759,20 @@ fn fetch(
     session.answered(&sent, wanted, 0, answer.session_id);
     let mut state = shared.lock();
     let mut moved = false;
+    // Records are handed out in the answer's buffer, which lives as long as
+    // any of them is unread. One reader of every partition (the lag monitor's)
+    // walks an answer through and frees it; when several read it (a runtime
+    // member's replicas, a partition each), the slowest would hold the whole
+    // answer (up to 4 MiB) for its own few records: each then gets a copy of
+    // its records (a cold start of 50 shards peaked at 83 MB instead of 102).
+    let readers: HashSet<u64> = answer
+        .partitions
+        .iter()
+        .filter(|part| !part.records.is_empty())
+        .filter_map(|part| state.partitions.get(&(Arc::from(part.topic), part.partition)))
+        .flat_map(|p| p.readings.iter().map(|r| r.reader))
+        .collect();
+    let in_place = readers.len() <= 1;
     for part in answer.partitions {
         let key: PartitionKey = (Arc::from(part.topic), part.partition);
         let Some(ask) = asked.get(&key) else { continue };
@@ -828,7 +842,7 @@ fn fetch(
             continue;
         };
         p.max_bytes = PARTITION_MAX_BYTES.max(p.max_bytes / 2);
-        let records = frame.slice_ref(part.records);
+        let records = if in_place { frame.slice_ref(part.records) } else { Bytes::copy_from_slice(part.records) };
         for r in p.readings.iter_mut() {
             let Next::At(next) = r.next else { continue };
             if next < ask.offset || next >= after {
