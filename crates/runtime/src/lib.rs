@@ -7,15 +7,23 @@
 //! over at once. Assignments and replica status live in a [`keyspace`] (etcd,
 //! or an embedded one for a single process).
 //!
-//! This first part is the pure core, free of I/O so it is tested exhaustively:
-//! [`status`] (replica status codes and how two reports reduce), [`backoff`]
-//! (the retry schedule of status writes) and [`replica`] (the replica
-//! lifecycle as a state machine that takes events and returns what to do), and
-//! the [`keyspace`] contract with its embedded and etcd implementations, the
-//! [`model`] (shard specs, members, assignments) with its keys, the pure
-//! [`allocator`], [`status_writer`] (revision-checked status writes with the
-//! seed's backoff), the [`recovery_log`]'s record format and chain rules, and
-//! the replica's [`store`] (a contract, and a store on redb).
+//! The pure core, free of I/O and tested against models: [`status`] (replica
+//! status codes and how two reports reduce), [`backoff`], [`replica`] (the
+//! replica lifecycle as a state machine: events in, actions out),
+//! [`allocator`], [`model`] (shard specs, members, assignments, hints and
+//! their keys) and the [`recovery_log`]'s record format, chain and player.
+//!
+//! The contracts, each with a real and an in-memory implementation and one
+//! conformance suite: [`keyspace`] (etcd, or embedded), [`partitions`] (Kafka,
+//! or memory) and [`store`] (redb, or memory).
+//!
+//! The I/O around them, async on tokio: [`node`] runs a member (joins, runs
+//! [`allocator_runner`] when elected, follows its assignments), each replica's
+//! I/O is a task ([`replica_worker`]), [`status_writer`] writes statuses
+//! checked against the assignment's revision, and [`node_http`], [`metrics`]
+//! and [`cluster_view`] show the member to operators; [`member`] is its
+//! membership (a key under its lease, leadership). An application implements
+//! [`application::Application`].
 
 pub mod allocator;
 pub mod allocator_runner;
