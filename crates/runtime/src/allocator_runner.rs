@@ -16,7 +16,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::allocator::{Change, Current, Member, Shard, allocate};
-use crate::keyspace::{Compare, KeyValue, Keyspace, KeyspaceError, Op, Txn};
+use crate::keyspace::{Compare, KeyValue, Keyspace, KeyspaceError, Op, Txn, WatchStream};
 use crate::model::{AssignmentValue, Keys, MemberSpec, ShardSpec};
 use crate::status::{ReplicaCode, ReplicaStatus};
 
@@ -193,22 +193,42 @@ impl AllocatorRunner {
     }
 
     /// Runs rounds while `leading` holds: after each, waits for a change under
-    /// the root (or a second, for FAILED backoffs to come due).
+    /// the root (or a second, for FAILED backoffs to come due). One watch
+    /// serves every round (made again only when it ends).
     pub async fn run<K: Keyspace>(
         &mut self,
         ks: &K,
         keys: &Keys,
         leading: impl Fn() -> bool,
     ) -> Result<(), KeyspaceError> {
+        let mut watch: Option<WatchStream> = None;
         while leading() {
             let round = self.round(ks, keys).await?;
             if !round.applied {
                 continue;
             }
-            let mut changes = ks.watch(&format!("{}/", keys.root()), round.revision + 1).await?;
-            let _ = tokio::time::timeout(Duration::from_secs(1), changes.recv()).await;
+            let changes = match &mut watch {
+                Some(w) => w,
+                None => watch.insert(ks.watch(&format!("{}/", keys.root()), round.revision + 1).await?),
+            };
+            if !changed_since(changes, round.revision, Duration::from_secs(1)).await {
+                watch = None;
+            }
         }
         Ok(())
+    }
+}
+
+/// Waits up to `wait` for a change after `revision` (changes the round read
+/// already are passed over); false when the watch ended.
+async fn changed_since(changes: &mut WatchStream, revision: i64, wait: Duration) -> bool {
+    let deadline = Instant::now() + wait;
+    loop {
+        match tokio::time::timeout_at(deadline, changes.recv()).await {
+            Ok(Some(Ok(event))) if event.revision() <= revision => {}
+            Ok(Some(Ok(_))) | Err(_) => return true,
+            Ok(Some(Err(_)) | None) => return false,
+        }
     }
 }
 

@@ -162,6 +162,9 @@ async fn start_watch(client: &Client, prefix: &str, from: i64) -> Result<etcd_cl
 
 /// Forwards events until the receiver is dropped or the revision is compacted,
 /// watching again after the last delivered revision when the stream breaks.
+/// A receiver dropped while nothing changes ends the watch at once (its
+/// stream dropped, etcd forgets the watcher): waiting for the next event to
+/// notice left one watcher in etcd per watch ever made on a quiet cluster.
 async fn follow(
     client: Client,
     prefix: String,
@@ -171,7 +174,11 @@ async fn follow(
 ) {
     let mut failures = 0u32;
     loop {
-        match stream.message().await {
+        let message = tokio::select! {
+            message = stream.message() => message,
+            () = tx.closed() => return,
+        };
+        match message {
             Ok(Some(resp)) => {
                 failures = 0;
                 if resp.compact_revision() > 0 {
