@@ -2,8 +2,9 @@
 //! and the election of the one member that runs the allocator.
 //!
 //! A member joins by granting a lease and creating its key under it; a task
-//! renews the lease every third of its TTL. When the lease is lost (the
-//! keyspace unreachable for longer than the TTL, or revoked), the member is
+//! renews the lease every third of its TTL (more often while renewals fail).
+//! When the lease is lost (revoked, or no renewal got through for a TTL since
+//! the last one that did), the member is
 //! gone for everyone else — its key and its assignments (which the allocator
 //! puts under the member's lease) are deleted — and [`Membership::lost`] turns
 //! true so the process stops its replicas. Leaving revokes the lease.
@@ -58,6 +59,7 @@ impl Membership {
         ttl: Duration,
     ) -> Result<Self, MemberError> {
         let err = |source| MemberError::Keyspace { member: spec.id.clone(), source };
+        let granted = tokio::time::Instant::now();
         let lease = ks.grant(ttl).await.map_err(err)?;
         let key = keys.member(&spec.zone, &spec.id);
         let value = serde_json::to_vec(&spec).unwrap_or_default();
@@ -75,22 +77,7 @@ impl Membership {
         }
         let (tx, lost) = watch::channel(false);
         let renewer = tokio::spawn(async move {
-            let period = ttl / 3;
-            let mut failing_since: Option<tokio::time::Instant> = None;
-            loop {
-                tokio::time::sleep(period).await;
-                match ks.keep_alive(lease).await {
-                    Ok(()) => failing_since = None,
-                    Err(KeyspaceError::LeaseNotFound(_)) => break,
-                    Err(e) => {
-                        let since = *failing_since.get_or_insert_with(tokio::time::Instant::now);
-                        tracing::warn!(lease, error = %e, "renewing the member's lease");
-                        if since.elapsed() >= ttl {
-                            break;
-                        }
-                    }
-                }
-            }
+            renew(&*ks, lease, ttl, granted).await;
             let _ = tx.send(true);
         });
         Ok(Membership { spec, lease, key, lost, renewer })
@@ -108,6 +95,41 @@ impl Membership {
         match ks.revoke(self.lease).await {
             Ok(()) | Err(KeyspaceError::LeaseNotFound(_)) => Ok(()),
             Err(e) => Err(e),
+        }
+    }
+}
+
+/// Keeps `lease` (asked for at `granted`) alive every third of `ttl`;
+/// returns once it is lost: revoked
+/// or expired, or — the keyspace not answering — `ttl` after the last renewal
+/// that succeeded was sent (the keyspace counts the TTL from when it got
+/// that renewal, so the lease cannot outlive this): from then on other
+/// members may hold this member's shards, and it must stop acting.
+async fn renew<K: Keyspace>(ks: &K, lease: LeaseId, ttl: Duration, granted: tokio::time::Instant) {
+    let period = ttl / 3;
+    // The lease was granted (or last renewed) no earlier than this.
+    let mut renewed = granted;
+    let mut failing = false;
+    loop {
+        let expires = renewed + ttl;
+        let next = (tokio::time::Instant::now().max(renewed) + if failing { period / 4 } else { period }).min(expires);
+        tokio::time::sleep_until(next).await;
+        if tokio::time::Instant::now() >= expires {
+            tracing::warn!(lease, ttl_ms = ttl.as_millis() as u64, "the member's lease expired: not renewed in time");
+            return;
+        }
+        let sent = tokio::time::Instant::now();
+        match tokio::time::timeout_at(expires, ks.keep_alive(lease)).await {
+            Ok(Ok(())) => {
+                renewed = sent;
+                failing = false;
+            }
+            Ok(Err(KeyspaceError::LeaseNotFound(_))) => return,
+            Ok(Err(e)) => {
+                failing = true;
+                tracing::warn!(lease, error = %e, "renewing the member's lease");
+            }
+            Err(_) => failing = true,
         }
     }
 }

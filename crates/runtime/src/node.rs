@@ -476,7 +476,16 @@ pub async fn run<K: Keyspace>(
                 tracing::info!(member = %config.member.id, "left");
                 return Ok(());
             }
-            Stopped::Lost => tracing::warn!(member = %config.member.id, "lost the member's lease; joining again"),
+            Stopped::Lost => {
+                // After an outage of the keyspace, the lease may still be
+                // there (etcd extends leases when it comes back): revoked, the
+                // old key and assignments go now, and joining again is not
+                // refused as taken until the lease expires.
+                if let Err(e) = membership.leave(&*ks).await {
+                    tracing::debug!(error = %e, "revoking the lost lease");
+                }
+                tracing::warn!(member = %config.member.id, "lost the member's lease; joining again");
+            }
         }
     }
 }
