@@ -142,6 +142,21 @@ impl Admin {
         Ok(created)
     }
 
+    /// A topic's configuration as the broker applies it (set on the topic,
+    /// or the broker's default): name → value (`None`: not set, or secret).
+    pub fn topic_configs(&self, topic: &str) -> Result<HashMap<String, Option<String>>> {
+        let step = format!("describing the configuration of topic {topic}");
+        let options = AdminOptions::new().request_timeout(Some(Timeout::After(self.timeout)));
+        let resources = [rdkafka::admin::ResourceSpecifier::Topic(topic)];
+        let results = futures_executor::block_on(self.admin.describe_configs(&resources, &options))
+            .map_err(call(step.clone()))?;
+        match results.into_iter().next() {
+            Some(Ok(resource)) => Ok(resource.entries.into_iter().map(|e| (e.name, e.value)).collect()),
+            Some(Err(code)) => Err(Error::Refused { step, message: code.to_string() }),
+            None => Err(Error::Refused { step, message: "no result for the topic".into() }),
+        }
+    }
+
     /// Every consumer group of the cluster (ListGroups on every broker).
     pub fn list_groups(&self) -> Result<Vec<crate::groups::GroupListing>> {
         crate::groups::list_groups(&self.admin, self.timeout)

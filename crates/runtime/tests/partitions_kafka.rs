@@ -21,3 +21,36 @@ async fn kafka_keeps_the_contract() {
     }
     conformance::run_all(&KafkaPartitions::new(settings, Duration::from_secs(30)), &topics).await;
 }
+
+#[test]
+fn a_log_topic_is_made_safe_and_a_misconfigured_one_refused_by_setting() {
+    use kshard_runtime::partitions::kafka::{LogTopicError, ensure_log_topic};
+    let broker = Broker::from_env_or_start();
+    let settings = ClientSettings::new(broker.brokers());
+    let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
+    // Made by the runtime: created, then found as it must be.
+    let fresh = unique_name("log-topic");
+    assert!(ensure_log_topic(&admin, &fresh, 2, &[]).expect("created"));
+    assert!(!ensure_log_topic(&admin, &fresh, 2, &[]).expect("checked"), "exists already, and passes");
+    let configs = admin.topic_configs(&fresh).expect("configs");
+    assert_eq!(configs.get("retention.bytes").cloned().flatten().as_deref(), Some("-1"));
+    // Made by hand with the broker's defaults but a week's retention.
+    let by_hand = unique_name("log-topic-by-hand");
+    let spec = TopicSpec {
+        name: by_hand.clone(),
+        partitions: 1,
+        replication: 1,
+        configs: vec![("retention.ms".into(), "604800000".into())],
+    };
+    admin.create_topic(&spec).expect("topic");
+    match ensure_log_topic(&admin, &by_hand, 1, &[]) {
+        Err(LogTopicError::Misconfigured(wrong)) => {
+            assert_eq!(wrong.len(), 1, "{wrong:?}");
+            assert_eq!(
+                wrong[0].to_string(),
+                format!("recovery-log topic {by_hand}: retention.ms=604800000, must be -1")
+            );
+        }
+        other => panic!("expected the topic refused, got {other:?}"),
+    }
+}

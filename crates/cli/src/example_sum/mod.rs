@@ -132,13 +132,7 @@ fn ensure_topics(settings: &ClientSettings, topic: &TopicArgs) -> Result<i32> {
         .partition_count(&topic.topic)
         .context("reading the source topic")?
         .with_context(|| format!("the topic {} does not exist", topic.topic))?;
-    let log = TopicSpec {
-        name: topic.log_topic(),
-        partitions,
-        replication: -1,
-        configs: vec![("cleanup.policy".into(), "delete".into()), ("retention.ms".into(), "-1".into())],
-    };
-    admin.create_topic(&log).with_context(|| format!("creating {}", log.name))?;
+    kshard_runtime::partitions::kafka::ensure_log_topic(&admin, &topic.log_topic(), partitions, &[])?;
     Ok(partitions)
 }
 

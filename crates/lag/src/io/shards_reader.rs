@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use kshard_kafka::{Admin, TopicSpec};
+use kshard_kafka::Admin;
 use kshard_runtime::application::Application;
 use kshard_runtime::keyspace::Keyspace;
 use kshard_runtime::keyspace::etcd::EtcdKeyspace;
@@ -38,20 +38,9 @@ const LOG_MAX_MESSAGE_BYTES: &str = "16777216";
 /// Makes sure the recovery-log topic exists with at least `partitions`
 /// partitions (creating it, or growing it after the offsets topic grew).
 fn ensure_log_topic(admin: &Admin, log_topic: &str, partitions: i32) -> Result<(), String> {
-    let have = admin.partition_count(log_topic).map_err(|e| e.to_string())?;
-    if have.is_none() {
-        let spec = TopicSpec {
-            name: log_topic.to_owned(),
-            partitions,
-            replication: -1,
-            configs: vec![
-                ("cleanup.policy".into(), "delete".into()),
-                ("retention.ms".into(), "-1".into()),
-                ("max.message.bytes".into(), LOG_MAX_MESSAGE_BYTES.into()),
-            ],
-        };
-        admin.create_topic(&spec).map_err(|e| format!("creating the recovery-log topic {log_topic}: {e}"))?;
-    }
+    let extra = [("max.message.bytes", LOG_MAX_MESSAGE_BYTES)];
+    kshard_runtime::partitions::kafka::ensure_log_topic(admin, log_topic, partitions, &extra)
+        .map_err(|e| e.to_string())?;
     let have = admin.partition_count(log_topic).map_err(|e| e.to_string())?.unwrap_or(0);
     if have < partitions {
         admin

@@ -105,3 +105,51 @@ impl PartitionRead for PartitionReader {
         PartitionReader::known_end(self, topic, partition)
     }
 }
+
+/// Why a recovery-log topic could not be made ready.
+#[derive(Debug, thiserror::Error)]
+pub enum LogTopicError {
+    /// Kafka refused or did not answer.
+    #[error("recovery-log topic {topic}: {step}: {source}")]
+    Kafka {
+        /// The topic.
+        topic: String,
+        /// What was being done.
+        step: &'static str,
+        /// The cause.
+        #[source]
+        source: Box<Error>,
+    },
+    /// The topic exists with settings that would lose records.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Misconfigured(Vec<crate::recovery_log::topic::Misconfigured>),
+}
+
+/// Makes `name` ready to hold recovery logs: created with
+/// [`crate::recovery_log::topic::TOPIC_CONFIGS`] (and `extra`) when missing;
+/// when it exists, its configuration checked, and a setting that would lose
+/// records refused by name (a topic made by hand, or by auto-creation).
+/// Returns whether it was created.
+pub fn ensure_log_topic(
+    admin: &Admin,
+    name: &str,
+    partitions: i32,
+    extra: &[(&str, &str)],
+) -> Result<bool, LogTopicError> {
+    let kafka = |step| move |source| LogTopicError::Kafka { topic: name.to_owned(), step, source: Box::new(source) };
+    let configs = crate::recovery_log::topic::TOPIC_CONFIGS
+        .iter()
+        .chain(extra)
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    let spec = kshard_kafka::TopicSpec { name: name.to_owned(), partitions, replication: -1, configs };
+    let created = admin.create_topic(&spec).map_err(kafka("creating it"))?;
+    if !created {
+        let found = admin.topic_configs(name).map_err(kafka("reading its configuration"))?;
+        let wrong = crate::recovery_log::topic::check(name, &found);
+        if !wrong.is_empty() {
+            return Err(LogTopicError::Misconfigured(wrong));
+        }
+    }
+    Ok(created)
+}

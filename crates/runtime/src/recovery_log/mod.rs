@@ -8,3 +8,4 @@ pub mod chain;
 pub mod io;
 pub mod player;
 pub mod record;
+pub mod topic;

@@ -1,0 +1,94 @@
+//! What a recovery-log topic's configuration must be, and the check of an
+//! existing one. Pure: the caller reads the topic's configuration (Kafka's
+//! DescribeConfigs) and creates topics with [`TOPIC_CONFIGS`].
+//!
+//! A recovery log is the durable copy of every shard's state: the runtime,
+//! not the broker, decides what of it may go (it deletes before the previous
+//! snapshot). So the broker must never compact it or delete by age or size,
+//! and must never elect a leader that lacks acknowledged records. A topic
+//! made by hand, or by Kafka's auto-creation when a producer wrote to a
+//! missing one, gets the broker's defaults (seven days of retention): used
+//! as it is, it would lose the records a replica starts from.
+
+/// Settings a recovery-log topic is created with; the first four are also
+/// what an existing topic must have.
+pub const TOPIC_CONFIGS: [(&str, &str); 4] = [
+    ("cleanup.policy", "delete"),
+    ("retention.ms", "-1"),
+    ("retention.bytes", "-1"),
+    ("unclean.leader.election.enable", "false"),
+];
+
+/// A setting of an existing recovery-log topic that would lose records.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("recovery-log topic {topic}: {setting}={value}, must be {want}")]
+pub struct Misconfigured {
+    /// The topic.
+    pub topic: String,
+    /// The setting.
+    pub setting: String,
+    /// Its value on the topic (`(unset)` when the broker gave none).
+    pub value: String,
+    /// What it must be.
+    pub want: String,
+}
+
+/// Checks an existing topic's configuration (name → value, as DescribeConfigs
+/// gives it) against [`TOPIC_CONFIGS`]: every setting that differs, named.
+pub fn check(topic: &str, configs: &std::collections::HashMap<String, Option<String>>) -> Vec<Misconfigured> {
+    TOPIC_CONFIGS
+        .iter()
+        .filter_map(|(setting, want)| {
+            let value = configs.get(*setting).cloned().flatten();
+            let ok = match (*setting, value.as_deref()) {
+                // Any negative number is unlimited to Kafka.
+                ("retention.ms" | "retention.bytes", Some(v)) => v.trim().parse::<i64>().is_ok_and(|n| n < 0),
+                (_, Some(v)) => v.trim() == *want,
+                (_, None) => false,
+            };
+            (!ok).then(|| Misconfigured {
+                topic: topic.to_owned(),
+                setting: (*setting).to_owned(),
+                value: value.unwrap_or_else(|| "(unset)".into()),
+                want: (*want).to_owned(),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn configs(pairs: &[(&str, &str)]) -> std::collections::HashMap<String, Option<String>> {
+        pairs.iter().map(|(k, v)| ((*k).to_owned(), Some((*v).to_owned()))).collect()
+    }
+
+    #[test]
+    fn a_topic_made_as_the_runtime_makes_it_passes() {
+        assert_eq!(check("log", &configs(&TOPIC_CONFIGS)), []);
+    }
+
+    #[test]
+    fn the_brokers_defaults_fail_naming_each_setting() {
+        // What Kafka's auto-creation gives a topic.
+        let defaults = configs(&[
+            ("cleanup.policy", "delete"),
+            ("retention.ms", "604800000"),
+            ("retention.bytes", "-1"),
+            ("unclean.leader.election.enable", "false"),
+        ]);
+        let found = check("log", &defaults);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].to_string(), "recovery-log topic log: retention.ms=604800000, must be -1");
+        let compacted = configs(&[
+            ("cleanup.policy", "compact,delete"),
+            ("retention.ms", "-1"),
+            ("retention.bytes", "1073741824"),
+            ("unclean.leader.election.enable", "true"),
+        ]);
+        let settings: Vec<String> = check("log", &compacted).into_iter().map(|m| m.setting).collect();
+        assert_eq!(settings, ["cleanup.policy", "retention.bytes", "unclean.leader.election.enable"]);
+        assert_eq!(check("log", &configs(&[])).len(), 4, "a setting not given is not trusted");
+    }
+}
