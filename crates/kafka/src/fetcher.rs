@@ -335,6 +335,14 @@ impl Fetcher {
     }
 }
 
+/// True when every reading of the partitions `keys` is by one reader.
+fn one_reader<'k>(state: &State, keys: impl Iterator<Item = &'k PartitionKey>) -> bool {
+    let mut readers =
+        keys.filter_map(|key| state.partitions.get(key)).flat_map(|p| p.readings.iter().map(|r| r.reader));
+    let Some(first) = readers.next() else { return true };
+    readers.all(|r| r == first)
+}
+
 /// A connection that counts itself in [`Shared::connections`].
 struct Counted<'a> {
     link: BrokerLink,
@@ -765,16 +773,10 @@ fn fetch(
     // member's replicas, a partition each), the slowest would hold the whole
     // answer (up to 4 MiB) for its own few records: each then gets a copy of
     // its records (a cold start of 50 shards peaked at 83 MB instead of 102).
-    let readers: HashSet<u64> = answer
-        .partitions
-        .iter()
-        .filter(|part| !part.records.is_empty())
-        .filter_map(|part| state.partitions.get(&(Arc::from(part.topic), part.partition)))
-        .flat_map(|p| p.readings.iter().map(|r| r.reader))
-        .collect();
-    let in_place = readers.len() <= 1;
-    for part in answer.partitions {
-        let key: PartitionKey = (Arc::from(part.topic), part.partition);
+    let parts: Vec<(PartitionKey, _)> =
+        answer.partitions.into_iter().map(|part| ((Arc::from(part.topic), part.partition), part)).collect();
+    let in_place = one_reader(&state, parts.iter().filter(|(_, part)| !part.records.is_empty()).map(|(key, _)| key));
+    for (key, part) in parts {
         let Some(ask) = asked.get(&key) else { continue };
         let Some(p) = state.partitions.get_mut(&key) else { continue };
         match part.error_code {

@@ -112,7 +112,7 @@ async fn renew<K: Keyspace>(ks: &K, lease: LeaseId, ttl: Duration, granted: toki
     let mut failing = false;
     loop {
         let expires = renewed + ttl;
-        let next = (tokio::time::Instant::now().max(renewed) + if failing { period / 4 } else { period }).min(expires);
+        let next = (tokio::time::Instant::now() + if failing { period / 4 } else { period }).min(expires);
         tokio::time::sleep_until(next).await;
         if tokio::time::Instant::now() >= expires {
             tracing::warn!(lease, ttl_ms = ttl.as_millis() as u64, "the member's lease expired: not renewed in time");

@@ -214,7 +214,7 @@ impl<K: Keyspace> Driver<K> {
                 slot.worker = Some(commands);
                 let (ctx, reports, generation) = (Arc::clone(&self.worker), self.reports.clone(), slot.generation);
                 let id = spec.id.clone();
-                let report = Box::new(move |event| {
+                let report = Arc::new(move |event| {
                     let _ = reports.send((id.clone(), generation, event));
                 });
                 replica_worker::spawn(ctx, spec, receive, report);

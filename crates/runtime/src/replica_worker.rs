@@ -99,23 +99,16 @@ fn random_author() -> u64 {
 const IDLE_WAIT: Duration = Duration::from_secs(1);
 
 /// Where a replica's reports go.
-pub(crate) type Report = Box<dyn Fn(Event) + Send + Sync>;
+pub(crate) type Report = Arc<dyn Fn(Event) + Send + Sync>;
 
 /// Runs one replica's I/O as a task until torn down; reports through
-/// `report`, the last report being [`Event::TornDown`]. The returned handle
-/// ends after that report.
-pub(crate) fn spawn(
-    ctx: Arc<WorkerContext>,
-    spec: ShardSpec,
-    commands: UnboundedReceiver<Command>,
-    report: Report,
-) -> tokio::task::JoinHandle<()> {
-    let report = Arc::new(report);
+/// `report`, the last report being [`Event::TornDown`].
+pub(crate) fn spawn(ctx: Arc<WorkerContext>, spec: ShardSpec, commands: UnboundedReceiver<Command>, report: Report) {
     tokio::spawn(async move {
         // The replica's own task, so that one that panics (an application's
         // panic) fails its replica, like one that returns an error.
         let (c, s, r) = (Arc::clone(&ctx), spec.clone(), Arc::clone(&report));
-        let served = tokio::spawn(async move { serve(&c, &s, commands, &**r).await }).await;
+        let served = tokio::spawn(async move { serve(&c, &s, commands, &*r).await }).await;
         let failure = match served {
             Ok(Ok(())) => None,
             Ok(Err(e)) => Some(e.to_string()),
@@ -138,7 +131,7 @@ pub(crate) fn spawn(
         ctx.app.stopped(&spec);
         ctx.progress.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&spec.id);
         report(Event::TornDown);
-    })
+    });
 }
 
 /// True when a tear-down was asked for (or the state machine is gone).

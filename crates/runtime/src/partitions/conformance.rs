@@ -21,7 +21,10 @@ async fn read_to_end(reader: &dyn PartitionRead, at_least: usize) -> (Vec<Read>,
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         assert!(Instant::now() < deadline, "no end within 30 s after {read:?}");
-        match next_event(reader, Duration::from_millis(200)).await.expect("poll") {
+        // One wait to the deadline, no polling: a reader that never says it
+        // is readable stalls here and fails.
+        let left = deadline.saturating_duration_since(Instant::now());
+        match next_event(reader, left).await.expect("poll") {
             Polled::Record(r) => {
                 assert_eq!(r.partition(), 0);
                 read.push((r.offset(), r.key().map(<[u8]>::to_vec), r.value().map(<[u8]>::to_vec)));
@@ -76,14 +79,18 @@ pub async fn appends_read_back_in_order(log: &dyn Partitions, topic: &str) {
     assert_eq!(read_to_end(inside.as_ref(), 2).await, (want[1..].to_vec(), 3));
 }
 
-/// A reader at the end hears of a record appended later.
+/// A reader at the end hears of a record appended later, while it waits:
+/// it wakes when the record comes.
 pub async fn a_waiting_reader_gets_what_comes(log: &dyn Partitions, topic: &str) {
     append_all(log, topic, &[Some(b"first")]).await;
     let reader = log.reader(topic, &[(0, Some(1))], 256, Isolation::Committed).expect("reader");
     let (read, end) = read_to_end(reader.as_ref(), 0).await;
     assert_eq!((read.len(), end), (0, 1), "at the end already");
-    append_all(log, topic, &[Some(b"second")]).await;
-    let (read, end) = read_to_end(reader.as_ref(), 1).await;
+    let later = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        append_all(log, topic, &[Some(b"second")]).await
+    };
+    let ((read, end), _) = tokio::join!(read_to_end(reader.as_ref(), 1), later);
     assert_eq!((read, end), (vec![(1, Some(b"k0".to_vec()), Some(b"second".to_vec()))], 2));
 }
 
