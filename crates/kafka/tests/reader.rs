@@ -352,3 +352,98 @@ fn reads_on_across_a_broker_restart() {
     let expected: Vec<(i32, i64)> = (0..2).flat_map(|p| (100..110).map(move |o| (p, o))).collect();
     assert_eq!(offsets, expected, "every record written after the restart, once");
 }
+
+#[test]
+fn both_readers_agree_on_compacted_batches() {
+    // The cleaner rewrites batches without the records a later one of the
+    // same key replaced: offsets then have gaps inside and between batches,
+    // and a batch's last offset may be one it no longer holds.
+    let broker = Broker::from_env_or_start();
+    let settings = ClientSettings::new(broker.brokers());
+    let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
+    let topic = unique_name("reader-compacted");
+    let configs = [
+        ("cleanup.policy", "compact"),
+        ("segment.ms", "1000"),
+        ("min.cleanable.dirty.ratio", "0.01"),
+        ("min.compaction.lag.ms", "0"),
+        ("delete.retention.ms", "3600000"),
+    ];
+    let spec = TopicSpec {
+        name: topic.clone(),
+        partitions: 2,
+        replication: 1,
+        configs: configs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+    };
+    admin.create_topic(&spec).expect("create");
+    // Half the records superseded by later ones of the same key; partition
+    // 1's batches compressed (the cleaner recompresses them).
+    let producers: Vec<(i32, BaseProducer)> = [(0, "none"), (1, "zstd")]
+        .into_iter()
+        .map(|(partition, codec)| {
+            let producer = rdkafka::ClientConfig::new()
+                .set("bootstrap.servers", broker.brokers())
+                .set("compression.type", codec)
+                .set("linger.ms", "20")
+                .create()
+                .expect("producer");
+            (partition, producer)
+        })
+        .collect();
+    let write = |round: usize| {
+        for (partition, producer) in &producers {
+            for i in 0..200 {
+                // Every other record's key is its own (kept), the rest
+                // share ten keys (superseded): gaps between kept records.
+                let key = if i % 2 == 0 { format!("own-{round}-{i}") } else { format!("shared-{}", i % 20) };
+                let value = format!("round-{round}-{i}");
+                producer
+                    .send(BaseRecord::<str, str>::to(&topic).partition(*partition).key(&key).payload(&value))
+                    .expect("send");
+            }
+            producer.flush(Duration::from_secs(30)).expect("flush");
+        }
+        400
+    };
+    // Writes over several seconds, so that segments roll and become cleanable.
+    let partitions = [0, 1];
+    let from_start: Vec<(i32, Option<i64>)> = partitions.iter().map(|&p| (p, None)).collect();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let (mut round, mut written) = (0, 0);
+    let compacted = loop {
+        written += write(round);
+        round += 1;
+        std::thread::sleep(Duration::from_millis(1500));
+        let reader =
+            PartitionReader::new(&with_reader(&settings, ReaderKind::Kshard), &topic, &from_start).expect("reader");
+        let back = read_to_end(&reader, &partitions, 0);
+        if back.records.len() < written {
+            break back;
+        }
+        assert!(Instant::now() < deadline, "the cleaner compacted nothing of {written} records");
+    };
+    let gaps = compacted.records.windows(2).filter(|w| w[0].0 == w[1].0 && w[1].1 != w[0].1 + 1).count();
+    assert!(gaps > 0, "compaction left offsets with gaps");
+    // Both readers, the same records, from the start and from an offset the
+    // cleaner removed (the next one kept).
+    let removed =
+        compacted.records.windows(2).find(|w| w[0].0 == w[1].0 && w[1].1 > w[0].1 + 1).map(|w| (w[0].0, w[0].1 + 1));
+    let (gap_partition, gap_offset) = removed.expect("a removed offset");
+    let mut answers = Vec::new();
+    for kind in [ReaderKind::Kshard, ReaderKind::Librdkafka] {
+        let s = with_reader(&settings, kind);
+        let all = read_to_end(&PartitionReader::new(&s, &topic, &from_start).expect("reader"), &partitions, 0);
+        let at_gap = PartitionReader::new(&s, &topic, &[(gap_partition, Some(gap_offset))]).expect("reader");
+        let after = read_to_end(&at_gap, &[gap_partition], 0);
+        answers.push((all, after));
+    }
+    assert_eq!(answers[0].0.records, answers[1].0.records, "every record kept, from the start");
+    assert_eq!(answers[0].1.records, answers[1].1.records, "from an offset compacted away");
+    assert!(answers[0].1.records.first().is_some_and(|r| r.1 > gap_offset), "read on from the next record kept");
+    // Every key is there: each record's own, and the ten shared ones.
+    for partition in partitions {
+        let keys: std::collections::BTreeSet<_> =
+            answers[0].0.records.iter().filter(|r| r.0 == partition).filter_map(|r| r.2.clone()).collect();
+        assert_eq!(keys.len(), 100 * round + 10, "partition {partition} keeps every key");
+    }
+}
