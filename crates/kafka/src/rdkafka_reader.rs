@@ -12,6 +12,10 @@ use crate::context::KshardContext;
 use crate::error::{Result, call};
 use crate::reader::{ReadEvent, ReadRecord};
 
+/// How long a task waits on librdkafka's non-empty callback before it polls
+/// again anyway (see [`RdkafkaReader::readable`]).
+const RECHECK: Duration = Duration::from_millis(100);
+
 /// Reads partitions by manual assignment: no consumer group, no commits.
 ///
 /// The reader enables librdkafka's end-of-partition events, so a caller learns
@@ -95,9 +99,12 @@ impl RdkafkaReader {
         self.consumer.incremental_assign(&added).map_err(call(format!("adding partitions of {topic}")))
     }
 
-    /// Resolves once the consumer's queue may hold an event.
-    pub(crate) fn readable(&self) -> tokio::sync::futures::Notified<'_> {
-        self.readable.notified()
+    /// Resolves once the consumer's queue may hold an event, or after
+    /// [`RECHECK`] at the latest: librdkafka's non-empty callback misses
+    /// wake-ups (after a broker restart the queue filled without one, and a
+    /// task waiting on it alone read nothing for a minute).
+    pub(crate) async fn readable(&self) {
+        let _ = tokio::time::timeout(RECHECK, self.readable.notified()).await;
     }
 
     /// Waits up to `timeout` for the next event.

@@ -251,10 +251,12 @@ impl PartitionReader {
     /// waiting: how an async task waits for a reader, without a thread.
     /// Call it after a poll of zero timeout was [`ReadEvent::Idle`]; it may
     /// resolve when nothing is there after all (poll again). Cancel-safe.
-    pub fn readable(&self) -> tokio::sync::futures::Notified<'_> {
+    /// librdkafka's resolves every 100 ms at the latest, on tokio's timer
+    /// (its own wake-ups are not all to be trusted).
+    pub async fn readable(&self) {
         match &self.client {
-            Client::Librdkafka(r) => r.readable(),
-            Client::Kshard(r) => r.sink.readable(),
+            Client::Librdkafka(r) => r.readable().await,
+            Client::Kshard(r) => r.sink.readable().await,
         }
     }
 

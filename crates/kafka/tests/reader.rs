@@ -9,8 +9,8 @@
 //! reading from the earliest offset, from an offset inside a batch and from
 //! one that was deleted or lies past the end (the log's start, as
 //! `auto.offset.reset=earliest`),
-//! partitions added while reading, over TLS and SASL, and across a broker
-//! that is killed and started again. kshard's reader shares one connection
+//! partitions added while reading, over TLS and SASL, across a broker
+//! that is killed and started again (kshard's reader), and compacted batches. kshard's reader shares one connection
 //! per broker among every reader made from the same settings. Every read
 //! here waits as an async task does: a poll that does not wait, then
 //! [`PartitionReader::readable`] — a reader that failed to say it is
@@ -60,7 +60,7 @@ fn read_to_end(reader: &PartitionReader, partitions: &[i32], at_least: usize) ->
     let mut back = ReadBack::default();
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        assert!(Instant::now() < deadline, "did not reach the end in 60 s: {back:?}");
+        assert!(Instant::now() < deadline, "{} did not reach the end in 60 s: {back:?}", reader.client());
         match poll_as_a_task(reader, deadline) {
             ReadEvent::Record(r) => {
                 back.records.push((
@@ -320,10 +320,12 @@ fn over_tls_and_sasl() {
             s.properties.push(("sasl.username".into(), user.into()));
             s.properties.push(("sasl.password".into(), broker.password(user).into()));
         }
-        let reader = PartitionReader::new(&s, &topic, &[(0, None)]).expect("reader");
-        assert_eq!(reader.client(), "kshard", "{listener:?}");
-        let back = read_to_end(&reader, &[0], 50);
-        assert_eq!(back.records.len(), 50, "{listener:?}");
+        for (kind, client) in [(ReaderKind::Kshard, "kshard"), (ReaderKind::Librdkafka, "librdkafka")] {
+            let reader = PartitionReader::new(&with_reader(&s, kind), &topic, &[(0, None)]).expect("reader");
+            assert_eq!(reader.client(), client, "{listener:?}");
+            let back = read_to_end(&reader, &[0], 50);
+            assert_eq!(back.records.len(), 50, "{listener:?}, {client}");
+        }
     }
 }
 
