@@ -130,6 +130,7 @@ pub(crate) fn run_member(cluster: &ClusterArgs, run: MemberRun) -> Result<()> {
             },
             lease_ttl: Duration::from_secs(cluster.lease_ttl),
             data_dir,
+            disk: None,
             settings: run.settings.clone(),
             partitions: None,
             store_faults: run.store_faults.clone(),

@@ -15,7 +15,7 @@
 //!
 //! The contracts, each with a real and an in-memory implementation and one
 //! conformance suite: [`keyspace`] (etcd, or embedded), [`partitions`] (Kafka,
-//! or memory) and [`store`] (redb, or memory).
+//! or memory) [`store`] (redb, or memory) and [`disk`], where a member keeps its stores.
 //!
 //! The I/O around them, async on tokio: [`node`] runs a member (joins, runs
 //! [`allocator_runner`] when elected, follows its assignments), each replica's
@@ -30,6 +30,8 @@ pub mod allocator_runner;
 pub mod application;
 pub mod backoff;
 pub mod cluster_view;
+pub mod disk;
+pub mod faults;
 pub mod keyspace;
 pub mod member;
 pub mod metrics;

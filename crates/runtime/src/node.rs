@@ -24,6 +24,7 @@ use tokio::time::Instant;
 use crate::allocator_runner::AllocatorRunner;
 use crate::application::Application;
 use crate::cluster_view::ClusterView;
+use crate::disk::{Disk, RedbDisk};
 use crate::keyspace::{Compare, Keyspace, KeyspaceError, Op, Snapshot, Txn, WatchEvent};
 use crate::member::{MemberError, Membership, become_leader};
 use crate::metrics::Metrics;
@@ -47,6 +48,9 @@ pub struct NodeConfig {
     pub lease_ttl: Duration,
     /// Where its replicas' stores live.
     pub data_dir: PathBuf,
+    /// Where its replicas' stores live instead of redb files under
+    /// `data_dir` (a [`crate::disk::MemoryDisk`] in tests); `None`: redb.
+    pub disk: Option<Arc<dyn Disk>>,
     /// How to reach Kafka (recovery logs and sources).
     pub settings: ClientSettings,
     /// Where the recovery logs are and the sources come from instead of
@@ -429,7 +433,7 @@ pub async fn run<K: Keyspace>(
         partitions: config.partitions.clone().unwrap_or_else(|| {
             Arc::new(KafkaPartitions::new(config.settings.clone(), crate::replica_log::KAFKA_TIMEOUT))
         }),
-        data_dir: config.data_dir.clone(),
+        disk: config.disk.clone().unwrap_or_else(|| Arc::new(RedbDisk::new(config.data_dir.clone()))),
         app,
         metrics: Arc::clone(&shared.metrics),
         progress: Arc::clone(&shared.progress),

@@ -14,7 +14,6 @@
 //! the snapshot plus `snapshot_factor` times its size (or `snapshot_min_bytes`).
 
 use std::future::Future;
-use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -28,7 +27,7 @@ use crate::recovery_log::io::{LogClients, LogError, append, commit};
 use crate::recovery_log::player::{Played, Player};
 use crate::recovery_log::record::{Body, Mutation, SourceOffset};
 use crate::replica_worker::{Progress, WorkerContext};
-use crate::store::{Checkpoint, RedbStore, Store, StoreError};
+use crate::store::{Checkpoint, Store, StoreError};
 
 pub(crate) const KAFKA_TIMEOUT: Duration = Duration::from_secs(30);
 /// How often a tailing replica asks where the log ends.
@@ -71,9 +70,9 @@ pub(crate) fn kafka(step: &'static str) -> impl FnOnce(kshard_kafka::Error) -> L
     move |source| LogError::Kafka { step, source }
 }
 
-/// The replica's store: its redb file, failing on purpose when told to.
+/// The replica's store on its member's disk, failing on purpose when told to.
 pub(crate) struct ReplicaStore {
-    inner: RedbStore,
+    inner: Box<dyn Store>,
     faults: Option<Arc<AtomicU32>>,
 }
 
@@ -136,39 +135,25 @@ pub(crate) struct Log<'a> {
 }
 
 impl<'a> Log<'a> {
-    /// The store's file, named for the shard and its log: a store is only
-    /// ever played from its own log (a shard of the same id logging elsewhere
-    /// gets a file of its own).
-    fn store_path(ctx: &WorkerContext, spec: &ShardSpec) -> PathBuf {
+    /// The store's name, for the shard and its log: a store is only ever
+    /// played from its own log (a shard of the same id logging elsewhere gets
+    /// a store of its own).
+    fn store_name(spec: &ShardSpec) -> String {
         let log = &spec.recovery_log;
-        ctx.data_dir.join(format!("{}@{}-{}.redb", spec.id, log.topic, log.partition))
+        format!("{}@{}-{}", spec.id, log.topic, log.partition)
     }
 
     fn open_store(ctx: &WorkerContext, spec: &ShardSpec, fresh: bool) -> Result<ReplicaStore, ReplicaError> {
-        let path = Self::store_path(ctx, spec);
-        if fresh {
-            match std::fs::remove_file(&path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => {
-                    let message = format!("{}: {e}", path.display());
-                    return Err(StoreError { step: "discarding an old store", message }.into());
-                }
-            }
-        }
-        let (inner, replaced) = RedbStore::open_or_replace(&path)?;
+        let name = Self::store_name(spec);
+        let (inner, replaced) = ctx.disk.open(&name, fresh)?;
         if let Some(why) = replaced {
-            tracing::warn!(shard = %spec.id, path = %path.display(), error = %why, "the store was not readable: set aside, rebuilding it from the recovery log");
+            tracing::warn!(shard = %spec.id, store = name, error = %why, "the store was not readable: set aside, rebuilding it from the recovery log");
         }
         Ok(ReplicaStore { inner, faults: ctx.store_faults.get(&spec.id).cloned() })
     }
 
     /// Opens the replica's store and its log where playback goes on.
     pub(crate) async fn open(ctx: &'a WorkerContext, spec: &'a ShardSpec) -> Result<Self, ReplicaError> {
-        std::fs::create_dir_all(&ctx.data_dir).map_err(|e| StoreError {
-            step: "creating the data directory",
-            message: format!("{}: {e}", ctx.data_dir.display()),
-        })?;
         let partitions = Arc::clone(&ctx.partitions);
         let hints = ctx.hints.read(&spec.id).await.map_err(ReplicaError::Hints)?.map(|(h, _)| h);
         let store = Self::open_store(ctx, spec, false)?;

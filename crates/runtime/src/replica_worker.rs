@@ -9,14 +9,13 @@
 //! the application's callbacks run on the task: they are short and do not
 //! wait on the network.
 //!
-//! The store is the replica's own file, `{data_dir}/{shard}@{log topic}-{log
-//! partition}.redb`: a replica assigned again on the same member (a restart on
+//! The store is the replica's own, named `{shard}@{log topic}-{log
+//! partition}` on the member's [`Disk`] (a redb file in its data directory): a replica assigned again on the same member (a restart on
 //! its data directory) goes on from the store's checkpoint and plays only what
 //! the log holds after it — unless a newer snapshot is closer, or the log no
 //! longer holds what follows the checkpoint (see [`crate::replica_log`]).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -26,6 +25,7 @@ use tokio::sync::mpsc::error::TryRecvError;
 use tokio::time::Instant;
 
 use crate::application::{Application, Message, Transaction};
+use crate::disk::Disk;
 use crate::metrics::Metrics;
 use crate::model::ShardSpec;
 use crate::partitions::{PartitionRead, Partitions, Polled, next_event};
@@ -68,7 +68,8 @@ pub(crate) struct WorkerContext {
     /// Where the recovery logs are and the sources come from (Kafka, or
     /// memory), shared by the member's replicas.
     pub(crate) partitions: Arc<dyn Partitions>,
-    pub(crate) data_dir: PathBuf,
+    /// Where the replicas' stores are.
+    pub(crate) disk: Arc<dyn Disk>,
     pub(crate) app: Arc<dyn Application>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) progress: ProgressMap,

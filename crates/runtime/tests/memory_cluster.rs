@@ -93,6 +93,7 @@ fn a_standby_takes_over_on_the_memory_log_and_every_value_counts_once() {
             member: MemberSpec { id: id.into(), zone: id.into(), shard_limit: 10, endpoint: None },
             lease_ttl: Duration::from_secs(2),
             data_dir: dir.join(id),
+            disk: None,
             settings: ClientSettings::new("127.0.0.1:1"),
             partitions: Some(Arc::new(log.clone()) as Arc<dyn Partitions>),
             store_faults: BTreeMap::new(),

@@ -145,6 +145,7 @@ fn run_on<K: Keyspace>(
         member,
         lease_ttl,
         data_dir: data_dir.to_owned(),
+        disk: None,
         settings: reader.settings.clone(),
         partitions: None,
         store_faults: Default::default(),

@@ -178,12 +178,14 @@ impl<'a> LogRecord<'a> {
 
 /// A record appended, its delivery to come.
 #[derive(Debug)]
-pub struct Appended(AppendedOf);
+pub struct Appended(pub(crate) AppendedOf);
 
 #[derive(Debug)]
-enum AppendedOf {
+pub(crate) enum AppendedOf {
     Kafka(kshard_kafka::Delivery),
     Done(Result<i64, String>),
+    /// Landing later (an append held back by a fault gate).
+    Later(tokio::sync::watch::Receiver<Option<Result<i64, String>>>),
 }
 
 impl Appended {
@@ -193,6 +195,21 @@ impl Appended {
         match &self.0 {
             AppendedOf::Kafka(d) => d.wait(timeout),
             AppendedOf::Done(done) => Self::done(done),
+            AppendedOf::Later(later) => {
+                let deadline = std::time::Instant::now() + timeout;
+                loop {
+                    if let Some(done) = &*later.borrow() {
+                        return Self::done(done);
+                    }
+                    if std::time::Instant::now() >= deadline {
+                        return Err(Error::Refused {
+                            step: "appending".into(),
+                            message: format!("not delivered within {timeout:?}"),
+                        });
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
         }
     }
 
@@ -202,6 +219,13 @@ impl Appended {
         match &self.0 {
             AppendedOf::Kafka(d) => d.delivered().await,
             AppendedOf::Done(done) => Self::done(done),
+            AppendedOf::Later(later) => {
+                let mut later = later.clone();
+                match later.wait_for(Option::is_some).await {
+                    Ok(done) => Self::done(done.as_ref().unwrap_or(&Err("never landed".into()))),
+                    Err(_) => Self::done(&Err("the append was dropped before it landed".into())),
+                }
+            }
         }
     }
 
