@@ -149,7 +149,7 @@ pub fn allocate(shards: &[Shard], members: &[Member], current: &[Current]) -> Ve
         let consistent = replicas.iter().filter(|c| c.code.is_consistent()).count();
 
         // Surplus (hot standbys lowered, or a move's new replica caught up):
-        // FAILED replicas first; then consistent ones on the most loaded
+        // FAILED replicas first, once due their retry; then consistent ones on the most loaded
         // members (the primary too, when its member is the most loaded: a
         // standby is promoted — without that a member holding only primaries
         // could never shed work, and moves would churn forever), a standby
@@ -168,6 +168,12 @@ pub fn allocate(shards: &[Shard], members: &[Member], current: &[Current]) -> Ve
             for c in order {
                 if surplus == 0 {
                     break;
+                }
+                // A FAILED one waits out its backoff like any other: removed
+                // at once, the move that added it would add it again, and a
+                // replica failing at start would fail in a loop.
+                if c.code == ReplicaCode::Failed && !c.retry_due {
+                    continue;
                 }
                 if c.code.is_consistent() {
                     if consistent_left <= r {

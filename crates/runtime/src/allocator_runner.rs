@@ -17,6 +17,7 @@ use tokio::time::Instant;
 
 use crate::allocator::{Change, Current, Member, Shard, allocate};
 use crate::keyspace::{Compare, KeyValue, Keyspace, KeyspaceError, Op, Txn, WatchStream};
+use crate::member::Leadership;
 use crate::model::{AssignmentValue, Keys, MemberSpec, ShardSpec};
 use crate::status::{ReplicaCode, ReplicaStatus};
 
@@ -29,6 +30,8 @@ pub struct Round {
     pub changes: Vec<Change>,
     /// False when a concurrent change made the write fail.
     pub applied: bool,
+    /// False when the term it ran under had ended (nothing was written).
+    pub led: bool,
 }
 
 /// The crash-loop backoff of a shard's `n`th failure in a row.
@@ -53,12 +56,17 @@ struct Read {
     member_leases: BTreeMap<String, (Option<i64>, i64)>,
     /// (shard, member) → the assignment's key and value.
     assignments: BTreeMap<(String, String), (KeyValue, AssignmentValue)>,
+    /// The leader key's create revision.
+    leader: Option<i64>,
 }
 
 impl AllocatorRunner {
-    /// Reads, allocates and writes once.
-    pub async fn round<K: Keyspace>(&mut self, ks: &K, keys: &Keys) -> Result<Round, KeyspaceError> {
+    /// Reads, allocates and writes once, as leader for `term`.
+    pub async fn round<K: Keyspace>(&mut self, ks: &K, keys: &Keys, term: &Leadership) -> Result<Round, KeyspaceError> {
         let read = read(ks, keys).await?;
+        if read.leader != Some(term.created) {
+            return Ok(Round { revision: read.revision, changes: vec![], applied: false, led: false });
+        }
         let now = Instant::now();
         // Forget failures of assignments that are gone (removed, or recovered).
         self.failed_since.retain(|(key, created), _| {
@@ -92,7 +100,7 @@ impl AllocatorRunner {
             |c| !matches!(c, Change::Add { shard, member, .. } if removed.contains(&(shard.clone(), member.clone()))),
         );
         if changes.is_empty() {
-            return Ok(Round { revision: read.revision, changes, applied: true });
+            return Ok(Round { revision: read.revision, changes, applied: true, led: true });
         }
         // One transaction holds at most etcd's limit of compares (an Add has
         // two): the rest comes in the next rounds. A primary's swap (two
@@ -118,7 +126,7 @@ impl AllocatorRunner {
             })
             .count();
         changes.truncate(keep);
-        let mut txn = Txn::default();
+        let mut txn = Txn { compares: vec![term.holds()], ..Txn::default() };
         for change in &changes {
             match change {
                 Change::Remove { shard, member } => {
@@ -181,7 +189,7 @@ impl AllocatorRunner {
             recent.retain(|t| now.saturating_duration_since(*t) < Duration::from_secs(600));
             !recent.is_empty()
         });
-        Ok(Round { revision: read.revision, changes, applied })
+        Ok(Round { revision: read.revision, changes, applied, led: true })
     }
 
     /// True once a FAILED assignment has waited out its shard's backoff.
@@ -192,19 +200,26 @@ impl AllocatorRunner {
         now.saturating_duration_since(since) >= failure_backoff(recent.len() as u32 + 1)
     }
 
-    /// Runs rounds while `leading` holds: after each, waits for a change under
-    /// the root (or a second, for FAILED backoffs to come due). One watch
-    /// serves every round (made again only when it ends).
+    /// Runs rounds for `term` while `leading` holds and the term lasts:
+    /// after each, waits for a change under the root (or a second, for
+    /// FAILED backoffs to come due). One watch serves every round (made
+    /// again only when it ends).
     pub async fn run<K: Keyspace>(
         &mut self,
         ks: &K,
         keys: &Keys,
+        term: &Leadership,
         leading: impl Fn() -> bool,
     ) -> Result<(), KeyspaceError> {
         let mut watch: Option<WatchStream> = None;
         while leading() {
-            let round = self.round(ks, keys).await?;
+            let round = self.round(ks, keys, term).await?;
+            if !round.led {
+                tracing::warn!(leader = term.created, "no longer the allocator's leader");
+                return Ok(());
+            }
             if !round.applied {
+                tracing::debug!(changes = ?round.changes, "allocator round not applied");
                 continue;
             }
             let changes = match &mut watch {
@@ -240,9 +255,12 @@ async fn read<K: Keyspace>(ks: &K, keys: &Keys) -> Result<Read, KeyspaceError> {
         members: Vec::new(),
         member_leases: BTreeMap::new(),
         assignments: BTreeMap::new(),
+        leader: None,
     };
     for kv in snapshot.kvs {
-        if kv.key.starts_with(&keys.shards()) {
+        if kv.key == keys.leader() {
+            read.leader = Some(kv.create_revision);
+        } else if kv.key.starts_with(&keys.shards()) {
             match serde_json::from_slice::<ShardSpec>(&kv.value) {
                 Ok(spec) => read.shards.push(Shard { id: spec.id.clone(), replicas: spec.replicas() }),
                 Err(e) => tracing::warn!(key = %kv.key, error = %e, "skipping a shard spec that does not parse"),

@@ -134,14 +134,36 @@ async fn renew<K: Keyspace>(ks: &K, lease: LeaseId, ttl: Duration, granted: toki
     }
 }
 
+/// A member's term as the allocator's leader: the leader key it created.
+/// Every write it makes as leader is checked against it, so that a leader
+/// deposed while paused (a GC, SIGSTOP) writes nothing when it resumes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leadership {
+    /// The leader key.
+    pub key: String,
+    /// The revision that created it.
+    pub created: i64,
+}
+
+impl Leadership {
+    /// The comparison that holds while this term lasts.
+    pub fn holds(&self) -> Compare {
+        Compare::CreateRevision(self.key.clone(), self.created)
+    }
+}
+
 /// Waits until this member is the leader (it created `{root}/leader` under
-/// its lease), or its lease is lost (`false`).
-pub async fn become_leader<K: Keyspace>(ks: &K, keys: &Keys, member: &Membership) -> Result<bool, KeyspaceError> {
+/// its lease): its term; `None` when its lease is lost first.
+pub async fn become_leader<K: Keyspace>(
+    ks: &K,
+    keys: &Keys,
+    member: &Membership,
+) -> Result<Option<Leadership>, KeyspaceError> {
     let key = keys.leader();
     let mut lost = member.lost();
     loop {
         if *lost.borrow() {
-            return Ok(false);
+            return Ok(None);
         }
         let attempt = ks
             .txn(Txn {
@@ -155,7 +177,7 @@ pub async fn become_leader<K: Keyspace>(ks: &K, keys: &Keys, member: &Membership
             })
             .await?;
         if attempt.succeeded {
-            return Ok(true);
+            return Ok(Some(Leadership { key, created: attempt.revision }));
         }
         // Someone leads: wait for the key to go, then try again. When that
         // someone is this member (it led before a keyspace error), it leads.
@@ -163,7 +185,9 @@ pub async fn become_leader<K: Keyspace>(ks: &K, keys: &Keys, member: &Membership
         let leader = ks.get_prefix(&key).await?.kvs.into_iter().find(|kv| kv.key == key);
         match leader {
             None => continue,
-            Some(kv) if kv.lease == Some(member.lease) => return Ok(true),
+            Some(kv) if kv.lease == Some(member.lease) => {
+                return Ok(Some(Leadership { key, created: kv.create_revision }));
+            }
             Some(_) => {}
         }
         loop {
@@ -174,7 +198,7 @@ pub async fn become_leader<K: Keyspace>(ks: &K, keys: &Keys, member: &Membership
                     Some(Err(e)) => return Err(e),
                     None => break,
                 },
-                _ = lost.changed() => return Ok(false),
+                _ = lost.changed() => return Ok(None),
             }
         }
     }

@@ -320,6 +320,7 @@ impl<K: Keyspace> Driver<K> {
         match event {
             WatchEvent::Put(kv) => match serde_json::from_slice::<AssignmentValue>(&kv.value) {
                 Ok(value) => {
+                    tracing::debug!(key, created = kv.create_revision, modified = kv.mod_revision, slot = value.slot, status = ?value.status.code, "assignment");
                     self.slots.entry(a.shard.clone()).or_default().assignment = Some((key, kv.create_revision));
                     self.step(&a.shard, Event::Assigned { assignment: kv.create_revision, slot: value.slot });
                 }
@@ -526,13 +527,13 @@ async fn allocate<K: Keyspace>(ks: Arc<K>, keys: Keys, membership: Arc<Membershi
     let mut runner = AllocatorRunner::default();
     while !*lost.borrow() {
         match become_leader(&*ks, &keys, &membership).await {
-            Ok(true) => {
-                tracing::info!(member = %membership.spec.id, "leading the allocator");
-                if let Err(e) = runner.run(&*ks, &keys, || !*lost.borrow()).await {
+            Ok(Some(term)) => {
+                tracing::info!(member = %membership.spec.id, term = term.created, "leading the allocator");
+                if let Err(e) = runner.run(&*ks, &keys, &term, || !*lost.borrow()).await {
                     tracing::warn!(error = %e, "allocator round failed; retrying");
                 }
             }
-            Ok(false) => return,
+            Ok(None) => return,
             Err(e) => tracing::warn!(error = %e, "electing the allocator's leader; retrying"),
         }
         tokio::time::sleep(Duration::from_secs(1)).await;

@@ -315,3 +315,33 @@ proptest! {
         }
     }
 }
+
+/// A move's extra replica that fails at start stays FAILED until its backoff
+/// is due: removed at once, the move added it again straight away, and the
+/// simulation (`tests/simulation`) found a replica failing in a loop without
+/// the clock moving.
+#[test]
+fn a_failed_surplus_replica_waits_out_its_backoff() {
+    let members: Vec<Member> =
+        ["a", "b", "c"].iter().map(|m| Member { id: (*m).into(), zone: (*m).into(), limit: 10 }).collect();
+    let shards = [Shard { id: "s".into(), replicas: 2 }];
+    let replica = |member: &str, slot, code, retry_due| Current {
+        shard: "s".into(),
+        member: member.into(),
+        slot,
+        code,
+        retry_due,
+    };
+    let mut current = vec![
+        replica("a", 0, ReplicaCode::Primary, false),
+        replica("b", 1, ReplicaCode::Standby, false),
+        replica("c", 2, ReplicaCode::Failed, false),
+    ];
+    assert_eq!(allocate(&shards, &members, &current), vec![], "not due: kept");
+    current[2].retry_due = true;
+    assert_eq!(
+        allocate(&shards, &members, &current),
+        vec![Change::Remove { shard: "s".into(), member: "c".into() }],
+        "due: removed"
+    );
+}

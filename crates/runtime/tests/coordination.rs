@@ -11,7 +11,7 @@ use kshard_runtime::allocator_runner::AllocatorRunner;
 use kshard_runtime::keyspace::etcd::EtcdKeyspace;
 use kshard_runtime::keyspace::memory::MemoryKeyspace;
 use kshard_runtime::keyspace::{Keyspace, Op, Txn};
-use kshard_runtime::member::{Membership, become_leader};
+use kshard_runtime::member::{Leadership, Membership, become_leader};
 use kshard_runtime::model::{AssignmentValue, Keys, MemberSpec, RecoveryLog, ShardSpec, Source};
 use kshard_runtime::status::{ReplicaCode, ReplicaStatus};
 use kshard_runtime::status_writer::write_status;
@@ -46,9 +46,9 @@ async fn assignments<K: Keyspace>(ks: &K, keys: &Keys) -> Vec<(String, String, u
     out
 }
 
-async fn settle<K: Keyspace>(ks: &K, keys: &Keys, runner: &mut AllocatorRunner) {
+async fn settle<K: Keyspace>(ks: &K, keys: &Keys, runner: &mut AllocatorRunner, term: &Leadership) {
     for _ in 0..20 {
-        let round = runner.round(ks, keys).await.expect("round");
+        let round = runner.round(ks, keys, term).await.expect("round");
         if round.changes.is_empty() {
             return;
         }
@@ -78,10 +78,10 @@ async fn coordination<K: Keyspace>(ks: Arc<K>, root: &str) {
     let m1 = Membership::join(Arc::clone(&ks), &keys, member("m1", "z1"), ttl).await.expect("m1 joins");
     let m2 = Membership::join(Arc::clone(&ks), &keys, member("m2", "z2"), ttl).await.expect("m2 joins");
     assert!(Membership::join(Arc::clone(&ks), &keys, member("m2", "z2"), ttl).await.is_err(), "one m2 at a time");
-    assert!(become_leader(&*ks, &keys, &m1).await.expect("election"), "m1 leads");
+    let term = become_leader(&*ks, &keys, &m1).await.expect("election").expect("m1 leads");
 
     let mut runner = AllocatorRunner::default();
-    settle(&*ks, &keys, &mut runner).await;
+    settle(&*ks, &keys, &mut runner, &term).await;
     let a = assignments(&*ks, &keys).await;
     assert_eq!(a.len(), 2 + 1 + 2, "every shard has its replicas: {a:?}");
     for shard in ["a", "b", "c"] {
@@ -89,11 +89,11 @@ async fn coordination<K: Keyspace>(ks: Arc<K>, root: &str) {
         assert_eq!(primaries, 1, "{shard} has one primary: {a:?}");
     }
     catch_up(&*ks, &keys).await;
-    assert!(runner.round(&*ks, &keys).await.expect("round").changes.is_empty(), "nothing to do");
+    assert!(runner.round(&*ks, &keys, &term).await.expect("round").changes.is_empty(), "nothing to do");
 
     // m2 leaves: its assignments go with its lease; standbys on m1 are promoted.
     m2.leave(&*ks).await.expect("leaves");
-    settle(&*ks, &keys, &mut runner).await;
+    settle(&*ks, &keys, &mut runner, &term).await;
     let a = assignments(&*ks, &keys).await;
     assert!(a.iter().all(|(_, m, _, _)| m == "m1"), "only m1 is left: {a:?}");
     for shard in ["a", "b", "c"] {
@@ -102,14 +102,21 @@ async fn coordination<K: Keyspace>(ks: Arc<K>, root: &str) {
 
     // m3 joins and gets the standbys back.
     let m3 = Membership::join(Arc::clone(&ks), &keys, member("m3", "z2"), ttl).await.expect("m3 joins");
-    settle(&*ks, &keys, &mut runner).await;
+    settle(&*ks, &keys, &mut runner, &term).await;
     let a = assignments(&*ks, &keys).await;
     assert_eq!(a.iter().filter(|(_, m, _, _)| m == "m3").count(), 2, "a and c get standbys on m3: {a:?}");
 
     // The leader leaves: m3 is elected.
     m1.leave(&*ks).await.expect("leaves");
     let elected = tokio::time::timeout(Duration::from_secs(30), become_leader(&*ks, &keys, &m3)).await;
-    assert!(elected.expect("elected within 30 s").expect("election"), "m3 leads");
+    let m3_term = elected.expect("elected within 30 s").expect("election").expect("m3 leads");
+    // m1's runner, resumed after a pause in which it lost its term: it writes
+    // nothing beside m3's, though the keyspace changed (m1 left).
+    let deposed = runner.round(&*ks, &keys, &term).await.expect("a round");
+    assert!(!deposed.led && deposed.changes.is_empty(), "a deposed leader writes nothing: {deposed:?}");
+    let mut m3_runner = AllocatorRunner::default();
+    let round = m3_runner.round(&*ks, &keys, &m3_term).await.expect("a round");
+    assert!(round.led && !round.changes.is_empty(), "the new leader moves m1's shards: {round:?}");
     m3.leave(&*ks).await.expect("leaves");
     ks.txn(Txn::ops(vec![Op::DeletePrefix(format!("{root}/"))])).await.expect("clean up");
     assert!(ks.get_prefix(&format!("{root}/")).await.expect("read").kvs.is_empty(), "no keys left behind");
@@ -146,12 +153,12 @@ async fn many_assignments_at_once<K: Keyspace>(ks: Arc<K>, root: &str) {
     for id in ["m1", "m2", "m3"] {
         members.push(Membership::join(Arc::clone(&ks), &keys, member(id), ttl).await.expect("joins"));
     }
-    assert!(become_leader(&*ks, &keys, &members[0]).await.expect("election"));
+    let term = become_leader(&*ks, &keys, &members[0]).await.expect("election").expect("leads");
     let mut runner = AllocatorRunner::default();
     // Rounds until quiet, the replicas catching up between them.
     for round in 0.. {
         assert!(round < 200, "no quiescence");
-        let changes = runner.round(&*ks, &keys).await.expect("a round within etcd's limits").changes;
+        let changes = runner.round(&*ks, &keys, &term).await.expect("a round within etcd's limits").changes;
         catch_up(&*ks, &keys).await;
         if changes.is_empty() {
             break;

@@ -91,6 +91,8 @@ async fn a_watch_dropped_on_a_quiet_keyspace_leaves_no_watcher_in_etcd() {
 #[tokio::test]
 async fn the_allocator_of_a_quiet_cluster_holds_one_watch() {
     use kshard_runtime::allocator_runner::AllocatorRunner;
+    use kshard_runtime::keyspace::{Keyspace, Op, Txn};
+    use kshard_runtime::member::Leadership;
     use kshard_runtime::model::Keys;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -98,10 +100,14 @@ async fn the_allocator_of_a_quiet_cluster_holds_one_watch() {
     let etcd = Etcd::start_private();
     let ks = Arc::new(EtcdKeyspace::connect(&[etcd.endpoint().to_owned()]).await.expect("connects to etcd"));
     let before = watchers(etcd.endpoint());
+    let keys = Keys::new("/quiet");
+    let put = Op::Put { key: keys.leader(), value: b"me".to_vec(), lease: None };
+    let created = ks.txn(Txn::ops(vec![put])).await.expect("the leader key").revision;
+    let term = Leadership { key: keys.leader(), created };
     let leading = Arc::new(AtomicBool::new(true));
     let (ks2, lead) = (Arc::clone(&ks), Arc::clone(&leading));
     let allocator = tokio::spawn(async move {
-        AllocatorRunner::default().run(&*ks2, &Keys::new("/quiet"), || lead.load(Ordering::SeqCst)).await
+        AllocatorRunner::default().run(&*ks2, &keys, &term, || lead.load(Ordering::SeqCst)).await
     });
     // A round a second: before the fix, a watcher more each second.
     for _ in 0..3 {

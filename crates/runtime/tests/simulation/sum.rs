@@ -1,0 +1,23 @@
+//! The application the simulation runs: each shard sums its source's values
+//! by key (8 bytes, big-endian), as `kshard example sum` does.
+
+use kshard_runtime::application::{Application, Message, Transaction};
+use kshard_runtime::model::ShardSpec;
+
+/// Sums each key's values in the store.
+pub(crate) struct Sum;
+
+/// A sum as stored.
+pub(crate) fn decode(value: &[u8]) -> Option<u64> {
+    value.first_chunk::<8>().map(|v| u64::from_be_bytes(*v))
+}
+
+impl Application for Sum {
+    fn consume(&self, _: &ShardSpec, txn: &mut Transaction<'_>, m: &Message<'_>) -> Result<(), String> {
+        let key = m.key.ok_or("a record without a key")?;
+        let value = m.value.and_then(decode).ok_or("no value")?;
+        let sum = txn.get(key).map_err(|e| e.to_string())?.and_then(|s| decode(&s));
+        txn.put(key, (sum.unwrap_or(0) + value).to_be_bytes());
+        Ok(())
+    }
+}
