@@ -19,7 +19,8 @@
 //! - work moves when members join: while one member holds two replicas more than
 //!   another, a shard with all its replicas consistent gets an extra one on the
 //!   less loaded member; once that one is consistent, the surplus goes from the
-//!   more loaded member (make before break);
+//!   more loaded member (make before break), and surplus always goes from the
+//!   zone holding most of the shard's replicas first;
 //! - primaries spread: a promotion picks, among equally advanced replicas, the
 //!   one on the member with the fewest primaries; and once everything is quiet,
 //!   a member with two primaries more than another gives one up (see
@@ -149,19 +150,28 @@ pub fn allocate(shards: &[Shard], members: &[Member], current: &[Current]) -> Ve
         let consistent = replicas.iter().filter(|c| c.code.is_consistent()).count();
 
         // Surplus (hot standbys lowered, or a move's new replica caught up):
-        // FAILED replicas first, once due their retry; then consistent ones on the most loaded
+        // FAILED replicas first, once due their retry; then consistent ones in
+        // the zone holding most of the shard's replicas, on the most loaded
         // members (the primary too, when its member is the most loaded: a
         // standby is promoted — without that a member holding only primaries
         // could never shed work, and moves would churn forever), a standby
         // before the primary among equals, only while more than R consistent
-        // remain. A
-        // replica still catching up is never removed for surplus: it is what a
+        // remain. A replica still catching up is never removed for surplus: it is what a
         // move waits for, and once it is consistent the surplus is consistent.
         if replicas.len() > r {
             let mut order: Vec<&Current> =
                 replicas.iter().filter(|c| c.code == ReplicaCode::Failed || c.code.is_consistent()).copied().collect();
+            // Zone-aware: from the zone holding most of the shard's replicas
+            // first, so that the replicas left span as many zones as before.
+            let zone_of = |c: &Current| member_by_id.get(c.member.as_str()).map(|m| m.zone.as_str());
+            let in_zone = |c: &Current| replicas.iter().filter(|x| zone_of(x) == zone_of(c)).count();
             order.sort_by_key(|c| {
-                (c.code != ReplicaCode::Failed, std::cmp::Reverse(load[c.member.as_str()]), c.slot == 0)
+                (
+                    c.code != ReplicaCode::Failed,
+                    std::cmp::Reverse(in_zone(c)),
+                    std::cmp::Reverse(load[c.member.as_str()]),
+                    c.slot == 0,
+                )
             });
             let mut consistent_left = consistent;
             let mut surplus = replicas.len() - r;

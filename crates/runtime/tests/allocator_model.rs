@@ -345,3 +345,27 @@ fn a_failed_surplus_replica_waits_out_its_backoff() {
         "due: removed"
     );
 }
+
+/// Surplus goes from the zone holding most of the shard's replicas, even when
+/// a member elsewhere is more loaded: the replicas left still span two zones.
+#[test]
+fn surplus_goes_from_the_most_crowded_zone() {
+    let member = |id: &str, zone: &str| Member { id: id.into(), zone: zone.into(), limit: 10 };
+    let members = [member("a", "z1"), member("b", "z1"), member("c", "z2")];
+    let shards = [Shard { id: "s".into(), replicas: 2 }, Shard { id: "t".into(), replicas: 1 }];
+    let replica = |shard: &str, member: &str, slot, code| Current {
+        shard: shard.into(),
+        member: member.into(),
+        slot,
+        code,
+        retry_due: false,
+    };
+    let current = [
+        replica("s", "a", 0, ReplicaCode::Primary),
+        replica("s", "b", 1, ReplicaCode::Standby),
+        replica("s", "c", 2, ReplicaCode::Standby),
+        // c is the most loaded member.
+        replica("t", "c", 0, ReplicaCode::Primary),
+    ];
+    assert_eq!(allocate(&shards, &members, &current), vec![Change::Remove { shard: "s".into(), member: "b".into() }]);
+}
