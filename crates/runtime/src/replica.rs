@@ -38,12 +38,12 @@ pub enum State {
         /// The assignment.
         assignment: AssignmentId,
     },
-    /// Appended a hand-off record; waiting to read it back.
+    /// Taking the log over: appending a hand-off record and reading it back
+    /// (again at the new head when another writer's came after it; the I/O
+    /// retries, and fails the replica after a bound).
     HandingOff {
         /// The assignment.
         assignment: AssignmentId,
-        /// Hand-offs appended so far (more than one when writers raced).
-        attempts: u32,
     },
     /// Opening the store and restoring the checkpoint.
     Recovering {
@@ -83,12 +83,9 @@ pub enum Event {
     Unassigned,
     /// Playback reached the log's head.
     PlayedToHead,
-    /// The hand-off record came back; `ours` when it was this replica's and no
-    /// other writer's record came after it.
-    HandOffReadBack {
-        /// True when this replica's hand-off is the last one written.
-        ours: bool,
-    },
+    /// This replica's hand-off record came back with no other writer's
+    /// record after it: it writes the log from here on.
+    HandedOff,
     /// The store is open and the checkpoint restored.
     Recovered,
     /// Something failed.
@@ -194,27 +191,23 @@ impl Replica {
                 vec![]
             }
             (S::Standby { assignment }, Event::Assigned { slot: 0, .. }) => {
-                self.state = S::HandingOff { assignment, attempts: 1 };
+                self.state = S::HandingOff { assignment };
                 vec![Action::AppendHandOff]
             }
             (_, Event::Assigned { .. }) => vec![],
 
             (S::Backfill { assignment, promote }, Event::PlayedToHead) => {
                 if promote {
-                    self.state = S::HandingOff { assignment, attempts: 1 };
+                    self.state = S::HandingOff { assignment };
                     vec![status(assignment, ReplicaCode::Standby), Action::AppendHandOff]
                 } else {
                     self.state = S::Standby { assignment };
                     vec![status(assignment, ReplicaCode::Standby), Action::Follow]
                 }
             }
-            (S::HandingOff { assignment, .. }, Event::HandOffReadBack { ours: true }) => {
+            (S::HandingOff { assignment }, Event::HandedOff) => {
                 self.state = S::Recovering { assignment };
                 vec![Action::OpenStore]
-            }
-            (S::HandingOff { assignment, attempts }, Event::HandOffReadBack { ours: false }) => {
-                self.state = S::HandingOff { assignment, attempts: attempts + 1 };
-                vec![Action::AppendHandOff]
             }
             (S::Recovering { assignment }, Event::Recovered) => {
                 self.state = S::Primary { assignment };
@@ -256,7 +249,7 @@ impl Replica {
                 }
             },
             // Signals of work that no longer runs.
-            (_, Event::PlayedToHead | Event::HandOffReadBack { .. } | Event::Recovered | Event::TornDown) => vec![],
+            (_, Event::PlayedToHead | Event::HandedOff | Event::Recovered | Event::TornDown) => vec![],
         }
     }
 
@@ -296,10 +289,8 @@ mod tests {
         assert_eq!(r.step(Event::Assigned { assignment: 3, slot: 0 }), [backfill(3), Action::StartPlayback]);
         assert_eq!(r.step(Event::PlayedToHead), [status(3, ReplicaCode::Standby), Action::AppendHandOff]);
         assert_eq!(r.step(Event::Recovered), [], "no store before the hand-off is read back");
-        // Another writer raced: hand off again at the new head.
-        assert_eq!(r.step(Event::HandOffReadBack { ours: false }), [Action::AppendHandOff]);
-        assert_eq!(r.state(), &State::HandingOff { assignment: 3, attempts: 2 });
-        assert_eq!(r.step(Event::HandOffReadBack { ours: true }), [Action::OpenStore]);
+        assert_eq!(r.state(), &State::HandingOff { assignment: 3 });
+        assert_eq!(r.step(Event::HandedOff), [Action::OpenStore]);
         assert_eq!(r.step(Event::Recovered), [status(3, ReplicaCode::Primary), Action::StartSources]);
         assert_eq!(r.state(), &State::Primary { assignment: 3 });
     }
@@ -320,12 +311,7 @@ mod tests {
     #[test]
     fn a_primary_is_never_demoted() {
         let mut r = Replica::default();
-        for e in [
-            Event::Assigned { assignment: 1, slot: 0 },
-            Event::PlayedToHead,
-            Event::HandOffReadBack { ours: true },
-            Event::Recovered,
-        ] {
+        for e in [Event::Assigned { assignment: 1, slot: 0 }, Event::PlayedToHead, Event::HandedOff, Event::Recovered] {
             r.step(e);
         }
         assert_eq!(r.step(Event::Assigned { assignment: 1, slot: 1 }), []);

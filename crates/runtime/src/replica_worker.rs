@@ -177,7 +177,7 @@ async fn serve(
                 author = Some(me);
                 log.refresh_hint().await;
                 log.publish();
-                report(Event::HandOffReadBack { ours: true });
+                report(Event::HandedOff);
             }
             // The store is the one playback filled; its checkpoint is the player's.
             Ok(Command::OpenStore) => {

@@ -15,7 +15,7 @@ fn event() -> impl Strategy<Value = Event> {
         (1i64..4, 0u32..3).prop_map(|(assignment, slot)| Event::Assigned { assignment, slot }),
         Just(Event::Unassigned),
         Just(Event::PlayedToHead),
-        any::<bool>().prop_map(|ours| Event::HandOffReadBack { ours }),
+        Just(Event::HandedOff),
         Just(Event::Recovered),
         Just(Event::Failed("boom".into())),
         Just(Event::TornDown),
