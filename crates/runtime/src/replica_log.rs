@@ -23,9 +23,12 @@ use tokio::time::Instant;
 
 use crate::model::{Hint, Hints, ShardSpec};
 use crate::partitions::{PartitionRead, Partitions, Polled, next_event};
+use crate::recovery_log::chain::Skip;
 use crate::recovery_log::io::{LogClients, LogError, append, commit};
+use crate::recovery_log::lineage::{applied_last, record_at, starts};
 use crate::recovery_log::player::{Played, Player};
 use crate::recovery_log::record::{Body, Mutation, SourceOffset};
+use crate::recovery_log::start::{Found, Start, choose, why};
 use crate::replica_worker::{Progress, WorkerContext};
 use crate::store::{Checkpoint, Store, StoreError};
 
@@ -64,6 +67,11 @@ pub(crate) enum ReplicaError {
     Truncated { position: i64, low: i64 },
     #[error("the recovery log starts at offset {0} and holds no snapshot start to play from")]
     NoSnapshotAtStart(i64),
+    #[error(
+        "the recovery log cannot continue this replica's chain: the record at offset {offset} is number {got}, \
+         the next is {expected} (records are missing, or the store is of another log)"
+    )]
+    ChainBroken { offset: i64, expected: u64, got: u64 },
 }
 
 pub(crate) fn kafka(step: &'static str) -> impl FnOnce(kshard_kafka::Error) -> LogError {
@@ -155,33 +163,52 @@ impl<'a> Log<'a> {
     /// Opens the replica's store and its log where playback goes on.
     pub(crate) async fn open(ctx: &'a WorkerContext, spec: &'a ShardSpec) -> Result<Self, ReplicaError> {
         let partitions = Arc::clone(&ctx.partitions);
+        let log = &spec.recovery_log;
         let hints = ctx.hints.read(&spec.id).await.map_err(ReplicaError::Hints)?.map(|(h, _)| h);
         let store = Self::open_store(ctx, spec, false)?;
-        let position = store.checkpoint()?.map_or(0, |c| c.log.next_offset);
+        let checkpoint = store.checkpoint()?.map(|c| c.log);
         let (low, high) = watermarks(partitions.as_ref(), spec).await?;
-        // A hint counts only when it points into the log as it is (a log
-        // recreated under the same name makes old hints meaningless).
-        let hint = hints.map(|h| h.current).filter(|h| (low..high).contains(&h.offset));
-        let player = match hint {
-            _ if position > high => {
-                tracing::warn!(shard = %spec.id, position, high, "the store is ahead of its log (a log recreated?): discarding it");
-                drop(store);
-                let store = Self::open_store(ctx, spec, true)?;
-                if low > 0 { Player::bootstrap(store, low) } else { Player::open(store)? }
+        // The record the store applied last, when the log still has it: is
+        // it there (not another log's record in its place)?
+        let store_of_this_log = match &checkpoint {
+            Some(c) if c.next_offset > low && c.next_offset <= high => {
+                let at = c.next_offset - 1;
+                let bytes = record_at(partitions.as_ref(), &log.topic, log.partition, at, KAFKA_TIMEOUT)
+                    .await
+                    .map_err(kafka("reading the store's last record back"))?;
+                bytes.is_some_and(|b| applied_last(&b, c))
             }
-            Some(h) if position < h.offset => {
-                tracing::info!(shard = %spec.id, position, snapshot = h.offset, "starting from the newest snapshot");
+            _ => true,
+        };
+        // A hint counts when the log holds the snapshot it names.
+        let hint = match hints.map(|h| h.current).filter(|h| (low..high).contains(&h.offset)) {
+            Some(h) => record_at(partitions.as_ref(), &log.topic, log.partition, h.offset, KAFKA_TIMEOUT)
+                .await
+                .map_err(kafka("reading the newest snapshot's start"))?
+                .filter(|b| starts(b, &h))
+                .map(|_| h),
+            None => None,
+        };
+        let found = Found { position: checkpoint.map(|c| c.next_offset), store_of_this_log, hint, low, high };
+        let start = choose(&found);
+        if let Some(why) = why(&start, &found) {
+            tracing::info!(shard = %spec.id, position = ?found.position, low, high, snapshot = ?hint.map(|h| h.offset), "{why}");
+        }
+        let player = match start {
+            Start::Store => Player::open(store)?,
+            Start::Snapshot(h) => {
                 drop(store);
                 Player::open_at(Self::open_store(ctx, spec, true)?, &h)
             }
-            _ if position < low => {
-                tracing::info!(shard = %spec.id, position, low, "the log was truncated past the store: starting from its start");
+            Start::Bootstrap(low) => {
                 drop(store);
                 Player::bootstrap(Self::open_store(ctx, spec, true)?, low)
             }
-            _ => Player::open(store)?,
+            Start::Fresh => {
+                drop(store);
+                Player::open(Self::open_store(ctx, spec, true)?)?
+            }
         };
-        let log = &spec.recovery_log;
         let start = [(log.partition, Some(player.next_offset()))];
         // The log's writer is not transactional, so either isolation reads
         // the same records: the sources' one shares their connections.
@@ -277,6 +304,11 @@ impl<'a> Log<'a> {
                 Some(Played::SnapshotStart) => self.since_snapshot = 0,
                 Some(Played::Malformed(e)) => {
                     tracing::warn!(shard = %self.spec.id, offset, error = %e, "skipping a malformed recovery-log record");
+                }
+                // A record from past the chain's next: no writer of this chain
+                // wrote it, so nothing after it will continue the chain.
+                Some(Played::Skipped(Skip::NotNext { expected, got })) if got > expected => {
+                    return Err(ReplicaError::ChainBroken { offset, expected, got });
                 }
                 Some(Played::Skipped(skip)) => {
                     tracing::info!(shard = %self.spec.id, offset, ?skip, "skipping a record off the chain (a fenced writer's)");
@@ -435,3 +467,6 @@ async fn watermarks(partitions: &dyn Partitions, spec: &ShardSpec) -> Result<(i6
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

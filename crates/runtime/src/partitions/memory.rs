@@ -100,6 +100,15 @@ impl MemoryPartitions {
     }
 }
 
+impl MemoryPartitions {
+    /// Deletes every partition of `topic`, as deleting a Kafka topic does:
+    /// the next use creates it anew, empty, from offset 0.
+    pub fn delete_topic(&self, topic: &str) {
+        self.shared.lock().partitions.retain(|(t, _), _| &**t != topic);
+        self.shared.ring();
+    }
+}
+
 impl Partitions for MemoryPartitions {
     fn reader(
         &self,

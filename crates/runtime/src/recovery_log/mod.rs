@@ -6,6 +6,8 @@
 
 pub mod chain;
 pub mod io;
+pub mod lineage;
 pub mod player;
 pub mod record;
+pub mod start;
 pub mod topic;

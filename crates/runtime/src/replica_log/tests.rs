@@ -1,0 +1,109 @@
+//! A replica's store and log when the log is not the one the store was made
+//! from: deleted and created again under the same name.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use kshard_kafka::Isolation;
+
+use super::*;
+use crate::application::{Application, Message, Transaction};
+use crate::disk::MemoryDisk;
+use crate::model::{RecoveryLog, Source};
+use crate::partitions::memory::MemoryPartitions;
+use crate::recovery_log::io::hand_off;
+use crate::store::MemoryStore;
+
+#[derive(Default)]
+struct Board(Mutex<Option<(Hints, i64)>>);
+
+impl HintBoard for Board {
+    fn read<'a>(&'a self, _: &'a str) -> HintCall<'a, Option<(Hints, i64)>> {
+        Box::pin(std::future::ready(Ok(*self.0.lock().expect("board"))))
+    }
+
+    fn write<'a>(&'a self, _: &'a str, hints: &'a Hints, revision: i64) -> HintCall<'a, bool> {
+        let mut board = self.0.lock().expect("board");
+        let ok = board.as_ref().map_or(0, |(_, r)| *r) == revision;
+        if ok {
+            *board = Some((*hints, revision + 1));
+        }
+        Box::pin(std::future::ready(Ok(ok)))
+    }
+}
+
+struct Nothing;
+
+impl Application for Nothing {
+    fn consume(&self, _: &ShardSpec, _: &mut Transaction<'_>, _: &Message<'_>) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+fn context(log: &MemoryPartitions, disk: &MemoryDisk) -> WorkerContext {
+    WorkerContext {
+        partitions: Arc::new(log.clone()),
+        disk: Arc::new(disk.clone()),
+        app: Arc::new(Nothing),
+        metrics: Arc::default(),
+        progress: Arc::default(),
+        store_faults: BTreeMap::new(),
+        hints: Arc::new(Board::default()),
+    }
+}
+
+fn spec() -> ShardSpec {
+    let source = Source { topic: "source".into(), partition: 0, min_offset: 0 };
+    ShardSpec::new("s", vec![source], RecoveryLog { topic: "log".into(), partition: 0 })
+}
+
+/// A primary `author` writes a hand-off and a transaction per key to the log.
+async fn write_chain(log: &MemoryPartitions, author: u64, keys: &[&str]) {
+    let reader = log.reader("log", &[(0, None)], 64, Isolation::Committed).expect("a reader");
+    let clients = LogClients { topic: "log", partition: 0, reader: reader.as_ref(), partitions: log };
+    let mut player = Player::open(MemoryStore::default()).expect("a player");
+    hand_off(&clients, &mut player, author, KAFKA_TIMEOUT).await.expect("hands off");
+    for key in keys {
+        let put = Mutation::Put { key: key.as_bytes().to_vec(), value: author.to_be_bytes().to_vec() };
+        commit(&clients, &mut player, author, vec![put], vec![], KAFKA_TIMEOUT).await.expect("commits");
+    }
+}
+
+/// Opens the replica's log and plays it to its head.
+async fn played(ctx: &WorkerContext, spec: &ShardSpec) -> Result<Vec<(Vec<u8>, Vec<u8>)>, ReplicaError> {
+    let mut log = Log::open(ctx, spec).await?;
+    log.play_to_head(|| false).await?;
+    Ok(log.player.store().scan(None, usize::MAX)?)
+}
+
+#[tokio::test]
+async fn a_store_of_a_log_since_recreated_is_rebuilt_from_the_new_one() {
+    let (log, disk, spec) = (MemoryPartitions::default(), MemoryDisk::default(), spec());
+    let ctx = context(&log, &disk);
+    write_chain(&log, 7, &["a", "b", "c"]).await;
+    let before = played(&ctx, &spec).await.expect("plays");
+    assert_eq!(before.len(), 3);
+    // The topic is deleted and created again; its new chain is longer than
+    // the store's position. Played on from there, the store kept a, b, c
+    // and skipped every new record as a fenced writer's.
+    log.delete_topic("log");
+    write_chain(&log, 9, &["w", "x", "y", "z"]).await;
+    let after = played(&ctx, &spec).await.expect("plays");
+    let keys: Vec<&[u8]> = after.iter().map(|(k, _)| k.as_slice()).collect();
+    assert_eq!(keys, [b"w", b"x", b"y", b"z"], "the new log's state, nothing of the old");
+}
+
+#[tokio::test]
+async fn a_chain_that_cannot_continue_fails_the_replica() {
+    let (log, disk, spec) = (MemoryPartitions::default(), MemoryDisk::default(), spec());
+    let ctx = context(&log, &disk);
+    write_chain(&log, 7, &["a", "b", "c"]).await;
+    played(&ctx, &spec).await.expect("plays");
+    // Recreated, and its start deleted up to the store's position: the
+    // record the store applied last cannot be read back to tell.
+    log.delete_topic("log");
+    write_chain(&log, 9, &["v", "w", "x", "y", "z"]).await;
+    log.delete_before("log", 0, 4).await.expect("deletes");
+    let failed = played(&ctx, &spec).await.expect_err("the chain cannot continue");
+    assert!(matches!(failed, ReplicaError::ChainBroken { .. }), "{failed}");
+}
