@@ -31,6 +31,8 @@ use std::time::{Duration, Instant};
 use kshard_runtime::application::{Application, Isolation, Message, Transaction, Transactional};
 use kshard_runtime::model::ShardSpec;
 use kshard_runtime::recovery_log::record::{Mutation, SourceOffset};
+use kshard_runtime::replica_worker::Progress;
+use kshard_runtime::status::ReplicaCode;
 use kshard_runtime::store::Store;
 use tracing::{info, warn};
 
@@ -478,6 +480,40 @@ pub(crate) fn watch_primaries(
     without
 }
 
+/// How many records a standby here may be behind its recovery log before
+/// that is a condition: held past the grace, `/ready` turns 503 naming the
+/// partition (a standby's state is what this member serves).
+pub(crate) const STANDBY_BEHIND: i64 = 1_000;
+
+/// Holds a condition ([`Event::Hold`]) for each partition whose standby here
+/// is more than [`STANDBY_BEHIND`] records behind its log, so that one that
+/// stays behind past `grace` (frozen, or too slow) turns `/ready` 503;
+/// returns those partitions.
+pub(crate) fn watch_standbys(
+    monitor: &Monitor,
+    statuses: &std::collections::BTreeMap<String, ReplicaCode>,
+    progress: &std::collections::BTreeMap<String, Progress>,
+    partitions: i32,
+    grace: Duration,
+) -> Vec<i32> {
+    let mut behind = Vec::new();
+    let at = monitor.now();
+    for p in 0..partitions {
+        let shard = crate::shards_reader::shard_id(p);
+        let key = format!("standby of partition {p} behind");
+        let records = progress.get(&shard).map(Progress::behind).filter(|n| *n > STANDBY_BEHIND);
+        match records {
+            Some(n) if statuses.get(&shard) == Some(&ReplicaCode::Standby) => {
+                let why = format!("the standby here of shard {shard} (partition {p}) is {n} records behind its log");
+                monitor.step(Event::Hold { key, why, grace, at });
+                behind.push(p);
+            }
+            _ => monitor.step(Event::Release(key)),
+        }
+    }
+    behind
+}
+
 #[cfg(test)]
 mod tests {
     use std::borrow::Cow;
@@ -559,5 +595,20 @@ mod tests {
         follow_transaction(&mut unit, &[Mutation::Put { key: k2, value: stored(101, &v2) }], Some(120));
         assert_eq!(unit.group("b").and_then(|g| g.offset("t", 0)).map(|c| c.offset), Some(21));
         assert_eq!(unit.next_offset(), Some(120));
+    }
+
+    #[test]
+    fn a_standby_behind_past_the_grace_makes_ready_say_so() {
+        let monitor = Monitor::new(crate::MonitorSettings::default());
+        let shard = crate::shards_reader::shard_id(2);
+        let statuses = [(shard.clone(), ReplicaCode::Standby)].into();
+        let far = [(shard.clone(), Progress { next_offset: 10, log_end: 5_000 })].into();
+        assert_eq!(watch_standbys(&monitor, &statuses, &far, 4, Duration::ZERO), [2]);
+        let why = monitor.verdict().reason.unwrap_or_default();
+        assert!(why.contains("partition 2") && why.contains("4990 records behind"), "{why}");
+        let near = [(shard, Progress { next_offset: 4_500, log_end: 5_000 })].into();
+        assert_eq!(watch_standbys(&monitor, &statuses, &near, 4, Duration::ZERO), Vec::<i32>::new());
+        let why = monitor.verdict().reason.unwrap_or_default();
+        assert!(!why.contains("behind"), "released once within the bound: {why}");
     }
 }
