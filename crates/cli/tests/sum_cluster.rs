@@ -12,6 +12,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::primaries::Sampler;
 use common::sum_cluster::SumCluster;
 use kshard_runtime::keyspace::Keyspace;
 use kshard_runtime::keyspace::etcd::EtcdKeyspace;
@@ -363,4 +364,102 @@ fn a_member_refuses_the_keys_of_another_application() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(stderr.contains("invalid etcd_prefix") && stderr.contains(&cluster.topic), "{stderr}");
+}
+
+/// etcd down for longer than the members' lease: every member loses its
+/// lease, stops its replicas, and joins again as soon as etcd is back —
+/// without waiting for its old lease to expire (it revokes it). At no
+/// instant do two replicas of a shard say PRIMARY, and every sum is exact.
+#[test]
+fn etcd_down_for_longer_than_the_lease_is_survived_with_one_primary_at_a_time() {
+    // A lease long enough that joining before it would have expired shows.
+    const TTL: u64 = 6;
+    let etcd = Etcd::start_private();
+    let mut cluster = SumCluster::new("sum-etcd-outage", Some(etcd.endpoint()), 2, TTL);
+    cluster.start("a", &[]);
+    cluster.start("b", &[]);
+    cluster.until(None, "served", Duration::from_secs(60), |r| SumCluster::served(r, &["a", "b"], 1));
+    let sampler = Sampler::start(etcd.endpoint(), &cluster.prefix);
+    cluster.produce(5_000);
+    let (before_outage, _) = member_keys(etcd.endpoint(), &cluster.prefix);
+    etcd.kill();
+    cluster.produce(5_000);
+    std::thread::sleep(Duration::from_secs(TTL + 3));
+    etcd.resume();
+    let back = Instant::now();
+    // etcd keeps leases across its restart: the members' old keys are there
+    // at first. Each member, having declared its lease lost, revokes it and
+    // joins again (a key created after the restart) without waiting for it
+    // to expire.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while member_keys(etcd.endpoint(), &cluster.prefix).1.iter().filter(|created| **created > before_outage).count() < 2
+    {
+        assert!(Instant::now() < deadline, "the members did not join again within 60 s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let rejoined = back.elapsed();
+    // etcd restarted the old leases' TTL when it came back.
+    assert!(rejoined < Duration::from_secs(TTL), "joined again only after {rejoined:?}: the old lease was waited out");
+    cluster.until(None, "served after the outage", Duration::from_secs(60), |r| SumCluster::served(r, &["a", "b"], 1));
+    eprintln!(
+        "after etcd came back: joined again in {:.2} s, served in {:.2} s (lease TTL {TTL} s)",
+        rejoined.as_secs_f64(),
+        back.elapsed().as_secs_f64()
+    );
+    cluster.produce(5_000);
+    cluster.assert_exact();
+    sampler.assert_one_primary_at_a_time();
+}
+
+/// The allocator's leader is frozen (SIGSTOP) past its lease while the
+/// cluster changes under it, then resumed: whatever round it had in hand,
+/// it writes nothing beside the leader elected meanwhile (its writes are
+/// checked against its term). One PRIMARY per shard at every instant, and
+/// every sum exact.
+#[test]
+fn the_allocators_leader_frozen_and_resumed_writes_nothing_beside_the_new_one() {
+    let etcd = Etcd::from_env_or_start();
+    let mut cluster = SumCluster::new("sum-frozen-leader", Some(etcd.endpoint()), 4, LEASE_TTL);
+    for m in ["a", "b", "c"] {
+        cluster.start(m, &[]);
+    }
+    cluster.until(None, "served", Duration::from_secs(60), |r| SumCluster::served(r, &["a", "b", "c"], 1));
+    let sampler = Sampler::start(etcd.endpoint(), &cluster.prefix);
+    let leader = leader_of(etcd.endpoint(), &cluster.prefix);
+    let others: Vec<&str> = ["a", "b", "c"].into_iter().filter(|m| *m != leader).collect();
+    cluster.signal(&leader, "STOP");
+    cluster.produce(5_000);
+    cluster.until(None, "the others serve every shard", Duration::from_secs(60), |r| SumCluster::served(r, &others, 1));
+    // The cluster changes while the old leader is frozen: a member leaves.
+    cluster.signal(others[0], "TERM");
+    assert!(cluster.reap(others[0]).success(), "an orderly exit");
+    cluster.signal(&leader, "CONT");
+    let left = [leader.as_str(), others[1]];
+    cluster.until(None, "served by the two left", Duration::from_secs(60), |r| SumCluster::served(r, &left, 1));
+    cluster.produce(5_000);
+    cluster.assert_exact();
+    sampler.assert_one_primary_at_a_time();
+}
+
+/// etcd's revision, and the create revisions of the members' keys.
+fn member_keys(endpoint: &str, prefix: &str) -> (i64, Vec<i64>) {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    runtime.block_on(async {
+        let ks = EtcdKeyspace::connect(&[endpoint.to_owned()]).await.expect("etcd");
+        let keys = kshard_runtime::model::Keys::new(prefix);
+        let snapshot = ks.get_prefix(&keys.members()).await.expect("reads");
+        (snapshot.revision, snapshot.kvs.iter().map(|kv| kv.create_revision).collect())
+    })
+}
+
+/// The member holding the allocator's leader key.
+fn leader_of(endpoint: &str, prefix: &str) -> String {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    runtime.block_on(async {
+        let ks = EtcdKeyspace::connect(&[endpoint.to_owned()]).await.expect("etcd");
+        let key = format!("{prefix}/leader");
+        let snapshot = ks.get_prefix(&key).await.expect("reads");
+        let kv = snapshot.kvs.into_iter().find(|kv| kv.key == key).expect("a leader");
+        String::from_utf8(kv.value).expect("a member id")
+    })
 }

@@ -25,7 +25,7 @@ use crate::allocator_runner::AllocatorRunner;
 use crate::application::Application;
 use crate::cluster_view::ClusterView;
 use crate::disk::{Disk, RedbDisk};
-use crate::keyspace::{Compare, Keyspace, KeyspaceError, Op, Snapshot, Txn, WatchEvent};
+use crate::keyspace::{Compare, Keyspace, KeyspaceError, LeaseId, Op, Snapshot, Txn, WatchEvent};
 use crate::member::{MemberError, Membership, become_leader};
 use crate::metrics::Metrics;
 use crate::model::{AssignmentValue, Hints, Keys, MemberSpec, ShardSpec};
@@ -443,8 +443,11 @@ pub async fn run<K: Keyspace>(
     });
     let (reports, mut reported) = unbounded_channel();
     let mut slots = BTreeMap::new();
+    // A lost lease not yet revoked (the keyspace was away): revoked before
+    // joining again, so that joining is not refused as taken until it expires.
+    let mut stale: Option<LeaseId> = None;
     loop {
-        let Some(membership) = join(&ks, &config, &mut shutdown).await? else { return Ok(()) };
+        let Some(membership) = join(&ks, &config, &mut shutdown, &mut stale).await? else { return Ok(()) };
         let membership = Arc::new(membership);
         tracing::info!(member = %config.member.id, zone = %config.member.zone, lease = membership.lease, "joined");
         let allocator = tokio::spawn(allocate(Arc::clone(&ks), config.keys.clone(), Arc::clone(&membership)));
@@ -487,7 +490,8 @@ pub async fn run<K: Keyspace>(
                 // old key and assignments go now, and joining again is not
                 // refused as taken until the lease expires.
                 if let Err(e) = membership.leave(&*ks).await {
-                    tracing::debug!(error = %e, "revoking the lost lease");
+                    tracing::debug!(error = %e, "revoking the lost lease; again before joining");
+                    stale = Some(membership.lease);
                 }
                 tracing::warn!(member = %config.member.id, "lost the member's lease; joining again");
             }
@@ -496,14 +500,23 @@ pub async fn run<K: Keyspace>(
 }
 
 /// Joins, retrying while the keyspace is unreachable or a previous process of
-/// this member still holds the key (until its lease expires). `None` on shutdown.
+/// this member still holds the key (until its lease expires); first revokes
+/// `stale`, this process's own lost lease, once the keyspace answers. `None`
+/// on shutdown.
 async fn join<K: Keyspace>(
     ks: &Arc<K>,
     config: &NodeConfig,
     shutdown: &mut std::pin::Pin<&mut impl Future<Output = ()>>,
+    stale: &mut Option<LeaseId>,
 ) -> Result<Option<Membership>, NodeError> {
     let mut attempts = 0u32;
     loop {
+        if let Some(lease) = *stale {
+            match ks.revoke(lease).await {
+                Ok(()) | Err(KeyspaceError::LeaseNotFound(_)) => *stale = None,
+                Err(e) => tracing::debug!(lease, error = %e, "revoking the lost lease; retrying"),
+            }
+        }
         match Membership::join(Arc::clone(ks), &config.keys, config.member.clone(), config.lease_ttl).await {
             Ok(m) => return Ok(Some(m)),
             Err(e @ (MemberError::Taken(_) | MemberError::Keyspace { .. })) => {

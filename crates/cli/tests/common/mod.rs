@@ -1,1 +1,2 @@
+pub(crate) mod primaries;
 pub(crate) mod sum_cluster;
