@@ -41,7 +41,6 @@ pub mod node_http;
 pub mod partitions;
 pub mod recovery_log;
 pub mod replica;
-mod replica_log;
 pub mod replica_worker;
 pub mod status;
 pub mod status_writer;

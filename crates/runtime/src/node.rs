@@ -32,7 +32,7 @@ use crate::model::{AssignmentValue, Hints, Keys, MemberSpec, ShardSpec};
 use crate::partitions::Partitions;
 use crate::partitions::kafka::KafkaPartitions;
 use crate::replica::{Action, AssignmentId, Event, Replica, State};
-use crate::replica_log::{HintBoard, HintCall};
+use crate::recovery_log::replica::{HintBoard, HintCall};
 use crate::replica_worker::{self, Command, Progress, ProgressMap, WorkerContext};
 use crate::status::ReplicaCode;
 use crate::status_writer::write_status;
@@ -432,7 +432,7 @@ pub async fn run<K: Keyspace>(
     tokio::pin!(shutdown);
     let worker = Arc::new(WorkerContext {
         partitions: config.partitions.clone().unwrap_or_else(|| {
-            Arc::new(KafkaPartitions::new(config.settings.clone(), crate::replica_log::KAFKA_TIMEOUT))
+            Arc::new(KafkaPartitions::new(config.settings.clone(), crate::recovery_log::replica::KAFKA_TIMEOUT))
         }),
         disk: config.disk.clone().unwrap_or_else(|| Arc::new(RedbDisk::new(config.data_dir.clone()))),
         app,

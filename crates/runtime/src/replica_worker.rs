@@ -13,7 +13,7 @@
 //! partition}` on the member's [`Disk`] (a redb file in its data directory): a replica assigned again on the same member (a restart on
 //! its data directory) goes on from the store's checkpoint and plays only what
 //! the log holds after it — unless a newer snapshot is closer, or the log no
-//! longer holds what follows the checkpoint (see [`crate::replica_log`]).
+//! longer holds what follows the checkpoint (see [`crate::recovery_log::replica`]).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU32;
@@ -32,7 +32,7 @@ use crate::partitions::{PartitionRead, Partitions, Polled, next_event};
 use crate::recovery_log::io::hand_off;
 use crate::recovery_log::record::SourceOffset;
 use crate::replica::Event;
-use crate::replica_log::{HintBoard, KAFKA_TIMEOUT, Log, ReplicaError, kafka};
+use crate::recovery_log::replica::{HintBoard, KAFKA_TIMEOUT, Log, ReplicaError, kafka};
 
 /// What the state machine tells the worker to do next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

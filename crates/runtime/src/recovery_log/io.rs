@@ -14,7 +14,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::partitions::{PartitionRead, Partitions, Polled, next_event};
+use crate::partitions::{LogRecord, PartitionRead, Partitions, Polled, next_event};
+
+use super::chain::Skip;
 
 use super::player::{Played, Player};
 use super::record::{Body, Mutation, SourceOffset};
@@ -49,6 +51,20 @@ pub enum LogError {
         position: i64,
         /// The offset read instead.
         got: i64,
+    },
+    /// A record past the chain's next sequence number: no writer of this
+    /// chain wrote it, so nothing after it will continue the chain.
+    #[error(
+        "the recovery log cannot continue this replica's chain: the record at offset {offset} is number {got}, \
+         the next is {expected} (records are missing, or the store is of another log)"
+    )]
+    ChainBroken {
+        /// The record's offset.
+        offset: i64,
+        /// The chain's next sequence number.
+        expected: u64,
+        /// The record's.
+        got: u64,
     },
     /// Hand-offs kept losing the race to other writers.
     #[error("recovery log: {0} hand-offs appended, none read back as the last")]
@@ -106,6 +122,29 @@ pub async fn play_to_head<S: Store>(
     play_to(log, player, end, timeout).await
 }
 
+/// Offers a record read from the log to `player` (`applied` sees an applied
+/// transaction's mutations and offsets): where every record meets the chain
+/// rules, for every loop that plays a log.
+pub fn offer<S: Store>(
+    player: &mut Player<S>,
+    record: &LogRecord<'_>,
+    applied: impl FnOnce(&[Mutation], &[SourceOffset]),
+) -> Result<Option<Played>, LogError> {
+    let offset = record.offset();
+    // The writers are not transactional, so a log's offsets have no gaps: a
+    // jump means the reader was reset past records deleted before it read them.
+    if offset > player.next_offset() {
+        return Err(LogError::Gap { position: player.next_offset(), got: offset });
+    }
+    let played = player.offer_with(offset, record.value().unwrap_or_default(), applied)?;
+    if let Some(Played::Skipped(Skip::NotNext { expected, got })) = played
+        && got > expected
+    {
+        return Err(LogError::ChainBroken { offset, expected, got });
+    }
+    Ok(played)
+}
+
 /// Reads the log from the player's position until it reaches `end`,
 /// offering every record; returns what was played.
 pub async fn play_to<S: Store>(
@@ -124,16 +163,10 @@ pub async fn play_to<S: Store>(
         let event = next_event(log.reader, left.min(Duration::from_secs(1)))
             .await
             .map_err(|source| LogError::Kafka { step: "reading", source })?;
-        if let Polled::Record(r) = event {
-            let offset = r.offset();
-            // The writers are not transactional, so a log's offsets have no
-            // gaps: a jump means the reader was reset past deleted records.
-            if offset > player.next_offset() {
-                return Err(LogError::Gap { position: player.next_offset(), got: offset });
-            }
-            if let Some(p) = player.offer(offset, r.value().unwrap_or_default())? {
-                played.push(p);
-            }
+        if let Polled::Record(r) = event
+            && let Some(p) = offer(player, &r, |_, _| {})?
+        {
+            played.push(p);
         }
     }
     Ok(played)

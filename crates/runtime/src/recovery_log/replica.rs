@@ -23,12 +23,11 @@ use tokio::time::Instant;
 
 use crate::model::{Hint, Hints, ShardSpec};
 use crate::partitions::{PartitionRead, Partitions, Polled, next_event};
-use crate::recovery_log::chain::Skip;
-use crate::recovery_log::io::{LogClients, LogError, append, commit};
-use crate::recovery_log::lineage::{applied_last, record_at, starts};
-use crate::recovery_log::player::{Played, Player};
-use crate::recovery_log::record::{Body, Mutation, SourceOffset};
-use crate::recovery_log::start::{Found, Start, choose, why};
+use super::io::{LogClients, LogError, append, commit, offer};
+use super::lineage::{applied_last, record_at, starts};
+use super::player::{Played, Player};
+use super::record::{Body, Mutation, SourceOffset};
+use super::start::{Found, Start, choose, why};
 use crate::replica_worker::{Progress, WorkerContext};
 use crate::store::{Checkpoint, Store, StoreError};
 
@@ -67,11 +66,6 @@ pub(crate) enum ReplicaError {
     Truncated { position: i64, low: i64 },
     #[error("the recovery log starts at offset {0} and holds no snapshot start to play from")]
     NoSnapshotAtStart(i64),
-    #[error(
-        "the recovery log cannot continue this replica's chain: the record at offset {offset} is number {got}, \
-         the next is {expected} (records are missing, or the store is of another log)"
-    )]
-    ChainBroken { offset: i64, expected: u64, got: u64 },
 }
 
 pub(crate) fn kafka(step: &'static str) -> impl FnOnce(kshard_kafka::Error) -> LogError {
@@ -280,35 +274,28 @@ impl<'a> Log<'a> {
     async fn play_next(&mut self, wait: Duration) -> Result<Option<i64>, ReplicaError> {
         // The record borrows the reader until it is dropped, below.
         if let Polled::Record(r) = next_event(self.io.reader.as_ref(), wait).await.map_err(kafka("reading"))? {
-            let offset = r.offset();
-            let bytes = r.value().unwrap_or_default();
-            // The writer is not transactional, so the log's offsets have no
-            // gaps: a gap means records were deleted before this replica read
-            // them (it was further behind than the previous snapshot).
-            let position = self.player.next_offset();
-            if offset > position {
-                return Ok(Some(position));
-            }
+            let (offset, size) = (r.offset(), r.value().map_or(0, <[u8]>::len));
             let (app, spec, follow) = (&self.ctx.app, self.spec, self.follow);
-            let played = self.player.offer_with(offset, bytes, |mutations, offsets| {
+            let played = offer(&mut self.player, &r, |mutations, offsets| {
                 if follow {
                     app.followed(spec, mutations, offsets);
                 }
-            })?;
+            });
+            let played = match played {
+                // Records were deleted before this replica read them (it was
+                // further behind than the previous snapshot).
+                Err(LogError::Gap { position, .. }) => return Ok(Some(position)),
+                played => played?,
+            };
             if played.is_some() {
-                self.playback.played(bytes.len());
-                self.since_snapshot += bytes.len() as u64;
+                self.playback.played(size);
+                self.since_snapshot += size as u64;
             }
             match played {
                 // A snapshot by the primary: the log to replay starts over.
                 Some(Played::SnapshotStart) => self.since_snapshot = 0,
                 Some(Played::Malformed(e)) => {
                     tracing::warn!(shard = %self.spec.id, offset, error = %e, "skipping a malformed recovery-log record");
-                }
-                // A record from past the chain's next: no writer of this chain
-                // wrote it, so nothing after it will continue the chain.
-                Some(Played::Skipped(Skip::NotNext { expected, got })) if got > expected => {
-                    return Err(ReplicaError::ChainBroken { offset, expected, got });
                 }
                 Some(Played::Skipped(skip)) => {
                     tracing::info!(shard = %self.spec.id, offset, ?skip, "skipping a record off the chain (a fenced writer's)");

@@ -105,5 +105,5 @@ async fn a_chain_that_cannot_continue_fails_the_replica() {
     write_chain(&log, 9, &["v", "w", "x", "y", "z"]).await;
     log.delete_before("log", 0, 4).await.expect("deletes");
     let failed = played(&ctx, &spec).await.expect_err("the chain cannot continue");
-    assert!(matches!(failed, ReplicaError::ChainBroken { .. }), "{failed}");
+    assert!(matches!(failed, ReplicaError::Log(LogError::ChainBroken { .. })), "{failed}");
 }
