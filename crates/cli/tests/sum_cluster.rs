@@ -5,8 +5,10 @@
 //! primary's late writes ignored, an etcd restart survived, a FAILED replica
 //! retried with its backoff, a restart on the data directory replaying nothing,
 //! an orderly shutdown leaving no keys, replay bounded by snapshots with the
-//! log truncated behind them, a soak of random kill -9s under load —
-//! and every sum exact after each.
+//! log truncated behind them, a soak of random kill -9s under load, etcd
+//! down for longer than the lease, the allocator's leader frozen past its
+//! lease and resumed (these two sampling etcd throughout for two PRIMARY
+//! replicas of a shard) — and every sum exact after each.
 
 mod common;
 
