@@ -31,8 +31,8 @@ use crate::model::ShardSpec;
 use crate::partitions::{PartitionRead, Partitions, Polled, next_event};
 use crate::recovery_log::io::hand_off;
 use crate::recovery_log::record::SourceOffset;
-use crate::replica::Event;
 use crate::recovery_log::replica::{HintBoard, KAFKA_TIMEOUT, Log, ReplicaError, kafka};
+use crate::replica::Event;
 
 /// What the state machine tells the worker to do next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

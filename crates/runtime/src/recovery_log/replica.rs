@@ -21,13 +21,13 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::model::{Hint, Hints, ShardSpec};
-use crate::partitions::{PartitionRead, Partitions, Polled, next_event};
 use super::io::{LogClients, LogError, append, commit, offer};
 use super::lineage::{applied_last, record_at, starts};
 use super::player::{Played, Player};
 use super::record::{Body, Mutation, SourceOffset};
 use super::start::{Found, Start, choose, why};
+use crate::model::{Hint, Hints, ShardSpec};
+use crate::partitions::{PartitionRead, Partitions, Polled, next_event};
 use crate::replica_worker::{Progress, WorkerContext};
 use crate::store::{Checkpoint, Store, StoreError};
 
