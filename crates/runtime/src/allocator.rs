@@ -159,20 +159,7 @@ pub fn allocate(shards: &[Shard], members: &[Member], current: &[Current]) -> Ve
         // remain. A replica still catching up is never removed for surplus: it is what a
         // move waits for, and once it is consistent the surplus is consistent.
         if replicas.len() > r {
-            let mut order: Vec<&Current> =
-                replicas.iter().filter(|c| c.code == ReplicaCode::Failed || c.code.is_consistent()).copied().collect();
-            // Zone-aware: from the zone holding most of the shard's replicas
-            // first, so that the replicas left span as many zones as before.
-            let zone_of = |c: &Current| member_by_id.get(c.member.as_str()).map(|m| m.zone.as_str());
-            let in_zone = |c: &Current| replicas.iter().filter(|x| zone_of(x) == zone_of(c)).count();
-            order.sort_by_key(|c| {
-                (
-                    c.code != ReplicaCode::Failed,
-                    std::cmp::Reverse(in_zone(c)),
-                    std::cmp::Reverse(load[c.member.as_str()]),
-                    c.slot == 0,
-                )
-            });
+            let order = surplus_order(&replicas, &load, &member_by_id);
             let mut consistent_left = consistent;
             let mut surplus = replicas.len() - r;
             for c in order {
@@ -315,6 +302,19 @@ fn pick<'m>(
     r: usize,
     member_by_id: &BTreeMap<&str, &Member>,
 ) -> Option<&'m str> {
+    candidates(members, load, holders, zones, r, member_by_id).into_iter().next()
+}
+
+/// The members that may take one more replica of a shard held by `holders`,
+/// with R replicas wanted, the least loaded first.
+fn candidates<'m>(
+    members: &'m [Member],
+    load: &BTreeMap<&str, u32>,
+    holders: &BTreeSet<&str>,
+    zones: &BTreeSet<&str>,
+    r: usize,
+    member_by_id: &BTreeMap<&str, &Member>,
+) -> Vec<&'m str> {
     let zoned = zones.len() >= 2 && r >= 2;
     let mut per_zone: BTreeMap<&str, usize> = BTreeMap::new();
     for h in holders {
@@ -322,13 +322,39 @@ fn pick<'m>(
             *per_zone.entry(m.zone.as_str()).or_default() += 1;
         }
     }
-    members
+    let mut out: Vec<&Member> = members
         .iter()
         .filter(|m| !holders.contains(m.id.as_str()))
         .filter(|m| load.get(m.id.as_str()).copied().unwrap_or(0) < m.limit)
         .filter(|m| !zoned || per_zone.get(m.zone.as_str()).copied().unwrap_or(0) < r - 1)
-        .min_by_key(|m| (load.get(m.id.as_str()).copied().unwrap_or(0), m.id.as_str()))
-        .map(|m| m.id.as_str())
+        .collect();
+    out.sort_by_key(|m| (load.get(m.id.as_str()).copied().unwrap_or(0), m.id.as_str()));
+    out.into_iter().map(|m| m.id.as_str()).collect()
+}
+
+/// The order surplus replicas of one shard go in: FAILED ones first; then
+/// consistent ones in the zone holding most of the shard's replicas (so that
+/// those left span as many zones as before), on the most loaded members, a
+/// standby before the primary among equals. Replicas catching up are never
+/// surplus.
+fn surplus_order<'c>(
+    replicas: &[&'c Current],
+    load: &BTreeMap<&str, u32>,
+    member_by_id: &BTreeMap<&str, &Member>,
+) -> Vec<&'c Current> {
+    let zone_of = |c: &Current| member_by_id.get(c.member.as_str()).map(|m| m.zone.as_str());
+    let in_zone = |c: &Current| replicas.iter().filter(|x| zone_of(x) == zone_of(c)).count();
+    let mut order: Vec<&Current> =
+        replicas.iter().filter(|c| c.code == ReplicaCode::Failed || c.code.is_consistent()).copied().collect();
+    order.sort_by_key(|c| {
+        (
+            c.code != ReplicaCode::Failed,
+            std::cmp::Reverse(in_zone(c)),
+            std::cmp::Reverse(load.get(c.member.as_str()).copied().unwrap_or(0)),
+            c.slot == 0,
+        )
+    });
+    order
 }
 
 fn rebalance(
@@ -348,14 +374,35 @@ fn rebalance(
             continue;
         }
         let holders: BTreeSet<&str> = replicas.iter().map(|c| c.member.as_str()).collect();
+        let slots: BTreeSet<u32> = replicas.iter().map(|c| c.slot).collect();
+        let slot = (1..).find(|s| !slots.contains(s)).unwrap_or(1);
         // The extra replica is one more than R: the zone rule counts it so.
-        let Some(target) = pick(members, load, &holders, zones, shard.replicas as usize + 1, member_by_id) else {
-            continue;
-        };
-        if load.get(target).copied().unwrap_or(0) + 2 <= busiest_load {
-            let slots: BTreeSet<u32> = replicas.iter().map(|c| c.slot).collect();
-            let slot = (1..).find(|s| !slots.contains(s)).unwrap_or(1);
-            return Some(Change::Add { shard: shard.id.clone(), member: target.to_owned(), slot });
+        let r = shard.replicas as usize + 1;
+        for target in candidates(members, load, &holders, zones, r, member_by_id) {
+            if load.get(target).copied().unwrap_or(0) + 2 > busiest_load {
+                break;
+            }
+            // Only a move whose surplus, once the new replica caught up, is
+            // on a member at least two more loaded than the target: another
+            // would be undone (zone-aware surplus removal taking the new
+            // one), and made again, forever.
+            let extra = Current {
+                shard: shard.id.clone(),
+                member: target.to_owned(),
+                slot,
+                code: ReplicaCode::Standby,
+                retry_due: false,
+            };
+            let mut after = load.clone();
+            *after.entry(target).or_default() += 1;
+            let with: Vec<&Current> = replicas.iter().copied().chain(std::iter::once(&extra)).collect();
+            let sheds = surplus_order(&with, &after, member_by_id).first().is_some_and(|c| {
+                c.member != target
+                    && load.get(c.member.as_str()).copied().unwrap_or(0) >= load.get(target).copied().unwrap_or(0) + 2
+            });
+            if sheds {
+                return Some(Change::Add { shard: shard.id.clone(), member: target.to_owned(), slot });
+            }
         }
     }
     None

@@ -369,3 +369,30 @@ fn surplus_goes_from_the_most_crowded_zone() {
     ];
     assert_eq!(allocate(&shards, &members, &current), vec![Change::Remove { shard: "s".into(), member: "b".into() }]);
 }
+
+/// Two zones of unequal size: the zone rule puts a replica of every shard on
+/// the lone member of one zone, the busiest. A move that only zone-aware
+/// surplus removal would undo (the new replica removed again, then added
+/// again) is never made: the allocation ends quiet.
+#[test]
+fn moves_across_unequal_zones_end_quiet() {
+    let mut world = World::default();
+    for (id, zone) in [("m0", "z0"), ("m1", "z1"), ("m2", "z0")] {
+        world.members.push(Member { id: id.into(), zone: zone.into(), limit: 10 });
+    }
+    let shards: Vec<Shard> = (0..4).map(|i| Shard { id: format!("s{i}"), replicas: 2 }).collect();
+    for round in 0.. {
+        assert!(round < 100, "no quiescence: {:?}", world.replicas);
+        let changes = allocate(&shards, &world.members, &world.current());
+        world.apply(&changes);
+        let keys: Vec<_> = world.replicas.keys().cloned().collect();
+        for key in &keys {
+            for _ in 0..3 {
+                world.progress(key);
+            }
+        }
+        if changes.is_empty() {
+            break;
+        }
+    }
+}
