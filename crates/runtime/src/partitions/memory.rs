@@ -147,16 +147,18 @@ impl Partitions for MemoryPartitions {
 }
 
 impl MemoryPartitions {
+    /// Every partition asked for has ends: one never used comes into being,
+    /// empty (as a topic created before use).
     fn ends_now(&self, partitions: &[(String, i32)]) -> Result<Ends, Error> {
-        let state = self.shared.lock();
+        let mut state = self.shared.lock();
         if !state.available {
             return Err(unavailable("finding partitions' ends"));
         }
         Ok(partitions
             .iter()
-            .filter_map(|(t, p)| {
-                let part = state.partitions.get(&(Arc::from(t.as_str()), *p))?;
-                Some(((t.clone(), *p), (part.start, part.end())))
+            .map(|(t, p)| {
+                let part = state.partitions.entry((Arc::from(t.as_str()), *p)).or_default();
+                ((t.clone(), *p), (part.start, part.end()))
             })
             .collect())
     }

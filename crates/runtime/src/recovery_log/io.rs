@@ -93,7 +93,18 @@ impl LogClients<'_> {
         let key = [(self.topic.to_owned(), self.partition)];
         let watermarks =
             self.partitions.ends(&key).await.map_err(|source| LogError::Kafka { step: "finding the end", source })?;
-        Ok(watermarks.get(&key[0]).map_or(0, |(_, high)| *high))
+        match watermarks.get(&key[0]) {
+            Some((_, high)) => Ok(*high),
+            // Left out: no leader now, or no such partition. An end of 0
+            // would read as "played to the head" at once.
+            None => Err(LogError::Kafka {
+                step: "finding the end",
+                source: kshard_kafka::Error::Refused {
+                    step: format!("listing offsets of {}/{}", self.topic, self.partition),
+                    message: "no leader, or no such partition".into(),
+                },
+            }),
+        }
     }
 
     /// Appends `record` and awaits its delivery, for at most `timeout`: the

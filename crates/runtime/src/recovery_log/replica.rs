@@ -66,6 +66,8 @@ pub(crate) enum ReplicaError {
     Truncated { position: i64, low: i64 },
     #[error("the recovery log starts at offset {0} and holds no snapshot start to play from")]
     NoSnapshotAtStart(i64),
+    #[error("the recovery log {0} has no leader, or does not exist, for 30 s")]
+    LogUnknown(String),
 }
 
 pub(crate) fn kafka(step: &'static str) -> impl FnOnce(kshard_kafka::Error) -> LogError {
@@ -165,7 +167,11 @@ impl<'a> Log<'a> {
         // The record the store applied last, when the log still has it: is
         // it there (not another log's record in its place)?
         let store_of_this_log = match &checkpoint {
-            Some(c) if c.next_offset > low && c.next_offset <= high => {
+            // The record it applied last is deleted: nothing tells which log
+            // the store is of. Everything from the log's start is played
+            // again anyway: from a snapshot, not on from the store.
+            Some(c) if low > 0 && c.next_offset <= low => false,
+            Some(c) if c.next_offset <= high => {
                 let at = c.next_offset - 1;
                 let bytes = record_at(partitions.as_ref(), &log.topic, log.partition, at, KAFKA_TIMEOUT)
                     .await
@@ -448,7 +454,17 @@ async fn watermarks(partitions: &dyn Partitions, spec: &ShardSpec) -> Result<(i6
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         match partitions.ends(std::slice::from_ref(&key)).await {
-            Ok(marks) => return Ok(marks.get(&key).copied().unwrap_or((0, 0))),
+            // Left out: no leader now (an election), or no such partition.
+            // Taken as empty, a store would look ahead of its log, and be
+            // discarded.
+            Ok(marks) => match marks.get(&key) {
+                Some(ends) => return Ok(*ends),
+                None if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(200)).await,
+                None => {
+                    let (topic, partition) = &key;
+                    return Err(ReplicaError::LogUnknown(format!("{topic}/{partition}")));
+                }
+            },
             Err(_) if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(200)).await,
             Err(e) => return Err(kafka("finding the log's ends")(e).into()),
         }

@@ -94,16 +94,35 @@ async fn a_store_of_a_log_since_recreated_is_rebuilt_from_the_new_one() {
 }
 
 #[tokio::test]
-async fn a_chain_that_cannot_continue_fails_the_replica() {
+async fn a_store_whose_last_record_is_gone_is_not_played_on() {
     let (log, disk, spec) = (MemoryPartitions::default(), MemoryDisk::default(), spec());
     let ctx = context(&log, &disk);
     write_chain(&log, 7, &["a", "b", "c"]).await;
     played(&ctx, &spec).await.expect("plays");
     // Recreated, and its start deleted up to the store's position: the
-    // record the store applied last cannot be read back to tell.
+    // record the store applied last cannot be read back to tell. Played on,
+    // the store skipped the new chain's records as a fenced writer's and
+    // served a, b, c; now it starts from a snapshot the log holds (here
+    // none: it fails, saying so).
     log.delete_topic("log");
     write_chain(&log, 9, &["v", "w", "x", "y", "z"]).await;
     log.delete_before("log", 0, 4).await.expect("deletes");
-    let failed = played(&ctx, &spec).await.expect_err("the chain cannot continue");
-    assert!(matches!(failed, ReplicaError::Log(LogError::ChainBroken { .. })), "{failed}");
+    let failed = played(&ctx, &spec).await.expect_err("no snapshot to start from");
+    assert!(matches!(failed, ReplicaError::NoSnapshotAtStart(4)), "{failed}");
+}
+
+#[tokio::test]
+async fn a_record_past_the_chains_next_fails_playback() {
+    let log = MemoryPartitions::default();
+    write_chain(&log, 7, &["a", "b", "c"]).await;
+    // A player whose chain is at 0 where the log's is at 2: the record at 2
+    // is number 3, and nothing after it will continue this chain.
+    let hint = Hint { offset: 2, seq: 0, checksum: crate::recovery_log::chain::EMPTY, author: Some(7), bytes: 0 };
+    let mut player = Player::open_at(MemoryStore::default(), &hint);
+    let reader = log.reader("log", &[(0, Some(2))], 64, Isolation::Committed).expect("a reader");
+    let Polled::Record(r) = next_event(reader.as_ref(), Duration::from_secs(1)).await.expect("reads") else {
+        panic!("a record at 2");
+    };
+    let broken = offer(&mut player, &r, |_, _| {}).expect_err("the chain cannot continue");
+    assert!(matches!(broken, LogError::ChainBroken { offset: 2, expected: 1, got: 3 }), "{broken}");
 }
