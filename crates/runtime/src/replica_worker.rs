@@ -51,6 +51,10 @@ pub struct Progress {
     pub next_offset: i64,
     /// The log's end when last asked.
     pub log_end: i64,
+    /// When the replica last said so (every second at least while it
+    /// tails): an old one is a replica stuck somewhere.
+    #[serde(skip)]
+    pub published: Option<std::time::Instant>,
 }
 
 impl Progress {

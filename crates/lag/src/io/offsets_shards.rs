@@ -485,9 +485,15 @@ pub(crate) fn watch_primaries(
 /// partition (a standby's state is what this member serves).
 pub(crate) const STANDBY_BEHIND: i64 = 1_000;
 
+/// How long a standby here may go without saying where it is (it does every
+/// second while it tails) before that is a condition: a replica stuck
+/// somewhere keeps its last, small, distance to the log's end.
+pub(crate) const STANDBY_SILENT: Duration = Duration::from_secs(10);
+
 /// Holds a condition ([`Event::Hold`]) for each partition whose standby here
-/// is more than [`STANDBY_BEHIND`] records behind its log, so that one that
-/// stays behind past `grace` (frozen, or too slow) turns `/ready` 503;
+/// is more than [`STANDBY_BEHIND`] records behind its log, or has not said
+/// where it is for [`STANDBY_SILENT`], so that one that stays so past `grace`
+/// (frozen, or too slow) turns `/ready` 503;
 /// returns those partitions.
 pub(crate) fn watch_standbys(
     monitor: &Monitor,
@@ -501,10 +507,22 @@ pub(crate) fn watch_standbys(
     for p in 0..partitions {
         let shard = crate::shards_reader::shard_id(p);
         let key = format!("standby of partition {p} behind");
-        let records = progress.get(&shard).map(Progress::behind).filter(|n| *n > STANDBY_BEHIND);
-        match records {
-            Some(n) if statuses.get(&shard) == Some(&ReplicaCode::Standby) => {
-                let why = format!("the standby here of shard {shard} (partition {p}) is {n} records behind its log");
+        let standby = statuses.get(&shard) == Some(&ReplicaCode::Standby);
+        let why = progress.get(&shard).and_then(|progress| {
+            let silent = progress.published.map(|t| at.saturating_duration_since(t)).filter(|d| *d > STANDBY_SILENT);
+            match (silent, progress.behind()) {
+                (Some(d), _) => Some(format!(
+                    "the standby here of shard {shard} (partition {p}) has not said where it is for {} s",
+                    d.as_secs()
+                )),
+                (None, n) if n > STANDBY_BEHIND => {
+                    Some(format!("the standby here of shard {shard} (partition {p}) is {n} records behind its log"))
+                }
+                _ => None,
+            }
+        });
+        match why {
+            Some(why) if standby => {
                 monitor.step(Event::Hold { key, why, grace, at });
                 behind.push(p);
             }
@@ -602,13 +620,20 @@ mod tests {
         let monitor = Monitor::new(crate::MonitorSettings::default());
         let shard = crate::shards_reader::shard_id(2);
         let statuses = [(shard.clone(), ReplicaCode::Standby)].into();
-        let far = [(shard.clone(), Progress { next_offset: 10, log_end: 5_000 })].into();
+        let now = Some(std::time::Instant::now());
+        let far = [(shard.clone(), Progress { next_offset: 10, log_end: 5_000, published: now })].into();
         assert_eq!(watch_standbys(&monitor, &statuses, &far, 4, Duration::ZERO), [2]);
         let why = monitor.verdict().reason.unwrap_or_default();
         assert!(why.contains("partition 2") && why.contains("4990 records behind"), "{why}");
-        let near = [(shard, Progress { next_offset: 4_500, log_end: 5_000 })].into();
+        let near = [(shard.clone(), Progress { next_offset: 4_500, log_end: 5_000, published: now })].into();
         assert_eq!(watch_standbys(&monitor, &statuses, &near, 4, Duration::ZERO), Vec::<i32>::new());
         let why = monitor.verdict().reason.unwrap_or_default();
         assert!(!why.contains("behind"), "released once within the bound: {why}");
+        // Stuck: near the end when it last said, 20 s ago.
+        let long_ago = std::time::Instant::now().checked_sub(Duration::from_secs(20));
+        let stuck = [(shard, Progress { next_offset: 4_999, log_end: 5_000, published: long_ago })].into();
+        assert_eq!(watch_standbys(&monitor, &statuses, &stuck, 4, Duration::ZERO), [2]);
+        let why = monitor.verdict().reason.unwrap_or_default();
+        assert!(why.contains("partition 2") && why.contains("has not said where it is"), "{why}");
     }
 }

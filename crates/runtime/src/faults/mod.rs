@@ -4,9 +4,10 @@
 //! opens or closes, as with a process paused by a GC or SIGSTOP: nothing it
 //! sends arrives meanwhile, and what it sent before the pause lands after).
 //! [`GatedKeyspace`], [`GatedPartitions`] and [`GatedDisk`] put a gate before
-//! a keyspace, a log and a disk: the simulation in `tests/simulation.rs`
+//! a keyspace, a log and a disk: the simulation in `tests/simulation/`
 //! gives each incarnation of a member its own, and a crash closes them for
-//! good.
+//! good. A disk's store calls are local and never wait: a held gate lets
+//! them through (a paused process touches its disk only once resumed).
 
 mod disk;
 mod keyspace;

@@ -256,7 +256,8 @@ impl<'a> Log<'a> {
 
     pub(crate) fn publish(&self) {
         let next_offset = self.player.next_offset();
-        let progress = Progress { next_offset, log_end: self.end.max(next_offset) };
+        let progress =
+            Progress { next_offset, log_end: self.end.max(next_offset), published: Some(std::time::Instant::now()) };
         self.ctx.metrics.behind(&self.spec.id, progress.behind());
         self.ctx
             .progress
