@@ -337,12 +337,22 @@ impl<'a> Log<'a> {
             Ok(hints) => {
                 if let Some((h, _)) = hints
                     && self.hint.is_none_or(|known| known.offset < h.current.offset)
+                    && self.of_this_log(&h.current).await == Ok(true)
                 {
                     self.hint = Some(h.current);
                 }
             }
             Err(e) => tracing::warn!(shard = %self.spec.id, error = %e, "reading the shard's hints"),
         }
+    }
+
+    /// True when the log holds, at `hint`'s offset, the snapshot start it
+    /// names (false for a hint of a log since recreated); why the log could
+    /// not be read to tell.
+    async fn of_this_log(&self, hint: &Hint) -> Result<bool, String> {
+        let log = &self.spec.recovery_log;
+        let read = record_at(self.io.partitions.as_ref(), &log.topic, log.partition, hint.offset, KAFKA_TIMEOUT).await;
+        Ok(read.map_err(|e| e.to_string())?.is_some_and(|bytes| starts(&bytes, hint)))
     }
 
     /// Commits one transaction as `author` (see [`commit`]).
@@ -435,6 +445,10 @@ impl<'a> Log<'a> {
     async fn record_hint(&self, hint: Hint) -> Result<Option<i64>, String> {
         let stored = self.ctx.hints.read(&self.spec.id).await?;
         let (previous, revision) = match stored {
+            // Hints of a log since recreated (the snapshot they name is not
+            // there) are replaced whole: kept, they would refuse every
+            // snapshot until the new log grew past them.
+            Some((h, revision)) if !self.of_this_log(&h.current).await? => (None, revision),
             Some((h, _)) if h.current.offset >= hint.offset => {
                 return Err(format!("a newer snapshot at {} is recorded already", h.current.offset));
             }

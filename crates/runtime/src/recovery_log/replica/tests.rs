@@ -126,3 +126,23 @@ async fn a_record_past_the_chains_next_fails_playback() {
     let broken = offer(&mut player, &r, |_, _| {}).expect_err("the chain cannot continue");
     assert!(matches!(broken, LogError::ChainBroken { offset: 2, expected: 1, got: 3 }), "{broken}");
 }
+
+#[tokio::test]
+async fn hints_of_a_recreated_log_are_replaced_not_obeyed() {
+    let (log, disk, spec) = (MemoryPartitions::default(), MemoryDisk::default(), spec());
+    let mut ctx = context(&log, &disk);
+    // The old log's newest snapshot, at offset 3: in the new log, offset 3
+    // holds a transaction.
+    let old = Hint { offset: 3, seq: 2, checksum: 9, author: Some(7), bytes: 10 };
+    let board = Board(Mutex::new(Some((Hints { current: old, previous: None }, 1))));
+    ctx.hints = Arc::new(board);
+    write_chain(&log, 9, &["w", "x", "y", "z"]).await;
+    let log = Log::open(&ctx, &spec).await.expect("opens");
+    assert_eq!(log.hint, None, "the old hint is not a starting point");
+    // A snapshot of the new log at 2 is recorded over it (kept, the old hint
+    // refused every snapshot until the new log grew past offset 3).
+    let new = Hint { offset: 2, seq: 2, checksum: 5, author: Some(9), bytes: 10 };
+    assert_eq!(log.record_hint(new).await, Ok(None), "recorded, with nothing to delete before");
+    let stored = ctx.hints.read("s").await.expect("reads").map(|(h, _)| h);
+    assert_eq!(stored, Some(Hints { current: new, previous: None }));
+}
