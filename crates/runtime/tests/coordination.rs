@@ -2,7 +2,8 @@
 //! join under leases, one is elected, the allocator assigns every shard its
 //! replicas on distinct members with one primary; when a member leaves, its
 //! assignments go with its lease, a standby is promoted, and the leadership
-//! passes on; a member that joins gets work.
+//! passes on; a member that joins gets work. A leader whose term ends between
+//! a round's read and its write writes nothing.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -186,4 +187,63 @@ async fn many_assignments_at_once_on_etcd() {
     let etcd = Etcd::from_env_or_start();
     let ks = EtcdKeyspace::connect(&[etcd.endpoint().to_owned()]).await.expect("connects");
     many_assignments_at_once(Arc::new(ks), &format!("/{}", unique_name("many"))).await;
+}
+
+/// The embedded keyspace, where another leader takes over just before the
+/// first transaction: the term a round read under ends between its read and
+/// its write, as when a leader pauses there past its lease.
+#[derive(Clone)]
+struct Usurped {
+    inner: MemoryKeyspace,
+    leader: String,
+    usurped: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Keyspace for Usurped {
+    async fn get_prefix(&self, prefix: &str) -> kshard_runtime::keyspace::Result<kshard_runtime::keyspace::Snapshot> {
+        self.inner.get_prefix(prefix).await
+    }
+    async fn txn(&self, txn: Txn) -> kshard_runtime::keyspace::Result<kshard_runtime::keyspace::TxnResponse> {
+        if !self.usurped.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            let again = Op::Put { key: self.leader.clone(), value: b"usurper".to_vec(), lease: None };
+            self.inner.txn(Txn::ops(vec![Op::Delete(self.leader.clone())])).await?;
+            self.inner.txn(Txn::ops(vec![again])).await?;
+        }
+        self.inner.txn(txn).await
+    }
+    async fn grant(&self, ttl: Duration) -> kshard_runtime::keyspace::Result<i64> {
+        self.inner.grant(ttl).await
+    }
+    async fn keep_alive(&self, lease: i64) -> kshard_runtime::keyspace::Result<()> {
+        self.inner.keep_alive(lease).await
+    }
+    async fn revoke(&self, lease: i64) -> kshard_runtime::keyspace::Result<()> {
+        self.inner.revoke(lease).await
+    }
+    async fn watch(
+        &self,
+        prefix: &str,
+        from: i64,
+    ) -> kshard_runtime::keyspace::Result<kshard_runtime::keyspace::WatchStream> {
+        self.inner.watch(prefix, from).await
+    }
+}
+
+#[tokio::test]
+async fn a_round_whose_term_ends_before_its_write_writes_nothing() {
+    let keys = Keys::new("/usurped");
+    let inner = MemoryKeyspace::new();
+    let s = spec("a", 1);
+    let put = Op::Put { key: keys.shard(&s.id), value: serde_json::to_vec(&s).expect("json"), lease: None };
+    inner.txn(Txn::ops(vec![put])).await.expect("spec");
+    let ks = Arc::new(inner.clone());
+    let member = |id: &str| MemberSpec { id: id.into(), zone: id.into(), shard_limit: 5, endpoint: None };
+    let ttl = Duration::from_secs(10);
+    let m1 = Membership::join(Arc::clone(&ks), &keys, member("m1"), ttl).await.expect("m1 joins");
+    let _m2 = Membership::join(Arc::clone(&ks), &keys, member("m2"), ttl).await.expect("m2 joins");
+    let term = become_leader(&*ks, &keys, &m1).await.expect("election").expect("m1 leads");
+    let usurped = Usurped { inner: inner.clone(), leader: keys.leader(), usurped: Arc::default() };
+    let round = AllocatorRunner::default().round(&usurped, &keys, &term).await.expect("a round");
+    assert!(round.led && !round.applied, "read under its term, refused at the write: {round:?}");
+    assert!(assignments(&inner, &keys).await.is_empty(), "nothing written beside the new leader");
 }
