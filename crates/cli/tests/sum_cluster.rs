@@ -16,19 +16,23 @@ use std::time::{Duration, Instant};
 
 use common::primaries::Sampler;
 use common::sum_cluster::SumCluster;
-use kshard_runtime::keyspace::Keyspace;
 use kshard_runtime::keyspace::etcd::EtcdKeyspace;
+use kshard_runtime::keyspace::{Keyspace, Snapshot};
 use kshard_testkit::Etcd;
 
 const LEASE_TTL: u64 = 3;
 
-fn etcd_keys(endpoint: &str, prefix: &str) -> Vec<String> {
+/// What etcd holds under `prefix` now.
+fn etcd_read(endpoint: &str, prefix: &str) -> Snapshot {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     runtime.block_on(async {
         let ks = EtcdKeyspace::connect(&[endpoint.to_owned()]).await.expect("etcd");
-        let snapshot = ks.get_prefix(&format!("{prefix}/")).await.expect("reads");
-        snapshot.kvs.into_iter().map(|kv| kv.key).collect()
+        ks.get_prefix(prefix).await.expect("reads")
     })
+}
+
+fn etcd_keys(endpoint: &str, prefix: &str) -> Vec<String> {
+    etcd_read(endpoint, &format!("{prefix}/")).kvs.into_iter().map(|kv| kv.key).collect()
 }
 
 #[test]
@@ -445,23 +449,13 @@ fn the_allocators_leader_frozen_and_resumed_writes_nothing_beside_the_new_one() 
 
 /// etcd's revision, and the create revisions of the members' keys.
 fn member_keys(endpoint: &str, prefix: &str) -> (i64, Vec<i64>) {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-    runtime.block_on(async {
-        let ks = EtcdKeyspace::connect(&[endpoint.to_owned()]).await.expect("etcd");
-        let keys = kshard_runtime::model::Keys::new(prefix);
-        let snapshot = ks.get_prefix(&keys.members()).await.expect("reads");
-        (snapshot.revision, snapshot.kvs.iter().map(|kv| kv.create_revision).collect())
-    })
+    let snapshot = etcd_read(endpoint, &kshard_runtime::model::Keys::new(prefix).members());
+    (snapshot.revision, snapshot.kvs.iter().map(|kv| kv.create_revision).collect())
 }
 
 /// The member holding the allocator's leader key.
 fn leader_of(endpoint: &str, prefix: &str) -> String {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-    runtime.block_on(async {
-        let ks = EtcdKeyspace::connect(&[endpoint.to_owned()]).await.expect("etcd");
-        let key = format!("{prefix}/leader");
-        let snapshot = ks.get_prefix(&key).await.expect("reads");
-        let kv = snapshot.kvs.into_iter().find(|kv| kv.key == key).expect("a leader");
-        String::from_utf8(kv.value).expect("a member id")
-    })
+    let key = kshard_runtime::model::Keys::new(prefix).leader();
+    let kv = etcd_read(endpoint, &key).kvs.into_iter().find(|kv| kv.key == key).expect("a leader");
+    String::from_utf8(kv.value).expect("a member id")
 }

@@ -150,14 +150,17 @@ pub fn allocate(shards: &[Shard], members: &[Member], current: &[Current]) -> Ve
         let consistent = replicas.iter().filter(|c| c.code.is_consistent()).count();
 
         // Surplus (hot standbys lowered, or a move's new replica caught up):
-        // FAILED replicas first, once due their retry; then consistent ones in
-        // the zone holding most of the shard's replicas, on the most loaded
-        // members (the primary too, when its member is the most loaded: a
-        // standby is promoted — without that a member holding only primaries
-        // could never shed work, and moves would churn forever), a standby
-        // before the primary among equals, only while more than R consistent
-        // remain. A replica still catching up is never removed for surplus: it is what a
-        // move waits for, and once it is consistent the surplus is consistent.
+        // consistent replicas in the zone holding most of the shard's
+        // replicas, on the most loaded members (the primary too, when its
+        // member is the most loaded: a standby is promoted — without that a
+        // member holding only primaries could never shed work, and moves would
+        // churn forever), a standby before the primary among equals, only
+        // while more than R consistent remain. A replica still catching up is
+        // never removed for surplus: it is what a move waits for, and once it
+        // is consistent the surplus is consistent. A FAILED one left here is
+        // not due its retry (those went above) and waits it out like any
+        // other: removed at once, the move that added it would add it again,
+        // and a replica failing at start would fail in a loop.
         if replicas.len() > r {
             let order = surplus_order(&replicas, &load, &member_by_id);
             let mut consistent_left = consistent;
@@ -166,18 +169,10 @@ pub fn allocate(shards: &[Shard], members: &[Member], current: &[Current]) -> Ve
                 if surplus == 0 {
                     break;
                 }
-                // A FAILED one waits out its backoff like any other: removed
-                // at once, the move that added it would add it again, and a
-                // replica failing at start would fail in a loop.
-                if c.code == ReplicaCode::Failed && !c.retry_due {
+                if consistent_left <= r {
                     continue;
                 }
-                if c.code.is_consistent() {
-                    if consistent_left <= r {
-                        continue;
-                    }
-                    consistent_left -= 1;
-                }
+                consistent_left -= 1;
                 changes.push(Change::Remove { shard: shard.id.clone(), member: c.member.clone() });
                 if let Some(l) = load.get_mut(c.member.as_str()) {
                     *l -= 1;
@@ -227,7 +222,9 @@ pub fn allocate(shards: &[Shard], members: &[Member], current: &[Current]) -> Ve
         let has_primary = !replicas.is_empty();
         let mut count = replicas.len();
         while count < r {
-            let Some(member) = pick(members, &load, &holders, &zones, r, &member_by_id) else { break };
+            let Some(member) = candidates(members, &load, &holders, &zones, r, &member_by_id).into_iter().next() else {
+                break;
+            };
             let slot = if !has_primary && count == 0 { 0 } else { (1..).find(|s| !slots.contains(s)).unwrap_or(1) };
             changes.push(Change::Add { shard: shard.id.clone(), member: member.to_owned(), slot });
             holders.insert(member);
@@ -292,19 +289,6 @@ fn balance_primaries(
     None
 }
 
-/// The least loaded member that may take one more replica of a shard held by
-/// `holders`, with R replicas wanted.
-fn pick<'m>(
-    members: &'m [Member],
-    load: &BTreeMap<&str, u32>,
-    holders: &BTreeSet<&str>,
-    zones: &BTreeSet<&str>,
-    r: usize,
-    member_by_id: &BTreeMap<&str, &Member>,
-) -> Option<&'m str> {
-    candidates(members, load, holders, zones, r, member_by_id).into_iter().next()
-}
-
 /// The members that may take one more replica of a shard held by `holders`,
 /// with R replicas wanted, the least loaded first.
 fn candidates<'m>(
@@ -332,11 +316,10 @@ fn candidates<'m>(
     out.into_iter().map(|m| m.id.as_str()).collect()
 }
 
-/// The order surplus replicas of one shard go in: FAILED ones first; then
-/// consistent ones in the zone holding most of the shard's replicas (so that
-/// those left span as many zones as before), on the most loaded members, a
-/// standby before the primary among equals. Replicas catching up are never
-/// surplus.
+/// The order surplus replicas of one shard go in: consistent ones in the
+/// zone holding most of the shard's replicas first (so that those left span
+/// as many zones as before), on the most loaded members, a standby before the
+/// primary among equals. Replicas catching up or FAILED are not surplus.
 fn surplus_order<'c>(
     replicas: &[&'c Current],
     load: &BTreeMap<&str, u32>,
@@ -344,11 +327,9 @@ fn surplus_order<'c>(
 ) -> Vec<&'c Current> {
     let zone_of = |c: &Current| member_by_id.get(c.member.as_str()).map(|m| m.zone.as_str());
     let in_zone = |c: &Current| replicas.iter().filter(|x| zone_of(x) == zone_of(c)).count();
-    let mut order: Vec<&Current> =
-        replicas.iter().filter(|c| c.code == ReplicaCode::Failed || c.code.is_consistent()).copied().collect();
+    let mut order: Vec<&Current> = replicas.iter().filter(|c| c.code.is_consistent()).copied().collect();
     order.sort_by_key(|c| {
         (
-            c.code != ReplicaCode::Failed,
             std::cmp::Reverse(in_zone(c)),
             std::cmp::Reverse(load.get(c.member.as_str()).copied().unwrap_or(0)),
             c.slot == 0,

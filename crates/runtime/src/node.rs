@@ -443,8 +443,7 @@ pub async fn run<K: Keyspace>(
     });
     let (reports, mut reported) = unbounded_channel();
     let mut slots = BTreeMap::new();
-    // A lost lease not yet revoked (the keyspace was away): revoked before
-    // joining again, so that joining is not refused as taken until it expires.
+    // A lost lease, revoked before joining again.
     let mut stale: Option<LeaseId> = None;
     loop {
         let Some(membership) = join(&ks, &config, &mut shutdown, &mut stale).await? else { return Ok(()) };
@@ -486,13 +485,10 @@ pub async fn run<K: Keyspace>(
             }
             Stopped::Lost => {
                 // After an outage of the keyspace, the lease may still be
-                // there (etcd extends leases when it comes back): revoked, the
-                // old key and assignments go now, and joining again is not
-                // refused as taken until the lease expires.
-                if let Err(e) = membership.leave(&*ks).await {
-                    tracing::debug!(error = %e, "revoking the lost lease; again before joining");
-                    stale = Some(membership.lease);
-                }
+                // there (etcd extends leases when it comes back): `join`
+                // revokes it first, so the old key and assignments go, and
+                // joining again is not refused as taken until it expires.
+                stale = Some(membership.lease);
                 tracing::warn!(member = %config.member.id, "lost the member's lease; joining again");
             }
         }

@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kshard_kafka::{ClientSettings, Isolation};
-use kshard_runtime::application::{Application, Message, Transaction};
 use kshard_runtime::keyspace::memory::MemoryKeyspace;
 use kshard_runtime::model::{Keys, MemberSpec, RecoveryLog, ShardSpec, Source};
 use kshard_runtime::node::{self, NodeConfig, NodeShared};
@@ -22,19 +21,10 @@ use kshard_runtime::recovery_log::player::Player;
 use kshard_runtime::status::ReplicaCode;
 use kshard_runtime::store::{MemoryStore, Store};
 
-/// Sums each key's values (8 bytes, big-endian) in the store.
-struct Sum;
-
-impl Application for Sum {
-    fn consume(&self, _: &ShardSpec, txn: &mut Transaction<'_>, m: &Message<'_>) -> Result<(), String> {
-        let key = m.key.ok_or("a record without a key")?;
-        let value = m.value.and_then(|v| v.first_chunk::<8>()).map(|v| u64::from_be_bytes(*v)).ok_or("no value")?;
-        let sum =
-            txn.get(key).map_err(|e| e.to_string())?.and_then(|s| s.first_chunk::<8>().map(|s| u64::from_be_bytes(*s)));
-        txn.put(key, (sum.unwrap_or(0) + value).to_be_bytes());
-        Ok(())
-    }
-}
+/// The simulation's application: each key's values summed.
+#[path = "simulation/sum.rs"]
+mod sum;
+use sum::{Sum, decode};
 
 fn produce(log: &MemoryPartitions, from: u64, to: u64, expected: &mut BTreeMap<Vec<u8>, u64>) {
     for i in from..to {
@@ -52,7 +42,7 @@ fn sums_in_the_log(log: &MemoryPartitions) -> BTreeMap<Vec<u8>, u64> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio");
     runtime.block_on(play_to_head(&clients, &mut player, Duration::from_secs(10))).expect("plays");
     let entries = player.store().scan(None, usize::MAX).expect("scan");
-    entries.into_iter().filter_map(|(k, v)| Some((k, u64::from_be_bytes(*v.first_chunk::<8>()?)))).collect()
+    entries.into_iter().filter_map(|(k, v)| Some((k, decode(&v)?))).collect()
 }
 
 fn eventually(what: &str, mut check: impl FnMut() -> Result<(), String>) {

@@ -464,20 +464,34 @@ pub(crate) fn watch_primaries(
     partitions: i32,
     grace: Duration,
 ) -> Vec<i32> {
-    let mut without = Vec::new();
-    let at = monitor.now();
-    for p in 0..partitions {
-        let shard = crate::shards_reader::shard_id(p);
+    hold_each(monitor, partitions, grace, |p, shard| {
         let key = format!("no primary for partition {p}");
-        if cluster.primary(&shard).is_some() {
-            monitor.step(Event::Release(key));
-        } else {
-            let why = format!("shard {shard} (partition {p}) has no primary");
-            monitor.step(Event::Hold { key, why, grace, at });
-            without.push(p);
+        let why = cluster.primary(shard).is_none().then(|| format!("shard {shard} (partition {p}) has no primary"));
+        (key, why)
+    })
+}
+
+/// For each partition (and its shard), holds the condition `check` names
+/// when it says why, and releases it otherwise; returns the partitions held.
+fn hold_each(
+    monitor: &Monitor,
+    partitions: i32,
+    grace: Duration,
+    check: impl Fn(i32, &str) -> (String, Option<String>),
+) -> Vec<i32> {
+    let at = monitor.now();
+    let mut held = Vec::new();
+    for p in 0..partitions {
+        let (key, why) = check(p, &crate::shards_reader::shard_id(p));
+        match why {
+            Some(why) => {
+                monitor.step(Event::Hold { key, why, grace, at });
+                held.push(p);
+            }
+            None => monitor.step(Event::Release(key)),
         }
     }
-    without
+    held
 }
 
 /// How many records a standby here may be behind its recovery log before
@@ -502,13 +516,11 @@ pub(crate) fn watch_standbys(
     partitions: i32,
     grace: Duration,
 ) -> Vec<i32> {
-    let mut behind = Vec::new();
     let at = monitor.now();
-    for p in 0..partitions {
-        let shard = crate::shards_reader::shard_id(p);
+    hold_each(monitor, partitions, grace, |p, shard| {
         let key = format!("standby of partition {p} behind");
-        let standby = statuses.get(&shard) == Some(&ReplicaCode::Standby);
-        let why = progress.get(&shard).and_then(|progress| {
+        let standby = statuses.get(shard) == Some(&ReplicaCode::Standby);
+        let why = progress.get(shard).filter(|_| standby).and_then(|progress| {
             let silent = progress.published.map(|t| at.saturating_duration_since(t)).filter(|d| *d > STANDBY_SILENT);
             match (silent, progress.behind()) {
                 (Some(d), _) => Some(format!(
@@ -521,15 +533,8 @@ pub(crate) fn watch_standbys(
                 _ => None,
             }
         });
-        match why {
-            Some(why) if standby => {
-                monitor.step(Event::Hold { key, why, grace, at });
-                behind.push(p);
-            }
-            _ => monitor.step(Event::Release(key)),
-        }
-    }
-    behind
+        (key, why)
+    })
 }
 
 #[cfg(test)]

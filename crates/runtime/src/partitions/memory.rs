@@ -98,9 +98,7 @@ impl MemoryPartitions {
         self.shared.lock().available = available;
         self.shared.ring();
     }
-}
 
-impl MemoryPartitions {
     /// Deletes every partition of `topic`, as deleting a Kafka topic does:
     /// the next use creates it anew, empty, from offset 0.
     pub fn delete_topic(&self, topic: &str) {

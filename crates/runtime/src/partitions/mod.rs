@@ -195,21 +195,12 @@ impl Appended {
         match &self.0 {
             AppendedOf::Kafka(d) => d.wait(timeout),
             AppendedOf::Done(done) => Self::done(done),
-            AppendedOf::Later(later) => {
-                let deadline = std::time::Instant::now() + timeout;
-                loop {
-                    if let Some(done) = &*later.borrow() {
-                        return Self::done(done);
-                    }
-                    if std::time::Instant::now() >= deadline {
-                        return Err(Error::Refused {
-                            step: "appending".into(),
-                            message: format!("not delivered within {timeout:?}"),
-                        });
-                    }
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-            }
+            // Lands when a task of the runtime lands it: never while this
+            // thread blocks on it. Await `delivered` instead.
+            AppendedOf::Later(later) => match &*later.borrow() {
+                Some(done) => Self::done(done),
+                None => Err(Error::Refused { step: "appending".into(), message: "held back by a fault gate".into() }),
+            },
         }
     }
 

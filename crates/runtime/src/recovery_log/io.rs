@@ -90,21 +90,7 @@ pub struct LogClients<'a> {
 impl LogClients<'_> {
     /// The partition's end now (its high watermark).
     async fn end(&self) -> Result<i64, LogError> {
-        let key = [(self.topic.to_owned(), self.partition)];
-        let watermarks =
-            self.partitions.ends(&key).await.map_err(|source| LogError::Kafka { step: "finding the end", source })?;
-        match watermarks.get(&key[0]) {
-            Some((_, high)) => Ok(*high),
-            // Left out: no leader now, or no such partition. An end of 0
-            // would read as "played to the head" at once.
-            None => Err(LogError::Kafka {
-                step: "finding the end",
-                source: kshard_kafka::Error::Refused {
-                    step: format!("listing offsets of {}/{}", self.topic, self.partition),
-                    message: "no leader, or no such partition".into(),
-                },
-            }),
-        }
+        Ok(ends(self.partitions, self.topic, self.partition).await?.1)
     }
 
     /// Appends `record` and awaits its delivery, for at most `timeout`: the
@@ -119,6 +105,23 @@ impl LogClients<'_> {
             Err(_) => Err(LogError::Timeout(timeout)),
         }
     }
+}
+
+/// The (low, high) offsets of the log's partition now. A partition the log
+/// leaves out (no leader now, or no such partition) is an error: taken as
+/// empty, a store would look ahead of its log, and an end of 0 read as
+/// "played to the head" at once.
+pub async fn ends(partitions: &dyn Partitions, topic: &str, partition: i32) -> Result<(i64, i64), LogError> {
+    let step = "finding the log's ends";
+    let key = [(topic.to_owned(), partition)];
+    let ends = partitions.ends(&key).await.map_err(|source| LogError::Kafka { step, source })?;
+    ends.get(&key[0]).copied().ok_or_else(|| LogError::Kafka {
+        step,
+        source: kshard_kafka::Error::Refused {
+            step: format!("listing offsets of {topic}/{partition}"),
+            message: "no leader, or no such partition".into(),
+        },
+    })
 }
 
 /// Reads the log from the player's position to the end the partition has now

@@ -17,7 +17,7 @@ use tokio::time::Instant;
 
 use super::chain::checksum;
 use super::record::{Body, LogRecord};
-use crate::model::Hint;
+use crate::model::{Hint, RecoveryLog};
 use crate::partitions::{Partitions, Polled, next_event};
 use crate::store::LogPosition;
 
@@ -31,6 +31,18 @@ pub fn applied_last(bytes: &[u8], position: &LogPosition) -> bool {
 pub fn starts(bytes: &[u8], hint: &Hint) -> bool {
     LogRecord::decode(bytes)
         .is_ok_and(|r| r.body == Body::SnapshotStart && r.seq == hint.seq.saturating_add(1) && r.prev == hint.checksum)
+}
+
+/// True when `log` holds, at `hint.offset`, the snapshot start `hint` names
+/// (false for a hint of a log since recreated).
+pub async fn holds_snapshot(
+    partitions: &dyn Partitions,
+    log: &RecoveryLog,
+    hint: &Hint,
+    timeout: Duration,
+) -> Result<bool, kshard_kafka::Error> {
+    let read = record_at(partitions, &log.topic, log.partition, hint.offset, timeout).await?;
+    Ok(read.is_some_and(|bytes| starts(&bytes, hint)))
 }
 
 /// The value of the record at `offset` of `topic`/`partition`; `None` when

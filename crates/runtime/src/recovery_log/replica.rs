@@ -21,8 +21,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::io::{LogClients, LogError, append, commit, offer};
-use super::lineage::{applied_last, record_at, starts};
+use super::io::{LogClients, LogError, append, commit, ends, offer};
+use super::lineage::{applied_last, holds_snapshot, record_at};
 use super::player::{Played, Player};
 use super::record::{Body, Mutation, SourceOffset};
 use super::start::{Found, Start, choose, why};
@@ -66,8 +66,6 @@ pub(crate) enum ReplicaError {
     Truncated { position: i64, low: i64 },
     #[error("the recovery log starts at offset {0} and holds no snapshot start to play from")]
     NoSnapshotAtStart(i64),
-    #[error("the recovery log {0} has no leader, or does not exist, for 30 s")]
-    LogUnknown(String),
 }
 
 pub(crate) fn kafka(step: &'static str) -> impl FnOnce(kshard_kafka::Error) -> LogError {
@@ -182,11 +180,10 @@ impl<'a> Log<'a> {
         };
         // A hint counts when the log holds the snapshot it names.
         let hint = match hints.map(|h| h.current).filter(|h| (low..high).contains(&h.offset)) {
-            Some(h) => record_at(partitions.as_ref(), &log.topic, log.partition, h.offset, KAFKA_TIMEOUT)
+            Some(h) => holds_snapshot(partitions.as_ref(), log, &h, KAFKA_TIMEOUT)
                 .await
                 .map_err(kafka("reading the newest snapshot's start"))?
-                .filter(|b| starts(b, &h))
-                .map(|_| h),
+                .then_some(h),
             None => None,
         };
         let found = Found { position: checkpoint.map(|c| c.next_offset), store_of_this_log, hint, low, high };
@@ -346,13 +343,11 @@ impl<'a> Log<'a> {
         }
     }
 
-    /// True when the log holds, at `hint`'s offset, the snapshot start it
-    /// names (false for a hint of a log since recreated); why the log could
-    /// not be read to tell.
+    /// True when the log holds the snapshot `hint` names (see
+    /// [`holds_snapshot`]); why the log could not be read to tell.
     async fn of_this_log(&self, hint: &Hint) -> Result<bool, String> {
-        let log = &self.spec.recovery_log;
-        let read = record_at(self.io.partitions.as_ref(), &log.topic, log.partition, hint.offset, KAFKA_TIMEOUT).await;
-        Ok(read.map_err(|e| e.to_string())?.is_some_and(|bytes| starts(&bytes, hint)))
+        let held = holds_snapshot(self.io.partitions.as_ref(), &self.spec.recovery_log, hint, KAFKA_TIMEOUT).await;
+        held.map_err(|e| e.to_string())
     }
 
     /// Commits one transaction as `author` (see [`commit`]).
@@ -462,26 +457,17 @@ impl<'a> Log<'a> {
     }
 }
 
-/// The log partition's (low, high) watermarks. Retried for up to 30 s: a
-/// log topic just created answers "not leader" for a moment.
+/// The log partition's (low, high) watermarks (see [`ends`]). Retried for up
+/// to 30 s: a log topic just created, or in a leader election, answers "not
+/// leader" for a moment.
 async fn watermarks(partitions: &dyn Partitions, spec: &ShardSpec) -> Result<(i64, i64), ReplicaError> {
-    let key = (spec.recovery_log.topic.clone(), spec.recovery_log.partition);
+    let log = &spec.recovery_log;
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        match partitions.ends(std::slice::from_ref(&key)).await {
-            // Left out: no leader now (an election), or no such partition.
-            // Taken as empty, a store would look ahead of its log, and be
-            // discarded.
-            Ok(marks) => match marks.get(&key) {
-                Some(ends) => return Ok(*ends),
-                None if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(200)).await,
-                None => {
-                    let (topic, partition) = &key;
-                    return Err(ReplicaError::LogUnknown(format!("{topic}/{partition}")));
-                }
-            },
+        match ends(partitions, &log.topic, log.partition).await {
+            Ok(ends) => return Ok(ends),
             Err(_) if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(200)).await,
-            Err(e) => return Err(kafka("finding the log's ends")(e).into()),
+            Err(e) => return Err(e.into()),
         }
     }
 }

@@ -297,15 +297,14 @@ impl World {
         for s in 0..self.shards.len() {
             let chain = Chain::play(&self.log.records(LOG, self.shards[s].recovery_log.partition));
             let name = self.store_name(s);
+            let statuses = self.statuses(s);
             for (m, member) in self.members.iter().enumerate() {
                 let Some(store) = member.disk.store(&name) else { continue };
                 let Some(checkpoint) = store.checkpoint().expect("a memory store") else { continue };
-                let serving = self
-                    .statuses(s)
-                    .iter()
-                    .any(|(sm, c)| *sm == m && matches!(c, ReplicaCode::Standby | ReplicaCode::Primary));
+                let serving =
+                    statuses.iter().any(|(sm, c)| *sm == m && matches!(c, ReplicaCode::Standby | ReplicaCode::Primary));
                 if let Some(why) = chain.disagrees(&checkpoint, &store, serving) {
-                    return Some(format!("{}'s store of {name} ({:?}): {why}", member.id, self.statuses(s)));
+                    return Some(format!("{}'s store of {name} ({statuses:?}): {why}", member.id));
                 }
             }
         }
