@@ -257,18 +257,33 @@ fn three_members_share_the_shards_survive_a_kill_and_take_a_new_member() {
     // survivors never drop a series, and take its shards over.
     let (victim, _) = primaries.iter().max_by_key(|(_, n)| **n).map(|(m, n)| (m.clone(), *n)).expect("a member");
     let survivor = ["m1", "m2", "m3"].into_iter().find(|m| *m != victim).expect("a survivor").to_owned();
+    let (_, ready) = cluster.ready(&survivor);
+    let victims: Vec<String> = ready["primaries"]
+        .as_object()
+        .map(|p| p.iter().filter(|(_, m)| *m == victim.as_str()).map(|(s, _)| s.clone()).collect())
+        .unwrap_or_default();
+    // The age of the state served: a running primary commits at least every 2 s.
+    let ages = |ready: &serde_json::Value, shards: &mut dyn Iterator<Item = &String>| -> f64 {
+        shards.filter_map(|s| ready["ages"][s].as_f64()).fold(0.0, f64::max)
+    };
+    assert!(ages(&ready, &mut victims.iter()) < 6.0, "a live primary's state is recent: {}", ready["ages"]);
     let mut load = cluster.load(30, 6);
     let killed = Instant::now();
     cluster.kill(&victim);
+    let oldest = std::cell::Cell::new(0.0f64);
     let scrapes = scrape_while(&cluster, &survivor, || {
         let (_, ready) = cluster.ready(&survivor);
+        oldest.set(oldest.get().max(ages(&ready, &mut victims.iter())));
         let primaries = ready["primaries"].as_object().cloned().unwrap_or_default();
         primaries.len() == 50 && primaries.values().all(|m| m != victim.as_str())
     });
+    // While the dead primary's lease ran, /ready said how old its state was.
+    assert!(oldest.get() > 2.0, "the dead primary's state never aged on /ready: {:.1} s", oldest.get());
     let failover = killed.elapsed();
     eprintln!(
-        "every shard PRIMARY on a survivor {:.1} s after SIGKILL of {victim} ({scrapes} scrapes)",
-        failover.as_secs_f64()
+        "every shard PRIMARY on a survivor {:.1} s after SIGKILL of {victim} ({scrapes} scrapes); its state aged to {:.1} s meanwhile",
+        failover.as_secs_f64(),
+        oldest.get()
     );
     assert!(load.wait().expect("loadgen").success());
     cluster.wait_serving();
@@ -277,6 +292,8 @@ fn three_members_share_the_shards_survive_a_kill_and_take_a_new_member() {
     }
     let (_, ready) = cluster.ready(&survivor);
     assert_eq!(ready["shards"].as_object().map(|s| s.len()), Some(50), "{ready}");
+    let served = ready["shards"].as_object().map(|s| s.keys().cloned().collect::<Vec<_>>()).unwrap_or_default();
+    assert!(ages(&ready, &mut served.iter()) < 6.0, "every state recent again: {}", ready["ages"]);
 
     // A member added under load: primaries move to it, no series is lost or
     // doubled on the survivors, and it serves the same lag.

@@ -8,7 +8,8 @@
 //! log truncated behind them, a soak of random kill -9s under load, etcd
 //! down for longer than the lease, the allocator's leader frozen past its
 //! lease and resumed (these two sampling etcd throughout for two PRIMARY
-//! replicas of a shard) — and every sum exact after each.
+//! replicas of a shard), a retention cut inside a snapshot — and every sum
+//! exact after each.
 
 mod common;
 
@@ -285,6 +286,13 @@ fn a_soak_of_random_kill_9s_under_load_ends_with_every_sum_exact() {
     cluster.assert_exact();
 }
 
+/// The shard's hints in etcd.
+fn hints_of(endpoint: &str, prefix: &str, shard: &str) -> Option<kshard_runtime::model::Hints> {
+    let key = kshard_runtime::model::Keys::new(prefix).hints(shard);
+    let kv = etcd_read(endpoint, &key).kvs.into_iter().find(|kv| kv.key == key)?;
+    Some(serde_json::from_slice(&kv.value).expect("hints parse"))
+}
+
 /// The recovery log's (low, high) watermarks of shard partition `p`.
 fn log_watermarks(cluster: &SumCluster, p: i32) -> (i64, i64) {
     let admin = kshard_kafka::Admin::new(&kshard_kafka::ClientSettings::new(&cluster.brokers), Duration::from_secs(30))
@@ -316,13 +324,7 @@ fn snapshots_bound_replay_and_the_log_is_truncated_behind_them() {
         assert!(snapshots.unwrap_or(0.0) >= 2.0, "{shard}: {snapshots:?} snapshots\n{parsed:?}");
         let (low, high) = log_watermarks(&cluster, p);
         assert!(low > 0, "{shard}: the log was not truncated (low {low}, high {high})");
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-        let key = format!("{}/hints/{shard}", cluster.prefix);
-        let value = runtime.block_on(async {
-            let ks = EtcdKeyspace::connect(&[etcd.endpoint().to_owned()]).await.expect("etcd");
-            ks.get_prefix(&key).await.expect("reads").kvs.into_iter().find(|kv| kv.key == key).expect("hints").value
-        });
-        let h: kshard_runtime::model::Hints = serde_json::from_slice(&value).expect("hints parse");
+        let h = hints_of(etcd.endpoint(), &cluster.prefix, &shard).expect("hints");
         assert_eq!(Some(low), h.previous.map(|p| p.offset), "{shard}: the log starts at the previous snapshot");
         hints.push((shard, h.current.offset, high));
     }
@@ -343,6 +345,57 @@ fn snapshots_bound_replay_and_the_log_is_truncated_behind_them() {
         eprintln!("{shard}: a new standby played {played} records; the log had {high}");
     }
     // And takes over with the whole state.
+    cluster.signal("a", "KILL");
+    cluster.reap("a");
+    cluster.until(None, "b serves alone", Duration::from_secs(60), |r| SumCluster::served(r, &["b"], 0));
+    cluster.produce(1_000);
+    cluster.assert_exact();
+}
+
+/// Retention cuts a recovery log inside its newest snapshot (an operator's
+/// DeleteRecords, say): the snapshot its hint names is gone, and a new
+/// member has nothing whole to start from until the primary's next snapshot
+/// ends. Its replica says so (FAILED, retried) instead of standing by on what
+/// it has; once a snapshot is complete it stands by with the whole state and
+/// takes over with every sum exact.
+#[test]
+fn a_retention_cut_inside_a_snapshot_waits_for_the_next_complete_one() {
+    let etcd = Etcd::from_env_or_start();
+    let mut cluster = SumCluster::new("sum-cut-snapshot", Some(etcd.endpoint()), 1, LEASE_TTL);
+    cluster.run_args =
+        ["--snapshot-min-bytes", "2048", "--snapshot-factor", "1", "--max-txn-ms", "50"].map(str::to_owned).to_vec();
+    cluster.start("a", &[]);
+    cluster.until(None, "a serves", Duration::from_secs(60), |r| SumCluster::served(r, &["a"], 0));
+    for _ in 0..10 {
+        cluster.produce(400);
+    }
+    let snapshot = hints_of(etcd.endpoint(), &cluster.prefix, "sum-000").expect("a snapshot was recorded").current;
+    // The cut deletes the snapshot's start: its chunks and end are left.
+    let cut = snapshot.offset + 1;
+    let admin = kshard_kafka::Admin::new(&kshard_kafka::ClientSettings::new(&cluster.brokers), Duration::from_secs(30))
+        .expect("admin");
+    let low = admin.delete_records(&format!("{}-log", cluster.topic), 0, cut).expect("deletes records");
+    assert_eq!(low, cut);
+    cluster.start("b", &[]);
+    // Nothing whole to start from: b never stands by.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        let rows = cluster.shards(None);
+        assert!(
+            !rows.iter().any(|r| r.member == "b" && r.status == "STANDBY"),
+            "b stood by on a partial store: {rows:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let log = std::fs::read_to_string(cluster.dir.join("b.log")).expect("b's log");
+    assert!(log.contains("holds no complete snapshot"), "b did not say why it waits: {log}");
+    // The primary's next snapshot is complete: b starts from it.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while hints_of(etcd.endpoint(), &cluster.prefix, "sum-000").is_none_or(|h| h.current.offset <= cut) {
+        assert!(Instant::now() < deadline, "no new snapshot");
+        cluster.produce(400);
+    }
+    cluster.until(None, "b stands by", Duration::from_secs(90), |r| SumCluster::served(r, &["a", "b"], 1));
     cluster.signal("a", "KILL");
     cluster.reap("a");
     cluster.until(None, "b serves alone", Duration::from_secs(60), |r| SumCluster::served(r, &["b"], 0));

@@ -46,6 +46,13 @@ pub struct ReadyReport {
     /// past the lease's TTL and a grace.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub primaries: Option<std::collections::BTreeMap<String, String>>,
+    /// With a data directory: the age in seconds of the state served here
+    /// for each shard, the time since its replica here last applied a record
+    /// of its recovery log. A running primary commits at least every 2 s, so
+    /// an age past 6 s is named below (its primary gone, or stuck) and turns
+    /// this 503 past the lease's TTL and a grace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ages: Option<std::collections::BTreeMap<String, f64>>,
     /// What is normal for a moment but watched (a shard moving, a fail-over),
     /// with how long it has lasted.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -93,6 +100,14 @@ pub(crate) fn readiness(monitor: &Monitor) -> ReadyReport {
             (0..p.partitions as i32)
                 .map(crate::shards_reader::shard_id)
                 .filter_map(|shard| cluster.primary(&shard).map(|m| (shard.clone(), m.to_owned())))
+                .collect()
+        }),
+        ages: monitor.shards().map(|shared| {
+            let now = monitor.now();
+            shared
+                .progress()
+                .into_iter()
+                .filter_map(|(shard, p)| Some((shard, now.saturating_duration_since(p.applied?).as_secs_f64())))
                 .collect()
         }),
         transient: monitor

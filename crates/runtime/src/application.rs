@@ -228,6 +228,9 @@ mod tests {
         fn scan(&self, _: Option<&[u8]>, _: usize) -> Result<crate::store::Entries, StoreError> {
             Ok(Vec::new())
         }
+        fn clear(&mut self) -> Result<(), StoreError> {
+            Ok(())
+        }
     }
 
     #[test]
@@ -237,6 +240,7 @@ mod tests {
         let checkpoint = Checkpoint {
             log: crate::store::LogPosition { next_offset: 0, seq: 0, checksum: 0, author: None },
             offsets: vec![],
+            partial: None,
         };
         store.apply(&[put("p"), put("p/1"), put("p/2"), put("q/1"), put("o")], &checkpoint).expect("applies");
         let mut txn = Transaction::new(&store);

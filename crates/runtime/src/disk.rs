@@ -119,6 +119,10 @@ impl Store for MemoryDiskStore {
     fn scan(&self, after: Option<&[u8]>, max_bytes: usize) -> Result<Entries, StoreError> {
         self.with(|s| s.scan(after, max_bytes))
     }
+
+    fn clear(&mut self) -> Result<(), StoreError> {
+        self.with(MemoryStore::clear)
+    }
 }
 
 #[cfg(test)]
@@ -127,7 +131,11 @@ mod tests {
     use crate::store::LogPosition;
 
     fn checkpoint(next_offset: i64) -> Checkpoint {
-        Checkpoint { log: LogPosition { next_offset, seq: 1, checksum: 2, author: None }, offsets: vec![] }
+        Checkpoint {
+            log: LogPosition { next_offset, seq: 1, checksum: 2, author: None },
+            offsets: vec![],
+            partial: None,
+        }
     }
 
     #[test]

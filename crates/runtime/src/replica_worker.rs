@@ -55,6 +55,13 @@ pub struct Progress {
     /// tails): an old one is a replica stuck somewhere.
     #[serde(skip)]
     pub published: Option<std::time::Instant>,
+    /// When the replica last applied a record of its log. A primary commits
+    /// at least every [`HEARTBEAT`] while it runs (an empty transaction when
+    /// its sources are idle), so this is the age of the state served here,
+    /// and an old one means the primary is gone or stuck — seen before its
+    /// lease runs out.
+    #[serde(skip)]
+    pub applied: Option<std::time::Instant>,
 }
 
 impl Progress {
@@ -99,6 +106,10 @@ fn random_author() -> u64 {
     h.write_u32(std::process::id());
     h.finish() | 1
 }
+
+/// A primary whose sources are idle commits an empty transaction this often,
+/// so that its standbys know it runs (see [`Progress::applied`]).
+pub const HEARTBEAT: Duration = Duration::from_secs(2);
 
 /// How long an idle replica waits before it publishes its progress again.
 const IDLE_WAIT: Duration = Duration::from_secs(1);
@@ -227,6 +238,8 @@ struct Sources {
     /// The last transaction read everything the reader had: the next one
     /// waits until it is readable.
     drained: bool,
+    /// When the last transaction was committed (or the sources opened).
+    committed: Instant,
 }
 
 impl Sources {
@@ -254,7 +267,7 @@ impl Sources {
         for (topic, start) in topics {
             reader.add_partitions(topic, &from(start)).map_err(kafka("opening a source reader"))?;
         }
-        Ok(Sources { reader, next, drained: false })
+        Ok(Sources { reader, next, drained: false, committed: Instant::now() })
     }
 
     /// Every source's next offset.
@@ -275,7 +288,7 @@ impl Sources {
     /// minimum transaction duration and at most its maximum (ending early once
     /// the minimum has passed and nothing more is ready), then commits them
     /// through the log. Nothing is committed when no message came and no
-    /// source position moved.
+    /// source position moved, unless the last commit is a [`HEARTBEAT`] old.
     async fn transaction(&mut self, log: &mut Log<'_>, author: u64) -> Result<(), ReplicaError> {
         let spec = log.spec;
         let (min, max) =
@@ -348,12 +361,13 @@ impl Sources {
             }
         }
         let messages = txn.messages();
-        if messages == 0 && !moved {
+        if messages == 0 && !moved && self.committed.elapsed() < HEARTBEAT {
             return log.refresh_end(false).await;
         }
         let mutations = txn.into_mutations();
         let offsets = self.offsets();
         log.commit(author, mutations, offsets).await?;
+        self.committed = Instant::now();
         log.ctx.metrics.transaction(&spec.id, messages);
         if log.snapshot_due() {
             log.snapshot(author, &self.offsets()).await?;

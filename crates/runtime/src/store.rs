@@ -48,6 +48,20 @@ pub struct Checkpoint {
     pub log: LogPosition,
     /// The sources' next offsets.
     pub offsets: Vec<SourceOffset>,
+    /// Set while the store does not hold the whole state yet: it was played
+    /// from a snapshot start found at a truncated log's start, and no
+    /// snapshot it played has ended (see [`crate::recovery_log::player`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial: Option<Partial>,
+}
+
+/// A store played from a truncated log's start, before its first complete
+/// snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Partial {
+    /// The offset of the snapshot start whose end would make the store whole
+    /// (`None` after a hand-off cut that snapshot short: the next one will).
+    pub snapshot: Option<i64>,
 }
 
 /// A store failure, naming the step.
@@ -82,6 +96,9 @@ pub trait Store: Send + Sync {
     /// Entries in key order after `after` (from the first with `None`), until
     /// about `max_bytes` of keys and values: what a snapshot is written from.
     fn scan(&self, after: Option<&[u8]>, max_bytes: usize) -> Result<Entries, StoreError>;
+
+    /// Removes every key and the checkpoint, atomically: the store is new.
+    fn clear(&mut self) -> Result<(), StoreError>;
 }
 
 /// A store in memory: what a process that stops loses (for tests that drive
@@ -126,6 +143,11 @@ impl Store for MemoryStore {
             }
         }
         Ok(out)
+    }
+
+    fn clear(&mut self) -> Result<(), StoreError> {
+        *self = MemoryStore::default();
+        Ok(())
     }
 }
 
@@ -309,6 +331,16 @@ impl Store for RedbStore {
         let Some(bytes) = meta.get(CHECKPOINT).map_err(|e| err(step)(e.into()))? else { return Ok(None) };
         serde_json::from_slice(bytes.value()).map(Some).map_err(|e| StoreError { step, message: e.to_string() })
     }
+
+    fn clear(&mut self) -> Result<(), StoreError> {
+        let step = "clearing the store";
+        let txn = self.db.begin_write().map_err(|e| err(step)(e.into()))?;
+        txn.delete_table(DATA).map_err(|e| err(step)(e.into()))?;
+        txn.delete_table(META).map_err(|e| err(step)(e.into()))?;
+        txn.commit().map_err(|e| err(step)(e.into()))?;
+        self.durable_at = None;
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -319,6 +351,7 @@ mod tests {
         Checkpoint {
             log: LogPosition { next_offset, seq, checksum: 42 + seq, author: Some(7) },
             offsets: vec![SourceOffset { topic: "sums".into(), partition: 0, offset }],
+            partial: None,
         }
     }
 
@@ -361,6 +394,14 @@ mod tests {
         assert_eq!(store.get(b"a").expect("reads"), Some(b"3".to_vec()));
         assert_eq!(store.get(b"b").expect("reads"), None);
         assert_eq!(store.checkpoint().expect("reads"), Some(checkpoint(11, 4, 105)));
+        // Cleared, it is a new store, and stays so when reopened.
+        let mut store = store;
+        store.clear().expect("clears");
+        assert_eq!((store.checkpoint().expect("reads"), store.scan(None, 1 << 20).expect("scans")), (None, vec![]));
+        drop(store);
+        let mut store = RedbStore::open(&path).expect("reopens");
+        assert_eq!((store.checkpoint().expect("reads"), store.get(b"a").expect("reads")), (None, None));
+        store.apply(&[], &checkpoint(1, 1, 1)).expect("applies after a clear");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

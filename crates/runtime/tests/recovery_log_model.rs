@@ -13,6 +13,7 @@ fn body() -> impl Strategy<Value = Body> {
     prop_oneof![
         Just(Body::HandOff),
         Just(Body::SnapshotStart),
+        Just(Body::SnapshotEnd),
         (
             proptest::collection::vec(
                 prop_oneof![
@@ -137,7 +138,7 @@ proptest! {
             prop_assert_eq!(r.seq, i as u64 + 1, "applied records form one chain");
             match r.body {
                 Body::HandOff => author = Some(r.author),
-                Body::Transaction { .. } | Body::SnapshotStart => {
+                Body::Transaction { .. } | Body::SnapshotStart | Body::SnapshotEnd => {
                     prop_assert_eq!(Some(r.author), author, "a transaction by the current author")
                 }
             }

@@ -67,24 +67,7 @@ impl Application for Sum {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kshard_runtime::recovery_log::record::Mutation;
-    use kshard_runtime::store::{Checkpoint, Store, StoreError};
-
-    struct Empty;
-    impl Store for Empty {
-        fn apply(&mut self, _: &[Mutation], _: &Checkpoint) -> Result<(), StoreError> {
-            Ok(())
-        }
-        fn get(&self, _: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-            Ok(None)
-        }
-        fn checkpoint(&self) -> Result<Option<Checkpoint>, StoreError> {
-            Ok(None)
-        }
-        fn scan(&self, _: Option<&[u8]>, _: usize) -> Result<kshard_runtime::store::Entries, StoreError> {
-            Ok(Vec::new())
-        }
-    }
+    use kshard_runtime::store::MemoryStore;
 
     fn spec() -> ShardSpec {
         serde_json::from_str(r#"{"id":"s","sources":[],"recovery_log":{"topic":"l","partition":0}}"#).expect("spec")
@@ -99,7 +82,8 @@ mod tests {
 
     #[test]
     fn sums_in_sequence_and_fails_on_a_gap_or_a_repeat() {
-        let mut txn = Transaction::new(&Empty);
+        let store = MemoryStore::default();
+        let mut txn = Transaction::new(&store);
         take(&mut txn, 1, 5).expect("first");
         take(&mut txn, 2, -2).expect("second");
         let got = txn.get(b"s1").expect("reads").and_then(|b| StreamSum::decode(&b));

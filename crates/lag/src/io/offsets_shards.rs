@@ -537,6 +537,40 @@ pub(crate) fn watch_standbys(
     })
 }
 
+/// How old the state a replica here serves may be — the time since it last
+/// applied a record of its log — before that is a condition. Its primary
+/// commits at least every [`kshard_runtime::replica_worker::HEARTBEAT`], so
+/// an older state means the primary is gone or stuck, which this tells
+/// before the primary's lease runs out.
+pub(crate) const STATE_OLD: Duration = Duration::from_secs(6);
+
+/// Holds a condition ([`Event::Hold`]) for each partition whose replica here
+/// (PRIMARY or STANDBY) serves state older than [`STATE_OLD`], so that one
+/// that stays so past `grace` turns `/ready` 503; returns those partitions.
+pub(crate) fn watch_ages(
+    monitor: &Monitor,
+    statuses: &std::collections::BTreeMap<String, ReplicaCode>,
+    progress: &std::collections::BTreeMap<String, Progress>,
+    partitions: i32,
+    grace: Duration,
+) -> Vec<i32> {
+    let at = monitor.now();
+    hold_each(monitor, partitions, grace, |p, shard| {
+        let key = format!("state of partition {p} old");
+        let serving = matches!(statuses.get(shard), Some(ReplicaCode::Standby | ReplicaCode::Primary));
+        let why = progress.get(shard).filter(|_| serving).and_then(|progress| {
+            let age = at.saturating_duration_since(progress.applied?);
+            (age > STATE_OLD).then(|| {
+                format!(
+                    "the state here of shard {shard} (partition {p}) is {} s old: its primary has committed nothing since (gone, or stuck)",
+                    age.as_secs()
+                )
+            })
+        });
+        (key, why)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use std::borrow::Cow;
@@ -626,19 +660,44 @@ mod tests {
         let shard = crate::shards_reader::shard_id(2);
         let statuses = [(shard.clone(), ReplicaCode::Standby)].into();
         let now = Some(std::time::Instant::now());
-        let far = [(shard.clone(), Progress { next_offset: 10, log_end: 5_000, published: now })].into();
+        let far = [(shard.clone(), Progress { next_offset: 10, log_end: 5_000, published: now, applied: now })].into();
         assert_eq!(watch_standbys(&monitor, &statuses, &far, 4, Duration::ZERO), [2]);
         let why = monitor.verdict().reason.unwrap_or_default();
         assert!(why.contains("partition 2") && why.contains("4990 records behind"), "{why}");
-        let near = [(shard.clone(), Progress { next_offset: 4_500, log_end: 5_000, published: now })].into();
+        let near =
+            [(shard.clone(), Progress { next_offset: 4_500, log_end: 5_000, published: now, applied: now })].into();
         assert_eq!(watch_standbys(&monitor, &statuses, &near, 4, Duration::ZERO), Vec::<i32>::new());
         let why = monitor.verdict().reason.unwrap_or_default();
         assert!(!why.contains("behind"), "released once within the bound: {why}");
         // Stuck: near the end when it last said, 20 s ago.
         let long_ago = std::time::Instant::now().checked_sub(Duration::from_secs(20));
-        let stuck = [(shard, Progress { next_offset: 4_999, log_end: 5_000, published: long_ago })].into();
+        let stuck =
+            [(shard, Progress { next_offset: 4_999, log_end: 5_000, published: long_ago, applied: long_ago })].into();
         assert_eq!(watch_standbys(&monitor, &statuses, &stuck, 4, Duration::ZERO), [2]);
         let why = monitor.verdict().reason.unwrap_or_default();
         assert!(why.contains("partition 2") && why.contains("has not said where it is"), "{why}");
+    }
+
+    #[test]
+    fn state_whose_primary_committed_nothing_for_long_is_named_with_its_age() {
+        let monitor = Monitor::new(crate::MonitorSettings::default());
+        let (standby, primary) = (crate::shards_reader::shard_id(1), crate::shards_reader::shard_id(3));
+        let statuses = [(standby.clone(), ReplicaCode::Standby), (primary.clone(), ReplicaCode::Primary)].into();
+        let now = Some(std::time::Instant::now());
+        let long_ago = std::time::Instant::now().checked_sub(Duration::from_secs(20));
+        // Both say where they are, at their log's end; the standby's primary
+        // (elsewhere) has written nothing for 20 s.
+        let progress = [
+            (standby.clone(), Progress { next_offset: 50, log_end: 50, published: now, applied: long_ago }),
+            (primary.clone(), Progress { next_offset: 70, log_end: 70, published: now, applied: now }),
+        ]
+        .into();
+        assert_eq!(watch_ages(&monitor, &statuses, &progress, 4, Duration::ZERO), [1]);
+        let why = monitor.verdict().reason.unwrap_or_default();
+        assert!(why.contains("partition 1") && why.contains("20 s old"), "{why}");
+        // A record arrives: released.
+        let progress = [(standby, Progress { next_offset: 51, log_end: 51, published: now, applied: now })].into();
+        assert_eq!(watch_ages(&monitor, &statuses, &progress, 4, Duration::ZERO), Vec::<i32>::new());
+        assert!(monitor.verdict().ready || !monitor.verdict().reason.unwrap_or_default().contains("old"));
     }
 }

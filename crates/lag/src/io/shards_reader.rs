@@ -246,6 +246,13 @@ impl<K: Keyspace> Grower<'_, K> {
             crate::offsets_shards::watch_primaries(&self.app.monitor, &cluster, partitions, self.no_primary_grace);
             let (statuses, progress) = (self.shared.statuses(), self.shared.progress());
             crate::offsets_shards::watch_standbys(&self.app.monitor, &statuses, &progress, partitions, self.app.grace);
+            crate::offsets_shards::watch_ages(
+                &self.app.monitor,
+                &statuses,
+                &progress,
+                partitions,
+                self.no_primary_grace,
+            );
             pending.extend(announced.try_iter().flatten());
             if let Some(&last) = pending.iter().next_back() {
                 match self.give_shards(&pending, last) {

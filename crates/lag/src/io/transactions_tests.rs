@@ -140,6 +140,7 @@ fn checkpoint(next: i64) -> Checkpoint {
     Checkpoint {
         log: LogPosition { next_offset: 0, seq: 0, checksum: 0, author: None },
         offsets: vec![SourceOffset { topic: "__consumer_offsets".into(), partition: 0, offset: next }],
+        partial: None,
     }
 }
 

@@ -62,4 +62,9 @@ impl Store for GatedStore {
         check(&self.gate, "scanning")?;
         self.inner.scan(after, max_bytes)
     }
+
+    fn clear(&mut self) -> Result<(), StoreError> {
+        check(&self.gate, "clearing the store")?;
+        self.inner.clear()
+    }
 }

@@ -3,10 +3,22 @@
 //! store together with the checkpoint (the log position after it, the chain,
 //! the source offsets), so a player reopened on the store goes on exactly where
 //! it stopped. Skipped and malformed records move nothing but the position.
+//!
+//! A player started at a truncated log's start ([`Player::bootstrap`]) skips
+//! records until a snapshot starts and plays on from there, but its store is
+//! whole only once a snapshot it played has ended: the first snapshot start
+//! it meets may be of a writer that died half-way (its successor's hand-off
+//! cuts it short) or a fenced writer's, on a branch no one continues. Until
+//! then the checkpoint says so ([`Partial`]), the player reports itself
+//! [`Player::bootstrapping`], and a snapshot start off its chain makes it
+//! start again from that one with an emptied store. A complete snapshot —
+//! start, chunks and end continuing one another, by one author — can only be
+//! on the chain every player follows: its writer read each record back as
+//! applied before writing the next.
 
 use super::chain::{Chain, Skip};
 use super::record::{Body, LogRecord, RecordError};
-use crate::store::{Checkpoint, LogPosition, Store, StoreError};
+use crate::store::{Checkpoint, LogPosition, Partial, Store, StoreError};
 
 /// What one offered record did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,6 +32,8 @@ pub enum Played {
     Transaction,
     /// A snapshot begins.
     SnapshotStart,
+    /// A snapshot ends.
+    SnapshotEnd,
     /// The record does not continue the chain.
     Skipped(Skip),
     /// The bytes are not a record (counted, skipped).
@@ -33,10 +47,19 @@ pub struct Player<S: Store> {
     chain: Chain,
     next_offset: i64,
     offsets: Vec<super::record::SourceOffset>,
-    /// Skip records until one starts a snapshot, and take the chain from it.
-    bootstrap: bool,
+    /// Started at a truncated log's start: not yet whole.
+    bootstrap: Option<Bootstrap>,
     /// The last snapshot start applied: its offset, and the chain before it.
     snapshot_start: Option<SnapshotStart>,
+}
+
+/// A player started at a truncated log's start, until its store is whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Bootstrap {
+    /// Skipping records until one starts a snapshot, to take the chain from it.
+    Seeking,
+    /// Playing from a snapshot start.
+    Playing(Partial),
 }
 
 /// Where an applied snapshot began: what a hint records.
@@ -54,22 +77,28 @@ impl<S: Store> Player<S> {
     /// A player on `store`, going on from its checkpoint (or from the log's
     /// start for a new store).
     pub fn open(store: S) -> Result<Self, StoreError> {
-        let (chain, next_offset, offsets) = match store.checkpoint()? {
-            Some(c) => (Chain::resume(c.log.seq, c.log.checksum, c.log.author), c.log.next_offset, c.offsets),
-            None => (Chain::default(), 0, Vec::new()),
+        let (chain, next_offset, offsets, bootstrap) = match store.checkpoint()? {
+            Some(c) => (
+                Chain::resume(c.log.seq, c.log.checksum, c.log.author),
+                c.log.next_offset,
+                c.offsets,
+                c.partial.map(Bootstrap::Playing),
+            ),
+            None => (Chain::default(), 0, Vec::new(), None),
         };
-        Ok(Player { store, chain, next_offset, offsets, bootstrap: false, snapshot_start: None })
+        Ok(Player { store, chain, next_offset, offsets, bootstrap, snapshot_start: None })
     }
 
     /// A player on a new `store` starting at `hint`: the first record of a
-    /// snapshot, with the chain just before it.
+    /// snapshot, with the chain just before it (hints name complete
+    /// snapshots only: a primary records one after its end).
     pub fn open_at(store: S, hint: &crate::model::Hint) -> Self {
         Player {
             store,
             chain: Chain::resume(hint.seq, hint.checksum, hint.author),
             next_offset: hint.offset,
             offsets: Vec::new(),
-            bootstrap: false,
+            bootstrap: None,
             snapshot_start: None,
         }
     }
@@ -77,21 +106,23 @@ impl<S: Store> Player<S> {
     /// A player on a new `store` starting at `offset`, the start of a log
     /// whose records before it were deleted (the runtime deletes records only
     /// up to a snapshot's start): it skips records until one starts a snapshot,
-    /// and takes the chain from that one.
+    /// and takes the chain from that one; its store is whole once a snapshot
+    /// ends (see the module's doc).
     pub fn bootstrap(store: S, offset: i64) -> Self {
         Player {
             store,
             chain: Chain::default(),
             next_offset: offset,
             offsets: Vec::new(),
-            bootstrap: true,
+            bootstrap: Some(Bootstrap::Seeking),
             snapshot_start: None,
         }
     }
 
-    /// True while a bootstrapping player has not found its snapshot start.
+    /// True while a bootstrapping player's store is not whole: no snapshot
+    /// it played has ended yet.
     pub fn bootstrapping(&self) -> bool {
-        self.bootstrap
+        self.bootstrap.is_some()
     }
 
     /// The last snapshot start this player applied.
@@ -143,24 +174,43 @@ impl<S: Store> Player<S> {
                 return Ok(Some(Played::Malformed(e)));
             }
         };
-        if self.bootstrap {
+        if self.bootstrap == Some(Bootstrap::Seeking) {
             if record.body != Body::SnapshotStart {
                 self.next_offset = offset + 1;
                 return Ok(Some(Played::Skipped(Skip::BeforeSnapshot)));
             }
-            self.bootstrap = false;
             self.chain = Chain::resume(record.seq.saturating_sub(1), record.prev, Some(record.author));
         }
         let mut chain = self.chain.clone();
         if let Err(skip) = chain.offer(&record, bytes) {
+            if matches!(self.bootstrap, Some(Bootstrap::Playing(_))) && record.body == Body::SnapshotStart {
+                // Not whole yet, and perhaps on a branch no one continues:
+                // start again from this snapshot.
+                self.store.clear()?;
+                self.offsets.clear();
+                self.bootstrap = Some(Bootstrap::Seeking);
+                return self.offer_with(offset, bytes, applied);
+            }
             self.next_offset = offset + 1;
             return Ok(Some(Played::Skipped(skip)));
         }
+        let bootstrap = match (self.bootstrap, &record.body) {
+            (None, _) => None,
+            (Some(Bootstrap::Seeking) | Some(Bootstrap::Playing(_)), Body::SnapshotStart) => {
+                Some(Bootstrap::Playing(Partial { snapshot: Some(offset) }))
+            }
+            // The snapshot it began at (or one after it) ended: whole.
+            (Some(Bootstrap::Playing(Partial { snapshot: Some(_) })), Body::SnapshotEnd) => None,
+            // A new author cut the snapshot short: its next one will do.
+            (Some(Bootstrap::Playing(_)), Body::HandOff) => Some(Bootstrap::Playing(Partial { snapshot: None })),
+            (other, _) => other,
+        };
         // Every applied record moves the store's checkpoint, so that a player
         // reopened on it replays nothing it has applied (hand-offs included).
         let (mutations, offsets, played) = match &record.body {
             Body::HandOff => (&[][..], &self.offsets, Played::HandOff { author: record.author }),
             Body::SnapshotStart => (&[][..], &self.offsets, Played::SnapshotStart),
+            Body::SnapshotEnd => (&[][..], &self.offsets, Played::SnapshotEnd),
             Body::Transaction { mutations, offsets } => (&mutations[..], offsets, Played::Transaction),
         };
         let checkpoint = Checkpoint {
@@ -171,6 +221,10 @@ impl<S: Store> Player<S> {
                 author: chain.author(),
             },
             offsets: offsets.clone(),
+            partial: match bootstrap {
+                Some(Bootstrap::Playing(partial)) => Some(partial),
+                _ => None,
+            },
         };
         self.store.apply(mutations, &checkpoint)?;
         if played == Played::Transaction {
@@ -182,6 +236,7 @@ impl<S: Store> Player<S> {
         }
         self.offsets = checkpoint.offsets;
         self.chain = chain;
+        self.bootstrap = bootstrap;
         self.next_offset = offset + 1;
         Ok(Some(played))
     }
@@ -226,6 +281,7 @@ mod tests {
             Body::SnapshotStart,
             put("a", "1"),
             put("b", "2"),
+            Body::SnapshotEnd,
             put("c", "3"),
         ]);
         // Deleted up to offset 2: the records before the snapshot start are
@@ -236,8 +292,9 @@ mod tests {
         assert_eq!(played[..2], [None, None], "before the start: ignored");
         assert_eq!(played[2], Some(Played::Skipped(Skip::BeforeSnapshot)));
         assert_eq!(played[3], Some(Played::SnapshotStart));
+        assert_eq!(played[6], Some(Played::SnapshotEnd));
         assert!(!player.bootstrapping());
-        assert!(played[4..].iter().all(|p| *p == Some(Played::Transaction)));
+        assert!(played[4..6].iter().chain(&played[7..]).all(|p| *p == Some(Played::Transaction)));
         assert_eq!(player.store().get(b"c").expect("reads"), Some(b"3".to_vec()));
         assert_eq!(player.store().get(b"a").expect("reads"), Some(b"1".to_vec()));
         let start = player.snapshot_start().expect("a snapshot start");
@@ -250,6 +307,112 @@ mod tests {
         }
         assert!(lost.bootstrapping());
         assert_eq!(lost.store().get(b"a").expect("reads"), None, "nothing applied");
+    }
+
+    /// Records by several authors continuing one chain: `(author, body)`.
+    fn chain_of(records: Vec<(u64, Body)>) -> (Vec<Vec<u8>>, Chain) {
+        let mut chain = Chain::default();
+        let bytes = records
+            .into_iter()
+            .map(|(author, body)| {
+                let record = chain.next(author, body);
+                let bytes = record.encode();
+                chain.offer(&record, &bytes).expect("continues");
+                bytes
+            })
+            .collect();
+        (bytes, chain)
+    }
+
+    fn keys(player: &Player<MemoryStore>) -> Vec<String> {
+        let entries = player.store().scan(None, usize::MAX).expect("scans");
+        entries.into_iter().map(|(k, _)| String::from_utf8(k).expect("utf-8")).collect()
+    }
+
+    #[test]
+    fn a_bootstrapping_player_is_whole_only_once_a_snapshot_it_played_ends() {
+        // Author 7 starts a snapshot and dies after its first chunk; 8 takes
+        // over, writes, and later snapshots in full.
+        let (records, _) = chain_of(vec![
+            (7, Body::HandOff),
+            (7, put("a", "1")),
+            (7, put("b", "2")),
+            (7, Body::SnapshotStart),
+            (7, put("a", "1")),
+            (8, Body::HandOff),
+            (8, put("c", "3")),
+            (8, Body::SnapshotStart),
+            (8, put("a", "1")),
+            (8, put("b", "2")),
+            (8, put("c", "3")),
+            (8, Body::SnapshotEnd),
+            (8, put("d", "4")),
+        ]);
+        // The log was cut at 1: the first snapshot start there is 7's.
+        let mut player = Player::bootstrap(MemoryStore::default(), 1);
+        for (o, r) in records.iter().enumerate().take(9) {
+            player.offer(o as i64, r).expect("plays");
+        }
+        // b is missing: 7's snapshot never put it, and 8's has not ended.
+        assert_eq!(keys(&player), ["a", "c"]);
+        assert!(player.bootstrapping(), "not whole before a snapshot it played ends");
+        // A crash here: reopened on its store, it still knows.
+        let mut player = Player::open(player.into_store()).expect("reopens");
+        assert!(player.bootstrapping(), "the checkpoint says the store is partial");
+        for (o, r) in records.iter().enumerate().skip(9).take(2) {
+            player.offer(o as i64, r).expect("plays");
+        }
+        assert!(player.bootstrapping());
+        assert_eq!(player.offer(11, &records[11]).expect("plays"), Some(Played::SnapshotEnd));
+        assert!(!player.bootstrapping(), "whole at the snapshot's end");
+        player.offer(12, &records[12]).expect("plays");
+        assert_eq!(keys(&player), ["a", "b", "c", "d"]);
+        let reopened = Player::open(player.into_store()).expect("reopens");
+        assert!(!reopened.bootstrapping());
+    }
+
+    #[test]
+    fn a_bootstrapping_player_that_began_at_a_fenced_writers_snapshot_start_starts_again() {
+        // 7 is fenced by 8's hand-off, then writes a snapshot start that
+        // continues its own view of the chain, not the log's.
+        let (before, fork) = chain_of(vec![(7, Body::HandOff), (7, put("x", "1"))]);
+        let zombie = fork.next(7, Body::SnapshotStart).encode();
+        let mut chain = fork;
+        let mut records = before;
+        for (author, body) in [(8, Body::HandOff), (8, put("y", "2"))] {
+            let record = chain.next(author, body);
+            let bytes = record.encode();
+            chain.offer(&record, &bytes).expect("continues");
+            records.push(bytes);
+        }
+        records.insert(3, zombie);
+        for body in [Body::SnapshotStart, put("x", "1"), Body::SnapshotEnd] {
+            let body = match body {
+                Body::Transaction { .. } => Body::Transaction {
+                    mutations: vec![
+                        Mutation::Put { key: b"x".to_vec(), value: b"1".to_vec() },
+                        Mutation::Put { key: b"y".to_vec(), value: b"2".to_vec() },
+                    ],
+                    offsets: vec![],
+                },
+                other => other,
+            };
+            let record = chain.next(8, body);
+            let bytes = record.encode();
+            chain.offer(&record, &bytes).expect("continues");
+            records.push(bytes);
+        }
+        // The log was cut at 3: the zombie's snapshot start comes first.
+        let mut player = Player::bootstrap(MemoryStore::default(), 3);
+        let played: Vec<Option<Played>> =
+            records.iter().enumerate().map(|(o, r)| player.offer(o as i64, r).expect("plays")).collect();
+        assert_eq!(played[3], Some(Played::SnapshotStart), "the zombie's, taken at first");
+        assert!(matches!(played[4], Some(Played::Skipped(Skip::Fork))), "{:?}", played[4]);
+        assert_eq!(played[5], Some(Played::SnapshotStart), "8's, off the zombie's branch: started again");
+        assert_eq!(played[7], Some(Played::SnapshotEnd));
+        assert!(!player.bootstrapping());
+        assert_eq!(keys(&player), ["x", "y"]);
+        assert_eq!(player.chain(), &chain, "on the log's chain");
     }
 
     #[test]

@@ -4,11 +4,14 @@
 //! off), its sequence number in the chain and the checksum of the chain before
 //! it; its body is a hand-off, one consumer transaction — the store mutations
 //! and the source offsets it covers, so that state and checkpoint move
-//! together — or the start of a snapshot (the transactions after it put every
-//! live key; a player may begin there, see [`super::player::Player::bootstrap`]).
+//! together — or the start or end of a snapshot (the transactions between them
+//! put every live key; a player may begin at a start and holds the whole state
+//! from the end, see [`super::player::Player::bootstrap`]).
 //!
 //! Layout (big-endian): magic `KSRL`, version u8 (1), author u64, seq u64,
-//! prev u64, kind u8 (0 hand-off, 1 transaction, 2 snapshot start); a transaction then has a
+//! prev u64, kind u8 (0 hand-off, 1 transaction, 2 snapshot start, 3 snapshot
+//! end; a reader from before kind 3 counts it malformed and skips it, which
+//! is safe: it only marks a snapshot complete); a transaction then has a
 //! mutation count u32 and each mutation (op u8: 0 put, 1 delete; key len u32,
 //! key; for a put, value len u32, value), then an offset count u32 and each
 //! offset (topic len u16, topic, partition i32, offset i64). Every length is
@@ -52,6 +55,9 @@ pub enum Body {
     /// same author) put every live key. A player that starts here, with an
     /// empty store, ends up with the whole state.
     SnapshotStart,
+    /// The snapshot the same author started last is complete: every live key
+    /// was put since its start. Only a complete snapshot is a starting point.
+    SnapshotEnd,
     /// One consumer transaction.
     Transaction {
         /// The store mutations, in order.
@@ -99,6 +105,7 @@ impl LogRecord {
         match &self.body {
             Body::HandOff => out.push(0),
             Body::SnapshotStart => out.push(2),
+            Body::SnapshotEnd => out.push(3),
             Body::Transaction { mutations, offsets } => {
                 out.push(1);
                 out.extend_from_slice(&len32(mutations.len()).to_be_bytes());
@@ -143,6 +150,7 @@ impl LogRecord {
         let body = match r.u8("kind")? {
             0 => Body::HandOff,
             2 => Body::SnapshotStart,
+            3 => Body::SnapshotEnd,
             1 => {
                 let n = r.count("mutation count", 5)?;
                 let mut mutations = Vec::with_capacity(n);

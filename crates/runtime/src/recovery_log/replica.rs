@@ -5,7 +5,7 @@
 //! replay, with the log's records before the previous snapshot deleted.
 //!
 //! Replay is bounded so: a primary snapshots its store (a snapshot-start
-//! record, then transactions putting every live key) once the log written
+//! record, transactions putting every live key, a snapshot-end record) once the log written
 //! since the last snapshot exceeds `snapshot_factor` times that snapshot's
 //! size and `snapshot_min_bytes`; it then records the snapshot as the shard's
 //! hint, keeps the previous one as a backup, and deletes the log before the
@@ -64,7 +64,7 @@ pub(crate) enum ReplicaError {
     Hints(String),
     #[error("the recovery log was truncated to offset {low}, past this replica's position {position}")]
     Truncated { position: i64, low: i64 },
-    #[error("the recovery log starts at offset {0} and holds no snapshot start to play from")]
+    #[error("the recovery log starts at offset {0} and holds no complete snapshot to play from (yet)")]
     NoSnapshotAtStart(i64),
 }
 
@@ -94,6 +94,10 @@ impl Store for ReplicaStore {
 
     fn checkpoint(&self) -> Result<Option<Checkpoint>, StoreError> {
         self.inner.checkpoint()
+    }
+
+    fn clear(&mut self) -> Result<(), StoreError> {
+        self.inner.clear()
     }
 
     fn scan(&self, after: Option<&[u8]>, max_bytes: usize) -> Result<crate::store::Entries, StoreError> {
@@ -131,6 +135,8 @@ pub(crate) struct Log<'a> {
     hint: Option<Hint>,
     playback: crate::metrics::Playback,
     since_snapshot: u64,
+    /// When a record was last applied (played, or committed and read back).
+    applied: Option<std::time::Instant>,
     /// A standby the application follows: transactions played go to
     /// [`crate::application::Application::followed`].
     pub(crate) follow: bool,
@@ -222,6 +228,7 @@ impl<'a> Log<'a> {
             hint,
             playback: ctx.metrics.playback(&spec.id),
             since_snapshot: 0,
+            applied: None,
             follow: false,
         })
     }
@@ -253,8 +260,12 @@ impl<'a> Log<'a> {
 
     pub(crate) fn publish(&self) {
         let next_offset = self.player.next_offset();
-        let progress =
-            Progress { next_offset, log_end: self.end.max(next_offset), published: Some(std::time::Instant::now()) };
+        let progress = Progress {
+            next_offset,
+            log_end: self.end.max(next_offset),
+            published: Some(std::time::Instant::now()),
+            applied: self.applied,
+        };
         self.ctx.metrics.behind(&self.spec.id, progress.behind());
         self.ctx
             .progress
@@ -294,6 +305,12 @@ impl<'a> Log<'a> {
             if played.is_some() {
                 self.playback.played(size);
                 self.since_snapshot += size as u64;
+            }
+            if matches!(
+                played,
+                Some(Played::Transaction | Played::HandOff { .. } | Played::SnapshotStart | Played::SnapshotEnd)
+            ) {
+                self.applied = Some(std::time::Instant::now());
             }
             match played {
                 // A snapshot by the primary: the log to replay starts over.
@@ -357,14 +374,19 @@ impl<'a> Log<'a> {
         mutations: Vec<Mutation>,
         offsets: Vec<SourceOffset>,
     ) -> Result<(), ReplicaError> {
+        // The record's size: an idle primary's empty transactions count too,
+        // so that they are truncated behind snapshots like any other.
         let size: usize = mutations
             .iter()
             .map(|m| match m {
                 Mutation::Put { key, value } => 9 + key.len() + value.len(),
                 Mutation::Delete { key } => 5 + key.len(),
             })
-            .sum();
+            .chain(offsets.iter().map(|o| 14 + o.topic.len()))
+            .sum::<usize>()
+            + 38;
         commit(&self.io.clients(self.spec), &mut self.player, author, mutations, offsets, KAFKA_TIMEOUT).await?;
+        self.applied = Some(std::time::Instant::now());
         self.since_snapshot += size as u64;
         Ok(())
     }
@@ -404,6 +426,8 @@ impl<'a> Log<'a> {
                 break;
             }
         }
+        // Complete: a replica starting at the log's start may begin here.
+        append(&clients, &mut self.player, author, Body::SnapshotEnd, KAFKA_TIMEOUT).await?;
         self.ctx.metrics.snapshot(&spec.id, bytes);
         let hint = Hint { offset: start.offset, seq: start.seq, checksum: start.checksum, author: Some(author), bytes };
         match self.record_hint(hint).await {
