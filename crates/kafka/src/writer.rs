@@ -87,20 +87,32 @@ impl std::fmt::Debug for RecordWriter {
 impl RecordWriter {
     /// Connects a producer.
     pub fn new(settings: &ClientSettings) -> Result<Self> {
-        let producer = settings.create(
-            "producer",
-            &[
-                ("linger.ms", "5"),
-                ("batch.num.messages", "10000"),
-                ("queue.buffering.max.messages", "1000000"),
-                ("compression.type", "none"),
-                ("enable.idempotence", "true"),
-                ("acks", "all"),
-                // Records up to 16 MiB (the runtime's recovery logs allow them;
-                // topics with the broker's default limit still refuse more than 1 MiB).
-                ("message.max.bytes", "16777216"),
-            ],
-        )?;
+        Self::with(settings, &[])
+    }
+
+    /// Connects a producer that never has a missing topic created: a record
+    /// for one fails with Kafka's "unknown topic". For topics whose settings
+    /// matter (recovery logs): the broker's auto-creation would make one with
+    /// its defaults (one partition, retention of a week) in place of a topic
+    /// deleted by mistake.
+    pub fn for_existing_topics(settings: &ClientSettings) -> Result<Self> {
+        Self::with(settings, &[("allow.auto.create.topics", "false")])
+    }
+
+    fn with(settings: &ClientSettings, extra: &[(&str, &str)]) -> Result<Self> {
+        let base = [
+            ("linger.ms", "5"),
+            ("batch.num.messages", "10000"),
+            ("queue.buffering.max.messages", "1000000"),
+            ("compression.type", "none"),
+            ("enable.idempotence", "true"),
+            ("acks", "all"),
+            // Records up to 16 MiB (the runtime's recovery logs allow them;
+            // topics with the broker's default limit still refuse more than 1 MiB).
+            ("message.max.bytes", "16777216"),
+        ];
+        let properties: Vec<(&str, &str)> = base.iter().chain(extra).copied().collect();
+        let producer = settings.create("producer", &properties)?;
         Ok(RecordWriter { producer, untracked: Arc::new(Delivered::default()) })
     }
 

@@ -8,6 +8,10 @@
 //! real thing. [`kafka_tool`] runs Kafka's own command-line tools, the oracle
 //! kshard's answers are checked against. [`Etcd`] is the real etcd, the same way.
 
+mod netns;
+
+pub use netns::{Link, Namespace};
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;

@@ -1,2 +1,6 @@
+//! Support shared by the test binaries of `kshard example sum`; each uses
+//! part of it.
+#![allow(dead_code)]
+
 pub(crate) mod primaries;
 pub(crate) mod sum_cluster;

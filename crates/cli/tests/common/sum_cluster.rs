@@ -13,7 +13,8 @@ use kshard_testkit::{Broker, unique_name};
 
 /// One test's application: its topics, its etcd prefix, its members.
 pub(crate) struct SumCluster {
-    _broker: Broker,
+    /// The broker this cluster started, or none (brokers given).
+    _broker: Option<Broker>,
     pub(crate) brokers: String,
     pub(crate) etcd: Option<String>,
     pub(crate) topic: String,
@@ -33,12 +34,19 @@ pub(crate) fn kshard() -> Command {
 impl SumCluster {
     pub(crate) fn new(name: &str, etcd: Option<&str>, partitions: i32, lease_ttl: u64) -> Self {
         let broker = Broker::from_env_or_start();
+        let mut cluster = Self::on(broker.brokers(), name, etcd, partitions, lease_ttl);
+        cluster._broker = Some(broker);
+        cluster
+    }
+
+    /// [`SumCluster::new`] on the brokers `brokers` (a cluster of three, say).
+    pub(crate) fn on(brokers: &str, name: &str, etcd: Option<&str>, partitions: i32, lease_ttl: u64) -> Self {
         let topic = unique_name(name);
         let dir = std::env::temp_dir().join(unique_name(&format!("kshard-{name}")));
         std::fs::create_dir_all(&dir).expect("test dir");
         SumCluster {
-            brokers: broker.brokers().to_owned(),
-            _broker: broker,
+            brokers: brokers.to_owned(),
+            _broker: None,
             etcd: etcd.map(str::to_owned),
             prefix: format!("/kshard-test/{topic}"),
             topic,
@@ -71,10 +79,19 @@ impl SumCluster {
     /// Starts member `id` (its data in `dir/id`, its log in `dir/id.log`);
     /// its HTTP address (on a port it chose itself, read from its log).
     pub(crate) fn start(&mut self, id: &str, env: &[(&str, &str)]) -> String {
+        self.start_with(id, kshard(), env)
+    }
+
+    /// [`SumCluster::start`] in the network namespace `ns` (its HTTP address
+    /// is then the namespace's own).
+    pub(crate) fn start_in(&mut self, id: &str, ns: &kshard_testkit::Namespace) -> String {
+        self.start_with(id, ns.command(env!("CARGO_BIN_EXE_kshard")), &[])
+    }
+
+    fn start_with(&mut self, id: &str, mut command: Command, env: &[(&str, &str)]) -> String {
         let path = self.dir.join(format!("{id}.log"));
         let logged_before = std::fs::read_to_string(&path).map(|t| t.len()).unwrap_or(0);
         let log = std::fs::OpenOptions::new().create(true).append(true).open(&path).expect("member log");
-        let mut command = kshard();
         command.args(["example", "sum", "run"]);
         self.common(&mut command);
         self.cluster(&mut command);

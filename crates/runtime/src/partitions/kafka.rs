@@ -37,7 +37,10 @@ impl KafkaPartitions {
         if let Some(c) = clients.as_ref() {
             return Ok(c.clone());
         }
-        let made = (Arc::new(RecordWriter::new(&self.settings)?), Arc::new(Admin::new(&self.settings, self.timeout)?));
+        let made = (
+            Arc::new(RecordWriter::for_existing_topics(&self.settings)?),
+            Arc::new(Admin::new(&self.settings, self.timeout)?),
+        );
         *clients = Some(made.clone());
         Ok(made)
     }

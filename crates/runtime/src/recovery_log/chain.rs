@@ -68,6 +68,11 @@ impl Chain {
         Chain { seq, checksum, author }
     }
 
+    /// True when no record was applied: a new store on a log from its start.
+    pub fn is_empty(&self) -> bool {
+        *self == Chain::default()
+    }
+
     /// The last applied sequence number (0 for an empty chain).
     pub fn seq(&self) -> u64 {
         self.seq

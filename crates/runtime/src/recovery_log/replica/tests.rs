@@ -128,6 +128,31 @@ async fn a_record_past_the_chains_next_fails_playback() {
 }
 
 #[tokio::test]
+async fn a_write_of_the_old_log_landing_first_in_the_new_one_is_skipped() {
+    let (log, disk, spec) = (MemoryPartitions::default(), MemoryDisk::default(), spec());
+    let ctx = context(&log, &disk);
+    write_chain(&log, 7, &["a", "b", "c"]).await;
+    played(&ctx, &spec).await.expect("plays");
+    // The topic is deleted and created again, and the first record in it is
+    // 7's next, queued in its producer while the topic was gone. Before,
+    // every player from the new log's start failed on it ("cannot continue
+    // the chain"), and no new primary could hand off: the shard was down
+    // for good.
+    log.delete_topic("log");
+    let mut old = crate::recovery_log::chain::Chain::default();
+    for body in [Body::HandOff, Body::HandOff, Body::HandOff, Body::HandOff] {
+        let record = old.next(7, body);
+        old.offer(&record, &record.encode()).expect("continues");
+    }
+    let late = old.next(7, Body::Transaction { mutations: vec![], offsets: vec![] }).encode();
+    log.append("log", 0, b"", Some(&late)).expect("appends").delivered().await.expect("delivered");
+    write_chain(&log, 9, &["w", "x"]).await;
+    let after = played(&ctx, &spec).await.expect("plays");
+    let keys: Vec<&[u8]> = after.iter().map(|(k, _)| k.as_slice()).collect();
+    assert_eq!(keys, [b"w", b"x"], "the new log's chain, from its first hand-off");
+}
+
+#[tokio::test]
 async fn hints_of_a_recreated_log_are_replaced_not_obeyed() {
     let (log, disk, spec) = (MemoryPartitions::default(), MemoryDisk::default(), spec());
     let mut ctx = context(&log, &disk);
