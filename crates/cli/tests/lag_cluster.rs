@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kshard_testkit::{Broker, Etcd, http_get, kafka_consumer_groups, parse_metrics, unique_name};
+use kshard_testkit::{Broker, Etcd, Link, Namespace, http_get, kafka_consumer_groups, parse_metrics, unique_name};
 
 const LAG: &str = "kshard_kafka_consumer_group_topic_partition_lag";
 
@@ -23,6 +23,8 @@ struct LagCluster {
     config: PathBuf,
     dir: PathBuf,
     members: BTreeMap<String, (Child, String)>,
+    /// The HTTP endpoints of members in a network namespace, on the host.
+    exposed: Vec<Link>,
 }
 
 impl LagCluster {
@@ -42,6 +44,7 @@ impl LagCluster {
             config,
             dir,
             members: BTreeMap::new(),
+            exposed: Vec::new(),
         }
     }
 
@@ -58,9 +61,19 @@ impl LagCluster {
 
     /// Starts member `id`; its HTTP address, read from its log.
     fn start(&mut self, id: &str) -> String {
+        self.start_with(id, Command::new(env!("CARGO_BIN_EXE_kshard")), None)
+    }
+
+    /// Starts member `id` in the network namespace `ns`; its HTTP address,
+    /// exposed on the host.
+    fn start_in(&mut self, id: &str, ns: &Namespace) -> String {
+        self.start_with(id, ns.command(env!("CARGO_BIN_EXE_kshard")), Some(ns))
+    }
+
+    fn start_with(&mut self, id: &str, mut command: Command, ns: Option<&Namespace>) -> String {
         let path = self.dir.join(format!("{id}.log"));
         let log = std::fs::File::create(&path).expect("member log");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_kshard"))
+        let mut child = command
             .args(["serve", "--brokers", &self.brokers, "--etcd", &self.etcd, "--member-id", id])
             .args(["--listen", "127.0.0.1:0"])
             .arg("--config")
@@ -89,6 +102,14 @@ impl LagCluster {
             }
             assert!(Instant::now() < deadline, "member {id} did not say where it listens: {}", path.display());
             std::thread::sleep(Duration::from_millis(20));
+        };
+        let addr = match ns {
+            Some(ns) => {
+                let (host, link) = ns.expose(&addr);
+                self.exposed.push(link);
+                host
+            }
+            None => addr,
         };
         self.members.insert(id.to_owned(), (child, addr.clone()));
         addr
@@ -311,4 +332,77 @@ fn three_members_share_the_shards_survive_a_kill_and_take_a_new_member() {
     for id in &members {
         cluster.assert_lag_as_kafka(id);
     }
+}
+
+/// The oldest state a member's `/ready` says it serves, in seconds.
+fn oldest_state(ready: &serde_json::Value) -> f64 {
+    ready["ages"]
+        .as_object()
+        .map_or(0.0, |ages| ages.values().filter_map(serde_json::Value::as_f64).fold(0.0, f64::max))
+}
+
+/// Member m2, in a network namespace of the test's own, is cut off from
+/// Kafka (not from etcd) while groups commit. The state it serves ages, and
+/// its `/ready` names that (past 6 s) and turns 503 once that has lasted
+/// the lease's TTL more: never 200 on state older than 6 s and the TTL. m1 takes m2's
+/// primaries over (their commits fail) and serves lag equal to
+/// `kafka-consumer-groups` meanwhile; healed, m2 is ready again with the
+/// same lag.
+#[test]
+fn a_member_cut_off_from_kafka_is_not_ready_while_its_state_is_old() {
+    const FROZEN: f64 = 6.0 + 4.0;
+    let broker = Broker::from_env_or_start();
+    let etcd = Etcd::from_env_or_start();
+    let mut cluster = LagCluster::new(&broker, &etcd);
+    assert!(cluster.load(10, 2).wait().expect("loadgen").success());
+    let ns = Namespace::new();
+    let to_kafka = ns.link(&cluster.brokers);
+    let _to_etcd = ns.link(etcd.endpoint().rsplit("//").next().unwrap_or_default());
+    cluster.start("m1");
+    cluster.start_in("m2", &ns);
+    cluster.wait_spread(20);
+    cluster.assert_lag_as_kafka("m2");
+    let mut load = cluster.load(10, 10);
+    to_kafka.cut();
+    let cut = Instant::now();
+    let (mut not_ready, mut timeline) = (None, Vec::new());
+    while cut.elapsed() < Duration::from_secs(60) {
+        let (status, ready) = cluster.ready("m2");
+        let (at, oldest) = (cut.elapsed().as_secs_f64(), oldest_state(&ready));
+        if timeline.last().is_none_or(|(_, s, _)| *s != status) {
+            timeline.push((
+                at,
+                status,
+                ready["reason"].as_str().unwrap_or_default().chars().take(160).collect::<String>(),
+            ));
+        }
+        // The age is a second old at most when read; a second of slack.
+        assert!(
+            status != 200 || oldest <= FROZEN + 1.0,
+            "m2 ready on state {oldest:.1} s old, {at:.1} s after the cut: {ready}"
+        );
+        if status != 200 && not_ready.is_none() {
+            not_ready = Some(at);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    eprintln!("m2's /ready after the cut: {timeline:#?}");
+    assert!(not_ready.is_some(), "m2 stayed ready while cut off from Kafka for 60 s");
+    // m1 serves every partition from current state, as Kafka's tool says.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (status, ready) = cluster.ready("m1");
+        let primaries = ready["primaries"].as_object().cloned().unwrap_or_default();
+        if status == 200 && primaries.len() == 50 && primaries.values().all(|m| m == "m1") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "m1 did not take every primary over: {ready}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    cluster.assert_lag_as_kafka("m1");
+    to_kafka.heal();
+    assert!(load.wait().expect("loadgen").success());
+    cluster.wait_serving();
+    cluster.assert_lag_as_kafka("m1");
+    cluster.assert_lag_as_kafka("m2");
 }

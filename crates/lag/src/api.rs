@@ -50,7 +50,8 @@ pub struct ReadyReport {
     /// for each shard, the time since its replica here last applied a record
     /// of its recovery log. A running primary commits at least every 2 s, so
     /// an age past 6 s is named below (its primary gone, or stuck) and turns
-    /// this 503 past the lease's TTL and a grace.
+    /// this 503 once it has lasted the lease's TTL more (so no answer is 200
+    /// on state older than 6 s and the TTL).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ages: Option<std::collections::BTreeMap<String, f64>>,
     /// What is normal for a moment but watched (a shard moving, a fail-over),

@@ -60,7 +60,6 @@ impl Namespace {
     /// A link from `address` (`127.0.0.1:port`) in the namespace to the same
     /// address on the host, open until cut.
     pub fn link(&self, address: &str) -> Link {
-        let gate = Arc::new(Gate::default());
         let ns = std::fs::File::open(&self.path).expect("the namespace's file");
         let host = std::fs::File::open("/proc/thread-self/ns/net").expect("this thread's namespace");
         // The listener is made in the namespace (a socket stays in the
@@ -76,10 +75,16 @@ impl Namespace {
             let _ = made.send(listener.and_then(|l| back.map(|()| l).map_err(|e| format!("coming back: {e}"))));
         });
         let listener = listener.recv().expect("the linking thread answers").expect("linked");
-        listener.set_nonblocking(true).expect("nonblocking");
-        let (to, accepting) = (address.to_owned(), Arc::clone(&gate));
-        std::thread::spawn(move || accept(&listener, &to, &accepting));
-        Link { gate, address: address.to_owned() }
+        Link::serve(listener, address, None)
+    }
+
+    /// The reverse of [`Namespace::link`]: an address on the host's loopback
+    /// (a port of its own) reaching `address` in the namespace — a process's
+    /// HTTP endpoint there, say.
+    pub fn expose(&self, address: &str) -> (String, Link) {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("a host port");
+        let host = listener.local_addr().expect("its address").to_string();
+        (host, Link::serve(listener, address, Some(self.path.clone())))
     }
 }
 
@@ -104,6 +109,16 @@ pub struct Link {
 }
 
 impl Link {
+    /// Forwards what `listener` accepts to `to`, connecting from the network
+    /// namespace at `ns` (or this thread's).
+    fn serve(listener: TcpListener, to: &str, ns: Option<PathBuf>) -> Link {
+        let gate = Arc::new(Gate::default());
+        listener.set_nonblocking(true).expect("nonblocking");
+        let (target, accepting) = (to.to_owned(), Arc::clone(&gate));
+        std::thread::spawn(move || accept(&listener, &target, ns.as_deref(), &accepting));
+        Link { gate, address: to.to_owned() }
+    }
+
     /// Nothing flows until [`Link::heal`].
     pub fn cut(&self) {
         self.gate.set(State::Cut);
@@ -169,12 +184,12 @@ impl Gate {
     }
 }
 
-fn accept(listener: &TcpListener, to: &str, gate: &Arc<Gate>) {
+fn accept(listener: &TcpListener, to: &str, ns: Option<&std::path::Path>, gate: &Arc<Gate>) {
     while !gate.closed() {
         match listener.accept() {
             Ok((inner, _)) => {
-                let (to, gate) = (to.to_owned(), Arc::clone(gate));
-                std::thread::spawn(move || connect(inner, &to, &gate));
+                let (to, ns, gate) = (to.to_owned(), ns.map(PathBuf::from), Arc::clone(gate));
+                std::thread::spawn(move || connect(inner, &to, ns.as_deref(), &gate));
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(10)),
             Err(_) => return,
@@ -182,12 +197,20 @@ fn accept(listener: &TcpListener, to: &str, gate: &Arc<Gate>) {
     }
 }
 
-/// Connects an accepted connection to the host's service once the link
-/// lets it, and forwards both ways.
-fn connect(inner: TcpStream, to: &str, gate: &Arc<Gate>) {
+/// Connects an accepted connection to `to` (from the namespace at `ns`:
+/// this connection's thread enters it) once the link lets it, and forwards
+/// both ways.
+fn connect(inner: TcpStream, to: &str, ns: Option<&std::path::Path>, gate: &Arc<Gate>) {
     let _ = inner.set_nonblocking(false);
     if !gate.pass() {
         return;
+    }
+    if let Some(ns) = ns {
+        let entered = std::fs::File::open(ns)
+            .and_then(|f| Ok(move_into_link_name_space(f.as_fd(), Some(LinkNameSpaceType::Network))?));
+        if entered.is_err() {
+            return;
+        }
     }
     let Ok(outer) = TcpStream::connect(to) else {
         return;

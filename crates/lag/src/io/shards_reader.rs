@@ -172,6 +172,9 @@ fn run_on<K: Keyspace>(
         // A fail-over takes the lease's TTL; a primary missing much longer
         // than that is a problem.
         no_primary_grace: lease_ttl + Duration::from_secs(15),
+        // A primary that dies stops its heartbeat a TTL before its standby
+        // takes over: state older than STATE_OLD for a TTL more is frozen.
+        state_grace: lease_ttl,
     };
     let (result, announced) = std::thread::scope(|scope| {
         // Partitions the offsets topic gains later (the refresher tracks them
@@ -233,6 +236,9 @@ struct Grower<'a, K> {
     runtime: &'a tokio::runtime::Handle,
     shared: &'a NodeShared,
     no_primary_grace: Duration,
+    /// How long state older than [`crate::offsets_shards::STATE_OLD`] may be
+    /// served before `/ready` is 503.
+    state_grace: Duration,
 }
 
 impl<K: Keyspace> Grower<'_, K> {
@@ -246,13 +252,7 @@ impl<K: Keyspace> Grower<'_, K> {
             crate::offsets_shards::watch_primaries(&self.app.monitor, &cluster, partitions, self.no_primary_grace);
             let (statuses, progress) = (self.shared.statuses(), self.shared.progress());
             crate::offsets_shards::watch_standbys(&self.app.monitor, &statuses, &progress, partitions, self.app.grace);
-            crate::offsets_shards::watch_ages(
-                &self.app.monitor,
-                &statuses,
-                &progress,
-                partitions,
-                self.no_primary_grace,
-            );
+            crate::offsets_shards::watch_ages(&self.app.monitor, &statuses, &progress, partitions, self.state_grace);
             pending.extend(announced.try_iter().flatten());
             if let Some(&last) = pending.iter().next_back() {
                 match self.give_shards(&pending, last) {
