@@ -5,7 +5,8 @@
 //! healed, see [`kshard_testkit::Namespace`]); the leader of a recovery-log
 //! partition killed under load; the log topic deleted and created again
 //! while a member is down. etcd is sampled throughout for two PRIMARY
-//! replicas of a shard, and every sum is exact after each.
+//! replicas of a shard, and every sum is exact after each. And a quiet
+//! cluster's etcd watchers stay constant.
 
 mod common;
 
@@ -227,5 +228,30 @@ fn the_log_topic_deleted_and_created_again_while_a_member_is_down() {
     cluster.reap("a");
     cluster.until(None, "b serves alone", Duration::from_secs(60), |r| SumCluster::served(r, &["b"], 0));
     cluster.produce(1_000);
+    cluster.assert_exact();
+}
+
+/// A quiet cluster of two members holds a constant number of etcd watchers
+/// (before the fix, the allocator opened one more each round, about one a
+/// second, and never closed it: 86,400 a day).
+#[test]
+fn a_quiet_cluster_holds_a_constant_number_of_etcd_watchers() {
+    let etcd = Etcd::start_private();
+    let mut cluster = SumCluster::new("sum-watchers", Some(etcd.endpoint()), 4, LEASE_TTL);
+    cluster.start("a", &[]);
+    cluster.start("b", &[]);
+    cluster.until(None, "served", Duration::from_secs(60), |r| SumCluster::served(r, &["a", "b"], 1));
+    cluster.produce(1_000);
+    // Settled: every replica at its post, nothing moving.
+    std::thread::sleep(Duration::from_secs(3));
+    let first = etcd.watchers();
+    let seen: Vec<f64> = (0..10)
+        .map(|_| {
+            std::thread::sleep(Duration::from_secs(2));
+            etcd.watchers()
+        })
+        .collect();
+    eprintln!("etcd watchers of a quiet two-member cluster, every 2 s: {first} then {seen:?}");
+    assert!(seen.iter().all(|w| *w == first), "the watchers changed on a quiet cluster: {first} then {seen:?}");
     cluster.assert_exact();
 }

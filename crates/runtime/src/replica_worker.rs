@@ -30,6 +30,7 @@ use crate::metrics::Metrics;
 use crate::model::ShardSpec;
 use crate::partitions::{PartitionRead, Partitions, Polled, next_event};
 use crate::recovery_log::io::hand_off;
+use crate::recovery_log::policy::{self, Timing};
 use crate::recovery_log::record::SourceOffset;
 use crate::recovery_log::replica::{HintBoard, KAFKA_TIMEOUT, Log, ReplicaError, kafka};
 use crate::replica::Event;
@@ -56,7 +57,7 @@ pub struct Progress {
     #[serde(skip)]
     pub published: Option<std::time::Instant>,
     /// When the replica last applied a record of its log. A primary commits
-    /// at least every [`HEARTBEAT`] while it runs (an empty transaction when
+    /// at least every [`policy::HEARTBEAT`] while it runs (an empty transaction when
     /// its sources are idle), so this is the age of the state served here,
     /// and an old one means the primary is gone or stuck — seen before its
     /// lease runs out.
@@ -94,10 +95,6 @@ pub(crate) struct WorkerContext {
 /// sources'): a member runs two per shard it is primary of, one per standby.
 pub(crate) const READER_QUEUE_KBYTES: u32 = 256;
 
-/// A transaction ends once its writes reach this size (a recovery-log record
-/// must stay under Kafka's default limit of 1 MiB).
-const MAX_TRANSACTION_BYTES: usize = 512 << 10;
-
 /// A fresh author id: unique per hand-off across processes and restarts.
 fn random_author() -> u64 {
     use std::hash::{BuildHasher, Hasher};
@@ -106,10 +103,6 @@ fn random_author() -> u64 {
     h.write_u32(std::process::id());
     h.finish() | 1
 }
-
-/// A primary whose sources are idle commits an empty transaction this often,
-/// so that its standbys know it runs (see [`Progress::applied`]).
-pub const HEARTBEAT: Duration = Duration::from_secs(2);
 
 /// How long an idle replica waits before it publishes its progress again.
 const IDLE_WAIT: Duration = Duration::from_secs(1);
@@ -288,22 +281,18 @@ impl Sources {
     /// minimum transaction duration and at most its maximum (ending early once
     /// the minimum has passed and nothing more is ready), then commits them
     /// through the log. Nothing is committed when no message came and no
-    /// source position moved, unless the last commit is a [`HEARTBEAT`] old.
+    /// source position moved, unless the last commit is a [`policy::HEARTBEAT`] old.
     async fn transaction(&mut self, log: &mut Log<'_>, author: u64) -> Result<(), ReplicaError> {
         let spec = log.spec;
-        let (min, max) =
-            (Duration::from_millis(spec.min_txn_duration_ms), Duration::from_millis(spec.max_txn_duration_ms.max(1)));
+        let timing = Timing::of(spec);
         let started = Instant::now();
         let mut txn = Transaction::new(log.player.store());
         let mut moved = false;
         self.drained = false;
         loop {
             let elapsed = started.elapsed();
-            if elapsed >= max {
-                break;
-            }
-            let wait = (max - elapsed).min(Duration::from_millis(100));
-            match next_event(self.reader.as_ref(), wait).await.map_err(kafka("reading a source"))? {
+            let Some(wait) = timing.before_poll(elapsed) else { break };
+            let polled = match next_event(self.reader.as_ref(), wait).await.map_err(kafka("reading a source"))? {
                 Polled::Record(r) => {
                     // Not a source, or before the position (a re-read after a
                     // reset): taking it would count a message twice.
@@ -322,10 +311,7 @@ impl Sources {
                         transactional: r.transactional(),
                     };
                     spec_consume(log.ctx, spec, &mut txn, &message)?;
-                    // A Kafka record holds about 1 MiB: commit well before.
-                    if txn.bytes() >= MAX_TRANSACTION_BYTES {
-                        break;
-                    }
+                    policy::Polled::Message { bytes: txn.bytes() }
                 }
                 Polled::EndOfPartition { partition, next_offset } => {
                     // The event names the partition only: a number two source
@@ -349,19 +335,17 @@ impl Sources {
                         }
                         log.ctx.app.end_of_source(spec, topic, partition, next_offset);
                     }
-                    if elapsed >= min {
-                        break;
-                    }
+                    policy::Polled::EndOfSource
                 }
-                Polled::Idle if elapsed >= min => {
-                    self.drained = true;
-                    break;
-                }
-                Polled::Idle => {}
+                Polled::Idle => policy::Polled::Idle,
+            };
+            if let Some(end) = timing.after_poll(elapsed, polled) {
+                self.drained = end.drained;
+                break;
             }
         }
         let messages = txn.messages();
-        if messages == 0 && !moved && self.committed.elapsed() < HEARTBEAT {
+        if !policy::commits(messages, moved, self.committed.elapsed()) {
             return log.refresh_end(false).await;
         }
         let mutations = txn.into_mutations();

@@ -51,19 +51,11 @@ async fn a_watch_survives_an_etcd_restart_without_losing_or_repeating_changes() 
     }
 }
 
-/// Watchers etcd holds now (its `etcd_debugging_mvcc_watcher_total` gauge).
-fn watchers(endpoint: &str) -> f64 {
-    let addr = endpoint.trim_start_matches("http://");
-    let (status, body) = kshard_testkit::http_get(addr, "/metrics").expect("etcd's /metrics");
-    assert_eq!(status, 200, "etcd's /metrics");
-    kshard_testkit::parse_metrics(&body).get("etcd_debugging_mvcc_watcher_total").copied().expect("the watcher gauge")
-}
-
 /// Waits up to 10 s for etcd to hold `want` watchers.
-async fn watchers_become(endpoint: &str, want: f64) {
+async fn watchers_become(etcd: &Etcd, want: f64) {
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
-        let now = watchers(endpoint);
+        let now = etcd.watchers();
         if now == want {
             return;
         }
@@ -77,15 +69,15 @@ async fn a_watch_dropped_on_a_quiet_keyspace_leaves_no_watcher_in_etcd() {
     use kshard_runtime::keyspace::Keyspace;
     let etcd = Etcd::start_private();
     let ks = EtcdKeyspace::connect(&[etcd.endpoint().to_owned()]).await.expect("connects to etcd");
-    let before = watchers(etcd.endpoint());
+    let before = etcd.watchers();
     let mut watches = Vec::new();
     for _ in 0..10 {
         watches.push(ks.watch("/quiet/", 1).await.expect("watch"));
     }
-    watchers_become(etcd.endpoint(), before + 10.0).await;
+    watchers_become(&etcd, before + 10.0).await;
     // Nothing changes under the prefix: the watches must end on their drop.
     drop(watches);
-    watchers_become(etcd.endpoint(), before).await;
+    watchers_become(&etcd, before).await;
 }
 
 #[tokio::test]
@@ -99,7 +91,7 @@ async fn the_allocator_of_a_quiet_cluster_holds_one_watch() {
     use std::time::Duration;
     let etcd = Etcd::start_private();
     let ks = Arc::new(EtcdKeyspace::connect(&[etcd.endpoint().to_owned()]).await.expect("connects to etcd"));
-    let before = watchers(etcd.endpoint());
+    let before = etcd.watchers();
     let keys = Keys::new("/quiet");
     let put = Op::Put { key: keys.leader(), value: b"me".to_vec(), lease: None };
     let created = ks.txn(Txn::ops(vec![put])).await.expect("the leader key").revision;
@@ -112,9 +104,9 @@ async fn the_allocator_of_a_quiet_cluster_holds_one_watch() {
     // A round a second: before the fix, a watcher more each second.
     for _ in 0..3 {
         tokio::time::sleep(Duration::from_secs(2)).await;
-        assert_eq!(watchers(etcd.endpoint()), before + 1.0, "one watch, kept across rounds");
+        assert_eq!(etcd.watchers(), before + 1.0, "one watch, kept across rounds");
     }
     leading.store(false, Ordering::SeqCst);
     allocator.await.expect("the allocator's task").expect("rounds");
-    watchers_become(etcd.endpoint(), before).await;
+    watchers_become(&etcd, before).await;
 }

@@ -248,6 +248,15 @@ impl Etcd {
     pub fn resume(&self) {
         self.control("resume");
     }
+
+    /// The watchers etcd holds now (its `etcd_debugging_mvcc_watcher_total`
+    /// gauge): of every client, so a count to compare only on a private etcd.
+    pub fn watchers(&self) -> f64 {
+        let addr = self.endpoint.trim_start_matches("http://");
+        let (status, body) = http_get(addr, "/metrics").expect("etcd's /metrics");
+        assert_eq!(status, 200, "etcd's /metrics");
+        parse_metrics(&body).get("etcd_debugging_mvcc_watcher_total").copied().expect("the watcher gauge")
+    }
 }
 
 /// Runs one of Kafka's command-line tools (`consumer-groups`, `acls`, `topics`,

@@ -539,7 +539,7 @@ pub(crate) fn watch_standbys(
 
 /// How old the state a replica here serves may be — the time since it last
 /// applied a record of its log — before that is a condition. Its primary
-/// commits at least every [`kshard_runtime::replica_worker::HEARTBEAT`], so
+/// commits at least every [`kshard_runtime::recovery_log::policy::HEARTBEAT`], so
 /// an older state means the primary is gone or stuck, which this tells
 /// before the primary's lease runs out.
 pub(crate) const STATE_OLD: Duration = Duration::from_secs(6);

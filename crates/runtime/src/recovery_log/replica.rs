@@ -393,9 +393,7 @@ impl<'a> Log<'a> {
 
     /// True when the log since the last snapshot has outgrown the policy.
     pub(crate) fn snapshot_due(&self) -> bool {
-        let snapshot = self.hint.map_or(0, |h| h.bytes);
-        self.since_snapshot > self.spec.snapshot_min_bytes
-            && self.since_snapshot > u64::from(self.spec.snapshot_factor).saturating_mul(snapshot)
+        super::policy::snapshot_due(self.spec, self.since_snapshot, self.hint.map_or(0, |h| h.bytes))
     }
 
     /// Writes a snapshot of the store as `author` (the primary), records it as
