@@ -161,8 +161,10 @@ fn the_leader_of_a_recovery_log_partition_killed_under_load() {
         std::thread::sleep(Duration::from_millis(200));
     }
     let moved = killed.elapsed();
-    // Every shard served on the other two brokers, and written: a batch
-    // produced now is summed with the broker still down.
+    // Every shard served on the other two brokers, and written: the load
+    // (one producer at a time: the streams' sequences are checked) and a
+    // batch after it are summed with the broker still down.
+    load.join().expect("the load");
     cluster.produce(2_000);
     cluster
         .until(None, "served with a broker down", Duration::from_secs(90), |r| SumCluster::served(r, &["a", "b"], 1));
@@ -172,7 +174,6 @@ fn the_leader_of_a_recovery_log_partition_killed_under_load() {
         killed.elapsed().as_secs_f64()
     );
     brokers.resume(victim);
-    load.join().expect("the load");
     cluster.produce(2_000);
     cluster.until(None, "served", Duration::from_secs(90), |r| SumCluster::served(r, &["a", "b"], 1));
     cluster.assert_exact();
