@@ -357,7 +357,7 @@ fn a_member_cut_off_from_kafka_is_not_ready_while_its_state_is_old() {
     assert!(cluster.load(10, 2).wait().expect("loadgen").success());
     let ns = Namespace::new();
     let to_kafka = ns.link(&cluster.brokers);
-    let _to_etcd = ns.link(etcd.endpoint().rsplit("//").next().unwrap_or_default());
+    let _to_etcd = ns.link(etcd.address());
     cluster.start("m1");
     cluster.start_in("m2", &ns);
     cluster.wait_spread(20);

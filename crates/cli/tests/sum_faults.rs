@@ -19,11 +19,6 @@ use kshard_testkit::{Cluster, Etcd, Namespace};
 
 const LEASE_TTL: u64 = 3;
 
-/// `host:port` of an endpoint such as `http://127.0.0.1:2379`.
-fn address(endpoint: &str) -> &str {
-    endpoint.rsplit("//").next().unwrap_or(endpoint)
-}
-
 /// The length of member `id`'s log now.
 fn logged(cluster: &SumCluster, id: &str) -> usize {
     std::fs::read_to_string(cluster.dir.join(format!("{id}.log"))).map_or(0, |log| log.len())
@@ -62,7 +57,7 @@ fn a_member_cut_off_from_etcd_but_not_kafka_steps_down_and_comes_back() {
     let mut cluster = SumCluster::new("sum-etcd-cut", Some(etcd.endpoint()), 2, LEASE_TTL);
     let ns = Namespace::new();
     let _kafka = ns.link(&cluster.brokers);
-    let to_etcd = ns.link(address(etcd.endpoint()));
+    let to_etcd = ns.link(etcd.address());
     // b first: it leads (the allocator balances replicas, not primaries).
     cluster.start_in("b", &ns);
     cluster.until(None, "b serves", Duration::from_secs(60), |r| SumCluster::served(r, &["b"], 0));
@@ -107,7 +102,7 @@ fn a_member_cut_off_from_kafka_but_not_etcd_fails_its_primaries_over() {
     let mut cluster = SumCluster::new("sum-kafka-cut", Some(etcd.endpoint()), 2, LEASE_TTL);
     let ns = Namespace::new();
     let to_kafka = ns.link(&cluster.brokers);
-    let _etcd = ns.link(address(etcd.endpoint()));
+    let _etcd = ns.link(etcd.address());
     // b first: it leads (the allocator balances replicas, not primaries).
     cluster.start_in("b", &ns);
     cluster.until(None, "b serves", Duration::from_secs(60), |r| SumCluster::served(r, &["b"], 0));
@@ -124,6 +119,8 @@ fn a_member_cut_off_from_kafka_but_not_etcd_fails_its_primaries_over() {
     eprintln!("cut off from Kafka: a was primary of every shard {:.1} s after the cut", cut.elapsed().as_secs_f64());
     let failed: Vec<_> = rows.iter().filter(|r| r.member == "b" && r.status == "FAILED").collect();
     assert!(failed.iter().all(|r| !r.errors.is_empty()), "b's failed replicas say why: {failed:#?}");
+    let log = std::fs::read_to_string(cluster.dir.join("b.log")).expect("b's log");
+    assert!(log.contains("replica failed"), "b's primary did not fail on what it could not write: {log}");
     to_kafka.heal();
     cluster.until(None, "b back as a standby", Duration::from_secs(90), |r| SumCluster::served(r, &["a", "b"], 1));
     cluster.produce(2_000);
@@ -156,7 +153,7 @@ fn the_leader_of_a_recovery_log_partition_killed_under_load() {
     // The controller fences the broker once its session times out, and the
     // log's partitions get new leaders (replication 3, two in sync).
     let deadline = Instant::now() + Duration::from_secs(60);
-    while admin.leaders(&log_topic).ok().and_then(|l| l.get(&0).copied()) == Some(victim) {
+    while admin.leaders(&log_topic).ok().and_then(|l| l.get(&0).copied()).is_none_or(|l| l == victim) {
         assert!(Instant::now() < deadline, "partition 0 of the log kept its dead leader {victim}");
         std::thread::sleep(Duration::from_millis(200));
     }

@@ -181,6 +181,7 @@ async fn serve(
                 log.follow = false;
                 let me = random_author();
                 let attempts = hand_off(&log.io.clients(spec), &mut log.player, me, KAFKA_TIMEOUT).await?;
+                log.mark_applied();
                 tracing::info!(shard = %spec.id, author = me, attempts, "took the recovery log over");
                 author = Some(me);
                 log.refresh_hint().await;
@@ -352,7 +353,10 @@ impl Sources {
         let offsets = self.offsets();
         log.commit(author, mutations, offsets).await?;
         self.committed = Instant::now();
-        log.ctx.metrics.transaction(&spec.id, messages);
+        // A heartbeat is not a consumer transaction.
+        if messages > 0 || moved {
+            log.ctx.metrics.transaction(&spec.id, messages);
+        }
         if log.snapshot_due() {
             log.snapshot(author, &self.offsets()).await?;
         }

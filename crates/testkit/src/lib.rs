@@ -7,6 +7,8 @@
 //! by PID when dropped. It is not a fake: integration tests run against the
 //! real thing. [`kafka_tool`] runs Kafka's own command-line tools, the oracle
 //! kshard's answers are checked against. [`Etcd`] is the real etcd, the same way.
+//! [`Namespace`] runs a process in a network namespace of the test's own,
+//! reaching the host's services through [`Link`]s the test cuts and heals.
 
 mod netns;
 
@@ -235,6 +237,11 @@ impl Etcd {
         &self.endpoint
     }
 
+    /// The endpoint's `127.0.0.1:PORT`.
+    pub fn address(&self) -> &str {
+        self.endpoint.trim_start_matches("http://")
+    }
+
     fn control(&self, command: &str) {
         self.started.as_ref().expect("only an etcd this test started can be killed or resumed").control(command);
     }
@@ -252,8 +259,7 @@ impl Etcd {
     /// The watchers etcd holds now (its `etcd_debugging_mvcc_watcher_total`
     /// gauge): of every client, so a count to compare only on a private etcd.
     pub fn watchers(&self) -> f64 {
-        let addr = self.endpoint.trim_start_matches("http://");
-        let (status, body) = http_get(addr, "/metrics").expect("etcd's /metrics");
+        let (status, body) = http_get(self.address(), "/metrics").expect("etcd's /metrics");
         assert_eq!(status, 200, "etcd's /metrics");
         parse_metrics(&body).get("etcd_debugging_mvcc_watcher_total").copied().expect("the watcher gauge")
     }

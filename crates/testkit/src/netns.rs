@@ -22,10 +22,13 @@ use std::time::Duration;
 
 use rustix::thread::{LinkNameSpaceType, move_into_link_name_space};
 
-/// A network namespace, held by a `sleep` of its own; ended on drop.
+/// A network namespace, held by a shell of its own that waits on its stdin
+/// (so it ends with this process, even one killed with -9); ended on drop.
 #[derive(Debug)]
 pub struct Namespace {
     holder: Child,
+    /// The holder's stdin: closed, it ends.
+    _hold: Option<std::process::ChildStdin>,
     /// `/proc/{holder}/ns/net`.
     path: PathBuf,
 }
@@ -34,7 +37,8 @@ impl Namespace {
     /// A new namespace with its loopback up (needs root: `unshare -n`).
     pub fn new() -> Self {
         let mut holder = Command::new("unshare")
-            .args(["--net", "sh", "-c", "ip link set lo up && echo up && exec sleep 86400"])
+            .args(["--net", "sh", "-c", "ip link set lo up && echo up && read _"])
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
             .expect("unshare runs (util-linux)");
@@ -46,7 +50,8 @@ impl Namespace {
             holder.try_wait()
         );
         let path = PathBuf::from(format!("/proc/{}/ns/net", holder.id()));
-        Namespace { holder, path }
+        let hold = holder.stdin.take();
+        Namespace { holder, _hold: hold, path }
     }
 
     /// `program` to be run in the namespace (`nsenter`, which runs it in its
@@ -63,8 +68,9 @@ impl Namespace {
         let ns = std::fs::File::open(&self.path).expect("the namespace's file");
         let host = std::fs::File::open("/proc/thread-self/ns/net").expect("this thread's namespace");
         // The listener is made in the namespace (a socket stays in the
-        // namespace it was made in); the thread then comes back, so that
-        // the connections to the host's service are made on the host.
+        // namespace it was made in), by a thread of its own that ends then;
+        // the threads that accept and connect to the host's service are
+        // the caller's, on the host.
         let (made, listener) = std::sync::mpsc::channel();
         let target = address.to_owned();
         std::thread::spawn(move || {
@@ -178,8 +184,16 @@ impl Gate {
         self.state.lock().unwrap_or_else(PoisonError::into_inner).0 == State::Closed
     }
 
+    /// Keeps a connection's streams to close with the link (at once when it
+    /// is closed already).
     fn keep(&self, streams: [&TcpStream; 2]) {
         let mut held = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if held.0 == State::Closed {
+            for stream in streams {
+                let _ = stream.shutdown(Shutdown::Both);
+            }
+            return;
+        }
         held.1.extend(streams.into_iter().filter_map(|s| s.try_clone().ok()));
     }
 }

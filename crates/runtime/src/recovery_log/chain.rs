@@ -3,8 +3,8 @@
 //! A player holds the chain it has applied: the last sequence number, the
 //! running checksum, and the current author (set by the last hand-off). It
 //! applies only the record that continues that chain — the next sequence
-//! number, the checksum it holds as `prev` — and, for a transaction, comes from
-//! the current author. Concurrent writers therefore form a tree of which every
+//! number, the checksum it holds as `prev` — and, for a transaction or a
+//! snapshot's start or end, comes from the current author. Concurrent writers therefore form a tree of which every
 //! player reads the same single branch: after a new primary's hand-off, a zombie
 //! primary's records either repeat a sequence number already taken or carry a
 //! checksum of a branch no one follows, and are skipped. A writer builds its

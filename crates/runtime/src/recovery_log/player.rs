@@ -10,8 +10,9 @@
 //! it meets may be of a writer that died half-way (its successor's hand-off
 //! cuts it short) or a fenced writer's, on a branch no one continues. Until
 //! then the checkpoint says so ([`Partial`]), the player reports itself
-//! [`Player::bootstrapping`], and a snapshot start off its chain makes it
-//! start again from that one with an emptied store. A complete snapshot —
+//! [`Player::bootstrapping`], and a record past its chain's next (the log's
+//! chain went on without it) makes it start again, with an emptied store,
+//! from the next snapshot start. A complete snapshot —
 //! start, chunks and end continuing one another, by one author — can only be
 //! on the chain every player follows: its writer read each record back as
 //! applied before writing the next.
@@ -183,9 +184,15 @@ impl<S: Store> Player<S> {
         }
         let mut chain = self.chain.clone();
         if let Err(skip) = chain.offer(&record, bytes) {
-            if matches!(self.bootstrap, Some(Bootstrap::Playing(_))) && record.body == Body::SnapshotStart {
-                // Not whole yet, and perhaps on a branch no one continues:
-                // start again from this snapshot.
+            if matches!(self.bootstrap, Some(Bootstrap::Playing(_)))
+                && matches!(skip, Skip::NotNext { expected, got } if got > expected)
+            {
+                // Not whole yet, and the log's chain has gone past this one:
+                // it began at a snapshot start on a branch no one continues
+                // (a fenced writer's). Start again, from the next snapshot
+                // start. A record behind the chain, or of another branch,
+                // proves nothing of the kind: a zombie's view is a prefix of
+                // the log's chain.
                 self.store.clear()?;
                 self.offsets.clear();
                 self.bootstrap = Some(Bootstrap::Seeking);
@@ -413,6 +420,74 @@ mod tests {
         assert!(!player.bootstrapping());
         assert_eq!(keys(&player), ["x", "y"]);
         assert_eq!(player.chain(), &chain, "on the log's chain");
+    }
+
+    /// Appends records by `author` on `chain`; their bytes.
+    fn extend(chain: &mut Chain, author: u64, bodies: Vec<Body>) -> Vec<Vec<u8>> {
+        bodies
+            .into_iter()
+            .map(|body| {
+                let record = chain.next(author, body);
+                let bytes = record.encode();
+                chain.offer(&record, &bytes).expect("continues");
+                bytes
+            })
+            .collect()
+    }
+
+    fn puts(pairs: &[(&str, &str)]) -> Body {
+        let mutations = pairs
+            .iter()
+            .map(|(k, v)| Mutation::Put { key: k.as_bytes().to_vec(), value: v.as_bytes().to_vec() })
+            .collect();
+        Body::Transaction { mutations, offsets: vec![] }
+    }
+
+    #[test]
+    fn a_bootstrapping_player_on_a_fenced_writers_branch_starts_again_at_the_next_snapshot() {
+        // 7 is fenced by 8's hand-off and then writes a snapshot start on its
+        // own view of the chain; 8 commits twice before its next snapshot.
+        let (mut records, fork) = chain_of(vec![(7, Body::HandOff), (7, put("x", "1"))]);
+        let zombie = fork.next(7, Body::SnapshotStart).encode();
+        let mut chain = fork;
+        records.extend(extend(&mut chain, 8, vec![Body::HandOff, put("y", "2")]));
+        records.insert(3, zombie);
+        records.extend(extend(&mut chain, 8, vec![put("z", "3"), put("w", "4")]));
+        let start = records.len();
+        let snapshot = puts(&[("w", "4"), ("x", "1"), ("y", "2"), ("z", "3")]);
+        records.extend(extend(&mut chain, 8, vec![Body::SnapshotStart, snapshot, Body::SnapshotEnd]));
+        // The log was cut at 3: the zombie's snapshot start comes first.
+        let mut player = Player::bootstrap(MemoryStore::default(), 3);
+        let played: Vec<Option<Played>> =
+            records.iter().enumerate().map(|(o, r)| player.offer(o as i64, r).expect("plays")).collect();
+        // Before, a record past the zombie's chain was "the chain cannot
+        // continue" (io::offer fails the replica on it), on every retry.
+        let ahead =
+            |p: &Option<Played>| matches!(p, Some(Played::Skipped(Skip::NotNext { expected, got })) if got > expected);
+        assert!(!played.iter().any(ahead), "a record past the chain reached the caller: {played:?}");
+        assert_eq!(played[start], Some(Played::SnapshotStart));
+        assert!(!player.bootstrapping(), "whole at 8's snapshot end: {played:?}");
+        assert_eq!(keys(&player), ["w", "x", "y", "z"]);
+        assert_eq!(player.chain(), &chain, "on the log's chain");
+    }
+
+    #[test]
+    fn a_fenced_writers_snapshot_start_does_not_throw_a_player_off_the_logs_chain() {
+        // A player bootstrapping from 8's snapshot start meets a late
+        // snapshot start of 7 (fenced before it) in 8's snapshot.
+        let (mut records, mut chain) = chain_of(vec![(7, Body::HandOff), (7, put("x", "1"))]);
+        let fork = chain.clone();
+        records.extend(extend(&mut chain, 8, vec![Body::HandOff, Body::SnapshotStart]));
+        records.push(fork.next(7, Body::SnapshotStart).encode());
+        records.extend(extend(&mut chain, 8, vec![put("x", "1"), Body::SnapshotEnd]));
+        let mut player = Player::bootstrap(MemoryStore::default(), 3);
+        let played: Vec<Option<Played>> =
+            records.iter().enumerate().map(|(o, r)| player.offer(o as i64, r).expect("plays")).collect();
+        assert!(matches!(played[4], Some(Played::Skipped(_))), "the zombie's start skipped: {:?}", played[4]);
+        assert_eq!(played[6], Some(Played::SnapshotEnd));
+        assert!(!player.bootstrapping());
+        assert_eq!(keys(&player), ["x"]);
+        assert_eq!(player.chain(), &chain);
     }
 
     #[test]

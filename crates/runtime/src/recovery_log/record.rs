@@ -10,8 +10,9 @@
 //!
 //! Layout (big-endian): magic `KSRL`, version u8 (1), author u64, seq u64,
 //! prev u64, kind u8 (0 hand-off, 1 transaction, 2 snapshot start, 3 snapshot
-//! end; a reader from before kind 3 counts it malformed and skips it, which
-//! is safe: it only marks a snapshot complete); a transaction then has a
+//! end; a reader from before kind 3 counts it malformed and then fails on the
+//! next record as past its chain: every member must run a version that knows
+//! kind 3 before a primary writes one — stop them all, then start them); a transaction then has a
 //! mutation count u32 and each mutation (op u8: 0 put, 1 delete; key len u32,
 //! key; for a put, value len u32, value), then an offset count u32 and each
 //! offset (topic len u16, topic, partition i32, offset i64). Every length is

@@ -135,7 +135,9 @@ pub(crate) struct Log<'a> {
     hint: Option<Hint>,
     playback: crate::metrics::Playback,
     since_snapshot: u64,
-    /// When a record was last applied (played, or committed and read back).
+    /// When a record was last applied (played, or appended and read back;
+    /// the opening counts as one, so a replica that applies nothing ages
+    /// from then): on tokio's clock, stepped in the simulation.
     applied: Option<std::time::Instant>,
     /// A standby the application follows: transactions played go to
     /// [`crate::application::Application::followed`].
@@ -228,7 +230,7 @@ impl<'a> Log<'a> {
             hint,
             playback: ctx.metrics.playback(&spec.id),
             since_snapshot: 0,
-            applied: None,
+            applied: Some(Instant::now().into_std()),
             follow: false,
         })
     }
@@ -256,6 +258,11 @@ impl<'a> Log<'a> {
         self.end_asked = Some(Instant::now());
         self.publish();
         Ok(())
+    }
+
+    /// Notes that a record was just applied (see [`Progress::applied`]).
+    pub(crate) fn mark_applied(&mut self) {
+        self.applied = Some(Instant::now().into_std());
     }
 
     pub(crate) fn publish(&self) {
@@ -310,7 +317,8 @@ impl<'a> Log<'a> {
                 played,
                 Some(Played::Transaction | Played::HandOff { .. } | Played::SnapshotStart | Played::SnapshotEnd)
             ) {
-                self.applied = Some(std::time::Instant::now());
+                // (The record borrows the reader: the field, not `mark_applied`.)
+                self.applied = Some(Instant::now().into_std());
             }
             match played {
                 // A snapshot by the primary: the log to replay starts over.
@@ -386,7 +394,7 @@ impl<'a> Log<'a> {
             .sum::<usize>()
             + 38;
         commit(&self.io.clients(self.spec), &mut self.player, author, mutations, offsets, KAFKA_TIMEOUT).await?;
-        self.applied = Some(std::time::Instant::now());
+        self.mark_applied();
         self.since_snapshot += size as u64;
         Ok(())
     }
@@ -426,6 +434,7 @@ impl<'a> Log<'a> {
         }
         // Complete: a replica starting at the log's start may begin here.
         append(&clients, &mut self.player, author, Body::SnapshotEnd, KAFKA_TIMEOUT).await?;
+        self.mark_applied();
         self.ctx.metrics.snapshot(&spec.id, bytes);
         let hint = Hint { offset: start.offset, seq: start.seq, checksum: start.checksum, author: Some(author), bytes };
         match self.record_hint(hint).await {
