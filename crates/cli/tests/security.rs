@@ -130,6 +130,7 @@ fn ensure_offsets_topic(broker: &Broker) {
 }
 
 #[test]
+#[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn dump_loadgen_bench_and_serve_work_over_tls_and_sasl() {
     let broker = Broker::from_env_or_start();
     ensure_offsets_topic(&broker);
@@ -175,6 +176,7 @@ fn dump_loadgen_bench_and_serve_work_over_tls_and_sasl() {
 }
 
 #[test]
+#[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn bad_credentials_certificates_and_acls_are_named_at_start() {
     let broker = Broker::from_env_or_start();
     ensure_offsets_topic(&broker);
@@ -246,6 +248,7 @@ fn bad_credentials_certificates_and_acls_are_named_at_start() {
 }
 
 #[test]
+#[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn serve_says_why_on_ready_when_the_credentials_or_the_certificate_are_refused() {
     let broker = Broker::from_env_or_start();
     ensure_offsets_topic(&broker);

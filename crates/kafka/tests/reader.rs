@@ -116,6 +116,7 @@ fn produce(brokers: &str, topic: &str, partition: i32, compression: &str, n: usi
 }
 
 #[test]
+#[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn both_readers_agree_on_every_codec_and_start() {
     let broker = Broker::from_env_or_start();
     let settings = ClientSettings::new(broker.brokers());
@@ -154,6 +155,7 @@ fn both_readers_agree_on_every_codec_and_start() {
 }
 
 #[test]
+#[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn transactions_committed_aborted_and_open() {
     let broker = Broker::from_env_or_start();
     let settings = ClientSettings::new(broker.brokers());
@@ -253,6 +255,7 @@ fn tagged_to_end(reader: &PartitionReader, at_least: usize) -> (Vec<(i64, Option
 }
 
 #[test]
+#[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn deleted_offsets_added_partitions_and_one_connection() {
     let broker = Broker::from_env_or_start();
     let settings = ClientSettings::new(broker.brokers());
@@ -294,6 +297,7 @@ fn deleted_offsets_added_partitions_and_one_connection() {
 }
 
 #[test]
+#[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn over_tls_and_sasl() {
     let broker = Broker::from_env_or_start();
     let settings = ClientSettings::new(broker.brokers());
@@ -330,6 +334,7 @@ fn over_tls_and_sasl() {
 }
 
 #[test]
+#[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn reads_on_across_a_broker_restart() {
     let broker = Broker::start_private(&[]);
     let settings = ClientSettings::new(broker.brokers());
@@ -356,6 +361,7 @@ fn reads_on_across_a_broker_restart() {
 }
 
 #[test]
+#[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn both_readers_agree_on_compacted_batches() {
     // The cleaner rewrites batches without the records a later one of the
     // same key replaced: offsets then have gaps inside and between batches,

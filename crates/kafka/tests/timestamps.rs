@@ -20,6 +20,7 @@ fn now_ms() -> i64 {
 }
 
 #[test]
+#[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn record_times_markers_and_unanswered_reads() {
     let broker = Broker::from_env_or_start();
     let settings = ClientSettings::new(broker.brokers());

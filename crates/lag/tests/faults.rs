@@ -59,6 +59,7 @@ fn agrees_with_kafka(service: &mut TestService, brokers: &str, prefix: &str, wha
 }
 
 #[test]
+#[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn broker_killed_while_serving_and_while_catching_up() {
     let broker = Broker::start_private(&[]);
     let settings = ClientSettings::new(broker.brokers());
@@ -98,6 +99,7 @@ fn broker_killed_while_serving_and_while_catching_up() {
 }
 
 #[test]
+#[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn deleted_topics_and_groups_disappear() {
     let broker = Broker::from_env_or_start();
     let settings = ClientSettings::new(broker.brokers());
@@ -137,6 +139,7 @@ fn deleted_topics_and_groups_disappear() {
 }
 
 #[test]
+#[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn offsets_the_broker_expires_are_removed() {
     // Kafka expires the offsets of a group without members once they are older
     // than offsets.retention.minutes, writing tombstones.
@@ -166,6 +169,7 @@ fn offsets_the_broker_expires_are_removed() {
 }
 
 #[test]
+#[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn compaction_of_consumer_offsets_changes_no_lag() {
     // Segments of __consumer_offsets roll every 10 s (scripts/broker.sh), and
     // the cleaner runs every second: keep committing for long enough that it

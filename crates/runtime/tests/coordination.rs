@@ -129,6 +129,7 @@ async fn members_leader_and_allocator_on_the_embedded_keyspace() {
 }
 
 #[tokio::test]
+#[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 async fn members_leader_and_allocator_on_etcd() {
     let etcd = Etcd::from_env_or_start();
     let ks = EtcdKeyspace::connect(&[etcd.endpoint().to_owned()]).await.expect("connects");
@@ -183,6 +184,7 @@ async fn many_assignments_at_once_on_the_embedded_keyspace() {
 }
 
 #[tokio::test]
+#[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 async fn many_assignments_at_once_on_etcd() {
     let etcd = Etcd::from_env_or_start();
     let ks = EtcdKeyspace::connect(&[etcd.endpoint().to_owned()]).await.expect("connects");

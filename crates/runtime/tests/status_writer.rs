@@ -55,6 +55,7 @@ async fn status_writes_reduce_and_refuse_on_the_embedded_keyspace() {
 }
 
 #[tokio::test]
+#[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 async fn status_writes_reduce_and_refuse_on_etcd() {
     let etcd = Etcd::from_env_or_start();
     let ks = EtcdKeyspace::connect(&[etcd.endpoint().to_owned()]).await.expect("connects");
