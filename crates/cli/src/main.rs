@@ -1,10 +1,18 @@
-//! `kshard`: the one binary.
+//! `kshard`: the one binary. It parses the command line and wires the
+//! libraries together; the work is theirs.
 //!
-//! - `kshard offsets decode`: decode one `__consumer_offsets` record to JSON;
-//! - `kshard offsets dump`: read `__consumer_offsets` from a broker and print
-//!   every record as JSON lines;
-//! - `kshard loadgen`: write a realistic `__consumer_offsets` stream into a broker;
-//! - `kshard serve`: the lag monitor.
+//! - `kshard serve`: the lag monitor (`serve.rs`, `serve_config.rs`; with
+//!   `--etcd`, a member of a lag cluster, `cluster.rs`);
+//! - `kshard lag`: every group's lag now, asked of the brokers (`lag.rs`);
+//! - `kshard shards list|apply`: a runtime application's shards (`shards.rs`);
+//! - `kshard example sum produce|run|verify`: the runtime's first
+//!   application, streams summed exactly once (`example_sum/`);
+//! - `kshard offsets decode|dump`: `__consumer_offsets` records as JSON
+//!   (`offsets_dump.rs`, `offsets_json.rs`);
+//! - `kshard demo`: live demo groups of every kind (`demo.rs`);
+//! - `kshard loadgen`: a realistic load of commits, or a synthetic offsets
+//!   topic (`loadgen.rs`, `loadgen_write.rs`);
+//! - `kshard bench …`: the README's figures (`bench/`).
 
 mod bench;
 mod cluster;
