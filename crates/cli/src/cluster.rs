@@ -3,7 +3,6 @@
 //! running one member with them: on etcd when `--etcd` is given, else on an
 //! embedded keyspace (one process holds every shard).
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -89,21 +88,6 @@ pub(crate) struct MemberRun {
     pub(crate) app: Arc<dyn Application>,
     pub(crate) shards: Vec<ShardSpec>,
     pub(crate) settings: ClientSettings,
-    /// Fault injection for tests (`KSHARD_INJECT_STORE_ERRORS=shard:count,…`).
-    pub(crate) store_faults: BTreeMap<String, u32>,
-}
-
-/// Parses `KSHARD_INJECT_STORE_ERRORS` (`shard:count,…`): the first `count`
-/// store applies of each shard fail, to test FAILED and its retry.
-pub(crate) fn injected_store_errors() -> Result<BTreeMap<String, u32>> {
-    let Ok(spec) = std::env::var("KSHARD_INJECT_STORE_ERRORS") else { return Ok(BTreeMap::new()) };
-    spec.split(',')
-        .filter(|s| !s.is_empty())
-        .map(|item| {
-            let (shard, count) = item.split_once(':').context("KSHARD_INJECT_STORE_ERRORS: not shard:count")?;
-            Ok((shard.to_owned(), count.parse().context("KSHARD_INJECT_STORE_ERRORS: count is not a number")?))
-        })
-        .collect()
 }
 
 /// Runs one member until SIGINT or SIGTERM.
@@ -133,7 +117,6 @@ pub(crate) fn run_member(cluster: &ClusterArgs, run: MemberRun) -> Result<()> {
             disk: None,
             settings: run.settings.clone(),
             partitions: None,
-            store_faults: run.store_faults.clone(),
         };
         tracing::info!(member = %config.member.id, zone = %config.member.zone, %endpoint, data_dir = %config.data_dir.display(), "starting a member");
         if cluster.etcd.is_empty() {

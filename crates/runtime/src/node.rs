@@ -14,7 +14,6 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU32;
 use std::time::Duration;
 
 use kshard_kafka::ClientSettings;
@@ -57,8 +56,6 @@ pub struct NodeConfig {
     /// Kafka through `settings` (a [`crate::partitions::memory::MemoryPartitions`]
     /// in tests); `None`: Kafka.
     pub partitions: Option<Arc<dyn Partitions>>,
-    /// Fault injection for tests: the first N store applies of a shard fail.
-    pub store_faults: BTreeMap<String, u32>,
 }
 
 /// What a running member shares with its HTTP endpoints.
@@ -438,7 +435,6 @@ pub async fn run<K: Keyspace>(
         app,
         metrics: Arc::clone(&shared.metrics),
         progress: Arc::clone(&shared.progress),
-        store_faults: config.store_faults.iter().map(|(s, n)| (s.clone(), Arc::new(AtomicU32::new(*n)))).collect(),
         hints: Arc::new(KeyspaceHints { ks: Arc::clone(&ks), keys: config.keys.clone() }),
     });
     let (reports, mut reported) = unbounded_channel();

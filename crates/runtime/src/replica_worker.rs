@@ -16,7 +16,6 @@
 //! longer holds what follows the checkpoint (see [`crate::recovery_log::replica`]).
 
 use std::collections::BTreeMap;
-use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -85,8 +84,6 @@ pub(crate) struct WorkerContext {
     pub(crate) app: Arc<dyn Application>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) progress: ProgressMap,
-    /// Store applies to fail on purpose, by shard (fault injection for tests).
-    pub(crate) store_faults: BTreeMap<String, Arc<AtomicU32>>,
     /// The shards' hints.
     pub(crate) hints: Arc<dyn HintBoard>,
 }

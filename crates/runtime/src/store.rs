@@ -101,6 +101,29 @@ pub trait Store: Send + Sync {
     fn clear(&mut self) -> Result<(), StoreError>;
 }
 
+/// A boxed store is a store (a member's disk hands them out boxed).
+impl<S: Store + ?Sized> Store for Box<S> {
+    fn apply(&mut self, mutations: &[Mutation], checkpoint: &Checkpoint) -> Result<(), StoreError> {
+        (**self).apply(mutations, checkpoint)
+    }
+
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        (**self).get(key)
+    }
+
+    fn checkpoint(&self) -> Result<Option<Checkpoint>, StoreError> {
+        (**self).checkpoint()
+    }
+
+    fn scan(&self, after: Option<&[u8]>, max_bytes: usize) -> Result<Entries, StoreError> {
+        (**self).scan(after, max_bytes)
+    }
+
+    fn clear(&mut self) -> Result<(), StoreError> {
+        (**self).clear()
+    }
+}
+
 /// A store in memory: what a process that stops loses (for tests that drive
 /// an application without a data directory).
 #[derive(Debug, Clone, Default)]

@@ -18,7 +18,7 @@ use anyhow::{Context, Result, bail};
 use kshard_kafka::{Admin, ClientSettings, TopicSpec};
 use kshard_runtime::model::{RecoveryLog, ShardSpec, Source};
 
-use crate::cluster::{ClusterArgs, MemberRun, injected_store_errors, run_member};
+use crate::cluster::{ClusterArgs, MemberRun, run_member};
 use crate::serve_config::KafkaArgs;
 
 /// The sum application's commands.
@@ -177,7 +177,6 @@ pub(crate) fn run(command: SumCommand) -> Result<()> {
                 app: Arc::new(app::Sum),
                 shards: shards(&topic, partitions, &shard),
                 settings,
-                store_faults: injected_store_errors()?,
             };
             run_member(&cluster, run)
         }

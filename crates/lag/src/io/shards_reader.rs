@@ -148,7 +148,6 @@ fn run_on<K: Keyspace>(
         disk: None,
         settings: reader.settings.clone(),
         partitions: None,
-        store_faults: Default::default(),
     };
     info!(partitions, %log_topic, data_dir = %data_dir.display(), member = %config.member.id, "reading the offsets topic through durable shards");
     let stop = Arc::clone(&reader.stop);

@@ -16,7 +16,6 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -29,7 +28,7 @@ use super::start::{Found, Start, choose, why};
 use crate::model::{Hint, Hints, ShardSpec};
 use crate::partitions::{PartitionRead, Partitions, Polled, next_event};
 use crate::replica_worker::{Progress, WorkerContext};
-use crate::store::{Checkpoint, Store, StoreError};
+use crate::store::{Store, StoreError};
 
 pub(crate) const KAFKA_TIMEOUT: Duration = Duration::from_secs(30);
 /// How often a tailing replica asks where the log ends.
@@ -72,38 +71,9 @@ pub(crate) fn kafka(step: &'static str) -> impl FnOnce(kshard_kafka::Error) -> L
     move |source| LogError::Kafka { step, source }
 }
 
-/// The replica's store on its member's disk, failing on purpose when told to.
-pub(crate) struct ReplicaStore {
-    inner: Box<dyn Store>,
-    faults: Option<Arc<AtomicU32>>,
-}
-
-impl Store for ReplicaStore {
-    fn apply(&mut self, mutations: &[Mutation], checkpoint: &Checkpoint) -> Result<(), StoreError> {
-        if let Some(left) = &self.faults
-            && left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok()
-        {
-            return Err(StoreError { step: "applying a transaction", message: "injected fault".into() });
-        }
-        self.inner.apply(mutations, checkpoint)
-    }
-
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        self.inner.get(key)
-    }
-
-    fn checkpoint(&self) -> Result<Option<Checkpoint>, StoreError> {
-        self.inner.checkpoint()
-    }
-
-    fn clear(&mut self) -> Result<(), StoreError> {
-        self.inner.clear()
-    }
-
-    fn scan(&self, after: Option<&[u8]>, max_bytes: usize) -> Result<crate::store::Entries, StoreError> {
-        self.inner.scan(after, max_bytes)
-    }
-}
+/// The replica's store on its member's disk (faults are injected through
+/// the disk: see [`crate::faults::GatedDisk`]).
+pub(crate) type ReplicaStore = Box<dyn Store>;
 
 /// The clients of a replica's log.
 pub(crate) struct LogIo {
@@ -159,7 +129,7 @@ impl<'a> Log<'a> {
         if let Some(why) = replaced {
             tracing::warn!(shard = %spec.id, store = name, error = %why, "the store was not readable: set aside, rebuilding it from the recovery log");
         }
-        Ok(ReplicaStore { inner, faults: ctx.store_faults.get(&spec.id).cloned() })
+        Ok(inner)
     }
 
     /// Opens the replica's store and its log where playback goes on.

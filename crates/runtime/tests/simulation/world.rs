@@ -173,7 +173,6 @@ impl World {
             disk: Some(Arc::new(GatedDisk::new(Arc::new(member.disk.clone()), disk.clone()))),
             settings: ClientSettings::new("127.0.0.1:1"),
             partitions: Some(Arc::new(partitions) as Arc<dyn Partitions>),
-            store_faults: BTreeMap::new(),
         };
         let shared = NodeShared::default();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

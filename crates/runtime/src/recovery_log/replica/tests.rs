@@ -1,7 +1,6 @@
 //! A replica's store and log when the log is not the one the store was made
 //! from: deleted and created again under the same name.
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use kshard_kafka::Isolation;
@@ -47,7 +46,6 @@ fn context(log: &MemoryPartitions, disk: &MemoryDisk) -> WorkerContext {
         app: Arc::new(Nothing),
         metrics: Arc::default(),
         progress: Arc::default(),
-        store_faults: BTreeMap::new(),
         hints: Arc::new(Board::default()),
     }
 }
