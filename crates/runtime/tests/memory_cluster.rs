@@ -60,21 +60,56 @@ fn eventually(what: &str, mut check: impl FnMut() -> Result<(), String>) {
     }
 }
 
-#[test]
-fn a_standby_takes_over_on_the_memory_log_and_every_value_counts_once() {
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("tokio");
-    let log = MemoryPartitions::default();
-    let ks = Arc::new(MemoryKeyspace::new());
-    let keys = Keys::new("/memory-cluster");
-    let spec = ShardSpec {
-        hot_standbys: 1,
+/// The shard the tests run: each key's values of `events` summed.
+fn sum_shard(hot_standbys: u32) -> ShardSpec {
+    ShardSpec {
+        hot_standbys,
         max_txn_duration_ms: 50,
         ..ShardSpec::new(
             "sum-0",
             vec![Source { topic: "events".into(), partition: 0, min_offset: 0 }],
             RecoveryLog { topic: "log".into(), partition: 0 },
         )
+    }
+}
+
+/// A running member: what it shares, how to stop it, its task.
+type Running = (NodeShared, tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<Result<(), node::NodeError>>);
+
+/// Starts member `id` on the memory log, its stores in `data_dir` or on `disk`.
+fn start_member(
+    runtime: &tokio::runtime::Runtime,
+    ks: &Arc<MemoryKeyspace>,
+    keys: &Keys,
+    log: &MemoryPartitions,
+    id: &str,
+    data_dir: std::path::PathBuf,
+    disk: Option<Arc<dyn Disk>>,
+) -> Running {
+    let config = NodeConfig {
+        keys: keys.clone(),
+        member: MemberSpec { id: id.into(), zone: id.into(), shard_limit: 10, endpoint: None },
+        lease_ttl: Duration::from_secs(2),
+        data_dir,
+        disk,
+        settings: ClientSettings::new("127.0.0.1:1"),
+        partitions: Some(Arc::new(log.clone()) as Arc<dyn Partitions>),
     };
+    let shared = NodeShared::default();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = runtime.spawn(node::run(Arc::clone(ks), config, Arc::new(Sum), shared.clone(), async move {
+        let _ = stopped.await;
+    }));
+    (shared, stop, task)
+}
+
+#[test]
+fn a_standby_takes_over_on_the_memory_log_and_every_value_counts_once() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("tokio");
+    let log = MemoryPartitions::default();
+    let ks = Arc::new(MemoryKeyspace::new());
+    let keys = Keys::new("/memory-cluster");
+    let spec = sum_shard(1);
     runtime.block_on(node::create_shard(&*ks, &keys, &spec)).expect("the shard");
     let dir = std::env::temp_dir().join(format!("kshard-memory-cluster-{}", std::process::id()));
     let mut expected = BTreeMap::new();
@@ -82,20 +117,7 @@ fn a_standby_takes_over_on_the_memory_log_and_every_value_counts_once() {
 
     let mut members = Vec::new();
     for id in ["m1", "m2"] {
-        let config = NodeConfig {
-            keys: keys.clone(),
-            member: MemberSpec { id: id.into(), zone: id.into(), shard_limit: 10, endpoint: None },
-            lease_ttl: Duration::from_secs(2),
-            data_dir: dir.join(id),
-            disk: None,
-            settings: ClientSettings::new("127.0.0.1:1"),
-            partitions: Some(Arc::new(log.clone()) as Arc<dyn Partitions>),
-        };
-        let shared = NodeShared::default();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = runtime.spawn(node::run(Arc::clone(&ks), config, Arc::new(Sum), shared.clone(), async move {
-            let _ = stopped.await;
-        }));
+        let (shared, stop, task) = start_member(&runtime, &ks, &keys, &log, id, dir.join(id), None);
         members.push((id, shared, stop, task));
     }
     let status = |shared: &NodeShared| shared.statuses().get("sum-0").copied();
@@ -182,33 +204,14 @@ fn a_failed_replica_is_retried_with_backoff_until_it_serves() {
     let log = MemoryPartitions::default();
     let ks = Arc::new(MemoryKeyspace::new());
     let keys = Keys::new("/memory-cluster-failed");
-    let spec = ShardSpec {
-        max_txn_duration_ms: 50,
-        ..ShardSpec::new(
-            "sum-0",
-            vec![Source { topic: "events".into(), partition: 0, min_offset: 0 }],
-            RecoveryLog { topic: "log".into(), partition: 0 },
-        )
-    };
+    let spec = sum_shard(0);
     runtime.block_on(node::create_shard(&*ks, &keys, &spec)).expect("the shard");
     let mut expected = BTreeMap::new();
     produce(&log, 0, 100, &mut expected);
     // The first two store writes fail.
     let disk = FlakyDisk { inner: MemoryDisk::default(), failures: Arc::new(AtomicU32::new(2)) };
-    let config = NodeConfig {
-        keys: keys.clone(),
-        member: MemberSpec { id: "m1".into(), zone: "z".into(), shard_limit: 10, endpoint: None },
-        lease_ttl: Duration::from_secs(2),
-        data_dir: std::env::temp_dir().join("kshard-memory-cluster-unused"),
-        disk: Some(Arc::new(disk)),
-        settings: ClientSettings::new("127.0.0.1:1"),
-        partitions: Some(Arc::new(log.clone()) as Arc<dyn Partitions>),
-    };
-    let shared = NodeShared::default();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = runtime.spawn(node::run(Arc::clone(&ks), config, Arc::new(Sum), shared.clone(), async move {
-        let _ = stopped.await;
-    }));
+    let unused = std::env::temp_dir().join("kshard-memory-cluster-unused");
+    let (shared, stop, task) = start_member(&runtime, &ks, &keys, &log, "m1", unused, Some(Arc::new(disk)));
     let status = || shared.statuses().get("sum-0").copied();
     let mut failed_at = None;
     let mut errors = Vec::new();
