@@ -52,11 +52,44 @@ pub struct Message<'a> {
     pub transactional: Option<Transactional>,
 }
 
+/// Why an application refused a message or could not build its view of a
+/// shard's state, in its own words or as its own error. It fails the
+/// replica, which says where (the message's topic, partition and offset, or
+/// the step) around it.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct AppError(Box<dyn std::error::Error + Send + Sync>);
+
+impl AppError {
+    /// `error` as the application's.
+    pub fn new(error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        AppError(error.into())
+    }
+}
+
+impl From<String> for AppError {
+    fn from(message: String) -> Self {
+        AppError(message.into())
+    }
+}
+
+impl From<&str> for AppError {
+    fn from(message: &str) -> Self {
+        AppError(message.into())
+    }
+}
+
+impl From<StoreError> for AppError {
+    fn from(error: StoreError) -> Self {
+        AppError(Box::new(error))
+    }
+}
+
 /// An application of the runtime.
 pub trait Application: Send + Sync + 'static {
     /// Takes one message into the transaction `txn` of `shard`. An error fails
     /// the replica (the transaction is not committed).
-    fn consume(&self, shard: &ShardSpec, txn: &mut Transaction<'_>, message: &Message<'_>) -> Result<(), String>;
+    fn consume(&self, shard: &ShardSpec, txn: &mut Transaction<'_>, message: &Message<'_>) -> Result<(), AppError>;
 
     /// The records the application's sources are read for: committed ones
     /// (the default), or every record with its part in a transaction and
@@ -71,7 +104,7 @@ pub trait Application: Send + Sync + 'static {
     /// offset), and sources are read from there next. Applications that keep
     /// a view of their state outside the store (to serve it) rebuild it here.
     /// An error fails the replica.
-    fn recovered(&self, shard: &ShardSpec, store: &dyn Store, offsets: &[SourceOffset]) -> Result<(), String> {
+    fn recovered(&self, shard: &ShardSpec, store: &dyn Store, offsets: &[SourceOffset]) -> Result<(), AppError> {
         let _ = (shard, store, offsets);
         Ok(())
     }
@@ -82,7 +115,7 @@ pub trait Application: Send + Sync + 'static {
     /// calls [`Application::followed`] with each transaction the standby plays,
     /// until it is promoted ([`Application::recovered`]) or stops
     /// ([`Application::stopped`]). An error fails the replica.
-    fn following(&self, shard: &ShardSpec, store: &dyn Store, offsets: &[SourceOffset]) -> Result<(), String> {
+    fn following(&self, shard: &ShardSpec, store: &dyn Store, offsets: &[SourceOffset]) -> Result<(), AppError> {
         let _ = (shard, store, offsets);
         Ok(())
     }

@@ -30,7 +30,7 @@ use crate::metrics::Metrics;
 use crate::model::{AssignmentValue, Hints, Keys, MemberSpec, ShardSpec};
 use crate::partitions::Partitions;
 use crate::partitions::kafka::KafkaPartitions;
-use crate::recovery_log::replica::{HintBoard, HintCall};
+use crate::recovery_log::replica::{HintBoard, HintCall, HintsError};
 use crate::replica::{Action, AssignmentId, Event, Replica, State};
 use crate::replica_worker::{self, Command, Progress, ProgressMap, WorkerContext};
 use crate::status::ReplicaCode;
@@ -382,10 +382,10 @@ struct KeyspaceHints<K> {
 const HINTS_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Awaits `call` for at most [`HINTS_TIMEOUT`].
-async fn within<T>(call: impl Future<Output = Result<T, KeyspaceError>>) -> Result<T, String> {
+async fn within<T>(call: impl Future<Output = Result<T, KeyspaceError>>) -> Result<T, HintsError> {
     match tokio::time::timeout(HINTS_TIMEOUT, call).await {
-        Ok(result) => result.map_err(|e| e.to_string()),
-        Err(_) => Err(format!("the keyspace did not answer within {HINTS_TIMEOUT:?}")),
+        Ok(result) => Ok(result?),
+        Err(_) => Err(HintsError::Timeout(HINTS_TIMEOUT)),
     }
 }
 
@@ -397,7 +397,7 @@ impl<K: Keyspace> HintBoard for KeyspaceHints<K> {
             match snapshot.kvs.into_iter().find(|kv| kv.key == key) {
                 Some(kv) => serde_json::from_slice(&kv.value)
                     .map(|h| Some((h, kv.mod_revision)))
-                    .map_err(|e| format!("{key}: {e}")),
+                    .map_err(|source| HintsError::Malformed { key, source }),
                 None => Ok(None),
             }
         })
@@ -406,7 +406,7 @@ impl<K: Keyspace> HintBoard for KeyspaceHints<K> {
     fn write<'a>(&'a self, shard: &'a str, hints: &'a Hints, revision: i64) -> HintCall<'a, bool> {
         Box::pin(async move {
             let key = self.keys.hints(shard);
-            let value = serde_json::to_vec(hints).map_err(|e| e.to_string())?;
+            let value = serde_json::to_vec(hints).map_err(HintsError::Encode)?;
             let put = Txn {
                 compares: vec![Compare::ModRevision(key.clone(), revision)],
                 success: vec![Op::Put { key, value, lease: None }],

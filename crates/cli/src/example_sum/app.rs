@@ -6,7 +6,7 @@
 //! counted twice) fails the replica — so a replayed or lost message cannot go
 //! unnoticed, and the final sums equal the producer's exactly.
 
-use kshard_runtime::application::{Application, Message, Transaction};
+use kshard_runtime::application::{AppError, Application, Message, Transaction};
 use kshard_runtime::model::ShardSpec;
 
 /// One stream's state: the last sequence number taken and the running sum.
@@ -41,11 +41,11 @@ pub(crate) fn encode_increment(seq: u64, increment: i64) -> [u8; 16] {
 pub(crate) struct Sum;
 
 impl Application for Sum {
-    fn consume(&self, _: &ShardSpec, txn: &mut Transaction<'_>, message: &Message<'_>) -> Result<(), String> {
+    fn consume(&self, _: &ShardSpec, txn: &mut Transaction<'_>, message: &Message<'_>) -> Result<(), AppError> {
         let stream = message.key.ok_or("a record without a stream id")?;
         let StreamSum { seq, sum: increment } =
             message.value.and_then(StreamSum::decode).ok_or("a value that is not 16 bytes of (seq, increment)")?;
-        let stored = txn.get(stream).map_err(|e| e.to_string())?;
+        let stored = txn.get(stream)?;
         let current = match stored {
             Some(bytes) => StreamSum::decode(&bytes).ok_or("a stored sum that is not 16 bytes")?,
             None => StreamSum::default(),
@@ -56,7 +56,8 @@ impl Application for Sum {
                 "stream {}: {what}: sequence {seq} after {}",
                 String::from_utf8_lossy(stream),
                 current.seq
-            ));
+            )
+            .into());
         }
         let next = StreamSum { seq, sum: current.sum.wrapping_add(increment) };
         txn.put(stream.to_vec(), next.encode().to_vec());
@@ -73,7 +74,7 @@ mod tests {
         serde_json::from_str(r#"{"id":"s","sources":[],"recovery_log":{"topic":"l","partition":0}}"#).expect("spec")
     }
 
-    fn take(txn: &mut Transaction<'_>, seq: u64, inc: i64) -> Result<(), String> {
+    fn take(txn: &mut Transaction<'_>, seq: u64, inc: i64) -> Result<(), AppError> {
         let value = encode_increment(seq, inc);
         let m =
             Message { topic: "t", partition: 0, offset: 0, key: Some(b"s1"), value: Some(&value), transactional: None };
@@ -88,9 +89,9 @@ mod tests {
         take(&mut txn, 2, -2).expect("second");
         let got = txn.get(b"s1").expect("reads").and_then(|b| StreamSum::decode(&b));
         assert_eq!(got, Some(StreamSum { seq: 2, sum: 3 }));
-        let repeat = take(&mut txn, 2, 1).expect_err("a repeat");
+        let repeat = take(&mut txn, 2, 1).expect_err("a repeat").to_string();
         assert!(repeat.contains("a repeat: sequence 2 after 2"), "{repeat}");
-        let gap = take(&mut txn, 4, 1).expect_err("a gap");
+        let gap = take(&mut txn, 4, 1).expect_err("a gap").to_string();
         assert!(gap.contains("a gap: sequence 4 after 2"), "{gap}");
         let m = Message {
             topic: "t",

@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use kshard_runtime::application::{Application, Isolation, Message, Transaction, Transactional};
+use kshard_runtime::application::{AppError, Application, Isolation, Message, Transaction, Transactional};
 use kshard_runtime::model::ShardSpec;
 use kshard_runtime::recovery_log::record::{Mutation, SourceOffset};
 use kshard_runtime::replica_worker::Progress;
@@ -241,8 +241,8 @@ impl OffsetsShards {
         m: &Message<'_>,
         producer: i64,
         committed: bool,
-    ) -> Result<(), String> {
-        let records = txn.scan_prefix(&pending_store::producer_prefix(producer)).map_err(|e| e.to_string())?;
+    ) -> Result<(), AppError> {
+        let records = txn.scan_prefix(&pending_store::producer_prefix(producer))?;
         let mut groups: Vec<&str> =
             records.iter().filter_map(|(k, _)| pending_store::parse(k).and_then(|(_, key)| group_of(key))).collect();
         groups.sort_unstable();
@@ -258,7 +258,7 @@ impl OffsetsShards {
             if !committed {
                 continue;
             }
-            let in_place = txn.get(key).map_err(|e| e.to_string())?;
+            let in_place = txn.get(key)?;
             if in_place.as_deref().and_then(split_stored).is_none_or(|(at, _)| at < offset) {
                 txn.put(key, stored.as_slice());
             }
@@ -326,7 +326,7 @@ pub(crate) fn unit_from_store(store: &dyn Store, next_offset: Option<i64>) -> Re
 }
 
 impl Application for OffsetsShards {
-    fn consume(&self, _: &ShardSpec, txn: &mut Transaction<'_>, m: &Message<'_>) -> Result<(), String> {
+    fn consume(&self, _: &ShardSpec, txn: &mut Transaction<'_>, m: &Message<'_>) -> Result<(), AppError> {
         if let Some(Transactional::Marker { producer_id, committed }) = m.transactional {
             return self.end_transaction(txn, m, producer_id, committed);
         }
@@ -385,7 +385,7 @@ impl Application for OffsetsShards {
         self.isolation
     }
 
-    fn recovered(&self, shard: &ShardSpec, store: &dyn Store, offsets: &[SourceOffset]) -> Result<(), String> {
+    fn recovered(&self, shard: &ShardSpec, store: &dyn Store, offsets: &[SourceOffset]) -> Result<(), AppError> {
         let partition = partition_of(shard)?;
         let started = Instant::now();
         let next = offsets.iter().find(|o| o.partition == partition).map(|o| o.offset);
@@ -412,7 +412,7 @@ impl Application for OffsetsShards {
         Ok(())
     }
 
-    fn following(&self, shard: &ShardSpec, store: &dyn Store, offsets: &[SourceOffset]) -> Result<(), String> {
+    fn following(&self, shard: &ShardSpec, store: &dyn Store, offsets: &[SourceOffset]) -> Result<(), AppError> {
         let partition = partition_of(shard)?;
         let next = offsets.iter().find(|o| o.partition == partition).map(|o| o.offset);
         let mut unit = unit_from_store(store, next)?;

@@ -37,7 +37,30 @@ const END_EVERY: Duration = Duration::from_secs(1);
 const SNAPSHOT_CHUNK: usize = 256 << 10;
 
 /// A hint board's answer, to await.
-pub(crate) type HintCall<'a, T> = Pin<Box<dyn Future<Output = Result<T, String>> + Send + 'a>>;
+pub(crate) type HintCall<'a, T> = Pin<Box<dyn Future<Output = Result<T, HintsError>> + Send + 'a>>;
+
+/// Why a shard's hints could not be read, checked or recorded.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum HintsError {
+    #[error("the keyspace: {0}")]
+    Keyspace(#[from] crate::keyspace::KeyspaceError),
+    #[error("the keyspace did not answer within {0:?}")]
+    Timeout(Duration),
+    #[error("{key} does not parse: {source}")]
+    Malformed {
+        key: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("encoding the hints: {0}")]
+    Encode(#[source] serde_json::Error),
+    #[error("reading the snapshot a hint names: {0}")]
+    Log(#[from] kshard_kafka::Error),
+    #[error("a newer snapshot at {0} is recorded already")]
+    Newer(i64),
+    #[error("the hints changed while they were written")]
+    Raced,
+}
 
 /// Where a replica reads and writes its shard's hints (the keyspace).
 pub(crate) trait HintBoard: Send + Sync {
@@ -56,11 +79,11 @@ pub(crate) enum ReplicaError {
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("consuming {at}: {error}")]
-    Application { at: String, error: String },
+    Application { at: String, error: crate::application::AppError },
     #[error("the shard has no sources")]
     NoSources,
     #[error("reading the shard's hints: {0}")]
-    Hints(String),
+    Hints(#[from] HintsError),
     #[error("the recovery log was truncated to offset {low}, past this replica's position {position}")]
     Truncated { position: i64, low: i64 },
     #[error("the recovery log starts at offset {0} and holds no complete snapshot to play from (yet)")]
@@ -136,7 +159,7 @@ impl<'a> Log<'a> {
     pub(crate) async fn open(ctx: &'a WorkerContext, spec: &'a ShardSpec) -> Result<Self, ReplicaError> {
         let partitions = Arc::clone(&ctx.partitions);
         let log = &spec.recovery_log;
-        let hints = ctx.hints.read(&spec.id).await.map_err(ReplicaError::Hints)?.map(|(h, _)| h);
+        let hints = ctx.hints.read(&spec.id).await?.map(|(h, _)| h);
         let store = Self::open_store(ctx, spec, false)?;
         let checkpoint = store.checkpoint()?.map(|c| c.log);
         let (low, high) = watermarks(partitions.as_ref(), spec).await?;
@@ -329,7 +352,7 @@ impl<'a> Log<'a> {
             Ok(hints) => {
                 if let Some((h, _)) = hints
                     && self.hint.is_none_or(|known| known.offset < h.current.offset)
-                    && self.of_this_log(&h.current).await == Ok(true)
+                    && matches!(self.of_this_log(&h.current).await, Ok(true))
                 {
                     self.hint = Some(h.current);
                 }
@@ -340,9 +363,8 @@ impl<'a> Log<'a> {
 
     /// True when the log holds the snapshot `hint` names (see
     /// [`holds_snapshot`]); why the log could not be read to tell.
-    async fn of_this_log(&self, hint: &Hint) -> Result<bool, String> {
-        let held = holds_snapshot(self.io.partitions.as_ref(), &self.spec.recovery_log, hint, KAFKA_TIMEOUT).await;
-        held.map_err(|e| e.to_string())
+    async fn of_this_log(&self, hint: &Hint) -> Result<bool, HintsError> {
+        Ok(holds_snapshot(self.io.partitions.as_ref(), &self.spec.recovery_log, hint, KAFKA_TIMEOUT).await?)
     }
 
     /// Commits one transaction as `author` (see [`commit`]).
@@ -438,7 +460,7 @@ impl<'a> Log<'a> {
     /// offset the log may be deleted before (the replaced hint's), if any.
     /// Checked against what was read, and never replacing a newer hint, so a
     /// slow or fenced primary cannot make the hints point backwards.
-    async fn record_hint(&self, hint: Hint) -> Result<Option<i64>, String> {
+    async fn record_hint(&self, hint: Hint) -> Result<Option<i64>, HintsError> {
         let stored = self.ctx.hints.read(&self.spec.id).await?;
         let (previous, revision) = match stored {
             // Hints of a log since recreated (the snapshot they name is not
@@ -446,13 +468,13 @@ impl<'a> Log<'a> {
             // snapshot until the new log grew past them.
             Some((h, revision)) if !self.of_this_log(&h.current).await? => (None, revision),
             Some((h, _)) if h.current.offset >= hint.offset => {
-                return Err(format!("a newer snapshot at {} is recorded already", h.current.offset));
+                return Err(HintsError::Newer(h.current.offset));
             }
             Some((h, revision)) => (Some(h.current), revision),
             None => (None, 0),
         };
         if !self.ctx.hints.write(&self.spec.id, &Hints { current: hint, previous }, revision).await? {
-            return Err("the hints changed while they were written".into());
+            return Err(HintsError::Raced);
         }
         Ok(previous.map(|p| p.offset))
     }

@@ -1,7 +1,7 @@
 //! The application the simulation runs: each shard sums its source's values
 //! by key (8 bytes, big-endian), as `kshard example sum` does.
 
-use kshard_runtime::application::{Application, Message, Transaction};
+use kshard_runtime::application::{AppError, Application, Message, Transaction};
 use kshard_runtime::model::ShardSpec;
 
 /// Sums each key's values in the store.
@@ -13,10 +13,10 @@ pub(crate) fn decode(value: &[u8]) -> Option<u64> {
 }
 
 impl Application for Sum {
-    fn consume(&self, _: &ShardSpec, txn: &mut Transaction<'_>, m: &Message<'_>) -> Result<(), String> {
+    fn consume(&self, _: &ShardSpec, txn: &mut Transaction<'_>, m: &Message<'_>) -> Result<(), AppError> {
         let key = m.key.ok_or("a record without a key")?;
         let value = m.value.and_then(decode).ok_or("no value")?;
-        let sum = txn.get(key).map_err(|e| e.to_string())?.and_then(|s| decode(&s));
+        let sum = txn.get(key)?.and_then(|s| decode(&s));
         txn.put(key, (sum.unwrap_or(0) + value).to_be_bytes());
         Ok(())
     }

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use kshard_kafka::Isolation;
 
 use super::*;
-use crate::application::{Application, Message, Transaction};
+use crate::application::{AppError, Application, Message, Transaction};
 use crate::disk::MemoryDisk;
 use crate::model::{RecoveryLog, Source};
 use crate::partitions::memory::MemoryPartitions;
@@ -34,7 +34,7 @@ impl HintBoard for Board {
 struct Nothing;
 
 impl Application for Nothing {
-    fn consume(&self, _: &ShardSpec, _: &mut Transaction<'_>, _: &Message<'_>) -> Result<(), String> {
+    fn consume(&self, _: &ShardSpec, _: &mut Transaction<'_>, _: &Message<'_>) -> Result<(), AppError> {
         Ok(())
     }
 }
@@ -165,7 +165,7 @@ async fn hints_of_a_recreated_log_are_replaced_not_obeyed() {
     // A snapshot of the new log at 2 is recorded over it (kept, the old hint
     // refused every snapshot until the new log grew past offset 3).
     let new = Hint { offset: 2, seq: 2, checksum: 5, author: Some(9), bytes: 10 };
-    assert_eq!(log.record_hint(new).await, Ok(None), "recorded, with nothing to delete before");
+    assert!(matches!(log.record_hint(new).await, Ok(None)), "recorded, with nothing to delete before");
     let stored = ctx.hints.read("s").await.expect("reads").map(|(h, _)| h);
     assert_eq!(stored, Some(Hints { current: new, previous: None }));
 }
