@@ -4,6 +4,7 @@
 
 pub mod brokers;
 pub(crate) mod burrow_http;
+pub(crate) mod error;
 pub(crate) mod http;
 pub(crate) mod offsets_reader;
 pub(crate) mod offsets_shards;

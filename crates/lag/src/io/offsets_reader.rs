@@ -5,6 +5,7 @@
 //! record to its unit. Run under the supervisor: after a failure it resumes from
 //! the positions the units reached.
 
+use super::error::WorkerError;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -51,12 +52,12 @@ pub(crate) fn track_range(
     monitor: &Monitor,
     topic: &str,
     partitions: std::ops::Range<i32>,
-) -> Result<i64, String> {
+) -> Result<i64, WorkerError> {
     let keys: Vec<(String, i32)> = partitions.map(|p| (topic.to_owned(), p)).collect();
-    let watermarks = admin.watermarks(&keys).map_err(|e| e.to_string())?;
+    let watermarks = admin.watermarks(&keys)?;
     let missing: Vec<i32> = keys.iter().filter(|k| !watermarks.contains_key(*k)).map(|k| k.1).collect();
     if !missing.is_empty() {
-        return Err(format!("no watermarks yet for partitions {missing:?} of {topic}"));
+        return Err(WorkerError::NoWatermarks { topic: topic.to_owned(), partitions: missing });
     }
     let mut total = 0;
     for key in keys {
@@ -69,7 +70,7 @@ pub(crate) fn track_range(
 
 impl OffsetsReader {
     /// One life of the worker: until `stop` (`Ok`) or a failure (`Err`).
-    pub(crate) fn run(&mut self) -> Result<(), String> {
+    pub(crate) fn run(&mut self) -> Result<(), WorkerError> {
         if !self.monitor.is_started() && !self.wait_for_topic() {
             return Ok(());
         }
@@ -77,7 +78,7 @@ impl OffsetsReader {
             return crate::shards_reader::run(self, &dir);
         }
         let start = self.monitor.resume_positions();
-        let mut reader = self.brokers.reader(&self.topic, &start).map_err(|e| e.to_string())?;
+        let mut reader = self.brokers.reader(&self.topic, &start)?;
         let assigned = start.iter().map(|(p, _)| *p).collect();
         self.read(&mut *reader, assigned)
     }
@@ -107,12 +108,12 @@ impl OffsetsReader {
         }
     }
 
-    fn track_all(&self) -> Result<(), String> {
-        let admin = self.brokers.checked_admin().map_err(|e| e.to_string())?;
-        let count = admin
-            .partition_count(&self.topic)
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("{} does not exist on {} (yet)", self.topic, self.settings.brokers))?;
+    fn track_all(&self) -> Result<(), WorkerError> {
+        let admin = self.brokers.checked_admin()?;
+        let count = admin.partition_count(&self.topic)?.ok_or_else(|| WorkerError::NoTopic {
+            topic: self.topic.clone(),
+            brokers: self.settings.brokers.clone(),
+        })?;
         let total = track_range(&*admin, &self.monitor, &self.topic, 0..count)?;
         self.monitor.start();
         info!(partitions = count, offsets = total, topic = %self.topic, "catching up with the offsets topic");
@@ -135,7 +136,7 @@ impl OffsetsReader {
         &self,
         reader: &mut dyn OffsetsSource,
         mut assigned: std::collections::BTreeSet<i32>,
-    ) -> Result<(), String> {
+    ) -> Result<(), WorkerError> {
         let started = Instant::now();
         let mut last_log = Instant::now();
         let mut records_at_last_log = self.monitor.counters().records.load(Ordering::Relaxed);
@@ -156,7 +157,7 @@ impl OffsetsReader {
                     continue;
                 }
                 let start: Vec<(i32, Option<i64>)> = added.iter().map(|p| (*p, None)).collect();
-                reader.add_partitions(&start).map_err(|e| e.to_string())?;
+                reader.add_partitions(&start)?;
                 info!(partitions = ?added, topic = %self.topic, "reading new partitions of the offsets topic");
             }
             // `idle`: nothing arrived, a good moment to check readiness and progress.
@@ -187,20 +188,18 @@ impl OffsetsReader {
             });
             idle = match polled {
                 Ok(()) => idle,
-                Err(e) if e.is_authorization() => {
-                    return Err(format!(
-                        "reading {}: {e}; this principal needs Describe and Read on {} — or use scrape_mode: admin_api, which needs neither",
-                        self.topic, self.topic
-                    ));
+                Err(source) if source.is_authorization() => {
+                    return Err(WorkerError::ReadDenied { topic: self.topic.clone(), source: Box::new(source) });
                 }
                 Err(e) => {
                     let since = *failing_since.get_or_insert_with(Instant::now);
                     if since.elapsed() > self.monitor.stale_after() {
-                        return Err(format!(
-                            "reading {} has failed for {:.0} s: {e}",
-                            self.topic,
-                            since.elapsed().as_secs_f64()
-                        ));
+                        let seconds = since.elapsed().as_secs_f64();
+                        return Err(WorkerError::ReadFailing {
+                            topic: self.topic.clone(),
+                            seconds,
+                            source: Box::new(e),
+                        });
                     }
                     warn!(error = %e, topic = %self.topic, "reading the offsets topic; the client retries");
                     std::thread::sleep(Duration::from_millis(200));
@@ -366,7 +365,7 @@ mod tests {
         let (reader, stop) = reader(&monitor);
         let script = VecDeque::from([Next::Fail("Topic Authorization failed")]);
         let mut source = Scripted { script, stop };
-        let error = reader.read(&mut source, [0].into()).expect_err("fails");
+        let error = reader.read(&mut source, [0].into()).expect_err("fails").to_string();
         assert!(error.contains("needs Describe and Read on __consumer_offsets"), "{error}");
         assert!(error.contains("scrape_mode: admin_api"), "{error}");
     }

@@ -274,18 +274,18 @@ impl OffsetsShards {
     }
 }
 
-fn partition_of(shard: &ShardSpec) -> Result<i32, String> {
-    shard.sources.first().map(|s| s.partition).ok_or_else(|| format!("shard {} has no source", shard.id))
+fn partition_of(shard: &ShardSpec) -> Result<i32, AppError> {
+    shard.sources.first().map(|s| s.partition).ok_or_else(|| format!("shard {} has no source", shard.id).into())
 }
 
 /// Rebuilds a unit from a store: its entries applied in offset order.
-pub(crate) fn unit_from_store(store: &dyn Store, next_offset: Option<i64>) -> Result<GroupOffsets, String> {
+pub(crate) fn unit_from_store(store: &dyn Store, next_offset: Option<i64>) -> Result<GroupOffsets, AppError> {
     let mut entries: Vec<(i64, Vec<u8>, Vec<u8>)> = Vec::new();
     let mut counts: Vec<(String, u64)> = Vec::new();
     let mut open: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
     let mut after: Option<Vec<u8>> = None;
     loop {
-        let chunk = store.scan(after.as_deref(), SCAN_CHUNK).map_err(|e| e.to_string())?;
+        let chunk = store.scan(after.as_deref(), SCAN_CHUNK)?;
         let Some((last, _)) = chunk.last() else { break };
         after = Some(last.clone());
         for (key, value) in chunk {
@@ -298,7 +298,7 @@ pub(crate) fn unit_from_store(store: &dyn Store, next_offset: Option<i64>) -> Re
                 continue;
             }
             let Some((offset, raw)) = split_stored(&value) else {
-                return Err(format!("a stored record of {} bytes has no offset", value.len()));
+                return Err(format!("a stored record of {} bytes has no offset", value.len()).into());
             };
             entries.push((offset, key, raw.to_vec()));
         }
@@ -313,7 +313,11 @@ pub(crate) fn unit_from_store(store: &dyn Store, next_offset: Option<i64>) -> Re
     for (entry, stored) in &open {
         match (pending_store::parse(entry), split_stored(stored)) {
             (Some((producer, key)), Some((offset, value))) => unit.restore_pending(producer, offset, key, value),
-            _ => return Err(format!("a stored record of an open transaction does not read ({} bytes)", stored.len())),
+            _ => {
+                return Err(
+                    format!("a stored record of an open transaction does not read ({} bytes)", stored.len()).into()
+                );
+            }
         }
     }
     for (group, n) in counts {

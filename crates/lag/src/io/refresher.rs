@@ -5,6 +5,7 @@
 //! success or failure in [`Health`](crate::Health), so stale watermarks turn
 //! `/ready` 503. Run under the supervisor.
 
+use super::error::WorkerError;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, mpsc};
 use std::time::{Duration, Instant};
@@ -39,9 +40,9 @@ pub(crate) struct Refresher {
 
 impl Refresher {
     /// One life of the worker: until `stop` (`Ok`) or a failure (`Err`).
-    pub(crate) fn run(&mut self) -> Result<(), String> {
-        let admin = self.brokers.admin().map_err(|e| e.to_string())?;
-        let times = self.brokers.timestamps().map_err(|e| e.to_string())?;
+    pub(crate) fn run(&mut self) -> Result<(), WorkerError> {
+        let admin = self.brokers.admin()?;
+        let times = self.brokers.timestamps()?;
         let mut next = Instant::now();
         let mut refreshed_since_catch_up = false;
         let mut last_failure: Option<Instant> = None;
@@ -56,7 +57,7 @@ impl Refresher {
                 // The monitor's clock, which its readiness decisions read.
                 let refreshed_at = self.monitor.now();
                 let scraped = match self.mode {
-                    ScrapeMode::AdminApi => scrape_groups(&*admin, &self.monitor).map_err(|e| e.to_string()),
+                    ScrapeMode::AdminApi => scrape_groups(&*admin, &self.monitor).map_err(WorkerError::from),
                     ScrapeMode::OffsetsTopic => Ok(()),
                 };
                 match scraped.and_then(|()| self.refresh(&*admin)) {
@@ -103,15 +104,15 @@ impl Refresher {
     /// earliest and latest offsets of every partition of every topic some group
     /// committed to (ListOffsets, batched per leader). Also notices new
     /// partitions of the offsets topic and hands them to the reader.
-    fn refresh(&self, admin: &dyn BrokerAdmin) -> Result<Watermarks, String> {
-        let topics = admin.topics().map_err(|e| e.to_string())?;
+    fn refresh(&self, admin: &dyn BrokerAdmin) -> Result<Watermarks, WorkerError> {
+        let topics = admin.topics()?;
         // Growth of the offsets topic is the reader's to handle once it tracks
         // the topic; before that, the reader's own start-up tracks every partition.
         let offsets_topic = topics
             .get(&self.offsets_topic)
             .filter(|_| self.mode == ScrapeMode::OffsetsTopic && self.monitor.is_started());
         if let Some(&count) = offsets_topic {
-            self.monitor.set_coordinators(admin.leaders(&self.offsets_topic).map_err(|e| e.to_string())?);
+            self.monitor.set_coordinators(admin.leaders(&self.offsets_topic)?);
             let known = self.monitor.progress().partitions as i32;
             if count > known {
                 track_range(admin, &self.monitor, &self.offsets_topic, known..count)?;
@@ -130,7 +131,7 @@ impl Refresher {
         wanted.extend((0..offsets_partitions).map(|p| (self.offsets_topic.clone(), p)));
         let mut watermarks = Watermarks::default();
         let mut ends = std::collections::BTreeMap::new();
-        for ((topic, partition), (low, high)) in admin.watermarks(&wanted).map_err(|e| e.to_string())? {
+        for ((topic, partition), (low, high)) in admin.watermarks(&wanted)? {
             if topic == self.offsets_topic && offsets_topic.is_some() {
                 ends.insert(partition, high);
             }
@@ -168,8 +169,8 @@ pub(crate) fn scrape_once(
     brokers: Arc<dyn Connector>,
     settings: ClientSettings,
     monitor: &Arc<Monitor>,
-) -> Result<(), String> {
-    let admin = brokers.checked_admin().map_err(|e| settings.with_access_problem(e.to_string()))?;
+) -> Result<(), WorkerError> {
+    let admin = brokers.checked_admin().map_err(|e| WorkerError::Access(settings.with_access_problem(e)))?;
     let once = Refresher {
         settings,
         offsets_topic: String::new(),
@@ -181,12 +182,12 @@ pub(crate) fn scrape_once(
         new_partitions: mpsc::channel().0,
         brokers,
     };
-    scrape_groups(&*admin, monitor).map_err(|e| e.to_string())?;
+    scrape_groups(&*admin, monitor)?;
     let watermarks = once.refresh(&*admin)?;
     monitor.start();
     monitor.set_watermarks(watermarks, true, monitor.now());
     let wanted = monitor.sample();
-    let times = once.brokers.timestamps().map_err(|e| e.to_string())?;
+    let times = once.brokers.timestamps()?;
     read_times(&*times, monitor, &wanted);
     Ok(())
 }

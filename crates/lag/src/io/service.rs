@@ -105,6 +105,12 @@ pub enum ServeError {
     Worker(String),
 }
 
+/// Why [`lag_once`] could not answer: the step that failed, as `/ready`
+/// would say it.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct ScrapeError(super::error::WorkerError);
+
 /// Every group's lag now, asked of the brokers the way `scrape_mode:
 /// admin_api` asks them (no catch-up: seconds on any cluster), filtered by
 /// `monitor`: what `kshard lag` prints.
@@ -112,10 +118,10 @@ pub fn lag_once(
     kafka: &ClientSettings,
     monitor: MonitorSettings,
     timeout: Duration,
-) -> Result<Vec<crate::GroupView>, String> {
+) -> Result<Vec<crate::GroupView>, ScrapeError> {
     let m = Arc::new(Monitor::new(monitor));
     let brokers = Arc::new(Kafka { settings: kafka.clone(), timeout });
-    refresher::scrape_once(brokers, kafka.clone(), &m)?;
+    refresher::scrape_once(brokers, kafka.clone(), &m).map_err(ScrapeError)?;
     Ok(crate::api::groups(&m))
 }
 

@@ -7,6 +7,7 @@
 //! each shard primary on one member and followed by a standby on every other
 //! (see [`crate::offsets_shards`]).
 
+use super::error::WorkerError;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,15 +38,16 @@ const LOG_MAX_MESSAGE_BYTES: &str = "16777216";
 
 /// Makes sure the recovery-log topic exists with at least `partitions`
 /// partitions (creating it, or growing it after the offsets topic grew).
-fn ensure_log_topic(admin: &Admin, log_topic: &str, partitions: i32) -> Result<(), String> {
+fn ensure_log_topic(admin: &Admin, log_topic: &str, partitions: i32) -> Result<(), WorkerError> {
     let extra = [("max.message.bytes", LOG_MAX_MESSAGE_BYTES)];
-    kshard_runtime::partitions::kafka::ensure_log_topic(admin, log_topic, partitions, &extra)
-        .map_err(|e| e.to_string())?;
-    let have = admin.partition_count(log_topic).map_err(|e| e.to_string())?.unwrap_or(0);
+    kshard_runtime::partitions::kafka::ensure_log_topic(admin, log_topic, partitions, &extra)?;
+    let have = admin.partition_count(log_topic)?.unwrap_or(0);
     if have < partitions {
-        admin
-            .add_partitions(log_topic, partitions)
-            .map_err(|e| format!("growing the recovery-log topic {log_topic} to {partitions} partitions: {e}"))?;
+        admin.add_partitions(log_topic, partitions).map_err(|source| WorkerError::Grow {
+            topic: log_topic.to_owned(),
+            to: format!(" to {partitions} partitions"),
+            source: Box::new(source),
+        })?;
     }
     Ok(())
 }
@@ -92,13 +94,13 @@ fn shard(offsets_topic: &str, log_topic: &str, p: i32) -> ShardSpec {
 }
 
 /// One life of the worker in runtime mode: until `stop` (`Ok`) or a failure.
-pub(crate) fn run(reader: &mut OffsetsReader, data_dir: &Path) -> Result<(), String> {
+pub(crate) fn run(reader: &mut OffsetsReader, data_dir: &Path) -> Result<(), WorkerError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("kshard-shards")
         .enable_all()
         .build()
-        .map_err(|e| format!("starting the shards' runtime: {e}"))?;
+        .map_err(WorkerError::Runtime)?;
     match reader.cluster.clone() {
         None => {
             let member = MemberSpec { id: "local".into(), zone: "local".into(), shard_limit: u32::MAX, endpoint: None };
@@ -110,7 +112,7 @@ pub(crate) fn run(reader: &mut OffsetsReader, data_dir: &Path) -> Result<(), Str
         Some(cluster) => {
             let ks = runtime
                 .block_on(EtcdKeyspace::connect(&cluster.etcd))
-                .map_err(|e| format!("connecting to etcd at {}: {e}", cluster.etcd.join(",")))?;
+                .map_err(|source| WorkerError::Etcd { endpoints: cluster.etcd.join(","), source })?;
             let member = MemberSpec {
                 id: cluster.member.clone(),
                 zone: cluster.zone.clone(),
@@ -131,10 +133,10 @@ fn run_on<K: Keyspace>(
     keys: Keys,
     member: MemberSpec,
     lease_ttl: Duration,
-) -> Result<(), String> {
+) -> Result<(), WorkerError> {
     let partitions = reader.monitor.resume_positions().len() as i32;
     let log_topic = reader.log_topic.clone();
-    let admin = Admin::connect(&reader.settings, reader.timeout).map_err(|e| e.to_string())?;
+    let admin = Admin::connect(&reader.settings, reader.timeout)?;
     ensure_log_topic(&admin, &log_topic, partitions)?;
     let shards: Vec<ShardSpec> = (0..partitions).map(|p| shard(&reader.topic, &log_topic, p)).collect();
     let mut shards_app = OffsetsShards::new(Arc::clone(&reader.monitor), partitions, Arc::clone(&reader.stop));
@@ -184,16 +186,16 @@ fn run_on<K: Keyspace>(
         });
         let served = runtime.block_on(async {
             for s in &shards {
-                match node::create_shard(&*ks, &keys, s).await.map_err(|e| e.to_string())? {
+                match node::create_shard(&*ks, &keys, s).await? {
                     node::Created::Conflict(other) => {
-                        return Err(format!(
+                        return Err(WorkerError::ShardTaken(format!(
                             "shard {} under {} reads {:?} into {}/{}: another kshard uses these etcd keys (set etcd_prefix)",
                             other.id,
                             keys.root(),
                             other.sources.iter().map(|s| format!("{}/{}", s.topic, s.partition)).collect::<Vec<_>>(),
                             other.recovery_log.topic,
                             other.recovery_log.partition
-                        ));
+                        )));
                     }
                     node::Created::Created | node::Created::Existed => {}
                 }
@@ -203,16 +205,15 @@ fn run_on<K: Keyspace>(
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
             };
-            node::run(Arc::clone(&ks), config, Arc::clone(&app) as Arc<dyn Application>, shared.clone(), shutdown)
-                .await
-                .map_err(|e| e.to_string())
+            Ok(node::run(Arc::clone(&ks), config, Arc::clone(&app) as Arc<dyn Application>, shared.clone(), shutdown)
+                .await?)
         });
         // The member stopped: so does the grower.
         stop_growing.store(true, Ordering::Release);
         let joined = grower.join();
         match joined {
             Ok((grown, announced)) => (served.and(grown), Some(announced)),
-            Err(_) => (Err("the partition grower panicked".to_owned()), None),
+            Err(_) => (Err(WorkerError::Panicked("partition grower")), None),
         }
     });
     if let Some(announced) = announced {
@@ -243,7 +244,7 @@ struct Grower<'a, K> {
 impl<K: Keyspace> Grower<'_, K> {
     /// Until the service or the member stops. Failures are retried (the
     /// announced partitions stay pending) and said on `/ready` meanwhile.
-    fn grow(&self, announced: &std::sync::mpsc::Receiver<Vec<i32>>) -> Result<(), String> {
+    fn grow(&self, announced: &std::sync::mpsc::Receiver<Vec<i32>>) -> Result<(), WorkerError> {
         let mut pending = std::collections::BTreeSet::new();
         while !self.stop.load(Ordering::Acquire) && !self.stop_growing.load(Ordering::Acquire) {
             let partitions = self.app.partitions.load(Ordering::Acquire);
@@ -262,7 +263,7 @@ impl<K: Keyspace> Grower<'_, K> {
                     Err(e) => {
                         tracing::warn!(error = %e, partitions = ?pending, "giving new partitions shards; retrying");
                         let worker = crate::offsets_shards::WORKER;
-                        self.app.monitor.worker_failed(worker, e);
+                        self.app.monitor.worker_failed(worker, e.to_string());
                         std::thread::sleep(Duration::from_secs(1));
                     }
                 }
@@ -272,14 +273,16 @@ impl<K: Keyspace> Grower<'_, K> {
         Ok(())
     }
 
-    fn give_shards(&self, partitions: &std::collections::BTreeSet<i32>, last: i32) -> Result<(), String> {
-        self.admin
-            .add_partitions(self.log_topic, last + 1)
-            .map_err(|e| format!("growing the recovery-log topic {}: {e}", self.log_topic))?;
+    fn give_shards(&self, partitions: &std::collections::BTreeSet<i32>, last: i32) -> Result<(), WorkerError> {
+        self.admin.add_partitions(self.log_topic, last + 1).map_err(|source| WorkerError::Grow {
+            topic: self.log_topic.to_owned(),
+            to: String::new(),
+            source: Box::new(source),
+        })?;
         self.app.partitions.fetch_max(last + 1, Ordering::AcqRel);
         for &p in partitions {
             let spec = shard(self.topic, self.log_topic, p);
-            self.runtime.block_on(node::create_shard(&**self.ks, self.keys, &spec)).map_err(|e| e.to_string())?;
+            self.runtime.block_on(node::create_shard(&**self.ks, self.keys, &spec))?;
             info!(partition = p, shard = %spec.id, "a new partition of the offsets topic gets a shard");
         }
         Ok(())

@@ -26,14 +26,14 @@ pub(crate) fn spawn(
     name: &'static str,
     monitor: Arc<Monitor>,
     stop: Arc<AtomicBool>,
-    mut body: impl FnMut() -> Result<(), String> + Send + 'static,
+    mut body: impl FnMut() -> Result<(), super::error::WorkerError> + Send + 'static,
 ) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new().name(name.replace(' ', "-")).spawn(move || {
         while !stop.load(Ordering::Acquire) {
             let outcome = std::panic::catch_unwind(AssertUnwindSafe(&mut body));
             let error = match outcome {
                 Ok(Ok(())) => continue,
-                Ok(Err(e)) => e,
+                Ok(Err(e)) => e.to_string(),
                 Err(panic) => {
                     let what = panic
                         .downcast_ref::<&str>()
