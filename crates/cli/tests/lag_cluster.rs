@@ -284,7 +284,7 @@ fn three_members_share_the_shards_survive_a_kill_and_take_a_new_member() {
         .as_object()
         .map(|p| p.iter().filter(|(_, m)| *m == victim.as_str()).map(|(s, _)| s.clone()).collect())
         .unwrap_or_default();
-    // The age of the state served: a running primary commits at least every 2 s.
+    // The age of the state served: a running primary commits about every 2 s.
     let ages = |ready: &serde_json::Value, shards: &mut dyn Iterator<Item = &String>| -> f64 {
         shards.filter_map(|s| ready["ages"][s].as_f64()).fold(0.0, f64::max)
     };

@@ -48,7 +48,7 @@ pub struct ReadyReport {
     pub primaries: Option<std::collections::BTreeMap<String, String>>,
     /// With a data directory: the age in seconds of the state served here
     /// for each shard, the time since its replica here last applied a record
-    /// of its recovery log. A running primary commits at least every 2 s, so
+    /// of its recovery log. A running primary commits about every 2 s, so
     /// an age past 6 s is named below (its primary gone, or stuck) and turns
     /// this 503 once it has lasted the lease's TTL more (so no answer is 200
     /// on state older than 6 s and the TTL).

@@ -543,10 +543,13 @@ pub(crate) fn watch_standbys(
 
 /// How old the state a replica here serves may be — the time since it last
 /// applied a record of its log — before that is a condition. Its primary
-/// commits at least every [`kshard_runtime::recovery_log::policy::HEARTBEAT`], so
+/// commits about every [`kshard_runtime::recovery_log::policy::HEARTBEAT`] (a
+/// heartbeat goes with the first transaction to end past it: 2 s and at most
+/// the idle wait, a second, more), so
 /// an older state means the primary is gone or stuck, which this tells
 /// before the primary's lease runs out.
-pub(crate) const STATE_OLD: Duration = Duration::from_secs(6);
+pub(crate) const STATE_OLD: Duration =
+    Duration::from_secs(3 * kshard_runtime::recovery_log::policy::HEARTBEAT.as_secs());
 
 /// Holds a condition ([`Event::Hold`]) for each partition whose replica here
 /// (PRIMARY or STANDBY) serves state older than [`STATE_OLD`], so that one
