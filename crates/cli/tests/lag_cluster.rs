@@ -285,17 +285,14 @@ fn three_members_share_the_shards_survive_a_kill_and_take_a_new_member() {
         .map(|p| p.iter().filter(|(_, m)| *m == victim.as_str()).map(|(s, _)| s.clone()).collect())
         .unwrap_or_default();
     // The age of the state served: a running primary commits about every 2 s.
-    let ages = |ready: &serde_json::Value, shards: &mut dyn Iterator<Item = &String>| -> f64 {
-        shards.filter_map(|s| ready["ages"][s].as_f64()).fold(0.0, f64::max)
-    };
-    assert!(ages(&ready, &mut victims.iter()) < 6.0, "a live primary's state is recent: {}", ready["ages"]);
+    assert!(oldest_state(&ready, Some(&victims)) < 6.0, "a live primary's state is recent: {}", ready["ages"]);
     let mut load = cluster.load(30, 6);
     let killed = Instant::now();
     cluster.kill(&victim);
     let oldest = std::cell::Cell::new(0.0f64);
     let scrapes = scrape_while(&cluster, &survivor, || {
         let (_, ready) = cluster.ready(&survivor);
-        oldest.set(oldest.get().max(ages(&ready, &mut victims.iter())));
+        oldest.set(oldest.get().max(oldest_state(&ready, Some(&victims))));
         let primaries = ready["primaries"].as_object().cloned().unwrap_or_default();
         primaries.len() == 50 && primaries.values().all(|m| m != victim.as_str())
     });
@@ -315,7 +312,7 @@ fn three_members_share_the_shards_survive_a_kill_and_take_a_new_member() {
     let (_, ready) = cluster.ready(&survivor);
     assert_eq!(ready["shards"].as_object().map(|s| s.len()), Some(50), "{ready}");
     let served = ready["shards"].as_object().map(|s| s.keys().cloned().collect::<Vec<_>>()).unwrap_or_default();
-    assert!(ages(&ready, &mut served.iter()) < 6.0, "every state recent again: {}", ready["ages"]);
+    assert!(oldest_state(&ready, Some(&served)) < 6.0, "every state recent again: {}", ready["ages"]);
 
     // A member added under load: primaries move to it, no series is lost or
     // doubled on the survivors, and it serves the same lag.
@@ -335,11 +332,14 @@ fn three_members_share_the_shards_survive_a_kill_and_take_a_new_member() {
     }
 }
 
-/// The oldest state a member's `/ready` says it serves, in seconds.
-fn oldest_state(ready: &serde_json::Value) -> f64 {
-    ready["ages"]
-        .as_object()
-        .map_or(0.0, |ages| ages.values().filter_map(serde_json::Value::as_f64).fold(0.0, f64::max))
+/// The oldest state a member's `/ready` says it serves, in seconds: of
+/// `shards`, or of every shard.
+fn oldest_state(ready: &serde_json::Value, shards: Option<&[String]>) -> f64 {
+    let Some(ages) = ready["ages"].as_object() else { return 0.0 };
+    ages.iter()
+        .filter(|(shard, _)| shards.is_none_or(|s| s.contains(shard)))
+        .filter_map(|(_, age)| age.as_f64())
+        .fold(0.0, f64::max)
 }
 
 /// Member m2, in a network namespace of the test's own, is cut off from
@@ -370,7 +370,7 @@ fn a_member_cut_off_from_kafka_is_not_ready_while_its_state_is_old() {
     let (mut not_ready, mut timeline) = (None, Vec::new());
     while cut.elapsed() < Duration::from_secs(60) {
         let (status, ready) = cluster.ready("m2");
-        let (at, oldest) = (cut.elapsed().as_secs_f64(), oldest_state(&ready));
+        let (at, oldest) = (cut.elapsed().as_secs_f64(), oldest_state(&ready, None));
         if timeline.last().is_none_or(|(_, s, _)| *s != status) {
             timeline.push((
                 at,
