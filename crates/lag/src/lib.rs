@@ -18,10 +18,10 @@ mod state;
 
 // The modules keep short paths inside the crate; the folders show the split.
 pub use io::{brokers, service};
-pub(crate) use io::{http, offsets_reader, offsets_shards, pending_store, refresher, shards_reader, supervisor};
+pub(crate) use io::{http, offsets_reader, offsets_shards, refresher, shards_reader, supervisor};
 pub(crate) use state::{
     catch_up, consumer_status, filter, group_offsets, health, lag_history, lag_time, monitor, names, open_transactions,
-    readiness, watermarks,
+    readiness, shard_store, watermarks,
 };
 
 pub use api::{

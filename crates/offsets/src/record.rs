@@ -125,6 +125,16 @@ impl<'a> RecordKey<'a> {
         Ok(key)
     }
 
+    /// The group a raw key names, read without decoding the rest: every key
+    /// version Kafka writes to `__consumer_offsets` begins, after its int16
+    /// version, with the group id (an int16 length, then UTF-8 bytes).
+    /// `None` for bytes too short or not UTF-8.
+    pub fn group_of(bytes: &[u8]) -> Option<&str> {
+        let len = i16::from_be_bytes(*bytes.get(2..4)?.first_chunk::<2>()?);
+        let group = bytes.get(4..4 + usize::try_from(len).ok()?)?;
+        std::str::from_utf8(group).ok()
+    }
+
     /// The int16 that opens the key.
     pub fn key_version(&self) -> i16 {
         match self {

@@ -8,7 +8,6 @@ pub(crate) mod error;
 pub(crate) mod http;
 pub(crate) mod offsets_reader;
 pub(crate) mod offsets_shards;
-pub(crate) mod pending_store;
 pub(crate) mod refresher;
 pub mod service;
 pub(crate) mod shards_reader;

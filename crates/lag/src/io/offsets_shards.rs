@@ -3,17 +3,14 @@
 //! partition, so that a restart on the data directory reads only what was
 //! committed since it stopped.
 //!
-//! The store maps each record's key (the raw `__consumer_offsets` key) to its
-//! offset (8 bytes, big-endian) and raw value; a tombstone deletes the key —
-//! what Kafka's log cleaner keeps of the partition. A primary applies each
-//! record to the monitor's unit as it consumes it; when a replica becomes
-//! primary, its unit is rebuilt from the store by applying the entries in
-//! offset order (as if reading the compacted partition), then positioned at
-//! the store's checkpoint. The offset commits of transactions still open
-//! are kept too, an entry per producer (see [`pending_store`]): a primary
-//! reads every record (`read_uncommitted`) and applies a transaction's
-//! commits at its COMMIT marker, as Kafka's coordinator does, so that a
-//! transaction left open holds back nothing else of its partition.
+//! The store's layout, and how a unit is rebuilt from it or follows a
+//! played transaction, are pure and live in `state/shard_store.rs`. A
+//! primary applies each record to the monitor's unit as it consumes it;
+//! when a replica becomes primary, its unit is rebuilt from the store, then
+//! positioned at the store's checkpoint. A primary reads every record
+//! (`read_uncommitted`) and applies a transaction's commits at its COMMIT
+//! marker, as Kafka's coordinator does, so that a transaction left open
+//! holds back nothing else of its partition.
 //!
 //! Every member holds a replica of every shard (more hot standbys are wanted
 //! than there are members), and a standby's unit follows the transactions it
@@ -38,14 +35,11 @@ use tracing::{info, warn};
 
 use crate::group_offsets::{Applied, GroupOffsets};
 use crate::monitor::Monitor;
-use crate::pending_store;
 use crate::readiness::Event;
+use crate::shard_store::{commits_key, follow_transaction, pending, split_stored, stored_value, unit_from_store};
 
 /// The worker's name in logs and on `/ready` while a shard is not served.
 pub(crate) const WORKER: &str = crate::offsets_reader::WORKER;
-
-/// Bytes scanned per store read when rebuilding a unit.
-const SCAN_CHUNK: usize = 4 << 20;
 
 /// The lag application.
 pub(crate) struct OffsetsShards {
@@ -109,107 +103,6 @@ fn held_key(partition: i32) -> String {
     format!("no replica here of partition {partition}")
 }
 
-/// Store keys of the groups' commit counts start with this: Kafka's keys
-/// start with a small version number, so they never do.
-const COMMITS_PREFIX: &[u8] = b"\xff\xffcommits/";
-
-/// The group a `__consumer_offsets` key names: every key version begins with
-/// the group id (a 2-byte length, then the bytes).
-fn group_of(key: &[u8]) -> Option<&str> {
-    let len = i16::from_be_bytes(*key.get(2..4)?.first_chunk::<2>()?);
-    let bytes = key.get(4..4 + usize::try_from(len).ok()?)?;
-    std::str::from_utf8(bytes).ok()
-}
-
-/// The store key of `group`'s commit count.
-fn commits_key(group: &str) -> Vec<u8> {
-    [COMMITS_PREFIX, group.as_bytes()].concat()
-}
-
-/// A commit count stored under `key`, if it is one: (group, count).
-fn stored_commits<'a>(key: &'a [u8], value: &[u8]) -> Option<(&'a str, u64)> {
-    let group = std::str::from_utf8(key.strip_prefix(COMMITS_PREFIX)?).ok()?;
-    Some((group, u64::from_be_bytes(*value.first_chunk::<8>()?)))
-}
-
-/// An open transaction's record set aside (its stored value) or gone
-/// (`None`): producer, record key, stored value.
-type OpenChange<'a> = (i64, &'a [u8], Option<&'a [u8]>);
-
-/// Applies a standby's transaction to its partition's unit: tombstones first,
-/// then the puts in the order of their offsets (what a rebuild from the store
-/// would apply; a transaction's commits its primary applied at the marker
-/// are older than the position, and are taken only if newer than the
-/// offset in place), then the open transactions as stored, then the
-/// position moves to the checkpoint.
-pub(crate) fn follow_transaction(unit: &mut GroupOffsets, mutations: &[Mutation], next_offset: Option<i64>) {
-    let position = unit.next_offset().unwrap_or(0);
-    // A transaction the unit is already past (the unit was kept ahead of an
-    // older store) changes nothing; nor do records a snapshot puts again.
-    if next_offset.is_some_and(|next| next <= position) && unit.next_offset().is_some() {
-        return;
-    }
-    let mut puts: Vec<(i64, &[u8], &[u8])> = Vec::with_capacity(mutations.len());
-    let mut counts: Vec<(&[u8], &[u8])> = Vec::new();
-    // Open transactions' records set aside (a value) or gone (`None`).
-    let mut open: Vec<OpenChange<'_>> = Vec::new();
-    for m in mutations {
-        match m {
-            Mutation::Delete { key } if key.starts_with(COMMITS_PREFIX) => {}
-            Mutation::Delete { key } if key.starts_with(pending_store::PREFIX) => {
-                open.extend(pending_store::parse(key).map(|(p, k)| (p, k, None)));
-            }
-            Mutation::Delete { key } => {
-                let _ = unit.apply_bytes(position.max(1) - 1, Some(key), None);
-            }
-            Mutation::Put { key, value } if key.starts_with(COMMITS_PREFIX) => counts.push((key, value)),
-            Mutation::Put { key, value } if key.starts_with(pending_store::PREFIX) => {
-                open.extend(pending_store::parse(key).map(|(p, k)| (p, k, Some(value.as_slice()))));
-            }
-            Mutation::Put { key, value } => {
-                if let Some((offset, raw)) = split_stored(value) {
-                    puts.push((offset, key, raw));
-                }
-            }
-        }
-    }
-    puts.sort_unstable_by_key(|(offset, _, _)| *offset);
-    for (offset, key, value) in puts {
-        // Records that did not decode were counted by the primary.
-        if offset >= position {
-            let _ = unit.apply_bytes(offset, Some(key), Some(value));
-        } else {
-            let _ = unit.apply_if_newer(offset, key, value);
-        }
-    }
-    for (producer, key, stored) in open {
-        match stored.map(split_stored) {
-            Some(Some((offset, value))) => unit.restore_pending(producer, offset, key, value),
-            Some(None) => warn!(producer, "a stored record of an open transaction has no offset"),
-            None => unit.drop_pending(producer, key),
-        }
-    }
-    for (key, value) in counts {
-        if let Some((group, n)) = stored_commits(key, value) {
-            unit.set_commits(group, n);
-        }
-    }
-    // Applying moved the position to the last put's; the checkpoint says where
-    // the partition was read to (never backwards: a snapshot re-puts old offsets).
-    unit.reset_position(next_offset.unwrap_or(position).max(position));
-}
-
-/// What the store keeps of the record at `offset`: the offset, then the value.
-fn stored_value(offset: i64, value: &[u8]) -> Vec<u8> {
-    [&offset.to_be_bytes()[..], value].concat()
-}
-
-/// The offset and raw value of what the store keeps, if it has an offset.
-fn split_stored(stored: &[u8]) -> Option<(i64, &[u8])> {
-    let (offset, raw) = stored.split_first_chunk::<8>()?;
-    Some((i64::from_be_bytes(*offset), raw))
-}
-
 impl OffsetsShards {
     /// A store written by kshard's reader (every record) holds open
     /// transactions whose markers a reader of committed records never
@@ -242,9 +135,11 @@ impl OffsetsShards {
         producer: i64,
         committed: bool,
     ) -> Result<(), AppError> {
-        let records = txn.scan_prefix(&pending_store::producer_prefix(producer))?;
-        let mut groups: Vec<&str> =
-            records.iter().filter_map(|(k, _)| pending_store::parse(k).and_then(|(_, key)| group_of(key))).collect();
+        let records = txn.scan_prefix(&pending::producer_prefix(producer))?;
+        let mut groups: Vec<&str> = records
+            .iter()
+            .filter_map(|(k, _)| pending::parse(k).and_then(|(_, key)| kshard_offsets::RecordKey::group_of(key)))
+            .collect();
         groups.sort_unstable();
         groups.dedup();
         let (_, commits) = self.monitor.apply_then(m.partition, m.offset, m.transactional, None, None, |unit| {
@@ -252,7 +147,7 @@ impl OffsetsShards {
         });
         for (entry, stored) in &records {
             txn.delete(entry.as_slice());
-            let (Some((_, key)), Some((offset, _))) = (pending_store::parse(entry), split_stored(stored)) else {
+            let (Some((_, key)), Some((offset, _))) = (pending::parse(entry), split_stored(stored)) else {
                 continue;
             };
             if !committed {
@@ -278,57 +173,6 @@ fn partition_of(shard: &ShardSpec) -> Result<i32, AppError> {
     shard.sources.first().map(|s| s.partition).ok_or_else(|| format!("shard {} has no source", shard.id).into())
 }
 
-/// Rebuilds a unit from a store: its entries applied in offset order.
-pub(crate) fn unit_from_store(store: &dyn Store, next_offset: Option<i64>) -> Result<GroupOffsets, AppError> {
-    let mut entries: Vec<(i64, Vec<u8>, Vec<u8>)> = Vec::new();
-    let mut counts: Vec<(String, u64)> = Vec::new();
-    let mut open: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-    let mut after: Option<Vec<u8>> = None;
-    loop {
-        let chunk = store.scan(after.as_deref(), SCAN_CHUNK)?;
-        let Some((last, _)) = chunk.last() else { break };
-        after = Some(last.clone());
-        for (key, value) in chunk {
-            if let Some((group, n)) = stored_commits(&key, &value) {
-                counts.push((group.to_owned(), n));
-                continue;
-            }
-            if key.starts_with(pending_store::PREFIX) {
-                open.push((key, value));
-                continue;
-            }
-            let Some((offset, raw)) = split_stored(&value) else {
-                return Err(format!("a stored record of {} bytes has no offset", value.len()).into());
-            };
-            entries.push((offset, key, raw.to_vec()));
-        }
-    }
-    entries.sort_unstable_by_key(|(offset, _, _)| *offset);
-    let mut unit = GroupOffsets::default();
-    for (offset, key, value) in &entries {
-        // Records that did not decode when read do not now either (they were
-        // counted then); they are kept for a kshard that can.
-        let _ = unit.apply_bytes(*offset, Some(key), Some(value));
-    }
-    for (entry, stored) in &open {
-        match (pending_store::parse(entry), split_stored(stored)) {
-            (Some((producer, key)), Some((offset, value))) => unit.restore_pending(producer, offset, key, value),
-            _ => {
-                return Err(
-                    format!("a stored record of an open transaction does not read ({} bytes)", stored.len()).into()
-                );
-            }
-        }
-    }
-    for (group, n) in counts {
-        unit.set_commits(&group, n);
-    }
-    if let Some(next) = next_offset {
-        unit.advance_to(next);
-    }
-    Ok(unit)
-}
-
 impl Application for OffsetsShards {
     fn consume(&self, _: &ShardSpec, txn: &mut Transaction<'_>, m: &Message<'_>) -> Result<(), AppError> {
         if let Some(Transactional::Marker { producer_id, committed }) = m.transactional {
@@ -342,7 +186,7 @@ impl Application for OffsetsShards {
         }
         // The group's count of commits after the record, read under the
         // unit's lock the record was applied under.
-        let group = m.key.and_then(group_of);
+        let group = m.key.and_then(kshard_offsets::RecordKey::group_of);
         let (applied, commits) =
             self.monitor.apply_then(m.partition, m.offset, m.transactional, m.key, m.value, |unit| {
                 group.map(|g| unit.group(g).map(|x| x.commits))
@@ -359,7 +203,7 @@ impl Application for OffsetsShards {
         if let (Ok(Applied::OffsetPending) | Err(_), Some(Transactional::Record { producer_id }), Some(value)) =
             (&applied, m.transactional, m.value)
         {
-            txn.put(pending_store::key(producer_id, key), stored_value(m.offset, value));
+            txn.put(pending::key(producer_id, key), stored_value(m.offset, value));
             return Ok(());
         }
         // Each group's count of commits is kept too: every member, and the
@@ -376,7 +220,7 @@ impl Application for OffsetsShards {
             None => {
                 txn.delete(key);
                 for producer in open {
-                    txn.delete(pending_store::key(producer, key));
+                    txn.delete(pending::key(producer, key));
                 }
             }
         }
@@ -393,7 +237,7 @@ impl Application for OffsetsShards {
         let partition = partition_of(shard)?;
         let started = Instant::now();
         let next = offsets.iter().find(|o| o.partition == partition).map(|o| o.offset);
-        let mut unit = unit_from_store(store, next)?;
+        let mut unit = unit_from_store(store, next).map_err(AppError::new)?;
         self.without_stranded_transactions(&mut unit, partition);
         let (groups, offsets_known) = (unit.groups().count(), unit.offset_count());
         // A unit ahead of the store held records a primary here applied but
@@ -419,7 +263,7 @@ impl Application for OffsetsShards {
     fn following(&self, shard: &ShardSpec, store: &dyn Store, offsets: &[SourceOffset]) -> Result<(), AppError> {
         let partition = partition_of(shard)?;
         let next = offsets.iter().find(|o| o.partition == partition).map(|o| o.offset);
-        let mut unit = unit_from_store(store, next)?;
+        let mut unit = unit_from_store(store, next).map_err(AppError::new)?;
         self.without_stranded_transactions(&mut unit, partition);
         // A standby never shows less than this member showed already.
         if self.monitor.unit_position(partition).is_none_or(|shown| next.is_some_and(|n| n >= shown)) {
@@ -580,86 +424,7 @@ pub(crate) fn watch_ages(
 
 #[cfg(test)]
 mod tests {
-    use std::borrow::Cow;
-
-    use kshard_offsets::{OffsetCommitKey, OffsetCommitValue, Record, RecordKey, RecordValue};
-
     use super::*;
-
-    /// The raw key and value of `group`'s commit of `offset` for `t`/0.
-    fn commit(group: &str, offset: i64) -> (Vec<u8>, Vec<u8>) {
-        let record = Record {
-            key: RecordKey::OffsetCommit {
-                key_version: 1,
-                key: OffsetCommitKey { group: Cow::Borrowed(group), topic: Cow::Borrowed("t"), partition: 0 },
-            },
-            value: Some(RecordValue::OffsetCommit(OffsetCommitValue {
-                version: 3,
-                offset,
-                leader_epoch: Some(0),
-                metadata: Cow::Borrowed(""),
-                commit_timestamp: 1,
-                expire_timestamp: None,
-                topic_id: None,
-            })),
-        };
-        let (key, value) = record.encode();
-        (key, value.expect("a value"))
-    }
-
-    /// What the primary stores for the record at `at`.
-    fn stored(at: i64, value: &[u8]) -> Vec<u8> {
-        [&at.to_be_bytes()[..], value].concat()
-    }
-
-    #[test]
-    fn the_group_is_read_from_every_key() {
-        let (key, _) = commit("payments", 5);
-        assert_eq!(group_of(&key), Some("payments"));
-        assert_eq!(group_of(&[0, 1, 0]), None, "too short");
-        assert_eq!(group_of(&[0, 1, 0, 9, b'a']), None, "length past the end");
-        assert_eq!(stored_commits(&commits_key("g"), &7u64.to_be_bytes()), Some(("g", 7)));
-        assert_eq!(stored_commits(&key, &7u64.to_be_bytes()), None);
-    }
-
-    #[test]
-    fn a_standby_follows_transactions_like_a_rebuild_from_the_store() {
-        let (k1, v1) = commit("a", 10);
-        let (k2, v2) = commit("b", 20);
-        let (k2b, v2b) = commit("b", 21);
-        let mut unit = GroupOffsets::default();
-        // Two transactions, the second with b's newer commit and a's offset deleted.
-        follow_transaction(
-            &mut unit,
-            &[
-                Mutation::Put { key: k2.clone(), value: stored(101, &v2) },
-                Mutation::Put { key: k1.clone(), value: stored(100, &v1) },
-                Mutation::Put { key: commits_key("b"), value: 5u64.to_be_bytes().to_vec() },
-            ],
-            Some(102),
-        );
-        assert_eq!(unit.next_offset(), Some(102));
-        assert_eq!(unit.group("a").and_then(|g| g.offset("t", 0)).map(|c| c.offset), Some(10));
-        assert_eq!(unit.group("b").map(|g| g.commits), Some(5), "the stored count wins");
-        follow_transaction(
-            &mut unit,
-            &[Mutation::Delete { key: k1 }, Mutation::Put { key: k2b, value: stored(103, &v2b) }],
-            Some(110),
-        );
-        assert!(unit.group("a").is_none(), "a's only offset was deleted");
-        assert_eq!(unit.group("b").and_then(|g| g.offset("t", 0)).map(|c| c.offset), Some(21));
-        assert_eq!(unit.next_offset(), Some(110));
-        // A snapshot re-puts old records: nothing moves back, no commit is counted again.
-        let commits = unit.group("b").map(|g| g.commits);
-        follow_transaction(&mut unit, &[Mutation::Put { key: k2.clone(), value: stored(101, &v2) }], Some(110));
-        assert_eq!(unit.next_offset(), Some(110));
-        assert_eq!(unit.group("b").map(|g| g.commits), commits);
-        assert_eq!(unit.group("b").and_then(|g| g.offset("t", 0)).map(|c| c.offset), Some(21));
-        // Within a new transaction too, a put older than the position is a re-put.
-        follow_transaction(&mut unit, &[Mutation::Put { key: k2, value: stored(101, &v2) }], Some(120));
-        assert_eq!(unit.group("b").and_then(|g| g.offset("t", 0)).map(|c| c.offset), Some(21));
-        assert_eq!(unit.next_offset(), Some(120));
-    }
 
     #[test]
     fn a_standby_behind_past_the_grace_makes_ready_say_so() {

@@ -19,7 +19,8 @@ use proptest::prelude::*;
 
 use crate::group_offsets::GroupOffsets;
 use crate::monitor::{Monitor, MonitorSettings};
-use crate::offsets_shards::{OffsetsShards, follow_transaction, unit_from_store};
+use crate::offsets_shards::OffsetsShards;
+use crate::shard_store::{follow_transaction, unit_from_store};
 
 /// One record of the partition.
 #[derive(Debug, Clone)]

@@ -13,4 +13,5 @@ pub(crate) mod monitor;
 pub(crate) mod names;
 pub(crate) mod open_transactions;
 pub(crate) mod readiness;
+pub(crate) mod shard_store;
 pub(crate) mod watermarks;
