@@ -153,12 +153,7 @@ async fn serve<K: Keyspace>(
         }
     }
     let shared = NodeShared::default();
-    let router = kshard_runtime::node_http::router(
-        Arc::clone(&ks),
-        config.keys.clone(),
-        config.member.id.clone(),
-        shared.clone(),
-    );
+    let router = kshard_runtime::node_http::router(config.member.id.clone(), shared.clone());
     let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
     let http = tokio::spawn(async move {
         axum::serve(listener, router)

@@ -7,10 +7,11 @@ use std::io::Write;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use kshard_runtime::cluster_view::ClusterView;
 use kshard_runtime::keyspace::Keyspace;
 use kshard_runtime::keyspace::etcd::EtcdKeyspace;
-use kshard_runtime::node::{ShardRow, shard_rows};
-use kshard_runtime::node_http::{fetch_progress, get_json};
+use kshard_runtime::node::ShardRow;
+use kshard_runtime::node_http::{get_json, shard_table};
 
 /// `kshard shards …`.
 #[derive(Debug, clap::Subcommand)]
@@ -49,11 +50,7 @@ pub(crate) fn run(command: &ShardsCommand) -> Result<()> {
             ks.get_prefix(&format!("{}/", keys.root())).await
         });
         let snapshot = snapshot.with_context(|| format!("reading {prefix} from etcd"))?;
-        let mut asked = std::collections::BTreeMap::new();
-        shard_rows(&keys, &snapshot, |m, shard| {
-            let progress = asked.entry(m.id.clone()).or_insert_with(|| m.endpoint.as_deref().and_then(fetch_progress));
-            progress.as_ref().and_then(|p| p.get(shard)).map(|p| p.behind())
-        })
+        shard_table(&ClusterView::from_snapshot(&keys, &snapshot), None)
     };
     let mut out = std::io::stdout().lock();
     if *json {

@@ -32,8 +32,9 @@ fn exported() -> BTreeSet<String> {
     let shared = kshard_runtime::node::NodeShared::default();
     shared.metrics.status("offsets-000", kshard_runtime::status::ReplicaCode::Primary);
     shared.metrics.behind("offsets-000", 0);
-    monitor.set_shards(shared.clone(), "m".into());
-    let metrics = Metrics::new("kshard", Arc::clone(&monitor), Arc::new(SelfTimings::default()));
+    let member = kshard_lag::LocalMember::default();
+    member.set(shared.clone(), "m".into());
+    let metrics = Metrics::with_member("kshard", Arc::clone(&monitor), member, Arc::new(SelfTimings::default()));
     let text = metrics.render().expect("renders") + &shared.metrics.encode();
     text.lines()
         .filter_map(|l| l.strip_prefix("# TYPE "))

@@ -71,7 +71,9 @@ pub struct PartitionBehind {
     pub target: i64,
 }
 
-pub(crate) fn readiness(monitor: &Monitor) -> ReadyReport {
+/// The `/ready` report of `monitor`, with the shards of `member` (what the
+/// runtime member running them here shares) when there is one.
+pub(crate) fn readiness(monitor: &Monitor, member: Option<&kshard_runtime::node::NodeShared>) -> ReadyReport {
     let p = monitor.progress();
     let behind = monitor
         .partition_progress()
@@ -91,19 +93,18 @@ pub(crate) fn readiness(monitor: &Monitor) -> ReadyReport {
         offsets_read: p.offsets_read,
         offsets_remaining: p.offsets_remaining,
         percent: p.percent,
-        records: monitor.counters().records.load(std::sync::atomic::Ordering::Relaxed),
+        records: monitor.units().counters().records.load(std::sync::atomic::Ordering::Relaxed),
         behind,
-        shards: monitor
-            .shards()
+        shards: member
             .map(|shared| shared.statuses().into_iter().map(|(shard, code)| (shard, code.name().to_owned())).collect()),
-        primaries: monitor.shards().map(|shared| {
+        primaries: member.map(|shared| {
             let cluster = shared.cluster();
             (0..p.partitions as i32)
                 .map(crate::shards_reader::shard_id)
                 .filter_map(|shard| cluster.primary(&shard).map(|m| (shard.clone(), m.to_owned())))
                 .collect()
         }),
-        ages: monitor.shards().map(|shared| {
+        ages: member.map(|shared| {
             let now = monitor.now();
             shared
                 .progress()
@@ -194,9 +195,8 @@ pub fn groups(monitor: &Monitor) -> Vec<GroupView> {
 fn views(monitor: &Monitor, wanted: impl Fn(&str) -> bool, mut each: impl FnMut(GroupView, &Group)) {
     let settings = monitor.settings();
     let watermarks = monitor.watermarks();
-    let statuses = monitor.statuses();
-    let seconds = monitor.lag_seconds();
-    monitor.for_each_unit(|_, unit| {
+    let derived = monitor.derived();
+    monitor.units().for_each(|_, unit| {
         for (group, g) in unit.groups() {
             if !wanted(group) || !settings.groups.allows(group) {
                 continue;
@@ -209,8 +209,8 @@ fn views(monitor: &Monitor, wanted: impl Fn(&str) -> bool, mut each: impl FnMut(
                 }
                 let w = watermarks.get(topic, partition);
                 let l = w.map(|w| lag(w.high, c.offset));
-                let status = l.map_or(Status::Ok, |l| statuses.get(group, topic, partition, l));
-                let age = l.and_then(|l| seconds.get(topic, partition, c.offset, l));
+                let status = l.map_or(Status::Ok, |l| derived.status(group, topic, partition, l));
+                let age = l.and_then(|l| derived.lag_seconds(topic, partition, c.offset, l));
                 group_status = Status::of_group([group_status, status]);
                 topics.entry(topic).or_default().push(PartitionView {
                     partition,

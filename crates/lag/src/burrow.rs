@@ -200,7 +200,7 @@ pub fn clusters() -> Clusters {
 /// Every exported group.
 pub fn consumers(monitor: &Monitor) -> Consumers {
     let mut consumers = Vec::new();
-    monitor.for_each_unit(|_, unit| {
+    monitor.units().for_each(|_, unit| {
         consumers.extend(unit.groups().map(|(g, _)| g.to_string()).filter(|g| monitor.settings().groups.allows(g)));
     });
     consumers.sort();
@@ -238,9 +238,9 @@ fn seen(monitor: &Monitor, group: &str) -> Option<Vec<Seen>> {
         return None;
     }
     let watermarks = monitor.watermarks();
-    let statuses = monitor.statuses();
+    let derived = monitor.derived();
     let mut out = None;
-    monitor.for_each_unit(|_, unit| {
+    monitor.units().for_each(|_, unit| {
         let Some((name, g)) = unit.groups().find(|(name, _)| &***name == group) else { return };
         let mut owners: BTreeMap<(&str, i32), (&str, &str)> = BTreeMap::new();
         for m in g.info.as_ref().map(|i| i.members()).unwrap_or_default() {
@@ -262,11 +262,11 @@ fn seen(monitor: &Monitor, group: &str) -> Option<Vec<Seen>> {
                 topic: Arc::clone(topic),
                 partition,
                 lag: l,
-                commits: statuses
+                commits: derived
                     .window(name, topic, partition)
                     .map(|w| w.commits().map(Into::into).collect())
                     .unwrap_or_default(),
-                status: statuses.get(name, topic, partition, l),
+                status: derived.status(name, topic, partition, l),
                 owner: owner.to_owned(),
                 client_id: client_id.to_owned(),
             });

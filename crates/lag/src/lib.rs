@@ -17,11 +17,12 @@ mod metrics;
 mod state;
 
 // The modules keep short paths inside the crate; the folders show the split.
+pub use io::local_member::LocalMember;
 pub use io::{brokers, service};
 pub(crate) use io::{http, offsets_reader, offsets_shards, refresher, shards_reader, supervisor};
 pub(crate) use state::{
-    catch_up, consumer_status, filter, group_offsets, health, lag_history, lag_time, monitor, names, open_transactions,
-    readiness, shard_store, watermarks,
+    catch_up, consumer_status, derived, filter, group_offsets, health, lag_history, lag_time, monitor, names,
+    open_transactions, readiness, shard_store, units, watermarks,
 };
 
 pub use api::{
@@ -30,6 +31,7 @@ pub use api::{
 };
 pub use catch_up::{CatchUp, PartitionProgress, Progress};
 pub use consumer_status::{Commit, CommitWindow, Status, StatusSettings};
+pub use derived::{Derived, DerivedView};
 pub use filter::NameFilter;
 pub use group_offsets::{
     Applied, CommittedOffset, DescribedMember, Group, GroupInfo, GroupOffsets, Member, Skipped, Transactional,
@@ -38,11 +40,10 @@ pub use health::{FAILURES_FORGOTTEN_AFTER, Health, WorkerFailure};
 pub use lag_history::{HistorySettings, LagHistory, LagPoint};
 pub use lag_time::{LagTimes, Method};
 pub use metrics::{Metrics, SelfTimings};
-pub use monitor::{
-    Clock, DEFAULT_STALE_AFTER, Granularity, Monitor, MonitorSettings, ReadCounters, SkippedRecord, SystemClock,
-};
+pub use monitor::{Clock, DEFAULT_STALE_AFTER, Granularity, Monitor, MonitorSettings, SystemClock};
 pub use names::{FastMap, Names};
 pub use open_transactions::{OpenTransactions, PendingCommit};
 pub use readiness::{Event, Readiness, Verdict};
 pub use shards_reader::{ClusterOptions, recovery_log_topic};
+pub use units::{ReadCounters, RecordAt, SkippedRecord, Units};
 pub use watermarks::{Watermark, Watermarks, lag};

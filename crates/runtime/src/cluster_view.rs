@@ -7,8 +7,9 @@
 
 use std::collections::BTreeMap;
 
+use crate::keyspace::Snapshot;
 use crate::keyspace::{KeyValue, WatchEvent};
-use crate::model::{AssignmentValue, Keys, MemberSpec};
+use crate::model::{AssignmentValue, Keys, MemberSpec, ShardSpec};
 use crate::node::ShardRow;
 use crate::status::{ReplicaCode, ReplicaStatus};
 
@@ -30,13 +31,25 @@ pub struct ClusterView {
     replicas: BTreeMap<String, BTreeMap<String, ReplicaView>>,
     /// Live members, by id.
     members: BTreeMap<String, MemberSpec>,
+    /// Every shard the keyspace specifies.
+    shards: std::collections::BTreeSet<String>,
 }
 
 impl ClusterView {
+    /// The view of the keys under `keys`' root in `snapshot`.
+    pub fn from_snapshot(keys: &Keys, snapshot: &Snapshot) -> Self {
+        let mut view = ClusterView::default();
+        for kv in &snapshot.kvs {
+            view.apply(keys, &WatchEvent::Put(kv.clone()));
+        }
+        view
+    }
+
     /// Forgets everything (before a resync from a snapshot).
     pub fn clear(&mut self) {
         self.replicas.clear();
         self.members.clear();
+        self.shards.clear();
     }
 
     /// Applies one change of a key under `keys`' root; other keys are ignored.
@@ -56,6 +69,17 @@ impl ClusterView {
                 },
                 WatchEvent::Delete { .. } => {
                     self.members.remove(id);
+                }
+            }
+            return;
+        }
+        if let Some(id) = key.strip_prefix(&keys.shards()) {
+            match event {
+                WatchEvent::Put(kv) if serde_json::from_slice::<ShardSpec>(&kv.value).is_ok_and(|s| s.id == id) => {
+                    self.shards.insert(id.to_owned());
+                }
+                _ => {
+                    self.shards.remove(id);
                 }
             }
             return;
@@ -93,6 +117,11 @@ impl ClusterView {
     /// The replicas of `shard`, by member.
     pub fn replicas(&self, shard: &str) -> Option<&BTreeMap<String, ReplicaView>> {
         self.replicas.get(shard)
+    }
+
+    /// Every shard the keyspace specifies, in order.
+    pub fn shards(&self) -> impl Iterator<Item = &str> {
+        self.shards.iter().map(String::as_str)
     }
 
     /// The live members.

@@ -636,27 +636,3 @@ impl ShardRow {
         }
     }
 }
-
-/// The rows of every shard under `keys` in `snapshot`: one per replica, one
-/// for a shard without any; `behind` asks a member for its replica's lag.
-pub fn shard_rows(
-    keys: &Keys,
-    snapshot: &Snapshot,
-    mut behind: impl FnMut(&MemberSpec, &str) -> Option<i64>,
-) -> Vec<ShardRow> {
-    let mut view = ClusterView::default();
-    let mut shards = Vec::new();
-    for kv in &snapshot.kvs {
-        if kv.key.starts_with(&keys.shards()) {
-            if let Ok(s) = serde_json::from_slice::<ShardSpec>(&kv.value) {
-                shards.push(s.id);
-            }
-        } else {
-            view.apply(keys, &WatchEvent::Put(kv.clone()));
-        }
-    }
-    shards.sort();
-    shards.dedup();
-    let members = view.members();
-    view.rows(&shards, |member, shard| members.get(member).and_then(|m| behind(m, shard)))
-}

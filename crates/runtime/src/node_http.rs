@@ -4,8 +4,12 @@
 //! - `GET /api/replicas`: this member's replicas and where each stands in its
 //!   recovery log (`{shard: {next_offset, log_end}}`);
 //! - `GET /api/shards`: every shard of the application with its replicas, their
-//!   members, slots and status from the keyspace, and how far each replica is
-//!   behind its log as its member says (`kshard shards list` prints these).
+//!   members, slots and status from the member's view of the keyspace, and how
+//!   far each replica is behind its log as its member says (`kshard shards
+//!   list` prints these).
+//!
+//! An application with HTTP of its own (the lag monitor) serves the same
+//! answers with [`replicas_response`] and [`shards_response`].
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -19,65 +23,78 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
-use crate::keyspace::Keyspace;
-use crate::model::Keys;
-use crate::node::{NodeShared, shard_rows};
+use crate::cluster_view::ClusterView;
+use crate::node::{NodeShared, ShardRow};
 use crate::replica_worker::Progress;
 
-struct AppState<K> {
-    ks: Arc<K>,
-    keys: Keys,
+/// The member's routes.
+pub fn router(member: String, shared: NodeShared) -> Router {
+    let state = Arc::new(AppState { member, shared });
+    Router::new()
+        .route("/metrics", get(metrics))
+        .route("/api/replicas", get(replicas))
+        .route("/api/shards", get(shards))
+        .with_state(state)
+}
+
+struct AppState {
     member: String,
     shared: NodeShared,
 }
 
-/// The member's routes.
-pub fn router<K: Keyspace>(ks: Arc<K>, keys: Keys, member: String, shared: NodeShared) -> Router {
-    let state = Arc::new(AppState { ks, keys, member, shared });
-    Router::new()
-        .route("/metrics", get(metrics::<K>))
-        .route("/api/replicas", get(replicas::<K>))
-        .route("/api/shards", get(shards::<K>))
-        .with_state(state)
-}
-
-async fn metrics<K: Keyspace>(State(state): State<Arc<AppState<K>>>) -> Response {
+async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     let text = state.shared.metrics.encode();
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response()
 }
 
-fn local(shared: &NodeShared) -> BTreeMap<String, Progress> {
-    shared.progress.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+async fn replicas(State(state): State<Arc<AppState>>) -> Response {
+    replicas_response(&state.shared)
 }
 
-async fn replicas<K: Keyspace>(State(state): State<Arc<AppState<K>>>) -> Response {
-    axum::Json(local(&state.shared)).into_response()
+async fn shards(State(state): State<Arc<AppState>>) -> Response {
+    shards_response(state.shared.clone(), state.member.clone()).await
 }
 
-async fn shards<K: Keyspace>(State(state): State<Arc<AppState<K>>>) -> Response {
-    let snapshot = match state.ks.get_prefix(&format!("{}/", state.keys.root())).await {
-        Ok(s) => s,
-        Err(e) => return (StatusCode::SERVICE_UNAVAILABLE, format!("reading the keyspace: {e}\n")).into_response(),
-    };
-    let (keys, member, mine) = (state.keys.clone(), state.member.clone(), local(&state.shared));
+/// `GET /api/replicas` of `shared`'s member: where each of its replicas
+/// stands in its recovery log.
+pub fn replicas_response(shared: &NodeShared) -> Response {
+    axum::Json(shared.progress()).into_response()
+}
+
+/// `GET /api/shards` of `member` (sharing `shared`): every shard of its view
+/// of the keyspace with its replicas, and how far each is behind its log
+/// (see [`shard_table`]). Any application's HTTP serves it with this.
+pub async fn shards_response(shared: NodeShared, member: String) -> Response {
     let rows = tokio::task::spawn_blocking(move || {
-        let mut others = BTreeMap::new();
-        shard_rows(&keys, &snapshot, |m, shard| {
-            let progress = if m.id == member {
-                mine.get(shard).copied()
-            } else {
-                let theirs =
-                    others.entry(m.id.clone()).or_insert_with(|| m.endpoint.as_deref().and_then(fetch_progress));
-                theirs.as_ref().and_then(|p: &BTreeMap<String, Progress>| p.get(shard).copied())
-            };
-            progress.map(|p| p.behind())
-        })
+        let mine = shared.progress();
+        shard_table(&shared.cluster(), Some((&member, &mine)))
     })
     .await;
     match rows {
         Ok(rows) => axum::Json(rows).into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
     }
+}
+
+/// `kshard shards list` rows of every shard in `view`: one per replica (one
+/// for a shard without any), each with how far it is behind its log as its
+/// member says — `local`'s member from the progress given, every other
+/// member asked once over HTTP at its endpoint (unknown when it does not
+/// answer within a second). Blocking.
+pub fn shard_table(view: &ClusterView, local: Option<(&str, &BTreeMap<String, Progress>)>) -> Vec<ShardRow> {
+    let shards: Vec<String> = view.shards().map(str::to_owned).collect();
+    let members = view.members();
+    let mut asked: BTreeMap<String, Option<BTreeMap<String, Progress>>> = BTreeMap::new();
+    view.rows(&shards, |member, shard| {
+        let progress = match local {
+            Some((me, mine)) if me == member => Some(mine),
+            _ => asked
+                .entry(member.to_owned())
+                .or_insert_with(|| members.get(member)?.endpoint.as_deref().and_then(fetch_progress))
+                .as_ref(),
+        };
+        progress?.get(shard).map(|p| p.behind())
+    })
 }
 
 /// Asks the member serving at `endpoint` (`host:port`) where its replicas

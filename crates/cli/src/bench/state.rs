@@ -72,7 +72,7 @@ pub(crate) fn state(groups: u32, partitions: u32, topics: u32) -> Result<()> {
     }
     let apply_rate = applied as f64 / started.elapsed().as_secs_f64();
     drop(records);
-    monitor.sweep_names();
+    monitor.units().sweep_names();
     let tracked = u64::from(groups) * u64::from(partitions);
     monitor.set_watermarks(watermarks, true, monitor.now());
     // Ten refreshes that each saw a new commit of every group-partition (all

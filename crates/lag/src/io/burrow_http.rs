@@ -10,7 +10,6 @@ use axum::routing::get;
 use serde::Serialize;
 
 use super::http::AppState;
-use crate::api;
 use crate::burrow::{self, Answer, CLUSTER, ClusterDetail, ClusterModule, Empty, RequestInfo, StatusBody};
 
 /// The `/v3/kafka` routes.
@@ -40,7 +39,7 @@ async fn answer(State(state): State<AppState>, headers: HeaderMap, rest: String)
     let request = RequestInfo { url: path, host };
     let monitor = &state.monitor;
     if !monitor.is_ready() {
-        let why = api::readiness(monitor).reason.unwrap_or_else(|| "not ready".to_owned());
+        let why = monitor.verdict().reason.unwrap_or_else(|| "not ready".to_owned());
         return fail(StatusCode::SERVICE_UNAVAILABLE, request, &format!("kshard is not ready: {why}"));
     }
     let parts: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();

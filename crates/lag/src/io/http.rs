@@ -11,6 +11,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 
+use crate::LocalMember;
 use crate::api;
 use crate::metrics::Metrics;
 use crate::monitor::Monitor;
@@ -19,6 +20,8 @@ use crate::monitor::Monitor;
 pub(crate) struct AppState {
     pub(crate) monitor: Arc<Monitor>,
     metrics: Arc<Metrics>,
+    /// With a data directory: the runtime member running the shards.
+    pub(crate) member: LocalMember,
     /// The bootstrap servers (Burrow's cluster detail lists them).
     pub(crate) brokers: Arc<str>,
     /// Seconds between watermark refreshes (Burrow's offset refresh).
@@ -29,10 +32,12 @@ pub(crate) struct AppState {
 pub(crate) fn router(
     monitor: Arc<Monitor>,
     metrics: Arc<Metrics>,
+    member: LocalMember,
     brokers: &str,
     refresh: std::time::Duration,
 ) -> Router {
-    let state = AppState { monitor, metrics, brokers: Arc::from(brokers), refresh_seconds: refresh.as_secs() as i64 };
+    let refresh_seconds = refresh.as_secs() as i64;
+    let state = AppState { monitor, metrics, member, brokers: Arc::from(brokers), refresh_seconds };
     Router::new()
         .route("/", get(page))
         .route("/metrics", get(metrics_text))
@@ -52,7 +57,7 @@ async fn metrics_text(State(state): State<AppState>) -> Response {
     let rendered = tokio::task::spawn_blocking(move || {
         let mut text = state.metrics.render()?;
         // With a data directory, the shards' runtime metrics follow.
-        if let Some(shards) = state.monitor.shards() {
+        if let Some(shards) = state.member.shared() {
             text.push_str(&shards.metrics.encode());
         }
         Ok::<_, std::fmt::Error>(text)
@@ -66,31 +71,27 @@ async fn metrics_text(State(state): State<AppState>) -> Response {
 /// With a data directory: the partitions' shards, as `kshard shards list
 /// --endpoint` reads them.
 async fn shards(State(state): State<AppState>) -> Response {
-    match state.monitor.shards() {
-        Some(shards) => {
-            // Every replica of every partition's shard, as the keyspace says.
-            let ids: Vec<String> =
-                (0..state.monitor.progress().partitions as i32).map(crate::shards_reader::shard_id).collect();
-            let member = state.monitor.member_id().unwrap_or_default();
-            let progress = shards.progress();
-            let local = |m: &str, shard: &str| if m == member { progress.get(shard).map(|p| p.behind()) } else { None };
-            axum::Json(shards.cluster().rows(&ids, local)).into_response()
-        }
-        None => (StatusCode::NOT_FOUND, "no shards: kshard serve runs without a data directory\n").into_response(),
+    match state.member.get() {
+        Some((shared, member)) => kshard_runtime::node_http::shards_response(shared, member).await,
+        None => no_shards(),
     }
 }
 
 /// With a data directory: this member's replicas and where each stands in its
 /// recovery log (what `kshard shards list --etcd` asks each member).
 async fn replicas(State(state): State<AppState>) -> Response {
-    match state.monitor.shards() {
-        Some(shards) => axum::Json(shards.progress()).into_response(),
-        None => (StatusCode::NOT_FOUND, "no shards: kshard serve runs without a data directory\n").into_response(),
+    match state.member.shared() {
+        Some(shared) => kshard_runtime::node_http::replicas_response(&shared),
+        None => no_shards(),
     }
 }
 
+fn no_shards() -> Response {
+    (StatusCode::NOT_FOUND, "no shards: kshard serve runs without a data directory\n").into_response()
+}
+
 async fn ready(State(state): State<AppState>) -> Response {
-    let body = api::readiness(&state.monitor);
+    let body = api::readiness(&state.monitor, state.member.shared().as_ref());
     let status = if body.ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     (status, axum::Json(body)).into_response()
 }
@@ -134,7 +135,8 @@ fn when_ready<T: serde::Serialize>(state: &AppState, view: impl FnOnce(&Monitor)
 }
 
 fn not_ready(state: &AppState) -> Response {
-    (StatusCode::SERVICE_UNAVAILABLE, axum::Json(api::readiness(&state.monitor))).into_response()
+    (StatusCode::SERVICE_UNAVAILABLE, axum::Json(api::readiness(&state.monitor, state.member.shared().as_ref())))
+        .into_response()
 }
 
 async fn page() -> Html<&'static str> {

@@ -6,6 +6,7 @@ pub mod brokers;
 pub(crate) mod burrow_http;
 pub(crate) mod error;
 pub(crate) mod http;
+pub(crate) mod local_member;
 pub(crate) mod offsets_reader;
 pub(crate) mod offsets_shards;
 pub(crate) mod refresher;

@@ -32,13 +32,9 @@ pub(crate) struct OffsetsReader {
     pub(crate) stop: Arc<AtomicBool>,
     /// Partitions of the topic that appeared later, from the refresher.
     pub(crate) new_partitions: mpsc::Receiver<Vec<i32>>,
-    /// Where durable shards keep their stores; `None`: read directly, keep
-    /// nothing.
-    pub(crate) data_dir: Option<std::path::PathBuf>,
-    /// With `data_dir`: the members to share the shards with.
-    pub(crate) cluster: Option<crate::shards_reader::ClusterOptions>,
-    /// With `data_dir`: the recovery logs' topic.
-    pub(crate) log_topic: String,
+    /// With a data directory: read through durable shards; `None`: read
+    /// directly, keep nothing.
+    pub(crate) durable: Option<crate::shards_reader::Durable>,
     /// Makes the Kafka clients.
     pub(crate) brokers: Arc<dyn Connector>,
 }
@@ -74,10 +70,10 @@ impl OffsetsReader {
         if !self.monitor.is_started() && !self.wait_for_topic() {
             return Ok(());
         }
-        if let Some(dir) = self.data_dir.clone() {
-            return crate::shards_reader::run(self, &dir);
+        if let Some(durable) = self.durable.clone() {
+            return crate::shards_reader::run(self, &durable);
         }
-        let start = self.monitor.resume_positions();
+        let start = self.monitor.units().positions();
         let mut reader = self.brokers.reader(&self.topic, &start)?;
         let assigned = start.iter().map(|(p, _)| *p).collect();
         self.read(&mut *reader, assigned)
@@ -139,7 +135,7 @@ impl OffsetsReader {
     ) -> Result<(), WorkerError> {
         let started = Instant::now();
         let mut last_log = Instant::now();
-        let mut records_at_last_log = self.monitor.counters().records.load(Ordering::Relaxed);
+        let mut records_at_last_log = self.monitor.units().counters().records.load(Ordering::Relaxed);
         let mut announced_ready = self.monitor.is_caught_up();
         let mut events = 0u64;
         // Progress (a record or the end of a partition) tells the supervisor this
@@ -167,7 +163,10 @@ impl OffsetsReader {
                     if !progressed || failing_since.is_some() {
                         self.showed_progress(&mut progressed, &mut failing_since);
                     }
-                    if let (Err(s), ()) = self.monitor.apply_then(partition, offset, transactional, key, value, |_| ())
+                    if let (Err(s), ()) = self
+                        .monitor
+                        .units()
+                        .apply_then(crate::units::RecordAt { partition, offset, transactional, key, value }, |_| ())
                     {
                         warn!(
                             partition = s.partition,
@@ -214,12 +213,12 @@ impl OffsetsReader {
             }
             if self.monitor.is_caught_up() {
                 announced_ready = true;
-                let records = self.monitor.counters().records.load(Ordering::Relaxed);
+                let records = self.monitor.units().counters().records.load(Ordering::Relaxed);
                 let secs = started.elapsed().as_secs_f64();
                 info!(records, seconds = secs, rate = records as f64 / secs.max(1e-9), "caught up");
             } else if last_log.elapsed() >= RETRY {
                 let p = self.monitor.progress();
-                let records = self.monitor.counters().records.load(Ordering::Relaxed);
+                let records = self.monitor.units().counters().records.load(Ordering::Relaxed);
                 let rate = records.saturating_sub(records_at_last_log) as f64 / last_log.elapsed().as_secs_f64();
                 let eta = if rate > 0.0 { p.offsets_remaining as f64 / rate } else { f64::INFINITY };
                 info!(
@@ -315,9 +314,7 @@ mod tests {
             monitor: Arc::clone(monitor),
             stop: Arc::clone(&stop),
             new_partitions: mpsc::channel().1,
-            data_dir: None,
-            cluster: None,
-            log_topic: String::new(),
+            durable: None,
             brokers: Arc::new(Unreachable),
         };
         (reader, stop)
@@ -351,9 +348,9 @@ mod tests {
         reader.read(&mut source, [0, 1].into()).expect("reads to the end of the script");
         assert!(monitor.is_caught_up(), "{:?}", monitor.verdict());
         assert_eq!(monitor.problem(), None, "the reader showed progress");
-        assert_eq!(monitor.counters().records.load(Ordering::Relaxed), 4);
-        assert_eq!(monitor.counters().malformed_key.load(Ordering::Relaxed), 1);
-        assert_eq!(monitor.unit_position(1), Some(3), "past the markers");
+        assert_eq!(monitor.units().counters().records.load(Ordering::Relaxed), 4);
+        assert_eq!(monitor.units().counters().malformed_key.load(Ordering::Relaxed), 1);
+        assert_eq!(monitor.units().position(1), Some(3), "past the markers");
         assert_eq!(monitor.committed_topics(), ["t"]);
     }
 

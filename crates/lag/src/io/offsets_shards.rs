@@ -37,6 +37,7 @@ use crate::group_offsets::{Applied, GroupOffsets};
 use crate::monitor::Monitor;
 use crate::readiness::Event;
 use crate::shard_store::{commits_key, follow_transaction, pending, split_stored, stored_value, unit_from_store};
+use crate::units::RecordAt;
 
 /// The worker's name in logs and on `/ready` while a shard is not served.
 pub(crate) const WORKER: &str = crate::offsets_reader::WORKER;
@@ -142,7 +143,7 @@ impl OffsetsShards {
             .collect();
         groups.sort_unstable();
         groups.dedup();
-        let (_, commits) = self.monitor.apply_then(m.partition, m.offset, m.transactional, None, None, |unit| {
+        let (_, commits) = self.monitor.units().apply_then(record_at(m, None, None), |unit| {
             groups.iter().map(|g| unit.group(g).map(|x| x.commits)).collect::<Vec<_>>()
         });
         for (entry, stored) in &records {
@@ -169,6 +170,12 @@ impl OffsetsShards {
     }
 }
 
+/// `m` as a record for its unit, with `key` and `value` (a marker's are not
+/// the unit's to decode).
+fn record_at<'a>(m: &Message<'_>, key: Option<&'a [u8]>, value: Option<&'a [u8]>) -> RecordAt<'a> {
+    RecordAt { partition: m.partition, offset: m.offset, transactional: m.transactional, key, value }
+}
+
 fn partition_of(shard: &ShardSpec) -> Result<i32, AppError> {
     shard.sources.first().map(|s| s.partition).ok_or_else(|| format!("shard {} has no source", shard.id).into())
 }
@@ -182,15 +189,15 @@ impl Application for OffsetsShards {
         // set aside: which producers have one, asked before it applies.
         let mut open = Vec::new();
         if let (Some(key), None) = (m.key, m.value) {
-            self.monitor.update_unit(m.partition, |unit| open = unit.pending_producers_of(key));
+            self.monitor.units().update(m.partition, |unit| open = unit.pending_producers_of(key));
         }
         // The group's count of commits after the record, read under the
         // unit's lock the record was applied under.
         let group = m.key.and_then(kshard_offsets::RecordKey::group_of);
-        let (applied, commits) =
-            self.monitor.apply_then(m.partition, m.offset, m.transactional, m.key, m.value, |unit| {
-                group.map(|g| unit.group(g).map(|x| x.commits))
-            });
+        let (applied, commits) = self
+            .monitor
+            .units()
+            .apply_then(record_at(m, m.key, m.value), |unit| group.map(|g| unit.group(g).map(|x| x.commits)));
         if let Err(s) = &applied {
             // Counted and logged, like the direct reader. Still kept: a later
             // kshard that can decode it restores it.
@@ -242,9 +249,9 @@ impl Application for OffsetsShards {
         let (groups, offsets_known) = (unit.groups().count(), unit.offset_count());
         // A unit ahead of the store held records a primary here applied but
         // never committed (it failed): what was shown goes back until read again.
-        let shown = self.monitor.unit_position(partition);
+        let shown = self.monitor.units().position(partition);
         let behind_shown = shown.is_some_and(|shown| shown > next.unwrap_or(0));
-        self.monitor.replace_unit(partition, unit);
+        self.monitor.units().replace(partition, unit);
         info!(shard = %shard.id, partition, groups, offsets = offsets_known, next_offset = ?next, ms = started.elapsed().as_millis() as u64, "restored the partition's state from the store");
         self.standbys.lock().unwrap_or_else(PoisonError::into_inner).remove(&partition);
         self.primaries.lock().unwrap_or_else(PoisonError::into_inner).insert(partition);
@@ -266,8 +273,8 @@ impl Application for OffsetsShards {
         let mut unit = unit_from_store(store, next).map_err(AppError::new)?;
         self.without_stranded_transactions(&mut unit, partition);
         // A standby never shows less than this member showed already.
-        if self.monitor.unit_position(partition).is_none_or(|shown| next.is_some_and(|n| n >= shown)) {
-            self.monitor.replace_unit(partition, unit);
+        if self.monitor.units().position(partition).is_none_or(|shown| next.is_some_and(|n| n >= shown)) {
+            self.monitor.units().replace(partition, unit);
         }
         info!(shard = %shard.id, partition, next_offset = ?next, "following the partition's shard as a standby");
         self.standbys.lock().unwrap_or_else(PoisonError::into_inner).insert(partition);
@@ -279,7 +286,7 @@ impl Application for OffsetsShards {
     fn followed(&self, shard: &ShardSpec, mutations: &[Mutation], offsets: &[SourceOffset]) {
         let Ok(partition) = partition_of(shard) else { return };
         let next = offsets.iter().find(|o| o.partition == partition).map(|o| o.offset);
-        self.monitor.update_unit(partition, |unit| follow_transaction(unit, mutations, next));
+        self.monitor.units().update(partition, |unit| follow_transaction(unit, mutations, next));
     }
 
     fn end_of_source(&self, _: &ShardSpec, _: &str, partition: i32, next_offset: Option<i64>) {

@@ -1,11 +1,17 @@
-//! The watermark refresher: every interval, one Metadata request and batched
-//! ListOffsets for every partition of every topic some exported group committed
-//! to; in `admin_api` mode also ListGroups and OffsetFetch. It hands partitions
-//! of the offsets topic that appear later to the reader, and records each
-//! success or failure in [`Health`](crate::Health), so stale watermarks turn
-//! `/ready` 503. Run under the supervisor.
+//! The watermark refresher: every interval, one refresh — in `admin_api`
+//! mode first the groups and their offsets (ListGroups, DescribeGroups,
+//! OffsetFetch); then one Metadata request, the growth of the offsets topic
+//! handed to the reader, and batched ListOffsets for every partition of every
+//! topic some exported group committed to; then what the monitor derives,
+//! the record times lag in seconds wants, and a sweep of unused names. Each
+//! step is a function of the brokers and the monitor; [`Schedule`] (pure)
+//! decides when a refresh is due; [`Refresher::run`] calls them under the
+//! supervisor, and [`scrape_once`] calls the admin-API ones once for `kshard
+//! lag`. Each success or failure goes to readiness, so stale watermarks turn
+//! `/ready` 503.
 
 use super::error::WorkerError;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, mpsc};
 use std::time::{Duration, Instant};
@@ -25,6 +31,52 @@ use crate::watermarks::{Watermark, Watermarks};
 /// The worker's name in logs and on `/ready`.
 pub(crate) const WORKER: &str = "watermark refresher";
 
+/// When refreshes are due: on schedule, and at once when catch-up completes
+/// (after a failure, at most every second), so that readiness waits for
+/// watermarks no older than the catch-up, and no longer.
+#[derive(Debug, Clone)]
+pub(crate) struct Schedule {
+    interval: Duration,
+    next: Instant,
+    refreshed_since_catch_up: bool,
+    last_failure: Option<Instant>,
+}
+
+impl Schedule {
+    /// A schedule whose first refresh is due at `now`.
+    pub(crate) fn new(interval: Duration, now: Instant) -> Self {
+        Schedule { interval, next: now, refreshed_since_catch_up: false, last_failure: None }
+    }
+
+    /// Whether a refresh is due at `now`, the reader `caught_up` or not.
+    pub(crate) fn due(&self, now: Instant, caught_up: bool) -> bool {
+        let retry = self.last_failure.is_none_or(|t| now.saturating_duration_since(t) >= Duration::from_secs(1));
+        now >= self.next || (caught_up && !self.refreshed_since_catch_up && retry)
+    }
+
+    /// A refresh that began at `started` (the reader `caught_up` then) ended,
+    /// well or not.
+    pub(crate) fn finished(&mut self, started: Instant, caught_up: bool, succeeded: bool) {
+        if succeeded {
+            self.refreshed_since_catch_up |= caught_up;
+        } else {
+            self.last_failure = Some(started);
+        }
+        self.next = started + self.interval;
+    }
+
+    /// How long to sleep at `now` before asking again: until the refresh that
+    /// follows catch-up, catch-up is looked for often; then the next refresh
+    /// is slept for, in steps short enough to see a stop.
+    pub(crate) fn wait(&self, now: Instant, caught_up: bool) -> Duration {
+        if caught_up && self.refreshed_since_catch_up {
+            self.next.saturating_duration_since(now).clamp(Duration::from_millis(10), Duration::from_millis(250))
+        } else {
+            Duration::from_millis(50)
+        }
+    }
+}
+
 pub(crate) struct Refresher {
     pub(crate) settings: ClientSettings,
     pub(crate) offsets_topic: String,
@@ -43,106 +95,135 @@ impl Refresher {
     pub(crate) fn run(&mut self) -> Result<(), WorkerError> {
         let admin = self.brokers.admin()?;
         let times = self.brokers.timestamps()?;
-        let mut next = Instant::now();
-        let mut refreshed_since_catch_up = false;
-        let mut last_failure: Option<Instant> = None;
+        let mut schedule = Schedule::new(self.interval, Instant::now());
         while !self.stop.load(Ordering::Acquire) {
             let caught_up = self.monitor.is_caught_up();
-            // Refresh on schedule, and at once when catch-up completes (after
-            // a failure, at most every second), so that readiness waits for
-            // watermarks no older than the catch-up, and no longer.
-            let retry = last_failure.is_none_or(|t| t.elapsed() >= Duration::from_secs(1));
-            if Instant::now() >= next || (caught_up && !refreshed_since_catch_up && retry) {
+            if schedule.due(Instant::now(), caught_up) {
                 let started = Instant::now();
                 // The monitor's clock, which its readiness decisions read.
                 let refreshed_at = self.monitor.now();
-                let scraped = match self.mode {
-                    ScrapeMode::AdminApi => scrape_groups(&*admin, &self.monitor).map_err(WorkerError::from),
-                    ScrapeMode::OffsetsTopic => Ok(()),
-                };
-                match scraped.and_then(|()| self.refresh(&*admin)) {
-                    Ok(watermarks) => {
-                        self.monitor.set_watermarks(watermarks, caught_up, refreshed_at);
-                        let wanted = self.monitor.sample();
-                        read_times(&*times, &self.monitor, &wanted);
-                        // Lag before catch-up is not lag: it stays out of the history.
-                        if self.monitor.is_ready() {
-                            self.monitor.record_history();
-                        }
-                        self.monitor.step(Event::WorkerRunning(WORKER));
+                let result = self.refresh(&*admin).map(|refreshed| {
+                    publish(&self.monitor, &*times, refreshed, caught_up, refreshed_at);
+                    self.monitor.step(Event::WorkerRunning(WORKER));
+                });
+                match &result {
+                    Ok(()) => {
                         self.settings.clear_access_problem();
-                        refreshed_since_catch_up |= caught_up;
                         *self.timings.watermark_refresh.lock().unwrap_or_else(PoisonError::into_inner) =
                             Some(started.elapsed());
-                        // Names of deleted groups and topics are otherwise kept
-                        // for the life of the process.
-                        self.monitor.sweep_names();
                     }
                     Err(e) => {
-                        last_failure = Some(started);
                         let e = self.settings.with_access_problem(e);
                         warn!(error = %e, "refreshing groups and watermarks");
                         self.monitor.step(Event::RefreshFailed(e));
                     }
                 }
-                next = started + self.interval;
+                schedule.finished(started, caught_up, result.is_ok());
             }
-            // Until the refresh that follows catch-up, catch-up is looked for
-            // often; then the next refresh is slept for (in steps, to see a stop).
-            let wait = if caught_up && refreshed_since_catch_up {
-                next.saturating_duration_since(Instant::now())
-                    .clamp(Duration::from_millis(10), Duration::from_millis(250))
-            } else {
-                Duration::from_millis(50)
-            };
-            std::thread::sleep(wait);
+            std::thread::sleep(schedule.wait(Instant::now(), caught_up));
         }
         Ok(())
     }
 
-    /// One refresh: topics and partition counts (one Metadata request), then the
-    /// earliest and latest offsets of every partition of every topic some group
-    /// committed to (ListOffsets, batched per leader). Also notices new
-    /// partitions of the offsets topic and hands them to the reader.
-    fn refresh(&self, admin: &dyn BrokerAdmin) -> Result<Watermarks, WorkerError> {
+    /// One refresh's reads of the brokers, in order: the groups (admin-API
+    /// mode), the topics, the offsets topic's growth, the watermarks.
+    fn refresh(&self, admin: &dyn BrokerAdmin) -> Result<Refreshed, WorkerError> {
+        if self.mode == ScrapeMode::AdminApi {
+            scrape_groups(admin, &self.monitor)?;
+        }
         let topics = admin.topics()?;
         // Growth of the offsets topic is the reader's to handle once it tracks
         // the topic; before that, the reader's own start-up tracks every partition.
         let offsets_topic = topics
             .get(&self.offsets_topic)
-            .filter(|_| self.mode == ScrapeMode::OffsetsTopic && self.monitor.is_started());
-        if let Some(&count) = offsets_topic {
-            self.monitor.set_coordinators(admin.leaders(&self.offsets_topic)?);
-            let known = self.monitor.progress().partitions as i32;
-            if count > known {
-                track_range(admin, &self.monitor, &self.offsets_topic, known..count)?;
-                // The reader has gone when this fails, and is stopping anyway.
-                let _ = self.new_partitions.send((known..count).collect());
-            }
-        }
-        let committed: std::collections::BTreeSet<String> = self.monitor.committed_topics().into_iter().collect();
-        let mut wanted: Vec<(String, i32)> = committed
-            .iter()
-            .filter_map(|t| topics.get(t).map(|&n| (t.clone(), n)))
-            .flat_map(|(t, n)| (0..n).map(move |p| (t.clone(), p)))
-            .collect();
-        // The offsets topic's own ends, in the same requests: how far the reader is.
-        let offsets_partitions = offsets_topic.copied().unwrap_or(0);
-        wanted.extend((0..offsets_partitions).map(|p| (self.offsets_topic.clone(), p)));
-        let mut watermarks = Watermarks::default();
-        let mut ends = std::collections::BTreeMap::new();
-        for ((topic, partition), (low, high)) in admin.watermarks(&wanted)? {
-            if topic == self.offsets_topic && offsets_topic.is_some() {
-                ends.insert(partition, high);
-            }
-            if committed.contains(&topic) {
-                watermarks.insert(&topic, partition, Watermark { low, high });
-            }
-        }
-        self.monitor.set_offsets_topic_ends(ends);
-        debug!(partitions = watermarks.partition_count(), "watermarks refreshed");
-        Ok(watermarks)
+            .filter(|_| self.mode == ScrapeMode::OffsetsTopic && self.monitor.is_started())
+            .map(|&count| (self.offsets_topic.as_str(), count));
+        let leaders = match offsets_topic {
+            Some((topic, count)) => grow_offsets_topic(admin, &self.monitor, topic, count, &self.new_partitions)?,
+            None => HashMap::new(),
+        };
+        let (watermarks, ends) = fetch_watermarks(admin, &self.monitor, &topics, offsets_topic)?;
+        Ok(Refreshed { watermarks, leaders, ends })
     }
+}
+
+/// What one refresh read of the brokers.
+#[derive(Debug)]
+pub(crate) struct Refreshed {
+    /// Of every partition of every topic some exported group committed to.
+    pub(crate) watermarks: Watermarks,
+    /// The leader of each partition of the offsets topic (once tracked).
+    pub(crate) leaders: HashMap<i32, i32>,
+    /// The high watermark of each partition of the offsets topic (once tracked).
+    pub(crate) ends: BTreeMap<i32, i64>,
+}
+
+/// The offsets topic has `count` partitions now: the leaders of them all;
+/// those beyond the ones tracked are tracked and handed to the reader.
+fn grow_offsets_topic(
+    admin: &dyn BrokerAdmin,
+    monitor: &Monitor,
+    topic: &str,
+    count: i32,
+    new_partitions: &mpsc::Sender<Vec<i32>>,
+) -> Result<HashMap<i32, i32>, WorkerError> {
+    let leaders = admin.leaders(topic)?;
+    let known = monitor.progress().partitions as i32;
+    if count > known {
+        track_range(admin, monitor, topic, known..count)?;
+        // The reader has gone when this fails, and is stopping anyway.
+        let _ = new_partitions.send((known..count).collect());
+    }
+    Ok(leaders)
+}
+
+/// The earliest and latest offsets of every partition of every topic some
+/// group committed to (ListOffsets, batched per leader), and in the same
+/// requests the ends of `offsets_topic` (its name and partition count), when
+/// given: how far the reader is.
+fn fetch_watermarks(
+    admin: &dyn BrokerAdmin,
+    monitor: &Monitor,
+    topics: &HashMap<String, i32>,
+    offsets_topic: Option<(&str, i32)>,
+) -> Result<(Watermarks, BTreeMap<i32, i64>), WorkerError> {
+    let committed: BTreeSet<String> = monitor.committed_topics().into_iter().collect();
+    let mut wanted: Vec<(String, i32)> = committed
+        .iter()
+        .filter_map(|t| topics.get(t).map(|&n| (t.clone(), n)))
+        .flat_map(|(t, n)| (0..n).map(move |p| (t.clone(), p)))
+        .collect();
+    if let Some((topic, count)) = offsets_topic {
+        wanted.extend((0..count).map(|p| (topic.to_owned(), p)));
+    }
+    let mut watermarks = Watermarks::default();
+    let mut ends = BTreeMap::new();
+    for ((topic, partition), (low, high)) in admin.watermarks(&wanted)? {
+        if offsets_topic.is_some_and(|(t, _)| t == topic) {
+            ends.insert(partition, high);
+        }
+        if committed.contains(&topic) {
+            watermarks.insert(&topic, partition, Watermark { low, high });
+        }
+    }
+    debug!(partitions = watermarks.partition_count(), "watermarks refreshed");
+    Ok((watermarks, ends))
+}
+
+/// Hands a refresh that began at `at` (the reader `caught_up` then or not)
+/// to the monitor, then what follows from it: the commit windows and record
+/// times derived, the record times read, the lag history (once ready: lag
+/// before catch-up is not lag) and a sweep of names of deleted groups and
+/// topics (otherwise kept for the life of the process).
+fn publish(monitor: &Monitor, times: &dyn RecordTimes, refreshed: Refreshed, caught_up: bool, at: Instant) {
+    monitor.set_offsets_topic(refreshed.leaders, refreshed.ends);
+    monitor.set_watermarks(refreshed.watermarks, caught_up, at);
+    let wanted = monitor.sample();
+    read_times(times, monitor, &wanted);
+    if monitor.is_ready() {
+        monitor.record_history();
+    }
+    monitor.units().sweep_names();
 }
 
 /// Reads the records at the committed offsets of lagging groups whose times
@@ -171,24 +252,12 @@ pub(crate) fn scrape_once(
     monitor: &Arc<Monitor>,
 ) -> Result<(), WorkerError> {
     let admin = brokers.checked_admin().map_err(|e| WorkerError::Access(settings.with_access_problem(e)))?;
-    let once = Refresher {
-        settings,
-        offsets_topic: String::new(),
-        mode: ScrapeMode::AdminApi,
-        interval: Duration::ZERO,
-        monitor: Arc::clone(monitor),
-        timings: Arc::new(SelfTimings::default()),
-        stop: Arc::new(AtomicBool::new(true)),
-        new_partitions: mpsc::channel().0,
-        brokers,
-    };
     scrape_groups(&*admin, monitor)?;
-    let watermarks = once.refresh(&*admin)?;
+    let (watermarks, _) = fetch_watermarks(&*admin, monitor, &admin.topics()?, None)?;
     monitor.start();
     monitor.set_watermarks(watermarks, true, monitor.now());
     let wanted = monitor.sample();
-    let times = once.brokers.timestamps()?;
-    read_times(&*times, monitor, &wanted);
+    read_times(&*brokers.timestamps()?, monitor, &wanted);
     Ok(())
 }
 
@@ -240,8 +309,8 @@ fn scrape_groups(admin: &dyn BrokerAdmin, monitor: &Monitor) -> Result<(), kshar
             // Keep what the last scrape knew rather than let the group vanish
             // and come back.
             warn!(group = %group.group_id, %error, "fetching a group's offsets; keeping its previous offsets");
-            monitor.counters().offset_fetch_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            monitor.for_each_unit(|_, previous| {
+            monitor.units().counters().offset_fetch_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            monitor.units().for_each(|_, previous| {
                 if let Some(g) = previous.group(&group.group_id) {
                     for (topic, partition, committed) in g.offsets() {
                         unit.set_committed(&group.group_id, topic, partition, committed.offset);
@@ -255,7 +324,7 @@ fn scrape_groups(admin: &dyn BrokerAdmin, monitor: &Monitor) -> Result<(), kshar
         }
     }
     debug!(groups = ids.len(), "groups scraped");
-    monitor.replace_unit(0, unit);
+    monitor.units().replace(0, unit);
     Ok(())
 }
 
@@ -327,6 +396,25 @@ mod tests {
     }
 
     #[test]
+    fn a_refresh_is_due_on_schedule_and_at_once_after_catch_up_retrying_each_second() {
+        let t0 = Instant::now();
+        let s = |ms| t0 + Duration::from_millis(ms);
+        let mut schedule = Schedule::new(Duration::from_secs(5), t0);
+        assert!(schedule.due(t0, false), "the first refresh is due at start");
+        schedule.finished(t0, false, true);
+        assert!(!schedule.due(s(100), false), "then every interval");
+        assert_eq!(schedule.wait(s(100), false), Duration::from_millis(50), "catch-up is looked for often");
+        assert!(schedule.due(s(100), true), "catch-up completing makes one due at once");
+        schedule.finished(s(100), true, false);
+        assert!(!schedule.due(s(600), true), "after a failure, not before a second");
+        assert!(schedule.due(s(1_100), true));
+        schedule.finished(s(1_100), true, true);
+        assert!(!schedule.due(s(1_200), true), "refreshed since catch-up: back to the interval");
+        assert_eq!(schedule.wait(s(1_200), true), Duration::from_millis(250), "slept for in steps");
+        assert!(schedule.due(s(6_100), true));
+    }
+
+    #[test]
     fn a_refresh_asks_for_committed_topics_only_and_hands_new_offsets_partitions_to_the_reader() {
         let monitor = Arc::new(Monitor::new(MonitorSettings::default()));
         monitor.track_partition(0, 0, 1);
@@ -347,7 +435,8 @@ mod tests {
             ..Fake::default()
         };
         let (r, announced) = refresher(&monitor, ScrapeMode::OffsetsTopic);
-        let watermarks = r.refresh(&fake).expect("refreshes");
+        let Refreshed { watermarks, leaders, ends } = r.refresh(&fake).expect("refreshes");
+        monitor.set_offsets_topic(leaders, ends);
         assert_eq!(announced.try_recv().ok(), Some(vec![2]), "the new partition goes to the reader");
         assert_eq!(monitor.progress().partitions, 3, "and is tracked");
         assert_eq!(watermarks.get("orders", 1), Some(Watermark { low: 2, high: 9 }));
@@ -378,13 +467,13 @@ mod tests {
             FetchedOffsets { group_id: "b".into(), offsets: vec![], error: Some("coordinator moving".into()) };
         scrape_groups(&fake, &monitor).expect("scrapes");
         let mut seen = Vec::new();
-        monitor.for_each_unit(|_, unit| {
+        monitor.units().for_each(|_, unit| {
             for (group, g) in unit.groups() {
                 seen.push((group.to_string(), g.offset("t", 0).map(|c| c.offset)));
             }
         });
         seen.sort();
         assert_eq!(seen, [("a".to_owned(), Some(6)), ("b".to_owned(), Some(7))]);
-        assert_eq!(monitor.counters().offset_fetch_errors.load(Ordering::Relaxed), 1);
+        assert_eq!(monitor.units().counters().offset_fetch_errors.load(Ordering::Relaxed), 1);
     }
 }

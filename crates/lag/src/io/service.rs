@@ -133,7 +133,9 @@ pub async fn run(
 ) -> Result<(), ServeError> {
     let monitor = Arc::new(Monitor::with_stale_after(options.monitor.clone(), options.stale_after()));
     let timings = Arc::new(SelfTimings::default());
-    let metrics = Arc::new(Metrics::new(&options.namespace, Arc::clone(&monitor), Arc::clone(&timings)));
+    let member = crate::LocalMember::default();
+    let metrics =
+        Arc::new(Metrics::with_member(&options.namespace, Arc::clone(&monitor), member.clone(), Arc::clone(&timings)));
 
     let brokers: Arc<dyn Connector> =
         Arc::new(Kafka { settings: options.kafka.clone(), timeout: options.request_timeout });
@@ -150,12 +152,15 @@ pub async fn run(
                 monitor: Arc::clone(&monitor),
                 stop: Arc::clone(&stop),
                 new_partitions: new_partitions_rx,
-                data_dir: options.data_dir.clone(),
-                cluster: options.cluster.clone(),
-                log_topic: options
-                    .recovery_log_topic
-                    .clone()
-                    .unwrap_or_else(|| crate::recovery_log_topic(&options.offsets_topic)),
+                durable: options.data_dir.clone().map(|data_dir| crate::shards_reader::Durable {
+                    data_dir,
+                    cluster: options.cluster.clone(),
+                    log_topic: options
+                        .recovery_log_topic
+                        .clone()
+                        .unwrap_or_else(|| crate::recovery_log_topic(&options.offsets_topic)),
+                    member: member.clone(),
+                }),
                 brokers: Arc::clone(&brokers),
             };
             workers.push(
@@ -191,7 +196,7 @@ pub async fn run(
     info!(%addr, "serving /metrics, /ready, /api/groups and the web page");
     let served = axum::serve(
         listener,
-        http::router(Arc::clone(&monitor), metrics, &options.kafka.brokers, options.watermark_interval),
+        http::router(Arc::clone(&monitor), metrics, member, &options.kafka.brokers, options.watermark_interval),
     )
     .with_graceful_shutdown(shutdown)
     .await

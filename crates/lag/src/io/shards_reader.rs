@@ -8,7 +8,6 @@
 //! (see [`crate::offsets_shards`]).
 
 use super::error::WorkerError;
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -93,21 +92,34 @@ fn shard(offsets_topic: &str, log_topic: &str, p: i32) -> ShardSpec {
     }
 }
 
+/// How the offsets topic is read through durable shards.
+#[derive(Debug, Clone)]
+pub(crate) struct Durable {
+    /// Where the shards keep their stores.
+    pub(crate) data_dir: std::path::PathBuf,
+    /// The members to share the shards with; `None`: this process alone.
+    pub(crate) cluster: Option<ClusterOptions>,
+    /// The recovery logs' topic.
+    pub(crate) log_topic: String,
+    /// Where the member that runs the shards is made known to HTTP.
+    pub(crate) member: crate::LocalMember,
+}
+
 /// One life of the worker in runtime mode: until `stop` (`Ok`) or a failure.
-pub(crate) fn run(reader: &mut OffsetsReader, data_dir: &Path) -> Result<(), WorkerError> {
+pub(crate) fn run(reader: &mut OffsetsReader, durable: &Durable) -> Result<(), WorkerError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("kshard-shards")
         .enable_all()
         .build()
         .map_err(WorkerError::Runtime)?;
-    match reader.cluster.clone() {
+    match durable.cluster.clone() {
         None => {
             let member = MemberSpec { id: "local".into(), zone: "local".into(), shard_limit: u32::MAX, endpoint: None };
             // One process on an embedded keyspace: a lease that only a long
             // stall of this process could lose.
             let ttl = Duration::from_secs(120);
-            run_on(reader, data_dir, &runtime, Arc::new(MemoryKeyspace::new()), Keys::new("/kshard/lag"), member, ttl)
+            run_on(reader, durable, &runtime, Arc::new(MemoryKeyspace::new()), Keys::new("/kshard/lag"), member, ttl)
         }
         Some(cluster) => {
             let ks = runtime
@@ -120,22 +132,22 @@ pub(crate) fn run(reader: &mut OffsetsReader, data_dir: &Path) -> Result<(), Wor
                 endpoint: cluster.endpoint.clone(),
             };
             let keys = Keys::new(&cluster.prefix);
-            run_on(reader, data_dir, &runtime, Arc::new(ks), keys, member, cluster.lease_ttl)
+            run_on(reader, durable, &runtime, Arc::new(ks), keys, member, cluster.lease_ttl)
         }
     }
 }
 
 fn run_on<K: Keyspace>(
     reader: &mut OffsetsReader,
-    data_dir: &Path,
+    durable: &Durable,
     runtime: &tokio::runtime::Runtime,
     ks: Arc<K>,
     keys: Keys,
     member: MemberSpec,
     lease_ttl: Duration,
 ) -> Result<(), WorkerError> {
-    let partitions = reader.monitor.resume_positions().len() as i32;
-    let log_topic = reader.log_topic.clone();
+    let partitions = reader.monitor.units().positions().len() as i32;
+    let (data_dir, log_topic) = (&durable.data_dir, durable.log_topic.clone());
     let admin = Admin::connect(&reader.settings, reader.timeout)?;
     ensure_log_topic(&admin, &log_topic, partitions)?;
     let shards: Vec<ShardSpec> = (0..partitions).map(|p| shard(&reader.topic, &log_topic, p)).collect();
@@ -146,7 +158,7 @@ fn run_on<K: Keyspace>(
         keys: keys.clone(),
         member,
         lease_ttl,
-        data_dir: data_dir.to_owned(),
+        data_dir: data_dir.clone(),
         disk: None,
         settings: reader.settings.clone(),
         partitions: None,
@@ -154,7 +166,7 @@ fn run_on<K: Keyspace>(
     info!(partitions, %log_topic, data_dir = %data_dir.display(), member = %config.member.id, "reading the offsets topic through durable shards");
     let stop = Arc::clone(&reader.stop);
     let shared = NodeShared::default();
-    reader.monitor.set_shards(shared.clone(), config.member.id.clone());
+    durable.member.set(shared.clone(), config.member.id.clone());
     // The refresher's announcements go to the grower thread for this life.
     let announced = std::mem::replace(&mut reader.new_partitions, std::sync::mpsc::channel().1);
     // Set when the member stops, to stop the grower with it.

@@ -147,7 +147,7 @@ fn checkpoint(next: i64) -> Checkpoint {
 
 fn unit_of(monitor: &Monitor) -> Held {
     let mut out = None;
-    monitor.for_each_unit(|_, unit| out = Some(held(unit)));
+    monitor.units().for_each(|_, unit| out = Some(held(unit)));
     out.unwrap_or_default()
 }
 
@@ -198,7 +198,7 @@ proptest! {
             follow_transaction(&mut standby, &mutations, Some(next));
             // Now and then the primary restarts on its store and reads on.
             if restarts[n % restarts.len()] {
-                monitor.replace_unit(0, unit_from_store(&store, Some(next)).expect("rebuilds"));
+                monitor.units().replace(0, unit_from_store(&store, Some(next)).expect("rebuilds"));
             }
         }
         let want = expected(&kafka);

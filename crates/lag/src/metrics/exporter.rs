@@ -19,7 +19,7 @@ pub(super) fn up(e: &mut DescriptorEncoder<'_>) -> Encoded {
 }
 
 pub(super) fn records_consumed(e: &mut DescriptorEncoder<'_>, m: &Monitor) -> Encoded {
-    let n = m.counters().records.load(Ordering::Relaxed);
+    let n = m.units().counters().records.load(Ordering::Relaxed);
     counter(e, "exporter_offset_consumer_records_consumed", "Records read from __consumer_offsets.", n)
 }
 
@@ -28,12 +28,12 @@ pub(super) fn offset_fetch_errors(e: &mut DescriptorEncoder<'_>, m: &Monitor) ->
         e,
         "admin_api_offset_fetch_errors",
         "Admin-API mode: groups whose OffsetFetch failed at a scrape; their previous offsets are kept.",
-        m.counters().offset_fetch_errors.load(Ordering::Relaxed),
+        m.units().counters().offset_fetch_errors.load(Ordering::Relaxed),
     )
 }
 
 pub(super) fn records_skipped(e: &mut DescriptorEncoder<'_>, m: &Monitor) -> Encoded {
-    let c = m.counters();
+    let c = m.units().counters();
     let skipped = [
         ("null_key", c.null_key.load(Ordering::Relaxed)),
         ("malformed_key", c.malformed_key.load(Ordering::Relaxed)),
@@ -104,7 +104,7 @@ pub(super) fn offsets_topic_open_transactions(e: &mut DescriptorEncoder<'_>, m: 
         MetricType::Gauge,
     )?;
     let mut id = itoa_buf();
-    for (partition, open) in m.open_transactions() {
+    for (partition, open) in m.units().open_transactions() {
         ConstGauge::new(open as i64).encode(family.encode_family(&[("partition_id", id.format(partition))])?)?;
     }
     Ok(())
@@ -146,8 +146,12 @@ pub(super) fn watermarks_age(e: &mut DescriptorEncoder<'_>, m: &Monitor) -> Enco
 }
 
 /// With a data directory: partitions whose shard has no primary anywhere.
-pub(super) fn shards_without_primary(e: &mut DescriptorEncoder<'_>, m: &Monitor) -> Encoded {
-    let Some(shared) = m.shards() else { return Ok(()) };
+pub(super) fn shards_without_primary(
+    e: &mut DescriptorEncoder<'_>,
+    m: &Monitor,
+    member: Option<&kshard_runtime::node::NodeShared>,
+) -> Encoded {
+    let Some(shared) = member else { return Ok(()) };
     let cluster = shared.cluster();
     let partitions = m.progress().partitions as i32;
     let without = (0..partitions).filter(|p| cluster.primary(&crate::shards_reader::shard_id(*p)).is_none()).count();

@@ -68,9 +68,8 @@ impl Rows {
     pub(super) fn collect(m: &Monitor, watermarks: &Watermarks) -> Self {
         let settings = m.settings();
         let mut rows = Rows { per_partition: settings.granularity == Granularity::Partition, ..Rows::default() };
-        let statuses = m.statuses();
-        let seconds = m.lag_seconds();
-        m.for_each_unit(|unit_partition, unit| {
+        let derived = m.derived();
+        m.units().for_each(|unit_partition, unit| {
             let coordinator = m.coordinator(unit_partition).map(|c| c.to_string()).unwrap_or_default();
             for (group, g) in unit.groups() {
                 if !settings.groups.allows(group) {
@@ -87,8 +86,8 @@ impl Rows {
                     for (partition, committed) in partitions {
                         let Some(w) = watermarks.get(topic, partition) else { continue };
                         let l = lag(w.high, committed.offset);
-                        let status = statuses.get(group, topic, partition, l);
-                        if let Some((s, method)) = seconds.get(topic, partition, committed.offset, l) {
+                        let status = derived.status(group, topic, partition, l);
+                        if let Some((s, method)) = derived.lag_seconds(topic, partition, committed.offset, l) {
                             max_seconds = Some(max_seconds.map_or(s, |m| m.max(s)));
                             if rows.per_partition {
                                 let row = (Arc::clone(group), Arc::clone(topic), partition, s, method.name());

@@ -24,6 +24,7 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
+use crate::LocalMember;
 use crate::monitor::Monitor;
 
 /// Durations the exporter measures about itself.
@@ -45,8 +46,13 @@ pub struct Metrics {
 impl Metrics {
     /// Metrics for `monitor`, every name prefixed with `namespace_`.
     pub fn new(namespace: &str, monitor: Arc<Monitor>, timings: Arc<SelfTimings>) -> Self {
+        Self::with_member(namespace, monitor, LocalMember::default(), timings)
+    }
+
+    /// [`Metrics::new`], with the shards of `member` once it runs them.
+    pub fn with_member(namespace: &str, monitor: Arc<Monitor>, member: LocalMember, timings: Arc<SelfTimings>) -> Self {
         let mut registry = Registry::with_prefix(namespace);
-        registry.register_collector(Box::new(LagCollector { monitor, timings: Arc::clone(&timings) }));
+        registry.register_collector(Box::new(LagCollector { monitor, member, timings: Arc::clone(&timings) }));
         Metrics { registry, timings }
     }
 
@@ -63,6 +69,7 @@ impl Metrics {
 #[derive(Debug)]
 struct LagCollector {
     monitor: Arc<Monitor>,
+    member: LocalMember,
     timings: Arc<SelfTimings>,
 }
 
@@ -98,7 +105,7 @@ impl Collector for LagCollector {
         let current = m.problem().is_none();
         exporter::data_current(e, current)?;
         exporter::watermarks_age(e, m)?;
-        exporter::shards_without_primary(e, m)?;
+        exporter::shards_without_primary(e, m, self.member.shared().as_ref())?;
         if !current {
             return Ok(());
         }

@@ -4,6 +4,7 @@
 
 pub(crate) mod catch_up;
 pub(crate) mod consumer_status;
+pub(crate) mod derived;
 pub(crate) mod filter;
 pub(crate) mod group_offsets;
 pub(crate) mod health;
@@ -14,4 +15,5 @@ pub(crate) mod names;
 pub(crate) mod open_transactions;
 pub(crate) mod readiness;
 pub(crate) mod shard_store;
+pub(crate) mod units;
 pub(crate) mod watermarks;

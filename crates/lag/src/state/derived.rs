@@ -1,0 +1,206 @@
+//! [`Derived`]: what the monitor derives from its units at each watermark
+//! refresh — each group-partition's window of recent commits (its status),
+//! the record times wanted for lag in seconds, each group's lag history —
+//! and [`DerivedView`], the view over them that readers take once per pass.
+//! Pure: the units, watermarks and wall-clock time come in as arguments.
+
+use std::sync::{Arc, MutexGuard};
+
+use crate::consumer_status::{Commit, CommitWindow, Status, StatusSettings};
+use crate::lag_history::{HistorySettings, LagHistory, LagPoint};
+use crate::lag_time::{LagTimes, Method};
+use crate::monitor::MonitorSettings;
+use crate::names::FastMap;
+use crate::units::Units;
+use crate::watermarks::Watermarks;
+
+/// A group-partition: (group, topic, partition).
+type GroupPartition = (Arc<str>, Arc<str>, i32);
+
+/// What a refresh derives, behind the monitor's one lock for it.
+#[derive(Debug)]
+pub struct Derived {
+    /// The windows of recent commits, by group-partition, each with the
+    /// generation of the sample that last saw it.
+    windows: FastMap<GroupPartition, (u64, CommitWindow)>,
+    status: StatusSettings,
+    generation: u64,
+    /// Record times and high-watermark history, for lag in seconds.
+    times: LagTimes,
+    /// Each group's recent lag, for the page's chart.
+    history: LagHistory,
+}
+
+/// Statuses and lag in seconds as of one instant (see [`crate::Monitor::derived`]).
+#[derive(Debug)]
+pub struct DerivedView<'a> {
+    derived: MutexGuard<'a, Derived>,
+    now_ms: i64,
+}
+
+impl DerivedView<'_> {
+    /// The status of `group` on `topic`/`partition` with `lag` now (OK until
+    /// some of its commits are known).
+    pub fn status(&self, group: &Arc<str>, topic: &Arc<str>, partition: i32, lag: i64) -> Status {
+        self.window(group, topic, partition).map_or(Status::Ok, |w| w.status(lag, self.now_ms, &self.derived.status))
+    }
+
+    /// The recent commits of `group` on `topic`/`partition`, once sampled.
+    pub fn window(&self, group: &Arc<str>, topic: &Arc<str>, partition: i32) -> Option<&CommitWindow> {
+        self.derived.window(group, topic, partition)
+    }
+
+    /// The age of the first record not consumed by a group at `committed` on
+    /// `topic`/`partition` with `lag` records, and how it was found.
+    pub fn lag_seconds(&self, topic: &Arc<str>, partition: i32, committed: i64, lag: i64) -> Option<(f64, Method)> {
+        self.derived.times.lag_seconds(topic, partition, committed, lag, self.now_ms)
+    }
+}
+
+impl<'a> DerivedView<'a> {
+    pub(crate) fn new(derived: MutexGuard<'a, Derived>, now_ms: i64) -> Self {
+        DerivedView { derived, now_ms }
+    }
+}
+
+impl Derived {
+    /// Nothing derived yet.
+    pub fn new(status: StatusSettings, history: HistorySettings) -> Self {
+        Derived {
+            windows: FastMap::default(),
+            status,
+            generation: 0,
+            times: LagTimes::default(),
+            history: LagHistory::new(history),
+        }
+    }
+
+    fn window(&self, group: &Arc<str>, topic: &Arc<str>, partition: i32) -> Option<&CommitWindow> {
+        let key = (Arc::clone(group), Arc::clone(topic), partition);
+        self.windows.get(&key).map(|(_, w)| w)
+    }
+
+    /// After a watermark refresh, in one pass over the units: takes each
+    /// group-partition's committed offset into its window of recent commits
+    /// (a new commit time is a new commit) with its lag against `watermarks`,
+    /// forgets the windows of offsets that are gone, samples every
+    /// partition's high watermark for lag-in-seconds estimates, and returns
+    /// the (topic, partition, offset) of lagging group-partitions whose record
+    /// time is to be read (for [`Derived::times_found`]).
+    pub fn sample(
+        &mut self,
+        units: &Units,
+        settings: &MonitorSettings,
+        watermarks: &Watermarks,
+        now_ms: i64,
+    ) -> Vec<(String, i32, i64)> {
+        let lagging = self.take_commits(units, settings, watermarks, now_ms);
+        let mut live = std::collections::HashSet::new();
+        for (topic, partitions) in watermarks.topics() {
+            let topic: Arc<str> = Arc::from(topic);
+            for (partition, w) in partitions.iter().enumerate() {
+                if let Some(w) = w {
+                    self.times.sample_high(&topic, partition as i32, w.high, now_ms);
+                    live.insert((Arc::clone(&topic), partition as i32));
+                }
+            }
+        }
+        self.times.keep_partitions(&live);
+        self.times.wanted(&lagging)
+    }
+
+    /// The commits part of [`Derived::sample`]; returns the lagging
+    /// group-partitions: (topic, partition, committed offset, low watermark).
+    fn take_commits(
+        &mut self,
+        units: &Units,
+        settings: &MonitorSettings,
+        watermarks: &Watermarks,
+        now_ms: i64,
+    ) -> Vec<(Arc<str>, i32, i64, i64)> {
+        self.generation = self.generation.wrapping_add(1);
+        let (now, status) = (self.generation, self.status);
+        let windows = &mut self.windows;
+        let mut lagging = Vec::new();
+        units.for_each(|_, unit| {
+            for (group, g) in unit.groups() {
+                if !settings.groups.allows(group) {
+                    continue;
+                }
+                for (topic, partition, committed) in g.offsets() {
+                    let Some(w) = watermarks.get(topic, partition) else { continue };
+                    let key = (Arc::clone(group), Arc::clone(topic), partition);
+                    let (seen, window) = windows.entry(key).or_default();
+                    *seen = now;
+                    // OffsetFetch (admin_api) gives no commit time: a new
+                    // offset counts as committed when first seen.
+                    let timestamp_ms = match window.last() {
+                        _ if committed.commit_timestamp > 0 => committed.commit_timestamp,
+                        Some(last) if last.offset == committed.offset => last.timestamp_ms,
+                        _ => now_ms,
+                    };
+                    let commit = Commit {
+                        offset: committed.offset,
+                        timestamp_ms,
+                        lag: crate::watermarks::lag(w.high, committed.offset),
+                    };
+                    window.commit(commit, &status);
+                    window.watermark(w.high, &status);
+                    if committed.offset < w.high && settings.topics.allows(topic) {
+                        lagging.push((Arc::clone(topic), partition, committed.offset, w.low));
+                    }
+                }
+            }
+        });
+        windows.retain(|_, (seen, _)| *seen == now);
+        lagging
+    }
+
+    /// Records read for [`Derived::sample`]: (topic, partition, wanted
+    /// offset) → (offset read, timestamp in ms).
+    pub fn times_found(&mut self, found: impl IntoIterator<Item = ((String, i32, i64), (i64, i64))>) {
+        for ((topic, partition, wanted), (offset, timestamp_ms)) in found {
+            self.times.found(&Arc::from(topic), partition, wanted, offset, timestamp_ms);
+        }
+    }
+
+    /// Offsets of [`Derived::sample`] that were read and gave no record.
+    pub fn times_not_found(&mut self, missing: impl IntoIterator<Item = (String, i32, i64)>) {
+        for (topic, partition, wanted) in missing {
+            self.times.not_found(&Arc::from(topic), partition, wanted);
+        }
+    }
+
+    /// After a refresh and its record times: each group's total lag and
+    /// highest lag in seconds go into its history (one more pass over the
+    /// units; groups gone are forgotten).
+    pub fn record_history(&mut self, units: &Units, settings: &MonitorSettings, watermarks: &Watermarks, now_ms: i64) {
+        let mut totals = Vec::new();
+        units.for_each(|_, unit| {
+            for (group, g) in unit.groups() {
+                if !settings.groups.allows(group) {
+                    continue;
+                }
+                let (mut total, mut most) = (0, None::<f64>);
+                for (topic, partition, c) in g.offsets() {
+                    let Some(w) = watermarks.get(topic, partition) else { continue };
+                    if !settings.topics.allows(topic) {
+                        continue;
+                    }
+                    let lag = crate::watermarks::lag(w.high, c.offset);
+                    total += lag;
+                    if let Some((s, _)) = self.times.lag_seconds(topic, partition, c.offset, lag, now_ms) {
+                        most = Some(most.map_or(s, |m| m.max(s)));
+                    }
+                }
+                totals.push((Arc::clone(group), total, most));
+            }
+        });
+        self.history.record(now_ms, totals);
+    }
+
+    /// A group's recent lag, oldest first, and the settings it was kept by.
+    pub fn history(&self, group: &str) -> (Vec<LagPoint>, HistorySettings) {
+        (self.history.points(group), self.history.settings())
+    }
+}

@@ -1,0 +1,173 @@
+//! [`Units`]: the lag monitor's partition units — one [`GroupOffsets`] per
+//! `__consumer_offsets` partition, each behind its own lock so that readers
+//! of different partitions never wait on each other — and the counters of
+//! what was applied to them. No I/O, no clock.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard};
+
+use kshard_offsets::RecordType;
+
+use crate::group_offsets::{Applied, GroupOffsets, Skipped, Transactional};
+
+/// Counters of what the reader saw.
+#[derive(Debug, Default)]
+pub struct ReadCounters {
+    /// Records read from `__consumer_offsets`.
+    pub records: AtomicU64,
+    /// Records skipped because the key was null.
+    pub null_key: AtomicU64,
+    /// Records skipped because the key did not decode.
+    pub malformed_key: AtomicU64,
+    /// Records skipped because the value did not decode.
+    pub malformed_value: AtomicU64,
+    /// Records of a type this version of kshard does not know.
+    pub unknown_type: AtomicU64,
+    /// Admin-API mode: groups whose OffsetFetch failed at a scrape (their
+    /// previous offsets were kept).
+    pub offset_fetch_errors: AtomicU64,
+}
+
+/// A record the monitor could not use, for the caller to log.
+#[derive(Debug)]
+pub struct SkippedRecord {
+    /// The `__consumer_offsets` partition.
+    pub partition: i32,
+    /// The record's offset.
+    pub offset: i64,
+    /// Why it was skipped.
+    pub skipped: Skipped,
+}
+
+/// One record to apply to its partition's unit.
+#[derive(Debug, Clone, Copy)]
+pub struct RecordAt<'a> {
+    /// The `__consumer_offsets` partition.
+    pub partition: i32,
+    /// Its offset.
+    pub offset: i64,
+    /// Its part in a transaction, when read with it.
+    pub transactional: Option<Transactional>,
+    /// Its key.
+    pub key: Option<&'a [u8]>,
+    /// Its value.
+    pub value: Option<&'a [u8]>,
+}
+
+/// The partition units and their counters.
+#[derive(Debug, Default)]
+pub struct Units {
+    units: RwLock<BTreeMap<i32, Mutex<GroupOffsets>>>,
+    counters: ReadCounters,
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding a lock leaves plain data behind; keep serving it.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Units {
+    fn read(&self) -> RwLockReadGuard<'_, BTreeMap<i32, Mutex<GroupOffsets>>> {
+        self.units.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Makes sure `partition` has a unit (an empty one at first).
+    pub fn track(&self, partition: i32) {
+        self.units.write().unwrap_or_else(PoisonError::into_inner).entry(partition).or_default();
+    }
+
+    /// Changes the unit of `partition` with `f` (creating it empty first).
+    pub fn update<R>(&self, partition: i32, f: impl FnOnce(&mut GroupOffsets) -> R) -> R {
+        loop {
+            let units = self.read();
+            if let Some(unit) = units.get(&partition) {
+                return f(&mut lock(unit));
+            }
+            drop(units);
+            self.track(partition);
+        }
+    }
+
+    /// Applies `record` to its unit (see [`GroupOffsets::apply_record`]), then
+    /// `after` with the unit, under the same lock; counts what it was.
+    pub fn apply_then<R>(
+        &self,
+        record: RecordAt<'_>,
+        after: impl FnOnce(&GroupOffsets) -> R,
+    ) -> (Result<Applied, SkippedRecord>, R) {
+        self.counters.records.fetch_add(1, Ordering::Relaxed);
+        let RecordAt { partition, offset, transactional, key, value } = record;
+        let (result, then) = self.update(partition, |unit| {
+            let result = unit.apply_record(offset, transactional, key, value);
+            (result, after(unit))
+        });
+        (self.count(partition, offset, result), then)
+    }
+
+    fn count(&self, partition: i32, offset: i64, result: Result<Applied, Skipped>) -> Result<Applied, SkippedRecord> {
+        match result {
+            Ok(applied) => {
+                if let Applied::Ignored(RecordType::Unknown(_)) = applied {
+                    self.counters.unknown_type.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(applied)
+            }
+            Err(skipped) => {
+                let counter = match skipped.reason() {
+                    "null_key" => &self.counters.null_key,
+                    "malformed_key" => &self.counters.malformed_key,
+                    _ => &self.counters.malformed_value,
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
+                Err(SkippedRecord { partition, offset, skipped })
+            }
+        }
+    }
+
+    /// The next offset of `partition`'s unit, if it has read anything.
+    pub fn position(&self, partition: i32) -> Option<i64> {
+        self.read().get(&partition).and_then(|u| lock(u).next_offset())
+    }
+
+    /// Each unit's next offset (`None`: nothing read yet), by partition.
+    pub fn positions(&self) -> Vec<(i32, Option<i64>)> {
+        self.read().iter().map(|(partition, unit)| (*partition, lock(unit).next_offset())).collect()
+    }
+
+    /// Moves `partition`'s unit to `next` (the reader saw its end there).
+    pub fn advance(&self, partition: i32, next: i64) {
+        if let Some(unit) = self.read().get(&partition) {
+            lock(unit).advance_to(next);
+        }
+    }
+
+    /// Replaces the unit of `partition` wholesale (admin-API mode rebuilds
+    /// its one unit at every scrape; a new primary rebuilds from its store).
+    pub fn replace(&self, partition: i32, unit: GroupOffsets) {
+        self.units.write().unwrap_or_else(PoisonError::into_inner).insert(partition, Mutex::new(unit));
+    }
+
+    /// Calls `f` with each unit in turn, holding its lock only during the call.
+    pub fn for_each(&self, mut f: impl FnMut(i32, &GroupOffsets)) {
+        for (partition, unit) in self.read().iter() {
+            f(*partition, &lock(unit));
+        }
+    }
+
+    /// For each unit, how many transactions are open in it whose offset
+    /// commits wait for their marker.
+    pub fn open_transactions(&self) -> Vec<(i32, usize)> {
+        self.read().iter().map(|(p, u)| (*p, lock(u).open_transactions().len())).collect()
+    }
+
+    /// Drops interned names no longer used, in every unit.
+    pub fn sweep_names(&self) -> usize {
+        self.read().values().map(|u| lock(u).sweep_names()).sum()
+    }
+
+    /// The counters of what was applied.
+    pub fn counters(&self) -> &ReadCounters {
+        &self.counters
+    }
+}
