@@ -15,7 +15,8 @@ use kshard_runtime::keyspace::Keyspace;
 use kshard_runtime::keyspace::etcd::EtcdKeyspace;
 use kshard_runtime::keyspace::memory::MemoryKeyspace;
 use kshard_runtime::model::{Keys, MemberSpec, ShardSpec, valid_id};
-use kshard_runtime::node::{self, NodeConfig, NodeShared};
+use kshard_runtime::node::{NodeConfig, NodeShared};
+use kshard_runtime::serve::{Member, ServeError};
 
 /// Where the application's coordination lives, and who this member is.
 #[derive(Debug, Clone, clap::Args)]
@@ -136,34 +137,19 @@ async fn serve<K: Keyspace>(
     run: MemberRun,
     listener: tokio::net::TcpListener,
 ) -> Result<()> {
-    for spec in &run.shards {
-        if let node::Created::Conflict(other) =
-            node::create_shard(&*ks, &config.keys, spec).await.context("creating the shards")?
-        {
-            bail!(
-                "invalid etcd_prefix: shard {} under {} reads {:?} into {:?}, not {:?} into {:?} — another \
-                 application uses these keys; give this one its own --etcd-prefix",
-                spec.id,
-                config.keys.root(),
-                other.sources,
-                other.recovery_log,
-                spec.sources,
-                spec.recovery_log
-            );
-        }
+    let root = config.keys.root().to_owned();
+    let member =
+        Member { keyspace: ks, config, application: run.app, shards: run.shards, shared: NodeShared::default() };
+    match member.serve(Some(listener), crate::serve::shutdown_signal()).await {
+        Err(ServeError::Taken { ours, theirs }) => bail!(
+            "invalid etcd_prefix: shard {} under {root} reads {:?} into {:?}, not {:?} into {:?} — another \
+             application uses these keys; give this one its own --etcd-prefix",
+            ours.id,
+            theirs.sources,
+            theirs.recovery_log,
+            ours.sources,
+            ours.recovery_log
+        ),
+        result => result.map_err(anyhow::Error::from),
     }
-    let shared = NodeShared::default();
-    let router = kshard_runtime::node_http::router(config.member.id.clone(), shared.clone());
-    let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
-    let http = tokio::spawn(async move {
-        axum::serve(listener, router)
-            .with_graceful_shutdown(async move {
-                let _ = http_stopped.await;
-            })
-            .await
-    });
-    let result = node::run(ks, config, run.app, shared, crate::serve::shutdown_signal()).await;
-    let _ = stop_http.send(());
-    let _ = http.await;
-    result.context("running the member")
 }

@@ -42,6 +42,7 @@ pub mod partitions;
 pub mod recovery_log;
 pub mod replica;
 pub mod replica_worker;
+pub mod serve;
 pub mod status;
 pub mod status_writer;
 pub mod store;

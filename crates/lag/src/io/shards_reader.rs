@@ -19,6 +19,7 @@ use kshard_runtime::keyspace::etcd::EtcdKeyspace;
 use kshard_runtime::keyspace::memory::MemoryKeyspace;
 use kshard_runtime::model::{Keys, MemberSpec, RecoveryLog, ShardSpec, Source};
 use kshard_runtime::node::{self, NodeConfig, NodeShared};
+use kshard_runtime::serve::{Member, ServeError};
 use tracing::info;
 
 use crate::offsets_reader::OffsetsReader;
@@ -196,29 +197,30 @@ fn run_on<K: Keyspace>(
             let grown = grower.grow(&announced);
             (grown, announced)
         });
-        let served = runtime.block_on(async {
-            for s in &shards {
-                match node::create_shard(&*ks, &keys, s).await? {
-                    node::Created::Conflict(other) => {
-                        return Err(WorkerError::ShardTaken(format!(
-                            "shard {} under {} reads {:?} into {}/{}: another kshard uses these etcd keys (set etcd_prefix)",
-                            other.id,
-                            keys.root(),
-                            other.sources.iter().map(|s| format!("{}/{}", s.topic, s.partition)).collect::<Vec<_>>(),
-                            other.recovery_log.topic,
-                            other.recovery_log.partition
-                        )));
-                    }
-                    node::Created::Created | node::Created::Existed => {}
-                }
+        let shutdown = async move {
+            while !stop.load(Ordering::Acquire) {
+                tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            let shutdown = async move {
-                while !stop.load(Ordering::Acquire) {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            };
-            Ok(node::run(Arc::clone(&ks), config, Arc::clone(&app) as Arc<dyn Application>, shared.clone(), shutdown)
-                .await?)
+        };
+        let member = Member {
+            keyspace: Arc::clone(&ks),
+            config,
+            application: Arc::clone(&app) as Arc<dyn Application>,
+            shards,
+            shared: shared.clone(),
+        };
+        let served = runtime.block_on(member.serve(None, shutdown)).map_err(|e| match e {
+            ServeError::Taken { theirs, .. } => WorkerError::ShardTaken(format!(
+                "shard {} under {} reads {:?} into {}/{}: another kshard uses these etcd keys (set etcd_prefix)",
+                theirs.id,
+                keys.root(),
+                theirs.sources.iter().map(|s| format!("{}/{}", s.topic, s.partition)).collect::<Vec<_>>(),
+                theirs.recovery_log.topic,
+                theirs.recovery_log.partition
+            )),
+            ServeError::Create(e) => WorkerError::Keyspace(e),
+            ServeError::Node(e) => WorkerError::Node(e),
+            ServeError::Http(e) => WorkerError::Runtime(e),
         });
         // The member stopped: so does the grower.
         stop_growing.store(true, Ordering::Release);
