@@ -31,6 +31,7 @@ pub mod application;
 pub mod backoff;
 pub mod cluster_view;
 pub mod disk;
+#[cfg(any(test, feature = "testing"))]
 pub mod faults;
 pub mod keyspace;
 pub mod member;

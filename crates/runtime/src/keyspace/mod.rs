@@ -3,8 +3,9 @@
 //! assignments, member records and replica status in.
 //!
 //! [`Keyspace`] is the contract; [`memory::MemoryKeyspace`] implements it in
-//! process (the default for a single process), [`etcd::EtcdKeyspace`] on etcd. [`conformance`] is the contract as checks, run
-//! against every implementation.
+//! process (the default for a single process), [`etcd::EtcdKeyspace`] on
+//! etcd. `conformance` (with the `testing` feature) is the contract as
+//! checks, run against every implementation.
 //!
 //! Semantics, as etcd's:
 //! - every change increments the keyspace's revision; a key records the
@@ -19,6 +20,7 @@
 //!   in revision order, without gaps; asking for a revision older than the
 //!   history kept fails with [`KeyspaceError::Compacted`].
 
+#[cfg(any(test, feature = "testing"))]
 pub mod conformance;
 pub mod etcd;
 pub mod memory;

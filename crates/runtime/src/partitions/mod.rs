@@ -5,7 +5,8 @@
 //! reader, one writer and one admin client per member);
 //! [`memory::MemoryPartitions`] keeps partitions in memory, so that whole
 //! clusters of members can run in one test without a broker.
-//! [`conformance`] is the contract as checks, run against both.
+//! `conformance` (with the `testing` feature) is the contract as checks,
+//! run against both.
 //!
 //! Replicas are async tasks, so nothing here blocks a task's thread: a
 //! reader is polled without waiting and awaited through
@@ -15,6 +16,7 @@
 //! futures (Kafka's run on tokio's blocking pool). Tasks time out on tokio's
 //! clock, which a test can drive.
 
+#[cfg(any(test, feature = "testing"))]
 pub mod conformance;
 pub mod kafka;
 pub mod memory;
@@ -185,6 +187,7 @@ pub(crate) enum AppendedOf {
     Kafka(kshard_kafka::Delivery),
     Done(Result<i64, String>),
     /// Landing later (an append held back by a fault gate).
+    #[cfg(any(test, feature = "testing"))]
     Later(tokio::sync::watch::Receiver<Option<Result<i64, String>>>),
 }
 
@@ -197,6 +200,7 @@ impl Appended {
             AppendedOf::Done(done) => Self::done(done),
             // Lands when a task of the runtime lands it: never while this
             // thread blocks on it. Await `delivered` instead.
+            #[cfg(any(test, feature = "testing"))]
             AppendedOf::Later(later) => match &*later.borrow() {
                 Some(done) => Self::done(done),
                 None => Err(Error::Refused { step: "appending".into(), message: "held back by a fault gate".into() }),
@@ -210,6 +214,7 @@ impl Appended {
         match &self.0 {
             AppendedOf::Kafka(d) => d.delivered().await,
             AppendedOf::Done(done) => Self::done(done),
+            #[cfg(any(test, feature = "testing"))]
             AppendedOf::Later(later) => {
                 let mut later = later.clone();
                 match later.wait_for(Option::is_some).await {
