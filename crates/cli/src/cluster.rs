@@ -105,20 +105,14 @@ pub(crate) fn run_member(cluster: &ClusterArgs, run: MemberRun) -> Result<()> {
     runtime.block_on(async {
         let listener = crate::serve::bind(cluster.listen).await?;
         let endpoint = listener.local_addr().context("the listener's address")?;
-        let config = NodeConfig {
-            keys,
-            member: MemberSpec {
-                id: member_id,
-                zone: cluster.zone.clone(),
-                shard_limit: cluster.shard_limit,
-                endpoint: Some(endpoint.to_string()),
-            },
-            lease_ttl: Duration::from_secs(cluster.lease_ttl),
-            data_dir,
-            disk: None,
-            settings: run.settings.clone(),
-            partitions: None,
+        let member = MemberSpec {
+            id: member_id,
+            zone: cluster.zone.clone(),
+            shard_limit: cluster.shard_limit,
+            endpoint: Some(endpoint.to_string()),
         };
+        let ttl = Duration::from_secs(cluster.lease_ttl);
+        let config = NodeConfig::new(keys, member, ttl, data_dir, run.settings.clone());
         tracing::info!(member = %config.member.id, zone = %config.member.zone, %endpoint, data_dir = %config.data_dir.display(), "starting a member");
         if cluster.etcd.is_empty() {
             serve(Arc::new(MemoryKeyspace::new()), config, run, listener).await

@@ -58,6 +58,19 @@ pub struct NodeConfig {
     pub partitions: Option<Arc<dyn Partitions>>,
 }
 
+impl NodeConfig {
+    /// A member on Kafka (through `settings`) keeping redb stores in `data_dir`.
+    pub fn new(
+        keys: Keys,
+        member: MemberSpec,
+        lease_ttl: Duration,
+        data_dir: PathBuf,
+        settings: ClientSettings,
+    ) -> Self {
+        NodeConfig { keys, member, lease_ttl, data_dir, disk: None, settings, partitions: None }
+    }
+}
+
 /// What a running member shares with its HTTP endpoints.
 #[derive(Debug, Clone, Default)]
 pub struct NodeShared {

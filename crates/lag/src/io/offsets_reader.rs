@@ -116,16 +116,6 @@ impl OffsetsReader {
         Ok(())
     }
 
-    /// A record or the end of a partition arrived: this life of the worker
-    /// works, and reading no longer fails.
-    fn showed_progress(&self, progressed: &mut bool, failing_since: &mut Option<Instant>) {
-        *failing_since = None;
-        if !*progressed {
-            *progressed = true;
-            self.monitor.step(Event::WorkerRunning(WORKER));
-        }
-    }
-
     /// Reads until `stop`. `assigned` are the partitions the reader was created
     /// with; the refresher may announce some of them again after a restart.
     pub(crate) fn read(
@@ -133,108 +123,159 @@ impl OffsetsReader {
         reader: &mut dyn OffsetsSource,
         mut assigned: std::collections::BTreeSet<i32>,
     ) -> Result<(), WorkerError> {
-        let started = Instant::now();
-        let mut last_log = Instant::now();
-        let mut records_at_last_log = self.monitor.units().counters().records.load(Ordering::Relaxed);
-        let mut announced_ready = self.monitor.is_caught_up();
+        let mut log = CatchUpLog::new(&self.monitor);
         let mut events = 0u64;
-        // Progress (a record or the end of a partition) tells the supervisor this
-        // life works; errors that persist past the staleness limit end it.
-        let mut progressed = false;
-        let mut failing_since: Option<Instant> = None;
+        let mut liveness = Liveness::default();
         let mut idle = true;
         while !self.stop.load(Ordering::Acquire) {
             // New partitions are looked for when nothing is read, and now and
             // then while catching up (not once per run of records).
-            let look = idle || events.is_multiple_of(64);
-            while look && let Ok(mut added) = self.new_partitions.try_recv() {
-                added.retain(|p| assigned.insert(*p));
-                if added.is_empty() {
-                    continue;
-                }
-                let start: Vec<(i32, Option<i64>)> = added.iter().map(|p| (*p, None)).collect();
-                reader.add_partitions(&start)?;
-                info!(partitions = ?added, topic = %self.topic, "reading new partitions of the offsets topic");
+            if idle || events.is_multiple_of(64) {
+                self.add_announced(reader, &mut assigned)?;
             }
             // `idle`: nothing arrived, a good moment to check readiness and progress.
             idle = false;
-            let polled = reader.poll(Duration::from_millis(250), &mut |event| match event {
-                SourceEvent::Record { partition, offset, key, value, transactional } => {
-                    if !progressed || failing_since.is_some() {
-                        self.showed_progress(&mut progressed, &mut failing_since);
-                    }
-                    if let (Err(s), ()) = self
-                        .monitor
-                        .units()
-                        .apply_then(crate::units::RecordAt { partition, offset, transactional, key, value }, |_| ())
-                    {
-                        warn!(
-                            partition = s.partition,
-                            offset = s.offset,
-                            reason = s.skipped.reason(),
-                            error = %s.skipped,
-                            topic = %self.topic,
-                            "skipped a record of the offsets topic"
-                        );
-                    }
-                }
-                SourceEvent::EndOfPartition { partition, next_offset } => {
-                    self.showed_progress(&mut progressed, &mut failing_since);
-                    debug!(partition, next_offset, "end of partition");
-                    self.monitor.end_of_partition(partition, next_offset);
-                }
-                SourceEvent::Idle => idle = true,
+            let polled = reader.poll(Duration::from_millis(250), &mut |event| {
+                idle |= self.take(event, &mut liveness);
             });
             idle = match polled {
                 Ok(()) => idle,
-                Err(source) if source.is_authorization() => {
-                    return Err(WorkerError::ReadDenied { topic: self.topic.clone(), source: Box::new(source) });
-                }
-                Err(e) => {
-                    let since = *failing_since.get_or_insert_with(Instant::now);
-                    if since.elapsed() > self.monitor.stale_after() {
-                        let seconds = since.elapsed().as_secs_f64();
-                        return Err(WorkerError::ReadFailing {
-                            topic: self.topic.clone(),
-                            seconds,
-                            source: Box::new(e),
-                        });
-                    }
-                    warn!(error = %e, topic = %self.topic, "reading the offsets topic; the client retries");
-                    std::thread::sleep(Duration::from_millis(200));
-                    true
-                }
+                Err(e) => self.poll_failed(e, &mut liveness)?,
             };
             // Readiness and progress are checked every 1024 events, not per
             // record: a clock read per record is a measurable share of the CPU.
             events += 1;
-            if announced_ready || !(events.is_multiple_of(1024) || idle) {
-                continue;
-            }
-            if self.monitor.is_caught_up() {
-                announced_ready = true;
-                let records = self.monitor.units().counters().records.load(Ordering::Relaxed);
-                let secs = started.elapsed().as_secs_f64();
-                info!(records, seconds = secs, rate = records as f64 / secs.max(1e-9), "caught up");
-            } else if last_log.elapsed() >= RETRY {
-                let p = self.monitor.progress();
-                let records = self.monitor.units().counters().records.load(Ordering::Relaxed);
-                let rate = records.saturating_sub(records_at_last_log) as f64 / last_log.elapsed().as_secs_f64();
-                let eta = if rate > 0.0 { p.offsets_remaining as f64 / rate } else { f64::INFINITY };
-                info!(
-                    records,
-                    rate = rate.round(),
-                    percent = format!("{:.1}", p.percent),
-                    partitions_caught_up = p.partitions_caught_up,
-                    partitions = p.partitions,
-                    eta_seconds = eta.round(),
-                    "catching up"
-                );
-                last_log = Instant::now();
-                records_at_last_log = records;
+            if !log.announced && (events.is_multiple_of(1024) || idle) {
+                log.report(&self.monitor);
             }
         }
         Ok(())
+    }
+
+    /// Starts reading the partitions the refresher announced that are not
+    /// read yet.
+    fn add_announced(
+        &self,
+        reader: &mut dyn OffsetsSource,
+        assigned: &mut std::collections::BTreeSet<i32>,
+    ) -> Result<(), WorkerError> {
+        while let Ok(mut added) = self.new_partitions.try_recv() {
+            added.retain(|p| assigned.insert(*p));
+            if added.is_empty() {
+                continue;
+            }
+            let start: Vec<(i32, Option<i64>)> = added.iter().map(|p| (*p, None)).collect();
+            reader.add_partitions(&start)?;
+            info!(partitions = ?added, topic = %self.topic, "reading new partitions of the offsets topic");
+        }
+        Ok(())
+    }
+
+    /// Takes one event of the reader; true when it says nothing arrived.
+    fn take(&self, event: SourceEvent<'_>, liveness: &mut Liveness) -> bool {
+        match event {
+            SourceEvent::Record { partition, offset, key, value, transactional } => {
+                if !liveness.progressed || liveness.failing_since.is_some() {
+                    self.showed_progress(liveness);
+                }
+                let record = crate::units::RecordAt { partition, offset, transactional, key, value };
+                if let (Err(s), ()) = self.monitor.units().apply_then(record, |_| ()) {
+                    warn!(
+                        partition = s.partition,
+                        offset = s.offset,
+                        reason = s.skipped.reason(),
+                        error = %s.skipped,
+                        topic = %self.topic,
+                        "skipped a record of the offsets topic"
+                    );
+                }
+                false
+            }
+            SourceEvent::EndOfPartition { partition, next_offset } => {
+                self.showed_progress(liveness);
+                debug!(partition, next_offset, "end of partition");
+                self.monitor.end_of_partition(partition, next_offset);
+                false
+            }
+            SourceEvent::Idle => true,
+        }
+    }
+
+    /// A record or the end of a partition arrived: this life of the worker
+    /// works, and reading no longer fails.
+    fn showed_progress(&self, liveness: &mut Liveness) {
+        liveness.failing_since = None;
+        if !liveness.progressed {
+            liveness.progressed = true;
+            self.monitor.step(Event::WorkerRunning(WORKER));
+        }
+    }
+
+    /// A poll failed with `e`: the end of this life when the brokers refuse
+    /// the topic, or when polls have failed for longer than watermarks may
+    /// be old; else said, and the client retries (`Ok(true)`: idle).
+    fn poll_failed(&self, e: kshard_kafka::Error, liveness: &mut Liveness) -> Result<bool, WorkerError> {
+        if e.is_authorization() {
+            return Err(WorkerError::ReadDenied { topic: self.topic.clone(), source: Box::new(e) });
+        }
+        let since = *liveness.failing_since.get_or_insert_with(Instant::now);
+        if since.elapsed() > self.monitor.stale_after() {
+            let seconds = since.elapsed().as_secs_f64();
+            return Err(WorkerError::ReadFailing { topic: self.topic.clone(), seconds, source: Box::new(e) });
+        }
+        warn!(error = %e, topic = %self.topic, "reading the offsets topic; the client retries");
+        std::thread::sleep(Duration::from_millis(200));
+        Ok(true)
+    }
+}
+
+/// Whether this life of the reader has shown progress (a record or the end
+/// of a partition tells the supervisor it works), and since when its polls
+/// fail (errors that persist past the staleness limit end it).
+#[derive(Debug, Default)]
+struct Liveness {
+    progressed: bool,
+    failing_since: Option<Instant>,
+}
+
+/// The log lines of catching up: progress every [`RETRY`], then once
+/// "caught up" with the rate.
+struct CatchUpLog {
+    started: Instant,
+    last: Instant,
+    records_at_last: u64,
+    announced: bool,
+}
+
+impl CatchUpLog {
+    fn new(monitor: &Monitor) -> Self {
+        let now = Instant::now();
+        let records = monitor.units().counters().records.load(Ordering::Relaxed);
+        CatchUpLog { started: now, last: now, records_at_last: records, announced: monitor.is_caught_up() }
+    }
+
+    fn report(&mut self, monitor: &Monitor) {
+        let records = monitor.units().counters().records.load(Ordering::Relaxed);
+        if monitor.is_caught_up() {
+            self.announced = true;
+            let secs = self.started.elapsed().as_secs_f64();
+            info!(records, seconds = secs, rate = records as f64 / secs.max(1e-9), "caught up");
+        } else if self.last.elapsed() >= RETRY {
+            let p = monitor.progress();
+            let rate = records.saturating_sub(self.records_at_last) as f64 / self.last.elapsed().as_secs_f64();
+            let eta = if rate > 0.0 { p.offsets_remaining as f64 / rate } else { f64::INFINITY };
+            info!(
+                records,
+                rate = rate.round(),
+                percent = format!("{:.1}", p.percent),
+                partitions_caught_up = p.partitions_caught_up,
+                partitions = p.partitions,
+                eta_seconds = eta.round(),
+                "catching up"
+            );
+            self.last = Instant::now();
+            self.records_at_last = records;
+        }
     }
 }
 

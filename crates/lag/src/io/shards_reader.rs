@@ -155,15 +155,7 @@ fn run_on<K: Keyspace>(
     let mut shards_app = OffsetsShards::new(Arc::clone(&reader.monitor), partitions, Arc::clone(&reader.stop));
     shards_app.isolation = reader.settings.isolation_for(kshard_runtime::application::Isolation::Uncommitted);
     let app = Arc::new(shards_app);
-    let config = NodeConfig {
-        keys: keys.clone(),
-        member,
-        lease_ttl,
-        data_dir: data_dir.clone(),
-        disk: None,
-        settings: reader.settings.clone(),
-        partitions: None,
-    };
+    let config = NodeConfig::new(keys.clone(), member, lease_ttl, data_dir.clone(), reader.settings.clone());
     info!(partitions, %log_topic, data_dir = %data_dir.display(), member = %config.member.id, "reading the offsets topic through durable shards");
     let stop = Arc::clone(&reader.stop);
     let shared = NodeShared::default();
@@ -202,6 +194,7 @@ fn run_on<K: Keyspace>(
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         };
+        let root = keys.root().to_owned();
         let member = Member {
             keyspace: Arc::clone(&ks),
             config,
@@ -209,19 +202,7 @@ fn run_on<K: Keyspace>(
             shards,
             shared: shared.clone(),
         };
-        let served = runtime.block_on(member.serve(None, shutdown)).map_err(|e| match e {
-            ServeError::Taken { theirs, .. } => WorkerError::ShardTaken(format!(
-                "shard {} under {} reads {:?} into {}/{}: another kshard uses these etcd keys (set etcd_prefix)",
-                theirs.id,
-                keys.root(),
-                theirs.sources.iter().map(|s| format!("{}/{}", s.topic, s.partition)).collect::<Vec<_>>(),
-                theirs.recovery_log.topic,
-                theirs.recovery_log.partition
-            )),
-            ServeError::Create(e) => WorkerError::Keyspace(e),
-            ServeError::Node(e) => WorkerError::Node(e),
-            ServeError::Http(e) => WorkerError::Runtime(e),
-        });
+        let served = runtime.block_on(member.serve(None, shutdown)).map_err(|e| worker_error(e, &root));
         // The member stopped: so does the grower.
         stop_growing.store(true, Ordering::Release);
         let joined = grower.join();
@@ -234,6 +215,22 @@ fn run_on<K: Keyspace>(
         reader.new_partitions = announced;
     }
     result
+}
+
+/// How the worker says why its member stopped.
+fn worker_error(e: ServeError, root: &str) -> WorkerError {
+    match e {
+        ServeError::Taken { theirs, .. } => WorkerError::ShardTaken(format!(
+            "shard {} under {root} reads {:?} into {}/{}: another kshard uses these etcd keys (set etcd_prefix)",
+            theirs.id,
+            theirs.sources.iter().map(|s| format!("{}/{}", s.topic, s.partition)).collect::<Vec<_>>(),
+            theirs.recovery_log.topic,
+            theirs.recovery_log.partition
+        )),
+        ServeError::Create(e) => WorkerError::Keyspace(e),
+        ServeError::Node(e) => WorkerError::Node(e),
+        ServeError::Http(e) => WorkerError::Runtime(e),
+    }
 }
 
 /// Gives partitions the refresher announces a log partition and a shard, and

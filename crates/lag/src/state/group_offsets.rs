@@ -16,8 +16,8 @@
 use std::sync::Arc;
 
 use kshard_offsets::{
-    DecodeError, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, Record, RecordKey, RecordType, RecordValue,
-    Uuid,
+    ConsumerGroupMemberMetadataValue, DecodeError, GroupMetadataValue, MemberKey, OffsetCommitKey, OffsetCommitValue,
+    Record, RecordKey, RecordType, RecordValue, Uuid,
 };
 
 use crate::names::{FastMap, Names};
@@ -415,134 +415,139 @@ impl GroupOffsets {
     fn apply_at(&mut self, offset: i64, record: &Record<'_>) -> Applied {
         match (&record.key, &record.value) {
             (RecordKey::OffsetCommit { key, .. }, Some(RecordValue::OffsetCommit(v))) => {
-                if let Some(id) = v.topic_id
-                    && !self.topic_ids.contains_key(&id)
-                {
-                    self.learn_topic_id(id, &key.topic);
-                }
-                let group = match self.groups.get_mut(&*key.group) {
-                    Some(g) => g,
-                    None => self.groups.entry(self.names.intern(&key.group)).or_default(),
-                };
-                group.set_offset(&mut self.names, &key.topic, key.partition, committed(v, offset));
-                group.commits += 1;
-                Applied::OffsetCommitted
+                self.offset_committed(key, v, offset)
             }
-            (RecordKey::OffsetCommit { key, .. }, None) => {
-                if let Some(group) = self.groups.get_mut(&*key.group) {
-                    group.delete_offset(&key.topic, key.partition);
-                }
-                if !self.open.is_empty() {
-                    self.open.forget(&key.group, &key.topic, key.partition);
-                }
-                self.remove_if_empty(&key.group);
-                Applied::OffsetDeleted
-            }
+            (RecordKey::OffsetCommit { key, .. }, None) => self.offset_deleted(key),
             (RecordKey::GroupMetadata(key), Some(RecordValue::GroupMetadata(v))) => {
                 let info = self.group_info(v);
                 self.group_mut(&key.group).info = Some(info);
                 Applied::GroupMetadata
             }
-            (RecordKey::GroupMetadata(key), None) => {
-                if let Some(group) = self.groups.get_mut(&*key.group) {
-                    group.info = None;
-                }
-                self.remove_if_empty(&key.group);
-                Applied::GroupDeleted
-            }
+            (RecordKey::GroupMetadata(key), None) => self.group_deleted(&key.group),
             (RecordKey::ConsumerGroupMetadata(key), Some(RecordValue::ConsumerGroupMetadata(v))) => {
-                let protocol_type = self.names.intern("consumer");
-                let group = self.group_mut(&key.group_id);
-                let info = group.info.get_or_insert_with(|| GroupInfo {
-                    protocol_type,
-                    protocol: None,
-                    generation: v.epoch,
-                    state_timestamp: None,
-                    members: Some(Vec::new()),
-                    reported_state: None,
-                });
-                info.generation = v.epoch;
+                self.consumer_group_info(&key.group_id, v.epoch).generation = v.epoch;
                 Applied::GroupMetadata
             }
-            (RecordKey::ConsumerGroupMetadata(key), None) => {
-                if let Some(group) = self.groups.get_mut(&*key.group_id) {
-                    group.info = None;
-                }
-                self.remove_if_empty(&key.group_id);
-                Applied::GroupDeleted
+            (RecordKey::ConsumerGroupMetadata(key), None) => self.group_deleted(&key.group_id),
+            (RecordKey::ConsumerGroupMemberMetadata(key), None) => self.member_left(key),
+            (RecordKey::ConsumerGroupMemberMetadata(key), Some(RecordValue::ConsumerGroupMemberMetadata(m))) => {
+                self.member_metadata(key, m)
             }
-            (RecordKey::ConsumerGroupMemberMetadata(key), None) => {
-                // A member left. Its tombstone creates nothing.
-                self.pending_assignments.retain(|(g, m), _| !(**g == *key.group_id && **m == *key.member_id));
-                if let Some(members) = self.members_mut(&key.group_id) {
-                    members.retain(|m| *m.member_id != *key.member_id);
-                }
-                Applied::ConsumerGroupMember
-            }
-            (RecordKey::ConsumerGroupMemberMetadata(key), Some(value)) => {
-                let RecordValue::ConsumerGroupMemberMetadata(m) = value else {
-                    return Applied::Ignored(record.key.record_type());
-                };
-                // An assignment read before this member's metadata (after
-                // compaction it can come first) is taken now.
-                let pending_key = (self.names.intern(&key.group_id), Box::<str>::from(key.member_id.as_ref()));
-                let pending = self.pending_assignments.remove(&pending_key).map(|by_id| (self.resolve(&by_id), by_id));
-                let protocol_type = self.names.intern("consumer");
-                let group = self.group_mut(&key.group_id);
-                let info = group.info.get_or_insert_with(|| GroupInfo {
-                    protocol_type,
-                    protocol: None,
-                    generation: 0,
-                    state_timestamp: None,
-                    members: Some(Vec::new()),
-                    reported_state: None,
-                });
-                let members = info.members.get_or_insert_with(Vec::new);
-                let previous = members.iter().position(|x| *x.member_id == *key.member_id).map(|i| members.remove(i));
-                // The assignment is a record of its own (type 7): a new
-                // metadata record keeps the one the member had.
-                let (assignment, assignment_by_id) =
-                    pending.or_else(|| previous.map(|p| (p.assignment, p.assignment_by_id))).unwrap_or_default();
-                members.push(Member {
-                    member_id: key.member_id.as_ref().into(),
-                    group_instance_id: m.instance_id.as_deref().map(Into::into),
-                    client_id: m.client_id.as_ref().into(),
-                    client_host: m.client_host.as_ref().into(),
-                    assignment,
-                    assignment_by_id,
-                });
-                Applied::ConsumerGroupMember
-            }
-            (RecordKey::ConsumerGroupCurrentMemberAssignment(key), value) => {
-                let by_id: Vec<(Uuid, Vec<i32>)> = match value {
-                    Some(RecordValue::ConsumerGroupCurrentMemberAssignment(a)) => {
-                        a.assigned_partitions.iter().map(|t| (t.topic_id, t.partitions.clone())).collect()
-                    }
-                    _ => Vec::new(),
-                };
-                let assignment = self.resolve(&by_id);
-                let member = self
-                    .members_mut(&key.group_id)
-                    .and_then(|ms| ms.iter_mut().find(|m| *m.member_id == *key.member_id));
-                match (member, value.is_some()) {
-                    (Some(member), _) => {
-                        member.assignment = assignment;
-                        member.assignment_by_id = by_id;
-                    }
-                    // The member's metadata comes later (or never, when it left:
-                    // its tombstone then drops this).
-                    (None, true) => {
-                        let pending_key = (self.names.intern(&key.group_id), Box::<str>::from(key.member_id.as_ref()));
-                        self.pending_assignments.insert(pending_key, by_id);
-                    }
-                    (None, false) => {
-                        self.pending_assignments.retain(|(g, m), _| !(**g == *key.group_id && **m == *key.member_id));
-                    }
-                }
-                Applied::ConsumerGroupMember
-            }
+            (RecordKey::ConsumerGroupCurrentMemberAssignment(key), value) => self.member_assignment(key, value),
             (key, _) => Applied::Ignored(key.record_type()),
         }
+    }
+
+    /// An offset commit (outside a transaction, or at its COMMIT marker).
+    fn offset_committed(&mut self, key: &OffsetCommitKey<'_>, v: &OffsetCommitValue<'_>, offset: i64) -> Applied {
+        if let Some(id) = v.topic_id
+            && !self.topic_ids.contains_key(&id)
+        {
+            self.learn_topic_id(id, &key.topic);
+        }
+        let group = match self.groups.get_mut(&*key.group) {
+            Some(g) => g,
+            None => self.groups.entry(self.names.intern(&key.group)).or_default(),
+        };
+        group.set_offset(&mut self.names, &key.topic, key.partition, committed(v, offset));
+        group.commits += 1;
+        Applied::OffsetCommitted
+    }
+
+    /// An offset commit's tombstone: the offset was deleted or expired.
+    fn offset_deleted(&mut self, key: &OffsetCommitKey<'_>) -> Applied {
+        if let Some(group) = self.groups.get_mut(&*key.group) {
+            group.delete_offset(&key.topic, key.partition);
+        }
+        if !self.open.is_empty() {
+            self.open.forget(&key.group, &key.topic, key.partition);
+        }
+        self.remove_if_empty(&key.group);
+        Applied::OffsetDeleted
+    }
+
+    /// A group metadata tombstone (classic or consumer protocol).
+    fn group_deleted(&mut self, group: &str) -> Applied {
+        if let Some(g) = self.groups.get_mut(group) {
+            g.info = None;
+        }
+        self.remove_if_empty(group);
+        Applied::GroupDeleted
+    }
+
+    /// The metadata of a KIP-848 consumer group, made at `generation` (its
+    /// epoch) when none was known.
+    fn consumer_group_info(&mut self, group: &str, generation: i32) -> &mut GroupInfo {
+        let protocol_type = self.names.intern("consumer");
+        self.group_mut(group).info.get_or_insert_with(|| GroupInfo {
+            protocol_type,
+            protocol: None,
+            generation,
+            state_timestamp: None,
+            members: Some(Vec::new()),
+            reported_state: None,
+        })
+    }
+
+    /// A member left a consumer group. Its tombstone creates nothing.
+    fn member_left(&mut self, key: &MemberKey<'_>) -> Applied {
+        self.pending_assignments.retain(|(g, m), _| !(**g == *key.group_id && **m == *key.member_id));
+        if let Some(members) = self.members_mut(&key.group_id) {
+            members.retain(|m| *m.member_id != *key.member_id);
+        }
+        Applied::ConsumerGroupMember
+    }
+
+    /// A consumer group member's metadata, new or changed.
+    fn member_metadata(&mut self, key: &MemberKey<'_>, m: &ConsumerGroupMemberMetadataValue<'_>) -> Applied {
+        // An assignment read before this member's metadata (after
+        // compaction it can come first) is taken now.
+        let pending_key = (self.names.intern(&key.group_id), Box::<str>::from(key.member_id.as_ref()));
+        let pending = self.pending_assignments.remove(&pending_key).map(|by_id| (self.resolve(&by_id), by_id));
+        let members = self.consumer_group_info(&key.group_id, 0).members.get_or_insert_with(Vec::new);
+        let previous = members.iter().position(|x| *x.member_id == *key.member_id).map(|i| members.remove(i));
+        // The assignment is a record of its own (type 7): a new
+        // metadata record keeps the one the member had.
+        let (assignment, assignment_by_id) =
+            pending.or_else(|| previous.map(|p| (p.assignment, p.assignment_by_id))).unwrap_or_default();
+        members.push(Member {
+            member_id: key.member_id.as_ref().into(),
+            group_instance_id: m.instance_id.as_deref().map(Into::into),
+            client_id: m.client_id.as_ref().into(),
+            client_host: m.client_host.as_ref().into(),
+            assignment,
+            assignment_by_id,
+        });
+        Applied::ConsumerGroupMember
+    }
+
+    /// A consumer group member's current assignment, or its tombstone.
+    fn member_assignment(&mut self, key: &MemberKey<'_>, value: &Option<RecordValue<'_>>) -> Applied {
+        let by_id: Vec<(Uuid, Vec<i32>)> = match value {
+            Some(RecordValue::ConsumerGroupCurrentMemberAssignment(a)) => {
+                a.assigned_partitions.iter().map(|t| (t.topic_id, t.partitions.clone())).collect()
+            }
+            _ => Vec::new(),
+        };
+        let assignment = self.resolve(&by_id);
+        let member =
+            self.members_mut(&key.group_id).and_then(|ms| ms.iter_mut().find(|m| *m.member_id == *key.member_id));
+        match (member, value.is_some()) {
+            (Some(member), _) => {
+                member.assignment = assignment;
+                member.assignment_by_id = by_id;
+            }
+            // The member's metadata comes later (or never, when it left:
+            // its tombstone then drops this).
+            (None, true) => {
+                let pending_key = (self.names.intern(&key.group_id), Box::<str>::from(key.member_id.as_ref()));
+                self.pending_assignments.insert(pending_key, by_id);
+            }
+            (None, false) => {
+                self.pending_assignments.retain(|(g, m), _| !(**g == *key.group_id && **m == *key.member_id));
+            }
+        }
+        Applied::ConsumerGroupMember
     }
 
     /// The member list of a group that has one.
