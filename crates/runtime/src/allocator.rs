@@ -112,11 +112,45 @@ fn rank(code: ReplicaCode) -> u8 {
 pub fn allocate(shards: &[Shard], members: &[Member], current: &[Current]) -> Vec<Change> {
     let member_by_id: BTreeMap<&str, &Member> = members.iter().map(|m| (m.id.as_str(), m)).collect();
     let zones: BTreeSet<&str> = members.iter().map(|m| m.zone.as_str()).collect();
-    let wanted: BTreeMap<&str, u32> = shards.iter().map(|s| (s.id.as_str(), s.replicas)).collect();
     let mut changes = Vec::new();
+    let by_shard = kept(shards, current, &member_by_id, &mut changes);
+    let mut tally = Tally::new(members, &by_shard);
+    for shard in shards.iter().filter(|s| s.replicas > 0) {
+        let r = shard.replicas as usize;
+        let mut replicas: Vec<&Current> = by_shard.get(shard.id.as_str()).cloned().unwrap_or_default();
+        if replicas.len() > r {
+            shed_surplus(shard, &mut replicas, &mut tally, &member_by_id, &mut changes);
+        }
+        choose_primary(shard, &replicas, &mut tally, &mut changes);
+        for (member, slot) in missing(shard, &replicas, members, &mut tally, &zones, &member_by_id) {
+            changes.push(Change::Add { shard: shard.id.clone(), member: member.to_owned(), slot });
+        }
+    }
+    // Moving work to members that joined: one extra replica at a time, on a
+    // shard whose replicas are all consistent and complete.
+    if changes.is_empty()
+        && let Some(change) = rebalance(shards, members, &by_shard, &tally.load, &zones, &member_by_id)
+    {
+        changes.push(change);
+    }
+    if changes.is_empty()
+        && let Some(change) = balance_primaries(shards, &by_shard, &tally.primaries)
+    {
+        changes.push(change);
+    }
+    changes
+}
 
-    // Assignments of members that left are going with their lease; those of
-    // shards that are gone or disabled, and FAILED ones due a retry, go now.
+/// The assignments that stay, by shard. Those of members that left are
+/// going with their lease (neither kept nor removed); those of shards that
+/// are gone or disabled, and FAILED ones due a retry, are removed now.
+fn kept<'a>(
+    shards: &[Shard],
+    current: &'a [Current],
+    member_by_id: &BTreeMap<&str, &Member>,
+    changes: &mut Vec<Change>,
+) -> BTreeMap<&'a str, Vec<&'a Current>> {
+    let wanted: BTreeMap<&str, u32> = shards.iter().map(|s| (s.id.as_str(), s.replicas)).collect();
     let mut by_shard: BTreeMap<&str, Vec<&Current>> = BTreeMap::new();
     for c in current {
         if !member_by_id.contains_key(c.member.as_str()) {
@@ -132,121 +166,139 @@ pub fn allocate(shards: &[Shard], members: &[Member], current: &[Current]) -> Ve
             by_shard.entry(c.shard.as_str()).or_default().push(c);
         }
     }
-    let mut load: BTreeMap<&str, u32> = members.iter().map(|m| (m.id.as_str(), 0)).collect();
-    for replicas in by_shard.values() {
-        for c in replicas {
+    by_shard
+}
+
+/// How many replicas, and how many primaries, each member holds as the
+/// changes so far leave them.
+struct Tally<'a> {
+    load: BTreeMap<&'a str, u32>,
+    primaries: BTreeMap<&'a str, u32>,
+}
+
+impl<'a> Tally<'a> {
+    fn new(members: &'a [Member], by_shard: &BTreeMap<&'a str, Vec<&'a Current>>) -> Self {
+        let mut load: BTreeMap<&str, u32> = members.iter().map(|m| (m.id.as_str(), 0)).collect();
+        let mut primaries = load.clone();
+        for c in by_shard.values().flatten() {
             *load.entry(c.member.as_str()).or_default() += 1;
-        }
-    }
-
-    let mut primaries: BTreeMap<&str, u32> = members.iter().map(|m| (m.id.as_str(), 0)).collect();
-    for c in by_shard.values().flatten().filter(|c| c.slot == 0) {
-        *primaries.entry(c.member.as_str()).or_default() += 1;
-    }
-
-    for shard in shards.iter().filter(|s| s.replicas > 0) {
-        let r = shard.replicas as usize;
-        let mut replicas: Vec<&Current> = by_shard.get(shard.id.as_str()).cloned().unwrap_or_default();
-        let consistent = replicas.iter().filter(|c| c.code.is_consistent()).count();
-
-        // Surplus (hot standbys lowered, or a move's new replica caught up):
-        // consistent replicas in the zone holding most of the shard's
-        // replicas, on the most loaded members (the primary too, when its
-        // member is the most loaded: a standby is promoted — without that a
-        // member holding only primaries could never shed work, and moves would
-        // churn forever), a standby before the primary among equals, only
-        // while more than R consistent remain. A replica still catching up is
-        // never removed for surplus: it is what a move waits for, and once it
-        // is consistent the surplus is consistent. A FAILED one left here is
-        // not due its retry (those went above) and waits it out like any
-        // other: removed at once, the move that added it would add it again,
-        // and a replica failing at start would fail in a loop.
-        if replicas.len() > r {
-            let order = surplus_order(&replicas, &load, &member_by_id);
-            let mut consistent_left = consistent;
-            let mut surplus = replicas.len() - r;
-            for c in order {
-                if surplus == 0 {
-                    break;
-                }
-                if consistent_left <= r {
-                    continue;
-                }
-                consistent_left -= 1;
-                changes.push(Change::Remove { shard: shard.id.clone(), member: c.member.clone() });
-                if let Some(l) = load.get_mut(c.member.as_str()) {
-                    *l -= 1;
-                }
-                if c.slot == 0
-                    && let Some(n) = primaries.get_mut(c.member.as_str())
-                {
-                    *n = n.saturating_sub(1);
-                }
-                replicas.retain(|x| x.member != c.member);
-                surplus -= 1;
+            if c.slot == 0 {
+                *primaries.entry(c.member.as_str()).or_default() += 1;
             }
         }
+        Tally { load, primaries }
+    }
 
-        // The primary: promote the most advanced replica when slot 0 is empty,
-        // or held by a FAILED replica waiting for its retry while another can serve.
-        // Among equally advanced replicas, the one on the member with the
-        // fewest primaries.
-        let best = replicas
-            .iter()
-            .max_by_key(|c| {
-                let held = primaries.get(c.member.as_str()).copied().unwrap_or(0);
-                (rank(c.code), std::cmp::Reverse(held), std::cmp::Reverse(c.member.as_str()))
-            })
-            .copied();
-        let holder = replicas.iter().find(|c| c.slot == 0).copied();
-        match (holder, best) {
-            (None, Some(best)) => {
-                changes.push(Change::Reslot { shard: shard.id.clone(), member: best.member.clone(), slot: 0 });
-                *primaries.entry(best.member.as_str()).or_default() += 1;
-            }
-            (Some(failed), Some(best)) if failed.code == ReplicaCode::Failed && best.code != ReplicaCode::Failed => {
-                let free = (1..).find(|s| !replicas.iter().any(|c| c.slot == *s)).unwrap_or(1);
-                changes.push(Change::Reslot { shard: shard.id.clone(), member: failed.member.clone(), slot: free });
-                changes.push(Change::Reslot { shard: shard.id.clone(), member: best.member.clone(), slot: 0 });
-                if let Some(n) = primaries.get_mut(failed.member.as_str()) {
-                    *n = n.saturating_sub(1);
-                }
-                *primaries.entry(best.member.as_str()).or_default() += 1;
-            }
-            _ => {}
-        }
-
-        // Missing replicas: on the least loaded members that may take them.
-        let mut holders: BTreeSet<&str> = replicas.iter().map(|c| c.member.as_str()).collect();
-        let mut slots: BTreeSet<u32> = replicas.iter().map(|c| c.slot).collect();
-        let has_primary = !replicas.is_empty();
-        let mut count = replicas.len();
-        while count < r {
-            let Some(member) = candidates(members, &load, &holders, &zones, r, &member_by_id).into_iter().next() else {
-                break;
-            };
-            let slot = if !has_primary && count == 0 { 0 } else { (1..).find(|s| !slots.contains(s)).unwrap_or(1) };
-            changes.push(Change::Add { shard: shard.id.clone(), member: member.to_owned(), slot });
-            holders.insert(member);
-            slots.insert(slot);
-            *load.entry(member).or_default() += 1;
-            count += 1;
+    fn primary_gone(&mut self, member: &str) {
+        if let Some(n) = self.primaries.get_mut(member) {
+            *n = n.saturating_sub(1);
         }
     }
 
-    // Moving work to members that joined: one extra replica at a time, on a
-    // shard whose replicas are all consistent and complete.
-    if changes.is_empty()
-        && let Some(change) = rebalance(shards, members, &by_shard, &load, &zones, &member_by_id)
-    {
-        changes.push(change);
+    fn primary_added(&mut self, member: &'a str) {
+        *self.primaries.entry(member).or_default() += 1;
     }
-    if changes.is_empty()
-        && let Some(change) = balance_primaries(shards, &by_shard, &primaries)
-    {
-        changes.push(change);
+}
+
+/// Surplus (hot standbys lowered, or a move's new replica caught up):
+/// consistent replicas in the zone holding most of the shard's replicas, on
+/// the most loaded members (the primary too, when its member is the most
+/// loaded: a standby is promoted — without that a member holding only
+/// primaries could never shed work, and moves would churn forever), a
+/// standby before the primary among equals, only while more than R
+/// consistent remain. A replica still catching up is never removed for
+/// surplus: it is what a move waits for, and once it is consistent the
+/// surplus is consistent. A FAILED one left here is not due its retry
+/// (those went in [`kept`]) and waits it out like any other: removed at
+/// once, the move that added it would add it again, and a replica failing
+/// at start would fail in a loop.
+fn shed_surplus<'a>(
+    shard: &Shard,
+    replicas: &mut Vec<&'a Current>,
+    tally: &mut Tally<'a>,
+    member_by_id: &BTreeMap<&str, &Member>,
+    changes: &mut Vec<Change>,
+) {
+    let r = shard.replicas as usize;
+    let order = surplus_order(replicas, &tally.load, member_by_id);
+    let mut consistent_left = replicas.iter().filter(|c| c.code.is_consistent()).count();
+    let mut surplus = replicas.len() - r;
+    for c in order {
+        if surplus == 0 {
+            break;
+        }
+        if consistent_left <= r {
+            continue;
+        }
+        consistent_left -= 1;
+        changes.push(Change::Remove { shard: shard.id.clone(), member: c.member.clone() });
+        if let Some(l) = tally.load.get_mut(c.member.as_str()) {
+            *l -= 1;
+        }
+        if c.slot == 0 {
+            tally.primary_gone(&c.member);
+        }
+        replicas.retain(|x| x.member != c.member);
+        surplus -= 1;
     }
-    changes
+}
+
+/// The primary: promote the most advanced replica when slot 0 is empty, or
+/// held by a FAILED replica waiting for its retry while another can serve.
+/// Among equally advanced replicas, the one on the member with the fewest
+/// primaries.
+fn choose_primary<'a>(shard: &Shard, replicas: &[&'a Current], tally: &mut Tally<'a>, changes: &mut Vec<Change>) {
+    let best = replicas
+        .iter()
+        .max_by_key(|c| {
+            let held = tally.primaries.get(c.member.as_str()).copied().unwrap_or(0);
+            (rank(c.code), std::cmp::Reverse(held), std::cmp::Reverse(c.member.as_str()))
+        })
+        .copied();
+    let holder = replicas.iter().find(|c| c.slot == 0).copied();
+    match (holder, best) {
+        (None, Some(best)) => {
+            changes.push(Change::Reslot { shard: shard.id.clone(), member: best.member.clone(), slot: 0 });
+            tally.primary_added(&best.member);
+        }
+        (Some(failed), Some(best)) if failed.code == ReplicaCode::Failed && best.code != ReplicaCode::Failed => {
+            let free = (1..).find(|s| !replicas.iter().any(|c| c.slot == *s)).unwrap_or(1);
+            changes.push(Change::Reslot { shard: shard.id.clone(), member: failed.member.clone(), slot: free });
+            changes.push(Change::Reslot { shard: shard.id.clone(), member: best.member.clone(), slot: 0 });
+            tally.primary_gone(&failed.member);
+            tally.primary_added(&best.member);
+        }
+        _ => {}
+    }
+}
+
+/// Missing replicas: (member, slot) on the least loaded members that may
+/// take them, counted in `tally`.
+fn missing<'a>(
+    shard: &Shard,
+    replicas: &[&Current],
+    members: &'a [Member],
+    tally: &mut Tally<'a>,
+    zones: &BTreeSet<&str>,
+    member_by_id: &BTreeMap<&str, &Member>,
+) -> Vec<(&'a str, u32)> {
+    let r = shard.replicas as usize;
+    let mut holders: BTreeSet<&str> = replicas.iter().map(|c| c.member.as_str()).collect();
+    let mut slots: BTreeSet<u32> = replicas.iter().map(|c| c.slot).collect();
+    let has_primary = !replicas.is_empty();
+    let mut added = Vec::new();
+    while replicas.len() + added.len() < r {
+        let Some(member) = candidates(members, &tally.load, &holders, zones, r, member_by_id).into_iter().next() else {
+            break;
+        };
+        let first = !has_primary && added.is_empty();
+        let slot = if first { 0 } else { (1..).find(|s| !slots.contains(s)).unwrap_or(1) };
+        added.push((member, slot));
+        holders.insert(member);
+        slots.insert(slot);
+        *tally.load.entry(member).or_default() += 1;
+    }
+    added
 }
 
 /// Spreading primaries (the replicas that do the work) over the members: when

@@ -85,111 +85,40 @@ impl AllocatorRunner {
                 retry_due: value.status.code == ReplicaCode::Failed && self.retry_due(shard, kv, now),
             })
             .collect();
-        let mut changes = allocate(&read.shards, &read.members, &current);
-        // A replica removed and added again in one round (a FAILED one's
-        // retry on the same member) is two writes of one key, which etcd
-        // refuses in one transaction: the new assignment comes next round.
-        let removed: Vec<(String, String)> = changes
-            .iter()
-            .filter_map(|c| match c {
-                Change::Remove { shard, member } => Some((shard.clone(), member.clone())),
-                _ => None,
-            })
-            .collect();
-        changes.retain(
-            |c| !matches!(c, Change::Add { shard, member, .. } if removed.contains(&(shard.clone(), member.clone()))),
-        );
+        let mut changes = without_readds(allocate(&read.shards, &read.members, &current));
         if changes.is_empty() {
             return Ok(Round { revision: read.revision, changes, applied: true, led: true });
         }
-        // One transaction holds at most etcd's limit of compares (an Add has
-        // two): the rest comes in the next rounds. A primary's swap (two
-        // reslots of one shard) stays together.
-        let mut compares = 0;
-        let mut last_shard: Option<String> = None;
-        let keep = changes
-            .iter()
-            .take_while(|c| {
-                let (shard, cost) = match c {
-                    Change::Add { shard, .. } => (shard, 2),
-                    Change::Remove { shard, .. } | Change::Reslot { shard, .. } => (shard, 1),
-                };
-                // A shard's removal and reslots stay together (a FAILED
-                // primary's removal and the promotion that replaces it).
-                let together = matches!(c, Change::Reslot { .. }) && last_shard.as_deref() == Some(shard.as_str());
-                if !together && compares + cost > crate::keyspace::MAX_TXN_OPS - 4 {
-                    return false;
-                }
-                compares += cost;
-                last_shard = Some(shard.clone());
-                true
-            })
-            .count();
-        changes.truncate(keep);
-        let mut txn = Txn { compares: vec![term.holds()], ..Txn::default() };
-        for change in &changes {
-            match change {
-                Change::Remove { shard, member } => {
-                    if let Some((kv, _)) = read.assignments.get(&(shard.clone(), member.clone())) {
-                        txn.compares.push(Compare::ModRevision(kv.key.clone(), kv.mod_revision));
-                        txn.success.push(Op::Delete(kv.key.clone()));
-                    }
-                }
-                Change::Add { shard, member, slot } => {
-                    let Some(m) = read.members.iter().find(|m| &m.id == member) else { continue };
-                    let Some((lease, member_created)) = read.member_leases.get(member) else { continue };
-                    let key = keys.assignment(&crate::model::AssignmentKey {
-                        shard: shard.clone(),
-                        zone: m.zone.clone(),
-                        member: member.clone(),
-                    });
-                    let value = AssignmentValue { slot: *slot, status: ReplicaStatus::new(ReplicaCode::Idle) };
-                    txn.compares.push(Compare::ModRevision(key.clone(), 0));
-                    txn.compares.push(Compare::CreateRevision(keys.member(&m.zone, member), *member_created));
-                    txn.success.push(Op::Put {
-                        key,
-                        value: serde_json::to_vec(&value).unwrap_or_default(),
-                        lease: *lease,
-                    });
-                }
-                Change::Reslot { shard, member, slot } => {
-                    if let Some((kv, value)) = read.assignments.get(&(shard.clone(), member.clone())) {
-                        let moved = AssignmentValue { slot: *slot, status: value.status.clone() };
-                        txn.compares.push(Compare::ModRevision(kv.key.clone(), kv.mod_revision));
-                        txn.success.push(Op::Put {
-                            key: kv.key.clone(),
-                            value: serde_json::to_vec(&moved).unwrap_or_default(),
-                            lease: kv.lease,
-                        });
-                    }
-                }
-            }
-        }
-        let applied = match ks.txn(txn).await {
+        changes.truncate(fitting_one_txn(&changes));
+        let applied = match ks.txn(txn_of(&read, keys, term, &changes)).await {
             Ok(r) => r.succeeded,
             // A member's lease ended between the read and the write.
             Err(KeyspaceError::LeaseNotFound(_)) => false,
             Err(e) => return Err(e),
         };
         if applied {
-            // A FAILED replica's removal is a failure of its shard (its retries
-            // back off); moves and surplus are not.
-            for change in &changes {
-                if let Change::Remove { shard, member } = change
-                    && read
-                        .assignments
-                        .get(&(shard.clone(), member.clone()))
-                        .is_some_and(|(_, v)| v.status.code == ReplicaCode::Failed)
-                {
-                    self.failures.entry(shard.clone()).or_default().push(now);
-                }
-            }
+            self.count_failures(&read, &changes, now);
         }
         self.failures.retain(|_, recent| {
             recent.retain(|t| now.saturating_duration_since(*t) < Duration::from_secs(600));
             !recent.is_empty()
         });
         Ok(Round { revision: read.revision, changes, applied, led: true })
+    }
+
+    /// A FAILED replica's removal is a failure of its shard (its retries
+    /// back off); moves and surplus are not.
+    fn count_failures(&mut self, read: &Read, changes: &[Change], now: Instant) {
+        for change in changes {
+            if let Change::Remove { shard, member } = change
+                && read
+                    .assignments
+                    .get(&(shard.clone(), member.clone()))
+                    .is_some_and(|(_, v)| v.status.code == ReplicaCode::Failed)
+            {
+                self.failures.entry(shard.clone()).or_default().push(now);
+            }
+        }
     }
 
     /// True once a FAILED assignment has waited out its shard's backoff.
@@ -245,6 +174,90 @@ async fn changed_since(changes: &mut WatchStream, revision: i64, wait: Duration)
             Ok(Some(Err(_)) | None) => return false,
         }
     }
+}
+
+/// `changes` without the adds of replicas removed in the same round: a
+/// replica removed and added again (a FAILED one's retry on the same member)
+/// is two writes of one key, which etcd refuses in one transaction; the new
+/// assignment comes next round.
+fn without_readds(mut changes: Vec<Change>) -> Vec<Change> {
+    let removed: Vec<(String, String)> = changes
+        .iter()
+        .filter_map(|c| match c {
+            Change::Remove { shard, member } => Some((shard.clone(), member.clone())),
+            _ => None,
+        })
+        .collect();
+    changes.retain(
+        |c| !matches!(c, Change::Add { shard, member, .. } if removed.contains(&(shard.clone(), member.clone()))),
+    );
+    changes
+}
+
+/// How many of `changes` one transaction holds: at most etcd's limit of
+/// compares (an Add has two); the rest comes in the next rounds. A shard's
+/// removal and reslots stay together (a primary's swap, or a FAILED
+/// primary's removal and the promotion that replaces it).
+fn fitting_one_txn(changes: &[Change]) -> usize {
+    let mut compares = 0;
+    let mut last_shard: Option<&str> = None;
+    changes
+        .iter()
+        .take_while(|c| {
+            let (shard, cost) = match c {
+                Change::Add { shard, .. } => (shard, 2),
+                Change::Remove { shard, .. } | Change::Reslot { shard, .. } => (shard, 1),
+            };
+            let together = matches!(c, Change::Reslot { .. }) && last_shard == Some(shard.as_str());
+            if !together && compares + cost > crate::keyspace::MAX_TXN_OPS - 4 {
+                return false;
+            }
+            compares += cost;
+            last_shard = Some(shard);
+            true
+        })
+        .count()
+}
+
+/// The transaction that makes `changes` of what `read` found, if `term`
+/// still leads and nothing it read has changed since.
+fn txn_of(read: &Read, keys: &Keys, term: &Leadership, changes: &[Change]) -> Txn {
+    let mut txn = Txn { compares: vec![term.holds()], ..Txn::default() };
+    for change in changes {
+        match change {
+            Change::Remove { shard, member } => {
+                if let Some((kv, _)) = read.assignments.get(&(shard.clone(), member.clone())) {
+                    txn.compares.push(Compare::ModRevision(kv.key.clone(), kv.mod_revision));
+                    txn.success.push(Op::Delete(kv.key.clone()));
+                }
+            }
+            Change::Add { shard, member, slot } => {
+                let Some(m) = read.members.iter().find(|m| &m.id == member) else { continue };
+                let Some((lease, member_created)) = read.member_leases.get(member) else { continue };
+                let key = keys.assignment(&crate::model::AssignmentKey {
+                    shard: shard.clone(),
+                    zone: m.zone.clone(),
+                    member: member.clone(),
+                });
+                let value = AssignmentValue { slot: *slot, status: ReplicaStatus::new(ReplicaCode::Idle) };
+                txn.compares.push(Compare::ModRevision(key.clone(), 0));
+                txn.compares.push(Compare::CreateRevision(keys.member(&m.zone, member), *member_created));
+                txn.success.push(Op::Put { key, value: serde_json::to_vec(&value).unwrap_or_default(), lease: *lease });
+            }
+            Change::Reslot { shard, member, slot } => {
+                if let Some((kv, value)) = read.assignments.get(&(shard.clone(), member.clone())) {
+                    let moved = AssignmentValue { slot: *slot, status: value.status.clone() };
+                    txn.compares.push(Compare::ModRevision(kv.key.clone(), kv.mod_revision));
+                    txn.success.push(Op::Put {
+                        key: kv.key.clone(),
+                        value: serde_json::to_vec(&moved).unwrap_or_default(),
+                        lease: kv.lease,
+                    });
+                }
+            }
+        }
+    }
+    txn
 }
 
 async fn read<K: Keyspace>(ks: &K, keys: &Keys) -> Result<Read, KeyspaceError> {

@@ -9,18 +9,68 @@ use kshard_lag::{Metrics, Monitor, MonitorSettings, SelfTimings, Watermark, Wate
 
 use super::median;
 
+/// The commits of the bench: `groups` groups over `topics` topics, each
+/// committing to `partitions` partitions, spread over `UNITS` units.
+#[derive(Debug, Clone, Copy)]
+struct Shape {
+    groups: u32,
+    partitions: u32,
+    topics: u32,
+}
+
+/// A record's key and value, encoded.
+type Encoded = (Vec<u8>, Option<Vec<u8>>);
+
+/// The offsets topic's partitions the bench's groups are spread over.
+const UNITS: i32 = 50;
+
+impl Shape {
+    fn tracked(self) -> u64 {
+        u64::from(self.groups) * u64::from(self.partitions)
+    }
+
+    /// Every group-partition as (unit, group, topic, partition, group number).
+    fn each(self, groups: u32) -> impl Iterator<Item = (i32, String, String, i32, u32)> {
+        (0..groups).flat_map(move |g| {
+            let group = format!("consumer-group-{g:06}");
+            let topic = format!("topic-{:04}", g % self.topics.max(1));
+            let unit = kshard_kafka::offsets_partition_for(&group, UNITS);
+            (0..self.partitions).map(move |p| (unit, group.clone(), topic.clone(), p as i32, g))
+        })
+    }
+}
+
+/// This process's resident memory, in bytes.
+fn rss() -> Result<f64> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    Ok(status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0)
+        * 1024.0)
+}
+
+/// `f` run `n` times: the milliseconds of each run, and the last result.
+fn timed_ms<T>(n: usize, mut f: impl FnMut() -> Result<T>) -> Result<(Vec<f64>, T)> {
+    let mut times = Vec::with_capacity(n);
+    let mut last = None;
+    for _ in 0..n {
+        let started = Instant::now();
+        last = Some(f()?);
+        times.push(started.elapsed().as_secs_f64() * 1000.0);
+    }
+    last.map(|l| (times, l)).ok_or_else(|| anyhow::anyhow!("no runs"))
+}
+
+fn apply(monitor: &Monitor, unit: i32, offset: i64, (key, value): &Encoded) -> Result<()> {
+    monitor.apply(unit, offset, Some(key), value.as_deref()).map(|_| ()).map_err(|e| anyhow::anyhow!("{e:?}"))
+}
+
 /// `bench state`: memory per tracked group-partition and `/metrics` render time.
 pub(crate) fn state(groups: u32, partitions: u32, topics: u32) -> Result<()> {
-    let rss = || -> Result<f64> {
-        let status = std::fs::read_to_string("/proc/self/status")?;
-        Ok(status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-            * 1024.0)
-    };
+    let shape = Shape { groups, partitions, topics };
     // An hour of history by the minute for every group, measured first (on
     // memory no earlier step freed) and kept to the end.
     let rss_before_history = rss()?;
@@ -32,100 +82,39 @@ pub(crate) fn state(groups: u32, partitions: u32, topics: u32) -> Result<()> {
     let history_per_group = (rss()? - rss_before_history) / f64::from(groups);
     let rss_before = rss()?;
     let monitor = Arc::new(Monitor::new(MonitorSettings::default()));
-    let units = 50;
-    for p in 0..units {
+    for p in 0..UNITS {
         monitor.track_partition(p, 0, 0);
     }
     monitor.start();
     let mut watermarks = Watermarks::default();
     let mut offset = 0i64;
-    let mut records = Vec::new();
-    for g in 0..groups {
-        let group = format!("consumer-group-{g:06}");
-        let topic = format!("topic-{:04}", g % topics.max(1));
-        let unit = kshard_kafka::offsets_partition_for(&group, units);
-        for p in 0..partitions {
-            let (key, value) = bench_commit(&group, &topic, p as i32, i64::from(g));
-            monitor.apply(unit, offset, Some(&key), value.as_deref()).map_err(|e| anyhow::anyhow!("{e:?}"))?;
-            offset += 1;
-            watermarks.insert(&topic, p as i32, Watermark { low: 0, high: 1_000_000 });
-        }
+    for (unit, group, topic, p, g) in shape.each(groups) {
+        apply(&monitor, unit, offset, &bench_commit(&group, &topic, p, i64::from(g)))?;
+        offset += 1;
+        watermarks.insert(&topic, p, Watermark { low: 0, high: 1_000_000 });
     }
     let rss_after = rss()?;
-    // The steady state of a monitor following commits: existing offsets updated.
-    for g in 0..groups.min(60_000) {
-        let group = format!("consumer-group-{g:06}");
-        let topic = format!("topic-{:04}", g % topics.max(1));
-        let unit = kshard_kafka::offsets_partition_for(&group, units);
-        for p in 0..partitions {
-            records.push((unit, bench_commit(&group, &topic, p as i32, i64::from(g) + 1)));
-        }
-    }
-    let started = Instant::now();
-    let mut applied = 0u64;
-    for _ in 0..5 {
-        for (unit, (key, value)) in &records {
-            monitor.apply(*unit, offset, Some(key), value.as_deref()).map_err(|e| anyhow::anyhow!("{e:?}"))?;
-            offset += 1;
-            applied += 1;
-        }
-    }
-    let apply_rate = applied as f64 / started.elapsed().as_secs_f64();
-    drop(records);
+    let apply_rate = steady_apply_rate(&monitor, shape, &mut offset)?;
     monitor.units().sweep_names();
-    let tracked = u64::from(groups) * u64::from(partitions);
+    let tracked = shape.tracked();
     monitor.set_watermarks(watermarks, true, monitor.now());
-    // Ten refreshes that each saw a new commit of every group-partition (all
-    // lagging here): status windows fill, and every record time is wanted and
-    // read (faked). Then refreshes with nothing new.
     let rss_before_windows = rss()?;
-    let mut busy = Vec::new();
-    let mut wanted_count = 0;
-    for round in 0..10 {
-        let started = Instant::now();
-        let wanted = monitor.sample();
-        busy.push(started.elapsed().as_secs_f64() * 1000.0);
-        wanted_count = wanted.len();
-        monitor.times_found(wanted.into_iter().map(|(t, p, o)| ((t, p, o), (o, 1_758_335_000_000))));
-        for (g, (unit, (key, value))) in recommits(groups, partitions, topics, units, round).enumerate() {
-            monitor
-                .apply(unit, offset + g as i64, Some(&key), value.as_deref())
-                .map_err(|e| anyhow::anyhow!("{e:?}"))?;
-        }
-        offset += i64::from(groups) * i64::from(partitions);
-    }
-    monitor.times_found(monitor.sample().into_iter().map(|(t, p, o)| ((t, p, o), (o, 1_758_335_000_000))));
+    let (busy, wanted_count) = busy_refreshes(&monitor, shape, &mut offset)?;
     let windows_per = (rss()? - rss_before_windows) / tracked as f64;
-    let mut steady = Vec::new();
-    for _ in 0..5 {
-        let started = Instant::now();
-        let again = monitor.sample();
-        steady.push(started.elapsed().as_secs_f64() * 1000.0);
-        anyhow::ensure!(again.is_empty(), "known record times were wanted again");
-    }
+    let (steady, _) = timed_ms(5, || {
+        anyhow::ensure!(monitor.sample().is_empty(), "known record times were wanted again");
+        Ok(())
+    })?;
     // The page: each group's lag into its history (a pass per refresh), the
     // overview it fetches, and the memory of an hour of history by the minute.
-    let mut history_pass = Vec::new();
-    for _ in 0..5 {
-        let started = Instant::now();
+    let (history_pass, ()) = timed_ms(5, || {
         monitor.record_history();
-        history_pass.push(started.elapsed().as_secs_f64() * 1000.0);
-    }
-    let (mut overview_ms, mut overview_bytes) = (Vec::new(), 0);
-    for _ in 0..5 {
-        let started = Instant::now();
-        let overview = kshard_lag::group_overview(&monitor);
-        overview_bytes = serde_json::to_vec(&overview)?.len();
-        overview_ms.push(started.elapsed().as_secs_f64() * 1000.0);
-    }
+        Ok(())
+    })?;
+    let (overview_ms, overview_bytes) =
+        timed_ms(5, || Ok(serde_json::to_vec(&kshard_lag::group_overview(&monitor))?.len()))?;
     let metrics = Metrics::new("kshard", Arc::clone(&monitor), Arc::new(SelfTimings::default()));
-    let mut times = Vec::new();
-    let mut size = 0;
-    for _ in 0..7 {
-        let started = Instant::now();
-        size = metrics.render().map_err(|_| anyhow::anyhow!("render failed"))?.len();
-        times.push(started.elapsed().as_secs_f64() * 1000.0);
-    }
+    let (times, size) = timed_ms(7, || Ok(metrics.render().map_err(|_| anyhow::anyhow!("render failed"))?.len()))?;
     let per = (rss_after - rss_before) / tracked as f64;
     println!("tracked group-partitions: {tracked} ({groups} groups × {partitions} partitions, {topics} topics)");
     println!("apply: {:.2} million offset commits/s (decode and update, one thread)", apply_rate / 1e6);
@@ -150,27 +139,57 @@ pub(crate) fn state(groups: u32, partitions: u32, topics: u32) -> Result<()> {
     Ok(())
 }
 
+/// The steady state of a monitor following commits: existing offsets
+/// updated, five times over (at most 60,000 groups); commits per second.
+fn steady_apply_rate(monitor: &Monitor, shape: Shape, offset: &mut i64) -> Result<f64> {
+    let records: Vec<(i32, Encoded)> = shape
+        .each(shape.groups.min(60_000))
+        .map(|(unit, group, topic, p, g)| (unit, bench_commit(&group, &topic, p, i64::from(g) + 1)))
+        .collect();
+    let started = Instant::now();
+    let mut applied = 0u64;
+    for _ in 0..5 {
+        for (unit, record) in &records {
+            apply(monitor, *unit, *offset, record)?;
+            *offset += 1;
+            applied += 1;
+        }
+    }
+    Ok(applied as f64 / started.elapsed().as_secs_f64())
+}
+
+/// Ten refreshes that each saw a new commit of every group-partition (all
+/// lagging here): status windows fill, and every record time is wanted and
+/// read (faked). The milliseconds of each refresh's pass, and how many
+/// record times the last one wanted.
+fn busy_refreshes(monitor: &Monitor, shape: Shape, offset: &mut i64) -> Result<(Vec<f64>, usize)> {
+    let mut busy = Vec::new();
+    let mut wanted_count = 0;
+    for round in 0..10 {
+        let started = Instant::now();
+        let wanted = monitor.sample();
+        busy.push(started.elapsed().as_secs_f64() * 1000.0);
+        wanted_count = wanted.len();
+        monitor.times_found(wanted.into_iter().map(|(t, p, o)| ((t, p, o), (o, 1_758_335_000_000))));
+        for (g, (unit, record)) in recommits(shape, round).enumerate() {
+            apply(monitor, unit, *offset + g as i64, &record)?;
+        }
+        *offset += i64::try_from(shape.tracked()).unwrap_or(i64::MAX);
+    }
+    monitor.times_found(monitor.sample().into_iter().map(|(t, p, o)| ((t, p, o), (o, 1_758_335_000_000))));
+    Ok((busy, wanted_count))
+}
+
 /// A new commit of every group-partition, with a commit time of its own (`round`).
-fn recommits(
-    groups: u32,
-    partitions: u32,
-    topics: u32,
-    units: i32,
-    round: i64,
-) -> impl Iterator<Item = (i32, (Vec<u8>, Option<Vec<u8>>))> {
+fn recommits(shape: Shape, round: i64) -> impl Iterator<Item = (i32, Encoded)> {
     use kshard_offsets::{OffsetCommitValue, Record};
-    (0..groups).flat_map(move |g| {
-        let group = format!("consumer-group-{g:06}");
-        let topic = format!("topic-{:04}", g % topics.max(1));
-        let unit = kshard_kafka::offsets_partition_for(&group, units);
-        (0..partitions).map(move |p| {
-            let value = OffsetCommitValue::new(3, i64::from(g) + round + 2, 1_758_335_260_726 + round * 5000);
-            (unit, Record::offset_commit(&group, &topic, p as i32, Some(value)).encode())
-        })
+    shape.each(shape.groups).map(move |(unit, group, topic, p, g)| {
+        let value = OffsetCommitValue::new(3, i64::from(g) + round + 2, 1_758_335_260_726 + round * 5000);
+        (unit, Record::offset_commit(&group, &topic, p, Some(value)).encode())
     })
 }
 
-fn bench_commit(group: &str, topic: &str, partition: i32, offset: i64) -> (Vec<u8>, Option<Vec<u8>>) {
+fn bench_commit(group: &str, topic: &str, partition: i32, offset: i64) -> Encoded {
     use kshard_offsets::{OffsetCommitValue, Record};
     let value = OffsetCommitValue::new(3, offset, 1_758_335_260_726);
     Record::offset_commit(group, topic, partition, Some(value)).encode()
