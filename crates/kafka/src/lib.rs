@@ -37,6 +37,7 @@ mod record_batch;
 mod records;
 mod scram;
 mod timestamps;
+mod traits;
 mod writer;
 
 pub use admin::{Admin, OffsetSpec, TopicSpec};
@@ -49,6 +50,7 @@ pub use groups::{FetchedOffsets, GroupDescription, GroupListing, MemberDescripti
 pub use reader::{Isolation, PartitionReader, ReadEvent, ReadRecord};
 pub use records::Transactional;
 pub use timestamps::{RecordTime, TimesRead, TimestampReader};
+pub use traits::{BrokerAdmin, RecordSource, RecordTimes, SourceEvent, TopicReader, WatermarkMap};
 pub use writer::{Delivery, RecordWriter};
 
 /// The topic Kafka keeps committed offsets and group metadata in.

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use kshard_kafka::ClientSettings;
 use tracing::{debug, info, warn};
 
-use crate::brokers::{BrokerAdmin, Connector, OffsetsSource, SourceEvent};
+use crate::brokers::{BrokerAdmin, Connector, RecordSource, SourceEvent};
 use crate::monitor::Monitor;
 use crate::readiness::Event;
 
@@ -134,7 +134,7 @@ impl OffsetsReader {
     /// with; the refresher may announce some of them again after a restart.
     pub(crate) fn read(
         &self,
-        reader: &mut dyn OffsetsSource,
+        reader: &mut dyn RecordSource,
         mut assigned: std::collections::BTreeSet<i32>,
     ) -> Result<(), WorkerError> {
         let started = Instant::now();
@@ -261,7 +261,7 @@ mod tests {
         stop: Arc<AtomicBool>,
     }
 
-    impl OffsetsSource for Scripted {
+    impl RecordSource for Scripted {
         fn poll(&mut self, _: Duration, take: &mut dyn FnMut(SourceEvent<'_>)) -> Result<(), kshard_kafka::Error> {
             match self.script.pop_front() {
                 Some(Next::Record(partition, offset, key, value)) => take(SourceEvent::Record {
@@ -298,7 +298,7 @@ mod tests {
         fn checked_admin(&self) -> Result<Box<dyn BrokerAdmin>, kshard_kafka::Error> {
             unreachable!("no admin in these tests")
         }
-        fn reader(&self, _: &str, _: &[(i32, Option<i64>)]) -> Result<Box<dyn OffsetsSource>, kshard_kafka::Error> {
+        fn reader(&self, _: &str, _: &[(i32, Option<i64>)]) -> Result<Box<dyn RecordSource>, kshard_kafka::Error> {
             unreachable!("no reader in these tests")
         }
         fn timestamps(&self) -> Result<Box<dyn crate::brokers::RecordTimes>, kshard_kafka::Error> {
