@@ -23,7 +23,7 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{ApiKey, FetchRequest, MetadataRequest, MetadataResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
-use crate::broker_link::{BrokerLink, Security};
+use crate::broker_link::{BrokerLink, LinkSecurity};
 use crate::config::ClientSettings;
 use crate::error::{Error, Result};
 use crate::fetch_response::read_fetch_response;
@@ -102,7 +102,7 @@ pub struct FetchTimes {
     /// one batch, not the log after it.
     batch_sizes: Mutex<ByPartition<i32>>,
     /// TLS and SASL, as the settings ask.
-    security: Security,
+    security: LinkSecurity,
     /// Topics the broker would not let kshard read, each said once.
     refused_topics: Mutex<std::collections::HashSet<String>>,
     /// Open connections, by `host:port`.
@@ -168,9 +168,9 @@ impl std::fmt::Debug for FetchTimes {
 impl FetchTimes {
     /// A reader on `settings`' brokers: PLAINTEXT, TLS, SASL PLAIN and
     /// SCRAM; `None` for what only librdkafka does (GSSAPI, OAUTHBEARER,
-    /// keystores…, see [`Security`]).
+    /// keystores…, see [`crate::Security`]).
     pub fn new(settings: &ClientSettings) -> Result<Option<Self>> {
-        let Some(security) = Security::from_settings(settings)? else { return Ok(None) };
+        let Some(security) = LinkSecurity::from_settings(settings)? else { return Ok(None) };
         let bootstrap = crate::broker_link::bootstrap_addresses(&settings.brokers);
         Ok(Some(FetchTimes {
             bootstrap,

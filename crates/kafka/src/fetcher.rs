@@ -34,7 +34,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use crate::broker_link::{BrokerLink, Security};
+use crate::broker_link::{BrokerLink, LinkSecurity};
 use crate::error::{Error, Result};
 use crate::fetch_response::read_fetch_response;
 use crate::fetch_session::{Ask, FetchSession, PartitionKey, SESSION_ERRORS};
@@ -170,7 +170,7 @@ struct Partition {
 
 /// What the fetcher's threads share.
 struct Shared {
-    security: Security,
+    security: LinkSecurity,
     bootstrap: Vec<String>,
     /// Read only committed records (`isolation.level=read_committed`).
     committed_only: bool,
@@ -224,7 +224,7 @@ impl Fetcher {
     /// A fetcher for `bootstrap` (`host:port`, comma-separated) over
     /// `security`. Its metadata thread starts now; broker threads start as
     /// partitions are read on them.
-    pub(crate) fn new(bootstrap: &str, security: Security, committed_only: bool) -> Result<Arc<Fetcher>> {
+    pub(crate) fn new(bootstrap: &str, security: LinkSecurity, committed_only: bool) -> Result<Arc<Fetcher>> {
         let shared = Arc::new(Shared {
             security,
             bootstrap: crate::broker_link::bootstrap_addresses(bootstrap),

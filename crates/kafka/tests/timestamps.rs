@@ -11,7 +11,9 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use kshard_kafka::{Admin, ClientSettings, FetchTimes, RecordWriter, TimesRead, TimestampReader, TopicSpec};
+use kshard_kafka::{
+    Admin, ClientSettings, FetchTimes, Protocol, RecordWriter, Sasl, TimesRead, TimestampReader, TopicSpec,
+};
 use kshard_testkit::{Broker, Listener, unique_name};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 
@@ -119,21 +121,15 @@ fn record_times_markers_and_unanswered_reads() {
 /// password unless another is given.
 fn secured(broker: &Broker, listener: Listener, sasl: Option<(&str, &str)>, password: Option<&str>) -> ClientSettings {
     let mut settings = ClientSettings::new(broker.address(listener));
-    let protocol = match listener {
-        Listener::Plaintext => "plaintext",
-        Listener::Ssl => "ssl",
-        Listener::SaslPlaintext => "sasl_plaintext",
-        Listener::SaslSsl => "sasl_ssl",
-    };
-    settings.properties.push(("security.protocol".into(), protocol.into()));
-    if matches!(listener, Listener::Ssl | Listener::SaslSsl) {
-        settings.properties.push(("ssl.ca.location".into(), broker.ca_file().into()));
+    let tls = matches!(listener, Listener::Ssl | Listener::SaslSsl);
+    settings.security.protocol = Protocol::new(tls, matches!(listener, Listener::SaslPlaintext | Listener::SaslSsl));
+    if tls {
+        settings.security.tls.ca = Some(broker.ca_file().into());
     }
     if let Some((mechanism, user)) = sasl {
-        settings.properties.push(("sasl.mechanism".into(), mechanism.into()));
-        settings.properties.push(("sasl.username".into(), user.into()));
         let password = password.unwrap_or_else(|| broker.password(user));
-        settings.properties.push(("sasl.password".into(), password.into()));
+        let mechanism = mechanism.parse().expect("a mechanism");
+        settings.security.sasl = Some(Sasl { mechanism, username: user.into(), password: password.into() });
     }
     settings
 }
