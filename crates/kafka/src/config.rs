@@ -5,8 +5,8 @@ use rdkafka::ClientConfig;
 use rdkafka::config::FromClientConfigAndContext;
 use rdkafka::config::RDKafkaLogLevel;
 
-use crate::context::KshardContext;
 use crate::error::{Error, Result};
+use crate::librdkafka::context::KshardContext;
 use crate::security::Security;
 
 /// Where the brokers are and how to reach them. Its `Debug` output hides the

@@ -5,7 +5,7 @@
 //! each transaction's named, and the markers that end them.
 //!
 //! Two clients do the reading, chosen by [`ClientSettings::reader`]:
-//! kshard's own ([`crate::fetcher`]: every reader made from the same
+//! kshard's own ([`crate::wire::fetcher`]: every reader made from the same
 //! settings shares one connection per broker) and librdkafka's consumer (one
 //! per reader), which also reads wherever the settings ask for what only it
 //! does: GSSAPI, OAUTHBEARER, keystores, certificate verification turned off.
@@ -16,13 +16,13 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use rdkafka::message::{BorrowedMessage, Message};
 
-use crate::broker_link::LinkSecurity;
 use crate::config::{ClientSettings, ReaderKind};
 use crate::error::{Error, Result};
-use crate::fetch_session::PartitionKey;
-use crate::fetcher::{Delivery, Fetcher, Sink};
-use crate::rdkafka_reader::RdkafkaReader;
-use crate::records::{PartitionRecords, RecordAt, Transactional};
+use crate::librdkafka::rdkafka_reader::RdkafkaReader;
+use crate::wire::broker_link::LinkSecurity;
+use crate::wire::fetch_session::PartitionKey;
+use crate::wire::fetcher::{Delivery, Fetcher, Sink};
+use crate::wire::records::{PartitionRecords, RecordAt, Transactional};
 
 /// Which records a reader hands out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

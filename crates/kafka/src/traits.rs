@@ -8,13 +8,13 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use crate::admin::Admin;
 use crate::error::Error;
-use crate::fetch_times::FetchTimes;
-use crate::groups::{FetchedOffsets, GroupDescription, GroupListing};
+use crate::librdkafka::admin::Admin;
+use crate::librdkafka::groups::{FetchedOffsets, GroupDescription, GroupListing};
+use crate::librdkafka::timestamps::{TimesRead, TimestampReader};
 use crate::reader::{PartitionReader, ReadEvent};
-use crate::records::Transactional;
-use crate::timestamps::{TimesRead, TimestampReader};
+use crate::wire::fetch_times::FetchTimes;
+use crate::wire::records::Transactional;
 
 /// (low, high) watermarks by (topic, partition).
 pub type WatermarkMap = HashMap<(String, i32), (i64, i64)>;

@@ -24,8 +24,8 @@ use openssl::x509::X509;
 
 use crate::config::ClientSettings;
 use crate::error::{Error, Result};
-use crate::scram::{Scram, ScramHash};
 use crate::security::{Mechanism, Sasl, Tls};
+use crate::wire::scram::{Scram, ScramHash};
 
 /// The largest answer accepted: what a Fetch may carry, and some.
 const MAX_FRAME: usize = 256 * 1024 * 1024;

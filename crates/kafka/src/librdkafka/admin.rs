@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use crate::context::KshardContext;
+use crate::librdkafka::context::KshardContext;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
@@ -158,19 +158,19 @@ impl Admin {
     }
 
     /// Every consumer group of the cluster (ListGroups on every broker).
-    pub fn list_groups(&self) -> Result<Vec<crate::groups::GroupListing>> {
-        crate::groups::list_groups(&self.admin, self.timeout)
+    pub fn list_groups(&self) -> Result<Vec<crate::librdkafka::groups::GroupListing>> {
+        crate::librdkafka::groups::list_groups(&self.admin, self.timeout)
     }
 
     /// The state, assignor and members of each group (DescribeGroups, or
     /// ConsumerGroupDescribe for KIP-848 groups).
-    pub fn describe_groups(&self, groups: &[String]) -> Result<Vec<crate::groups::GroupDescription>> {
-        crate::groups::describe_groups(&self.admin, groups, self.timeout)
+    pub fn describe_groups(&self, groups: &[String]) -> Result<Vec<crate::librdkafka::groups::GroupDescription>> {
+        crate::librdkafka::groups::describe_groups(&self.admin, groups, self.timeout)
     }
 
     /// The committed offsets of each group (OffsetFetch for all its partitions).
-    pub fn group_offsets(&self, groups: &[String]) -> Result<Vec<crate::groups::FetchedOffsets>> {
-        crate::groups::group_offsets(&self.admin, groups, self.timeout)
+    pub fn group_offsets(&self, groups: &[String]) -> Result<Vec<crate::librdkafka::groups::FetchedOffsets>> {
+        crate::librdkafka::groups::group_offsets(&self.admin, groups, self.timeout)
     }
 
     /// Deletes a consumer group (DeleteGroups): Kafka writes tombstones for its
