@@ -13,11 +13,12 @@ use crate::librdkafka::admin::Admin;
 use crate::librdkafka::groups::{FetchedOffsets, GroupDescription, GroupListing};
 use crate::librdkafka::timestamps::{TimesRead, TimestampReader};
 use crate::reader::{PartitionReader, ReadEvent};
+use crate::topic_partition::TopicPartition;
 use crate::wire::fetch_times::FetchTimes;
 use crate::wire::records::Transactional;
 
-/// (low, high) watermarks by (topic, partition).
-pub type WatermarkMap = HashMap<(String, i32), (i64, i64)>;
+/// (low, high) watermarks by partition.
+pub type WatermarkMap = HashMap<TopicPartition, (i64, i64)>;
 
 /// What a caller asks of the brokers besides reading records. Each call is
 /// one round of requests, blocking until answered or its client's timeout.
@@ -30,7 +31,7 @@ pub trait BrokerAdmin: Send {
     fn leaders(&self, topic: &str) -> Result<HashMap<i32, i32>, Error>;
     /// (low, high) watermarks of `partitions`; partitions the brokers gave none
     /// for are left out.
-    fn watermarks(&self, partitions: &[(String, i32)]) -> Result<WatermarkMap, Error>;
+    fn watermarks(&self, partitions: &[TopicPartition]) -> Result<WatermarkMap, Error>;
     /// Every group (ListGroups).
     fn list_groups(&self) -> Result<Vec<GroupListing>, Error>;
     /// Groups' state and members (DescribeGroups).
@@ -49,7 +50,7 @@ impl BrokerAdmin for Admin {
     fn leaders(&self, topic: &str) -> Result<HashMap<i32, i32>, Error> {
         Admin::leaders(self, topic)
     }
-    fn watermarks(&self, partitions: &[(String, i32)]) -> Result<WatermarkMap, Error> {
+    fn watermarks(&self, partitions: &[TopicPartition]) -> Result<WatermarkMap, Error> {
         Admin::watermarks(self, partitions)
     }
     fn list_groups(&self) -> Result<Vec<GroupListing>, Error> {

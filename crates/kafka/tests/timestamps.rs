@@ -12,7 +12,8 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use kshard_kafka::{
-    Admin, ClientSettings, FetchTimes, Protocol, RecordWriter, Sasl, TimesRead, TimestampReader, TopicSpec,
+    Admin, ClientSettings, FetchTimes, Protocol, RecordWriter, Sasl, TimesRead, TimestampReader, TopicPartition,
+    TopicSpec,
 };
 use kshard_testkit::{Broker, Listener, unique_name};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
@@ -56,7 +57,8 @@ fn record_times_markers_and_unanswered_reads() {
     producer.commit_transaction(Duration::from_secs(30)).expect("commit");
     // The coordinator writes the marker after the commit returns.
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while admin.watermarks(&[(topic.clone(), 1)]).expect("watermarks")[&(topic.clone(), 1)].1 < 6 {
+    let second = TopicPartition::new(topic.clone(), 1);
+    while admin.watermarks(std::slice::from_ref(&second)).expect("watermarks")[&second].1 < 6 {
         assert!(std::time::Instant::now() < deadline, "the commit marker never arrived");
         std::thread::sleep(Duration::from_millis(50));
     }

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use kshard_kafka::ClientSettings;
+use kshard_kafka::{ClientSettings, TopicPartition};
 use tracing::{debug, info, warn};
 
 use crate::brokers::{BrokerAdmin, Connector, RecordSource, SourceEvent};
@@ -53,9 +53,9 @@ pub(crate) fn track_range(
     topic: &str,
     partitions: std::ops::Range<i32>,
 ) -> Result<i64, WorkerError> {
-    let keys: Vec<(String, i32)> = partitions.map(|p| (topic.to_owned(), p)).collect();
+    let keys: Vec<TopicPartition> = partitions.map(|p| TopicPartition::new(topic, p)).collect();
     let watermarks = admin.watermarks(&keys)?;
-    let missing: Vec<i32> = keys.iter().filter(|k| !watermarks.contains_key(*k)).map(|k| k.1).collect();
+    let missing: Vec<i32> = keys.iter().filter(|k| !watermarks.contains_key(*k)).map(|k| k.partition).collect();
     if !missing.is_empty() {
         return Err(WorkerError::NoWatermarks { topic: topic.to_owned(), partitions: missing });
     }
@@ -63,7 +63,7 @@ pub(crate) fn track_range(
     for key in keys {
         let (low, high) = watermarks[&key];
         total += (high - low).max(0);
-        monitor.track_partition(key.1, low, high);
+        monitor.track_partition(key.partition, low, high);
     }
     Ok(total)
 }
