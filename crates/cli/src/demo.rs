@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use kshard_kafka::{
-    Admin, ClientSettings, GroupConsumer, GroupProtocol, OffsetCommitter, OffsetSpec, RecordWriter, TopicSpec,
-    TransactionEnd, TransactionalCommitter,
+    Admin, ClientSettings, GroupConsumer, GroupProtocol, OffsetCommitter, OffsetSpec, RecordWriter, TopicPartition,
+    TopicSpec, TransactionEnd, TransactionalCommitter,
 };
 
 /// The demo's topics: name, partitions, records produced per second.
@@ -104,12 +104,12 @@ fn transactional(settings: &ClientSettings, stop: &AtomicBool) -> Result<()> {
     let committer =
         TransactionalCommitter::new(settings, "demo-payments-txn-1", "demo-payments-txn", Duration::from_secs(60))?;
     let admin = Admin::new(settings, Duration::from_secs(30))?;
-    let keys: Vec<(String, i32)> = (0..partitions).map(|p| (topic.to_owned(), p)).collect();
+    let keys: Vec<TopicPartition> = (0..partitions).map(|p| TopicPartition::new(topic, p)).collect();
     let mut round = 0u64;
     while !stop.load(Ordering::Relaxed) {
         let ends = admin.list_offsets(&keys, OffsetSpec::Latest)?;
         let offsets: Vec<(&str, i32, i64)> =
-            keys.iter().filter_map(|k| ends.get(k).map(|end| (topic, k.1, (end - 5).max(0)))).collect();
+            keys.iter().filter_map(|k| ends.get(k).map(|end| (topic, k.partition, (end - 5).max(0)))).collect();
         let end = if round % 5 == 4 { TransactionEnd::Abort } else { TransactionEnd::Commit };
         committer.commit(&offsets, end).context("transactional commit")?;
         round += 1;

@@ -16,6 +16,7 @@
 
 mod bench;
 mod cluster;
+mod connection;
 mod demo;
 mod example_sum;
 mod lag;

@@ -8,104 +8,11 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use kshard_kafka::ClientSettings;
+
+pub(crate) use crate::connection::{KafkaArgs, KafkaTarget};
+use crate::connection::{SaslFile, TlsFile, kafka_settings, offsets_topic, valid_topic};
 use kshard_lag::{Granularity, MonitorSettings, NameFilter};
 use serde::Deserialize;
-
-/// How to reach Kafka: the flags and environment variables every command that
-/// talks to Kafka shares, over the `--config` file's settings (flags win).
-#[derive(Debug, Clone, Default, clap::Args)]
-pub(crate) struct KafkaArgs {
-    /// YAML configuration file; flags and KSHARD_… variables override it.
-    #[arg(long, env = "KSHARD_CONFIG")]
-    pub(crate) config: Option<PathBuf>,
-    /// Kafka bootstrap servers, `host:port[,host:port…]`.
-    #[arg(long, env = "KSHARD_BROKERS")]
-    pub(crate) brokers: Option<String>,
-    /// SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
-    #[arg(long, env = "KSHARD_SASL_MECHANISM")]
-    pub(crate) sasl_mechanism: Option<String>,
-    /// SASL user name.
-    #[arg(long, env = "KSHARD_SASL_USERNAME")]
-    pub(crate) sasl_username: Option<String>,
-    /// SASL password (prefer the environment variable to the flag).
-    #[arg(long, env = "KSHARD_SASL_PASSWORD", hide_env_values = true)]
-    pub(crate) sasl_password: Option<String>,
-    /// Use TLS to reach the brokers.
-    #[arg(long, env = "KSHARD_TLS_ENABLED")]
-    pub(crate) tls_enabled: Option<bool>,
-    /// CA certificate file (PEM) to verify the brokers with.
-    #[arg(long, env = "KSHARD_TLS_CA_FILE")]
-    pub(crate) tls_ca_file: Option<PathBuf>,
-    /// The topic holding committed offsets (default `__consumer_offsets`); another
-    /// topic of the same layout for tests and synthetic data.
-    #[arg(long, env = "KSHARD_OFFSETS_TOPIC")]
-    pub(crate) offsets_topic: Option<String>,
-    /// Which client reads partitions: `kshard` (its own Fetch requests, one
-    /// connection per broker; the default) or `librdkafka`.
-    #[arg(long, env = "KSHARD_READER")]
-    pub(crate) reader: Option<String>,
-}
-
-/// Where and how to reach Kafka, and which topic holds the offsets.
-#[derive(Debug, Clone)]
-pub(crate) struct KafkaTarget {
-    pub(crate) settings: ClientSettings,
-    pub(crate) offsets_topic: String,
-}
-
-impl KafkaArgs {
-    /// The client settings and offsets topic from the file (if any), the
-    /// environment and flags.
-    pub(crate) fn target(&self) -> Result<KafkaTarget> {
-        let file = match &self.config {
-            Some(path) => read_file(path)?,
-            None => FileConfig::default(),
-        };
-        Ok(KafkaTarget { settings: kafka_settings(self, &file)?, offsets_topic: offsets_topic(self, &file)? })
-    }
-}
-
-impl KafkaArgs {
-    /// Hands these settings to a child `kshard` process: as flags, except the
-    /// password, which goes in the environment (never on a command line that
-    /// `ps` shows).
-    pub(crate) fn pass_to(&self, child: &mut std::process::Command) {
-        let mut flag = |name: &str, value: Option<String>| {
-            if let Some(v) = value {
-                child.arg(name).arg(v);
-            }
-        };
-        flag("--config", self.config.as_ref().map(|p| p.display().to_string()));
-        flag("--brokers", self.brokers.clone());
-        flag("--sasl-mechanism", self.sasl_mechanism.clone());
-        flag("--sasl-username", self.sasl_username.clone());
-        flag("--tls-enabled", self.tls_enabled.map(|b| b.to_string()));
-        flag("--tls-ca-file", self.tls_ca_file.as_ref().map(|p| p.display().to_string()));
-        flag("--offsets-topic", self.offsets_topic.clone());
-        flag("--reader", self.reader.clone());
-        if let Some(password) = &self.sasl_password {
-            child.env("KSHARD_SASL_PASSWORD", password);
-        }
-    }
-}
-
-fn offsets_topic(args: &KafkaArgs, file: &FileConfig) -> Result<String> {
-    let topic = args
-        .offsets_topic
-        .clone()
-        .or_else(|| file.offsets_topic.clone())
-        .unwrap_or_else(|| kshard_kafka::CONSUMER_OFFSETS_TOPIC.to_owned());
-    if !valid_topic(&topic) {
-        bail!("invalid offsets_topic: {topic:?} is not a Kafka topic name");
-    }
-    Ok(topic)
-}
-
-/// True for a legal Kafka topic name.
-fn valid_topic(topic: &str) -> bool {
-    let legal = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
-    !topic.is_empty() && topic.len() <= 249 && topic.chars().all(legal) && topic != "." && topic != ".."
-}
 
 /// Flags and environment variables of `kshard serve` (clap reads both; flags win).
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -163,10 +70,10 @@ pub(crate) struct ServeArgs {
 /// The YAML file's shape. Unknown keys are errors, so a typo is not ignored.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct FileConfig {
-    brokers: Option<String>,
-    offsets_topic: Option<String>,
-    reader: Option<String>,
+pub(crate) struct FileConfig {
+    pub(crate) brokers: Option<String>,
+    pub(crate) offsets_topic: Option<String>,
+    pub(crate) reader: Option<String>,
     listen: Option<String>,
     metrics_namespace: Option<String>,
     data_dir: Option<PathBuf>,
@@ -186,11 +93,11 @@ struct FileConfig {
     #[serde(default)]
     topics: Lists,
     #[serde(default)]
-    tls: Tls,
-    sasl: Option<Sasl>,
+    pub(crate) tls: TlsFile,
+    pub(crate) sasl: Option<SaslFile>,
     /// Extra librdkafka properties, applied last.
     #[serde(default)]
-    kafka_properties: std::collections::BTreeMap<String, String>,
+    pub(crate) kafka_properties: std::collections::BTreeMap<String, String>,
 }
 
 /// `status:` in the file: how consumer status is judged.
@@ -259,25 +166,6 @@ struct Lists {
     allow: Vec<String>,
     #[serde(default)]
     ignore: Vec<String>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Tls {
-    enabled: Option<bool>,
-    ca_file: Option<PathBuf>,
-    cert_file: Option<PathBuf>,
-    key_file: Option<PathBuf>,
-    #[serde(default)]
-    insecure_skip_verify: bool,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Sasl {
-    mechanism: Option<String>,
-    username: Option<String>,
-    password: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -441,66 +329,7 @@ fn cluster(
     }))
 }
 
-/// Brokers, TLS, SASL and extra properties: flags and environment over the file.
-fn kafka_settings(args: &KafkaArgs, file: &FileConfig) -> Result<ClientSettings> {
-    let brokers = args
-        .brokers
-        .clone()
-        .or_else(|| file.brokers.clone())
-        .context("brokers is not set (--brokers, KSHARD_BROKERS or brokers: in the config file)")?;
-    if brokers.trim().is_empty() {
-        bail!("invalid brokers: empty");
-    }
-    let mut kafka = ClientSettings::new(brokers);
-    let tls_enabled = args.tls_enabled.or(file.tls.enabled).unwrap_or(false);
-    let ca_file = args.tls_ca_file.clone().or_else(|| file.tls.ca_file.clone());
-    let sasl = file.sasl.clone().unwrap_or_default();
-    let mechanism = args.sasl_mechanism.clone().or(sasl.mechanism);
-    let username = args.sasl_username.clone().or(sasl.username);
-    let password = args.sasl_password.clone().or(sasl.password);
-    let protocol = match (tls_enabled, mechanism.is_some()) {
-        (false, false) => "plaintext",
-        (true, false) => "ssl",
-        (false, true) => "sasl_plaintext",
-        (true, true) => "sasl_ssl",
-    };
-    kafka.properties.push(("security.protocol".into(), protocol.into()));
-    if let Some(mechanism) = mechanism {
-        let upper = mechanism.to_ascii_uppercase();
-        if !["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"].contains(&upper.as_str()) {
-            bail!("invalid sasl.mechanism: {mechanism:?} (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)");
-        }
-        let username = username.context("sasl.username is required with sasl.mechanism")?;
-        let password = password.context("sasl.password is required with sasl.mechanism")?;
-        kafka.properties.push(("sasl.mechanism".into(), upper));
-        kafka.properties.push(("sasl.username".into(), username));
-        kafka.properties.push(("sasl.password".into(), password));
-    }
-    if tls_enabled {
-        for (setting, path, property) in [
-            ("tls.ca_file", ca_file, "ssl.ca.location"),
-            ("tls.cert_file", file.tls.cert_file.clone(), "ssl.certificate.location"),
-            ("tls.key_file", file.tls.key_file.clone(), "ssl.key.location"),
-        ] {
-            if let Some(path) = path {
-                if !path.is_file() {
-                    bail!("invalid {setting}: {} is not a readable file", path.display());
-                }
-                kafka.properties.push((property.into(), path.display().to_string()));
-            }
-        }
-        if file.tls.insecure_skip_verify {
-            kafka.properties.push(("enable.ssl.certificate.verification".into(), "false".into()));
-        }
-    }
-    kafka.properties.extend(file.kafka_properties.clone());
-    if let Some(reader) = args.reader.as_ref().or(file.reader.as_ref()) {
-        kafka.reader = reader.parse().map_err(|e| anyhow::anyhow!("invalid reader: {e}"))?;
-    }
-    Ok(kafka)
-}
-
-fn read_file(path: &Path) -> Result<FileConfig> {
+pub(crate) fn read_file(path: &Path) -> Result<FileConfig> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading the config file {}", path.display()))?;
     serde_norway::from_str(&text).with_context(|| format!("invalid config file {}", path.display()))
 }
@@ -584,7 +413,8 @@ mod tests {
             ServeArgs::default(),
         )
         .expect("valid");
-        let get = |k: &str| c.kafka.properties.iter().find(|(p, _)| p == k).map(|(_, v)| v.as_str());
+        let rendered = c.kafka.security.properties();
+        let get = |k: &str| rendered.iter().find(|(p, _)| *p == k).map(|(_, v)| v.as_str());
         assert_eq!(get("security.protocol"), Some("sasl_ssl"));
         assert_eq!(get("sasl.mechanism"), Some("SCRAM-SHA-512"));
         assert_eq!(get("sasl.username"), Some("u"));

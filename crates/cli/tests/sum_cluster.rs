@@ -277,7 +277,7 @@ fn hints_of(endpoint: &str, prefix: &str, shard: &str) -> Option<kshard_runtime:
 fn log_watermarks(cluster: &SumCluster, p: i32) -> (i64, i64) {
     let admin = kshard_kafka::Admin::new(&kshard_kafka::ClientSettings::new(&cluster.brokers), Duration::from_secs(30))
         .expect("admin");
-    let key = (format!("{}-log", cluster.topic), p);
+    let key = kshard_kafka::TopicPartition::new(format!("{}-log", cluster.topic), p);
     admin.watermarks(std::slice::from_ref(&key)).expect("watermarks")[&key]
 }
 

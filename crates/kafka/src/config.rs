@@ -1,11 +1,13 @@
-//! Connection settings shared by every client kshard creates.
+//! Connection settings shared by every client kshard creates: the brokers,
+//! their [`Security`], extra librdkafka properties and which client reads.
 
 use rdkafka::ClientConfig;
 use rdkafka::config::FromClientConfigAndContext;
 use rdkafka::config::RDKafkaLogLevel;
 
-use crate::context::KshardContext;
 use crate::error::{Error, Result};
+use crate::librdkafka::context::KshardContext;
+use crate::security::Security;
 
 /// Where the brokers are and how to reach them. Its `Debug` output hides the
 /// values of secret properties, so settings can be logged.
@@ -13,8 +15,13 @@ use crate::error::{Error, Result};
 pub struct ClientSettings {
     /// Comma-separated `host:port` bootstrap list.
     pub brokers: String,
-    /// Extra librdkafka properties (`security.protocol`, `sasl.*`, `ssl.*`, …),
-    /// applied after kshard's own so that users can override them.
+    /// TLS and SASL, for every client: rendered as librdkafka properties for
+    /// its clients, read as they are by kshard's own connections.
+    pub security: Security,
+    /// Extra librdkafka properties, applied after kshard's own and
+    /// [`ClientSettings::security`]'s so that users can override them (a
+    /// `ssl.*` or `sasl.*` one kshard's connections do not know makes
+    /// librdkafka read instead).
     pub properties: Vec<(String, String)>,
     /// Which client reads partitions ([`crate::PartitionReader`]).
     pub reader: ReaderKind,
@@ -50,6 +57,7 @@ impl ClientSettings {
     pub fn new(brokers: impl Into<String>) -> Self {
         ClientSettings {
             brokers: brokers.into(),
+            security: Security::default(),
             properties: Vec::new(),
             reader: ReaderKind::default(),
             context: KshardContext::default(),
@@ -79,7 +87,7 @@ impl ClientSettings {
     }
 
     /// Creates a client (`client` names it in errors) with kshard's properties
-    /// for that kind of client, then the user's, which win.
+    /// for that kind of client, then the security's, then the user's, which win.
     pub(crate) fn create<T>(&self, client: &'static str, properties: &[(&str, &str)]) -> Result<T>
     where
         T: FromClientConfigAndContext<KshardContext>,
@@ -99,6 +107,9 @@ impl ClientSettings {
         for (k, v) in properties {
             config.set(*k, *v);
         }
+        for (k, v) in self.security.properties() {
+            config.set(k, v);
+        }
         for (k, v) in &self.properties {
             config.set(k, v);
         }
@@ -115,6 +126,7 @@ impl std::fmt::Debug for ClientSettings {
             .collect();
         f.debug_struct("ClientSettings")
             .field("brokers", &self.brokers)
+            .field("security", &self.security)
             .field("properties", &properties)
             .field("reader", &self.reader)
             .finish()
@@ -135,7 +147,13 @@ mod tests {
         let mut s = ClientSettings::new("b:9092");
         s.properties.push(("sasl.password".into(), "hunter2".into()));
         s.properties.push(("sasl.username".into(), "alice".into()));
+        s.security.sasl = Some(crate::Sasl {
+            mechanism: crate::Mechanism::Plain,
+            username: "bob".into(),
+            password: "swordfish".into(),
+        });
         let shown = format!("{s:?}");
         assert!(!shown.contains("hunter2") && shown.contains("alice"), "{shown}");
+        assert!(!shown.contains("swordfish") && shown.contains("bob"), "{shown}");
     }
 }

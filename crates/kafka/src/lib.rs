@@ -1,55 +1,52 @@
 //! `kshard-kafka`: the only kshard crate that talks to Kafka.
 //!
-//! A [`PartitionReader`] reads chosen partitions from chosen offsets with
-//! manual assignment and reports when each reaches its end: by default with
-//! kshard's own Fetch client (`fetcher.rs`: one connection per broker shared
-//! by every reader of a process, Fetch sessions, batches walked in place by
-//! `records.rs`), or with librdkafka's consumer ([`ReaderKind`]). The rest
-//! wraps rdkafka (with its bundled librdkafka: Debian's 2.0.2 cannot talk to
-//! every broker kshard supports) behind small, blocking types: a
-//! [`RecordWriter`] that produces keyed records (null values included) to
-//! explicit partitions, [`Admin`] calls (create and delete topics, metadata,
-//! batched watermarks, and ListGroups/OffsetFetch for consumer groups
-//! through librdkafka's admin API), a [`GroupConsumer`] that reads and
-//! commits like any application (classic or KIP-848 protocol), and
-//! committers that write offsets through the group coordinator without
-//! consuming: plain ([`OffsetCommitter`]) and inside transactions
-//! ([`TransactionalCommitter`]). [`FetchTimes`] reads record timestamps with
-//! Fetch requests of its own. All clients log through `tracing`.
+//! Two clients, each in its folder, so which one does what is visible:
+//! - `wire/`: kshard's own requests (Fetch, ListOffsets, Metadata, SASL, TLS
+//!   on `kafka-protocol`'s messages). The default [`PartitionReader`] (one
+//!   connection per broker shared by every reader of a process, Fetch
+//!   sessions, batches walked in place) and [`FetchTimes`] (record
+//!   timestamps).
+//! - `librdkafka/`: rdkafka with its bundled librdkafka (Debian's 2.0.2
+//!   cannot talk to every broker kshard supports), behind small blocking
+//!   types: [`Admin`] (topics, metadata, batched watermarks, and
+//!   ListGroups/DescribeGroups/OffsetFetch through librdkafka's admin API),
+//!   a [`RecordWriter`] that produces keyed records (null values included)
+//!   to explicit partitions, a [`GroupConsumer`] (classic or KIP-848),
+//!   committers that write offsets through the group coordinator without
+//!   consuming ([`OffsetCommitter`], [`TransactionalCommitter`]), and the
+//!   fallbacks for what only librdkafka does (GSSAPI, OAUTHBEARER,
+//!   keystores…): its consumer as a partition reader and [`TimestampReader`].
 //!
-//! Nothing here decodes record contents; that is `kshard-offsets`' job.
+//! Beside them: [`ClientSettings`] and its typed [`Security`] (TLS, SASL),
+//! which both clients read; [`PartitionReader`] (`reader.rs`), which picks
+//! the client ([`ReaderKind`]); and the seams other crates take instead of
+//! the clients ([`BrokerAdmin`], [`RecordSource`], [`RecordTimes`]). All
+//! clients log through `tracing`. Nothing here decodes record contents;
+//! that is `kshard-offsets`' job.
 
-mod admin;
-mod broker_link;
-mod committer;
 mod config;
-mod context;
 mod error;
-mod fetch_response;
-mod fetch_session;
-mod fetch_times;
-mod fetcher;
-mod group_consumer;
-mod groups;
-mod rdkafka_reader;
+mod librdkafka;
 mod reader;
-mod record_batch;
-mod records;
-mod scram;
-mod timestamps;
-mod writer;
+mod security;
+mod topic_partition;
+mod traits;
+mod wire;
 
-pub use admin::{Admin, OffsetSpec, TopicSpec};
-pub use committer::{OffsetCommitter, Offsets, TransactionEnd, TransactionalCommitter};
 pub use config::{ClientSettings, ReaderKind};
 pub use error::{Error, Result};
-pub use fetch_times::FetchTimes;
-pub use group_consumer::{GroupConsumer, GroupProtocol};
-pub use groups::{FetchedOffsets, GroupDescription, GroupListing, MemberDescription};
+pub use librdkafka::admin::{Admin, OffsetSpec, TopicSpec};
+pub use librdkafka::committer::{OffsetCommitter, Offsets, TransactionEnd, TransactionalCommitter};
+pub use librdkafka::group_consumer::{GroupConsumer, GroupProtocol};
+pub use librdkafka::groups::{FetchedOffsets, GroupDescription, GroupListing, MemberDescription};
+pub use librdkafka::timestamps::{RecordTime, TimesRead, TimestampReader};
+pub use librdkafka::writer::{Delivery, RecordWriter};
 pub use reader::{Isolation, PartitionReader, ReadEvent, ReadRecord};
-pub use records::Transactional;
-pub use timestamps::{RecordTime, TimesRead, TimestampReader};
-pub use writer::{Delivery, RecordWriter};
+pub use security::{Mechanism, Protocol, Sasl, Security, Tls};
+pub use topic_partition::TopicPartition;
+pub use traits::{BrokerAdmin, RecordSource, RecordTimes, SourceEvent, TopicReader, WatermarkMap};
+pub use wire::fetch_times::FetchTimes;
+pub use wire::records::Transactional;
 
 /// The topic Kafka keeps committed offsets and group metadata in.
 pub const CONSUMER_OFFSETS_TOPIC: &str = "__consumer_offsets";

@@ -5,7 +5,7 @@
 //! each transaction's named, and the markers that end them.
 //!
 //! Two clients do the reading, chosen by [`ClientSettings::reader`]:
-//! kshard's own ([`crate::fetcher`]: every reader made from the same
+//! kshard's own ([`crate::wire::fetcher`]: every reader made from the same
 //! settings shares one connection per broker) and librdkafka's consumer (one
 //! per reader), which also reads wherever the settings ask for what only it
 //! does: GSSAPI, OAUTHBEARER, keystores, certificate verification turned off.
@@ -16,13 +16,13 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use rdkafka::message::{BorrowedMessage, Message};
 
-use crate::broker_link::Security;
 use crate::config::{ClientSettings, ReaderKind};
 use crate::error::{Error, Result};
-use crate::fetch_session::PartitionKey;
-use crate::fetcher::{Delivery, Fetcher, Sink};
-use crate::rdkafka_reader::RdkafkaReader;
-use crate::records::{PartitionRecords, RecordAt, Transactional};
+use crate::librdkafka::rdkafka_reader::RdkafkaReader;
+use crate::wire::broker_link::LinkSecurity;
+use crate::wire::fetch_session::PartitionKey;
+use crate::wire::fetcher::{Delivery, Fetcher, Sink};
+use crate::wire::records::{PartitionRecords, RecordAt, Transactional};
 
 /// Which records a reader hands out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -211,7 +211,7 @@ impl PartitionReader {
         isolation: Isolation,
     ) -> Result<Self> {
         let security = match settings.reader {
-            ReaderKind::Kshard => Security::from_settings(settings)?,
+            ReaderKind::Kshard => LinkSecurity::from_settings(settings)?,
             ReaderKind::Librdkafka => None,
         };
         let client = match security {
@@ -307,7 +307,7 @@ impl ClientSettings {
     /// librdkafka reads (`reader: librdkafka`, or settings only it honours).
     /// Settings that do not read at all say committed.
     pub fn isolation_for(&self, isolation: Isolation) -> Isolation {
-        match (self.reader, Security::from_settings(self)) {
+        match (self.reader, LinkSecurity::from_settings(self)) {
             (ReaderKind::Kshard, Ok(Some(_))) => isolation,
             _ => Isolation::Committed,
         }
@@ -316,10 +316,15 @@ impl ClientSettings {
 
 /// The fetcher every reader made from `settings` (and its clones) with
 /// `isolation` shares.
-fn shared_fetcher(settings: &ClientSettings, security: Security, isolation: Isolation) -> Result<Arc<Fetcher>> {
+fn shared_fetcher(settings: &ClientSettings, security: LinkSecurity, isolation: Isolation) -> Result<Arc<Fetcher>> {
     // Clones share the context; one whose properties changed since gets a
     // fetcher of its own.
-    let key = format!("{}\u{0}{:?}\u{0}{isolation:?}", settings.brokers, settings.properties);
+    let key = format!(
+        "{}\u{0}{:?}\u{0}{:?}\u{0}{isolation:?}",
+        settings.brokers,
+        settings.security.properties(),
+        settings.properties
+    );
     let mut fetchers = settings.context.fetchers.lock().unwrap_or_else(PoisonError::into_inner);
     fetchers.retain(|_, f| f.strong_count() > 0);
     if let Some(fetcher) = fetchers.get(&key).and_then(std::sync::Weak::upgrade) {

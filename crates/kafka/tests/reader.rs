@@ -20,7 +20,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use kshard_kafka::{
-    Admin, ClientSettings, Isolation, PartitionReader, ReadEvent, ReaderKind, RecordWriter, TopicSpec, Transactional,
+    Admin, ClientSettings, Isolation, PartitionReader, Protocol, ReadEvent, ReaderKind, RecordWriter, Sasl, TopicSpec,
+    Transactional,
 };
 use kshard_testkit::{Broker, Listener, unique_name};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
@@ -310,19 +311,13 @@ fn over_tls_and_sasl() {
         (Listener::SaslSsl, Some(("SCRAM-SHA-512", "admin"))),
     ] {
         let mut s = ClientSettings::new(broker.address(listener));
-        let protocol = match listener {
-            Listener::Ssl => "ssl",
-            Listener::SaslPlaintext => "sasl_plaintext",
-            _ => "sasl_ssl",
-        };
-        s.properties.push(("security.protocol".into(), protocol.into()));
+        s.security.protocol = Protocol::new(listener != Listener::SaslPlaintext, sasl.is_some());
         if listener != Listener::SaslPlaintext {
-            s.properties.push(("ssl.ca.location".into(), broker.ca_file().into()));
+            s.security.tls.ca = Some(broker.ca_file().into());
         }
         if let Some((mechanism, user)) = sasl {
-            s.properties.push(("sasl.mechanism".into(), mechanism.into()));
-            s.properties.push(("sasl.username".into(), user.into()));
-            s.properties.push(("sasl.password".into(), broker.password(user).into()));
+            let mechanism = mechanism.parse().expect("a mechanism");
+            s.security.sasl = Some(Sasl { mechanism, username: user.into(), password: broker.password(user).into() });
         }
         for (kind, client) in [(ReaderKind::Kshard, "kshard"), (ReaderKind::Librdkafka, "librdkafka")] {
             let reader = PartitionReader::new(&with_reader(&s, kind), &topic, &[(0, None)]).expect("reader");

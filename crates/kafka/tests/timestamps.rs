@@ -11,7 +11,10 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use kshard_kafka::{Admin, ClientSettings, FetchTimes, RecordWriter, TimesRead, TimestampReader, TopicSpec};
+use kshard_kafka::{
+    Admin, ClientSettings, FetchTimes, Protocol, RecordWriter, Sasl, TimesRead, TimestampReader, TopicPartition,
+    TopicSpec,
+};
 use kshard_testkit::{Broker, Listener, unique_name};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 
@@ -54,7 +57,8 @@ fn record_times_markers_and_unanswered_reads() {
     producer.commit_transaction(Duration::from_secs(30)).expect("commit");
     // The coordinator writes the marker after the commit returns.
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while admin.watermarks(&[(topic.clone(), 1)]).expect("watermarks")[&(topic.clone(), 1)].1 < 6 {
+    let second = TopicPartition::new(topic.clone(), 1);
+    while admin.watermarks(std::slice::from_ref(&second)).expect("watermarks")[&second].1 < 6 {
         assert!(std::time::Instant::now() < deadline, "the commit marker never arrived");
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -119,21 +123,15 @@ fn record_times_markers_and_unanswered_reads() {
 /// password unless another is given.
 fn secured(broker: &Broker, listener: Listener, sasl: Option<(&str, &str)>, password: Option<&str>) -> ClientSettings {
     let mut settings = ClientSettings::new(broker.address(listener));
-    let protocol = match listener {
-        Listener::Plaintext => "plaintext",
-        Listener::Ssl => "ssl",
-        Listener::SaslPlaintext => "sasl_plaintext",
-        Listener::SaslSsl => "sasl_ssl",
-    };
-    settings.properties.push(("security.protocol".into(), protocol.into()));
-    if matches!(listener, Listener::Ssl | Listener::SaslSsl) {
-        settings.properties.push(("ssl.ca.location".into(), broker.ca_file().into()));
+    let tls = matches!(listener, Listener::Ssl | Listener::SaslSsl);
+    settings.security.protocol = Protocol::new(tls, matches!(listener, Listener::SaslPlaintext | Listener::SaslSsl));
+    if tls {
+        settings.security.tls.ca = Some(broker.ca_file().into());
     }
     if let Some((mechanism, user)) = sasl {
-        settings.properties.push(("sasl.mechanism".into(), mechanism.into()));
-        settings.properties.push(("sasl.username".into(), user.into()));
         let password = password.unwrap_or_else(|| broker.password(user));
-        settings.properties.push(("sasl.password".into(), password.into()));
+        let mechanism = mechanism.parse().expect("a mechanism");
+        settings.security.sasl = Some(Sasl { mechanism, username: user.into(), password: password.into() });
     }
     settings
 }

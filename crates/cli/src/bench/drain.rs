@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use anyhow::Result;
-use kshard_kafka::{PartitionReader, ReadEvent};
+use kshard_kafka::{PartitionReader, ReadEvent, TopicPartition};
 use kshard_lag::{CatchUp, Monitor, MonitorSettings};
 
 use crate::serve_config::KafkaTarget;
@@ -15,12 +15,12 @@ use crate::serve_config::KafkaTarget;
 pub(crate) fn drain(target: &KafkaTarget, apply: bool) -> Result<u64> {
     let (settings, topic) = (&target.settings, target.offsets_topic.as_str());
     let (admin, count) = crate::offsets_topic(target)?;
-    let partitions: Vec<(String, i32)> = (0..count).map(|p| (topic.to_owned(), p)).collect();
+    let partitions: Vec<TopicPartition> = (0..count).map(|p| TopicPartition::new(topic, p)).collect();
     let watermarks = admin.watermarks(&partitions)?;
     let mut catch_up = CatchUp::default();
     for key in &partitions {
         let (low, high) = watermarks.get(key).copied().unwrap_or((0, 0));
-        catch_up.track(key.1, low, high);
+        catch_up.track(key.partition, low, high);
     }
     catch_up.start();
     let start: Vec<(i32, Option<i64>)> = (0..count).map(|p| (p, None)).collect();

@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use kshard_kafka::{Admin, FetchTimes, RecordWriter, TimestampReader, TopicSpec};
+use kshard_kafka::{Admin, FetchTimes, RecordWriter, TimestampReader, TopicPartition, TopicSpec};
 
 use super::{median, own_cpu_seconds, process_stats, threads_cpu_seconds};
 use crate::serve_config::KafkaArgs;
@@ -54,8 +54,8 @@ pub(crate) fn record_times(b: &RecordTimesBench<'_>) -> Result<()> {
         }
     }
     writer.flush(Duration::from_secs(300))?;
-    let partitions: Vec<(String, i32)> =
-        names.iter().flat_map(|t| (0..b.partitions).map(move |p| (t.clone(), p))).collect();
+    let partitions: Vec<TopicPartition> =
+        names.iter().flat_map(|t| (0..b.partitions).map(move |p| TopicPartition::new(t.clone(), p))).collect();
     let ends = admin.watermarks(&partitions)?;
     anyhow::ensure!(
         ends.values().all(|&(_, high)| high >= i64::from(RECORDS)),
@@ -63,8 +63,11 @@ pub(crate) fn record_times(b: &RecordTimesBench<'_>) -> Result<()> {
     );
     eprintln!("{} partitions ready in {:.1} s", partitions.len(), started.elapsed().as_secs_f64());
     // Each partition's "committed offset" somewhere in its records.
-    let wanted: Vec<(String, i32, i64)> =
-        partitions.iter().enumerate().map(|(i, (t, p))| (t.clone(), *p, (i as i64 * 7) % i64::from(RECORDS))).collect();
+    let wanted: Vec<(String, i32, i64)> = partitions
+        .iter()
+        .enumerate()
+        .map(|(i, tp)| (tp.topic.clone(), tp.partition, (i as i64 * 7) % i64::from(RECORDS)))
+        .collect();
     // What `serve` uses: kshard's own Fetch where it can (PLAINTEXT, TLS, SASL PLAIN and SCRAM), librdkafka else.
     let fetch = if b.librdkafka { None } else { FetchTimes::new(&target.settings)? };
     let reader = TimestampReader::new(&target.settings)?;

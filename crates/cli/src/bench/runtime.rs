@@ -239,7 +239,9 @@ fn wait_consumed(setup: &Setup<'_>, addr: &str) -> Result<()> {
 fn log_records(setup: &Setup<'_>) -> Result<(i64, i64)> {
     let settings = setup.bench.kafka.target()?.settings;
     let admin = kshard_kafka::Admin::new(&settings, Duration::from_secs(30))?;
-    let keys: Vec<(String, i32)> = (0..setup.bench.partitions).map(|p| (format!("{}-log", setup.topic), p)).collect();
+    let keys: Vec<kshard_kafka::TopicPartition> = (0..setup.bench.partitions)
+        .map(|p| kshard_kafka::TopicPartition::new(format!("{}-log", setup.topic), p))
+        .collect();
     let marks = admin.watermarks(&keys)?;
     Ok((marks.values().map(|(low, high)| high - low).sum(), marks.values().map(|(_, high)| high).sum()))
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use kshard_kafka::{Admin, ClientSettings, PartitionReader};
+use kshard_kafka::{Admin, ClientSettings, PartitionReader, TopicPartition};
 use kshard_runtime::partitions::kafka::KafkaPartitions;
 use kshard_runtime::recovery_log::chain::Skip;
 use kshard_runtime::recovery_log::io::{LogClients, LogError, play_to_head};
@@ -28,7 +28,7 @@ pub(crate) fn verify(settings: &ClientSettings, topic: &TopicArgs, expected: &Pa
         .partition_count(&topic.topic)
         .context("reading the source topic")?
         .with_context(|| format!("the topic {} does not exist", topic.topic))?;
-    let keys: Vec<(String, i32)> = (0..partitions).map(|p| (topic.topic.clone(), p)).collect();
+    let keys: Vec<TopicPartition> = (0..partitions).map(|p| TopicPartition::new(topic.topic.clone(), p)).collect();
     let ends = admin.watermarks(&keys).context("reading the source's ends")?;
     let scratch = std::env::temp_dir().join(format!("kshard-sum-verify-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).with_context(|| format!("creating {}", scratch.display()))?;
@@ -43,7 +43,7 @@ fn compare(
     admin: &Admin,
     topic: &TopicArgs,
     partitions: i32,
-    ends: &std::collections::HashMap<(String, i32), (i64, i64)>,
+    ends: &std::collections::HashMap<TopicPartition, (i64, i64)>,
     file: &ExpectedFile,
     scratch: &Path,
     timeout: Duration,
@@ -56,7 +56,7 @@ fn compare(
     let (mut records, mut skipped, mut differences) = (0u64, 0usize, Vec::new());
     for p in 0..partitions {
         let shard = super::shard_id(p);
-        let end = ends.get(&(topic.topic.clone(), p)).map_or(0, |(_, high)| *high);
+        let end = ends.get(&TopicPartition::new(topic.topic.clone(), p)).map_or(0, |(_, high)| *high);
         // The log's records before the previous snapshot may be deleted: play
         // from its start, which is then a snapshot's, into a fresh store (and
         // again if the primary deletes more meanwhile).
@@ -113,7 +113,7 @@ fn compare(
 }
 
 fn low_watermark(admin: &Admin, topic: &str, partition: i32) -> Result<i64> {
-    let key = (topic.to_owned(), partition);
+    let key = TopicPartition::new(topic, partition);
     let marks = admin.watermarks(std::slice::from_ref(&key)).context("reading a recovery log's start")?;
     Ok(marks.get(&key).map_or(0, |(low, _)| *low))
 }

@@ -11,10 +11,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use kshard_kafka::ClientSettings;
+use kshard_kafka::{ClientSettings, TopicPartition};
 use tracing::{debug, info, warn};
 
-use crate::brokers::{BrokerAdmin, Connector, OffsetsSource, SourceEvent};
+use crate::brokers::{BrokerAdmin, Connector, RecordSource, SourceEvent};
 use crate::monitor::Monitor;
 use crate::readiness::Event;
 
@@ -49,9 +49,9 @@ pub(crate) fn track_range(
     topic: &str,
     partitions: std::ops::Range<i32>,
 ) -> Result<i64, WorkerError> {
-    let keys: Vec<(String, i32)> = partitions.map(|p| (topic.to_owned(), p)).collect();
+    let keys: Vec<TopicPartition> = partitions.map(|p| TopicPartition::new(topic, p)).collect();
     let watermarks = admin.watermarks(&keys)?;
-    let missing: Vec<i32> = keys.iter().filter(|k| !watermarks.contains_key(*k)).map(|k| k.1).collect();
+    let missing: Vec<i32> = keys.iter().filter(|k| !watermarks.contains_key(*k)).map(|k| k.partition).collect();
     if !missing.is_empty() {
         return Err(WorkerError::NoWatermarks { topic: topic.to_owned(), partitions: missing });
     }
@@ -59,7 +59,7 @@ pub(crate) fn track_range(
     for key in keys {
         let (low, high) = watermarks[&key];
         total += (high - low).max(0);
-        monitor.track_partition(key.1, low, high);
+        monitor.track_partition(key.partition, low, high);
     }
     Ok(total)
 }
@@ -120,7 +120,7 @@ impl OffsetsReader {
     /// with; the refresher may announce some of them again after a restart.
     pub(crate) fn read(
         &self,
-        reader: &mut dyn OffsetsSource,
+        reader: &mut dyn RecordSource,
         mut assigned: std::collections::BTreeSet<i32>,
     ) -> Result<(), WorkerError> {
         let mut log = CatchUpLog::new(&self.monitor);
@@ -156,7 +156,7 @@ impl OffsetsReader {
     /// read yet.
     fn add_announced(
         &self,
-        reader: &mut dyn OffsetsSource,
+        reader: &mut dyn RecordSource,
         assigned: &mut std::collections::BTreeSet<i32>,
     ) -> Result<(), WorkerError> {
         while let Ok(mut added) = self.new_partitions.try_recv() {
@@ -301,7 +301,7 @@ mod tests {
         stop: Arc<AtomicBool>,
     }
 
-    impl OffsetsSource for Scripted {
+    impl RecordSource for Scripted {
         fn poll(&mut self, _: Duration, take: &mut dyn FnMut(SourceEvent<'_>)) -> Result<(), kshard_kafka::Error> {
             match self.script.pop_front() {
                 Some(Next::Record(partition, offset, key, value)) => take(SourceEvent::Record {
@@ -338,7 +338,7 @@ mod tests {
         fn checked_admin(&self) -> Result<Box<dyn BrokerAdmin>, kshard_kafka::Error> {
             unreachable!("no admin in these tests")
         }
-        fn reader(&self, _: &str, _: &[(i32, Option<i64>)]) -> Result<Box<dyn OffsetsSource>, kshard_kafka::Error> {
+        fn reader(&self, _: &str, _: &[(i32, Option<i64>)]) -> Result<Box<dyn RecordSource>, kshard_kafka::Error> {
             unreachable!("no reader in these tests")
         }
         fn timestamps(&self) -> Result<Box<dyn crate::brokers::RecordTimes>, kshard_kafka::Error> {

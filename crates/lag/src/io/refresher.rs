@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, mpsc};
 use std::time::{Duration, Instant};
 
-use kshard_kafka::ClientSettings;
+use kshard_kafka::{ClientSettings, TopicPartition};
 use tracing::{debug, warn};
 
 use crate::brokers::{BrokerAdmin, Connector, RecordTimes};
@@ -188,17 +188,17 @@ fn fetch_watermarks(
     offsets_topic: Option<(&str, i32)>,
 ) -> Result<(Watermarks, BTreeMap<i32, i64>), WorkerError> {
     let committed: BTreeSet<String> = monitor.committed_topics().into_iter().collect();
-    let mut wanted: Vec<(String, i32)> = committed
+    let mut wanted: Vec<TopicPartition> = committed
         .iter()
         .filter_map(|t| topics.get(t).map(|&n| (t.clone(), n)))
-        .flat_map(|(t, n)| (0..n).map(move |p| (t.clone(), p)))
+        .flat_map(|(t, n)| (0..n).map(move |p| TopicPartition::new(t.clone(), p)))
         .collect();
     if let Some((topic, count)) = offsets_topic {
-        wanted.extend((0..count).map(|p| (topic.to_owned(), p)));
+        wanted.extend((0..count).map(|p| TopicPartition::new(topic, p)));
     }
     let mut watermarks = Watermarks::default();
     let mut ends = BTreeMap::new();
-    for ((topic, partition), (low, high)) in admin.watermarks(&wanted)? {
+    for (TopicPartition { topic, partition }, (low, high)) in admin.watermarks(&wanted)? {
         if offsets_topic.is_some_and(|(t, _)| t == topic) {
             ends.insert(partition, high);
         }
@@ -344,11 +344,11 @@ mod tests {
     struct Fake {
         topics: HashMap<String, i32>,
         /// (topic, partition) → (low, high).
-        watermarks: HashMap<(String, i32), (i64, i64)>,
+        watermarks: HashMap<TopicPartition, (i64, i64)>,
         groups: Vec<GroupListing>,
         offsets: Vec<FetchedOffsets>,
         /// Partitions whose watermarks were asked for, per call.
-        asked: Mutex<Vec<Vec<(String, i32)>>>,
+        asked: Mutex<Vec<Vec<TopicPartition>>>,
     }
 
     impl BrokerAdmin for Fake {
@@ -361,7 +361,7 @@ mod tests {
         fn leaders(&self, topic: &str) -> Result<HashMap<i32, i32>, Error> {
             Ok((0..self.topics.get(topic).copied().unwrap_or(0)).map(|p| (p, 1 + p % 3)).collect())
         }
-        fn watermarks(&self, partitions: &[(String, i32)]) -> Result<crate::brokers::WatermarkMap, Error> {
+        fn watermarks(&self, partitions: &[TopicPartition]) -> Result<crate::brokers::WatermarkMap, Error> {
             self.asked.lock().expect("lock").push(partitions.to_vec());
             Ok(partitions.iter().filter_map(|k| self.watermarks.get(k).map(|w| (k.clone(), *w))).collect())
         }
@@ -426,11 +426,11 @@ mod tests {
         let fake = Fake {
             topics: HashMap::from([("__consumer_offsets".into(), 3), ("orders".into(), 2), ("idle".into(), 4)]),
             watermarks: HashMap::from([
-                (("orders".into(), 0), (0, 10)),
-                (("orders".into(), 1), (2, 9)),
-                (("__consumer_offsets".into(), 0), (0, 1)),
-                (("__consumer_offsets".into(), 1), (0, 0)),
-                (("__consumer_offsets".into(), 2), (0, 6)),
+                (TopicPartition::new("orders", 0), (0, 10)),
+                (TopicPartition::new("orders", 1), (2, 9)),
+                (TopicPartition::new("__consumer_offsets", 0), (0, 1)),
+                (TopicPartition::new("__consumer_offsets", 1), (0, 0)),
+                (TopicPartition::new("__consumer_offsets", 2), (0, 6)),
             ]),
             ..Fake::default()
         };
@@ -441,7 +441,7 @@ mod tests {
         assert_eq!(monitor.progress().partitions, 3, "and is tracked");
         assert_eq!(watermarks.get("orders", 1), Some(Watermark { low: 2, high: 9 }));
         let asked = fake.asked.lock().expect("lock").concat();
-        assert!(!asked.iter().any(|(t, _)| t == "idle"), "no watermarks of topics nobody committed to: {asked:?}");
+        assert!(!asked.iter().any(|tp| tp.topic == "idle"), "no watermarks of topics nobody committed to: {asked:?}");
         assert_eq!(monitor.unread(), [(0, 0), (1, 0), (2, 6)]);
         assert_eq!(monitor.coordinator(2), Some(3));
     }

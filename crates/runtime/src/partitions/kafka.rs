@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use kshard_kafka::{Admin, ClientSettings, Error, Isolation, PartitionReader, ReadEvent, RecordWriter};
+use kshard_kafka::{Admin, ClientSettings, Error, Isolation, PartitionReader, ReadEvent, RecordWriter, TopicPartition};
 
 use super::{Appended, AppendedOf, Ends, LogRecord, PartitionRead, Partitions, Pending, Polled, Readable};
 
@@ -63,10 +63,12 @@ impl Partitions for KafkaPartitions {
     }
 
     fn ends<'a>(&'a self, partitions: &'a [(String, i32)]) -> Pending<'a, Ends> {
-        let partitions = partitions.to_vec();
+        let partitions: Vec<TopicPartition> =
+            partitions.iter().map(|(t, p)| TopicPartition::new(t.clone(), *p)).collect();
         Box::pin(async move {
             let admin = self.clients()?.1;
-            blocking(move || admin.watermarks(&partitions)).await
+            let ends = blocking(move || admin.watermarks(&partitions)).await?;
+            Ok(ends.into_iter().map(|(tp, marks)| ((tp.topic, tp.partition), marks)).collect())
         })
     }
 

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 
 use crate::config::ClientSettings;
-use crate::context::KshardContext;
 use crate::error::{Result, call};
+use crate::librdkafka::context::KshardContext;
 
 /// Which rebalance protocol a [`GroupConsumer`] speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -7,7 +7,7 @@
 //! reading every record instead, each record of a transaction names its
 //! producer and each COMMIT or ABORT marker is yielded, so that the caller
 //! can set open transactions aside itself. Pure: bytes in, records out;
-//! [`crate::fetcher`] does the I/O.
+//! [`crate::wire::fetcher`] does the I/O.
 //!
 //! Nothing here trusts the bytes: every length is checked against what is
 //! left before it is used, a cut batch at the end (a broker fills an answer
@@ -22,7 +22,7 @@ use std::ops::Range;
 use bytes::{Buf, Bytes};
 use kafka_protocol::compression::{Decompressor, Gzip, Lz4, Snappy, Zstd};
 
-use crate::record_batch::{BatchHeader, varint};
+use crate::wire::record_batch::{BatchHeader, varint};
 
 /// The size of a v2 batch's header, up to its first record.
 const HEADER: usize = 61;

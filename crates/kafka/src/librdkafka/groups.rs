@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 use rdkafka::admin::AdminClient;
 use rdkafka_sys as sys;
 
-use crate::context::KshardContext;
 use crate::error::{Error, Result};
+use crate::librdkafka::context::KshardContext;
 
 /// A live admin client: its handle stays valid for the borrow.
 type Client = AdminClient<KshardContext>;

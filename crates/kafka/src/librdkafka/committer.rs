@@ -12,8 +12,8 @@ use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::producer::{BaseProducer, Producer};
 
 use crate::config::ClientSettings;
-use crate::context::KshardContext;
 use crate::error::{Error, Result, call};
+use crate::librdkafka::context::KshardContext;
 
 /// `(topic, partition, offset)` triples: the offsets to commit.
 pub type Offsets<'a> = &'a [(&'a str, i32, i64)];

@@ -5,7 +5,7 @@
 //! session (KIP-227) on each so that a quiet partition costs nothing per
 //! request, long polls once caught up, and each answer's bytes handed to
 //! the readers as they came (reference-counted, not copied; each reader
-//! walks its batches, [`crate::records`], in its own thread).
+//! walks its batches, [`crate::wire::records`], in its own thread).
 //!
 //! Leaders come from Metadata requests on a connection of their own, asked
 //! again when a broker says a leader moved, a partition has none, or a
@@ -34,12 +34,12 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use crate::broker_link::{BrokerLink, Security};
 use crate::error::{Error, Result};
-use crate::fetch_response::read_fetch_response;
-use crate::fetch_session::{Ask, FetchSession, PartitionKey, SESSION_ERRORS};
-use crate::record_batch::{BatchHeader, after_whole_batches};
-use crate::records::PartitionRecords;
+use crate::wire::broker_link::{BrokerLink, LinkSecurity};
+use crate::wire::fetch_response::read_fetch_response;
+use crate::wire::fetch_session::{Ask, FetchSession, PartitionKey, SESSION_ERRORS};
+use crate::wire::record_batch::{BatchHeader, after_whole_batches};
+use crate::wire::records::PartitionRecords;
 
 /// Fetch v12: topic names, flexible, sessions; Kafka 2.7 and later.
 const FETCH_VERSION: i16 = 12;
@@ -170,7 +170,7 @@ struct Partition {
 
 /// What the fetcher's threads share.
 struct Shared {
-    security: Security,
+    security: LinkSecurity,
     bootstrap: Vec<String>,
     /// Read only committed records (`isolation.level=read_committed`).
     committed_only: bool,
@@ -224,10 +224,10 @@ impl Fetcher {
     /// A fetcher for `bootstrap` (`host:port`, comma-separated) over
     /// `security`. Its metadata thread starts now; broker threads start as
     /// partitions are read on them.
-    pub(crate) fn new(bootstrap: &str, security: Security, committed_only: bool) -> Result<Arc<Fetcher>> {
+    pub(crate) fn new(bootstrap: &str, security: LinkSecurity, committed_only: bool) -> Result<Arc<Fetcher>> {
         let shared = Arc::new(Shared {
             security,
-            bootstrap: crate::broker_link::bootstrap_addresses(bootstrap),
+            bootstrap: crate::wire::broker_link::bootstrap_addresses(bootstrap),
             committed_only,
             state: Mutex::new(State::default()),
             changed: Condvar::new(),
@@ -448,7 +448,7 @@ fn metadata<'a>(shared: &'a Shared, link: &mut Option<Counted<'a>>, topics: &[Ar
 fn apply_metadata(shared: &Arc<Shared>, answer: &MetadataResponse) {
     let mut state = shared.lock();
     for b in &answer.brokers {
-        state.brokers.insert(b.node_id.0, Arc::from(crate::broker_link::broker_address(b.host.as_str(), b.port)));
+        state.brokers.insert(b.node_id.0, Arc::from(crate::wire::broker_link::broker_address(b.host.as_str(), b.port)));
     }
     let mut leaders = HashMap::new();
     for topic in &answer.topics {

@@ -13,7 +13,7 @@
 //! Leaders come from a Metadata request of its own, kept 30 s or until a
 //! broker says they moved; connections ([`BrokerLink`]: TCP, TLS, SASL PLAIN
 //! and SCRAM) are kept between calls, and answers read in place
-//! ([`crate::fetch_response`]).
+//! ([`crate::wire::fetch_response`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -23,12 +23,12 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{ApiKey, FetchRequest, MetadataRequest, MetadataResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
-use crate::broker_link::{BrokerLink, Security};
 use crate::config::ClientSettings;
 use crate::error::{Error, Result};
-use crate::fetch_response::read_fetch_response;
-use crate::record_batch::{Answer, BatchHeader, after_whole_batches, first_record_from};
-use crate::timestamps::{RecordTime, TimesRead};
+use crate::librdkafka::timestamps::{RecordTime, TimesRead};
+use crate::wire::broker_link::{BrokerLink, LinkSecurity};
+use crate::wire::fetch_response::read_fetch_response;
+use crate::wire::record_batch::{Answer, BatchHeader, after_whole_batches, first_record_from};
 
 /// Fetch v12: topic names (v13 on use topic ids), flexible encoding; every
 /// broker since Kafka 2.7 and Kafka 4.x speak it.
@@ -102,7 +102,7 @@ pub struct FetchTimes {
     /// one batch, not the log after it.
     batch_sizes: Mutex<ByPartition<i32>>,
     /// TLS and SASL, as the settings ask.
-    security: Security,
+    security: LinkSecurity,
     /// Topics the broker would not let kshard read, each said once.
     refused_topics: Mutex<std::collections::HashSet<String>>,
     /// Open connections, by `host:port`.
@@ -168,10 +168,10 @@ impl std::fmt::Debug for FetchTimes {
 impl FetchTimes {
     /// A reader on `settings`' brokers: PLAINTEXT, TLS, SASL PLAIN and
     /// SCRAM; `None` for what only librdkafka does (GSSAPI, OAUTHBEARER,
-    /// keystores…, see [`Security`]).
+    /// keystores…, see [`crate::Security`]).
     pub fn new(settings: &ClientSettings) -> Result<Option<Self>> {
-        let Some(security) = Security::from_settings(settings)? else { return Ok(None) };
-        let bootstrap = crate::broker_link::bootstrap_addresses(&settings.brokers);
+        let Some(security) = LinkSecurity::from_settings(settings)? else { return Ok(None) };
+        let bootstrap = crate::wire::broker_link::bootstrap_addresses(&settings.brokers);
         Ok(Some(FetchTimes {
             bootstrap,
             leaders: Mutex::new(None),
@@ -257,7 +257,7 @@ impl FetchTimes {
         let brokers: HashMap<i32, Arc<str>> = metadata
             .brokers
             .iter()
-            .map(|b| (b.node_id.0, Arc::from(crate::broker_link::broker_address(b.host.as_str(), b.port))))
+            .map(|b| (b.node_id.0, Arc::from(crate::wire::broker_link::broker_address(b.host.as_str(), b.port))))
             .collect();
         let mut by_partition = ByPartition::default();
         for topic in &metadata.topics {

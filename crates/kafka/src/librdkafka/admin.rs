@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use crate::context::KshardContext;
+use crate::librdkafka::context::KshardContext;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
@@ -15,6 +15,7 @@ use rdkafka::{Offset, TopicPartitionList};
 
 use crate::config::ClientSettings;
 use crate::error::{Error, Result, call};
+use crate::topic_partition::TopicPartition;
 
 /// A topic to create.
 #[derive(Debug, Clone)]
@@ -158,19 +159,19 @@ impl Admin {
     }
 
     /// Every consumer group of the cluster (ListGroups on every broker).
-    pub fn list_groups(&self) -> Result<Vec<crate::groups::GroupListing>> {
-        crate::groups::list_groups(&self.admin, self.timeout)
+    pub fn list_groups(&self) -> Result<Vec<crate::librdkafka::groups::GroupListing>> {
+        crate::librdkafka::groups::list_groups(&self.admin, self.timeout)
     }
 
     /// The state, assignor and members of each group (DescribeGroups, or
     /// ConsumerGroupDescribe for KIP-848 groups).
-    pub fn describe_groups(&self, groups: &[String]) -> Result<Vec<crate::groups::GroupDescription>> {
-        crate::groups::describe_groups(&self.admin, groups, self.timeout)
+    pub fn describe_groups(&self, groups: &[String]) -> Result<Vec<crate::librdkafka::groups::GroupDescription>> {
+        crate::librdkafka::groups::describe_groups(&self.admin, groups, self.timeout)
     }
 
     /// The committed offsets of each group (OffsetFetch for all its partitions).
-    pub fn group_offsets(&self, groups: &[String]) -> Result<Vec<crate::groups::FetchedOffsets>> {
-        crate::groups::group_offsets(&self.admin, groups, self.timeout)
+    pub fn group_offsets(&self, groups: &[String]) -> Result<Vec<crate::librdkafka::groups::FetchedOffsets>> {
+        crate::librdkafka::groups::group_offsets(&self.admin, groups, self.timeout)
     }
 
     /// Deletes a consumer group (DeleteGroups): Kafka writes tombstones for its
@@ -279,16 +280,20 @@ impl Admin {
 
     /// The earliest or latest offset of many partitions, batched: librdkafka
     /// sends one ListOffsets request per partition leader.
-    pub fn list_offsets(&self, partitions: &[(String, i32)], which: OffsetSpec) -> Result<HashMap<(String, i32), i64>> {
+    pub fn list_offsets(
+        &self,
+        partitions: &[TopicPartition],
+        which: OffsetSpec,
+    ) -> Result<HashMap<TopicPartition, i64>> {
         let mut request = TopicPartitionList::with_capacity(partitions.len());
         let spec = match which {
             OffsetSpec::Earliest => Offset::Beginning,
             OffsetSpec::Latest => Offset::End,
         };
-        for (topic, partition) in partitions {
+        for tp in partitions {
             request
-                .add_partition_offset(topic, *partition, spec)
-                .map_err(call(format!("listing offsets of {topic}/{partition}")))?;
+                .add_partition_offset(&tp.topic, tp.partition, spec)
+                .map_err(call(format!("listing offsets of {tp}")))?;
         }
         if partitions.is_empty() {
             return Ok(HashMap::new());
@@ -298,7 +303,7 @@ impl Admin {
             // A partition added since this client last asked for its topic is
             // unknown to it: ask for the topics again, then once more.
             Err(KafkaError::MetadataFetch(RDKafkaErrorCode::UnknownPartition)) => {
-                let topics: std::collections::BTreeSet<&str> = partitions.iter().map(|(t, _)| t.as_str()).collect();
+                let topics: std::collections::BTreeSet<&str> = partitions.iter().map(|tp| tp.topic.as_str()).collect();
                 for topic in topics {
                     let _ = self.topic_metadata(topic);
                 }
@@ -311,7 +316,9 @@ impl Admin {
             .elements()
             .iter()
             .filter(|e| e.error().is_ok())
-            .filter_map(|e| e.offset().to_raw().filter(|o| *o >= 0).map(|o| ((e.topic().to_owned(), e.partition()), o)))
+            .filter_map(|e| {
+                e.offset().to_raw().filter(|o| *o >= 0).map(|o| (TopicPartition::new(e.topic(), e.partition()), o))
+            })
             .collect())
     }
 
@@ -319,7 +326,7 @@ impl Admin {
     /// transactions are open) of many partitions: two batched ListOffsets
     /// rounds (earliest, latest). Partitions the brokers gave no answer for are
     /// left out.
-    pub fn watermarks(&self, partitions: &[(String, i32)]) -> Result<HashMap<(String, i32), (i64, i64)>> {
+    pub fn watermarks(&self, partitions: &[TopicPartition]) -> Result<HashMap<TopicPartition, (i64, i64)>> {
         let low = self.list_offsets(partitions, OffsetSpec::Earliest)?;
         let mut high = self.list_offsets(partitions, OffsetSpec::Latest)?;
         Ok(low.into_iter().filter_map(|(key, l)| high.remove(&key).map(|h| (key, (l, h)))).collect())

@@ -1,12 +1,13 @@
-//! A connection of kshard's own to one broker, for [`crate::FetchTimes`]:
-//! TCP, TLS through OpenSSL when `security.protocol` says so, then SASL
-//! PLAIN or SCRAM-SHA-256/512 (SaslHandshake v1, SaslAuthenticate v2), then
-//! one request and its answer at a time.
+//! A connection of kshard's own to one broker, for [`crate::FetchTimes`]
+//! and the fetcher: TCP, TLS through OpenSSL when the settings'
+//! [`Security`](crate::Security) says so, then SASL PLAIN or SCRAM-SHA-256/512 (SaslHandshake
+//! v1, SaslAuthenticate v2), then one request and its answer at a time.
 //!
-//! [`Security`] reads the same librdkafka properties the other clients take.
-//! Settings it does not know how to honour (GSSAPI, OAUTHBEARER, keystores,
-//! engines, cipher lists…) make it decline, and the caller reads through
-//! librdkafka instead: never a connection weaker than the user asked for.
+//! [`LinkSecurity`] is the settings' typed `Security`, with any extra
+//! librdkafka properties applied over it. What it does not know how to
+//! honour (GSSAPI, OAUTHBEARER, keystores, engines, cipher lists…) makes it
+//! decline, and the caller reads through librdkafka instead: never a
+//! connection weaker than the user asked for.
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, TcpStream, ToSocketAddrs};
@@ -23,7 +24,8 @@ use openssl::x509::X509;
 
 use crate::config::ClientSettings;
 use crate::error::{Error, Result};
-use crate::scram::{Scram, ScramHash};
+use crate::security::{Mechanism, Sasl, Tls};
+use crate::wire::scram::{Scram, ScramHash};
 
 /// The largest answer accepted: what a Fetch may carry, and some.
 const MAX_FRAME: usize = 256 * 1024 * 1024;
@@ -43,130 +45,58 @@ const TLS_WAKE_BYTES: usize = 16 * 1024;
 /// The buffer TLS reads from the socket through.
 const TLS_READ_BUFFER: usize = 256 * 1024;
 
-/// How to reach brokers: TLS, SASL, both or neither.
+/// How to reach brokers: TLS, SASL, both or neither, ready to connect.
 #[derive(Clone)]
-pub(crate) struct Security {
+pub(crate) struct LinkSecurity {
     tls: Option<SslConnector>,
-    /// Verify the broker's name (librdkafka's
-    /// `ssl.endpoint.identification.algorithm=https`, its default).
+    /// Verify the broker's name ([`Tls::verify_hostname`]).
     verify_hostname: bool,
     sasl: Option<Sasl>,
 }
 
-#[derive(Clone)]
-enum Sasl {
-    Plain { user: String, password: String },
-    Scram { hash: ScramHash, user: String, password: String },
-}
-
-impl Sasl {
-    fn mechanism(&self) -> &'static str {
-        match self {
-            Sasl::Plain { .. } => "PLAIN",
-            Sasl::Scram { hash: ScramHash::Sha256, .. } => "SCRAM-SHA-256",
-            Sasl::Scram { hash: ScramHash::Sha512, .. } => "SCRAM-SHA-512",
-        }
-    }
-}
-
-/// librdkafka's properties this module honours; any other `ssl.*` or
-/// `sasl.*` one makes [`Security::from_settings`] decline.
-const KNOWN: [&str; 13] = [
-    "security.protocol",
-    "sasl.mechanism",
-    "sasl.mechanisms",
-    "sasl.username",
-    "sasl.password",
-    "ssl.ca.location",
-    "ssl.ca.pem",
-    "ssl.certificate.location",
-    "ssl.certificate.pem",
-    "ssl.key.location",
-    "ssl.key.pem",
-    "ssl.key.password",
-    "ssl.endpoint.identification.algorithm",
-];
-
-impl Security {
+impl LinkSecurity {
     /// What `settings` ask for, or `None` when they ask for something this
     /// module does not do (see the module's doc). An error when a file named
     /// cannot be read.
-    pub(crate) fn from_settings(settings: &ClientSettings) -> Result<Option<Security>> {
-        // The last value of a property wins, as with librdkafka.
-        let get = |key: &str| settings.properties.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
-        let unknown = settings.properties.iter().any(|(k, v)| {
-            let tls_or_sasl = k.starts_with("ssl.") || k.starts_with("sasl.") || k.starts_with("ssl_");
-            let verification_off = k == "enable.ssl.certificate.verification";
-            (tls_or_sasl && !KNOWN.contains(&k.as_str())) || (verification_off && v != "true")
-        });
-        if unknown {
-            return Ok(None);
-        }
-        // librdkafka's "probe" searches the system for CA bundles: its own.
-        if get("ssl.ca.location").is_some_and(|l| l.eq_ignore_ascii_case("probe")) {
-            return Ok(None);
-        }
-        let protocol = get("security.protocol").unwrap_or("plaintext").to_ascii_lowercase();
-        let (tls, sasl) = match protocol.as_str() {
-            "plaintext" => (false, false),
-            "ssl" => (true, false),
-            "sasl_plaintext" => (false, true),
-            "sasl_ssl" => (true, true),
-            _ => return Ok(None),
-        };
-        let sasl = if sasl {
-            let user = get("sasl.username").unwrap_or_default().to_owned();
-            let password = get("sasl.password").unwrap_or_default().to_owned();
-            let mechanism = get("sasl.mechanism").or(get("sasl.mechanisms")).unwrap_or("GSSAPI");
-            Some(match mechanism.to_ascii_uppercase().as_str() {
-                "PLAIN" => Sasl::Plain { user, password },
-                "SCRAM-SHA-256" => Sasl::Scram { hash: ScramHash::Sha256, user, password },
-                "SCRAM-SHA-512" => Sasl::Scram { hash: ScramHash::Sha512, user, password },
-                _ => return Ok(None),
-            })
-        } else {
-            None
-        };
-        let tls = if tls { Some(tls_connector(&get)?) } else { None };
-        let verify_hostname =
-            !get("ssl.endpoint.identification.algorithm").is_some_and(|a| a.eq_ignore_ascii_case("none"));
-        Ok(Some(Security { tls, verify_hostname, sasl }))
+    pub(crate) fn from_settings(settings: &ClientSettings) -> Result<Option<LinkSecurity>> {
+        let Ok(security) = settings.security.with_properties(&settings.properties) else { return Ok(None) };
+        let tls = if security.protocol.tls() { Some(tls_connector(&security.tls)?) } else { None };
+        let sasl = if security.protocol.sasl() { security.sasl } else { None };
+        Ok(Some(LinkSecurity { tls, verify_hostname: security.tls.verify_hostname, sasl }))
     }
 }
 
-/// An OpenSSL client context from librdkafka's `ssl.*` properties.
-fn tls_connector<'a>(get: &impl Fn(&str) -> Option<&'a str>) -> Result<SslConnector> {
+/// An OpenSSL client context for `tls` (errors name librdkafka's property).
+fn tls_connector(tls: &Tls) -> Result<SslConnector> {
     let setting = |property: &str, e: &dyn std::fmt::Display| refused(format!("reading {property}"), e);
     let mut builder = SslConnector::builder(SslMethod::tls_client()).map_err(|e| setting("TLS", &e))?;
-    match get("ssl.ca.location") {
-        Some(path) if std::path::Path::new(path).is_dir() => {
-            builder.load_verify_locations(None, Some(std::path::Path::new(path)))
-        }
+    match &tls.ca {
+        Some(path) if path.is_dir() => builder.load_verify_locations(None, Some(path)),
         Some(path) => builder.set_ca_file(path),
         // As librdkafka: the system's CAs only when none are given.
-        None if get("ssl.ca.pem").is_some() => Ok(()),
+        None if tls.ca_pem.is_some() => Ok(()),
         None => builder.set_default_verify_paths(),
     }
     .map_err(|e| setting("ssl.ca.location", &e))?;
-    if let Some(pem) = get("ssl.ca.pem") {
+    if let Some(pem) = &tls.ca_pem {
         for cert in X509::stack_from_pem(pem.as_bytes()).map_err(|e| setting("ssl.ca.pem", &e))? {
             builder.cert_store_mut().add_cert(cert).map_err(|e| setting("ssl.ca.pem", &e))?;
         }
     }
-    if let Some(path) = get("ssl.certificate.location") {
+    if let Some(path) = &tls.certificate {
         builder.set_certificate_chain_file(path).map_err(|e| setting("ssl.certificate.location", &e))?;
     }
-    if let Some(pem) = get("ssl.certificate.pem") {
+    if let Some(pem) = &tls.certificate_pem {
         let cert = X509::from_pem(pem.as_bytes()).map_err(|e| setting("ssl.certificate.pem", &e))?;
         builder.set_certificate(&cert).map_err(|e| setting("ssl.certificate.pem", &e))?;
     }
-    let key_pem = match (get("ssl.key.location"), get("ssl.key.pem")) {
+    let key_pem = match (&tls.key, &tls.key_pem) {
         (Some(path), _) => Some(std::fs::read(path).map_err(|e| setting("ssl.key.location", &e))?),
         (None, Some(pem)) => Some(pem.as_bytes().to_vec()),
         (None, None) => None,
     };
     if let Some(pem) = key_pem {
-        let key = match get("ssl.key.password") {
+        let key = match &tls.key_password {
             Some(password) => openssl::pkey::PKey::private_key_from_pem_passphrase(&pem, password.as_bytes()),
             None => openssl::pkey::PKey::private_key_from_pem(&pem),
         }
@@ -252,7 +182,7 @@ pub(crate) struct BrokerLink {
 impl BrokerLink {
     /// Connects to `address` (`host:port`), with TLS and SASL as `security`
     /// says, each step given `timeout`.
-    pub(crate) fn connect(address: &str, security: &Security, timeout: Duration) -> Result<BrokerLink> {
+    pub(crate) fn connect(address: &str, security: &LinkSecurity, timeout: Duration) -> Result<BrokerLink> {
         let step = |what: &str| format!("{what} {address}");
         // Each address the name resolves to, until one answers.
         let mut tcp = Err(Error::Refused { step: step("resolving"), message: "no address".into() });
@@ -289,7 +219,7 @@ impl BrokerLink {
 
     /// SaslHandshake, then SaslAuthenticate until the mechanism is done.
     fn authenticate(&mut self, sasl: &Sasl, timeout: Duration) -> Result<()> {
-        let mechanism = sasl.mechanism();
+        let mechanism = sasl.mechanism.as_str();
         let handshake = SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mechanism));
         let answer: SaslHandshakeResponse = self.call(ApiKey::SaslHandshake, &handshake, 1, timeout)?;
         if answer.error_code != 0 {
@@ -299,23 +229,23 @@ impl BrokerLink {
                 format!("mechanism {mechanism} not enabled (error {}; enabled: {enabled:?})", answer.error_code),
             ));
         }
-        match sasl {
-            Sasl::Plain { user, password } => {
+        let (user, password) = (&sasl.username, &sasl.password);
+        let hash = match sasl.mechanism {
+            Mechanism::Plain => {
                 self.sasl_round(format!("\0{user}\0{password}").into_bytes(), timeout)?;
+                return Ok(());
             }
-            Sasl::Scram { hash, user, password } => {
-                let mut nonce = [0u8; 24];
-                openssl::rand::rand_bytes(&mut nonce).map_err(|e| self.refusal("SASL", e))?;
-                let mut scram = Scram::new(*hash, user, password, &openssl::base64::encode_block(&nonce));
-                let server_first = self.sasl_round(scram.client_first().into_bytes(), timeout)?;
-                let server_first = String::from_utf8_lossy(&server_first).into_owned();
-                let client_final = scram.client_final(&server_first).map_err(|e| self.refusal("SASL", e))?;
-                let server_final = self.sasl_round(client_final.into_bytes(), timeout)?;
-                scram
-                    .check_server_final(&String::from_utf8_lossy(&server_final))
-                    .map_err(|e| self.refusal("SASL", e))?;
-            }
-        }
+            Mechanism::ScramSha256 => ScramHash::Sha256,
+            Mechanism::ScramSha512 => ScramHash::Sha512,
+        };
+        let mut nonce = [0u8; 24];
+        openssl::rand::rand_bytes(&mut nonce).map_err(|e| self.refusal("SASL", e))?;
+        let mut scram = Scram::new(hash, user, password, &openssl::base64::encode_block(&nonce));
+        let server_first = self.sasl_round(scram.client_first().into_bytes(), timeout)?;
+        let server_first = String::from_utf8_lossy(&server_first).into_owned();
+        let client_final = scram.client_final(&server_first).map_err(|e| self.refusal("SASL", e))?;
+        let server_final = self.sasl_round(client_final.into_bytes(), timeout)?;
+        scram.check_server_final(&String::from_utf8_lossy(&server_final)).map_err(|e| self.refusal("SASL", e))?;
         Ok(())
     }
 
@@ -502,42 +432,30 @@ fn refused(step: String, e: impl std::fmt::Display) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::security::Security;
 
-    fn security(properties: &[(&str, &str)]) -> Option<Security> {
+    fn security(properties: &[(&str, &str)]) -> Option<LinkSecurity> {
         let mut settings = ClientSettings::new("b:9092");
         settings.properties = properties.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
-        Security::from_settings(&settings).expect("settings")
+        LinkSecurity::from_settings(&settings).expect("settings")
     }
 
     #[test]
-    fn honours_what_it_can_and_declines_the_rest() {
+    fn connects_as_the_typed_settings_say() {
         let plain = security(&[]).expect("plaintext");
         assert!(plain.tls.is_none() && plain.sasl.is_none());
-        let scram = security(&[
-            ("security.protocol", "SASL_SSL"),
-            ("sasl.mechanism", "SCRAM-SHA-512"),
-            ("sasl.username", "u"),
-            ("sasl.password", "p"),
-        ])
-        .expect("SCRAM over TLS");
-        assert!(scram.tls.is_some() && scram.verify_hostname);
-        assert_eq!(scram.sasl.as_ref().map(Sasl::mechanism), Some("SCRAM-SHA-512"));
-        let plain_sasl =
-            security(&[("security.protocol", "sasl_plaintext"), ("sasl.mechanisms", "PLAIN")]).expect("PLAIN");
-        assert_eq!(plain_sasl.sasl.as_ref().map(Sasl::mechanism), Some("PLAIN"));
-        let no_names = security(&[("security.protocol", "ssl"), ("ssl.endpoint.identification.algorithm", "none")]);
-        assert!(!no_names.expect("TLS").verify_hostname);
-        // Declined: librdkafka reads instead.
-        for declined in [
-            &[("security.protocol", "sasl_ssl"), ("sasl.mechanism", "GSSAPI")][..],
-            &[("security.protocol", "sasl_ssl"), ("sasl.mechanism", "OAUTHBEARER")][..],
-            &[("security.protocol", "sasl_ssl")][..],
-            &[("security.protocol", "ssl"), ("ssl.keystore.location", "k.p12")][..],
-            &[("security.protocol", "ssl"), ("enable.ssl.certificate.verification", "false")][..],
-            &[("security.protocol", "ssl"), ("ssl.cipher.suites", "ECDHE")][..],
-        ] {
-            assert!(security(declined).is_none(), "{declined:?}");
-        }
+        let mut settings = ClientSettings::new("b:9092");
+        settings.security = Security {
+            protocol: crate::security::Protocol::SaslSsl,
+            tls: Tls { verify_hostname: false, ..Tls::default() },
+            sasl: Some(Sasl { mechanism: Mechanism::ScramSha512, username: "u".into(), password: "p".into() }),
+        };
+        let scram = LinkSecurity::from_settings(&settings).expect("settings").expect("SCRAM over TLS");
+        assert!(scram.tls.is_some() && !scram.verify_hostname);
+        assert_eq!(scram.sasl.map(|s| s.mechanism), Some(Mechanism::ScramSha512));
+        // Extra properties apply over the typed settings: librdkafka reads.
+        settings.properties.push(("ssl.keystore.location".into(), "k.p12".into()));
+        assert!(LinkSecurity::from_settings(&settings).expect("settings").is_none());
     }
 
     #[test]
@@ -557,9 +475,9 @@ mod tests {
     #[test]
     fn a_missing_ca_file_is_an_error() {
         let mut settings = ClientSettings::new("b:9092");
-        settings.properties.push(("security.protocol".into(), "ssl".into()));
-        settings.properties.push(("ssl.ca.location".into(), "/nonexistent/ca.pem".into()));
-        let e = Security::from_settings(&settings).err().expect("an error");
+        settings.security.protocol = crate::security::Protocol::Ssl;
+        settings.security.tls.ca = Some("/nonexistent/ca.pem".into());
+        let e = LinkSecurity::from_settings(&settings).err().expect("an error");
         assert!(e.to_string().contains("ssl.ca.location"), "{e}");
     }
 }

@@ -12,8 +12,8 @@ use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::config::ClientSettings;
-use crate::context::KshardContext;
 use crate::error::{Result, call};
+use crate::librdkafka::context::KshardContext;
 
 /// Where a wanted offset's timestamp came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,8 +8,8 @@ use rdkafka::error::KafkaError;
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::config::ClientSettings;
-use crate::context::KshardContext;
 use crate::error::{Result, call};
+use crate::librdkafka::context::KshardContext;
 use crate::reader::{ReadEvent, ReadRecord};
 
 /// How long a task waits on librdkafka's non-empty callback before it polls

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 
 use crate::config::ClientSettings;
-use crate::context::{Delivered, KshardContext};
 use crate::error::{Error, Result, call};
+use crate::librdkafka::context::{Delivered, KshardContext};
 
 /// A producer that writes records to explicit partitions and waits for them
 /// with [`RecordWriter::flush`], or for one record with

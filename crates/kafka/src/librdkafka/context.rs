@@ -21,7 +21,7 @@ pub(crate) struct KshardContext {
     /// The fetchers of kshard's own reader, by the settings they were made
     /// for: every reader made from these settings (and their clones) shares
     /// one, and so one connection per broker.
-    pub(crate) fetchers: Arc<Mutex<std::collections::HashMap<String, std::sync::Weak<crate::fetcher::Fetcher>>>>,
+    pub(crate) fetchers: Arc<Mutex<std::collections::HashMap<String, std::sync::Weak<crate::wire::fetcher::Fetcher>>>>,
 }
 
 impl ClientContext for KshardContext {

@@ -51,7 +51,7 @@ pub(crate) struct Malformed {
 /// Reads `frame` (the bytes after the 4-byte size) as a Fetch v12 response.
 pub(crate) fn read_fetch_response(frame: &[u8]) -> Result<FetchAnswer<'_>, Malformed> {
     let mut r = Wire { bytes: frame, at: 0 };
-    // The correlation id: [`crate::broker_link::BrokerLink::send`] checked it.
+    // The correlation id: [`crate::wire::broker_link::BrokerLink::send`] checked it.
     let _correlation_id = r.i32()?;
     r.skip_tagged_fields()?;
     let _throttle_time_ms = r.i32()?;

@@ -1,0 +1,186 @@
+//! How to reach Kafka, as every command that talks to it is told: the
+//! connection flags and `KSHARD_…` variables they share ([`KafkaArgs`]),
+//! over the `--config` file's `brokers`, `tls`, `sasl`, `kafka_properties`,
+//! `reader` and `offsets_topic`, checked and turned into
+//! [`ClientSettings`] with a typed [`Security`]. The rest of the file is
+//! `serve_config.rs`'s.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use kshard_kafka::{ClientSettings, Mechanism, Protocol, Sasl, Security};
+use serde::Deserialize;
+
+use crate::serve_config::FileConfig;
+
+/// How to reach Kafka: the flags and environment variables every command that
+/// talks to Kafka shares, over the `--config` file's settings (flags win).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct KafkaArgs {
+    /// YAML configuration file; flags and KSHARD_… variables override it.
+    #[arg(long, env = "KSHARD_CONFIG")]
+    pub(crate) config: Option<PathBuf>,
+    /// Kafka bootstrap servers, `host:port[,host:port…]`.
+    #[arg(long, env = "KSHARD_BROKERS")]
+    pub(crate) brokers: Option<String>,
+    /// SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+    #[arg(long, env = "KSHARD_SASL_MECHANISM")]
+    pub(crate) sasl_mechanism: Option<String>,
+    /// SASL user name.
+    #[arg(long, env = "KSHARD_SASL_USERNAME")]
+    pub(crate) sasl_username: Option<String>,
+    /// SASL password (prefer the environment variable to the flag).
+    #[arg(long, env = "KSHARD_SASL_PASSWORD", hide_env_values = true)]
+    pub(crate) sasl_password: Option<String>,
+    /// Use TLS to reach the brokers.
+    #[arg(long, env = "KSHARD_TLS_ENABLED")]
+    pub(crate) tls_enabled: Option<bool>,
+    /// CA certificate file (PEM) to verify the brokers with.
+    #[arg(long, env = "KSHARD_TLS_CA_FILE")]
+    pub(crate) tls_ca_file: Option<PathBuf>,
+    /// The topic holding committed offsets (default `__consumer_offsets`); another
+    /// topic of the same layout for tests and synthetic data.
+    #[arg(long, env = "KSHARD_OFFSETS_TOPIC")]
+    pub(crate) offsets_topic: Option<String>,
+    /// Which client reads partitions: `kshard` (its own Fetch requests, one
+    /// connection per broker; the default) or `librdkafka`.
+    #[arg(long, env = "KSHARD_READER")]
+    pub(crate) reader: Option<String>,
+}
+
+/// Where and how to reach Kafka, and which topic holds the offsets.
+#[derive(Debug, Clone)]
+pub(crate) struct KafkaTarget {
+    pub(crate) settings: ClientSettings,
+    pub(crate) offsets_topic: String,
+}
+
+impl KafkaArgs {
+    /// The client settings and offsets topic from the file (if any), the
+    /// environment and flags.
+    pub(crate) fn target(&self) -> Result<KafkaTarget> {
+        let file = match &self.config {
+            Some(path) => crate::serve_config::read_file(path)?,
+            None => FileConfig::default(),
+        };
+        Ok(KafkaTarget { settings: kafka_settings(self, &file)?, offsets_topic: offsets_topic(self, &file)? })
+    }
+}
+
+impl KafkaArgs {
+    /// Hands these settings to a child `kshard` process: as flags, except the
+    /// password, which goes in the environment (never on a command line that
+    /// `ps` shows).
+    pub(crate) fn pass_to(&self, child: &mut std::process::Command) {
+        let mut flag = |name: &str, value: Option<String>| {
+            if let Some(v) = value {
+                child.arg(name).arg(v);
+            }
+        };
+        flag("--config", self.config.as_ref().map(|p| p.display().to_string()));
+        flag("--brokers", self.brokers.clone());
+        flag("--sasl-mechanism", self.sasl_mechanism.clone());
+        flag("--sasl-username", self.sasl_username.clone());
+        flag("--tls-enabled", self.tls_enabled.map(|b| b.to_string()));
+        flag("--tls-ca-file", self.tls_ca_file.as_ref().map(|p| p.display().to_string()));
+        flag("--offsets-topic", self.offsets_topic.clone());
+        flag("--reader", self.reader.clone());
+        if let Some(password) = &self.sasl_password {
+            child.env("KSHARD_SASL_PASSWORD", password);
+        }
+    }
+}
+
+pub(crate) fn offsets_topic(args: &KafkaArgs, file: &FileConfig) -> Result<String> {
+    let topic = args
+        .offsets_topic
+        .clone()
+        .or_else(|| file.offsets_topic.clone())
+        .unwrap_or_else(|| kshard_kafka::CONSUMER_OFFSETS_TOPIC.to_owned());
+    if !valid_topic(&topic) {
+        bail!("invalid offsets_topic: {topic:?} is not a Kafka topic name");
+    }
+    Ok(topic)
+}
+
+/// True for a legal Kafka topic name.
+pub(crate) fn valid_topic(topic: &str) -> bool {
+    let legal = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    !topic.is_empty() && topic.len() <= 249 && topic.chars().all(legal) && topic != "." && topic != ".."
+}
+
+/// `tls:` in the file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TlsFile {
+    enabled: Option<bool>,
+    ca_file: Option<PathBuf>,
+    cert_file: Option<PathBuf>,
+    key_file: Option<PathBuf>,
+    #[serde(default)]
+    insecure_skip_verify: bool,
+}
+
+/// `sasl:` in the file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SaslFile {
+    mechanism: Option<String>,
+    username: Option<String>,
+    password: Option<String>,
+}
+
+/// Brokers, TLS, SASL and extra properties: flags and environment over the file.
+pub(crate) fn kafka_settings(args: &KafkaArgs, file: &FileConfig) -> Result<ClientSettings> {
+    let brokers = args
+        .brokers
+        .clone()
+        .or_else(|| file.brokers.clone())
+        .context("brokers is not set (--brokers, KSHARD_BROKERS or brokers: in the config file)")?;
+    if brokers.trim().is_empty() {
+        bail!("invalid brokers: empty");
+    }
+    let mut kafka = ClientSettings::new(brokers);
+    kafka.security = security(args, file)?;
+    kafka.properties.extend(file.kafka_properties.clone());
+    if let Some(reader) = args.reader.as_ref().or(file.reader.as_ref()) {
+        kafka.reader = reader.parse().map_err(|e| anyhow::anyhow!("invalid reader: {e}"))?;
+    }
+    Ok(kafka)
+}
+
+/// TLS and SASL: flags and environment over the file.
+fn security(args: &KafkaArgs, file: &FileConfig) -> Result<Security> {
+    let tls_enabled = args.tls_enabled.or(file.tls.enabled).unwrap_or(false);
+    let sasl = file.sasl.clone().unwrap_or_default();
+    let mechanism = args.sasl_mechanism.clone().or(sasl.mechanism);
+    let username = args.sasl_username.clone().or(sasl.username);
+    let password = args.sasl_password.clone().or(sasl.password);
+    let mut security = Security { protocol: Protocol::new(tls_enabled, mechanism.is_some()), ..Security::default() };
+    if let Some(mechanism) = mechanism {
+        let Ok(parsed) = mechanism.parse::<Mechanism>() else {
+            bail!("invalid sasl.mechanism: {mechanism:?} (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)");
+        };
+        let username = username.context("sasl.username is required with sasl.mechanism")?;
+        let password = password.context("sasl.password is required with sasl.mechanism")?;
+        security.sasl = Some(Sasl { mechanism: parsed, username, password });
+    }
+    if tls_enabled {
+        let tls = &mut security.tls;
+        let ca_file = args.tls_ca_file.clone().or_else(|| file.tls.ca_file.clone());
+        for (setting, path, field) in [
+            ("tls.ca_file", ca_file, &mut tls.ca),
+            ("tls.cert_file", file.tls.cert_file.clone(), &mut tls.certificate),
+            ("tls.key_file", file.tls.key_file.clone(), &mut tls.key),
+        ] {
+            if let Some(path) = path {
+                if !path.is_file() {
+                    bail!("invalid {setting}: {} is not a readable file", path.display());
+                }
+                *field = Some(path);
+            }
+        }
+        tls.verify_certificate = !file.tls.insecure_skip_verify;
+    }
+    Ok(security)
+}

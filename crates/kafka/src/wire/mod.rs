@@ -1,0 +1,17 @@
+//! kshard's own Kafka client: requests written with the `kafka-protocol`
+//! crate's messages, answers read in place. [`broker_link`] is one
+//! connection (TCP, TLS through OpenSSL, SASL PLAIN or [`scram`]); the
+//! [`fetcher`] shares one per broker among every partition reader of a
+//! process, with Fetch sessions ([`fetch_session`], pure); [`fetch_response`]
+//! reads a Fetch answer's frame, [`record_batch`] a batch's header and
+//! [`records`] walks the batches' records in place (pure);
+//! [`fetch_times`] reads record timestamps with Fetch requests of its own.
+
+pub(crate) mod broker_link;
+pub(crate) mod fetch_response;
+pub(crate) mod fetch_session;
+pub(crate) mod fetch_times;
+pub(crate) mod fetcher;
+pub(crate) mod record_batch;
+pub(crate) mod records;
+pub(crate) mod scram;
