@@ -10,13 +10,13 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use kshard_kafka::ClientSettings;
-use kshard_runtime::application::Application;
+use kshard_runtime::Application;
+use kshard_runtime::keyspace::EtcdKeyspace;
 use kshard_runtime::keyspace::Keyspace;
-use kshard_runtime::keyspace::etcd::EtcdKeyspace;
-use kshard_runtime::keyspace::memory::MemoryKeyspace;
-use kshard_runtime::model::{Keys, MemberSpec, ShardSpec, valid_id};
-use kshard_runtime::node::{NodeConfig, NodeShared};
-use kshard_runtime::serve::{Member, ServeError};
+use kshard_runtime::keyspace::MemoryKeyspace;
+use kshard_runtime::{Keys, MemberSpec, ShardSpec, valid_id};
+use kshard_runtime::{Member, ServeError};
+use kshard_runtime::{NodeConfig, NodeShared};
 
 /// Where the application's coordination lives, and who this member is.
 #[derive(Debug, Clone, clap::Args)]

@@ -7,11 +7,11 @@ use std::io::Write;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use kshard_runtime::cluster_view::ClusterView;
+use kshard_runtime::ClusterView;
+use kshard_runtime::ShardRow;
+use kshard_runtime::keyspace::EtcdKeyspace;
 use kshard_runtime::keyspace::Keyspace;
-use kshard_runtime::keyspace::etcd::EtcdKeyspace;
-use kshard_runtime::node::ShardRow;
-use kshard_runtime::node_http::{get_json, shard_table};
+use kshard_runtime::{get_json, shard_table};
 
 /// `kshard shards …`.
 #[derive(Debug, clap::Subcommand)]
@@ -43,7 +43,7 @@ pub(crate) fn run(command: &ShardsCommand) -> Result<()> {
             .with_context(|| format!("no answer from a member at {endpoint} (GET /api/shards)"))?
     } else {
         let prefix = etcd_prefix.clone().unwrap_or_else(|| format!("/kshard/{app}"));
-        let keys = kshard_runtime::model::Keys::new(&prefix);
+        let keys = kshard_runtime::Keys::new(&prefix);
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         let snapshot = runtime.block_on(async {
             let ks = EtcdKeyspace::connect(etcd).await?;

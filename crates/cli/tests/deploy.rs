@@ -29,8 +29,8 @@ fn exported() -> BTreeSet<String> {
     let mut w = Watermarks::default();
     w.insert("t", 0, Watermark { low: 0, high: 5 });
     monitor.set_watermarks(w, true, monitor.now());
-    let shared = kshard_runtime::node::NodeShared::default();
-    shared.metrics.status("offsets-000", kshard_runtime::status::ReplicaCode::Primary);
+    let shared = kshard_runtime::NodeShared::default();
+    shared.metrics.status("offsets-000", kshard_runtime::ReplicaCode::Primary);
     shared.metrics.behind("offsets-000", 0);
     let member = kshard_lag::LocalMember::default();
     member.set(shared.clone(), "m".into());

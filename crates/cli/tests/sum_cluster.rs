@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use common::primaries::Sampler;
 use common::sum_cluster::SumCluster;
-use kshard_runtime::keyspace::etcd::EtcdKeyspace;
+use kshard_runtime::keyspace::EtcdKeyspace;
 use kshard_runtime::keyspace::{Keyspace, Snapshot};
 use kshard_testkit::Etcd;
 
@@ -267,8 +267,8 @@ fn a_soak_of_random_kill_9s_under_load_ends_with_every_sum_exact() {
 }
 
 /// The shard's hints in etcd.
-fn hints_of(endpoint: &str, prefix: &str, shard: &str) -> Option<kshard_runtime::model::Hints> {
-    let key = kshard_runtime::model::Keys::new(prefix).hints(shard);
+fn hints_of(endpoint: &str, prefix: &str, shard: &str) -> Option<kshard_runtime::Hints> {
+    let key = kshard_runtime::Keys::new(prefix).hints(shard);
     let kv = etcd_read(endpoint, &key).kvs.into_iter().find(|kv| kv.key == key)?;
     Some(serde_json::from_slice(&kv.value).expect("hints parse"))
 }
@@ -493,13 +493,13 @@ fn the_allocators_leader_frozen_and_resumed_writes_nothing_beside_the_new_one() 
 
 /// etcd's revision, and the create revisions of the members' keys.
 fn member_keys(endpoint: &str, prefix: &str) -> (i64, Vec<i64>) {
-    let snapshot = etcd_read(endpoint, &kshard_runtime::model::Keys::new(prefix).members());
+    let snapshot = etcd_read(endpoint, &kshard_runtime::Keys::new(prefix).members());
     (snapshot.revision, snapshot.kvs.iter().map(|kv| kv.create_revision).collect())
 }
 
 /// The member holding the allocator's leader key.
 fn leader_of(endpoint: &str, prefix: &str) -> String {
-    let key = kshard_runtime::model::Keys::new(prefix).leader();
+    let key = kshard_runtime::Keys::new(prefix).leader();
     let kv = etcd_read(endpoint, &key).kvs.into_iter().find(|kv| kv.key == key).expect("a leader");
     String::from_utf8(kv.value).expect("a member id")
 }

@@ -41,7 +41,7 @@ fn stamp(cluster: &SumCluster, id: &str, from: usize, parts: &[&str], timeout: D
 }
 
 /// Every shard served by `a` and `b`, b the primary of one.
-fn served_with_b_leading(rows: &[kshard_runtime::node::ShardRow]) -> bool {
+fn served_with_b_leading(rows: &[kshard_runtime::ShardRow]) -> bool {
     SumCluster::served(rows, &["a", "b"], 1) && rows.iter().any(|r| r.member == "b" && r.status == "PRIMARY")
 }
 
@@ -211,7 +211,7 @@ fn the_log_topic_deleted_and_created_again_while_a_member_is_down() {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         // Kafka may still be deleting it for a moment.
-        match kshard_runtime::partitions::kafka::ensure_log_topic(&admin, &log_topic, 2, &[]) {
+        match kshard_runtime::partitions::ensure_log_topic(&admin, &log_topic, 2, &[]) {
             Ok(_) => break,
             Err(e) => assert!(Instant::now() < deadline, "recreating the log topic: {e}"),
         }

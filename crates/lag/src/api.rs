@@ -73,7 +73,7 @@ pub struct PartitionBehind {
 
 /// The `/ready` report of `monitor`, with the shards of `member` (what the
 /// runtime member running them here shares) when there is one.
-pub(crate) fn readiness(monitor: &Monitor, member: Option<&kshard_runtime::node::NodeShared>) -> ReadyReport {
+pub(crate) fn readiness(monitor: &Monitor, member: Option<&kshard_runtime::NodeShared>) -> ReadyReport {
     let p = monitor.progress();
     let behind = monitor
         .partition_progress()

@@ -24,7 +24,7 @@
 //! - primaries spread: a promotion picks, among equally advanced replicas, the
 //!   one on the member with the fewest primaries; and once everything is quiet,
 //!   a member with two primaries more than another gives one up (see
-//!   [`balance_primaries`]; shards with two hot standbys or more only).
+//!   `balance_primaries`; shards with two hot standbys or more only).
 //!
 //! Each call makes progress; the caller calls again after the keyspace changed.
 

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 /// The wait before `attempt` (1-based; 0 is treated as 1).
-pub fn status_write_backoff(attempt: u32) -> Duration {
+pub(crate) fn status_write_backoff(attempt: u32) -> Duration {
     match attempt {
         0..=2 => Duration::ZERO,
         3 => Duration::from_millis(5),

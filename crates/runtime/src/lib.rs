@@ -7,43 +7,73 @@
 //! over at once. Assignments and replica status live in a [`keyspace`] (etcd,
 //! or an embedded one for a single process).
 //!
-//! The pure core, free of I/O and tested against models: [`status`] (replica
-//! status codes and how two reports reduce), [`backoff`], [`replica`] (the
-//! replica lifecycle as a state machine: events in, actions out),
-//! [`allocator`], [`model`] (shard specs, members, assignments, hints and
-//! their keys) and the [`recovery_log`]'s record format, chain and player.
+//! An application implements [`Application`] and starts a member with
+//! [`Member::serve`]; everything it names is re-exported here, and the
+//! modules are private but for four namespaces: [`keyspace`] and
+//! [`partitions`] (the contracts with their implementations), the
+//! [`recovery_log`], and the pure state machines [`allocator`] and
+//! [`replica`], which tests drive on their own.
 //!
-//! The contracts, each with a real and an in-memory implementation and one
-//! conformance suite: [`keyspace`] (etcd, or embedded), [`partitions`] (Kafka,
-//! or memory) [`store`] (redb, or memory) and [`disk`], where a member keeps its stores.
-//!
-//! The I/O around them, async on tokio: [`node`] runs a member (joins, runs
-//! [`allocator_runner`] when elected, follows its assignments), each replica's
-//! I/O is a task ([`replica_worker`]), [`status_writer`] writes statuses
-//! checked against the assignment's revision, and [`node_http`], [`metrics`]
-//! and [`cluster_view`] show the member to operators; [`member`] is its
-//! membership (a key under its lease, leadership). An application implements
-//! [`application::Application`].
+//! The modules, by what they are:
+//! - pure, tested against models: `status` (replica status codes and how two
+//!   reports reduce), `backoff`, [`replica`] (the replica lifecycle: events
+//!   in, actions out), [`allocator`], `model` (shard specs, members,
+//!   assignments, hints and their keys), `cluster_view` (every shard's
+//!   replicas as the keyspace says), and the [`recovery_log`]'s record
+//!   format, chain, player, start and policy;
+//! - the contracts, each with a real and an in-memory implementation and a
+//!   conformance suite (feature `testing`): [`keyspace`] (etcd, or
+//!   embedded), [`partitions`] (Kafka, or memory), `store` (redb, or
+//!   memory) and `disk`, where a member keeps its stores;
+//! - the I/O around them, async on tokio: `serve` ([`Member::serve`]) starts
+//!   a member; `node` runs it (joins, runs `allocator_runner` when elected,
+//!   follows its assignments); each replica's I/O is a task
+//!   (`replica_worker`); `status_writer` writes statuses checked against the
+//!   assignment's revision; `member` is its membership (a key under its
+//!   lease, leadership); `node_http` and `metrics` show it to operators;
+//! - for tests only (feature `testing`): `faults`, wrappers that hold back
+//!   or fail what passes through them.
 
 pub mod allocator;
-pub mod allocator_runner;
-pub mod application;
-pub mod backoff;
-pub mod cluster_view;
-pub mod disk;
+mod allocator_runner;
+mod application;
+mod backoff;
+mod cluster_view;
+mod disk;
 #[cfg(any(test, feature = "testing"))]
 pub mod faults;
 pub mod keyspace;
-pub mod member;
-pub mod metrics;
-pub mod model;
-pub mod node;
-pub mod node_http;
+mod member;
+mod metrics;
+mod model;
+mod node;
+mod node_http;
 pub mod partitions;
 pub mod recovery_log;
 pub mod replica;
-pub mod replica_worker;
-pub mod serve;
-pub mod status;
-pub mod status_writer;
-pub mod store;
+mod replica_worker;
+mod serve;
+mod status;
+mod status_writer;
+mod store;
+
+pub use allocator_runner::{AllocatorRunner, Round, failure_backoff};
+pub use application::{AppError, Application, Isolation, Message, Transaction, Transactional};
+pub use cluster_view::{ClusterView, ReplicaView};
+pub use disk::{Disk, MemoryDisk, RedbDisk};
+pub use keyspace::{EtcdKeyspace, Keyspace, KeyspaceError, MemoryKeyspace};
+pub use member::{Leadership, MemberError, Membership, become_leader};
+pub use metrics::{Metrics, Playback};
+pub use model::{
+    Assignment, AssignmentKey, AssignmentValue, Hint, Hints, KeyError, Keys, MemberSpec, RecoveryLog, ShardSpec,
+    Source, valid_id,
+};
+pub use node::{Created, NodeConfig, NodeError, NodeShared, ShardRow, create_shard, run as run_node};
+pub use node_http::{
+    fetch_progress, get_json, http_get, replicas_response, router as http_router, shard_table, shards_response,
+};
+pub use replica_worker::{Progress, ProgressMap};
+pub use serve::{Member, ServeError};
+pub use status::{ReplicaCode, ReplicaStatus};
+pub use status_writer::{StatusWriteError, Written, write_status};
+pub use store::{Checkpoint, Entries, LogPosition, MemoryStore, Partial, RedbStore, Store, StoreError};

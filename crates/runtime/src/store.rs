@@ -50,7 +50,7 @@ pub struct Checkpoint {
     pub offsets: Vec<SourceOffset>,
     /// Set while the store does not hold the whole state yet: it was played
     /// from a snapshot start found at a truncated log's start, and no
-    /// snapshot it played has ended (see [`crate::recovery_log::player`]).
+    /// snapshot it played has ended (see `recovery_log::player`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partial: Option<Partial>,
 }
@@ -208,7 +208,7 @@ const DURABLE_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// A store in one redb file. Transactions are committed without an fsync
 /// (redb's `Durability::None`) and made durable by the first commit
-/// [`DURABLE_EVERY`] after the oldest one not yet durable, and when the store is
+/// `DURABLE_EVERY` after the oldest one not yet durable, and when the store is
 /// dropped: redb then holds, after a crash, the state of its last durable
 /// commit — a prefix of the applied transactions, as the contract asks.
 pub struct RedbStore {

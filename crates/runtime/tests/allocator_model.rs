@@ -7,8 +7,8 @@
 
 use std::collections::BTreeMap;
 
+use kshard_runtime::ReplicaCode;
 use kshard_runtime::allocator::{Change, Current, Member, Shard, allocate};
-use kshard_runtime::status::ReplicaCode;
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]

@@ -8,14 +8,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kshard_runtime::allocator_runner::AllocatorRunner;
-use kshard_runtime::keyspace::etcd::EtcdKeyspace;
-use kshard_runtime::keyspace::memory::MemoryKeyspace;
+use kshard_runtime::AllocatorRunner;
+use kshard_runtime::keyspace::EtcdKeyspace;
+use kshard_runtime::keyspace::MemoryKeyspace;
 use kshard_runtime::keyspace::{Keyspace, Op, Txn};
-use kshard_runtime::member::{Leadership, Membership, become_leader};
-use kshard_runtime::model::{AssignmentValue, Keys, MemberSpec, RecoveryLog, ShardSpec, Source};
-use kshard_runtime::status::{ReplicaCode, ReplicaStatus};
-use kshard_runtime::status_writer::write_status;
+use kshard_runtime::write_status;
+use kshard_runtime::{AssignmentValue, Keys, MemberSpec, RecoveryLog, ShardSpec, Source};
+use kshard_runtime::{Leadership, Membership, become_leader};
+use kshard_runtime::{ReplicaCode, ReplicaStatus};
 use kshard_testkit::{Etcd, unique_name};
 
 fn spec(id: &str, hot_standbys: u32) -> ShardSpec {

@@ -1,8 +1,8 @@
 //! The etcd keyspace against the keyspace contract — the same checks the
 //! embedded keyspace passes — on the real etcd (`scripts/etcd.sh`).
 
+use kshard_runtime::keyspace::EtcdKeyspace;
 use kshard_runtime::keyspace::conformance;
-use kshard_runtime::keyspace::etcd::EtcdKeyspace;
 use kshard_testkit::{Etcd, unique_name};
 
 #[tokio::test]
@@ -86,10 +86,10 @@ async fn a_watch_dropped_on_a_quiet_keyspace_leaves_no_watcher_in_etcd() {
 #[tokio::test]
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 async fn the_allocator_of_a_quiet_cluster_holds_one_watch() {
-    use kshard_runtime::allocator_runner::AllocatorRunner;
+    use kshard_runtime::AllocatorRunner;
+    use kshard_runtime::Keys;
+    use kshard_runtime::Leadership;
     use kshard_runtime::keyspace::{Keyspace, Op, Txn};
-    use kshard_runtime::member::Leadership;
-    use kshard_runtime::model::Keys;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::Duration;

@@ -6,10 +6,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use kshard_runtime::Membership;
 use kshard_runtime::faults::{Gate, GatedKeyspace, Passage};
-use kshard_runtime::keyspace::memory::MemoryKeyspace;
-use kshard_runtime::member::Membership;
-use kshard_runtime::model::{Keys, MemberSpec};
+use kshard_runtime::keyspace::MemoryKeyspace;
+use kshard_runtime::{Keys, MemberSpec};
 use tokio::time::Instant;
 
 /// The embedded keyspace behind a gate the test opens and closes.

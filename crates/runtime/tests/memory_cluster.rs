@@ -13,17 +13,17 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use kshard_kafka::{ClientSettings, Isolation};
-use kshard_runtime::disk::{Disk, MemoryDisk};
-use kshard_runtime::keyspace::memory::MemoryKeyspace;
-use kshard_runtime::model::{Keys, MemberSpec, RecoveryLog, ShardSpec, Source};
-use kshard_runtime::node::{self, NodeConfig, NodeShared};
+use kshard_runtime::ReplicaCode;
+use kshard_runtime::keyspace::MemoryKeyspace;
+use kshard_runtime::partitions::MemoryPartitions;
 use kshard_runtime::partitions::Partitions;
-use kshard_runtime::partitions::memory::MemoryPartitions;
-use kshard_runtime::recovery_log::io::{LogClients, play_to_head};
-use kshard_runtime::recovery_log::player::Player;
-use kshard_runtime::recovery_log::record::Mutation;
-use kshard_runtime::status::ReplicaCode;
-use kshard_runtime::store::{Checkpoint, Entries, MemoryStore, Store, StoreError};
+use kshard_runtime::recovery_log::Mutation;
+use kshard_runtime::recovery_log::Player;
+use kshard_runtime::recovery_log::{LogClients, play_to_head};
+use kshard_runtime::{Checkpoint, Entries, MemoryStore, Store, StoreError};
+use kshard_runtime::{Disk, MemoryDisk};
+use kshard_runtime::{Keys, MemberSpec, RecoveryLog, ShardSpec, Source};
+use kshard_runtime::{NodeConfig, NodeError, NodeShared};
 
 /// The simulation's application: each key's values summed.
 #[path = "simulation/sum.rs"]
@@ -74,7 +74,7 @@ fn sum_shard(hot_standbys: u32) -> ShardSpec {
 }
 
 /// A running member: what it shares, how to stop it, its task.
-type Running = (NodeShared, tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<Result<(), node::NodeError>>);
+type Running = (NodeShared, tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<Result<(), NodeError>>);
 
 /// Starts member `id` on the memory log, its stores in `data_dir` or on `disk`.
 fn start_member(
@@ -97,9 +97,10 @@ fn start_member(
     };
     let shared = NodeShared::default();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = runtime.spawn(node::run(Arc::clone(ks), config, Arc::new(Sum), shared.clone(), async move {
-        let _ = stopped.await;
-    }));
+    let task =
+        runtime.spawn(kshard_runtime::run_node(Arc::clone(ks), config, Arc::new(Sum), shared.clone(), async move {
+            let _ = stopped.await;
+        }));
     (shared, stop, task)
 }
 
@@ -110,7 +111,7 @@ fn a_standby_takes_over_on_the_memory_log_and_every_value_counts_once() {
     let ks = Arc::new(MemoryKeyspace::new());
     let keys = Keys::new("/memory-cluster");
     let spec = sum_shard(1);
-    runtime.block_on(node::create_shard(&*ks, &keys, &spec)).expect("the shard");
+    runtime.block_on(kshard_runtime::create_shard(&*ks, &keys, &spec)).expect("the shard");
     let dir = std::env::temp_dir().join(format!("kshard-memory-cluster-{}", std::process::id()));
     let mut expected = BTreeMap::new();
     produce(&log, 0, 200, &mut expected);
@@ -205,7 +206,7 @@ fn a_failed_replica_is_retried_with_backoff_until_it_serves() {
     let ks = Arc::new(MemoryKeyspace::new());
     let keys = Keys::new("/memory-cluster-failed");
     let spec = sum_shard(0);
-    runtime.block_on(node::create_shard(&*ks, &keys, &spec)).expect("the shard");
+    runtime.block_on(kshard_runtime::create_shard(&*ks, &keys, &spec)).expect("the shard");
     let mut expected = BTreeMap::new();
     produce(&log, 0, 100, &mut expected);
     // The first two store writes fail.

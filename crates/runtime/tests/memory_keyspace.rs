@@ -1,8 +1,8 @@
 //! The embedded keyspace against the keyspace contract (the same checks the
 //! etcd implementation runs).
 
+use kshard_runtime::keyspace::MemoryKeyspace;
 use kshard_runtime::keyspace::conformance;
-use kshard_runtime::keyspace::memory::MemoryKeyspace;
 
 #[tokio::test]
 async fn the_embedded_keyspace_keeps_the_contract() {

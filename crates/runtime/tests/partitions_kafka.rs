@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use kshard_kafka::{Admin, ClientSettings, TopicSpec};
+use kshard_runtime::partitions::KafkaPartitions;
 use kshard_runtime::partitions::conformance;
-use kshard_runtime::partitions::kafka::KafkaPartitions;
 use kshard_testkit::{Broker, unique_name};
 
 #[tokio::test]
@@ -26,7 +26,7 @@ async fn kafka_keeps_the_contract() {
 #[test]
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn a_log_topic_is_made_safe_and_a_misconfigured_one_refused_by_setting() {
-    use kshard_runtime::partitions::kafka::{LogTopicError, ensure_log_topic};
+    use kshard_runtime::partitions::{LogTopicError, ensure_log_topic};
     let broker = Broker::from_env_or_start();
     let settings = ClientSettings::new(broker.brokers());
     let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");

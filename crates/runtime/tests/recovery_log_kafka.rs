@@ -9,12 +9,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use kshard_kafka::{Admin, ClientSettings, PartitionReader, RecordWriter, TopicSpec};
-use kshard_runtime::partitions::kafka::KafkaPartitions;
-use kshard_runtime::recovery_log::chain::{Chain, Skip};
-use kshard_runtime::recovery_log::io::{LogClients, play_to_head};
-use kshard_runtime::recovery_log::player::{Played, Player};
-use kshard_runtime::recovery_log::record::{Body, LogRecord, Mutation, SourceOffset};
-use kshard_runtime::store::{RedbStore, Store};
+use kshard_runtime::partitions::KafkaPartitions;
+use kshard_runtime::recovery_log::{Body, LogRecord, Mutation, SourceOffset};
+use kshard_runtime::recovery_log::{Chain, Skip};
+use kshard_runtime::recovery_log::{LogClients, play_to_head};
+use kshard_runtime::recovery_log::{Played, Player};
+use kshard_runtime::{RedbStore, Store};
 use kshard_testkit::{Broker, unique_name};
 
 fn txn(key: &str, value: &str, offset: i64) -> Body {
@@ -181,7 +181,7 @@ async fn a_zombie_primarys_late_write_is_ignored_and_playback_resumes_from_the_c
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 async fn racing_hand_offs_each_take_the_log_in_turn_and_every_player_agrees() {
-    use kshard_runtime::recovery_log::io::hand_off;
+    use kshard_runtime::recovery_log::hand_off;
     let log = TestLog::new("handoff-log");
     let take_over = |author: u64| {
         let (clients, mut player) = log.replica(&author.to_string());
@@ -210,7 +210,7 @@ async fn racing_hand_offs_each_take_the_log_in_turn_and_every_player_agrees() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 async fn a_primary_commits_through_the_log_until_a_new_one_fences_it() {
-    use kshard_runtime::recovery_log::io::{LogError, commit, hand_off};
+    use kshard_runtime::recovery_log::{LogError, commit, hand_off};
     let log = TestLog::new("commit-log");
     let (old_clients, mut old) = log.replica("old");
     hand_off(&old_clients.log(), &mut old, 1, TIMEOUT).await.expect("hand-off");
@@ -237,7 +237,7 @@ async fn a_primary_commits_through_the_log_until_a_new_one_fences_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 async fn a_record_the_broker_refuses_is_that_error_not_a_fence() {
-    use kshard_runtime::recovery_log::io::{LogError, commit, hand_off};
+    use kshard_runtime::recovery_log::{LogError, commit, hand_off};
     // The topic takes records of at most 4 KB.
     let log = TestLog::with_configs("refused-log", &[("max.message.bytes", "4096")]);
     let (clients, mut primary) = log.replica("primary");

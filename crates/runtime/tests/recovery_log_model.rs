@@ -5,8 +5,8 @@
 //! one's hand-off and every transaction comes from the author of the hand-off
 //! before it.
 
-use kshard_runtime::recovery_log::chain::Chain;
-use kshard_runtime::recovery_log::record::{Body, LogRecord, Mutation, SourceOffset};
+use kshard_runtime::recovery_log::Chain;
+use kshard_runtime::recovery_log::{Body, LogRecord, Mutation, SourceOffset};
 use proptest::prelude::*;
 
 fn body() -> impl Strategy<Value = Body> {

@@ -6,8 +6,8 @@
 
 use std::collections::BTreeMap;
 
+use kshard_runtime::ReplicaCode;
 use kshard_runtime::replica::{Action, AssignmentId, Event, Replica};
-use kshard_runtime::status::ReplicaCode;
 use proptest::prelude::*;
 
 fn event() -> impl Strategy<Value = Event> {

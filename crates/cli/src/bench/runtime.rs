@@ -15,8 +15,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use kshard_runtime::node::ShardRow;
-use kshard_runtime::node_http::get_json;
+use kshard_runtime::ShardRow;
+use kshard_runtime::get_json;
 
 use super::{KillOnDrop, free_addr, http_get, median, metric_sum};
 use crate::serve_config::KafkaArgs;

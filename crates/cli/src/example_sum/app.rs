@@ -6,8 +6,8 @@
 //! counted twice) fails the replica — so a replayed or lost message cannot go
 //! unnoticed, and the final sums equal the producer's exactly.
 
-use kshard_runtime::application::{AppError, Application, Message, Transaction};
-use kshard_runtime::model::ShardSpec;
+use kshard_runtime::ShardSpec;
+use kshard_runtime::{AppError, Application, Message, Transaction};
 
 /// One stream's state: the last sequence number taken and the running sum.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -68,7 +68,7 @@ impl Application for Sum {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kshard_runtime::store::MemoryStore;
+    use kshard_runtime::MemoryStore;
 
     fn spec() -> ShardSpec {
         serde_json::from_str(r#"{"id":"s","sources":[],"recovery_log":{"topic":"l","partition":0}}"#).expect("spec")

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use kshard_kafka::{Admin, ClientSettings, TopicSpec};
-use kshard_runtime::model::{RecoveryLog, ShardSpec, Source};
+use kshard_runtime::{RecoveryLog, ShardSpec, Source};
 
 use crate::cluster::{ClusterArgs, MemberRun, run_member};
 use crate::serve_config::KafkaArgs;
@@ -132,7 +132,7 @@ fn ensure_topics(settings: &ClientSettings, topic: &TopicArgs) -> Result<i32> {
         .partition_count(&topic.topic)
         .context("reading the source topic")?
         .with_context(|| format!("the topic {} does not exist", topic.topic))?;
-    kshard_runtime::partitions::kafka::ensure_log_topic(&admin, &topic.log_topic(), partitions, &[])?;
+    kshard_runtime::partitions::ensure_log_topic(&admin, &topic.log_topic(), partitions, &[])?;
     Ok(partitions)
 }
 

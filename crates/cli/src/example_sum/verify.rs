@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use kshard_kafka::{Admin, ClientSettings, PartitionReader, TopicPartition};
-use kshard_runtime::partitions::kafka::KafkaPartitions;
-use kshard_runtime::recovery_log::chain::Skip;
-use kshard_runtime::recovery_log::io::{LogClients, LogError, play_to_head};
-use kshard_runtime::recovery_log::player::{Played, Player};
-use kshard_runtime::store::{RedbStore, Store};
+use kshard_runtime::partitions::KafkaPartitions;
+use kshard_runtime::recovery_log::Skip;
+use kshard_runtime::recovery_log::{LogClients, LogError, play_to_head};
+use kshard_runtime::recovery_log::{Played, Player};
+use kshard_runtime::{RedbStore, Store};
 
 use super::TopicArgs;
 use super::app::StreamSum;

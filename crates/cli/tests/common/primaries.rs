@@ -7,10 +7,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use kshard_runtime::ReplicaCode;
+use kshard_runtime::keyspace::EtcdKeyspace;
 use kshard_runtime::keyspace::Keyspace;
-use kshard_runtime::keyspace::etcd::EtcdKeyspace;
-use kshard_runtime::model::{AssignmentValue, Keys};
-use kshard_runtime::status::ReplicaCode;
+use kshard_runtime::{AssignmentValue, Keys};
 
 /// A sampler running until [`Sampler::stop`].
 pub(crate) struct Sampler {

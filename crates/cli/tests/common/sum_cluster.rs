@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use kshard_runtime::node::ShardRow;
+use kshard_runtime::ShardRow;
 use kshard_testkit::{Broker, unique_name};
 
 /// One test's application: its topics, its etcd prefix, its members.

@@ -2,9 +2,9 @@
 //! on `/ready` and restarts the worker after a backoff. Each error names the
 //! step that failed; the words are those `/ready` has always shown.
 
+use kshard_runtime::NodeError;
 use kshard_runtime::keyspace::KeyspaceError;
-use kshard_runtime::node::NodeError;
-use kshard_runtime::partitions::kafka::LogTopicError;
+use kshard_runtime::partitions::LogTopicError;
 
 /// A worker's failure.
 #[derive(Debug, thiserror::Error)]

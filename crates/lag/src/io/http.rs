@@ -72,7 +72,7 @@ async fn metrics_text(State(state): State<AppState>) -> Response {
 /// --endpoint` reads them.
 async fn shards(State(state): State<AppState>) -> Response {
     match state.member.get() {
-        Some((shared, member)) => kshard_runtime::node_http::shards_response(shared, member).await,
+        Some((shared, member)) => kshard_runtime::shards_response(shared, member).await,
         None => no_shards(),
     }
 }
@@ -81,7 +81,7 @@ async fn shards(State(state): State<AppState>) -> Response {
 /// recovery log (what `kshard shards list --etcd` asks each member).
 async fn replicas(State(state): State<AppState>) -> Response {
     match state.member.shared() {
-        Some(shared) => kshard_runtime::node_http::replicas_response(&shared),
+        Some(shared) => kshard_runtime::replicas_response(&shared),
         None => no_shards(),
     }
 }

@@ -6,7 +6,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use kshard_runtime::node::NodeShared;
+use kshard_runtime::NodeShared;
 
 /// The runtime member running the shards here, when there is one.
 #[derive(Debug, Clone, Default)]

@@ -25,12 +25,12 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use kshard_runtime::application::{AppError, Application, Isolation, Message, Transaction, Transactional};
-use kshard_runtime::model::ShardSpec;
-use kshard_runtime::recovery_log::record::{Mutation, SourceOffset};
-use kshard_runtime::replica_worker::Progress;
-use kshard_runtime::status::ReplicaCode;
-use kshard_runtime::store::Store;
+use kshard_runtime::Progress;
+use kshard_runtime::ReplicaCode;
+use kshard_runtime::ShardSpec;
+use kshard_runtime::Store;
+use kshard_runtime::recovery_log::{Mutation, SourceOffset};
+use kshard_runtime::{AppError, Application, Isolation, Message, Transaction, Transactional};
 use tracing::{info, warn};
 
 use crate::group_offsets::{Applied, GroupOffsets};
@@ -315,7 +315,7 @@ impl Application for OffsetsShards {
 /// lasts past `grace` turns `/ready` 503; returns those partitions.
 pub(crate) fn watch_primaries(
     monitor: &Monitor,
-    cluster: &kshard_runtime::cluster_view::ClusterView,
+    cluster: &kshard_runtime::ClusterView,
     partitions: i32,
     grace: Duration,
 ) -> Vec<i32> {
@@ -394,13 +394,12 @@ pub(crate) fn watch_standbys(
 
 /// How old the state a replica here serves may be — the time since it last
 /// applied a record of its log — before that is a condition. Its primary
-/// commits about every [`kshard_runtime::recovery_log::policy::HEARTBEAT`] (a
+/// commits about every [`kshard_runtime::recovery_log::HEARTBEAT`] (a
 /// heartbeat goes with the first transaction to end past it: 2 s and at most
 /// the idle wait, a second, more), so
 /// an older state means the primary is gone or stuck, which this tells
 /// before the primary's lease runs out.
-pub(crate) const STATE_OLD: Duration =
-    Duration::from_secs(3 * kshard_runtime::recovery_log::policy::HEARTBEAT.as_secs());
+pub(crate) const STATE_OLD: Duration = Duration::from_secs(3 * kshard_runtime::recovery_log::HEARTBEAT.as_secs());
 
 /// Holds a condition ([`Event::Hold`]) for each partition whose replica here
 /// (PRIMARY or STANDBY) serves state older than [`STATE_OLD`], so that one

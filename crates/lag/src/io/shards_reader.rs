@@ -13,13 +13,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use kshard_kafka::Admin;
-use kshard_runtime::application::Application;
+use kshard_runtime::Application;
+use kshard_runtime::keyspace::EtcdKeyspace;
 use kshard_runtime::keyspace::Keyspace;
-use kshard_runtime::keyspace::etcd::EtcdKeyspace;
-use kshard_runtime::keyspace::memory::MemoryKeyspace;
-use kshard_runtime::model::{Keys, MemberSpec, RecoveryLog, ShardSpec, Source};
-use kshard_runtime::node::{self, NodeConfig, NodeShared};
-use kshard_runtime::serve::{Member, ServeError};
+use kshard_runtime::keyspace::MemoryKeyspace;
+use kshard_runtime::{Keys, MemberSpec, RecoveryLog, ShardSpec, Source};
+use kshard_runtime::{Member, ServeError};
+use kshard_runtime::{NodeConfig, NodeShared};
 use tracing::info;
 
 use crate::offsets_reader::OffsetsReader;
@@ -40,7 +40,7 @@ const LOG_MAX_MESSAGE_BYTES: &str = "16777216";
 /// partitions (creating it, or growing it after the offsets topic grew).
 fn ensure_log_topic(admin: &Admin, log_topic: &str, partitions: i32) -> Result<(), WorkerError> {
     let extra = [("max.message.bytes", LOG_MAX_MESSAGE_BYTES)];
-    kshard_runtime::partitions::kafka::ensure_log_topic(admin, log_topic, partitions, &extra)?;
+    kshard_runtime::partitions::ensure_log_topic(admin, log_topic, partitions, &extra)?;
     let have = admin.partition_count(log_topic)?.unwrap_or(0);
     if have < partitions {
         admin.add_partitions(log_topic, partitions).map_err(|source| WorkerError::Grow {
@@ -153,7 +153,7 @@ fn run_on<K: Keyspace>(
     ensure_log_topic(&admin, &log_topic, partitions)?;
     let shards: Vec<ShardSpec> = (0..partitions).map(|p| shard(&reader.topic, &log_topic, p)).collect();
     let mut shards_app = OffsetsShards::new(Arc::clone(&reader.monitor), partitions, Arc::clone(&reader.stop));
-    shards_app.isolation = reader.settings.isolation_for(kshard_runtime::application::Isolation::Uncommitted);
+    shards_app.isolation = reader.settings.isolation_for(kshard_runtime::Isolation::Uncommitted);
     let app = Arc::new(shards_app);
     let config = NodeConfig::new(keys.clone(), member, lease_ttl, data_dir.clone(), reader.settings.clone());
     info!(partitions, %log_topic, data_dir = %data_dir.display(), member = %config.member.id, "reading the offsets topic through durable shards");
@@ -293,7 +293,7 @@ impl<K: Keyspace> Grower<'_, K> {
         self.app.partitions.fetch_max(last + 1, Ordering::AcqRel);
         for &p in partitions {
             let spec = shard(self.topic, self.log_topic, p);
-            self.runtime.block_on(node::create_shard(&**self.ks, self.keys, &spec))?;
+            self.runtime.block_on(kshard_runtime::create_shard(&**self.ks, self.keys, &spec))?;
             info!(partition = p, shard = %spec.id, "a new partition of the offsets topic gets a shard");
         }
         Ok(())

@@ -11,10 +11,10 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use kshard_offsets::{OffsetCommitKey, OffsetCommitValue, Record, RecordKey, RecordValue};
-use kshard_runtime::application::{Application, Message, Transaction, Transactional};
-use kshard_runtime::model::{RecoveryLog, ShardSpec, Source};
-use kshard_runtime::recovery_log::record::SourceOffset;
-use kshard_runtime::store::{Checkpoint, LogPosition, MemoryStore, Store};
+use kshard_runtime::recovery_log::SourceOffset;
+use kshard_runtime::{Application, Message, Transaction, Transactional};
+use kshard_runtime::{Checkpoint, LogPosition, MemoryStore, Store};
+use kshard_runtime::{RecoveryLog, ShardSpec, Source};
 use proptest::prelude::*;
 
 use crate::group_offsets::GroupOffsets;

@@ -149,7 +149,7 @@ pub(super) fn watermarks_age(e: &mut DescriptorEncoder<'_>, m: &Monitor) -> Enco
 pub(super) fn shards_without_primary(
     e: &mut DescriptorEncoder<'_>,
     m: &Monitor,
-    member: Option<&kshard_runtime::node::NodeShared>,
+    member: Option<&kshard_runtime::NodeShared>,
 ) -> Encoded {
     let Some(shared) = member else { return Ok(()) };
     let cluster = shared.cluster();

@@ -12,8 +12,8 @@
 
 pub(crate) mod pending;
 
-use kshard_runtime::recovery_log::record::Mutation;
-use kshard_runtime::store::Store;
+use kshard_runtime::Store;
+use kshard_runtime::recovery_log::Mutation;
 use tracing::warn;
 
 use crate::group_offsets::GroupOffsets;
@@ -26,7 +26,7 @@ const SCAN_CHUNK: usize = 4 << 20;
 pub(crate) enum RebuildError {
     /// The store could not be read.
     #[error("reading the store: {0}")]
-    Store(#[from] kshard_runtime::store::StoreError),
+    Store(#[from] kshard_runtime::StoreError),
     /// An entry is not in the layout above.
     #[error("{0}")]
     Layout(String),

@@ -19,7 +19,7 @@ use super::{
 };
 
 /// Changes kept for watches that start in the past.
-pub const HISTORY: usize = 100_000;
+pub(crate) const HISTORY: usize = 100_000;
 
 #[derive(Debug)]
 struct Lease {

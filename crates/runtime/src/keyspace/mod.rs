@@ -22,8 +22,11 @@
 
 #[cfg(any(test, feature = "testing"))]
 pub mod conformance;
-pub mod etcd;
-pub mod memory;
+pub(crate) mod etcd;
+pub(crate) mod memory;
+
+pub use etcd::EtcdKeyspace;
+pub use memory::MemoryKeyspace;
 
 use std::future::Future;
 use std::time::Duration;

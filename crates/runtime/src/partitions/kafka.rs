@@ -131,7 +131,7 @@ pub enum LogTopicError {
 }
 
 /// Makes `name` ready to hold recovery logs: created with
-/// [`crate::recovery_log::topic::TOPIC_CONFIGS`] (and `extra`) when missing;
+/// `recovery_log::topic::TOPIC_CONFIGS` (and `extra`) when missing;
 /// when it exists, its configuration checked, and a setting that would lose
 /// records refused by name (a topic made by hand, or by auto-creation).
 /// Returns whether it was created.

@@ -19,7 +19,7 @@ use super::{Appended, AppendedOf, Ends, LogRecord, PartitionRead, Partitions, Pe
 
 /// A record kept.
 #[derive(Debug)]
-pub struct Stored {
+pub(crate) struct Stored {
     pub(crate) offset: i64,
     pub(crate) key: Option<Vec<u8>>,
     pub(crate) value: Option<Vec<u8>>,

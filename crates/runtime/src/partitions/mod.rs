@@ -18,8 +18,11 @@
 
 #[cfg(any(test, feature = "testing"))]
 pub mod conformance;
-pub mod kafka;
-pub mod memory;
+pub(crate) mod kafka;
+pub(crate) mod memory;
+
+pub use kafka::{KafkaPartitions, LogTopicError, ensure_log_topic};
+pub use memory::MemoryPartitions;
 
 use std::collections::HashMap;
 use std::future::Future;

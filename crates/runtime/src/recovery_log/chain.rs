@@ -14,11 +14,11 @@
 use super::record::{Body, LogRecord};
 
 /// The checksum of an empty chain.
-pub const EMPTY: u64 = 0xcbf2_9ce4_8422_2325;
+pub(crate) const EMPTY: u64 = 0xcbf2_9ce4_8422_2325;
 
 /// The chain's checksum after a record: FNV-1a (64-bit) of the record's bytes,
 /// continuing from the checksum before it.
-pub fn checksum(prev: u64, record: &[u8]) -> u64 {
+pub(crate) fn checksum(prev: u64, record: &[u8]) -> u64 {
     record.iter().fold(prev, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3))
 }
 

@@ -111,7 +111,7 @@ impl LogClients<'_> {
 /// leaves out (no leader now, or no such partition) is an error: taken as
 /// empty, a store would look ahead of its log, and an end of 0 read as
 /// "played to the head" at once.
-pub async fn ends(partitions: &dyn Partitions, topic: &str, partition: i32) -> Result<(i64, i64), LogError> {
+pub(crate) async fn ends(partitions: &dyn Partitions, topic: &str, partition: i32) -> Result<(i64, i64), LogError> {
     let step = "finding the log's ends";
     let key = [(topic.to_owned(), partition)];
     let ends = partitions.ends(&key).await.map_err(|source| LogError::Kafka { step, source })?;
@@ -139,7 +139,7 @@ pub async fn play_to_head<S: Store>(
 /// Offers a record read from the log to `player` (`applied` sees an applied
 /// transaction's mutations and offsets): where every record meets the chain
 /// rules, for every loop that plays a log.
-pub fn offer<S: Store>(
+pub(crate) fn offer<S: Store>(
     player: &mut Player<S>,
     record: &LogRecord<'_>,
     applied: impl FnOnce(&[Mutation], &[SourceOffset]),
@@ -170,7 +170,7 @@ pub fn offer<S: Store>(
 
 /// Reads the log from the player's position until it reaches `end`,
 /// offering every record; returns what was played.
-pub async fn play_to<S: Store>(
+pub(crate) async fn play_to<S: Store>(
     log: &LogClients<'_>,
     player: &mut Player<S>,
     end: i64,
@@ -248,7 +248,7 @@ pub async fn commit<S: Store>(
 
 /// Appends one record of `body` as `author` on the head of the log and reads
 /// back to it; [`LogError::Fenced`] when it was not applied.
-pub async fn append<S: Store>(
+pub(crate) async fn append<S: Store>(
     log: &LogClients<'_>,
     player: &mut Player<S>,
     author: u64,

@@ -23,19 +23,19 @@ use crate::store::LogPosition;
 
 /// True when `bytes`, read at the offset before `position.next_offset`, is the
 /// record after which a store holds `position`.
-pub fn applied_last(bytes: &[u8], position: &LogPosition) -> bool {
+pub(crate) fn applied_last(bytes: &[u8], position: &LogPosition) -> bool {
     LogRecord::decode(bytes).is_ok_and(|r| r.seq == position.seq && checksum(r.prev, bytes) == position.checksum)
 }
 
 /// True when `bytes`, read at `hint.offset`, is the snapshot start `hint` names.
-pub fn starts(bytes: &[u8], hint: &Hint) -> bool {
+pub(crate) fn starts(bytes: &[u8], hint: &Hint) -> bool {
     LogRecord::decode(bytes)
         .is_ok_and(|r| r.body == Body::SnapshotStart && r.seq == hint.seq.saturating_add(1) && r.prev == hint.checksum)
 }
 
 /// True when `log` holds, at `hint.offset`, the snapshot start `hint` names
 /// (false for a hint of a log since recreated).
-pub async fn holds_snapshot(
+pub(crate) async fn holds_snapshot(
     partitions: &dyn Partitions,
     log: &RecoveryLog,
     hint: &Hint,
@@ -47,7 +47,7 @@ pub async fn holds_snapshot(
 
 /// The value of the record at `offset` of `topic`/`partition`; `None` when
 /// there is none there (deleted, or past the end). Bounded by `timeout`.
-pub async fn record_at(
+pub(crate) async fn record_at(
     partitions: &dyn Partitions,
     topic: &str,
     partition: i32,

@@ -2,22 +2,28 @@
 //! partition (Kafka, or memory: see [`crate::partitions`]) and played by
 //! every replica — everything about it in one place.
 //!
-//! The pure core: the [`record`] format, the [`chain`] rules that decide
-//! which records a [`player`] applies (so that a zombie primary's late writes
+//! The pure core: the `record` format, the `chain` rules that decide
+//! which records a `player` applies (so that a zombie primary's late writes
 //! are ignored by every player alike, on any Kafka-compatible log), where
-//! playback [`start`]s, a primary's timing and snapshot [`policy`], and the
-//! settings a log [`topic`] must have. The I/O:
-//! [`io`] plays, hands off and appends; [`lineage`] reads a record back to
+//! playback `start`s, a primary's timing and snapshot `policy`, and the
+//! settings a log `topic` must have. The I/O:
+//! `io` plays, hands off and appends; `lineage` reads a record back to
 //! tell whether a store or hint belongs to the log as it is; `replica` is a
 //! replica's store and log as its worker uses them (opening at the right
 //! place, tailing, snapshots and hints).
 
-pub mod chain;
-pub mod io;
-pub mod lineage;
-pub mod player;
-pub mod policy;
-pub mod record;
+pub(crate) mod chain;
+pub(crate) mod io;
+pub(crate) mod lineage;
+pub(crate) mod player;
+pub(crate) mod policy;
+pub(crate) mod record;
 pub(crate) mod replica;
-pub mod start;
-pub mod topic;
+pub(crate) mod start;
+pub(crate) mod topic;
+
+pub use chain::{Chain, Skip};
+pub use io::{LogClients, LogError, commit, hand_off, play_to_head};
+pub use player::{Played, Player};
+pub use policy::HEARTBEAT;
+pub use record::{Body, LogRecord, Mutation, SourceOffset};

@@ -14,7 +14,7 @@ pub const HEARTBEAT: Duration = Duration::from_secs(2);
 
 /// A transaction ends once its writes reach this size (a recovery-log record
 /// must stay under Kafka's default limit of 1 MiB).
-pub const MAX_TRANSACTION_BYTES: usize = 512 << 10;
+pub(crate) const MAX_TRANSACTION_BYTES: usize = 512 << 10;
 
 /// The longest a transaction waits for one event before it looks at the
 /// time again.
@@ -22,7 +22,7 @@ const POLL_AT_MOST: Duration = Duration::from_millis(100);
 
 /// What the sources' last poll gave a transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Polled {
+pub(crate) enum Polled {
     /// A message, taken: the transaction's writes are now this many bytes.
     Message {
         /// The transaction's writes so far.
@@ -36,7 +36,7 @@ pub enum Polled {
 
 /// A transaction ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct End {
+pub(crate) struct End {
     /// The sources had nothing more: the next transaction waits until they
     /// are readable.
     pub drained: bool,
@@ -45,14 +45,14 @@ pub struct End {
 /// A shard's transaction timing: at least `min` long, at most `max`, ending
 /// early once `min` has passed and nothing more is ready.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Timing {
+pub(crate) struct Timing {
     min: Duration,
     max: Duration,
 }
 
 impl Timing {
     /// The shard's settings (a maximum of 0 ms is taken as 1 ms).
-    pub fn of(spec: &ShardSpec) -> Self {
+    pub(crate) fn of(spec: &ShardSpec) -> Self {
         Timing {
             min: Duration::from_millis(spec.min_txn_duration_ms),
             max: Duration::from_millis(spec.max_txn_duration_ms.max(1)),
@@ -61,14 +61,14 @@ impl Timing {
 
     /// How long the poll at `elapsed` into the transaction may wait; `None`
     /// when the transaction is at its maximum and ends.
-    pub fn before_poll(&self, elapsed: Duration) -> Option<Duration> {
+    pub(crate) fn before_poll(&self, elapsed: Duration) -> Option<Duration> {
         let left = self.max.checked_sub(elapsed).filter(|left| !left.is_zero())?;
         Some(left.min(POLL_AT_MOST))
     }
 
     /// Whether the transaction ends after a poll begun at `elapsed` gave
     /// `polled`; `None` goes on polling.
-    pub fn after_poll(&self, elapsed: Duration, polled: Polled) -> Option<End> {
+    pub(crate) fn after_poll(&self, elapsed: Duration, polled: Polled) -> Option<End> {
         let past_min = elapsed >= self.min;
         match polled {
             Polled::Message { bytes } if bytes >= MAX_TRANSACTION_BYTES => Some(End { drained: false }),
@@ -82,7 +82,7 @@ impl Timing {
 /// Whether a transaction that took `messages` and moved a source position
 /// (`moved`) is committed, `since_commit` after the last commit: an empty one
 /// only as a [`HEARTBEAT`].
-pub fn commits(messages: usize, moved: bool, since_commit: Duration) -> bool {
+pub(crate) fn commits(messages: usize, moved: bool, since_commit: Duration) -> bool {
     messages > 0 || moved || since_commit >= HEARTBEAT
 }
 
@@ -90,7 +90,7 @@ pub fn commits(messages: usize, moved: bool, since_commit: Duration) -> bool {
 /// has outgrown the shard's policy, the last snapshot being
 /// `snapshot_bytes` long: more than `snapshot_min_bytes` and more than
 /// `snapshot_factor` times the snapshot.
-pub fn snapshot_due(spec: &ShardSpec, since_snapshot: u64, snapshot_bytes: u64) -> bool {
+pub(crate) fn snapshot_due(spec: &ShardSpec, since_snapshot: u64, snapshot_bytes: u64) -> bool {
     since_snapshot > spec.snapshot_min_bytes
         && since_snapshot > u64::from(spec.snapshot_factor).saturating_mul(snapshot_bytes)
 }

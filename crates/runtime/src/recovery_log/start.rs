@@ -8,7 +8,7 @@ use crate::model::Hint;
 
 /// What the replica found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Found {
+pub(crate) struct Found {
     /// The store's next offset (`None`: an empty store).
     pub position: Option<i64>,
     /// False when the log holds another record where the store's last applied
@@ -24,7 +24,7 @@ pub struct Found {
 
 /// Where playback starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Start {
+pub(crate) enum Start {
     /// From the store's checkpoint (or offset 0 for an empty store on a
     /// whole log).
     Store,
@@ -38,7 +38,7 @@ pub enum Start {
 }
 
 /// Why the store is not played on, for the log line.
-pub fn why(start: &Start, found: &Found) -> Option<&'static str> {
+pub(crate) fn why(start: &Start, found: &Found) -> Option<&'static str> {
     match start {
         Start::Store => None,
         Start::Snapshot(_) if !found.store_of_this_log => {
@@ -54,7 +54,7 @@ pub fn why(start: &Start, found: &Found) -> Option<&'static str> {
 }
 
 /// Decides where playback starts.
-pub fn choose(found: &Found) -> Start {
+pub(crate) fn choose(found: &Found) -> Start {
     let ours = found.store_of_this_log && found.position.is_none_or(|p| p <= found.high);
     let position = if ours { found.position.unwrap_or(0) } else { 0 };
     match found.hint {

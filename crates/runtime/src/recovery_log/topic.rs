@@ -12,7 +12,7 @@
 
 /// Settings a recovery-log topic is created with; the first four are also
 /// what an existing topic must have.
-pub const TOPIC_CONFIGS: [(&str, &str); 4] = [
+pub(crate) const TOPIC_CONFIGS: [(&str, &str); 4] = [
     ("cleanup.policy", "delete"),
     ("retention.ms", "-1"),
     ("retention.bytes", "-1"),
@@ -35,7 +35,7 @@ pub struct Misconfigured {
 
 /// Checks an existing topic's configuration (name → value, as DescribeConfigs
 /// gives it) against [`TOPIC_CONFIGS`]: every setting that differs, named.
-pub fn check(topic: &str, configs: &std::collections::HashMap<String, Option<String>>) -> Vec<Misconfigured> {
+pub(crate) fn check(topic: &str, configs: &std::collections::HashMap<String, Option<String>>) -> Vec<Misconfigured> {
     TOPIC_CONFIGS
         .iter()
         .filter_map(|(setting, want)| {

@@ -9,10 +9,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use kshard_kafka::{Error, Isolation};
-use kshard_runtime::partitions::memory::MemoryPartitions;
+use kshard_runtime::partitions::MemoryPartitions;
 use kshard_runtime::partitions::{Appended, Ends, PartitionRead, Partitions, Pending};
-use kshard_runtime::recovery_log::player::Player;
-use kshard_runtime::store::{Checkpoint, MemoryStore, Store};
+use kshard_runtime::recovery_log::Player;
+use kshard_runtime::{Checkpoint, MemoryStore, Store};
 
 type Records = HashMap<(String, i32), Vec<Vec<u8>>>;
 
@@ -93,8 +93,8 @@ impl Chain {
             let applied = played.is_some_and(|p| {
                 !matches!(
                     p,
-                    kshard_runtime::recovery_log::player::Played::Skipped(_)
-                        | kshard_runtime::recovery_log::player::Played::Malformed(_)
+                    kshard_runtime::recovery_log::Played::Skipped(_)
+                        | kshard_runtime::recovery_log::Played::Malformed(_)
                 )
             });
             if applied {

@@ -1,8 +1,8 @@
 //! The application the simulation runs: each shard sums its source's values
 //! by key (8 bytes, big-endian), as `kshard example sum` does.
 
-use kshard_runtime::application::{AppError, Application, Message, Transaction};
-use kshard_runtime::model::ShardSpec;
+use kshard_runtime::ShardSpec;
+use kshard_runtime::{AppError, Application, Message, Transaction};
 
 /// Sums each key's values in the store.
 pub(crate) struct Sum;

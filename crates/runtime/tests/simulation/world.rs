@@ -10,15 +10,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kshard_kafka::ClientSettings;
-use kshard_runtime::disk::MemoryDisk;
+use kshard_runtime::MemoryDisk;
+use kshard_runtime::ReplicaCode;
+use kshard_runtime::Store;
 use kshard_runtime::faults::{Gate, GatedDisk, GatedKeyspace, GatedPartitions, Passage};
-use kshard_runtime::keyspace::memory::MemoryKeyspace;
+use kshard_runtime::keyspace::MemoryKeyspace;
 use kshard_runtime::keyspace::{Keyspace, LeaseId, Result as KsResult, Snapshot, Txn, TxnResponse, WatchStream};
-use kshard_runtime::model::{AssignmentValue, Hints, Keys, MemberSpec, RecoveryLog, ShardSpec, Source};
-use kshard_runtime::node::{self, NodeConfig, NodeError, NodeShared};
 use kshard_runtime::partitions::Partitions;
-use kshard_runtime::status::ReplicaCode;
-use kshard_runtime::store::Store;
+use kshard_runtime::{AssignmentValue, Hints, Keys, MemberSpec, RecoveryLog, ShardSpec, Source};
+use kshard_runtime::{NodeConfig, NodeError, NodeShared};
 use tokio::task::JoinHandle;
 
 use super::reference::{Chain, Recording};
@@ -126,7 +126,7 @@ impl World {
             })
             .collect();
         for spec in &shards {
-            node::create_shard(&ks, &keys, spec).await.expect("the embedded keyspace takes a shard");
+            kshard_runtime::create_shard(&ks, &keys, spec).await.expect("the embedded keyspace takes a shard");
         }
         let members = (0..members)
             .map(|i| Member {
@@ -176,9 +176,10 @@ impl World {
         };
         let shared = NodeShared::default();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(node::run(Arc::new(ks), config, Arc::new(Sum), shared.clone(), async move {
-            let _ = stopped.await;
-        }));
+        let task =
+            tokio::spawn(kshard_runtime::run_node(Arc::new(ks), config, Arc::new(Sum), shared.clone(), async move {
+                let _ = stopped.await;
+            }));
         member.life = Some(Life { keyspace, log, writes, disk, shared, stop: Some(stop), task });
     }
 
