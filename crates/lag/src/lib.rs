@@ -1,14 +1,21 @@
 //! `kshard-lag`: the consumer-lag application.
 //!
-//! The state is one [`GroupOffsets`] unit per `__consumer_offsets` partition
-//! (committed offsets and metadata of the groups whose records that partition
-//! holds), merged only when read; [`CatchUp`] knows when the reader has caught up;
-//! [`Watermarks`] hold the topics' watermarks; [`Monitor`] ties them together for
-//! the reader and the readers of metrics; [`Readiness`] decides whether what
-//! they hold is current and complete; [`Metrics`] renders Prometheus text.
-//! These, in `state/` (and the renderers in `metrics/` and `api.rs`), are free
-//! of I/O; `io/` feeds them from Kafka — directly, or through durable shards of
-//! `kshard-runtime` — and [`service`] serves them over HTTP.
+//! `state/` is pure — no I/O, the time from an injected [`Clock`]: one
+//! [`GroupOffsets`] unit per `__consumer_offsets` partition (committed
+//! offsets and metadata of the groups whose records that partition holds),
+//! merged only when read, held in [`Units`]; [`CatchUp`] and the readiness
+//! state machine know when the reader has caught up and whether what it holds
+//! is current ([`Verdict`]); [`Watermarks`] hold the topics' watermarks; what
+//! each refresh derives (commit windows and statuses, record times for lag in
+//! seconds, lag history) is read through a [`DerivedView`]; [`Monitor`] ties
+//! them together; the store layout of durable shards is `shard_store`. The
+//! renderers, also pure: [`Metrics`] (Prometheus text), `api.rs` (JSON) and
+//! [`burrow`] (Burrow's API).
+//!
+//! `io/` feeds the state from Kafka through kshard-kafka's seams — the
+//! offsets reader (directly, or through durable shards of `kshard-runtime`
+//! with a data directory: [`LocalMember`]), the watermark refresher, their
+//! supervision — and [`service`] serves it over HTTP.
 
 mod api;
 pub mod burrow;
@@ -31,19 +38,17 @@ pub use api::{
 };
 pub use catch_up::{CatchUp, PartitionProgress, Progress};
 pub use consumer_status::{Commit, CommitWindow, Status, StatusSettings};
-pub use derived::{Derived, DerivedView};
+pub use derived::DerivedView;
 pub use filter::NameFilter;
 pub use group_offsets::{
     Applied, CommittedOffset, DescribedMember, Group, GroupInfo, GroupOffsets, Member, Skipped, Transactional,
 };
-pub use health::{FAILURES_FORGOTTEN_AFTER, Health, WorkerFailure};
 pub use lag_history::{HistorySettings, LagHistory, LagPoint};
-pub use lag_time::{LagTimes, Method};
+pub use lag_time::Method;
 pub use metrics::{Metrics, SelfTimings};
 pub use monitor::{Clock, DEFAULT_STALE_AFTER, Granularity, Monitor, MonitorSettings, SystemClock};
-pub use names::{FastMap, Names};
-pub use open_transactions::{OpenTransactions, PendingCommit};
-pub use readiness::{Event, Readiness, Verdict};
+pub use names::Names;
+pub use readiness::{Event, Verdict};
 pub use shards_reader::{ClusterOptions, recovery_log_topic};
 pub use units::{ReadCounters, RecordAt, SkippedRecord, Units};
 pub use watermarks::{Watermark, Watermarks, lag};

@@ -19,7 +19,7 @@ type GroupPartition = (Arc<str>, Arc<str>, i32);
 
 /// What a refresh derives, behind the monitor's one lock for it.
 #[derive(Debug)]
-pub struct Derived {
+pub(crate) struct Derived {
     /// The windows of recent commits, by group-partition, each with the
     /// generation of the sample that last saw it.
     windows: FastMap<GroupPartition, (u64, CommitWindow)>,
@@ -65,7 +65,7 @@ impl<'a> DerivedView<'a> {
 
 impl Derived {
     /// Nothing derived yet.
-    pub fn new(status: StatusSettings, history: HistorySettings) -> Self {
+    pub(crate) fn new(status: StatusSettings, history: HistorySettings) -> Self {
         Derived {
             windows: FastMap::default(),
             status,
@@ -87,7 +87,7 @@ impl Derived {
     /// partition's high watermark for lag-in-seconds estimates, and returns
     /// the (topic, partition, offset) of lagging group-partitions whose record
     /// time is to be read (for [`Derived::times_found`]).
-    pub fn sample(
+    pub(crate) fn sample(
         &mut self,
         units: &Units,
         settings: &MonitorSettings,
@@ -158,14 +158,14 @@ impl Derived {
 
     /// Records read for [`Derived::sample`]: (topic, partition, wanted
     /// offset) → (offset read, timestamp in ms).
-    pub fn times_found(&mut self, found: impl IntoIterator<Item = ((String, i32, i64), (i64, i64))>) {
+    pub(crate) fn times_found(&mut self, found: impl IntoIterator<Item = ((String, i32, i64), (i64, i64))>) {
         for ((topic, partition, wanted), (offset, timestamp_ms)) in found {
             self.times.found(&Arc::from(topic), partition, wanted, offset, timestamp_ms);
         }
     }
 
     /// Offsets of [`Derived::sample`] that were read and gave no record.
-    pub fn times_not_found(&mut self, missing: impl IntoIterator<Item = (String, i32, i64)>) {
+    pub(crate) fn times_not_found(&mut self, missing: impl IntoIterator<Item = (String, i32, i64)>) {
         for (topic, partition, wanted) in missing {
             self.times.not_found(&Arc::from(topic), partition, wanted);
         }
@@ -174,7 +174,13 @@ impl Derived {
     /// After a refresh and its record times: each group's total lag and
     /// highest lag in seconds go into its history (one more pass over the
     /// units; groups gone are forgotten).
-    pub fn record_history(&mut self, units: &Units, settings: &MonitorSettings, watermarks: &Watermarks, now_ms: i64) {
+    pub(crate) fn record_history(
+        &mut self,
+        units: &Units,
+        settings: &MonitorSettings,
+        watermarks: &Watermarks,
+        now_ms: i64,
+    ) {
         let mut totals = Vec::new();
         units.for_each(|_, unit| {
             for (group, g) in unit.groups() {
@@ -200,7 +206,7 @@ impl Derived {
     }
 
     /// A group's recent lag, oldest first, and the settings it was kept by.
-    pub fn history(&self, group: &str) -> (Vec<LagPoint>, HistorySettings) {
+    pub(crate) fn history(&self, group: &str) -> (Vec<LagPoint>, HistorySettings) {
         (self.history.points(group), self.history.settings())
     }
 }

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 /// A worker's failures.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WorkerFailure {
+pub(crate) struct WorkerFailure {
     /// What went wrong last.
     pub error: String,
     /// How many times it has failed in a row: failures less than
@@ -28,11 +28,11 @@ pub struct WorkerFailure {
 
 /// A failure this long after the previous one starts a new series (the
 /// worker had been working), so the restart backoff starts small again.
-pub const FAILURES_FORGOTTEN_AFTER: Duration = Duration::from_secs(60);
+pub(crate) const FAILURES_FORGOTTEN_AFTER: Duration = Duration::from_secs(60);
 
 /// Worker and watermark health (plain data: [`crate::Readiness`] owns it).
 #[derive(Debug)]
-pub struct Health {
+pub(crate) struct Health {
     /// Workers that failed, by name.
     failed: BTreeMap<&'static str, WorkerFailure>,
     /// When watermarks were last refreshed successfully.
@@ -56,7 +56,7 @@ struct Condition {
 
 impl Health {
     /// Watermarks count as stale once older than `stale_after`.
-    pub fn new(stale_after: Duration) -> Self {
+    pub(crate) fn new(stale_after: Duration) -> Self {
         Health {
             failed: BTreeMap::new(),
             last_refresh: None,
@@ -67,7 +67,7 @@ impl Health {
     }
 
     /// `worker` failed with `error` at `now`; returns how many times in a row.
-    pub fn worker_failed(&mut self, worker: &'static str, error: String, now: Instant) -> u32 {
+    pub(crate) fn worker_failed(&mut self, worker: &'static str, error: String, now: Instant) -> u32 {
         let failures = match self.failed.get(worker) {
             Some(f) if now.saturating_duration_since(f.at) < FAILURES_FORGOTTEN_AFTER => f.failures + 1,
             _ => 1,
@@ -79,20 +79,20 @@ impl Health {
     /// `worker` has shown progress since it (re)started: it no longer keeps
     /// kshard from being current. Its count of failures stays, so that a worker
     /// that fails again soon waits longer before its next restart.
-    pub fn worker_running(&mut self, worker: &'static str) {
+    pub(crate) fn worker_running(&mut self, worker: &'static str) {
         if let Some(f) = self.failed.get_mut(worker) {
             f.down = false;
         }
     }
 
     /// How many times in a row `worker` has failed (0: never).
-    pub fn failures(&self, worker: &str) -> u32 {
+    pub(crate) fn failures(&self, worker: &str) -> u32 {
         self.failed.get(worker).map_or(0, |f| f.failures)
     }
 
     /// Condition `key` holds since `now` unless it held already: a problem
     /// once it has lasted longer than `grace`, said as `why`.
-    pub fn hold(&mut self, key: &str, why: String, grace: Duration, now: Instant) {
+    pub(crate) fn hold(&mut self, key: &str, why: String, grace: Duration, now: Instant) {
         match self.conditions.get_mut(key) {
             Some(c) => c.why = why,
             None => {
@@ -102,46 +102,46 @@ impl Health {
     }
 
     /// Condition `key` no longer holds.
-    pub fn release(&mut self, key: &str) {
+    pub(crate) fn release(&mut self, key: &str) {
         self.conditions.remove(key);
     }
 
     /// The conditions that hold (not yet problems, or problems), with how
     /// long they have held at `now`.
-    pub fn conditions(&self, now: Instant) -> Vec<(String, Duration)> {
+    pub(crate) fn conditions(&self, now: Instant) -> Vec<(String, Duration)> {
         self.conditions.values().map(|c| (c.why.clone(), now.saturating_duration_since(c.since))).collect()
     }
 
     /// Why the latest watermark refresh failed, until one succeeds.
-    pub fn refresh_error(&self) -> Option<String> {
+    pub(crate) fn refresh_error(&self) -> Option<String> {
         self.refresh_error.clone()
     }
 
     /// Watermarks were refreshed at `at`.
-    pub fn refreshed(&mut self, at: Instant) {
+    pub(crate) fn refreshed(&mut self, at: Instant) {
         self.last_refresh = Some(at);
         self.refresh_error = None;
     }
 
     /// A refresh failed.
-    pub fn refresh_failed(&mut self, error: String) {
+    pub(crate) fn refresh_failed(&mut self, error: String) {
         self.refresh_error = Some(error);
     }
 
     /// How old watermarks may be before they count as stale.
-    pub fn stale_after(&self) -> Duration {
+    pub(crate) fn stale_after(&self) -> Duration {
         self.stale_after
     }
 
     /// How old the watermarks are at `now` (`None` before the first refresh).
-    pub fn watermark_age(&self, now: Instant) -> Option<Duration> {
+    pub(crate) fn watermark_age(&self, now: Instant) -> Option<Duration> {
         self.last_refresh.map(|t| now.saturating_duration_since(t))
     }
 
     /// Why what kshard knows is not current at `now`, or `None` when it is. A
     /// service that never refreshed watermarks is not judged here (catch-up
     /// readiness waits for the first refresh).
-    pub fn problem(&self, now: Instant) -> Option<String> {
+    pub(crate) fn problem(&self, now: Instant) -> Option<String> {
         if let Some((worker, f)) = self.failed.iter().find(|(_, f)| f.down) {
             return Some(format!("the {worker} failed ({} in a row) and is restarting: {}", f.failures, f.error));
         }

@@ -70,7 +70,7 @@ const POINTS_KEPT: usize = 8;
 
 /// The record times known and the high-watermark history.
 #[derive(Debug, Default)]
-pub struct LagTimes {
+pub(crate) struct LagTimes {
     /// (topic, partition, committed offset) → (offset read, its timestamp in ms).
     records: FastMap<(Arc<str>, i32, i64), (i64, i64)>,
     /// Offsets read for that gave no record (a transaction marker at the end).
@@ -86,7 +86,7 @@ impl LagTimes {
     /// A high watermark lower than the last one seen (the topic deleted and
     /// created again, the log truncated) makes what was known of the
     /// partition's offsets untrue: its history and points are forgotten.
-    pub fn sample_high(&mut self, topic: &Arc<str>, partition: i32, high: i64, now_ms: i64) {
+    pub(crate) fn sample_high(&mut self, topic: &Arc<str>, partition: i32, high: i64, now_ms: i64) {
         let key = (Arc::clone(topic), partition);
         if self.highs.get(&key).and_then(|s| s.back()).is_some_and(|last| high < last.high) {
             self.highs.remove(&key);
@@ -109,7 +109,7 @@ impl LagTimes {
     /// Of `committed` (topic, partition, committed offset, low watermark) of
     /// lagging group-partitions, those whose record time is not known yet and
     /// still in the log; forgets the times no group needs any more.
-    pub fn wanted(&mut self, committed: &[(Arc<str>, i32, i64, i64)]) -> Vec<(String, i32, i64)> {
+    pub(crate) fn wanted(&mut self, committed: &[(Arc<str>, i32, i64, i64)]) -> Vec<(String, i32, i64)> {
         let needed: std::collections::HashSet<(&Arc<str>, i32, i64)> =
             committed.iter().map(|(t, p, o, _)| (t, *p, *o)).collect();
         self.records.retain(|(t, p, o), _| needed.contains(&(t, *p, *o)));
@@ -129,19 +129,19 @@ impl LagTimes {
 
     /// `topic`/`partition` was read at `wanted` and gave no record: what
     /// follows it (when the lag is one) is a transaction marker, not a record.
-    pub fn not_found(&mut self, topic: &Arc<str>, partition: i32, wanted: i64) {
+    pub(crate) fn not_found(&mut self, topic: &Arc<str>, partition: i32, wanted: i64) {
         self.missing.insert((Arc::clone(topic), partition, wanted));
     }
 
     /// Forgets the high-watermark history of partitions not in `live`.
-    pub fn keep_partitions(&mut self, live: &std::collections::HashSet<(Arc<str>, i32)>) {
+    pub(crate) fn keep_partitions(&mut self, live: &std::collections::HashSet<(Arc<str>, i32)>) {
         self.highs.retain(|k, _| live.contains(k));
         self.points.retain(|k, _| live.contains(k));
     }
 
     /// The record read for `topic`/`partition` at `wanted`: `offset` (≥ the
     /// wanted one) with its timestamp.
-    pub fn found(&mut self, topic: &Arc<str>, partition: i32, wanted: i64, offset: i64, timestamp_ms: i64) {
+    pub(crate) fn found(&mut self, topic: &Arc<str>, partition: i32, wanted: i64, offset: i64, timestamp_ms: i64) {
         self.records.insert((Arc::clone(topic), partition, wanted), (offset, timestamp_ms));
         let points = self.points.entry((Arc::clone(topic), partition)).or_default();
         points.insert(offset, timestamp_ms);
@@ -194,7 +194,7 @@ impl LagTimes {
     /// The lag in seconds of a group at `committed` on `topic`/`partition`
     /// with `lag` records now, at `now_ms`; 0 with no lag, `None` when nothing
     /// is known yet.
-    pub fn lag_seconds(
+    pub(crate) fn lag_seconds(
         &self,
         topic: &Arc<str>,
         partition: i32,
@@ -227,7 +227,8 @@ impl LagTimes {
     }
 
     /// Topic-partitions with a high-watermark history (its memory).
-    pub fn partitions(&self) -> usize {
+    #[cfg(test)]
+    fn partitions(&self) -> usize {
         self.highs.len()
     }
 }

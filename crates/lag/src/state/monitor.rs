@@ -324,13 +324,18 @@ impl Monitor {
         lock(&self.derived)
     }
 
-    /// After a watermark refresh: see [`Derived::sample`].
+    /// After a watermark refresh, in one pass over the units: each
+    /// group-partition's commit goes into its window of recent commits, the
+    /// high watermarks are sampled for lag-in-seconds estimates, and the
+    /// (topic, partition, offset) of lagging group-partitions whose record
+    /// time is to be read come back (for [`Monitor::times_found`]).
     pub fn sample(&self) -> Vec<(String, i32, i64)> {
         let watermarks = self.watermarks();
         self.derived_lock().sample(&self.units, &self.settings, &watermarks, self.clock.epoch_ms())
     }
 
-    /// Records read for [`Monitor::sample`]: see [`Derived::times_found`].
+    /// Records read for [`Monitor::sample`]: (topic, partition, wanted
+    /// offset) → (offset read, timestamp in ms).
     pub fn times_found(&self, found: impl IntoIterator<Item = ((String, i32, i64), (i64, i64))>) {
         self.derived_lock().times_found(found);
     }
@@ -340,7 +345,8 @@ impl Monitor {
         self.derived_lock().times_not_found(missing);
     }
 
-    /// After a refresh and its record times: see [`Derived::record_history`].
+    /// After a refresh and its record times: each group's total lag and
+    /// highest lag in seconds go into its history (groups gone are forgotten).
     pub fn record_history(&self) {
         let watermarks = self.watermarks();
         self.derived_lock().record_history(&self.units, &self.settings, &watermarks, self.clock.epoch_ms());

@@ -8,7 +8,7 @@ use std::sync::Arc;
 /// group and topic names every record is looked up by. Names come from
 /// `__consumer_offsets`, which only brokers write, so HashDoS resistance is not
 /// needed; foldhash still seeds per process.
-pub type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+pub(crate) type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// A set of shared strings; [`Names::intern`] returns the one copy of a name.
 #[derive(Debug, Default)]

@@ -104,7 +104,7 @@ pub struct Verdict {
 
 /// The readiness state machine.
 #[derive(Debug)]
-pub struct Readiness {
+pub(crate) struct Readiness {
     catch_up: CatchUp,
     health: Health,
     /// A refresh that began after catching up has completed (latched).
@@ -114,7 +114,7 @@ pub struct Readiness {
 
 impl Readiness {
     /// Nothing known yet; watermarks older than `stale_after` are stale.
-    pub fn new(stale_after: Duration) -> Self {
+    pub(crate) fn new(stale_after: Duration) -> Self {
         Readiness {
             catch_up: CatchUp::default(),
             health: Health::new(stale_after),
@@ -124,7 +124,7 @@ impl Readiness {
     }
 
     /// Takes one event.
-    pub fn step(&mut self, event: Event) {
+    pub(crate) fn step(&mut self, event: Event) {
         match event {
             Event::Waiting(why) => self.waiting = Some(why),
             Event::Tracked { partition, low, high } => self.catch_up.track(partition, low, high),
@@ -149,7 +149,7 @@ impl Readiness {
     }
 
     /// Where things stand at `now`.
-    pub fn verdict(&self, now: Instant) -> Verdict {
+    pub(crate) fn verdict(&self, now: Instant) -> Verdict {
         let caught_up = self.catch_up.is_ready();
         let problem = self.health.problem(now);
         let current = problem.is_none();
@@ -174,32 +174,32 @@ impl Readiness {
     }
 
     /// True once the initial partitions are tracked.
-    pub fn is_started(&self) -> bool {
+    pub(crate) fn is_started(&self) -> bool {
         self.catch_up.is_started()
     }
 
     /// Catch-up is complete (latched).
-    pub fn is_caught_up(&self) -> bool {
+    pub(crate) fn is_caught_up(&self) -> bool {
         self.catch_up.is_ready()
     }
 
     /// How many times in a row `worker` has failed (0: never, or forgotten).
-    pub fn failures(&self, worker: &str) -> u32 {
+    pub(crate) fn failures(&self, worker: &str) -> u32 {
         self.health.failures(worker)
     }
 
     /// Where catching up stands.
-    pub fn progress(&self) -> Progress {
+    pub(crate) fn progress(&self) -> Progress {
         self.catch_up.progress()
     }
 
     /// Per-partition catch-up state.
-    pub fn partitions(&self) -> impl Iterator<Item = (&i32, &PartitionProgress)> {
+    pub(crate) fn partitions(&self) -> impl Iterator<Item = (&i32, &PartitionProgress)> {
         self.catch_up.partitions().iter()
     }
 
     /// Worker and watermark health.
-    pub fn health(&self) -> &Health {
+    pub(crate) fn health(&self) -> &Health {
         &self.health
     }
 }
