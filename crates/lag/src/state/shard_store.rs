@@ -179,36 +179,19 @@ pub(crate) fn unit_from_store(store: &dyn Store, next_offset: Option<i64>) -> Re
 
 #[cfg(test)]
 mod tests {
-    use std::borrow::Cow;
-
-    use kshard_offsets::{OffsetCommitKey, OffsetCommitValue, Record, RecordKey, RecordValue};
+    use kshard_offsets::{OffsetCommitValue, Record, RecordKey};
 
     use super::*;
 
     /// The raw key and value of `group`'s commit of `offset` for `t`/0.
     fn commit(group: &str, offset: i64) -> (Vec<u8>, Vec<u8>) {
-        let record = Record {
-            key: RecordKey::OffsetCommit {
-                key_version: 1,
-                key: OffsetCommitKey { group: Cow::Borrowed(group), topic: Cow::Borrowed("t"), partition: 0 },
-            },
-            value: Some(RecordValue::OffsetCommit(OffsetCommitValue {
-                version: 3,
-                offset,
-                leader_epoch: Some(0),
-                metadata: Cow::Borrowed(""),
-                commit_timestamp: 1,
-                expire_timestamp: None,
-                topic_id: None,
-            })),
-        };
-        let (key, value) = record.encode();
+        let (key, value) = Record::offset_commit(group, "t", 0, Some(OffsetCommitValue::new(3, offset, 1))).encode();
         (key, value.expect("a value"))
     }
 
     /// What the primary stores for the record at `at`.
     fn stored(at: i64, value: &[u8]) -> Vec<u8> {
-        [&at.to_be_bytes()[..], value].concat()
+        stored_value(at, value)
     }
 
     #[test]
