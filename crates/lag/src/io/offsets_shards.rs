@@ -99,6 +99,12 @@ impl OffsetsShards {
     }
 }
 
+/// The condition ([`Event::Hold`]) of a partition read again from its
+/// store's checkpoint after it was served further.
+fn recovering_key(partition: i32) -> String {
+    format!("partition {partition} reading again")
+}
+
 /// The condition ([`Event::Hold`]) of a partition without a replica here.
 fn held_key(partition: i32) -> String {
     format!("no replica here of partition {partition}")
@@ -260,8 +266,11 @@ impl Application for OffsetsShards {
             // Serving already: this partition's lag goes back to its checkpoint
             // until it has read to the end again.
             self.recovering.lock().unwrap_or_else(PoisonError::into_inner).insert(partition);
-            let reason = format!("partition {partition} is reading again from its store's checkpoint");
-            self.monitor.worker_failed(WORKER, reason);
+            // Not a failure (nothing to restart, no backoff): a condition,
+            // not current at once, released at the partition's end.
+            let why = format!("partition {partition} is reading again from its store's checkpoint");
+            let at = self.monitor.now();
+            self.monitor.step(Event::Hold { key: recovering_key(partition), why, grace: Duration::ZERO, at });
         }
         self.settle();
         Ok(())
@@ -292,6 +301,7 @@ impl Application for OffsetsShards {
     fn end_of_source(&self, _: &ShardSpec, _: &str, partition: i32, next_offset: Option<i64>) {
         self.monitor.end_of_partition(partition, next_offset);
         if self.recovering.lock().unwrap_or_else(PoisonError::into_inner).remove(&partition) {
+            self.monitor.step(Event::Release(recovering_key(partition)));
             self.settle();
         }
     }
@@ -300,7 +310,9 @@ impl Application for OffsetsShards {
         let Ok(partition) = partition_of(shard) else { return };
         let was_primary = self.primaries.lock().unwrap_or_else(PoisonError::into_inner).remove(&partition);
         let was_standby = self.standbys.lock().unwrap_or_else(PoisonError::into_inner).remove(&partition);
-        self.recovering.lock().unwrap_or_else(PoisonError::into_inner).remove(&partition);
+        if self.recovering.lock().unwrap_or_else(PoisonError::into_inner).remove(&partition) {
+            self.monitor.step(Event::Release(recovering_key(partition)));
+        }
         if (was_primary || was_standby) && !self.stopping.load(Ordering::Acquire) {
             // Its state here stays, and is served, until the grace runs out:
             // the shard is moving, or restarting after a failure.

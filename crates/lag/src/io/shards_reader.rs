@@ -24,6 +24,7 @@ use tracing::info;
 
 use crate::offsets_reader::OffsetsReader;
 use crate::offsets_shards::OffsetsShards;
+use crate::readiness::Event;
 
 /// The recovery-log topic of the shards of `offsets_topic`: one partition per
 /// partition of it, records deleted only by the runtime.
@@ -233,6 +234,9 @@ fn worker_error(e: ServeError, root: &str) -> WorkerError {
     }
 }
 
+/// The condition ([`Event::Hold`]) of new partitions not given shards yet.
+const UNSHARDED: &str = "new partitions without shards";
+
 /// Gives partitions the refresher announces a log partition and a shard, and
 /// watches that every shard has a primary somewhere.
 struct Grower<'a, K> {
@@ -269,12 +273,17 @@ impl<K: Keyspace> Grower<'_, K> {
                 match self.give_shards(&pending, last) {
                     Ok(()) => {
                         pending.clear();
+                        self.app.monitor.step(Event::Release(UNSHARDED.into()));
                         self.app.settle();
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, partitions = ?pending, "giving new partitions shards; retrying");
-                        let worker = crate::offsets_shards::WORKER;
-                        self.app.monitor.worker_failed(worker, e.to_string());
+                        // Retried here, not a failure of the reader: a
+                        // condition, at once a problem, released once done.
+                        let why = format!("partitions {pending:?} of the offsets topic have no shard yet: {e}");
+                        let at = self.app.monitor.now();
+                        let hold = Event::Hold { key: UNSHARDED.into(), why, grace: Duration::ZERO, at };
+                        self.app.monitor.step(hold);
                         std::thread::sleep(Duration::from_secs(1));
                     }
                 }
