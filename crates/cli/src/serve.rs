@@ -4,7 +4,7 @@ use anyhow::{Context, Result};
 use kshard_lag::service::{ServeOptions, run};
 use tracing::info;
 
-use crate::serve_config::{LogFormat, ScrapeMode, ServeArgs, ServeConfig};
+use crate::serve_config::{LogFormat, ServeArgs, ServeConfig};
 
 /// Loads the configuration, sets up logging, and runs until SIGINT or SIGTERM.
 pub(crate) fn serve(args: &ServeArgs) -> Result<()> {
@@ -23,10 +23,7 @@ pub(crate) fn serve(args: &ServeArgs) -> Result<()> {
         }
         let options = ServeOptions {
             offsets_topic: config.offsets_topic.clone(),
-            mode: match config.scrape_mode {
-                ScrapeMode::OffsetsTopic => kshard_lag::service::ScrapeMode::OffsetsTopic,
-                ScrapeMode::AdminApi => kshard_lag::service::ScrapeMode::AdminApi,
-            },
+            mode: config.scrape_mode,
             namespace: config.namespace.clone(),
             watermark_interval: config.watermark_interval,
             monitor: config.monitor.clone(),

@@ -11,6 +11,7 @@ use kshard_kafka::ClientSettings;
 
 pub(crate) use crate::connection::{KafkaArgs, KafkaTarget};
 use crate::connection::{SaslFile, TlsFile, kafka_settings, offsets_topic, valid_topic};
+use kshard_lag::service::ScrapeMode;
 use kshard_lag::{Granularity, MonitorSettings, NameFilter};
 use serde::Deserialize;
 
@@ -79,7 +80,7 @@ pub(crate) struct FileConfig {
     data_dir: Option<PathBuf>,
     recovery_log_topic: Option<String>,
     scrape_mode: Option<ScrapeMode>,
-    granularity: Option<GranularityName>,
+    granularity: Option<Granularity>,
     watermark_interval_seconds: Option<f64>,
     log_format: Option<LogFormat>,
     #[serde(default)]
@@ -112,14 +113,8 @@ struct StatusFile {
 fn status_settings(file: &StatusFile) -> Result<kshard_lag::StatusSettings> {
     let defaults = kshard_lag::StatusSettings::default();
     let window = file.window.unwrap_or(defaults.window);
-    if !(2..=100).contains(&window) {
-        bail!("invalid status.window: {window} (between 2 and 100 commits)");
-    }
     let stop = file.single_commit_stop_seconds.unwrap_or(defaults.single_commit_stop_s);
-    if !(1..=86_400).contains(&stop) {
-        bail!("invalid status.single_commit_stop_seconds: {stop} (between 1 and 86400)");
-    }
-    Ok(kshard_lag::StatusSettings { window, recent_watermarks: window, single_commit_stop_s: stop })
+    Ok(kshard_lag::StatusSettings::checked(window, stop)?)
 }
 
 /// `history:` in the file: each group's lag history for the page's chart.
@@ -130,21 +125,12 @@ struct HistoryFile {
     resolution_seconds: Option<u32>,
 }
 
-/// The history settings, checked: at most 1440 points (about 23 KB) a group.
+/// The history settings, checked.
 fn history_settings(file: &HistoryFile) -> Result<kshard_lag::HistorySettings> {
     let defaults = kshard_lag::HistorySettings::default();
     let window = file.window_seconds.unwrap_or(defaults.window_s);
-    if !(60..=86_400).contains(&window) {
-        bail!("invalid history.window_seconds: {window} (between 60 and 86400)");
-    }
     let resolution = file.resolution_seconds.unwrap_or(defaults.resolution_s);
-    if !(1..=3600).contains(&resolution) || window / resolution > 1440 || resolution > window {
-        bail!(
-            "invalid history.resolution_seconds: {resolution} (between 1 and 3600, at most the window, \
-             and at most 1440 points: window_seconds / resolution_seconds)"
-        );
-    }
-    Ok(kshard_lag::HistorySettings { window_s: window, resolution_s: resolution })
+    Ok(kshard_lag::HistorySettings::checked(window, resolution)?)
 }
 
 /// `cluster:` in the file.
@@ -166,20 +152,6 @@ struct Lists {
     allow: Vec<String>,
     #[serde(default)]
     ignore: Vec<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum ScrapeMode {
-    OffsetsTopic,
-    AdminApi,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize)]
-#[serde(rename_all = "snake_case")]
-enum GranularityName {
-    Partition,
-    Topic,
 }
 
 /// How logs are written.
@@ -238,7 +210,7 @@ impl ServeConfig {
         };
         let granularity = match &args.granularity {
             Some(v) => parse_named("granularity (partition or topic)", v)?,
-            None => file.granularity.unwrap_or(GranularityName::Partition),
+            None => file.granularity.unwrap_or(Granularity::Partition),
         };
         let interval = args.watermark_interval_seconds.or(file.watermark_interval_seconds).unwrap_or(5.0);
         if !(interval.is_finite() && (0.1..=3600.0).contains(&interval)) {
@@ -271,16 +243,7 @@ impl ServeConfig {
             data_dir,
             scrape_mode,
             watermark_interval: Duration::from_secs_f64(interval),
-            monitor: MonitorSettings {
-                groups,
-                topics,
-                granularity: match granularity {
-                    GranularityName::Partition => Granularity::Partition,
-                    GranularityName::Topic => Granularity::Topic,
-                },
-                status,
-                history,
-            },
+            monitor: MonitorSettings { groups, topics, granularity, status, history },
             log_format,
             cluster,
             recovery_log_topic,

@@ -28,8 +28,8 @@ pub use io::local_member::LocalMember;
 pub use io::{brokers, service};
 pub(crate) use io::{http, offsets_reader, offsets_shards, refresher, shards_reader, supervisor};
 pub(crate) use state::{
-    catch_up, consumer_status, derived, filter, group_offsets, health, lag_history, lag_time, monitor, names,
-    open_transactions, readiness, shard_store, units, watermarks,
+    catch_up, consumer_status, derived, filter, group_offsets, health, invalid_setting, lag_history, lag_time, monitor,
+    names, open_transactions, readiness, shard_store, units, watermarks,
 };
 
 pub use api::{
@@ -43,6 +43,7 @@ pub use filter::NameFilter;
 pub use group_offsets::{
     Applied, CommittedOffset, DescribedMember, Group, GroupInfo, GroupOffsets, Member, Skipped, Transactional,
 };
+pub use invalid_setting::InvalidSetting;
 pub use lag_history::{HistorySettings, LagHistory, LagPoint};
 pub use lag_time::Method;
 pub use metrics::{Metrics, SelfTimings};

@@ -27,8 +27,10 @@ use crate::metrics::{Metrics, SelfTimings};
 use crate::monitor::{Monitor, MonitorSettings};
 use crate::{offsets_reader, refresher, supervisor};
 
-/// Where group offsets come from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// Where group offsets come from (`offsets_topic` or `admin_api` in a
+/// configuration file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ScrapeMode {
     /// Read the offsets topic (the default: fast, complete, with metadata).
     #[default]

@@ -88,6 +88,21 @@ pub struct StatusSettings {
     pub single_commit_stop_s: i64,
 }
 
+impl StatusSettings {
+    /// Settings of `window` commits per partition and a single commit's
+    /// `single_commit_stop_s`, checked against what the rules can use.
+    pub fn checked(window: usize, single_commit_stop_s: i64) -> Result<Self, crate::InvalidSetting> {
+        if !(2..=100).contains(&window) {
+            return Err(crate::InvalidSetting::new("status.window", window, "between 2 and 100 commits"));
+        }
+        if !(1..=86_400).contains(&single_commit_stop_s) {
+            let field = "status.single_commit_stop_seconds";
+            return Err(crate::InvalidSetting::new(field, single_commit_stop_s, "between 1 and 86400"));
+        }
+        Ok(StatusSettings { window, recent_watermarks: window, single_commit_stop_s })
+    }
+}
+
 impl Default for StatusSettings {
     fn default() -> Self {
         StatusSettings { window: 10, recent_watermarks: 10, single_commit_stop_s: 60 }

@@ -30,6 +30,22 @@ impl Default for HistorySettings {
 }
 
 impl HistorySettings {
+    /// Settings of `window_s` at `resolution_s`, checked: at most 1440
+    /// points (about 23 KB) a group.
+    pub fn checked(window_s: u32, resolution_s: u32) -> Result<Self, crate::InvalidSetting> {
+        if !(60..=86_400).contains(&window_s) {
+            return Err(crate::InvalidSetting::new("history.window_seconds", window_s, "between 60 and 86400"));
+        }
+        if !(1..=3600).contains(&resolution_s) || window_s / resolution_s > 1440 || resolution_s > window_s {
+            return Err(crate::InvalidSetting::new(
+                "history.resolution_seconds",
+                resolution_s,
+                "between 1 and 3600, at most the window, and at most 1440 points: window_seconds / resolution_seconds",
+            ));
+        }
+        Ok(HistorySettings { window_s, resolution_s })
+    }
+
     /// Points kept per group.
     pub fn points(&self) -> usize {
         (self.window_s / self.resolution_s.max(1)).max(1) as usize
@@ -151,6 +167,18 @@ impl LagHistory {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn settings_out_of_range_name_the_field_and_what_is_allowed() {
+        assert!(HistorySettings::checked(3600, 60).is_ok());
+        let e = HistorySettings::checked(30, 1).expect_err("too short");
+        assert_eq!(e.to_string(), "invalid history.window_seconds: 30 (between 60 and 86400)");
+        let e = HistorySettings::checked(86_400, 1).expect_err("too many points");
+        assert_eq!(e.field, "history.resolution_seconds");
+        let e = crate::StatusSettings::checked(1, 60).expect_err("too few commits");
+        assert_eq!(e.to_string(), "invalid status.window: 1 (between 2 and 100 commits)");
+        assert!(crate::StatusSettings::checked(10, 0).is_err());
+    }
     use super::*;
 
     const MIN: i64 = 60_000;

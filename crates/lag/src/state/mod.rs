@@ -8,6 +8,7 @@ pub(crate) mod derived;
 pub(crate) mod filter;
 pub(crate) mod group_offsets;
 pub(crate) mod health;
+pub(crate) mod invalid_setting;
 pub(crate) mod lag_history;
 pub(crate) mod lag_time;
 pub(crate) mod monitor;

@@ -42,8 +42,10 @@ impl Clock for SystemClock {
     }
 }
 
-/// Which lag series to export.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// Which lag series to export (`partition` or `topic` in a configuration
+/// file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Granularity {
     /// Per partition and per topic.
     #[default]
