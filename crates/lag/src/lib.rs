@@ -7,7 +7,7 @@
 //! state machine know when the reader has caught up and whether what it holds
 //! is current ([`Verdict`]); [`Watermarks`] hold the topics' watermarks; what
 //! each refresh derives (commit windows and statuses, record times for lag in
-//! seconds, lag history) is read through a [`DerivedView`]; [`Monitor`] ties
+//! seconds, lag history) is read through a `DerivedView`; [`Monitor`] ties
 //! them together; the store layout of durable shards is `shard_store`. The
 //! renderers, also pure: [`Metrics`] (Prometheus text), `api.rs` (JSON) and
 //! [`burrow`] (Burrow's API).
@@ -36,20 +36,18 @@ pub use api::{
     GroupDetail, GroupSummary, GroupView, HistoryView, MemberView, PartitionBehind, PartitionView, ReadyReport,
     TopicView, group as group_detail, groups as group_views, overview as group_overview,
 };
-pub use catch_up::{CatchUp, PartitionProgress, Progress};
-pub use consumer_status::{Commit, CommitWindow, Status, StatusSettings};
-pub use derived::DerivedView;
+pub use catch_up::{CatchUp, Progress};
+pub use consumer_status::{Commit, StatusSettings};
 pub use filter::NameFilter;
 pub use group_offsets::{
     Applied, CommittedOffset, DescribedMember, Group, GroupInfo, GroupOffsets, Member, Skipped, Transactional,
 };
 pub use invalid_setting::InvalidSetting;
-pub use lag_history::{HistorySettings, LagHistory, LagPoint};
-pub use lag_time::Method;
+pub use lag_history::{HistorySettings, LagHistory};
 pub use metrics::{Metrics, SelfTimings};
 pub use monitor::{Clock, DEFAULT_STALE_AFTER, Granularity, Monitor, MonitorSettings, SystemClock};
 pub use names::Names;
-pub use readiness::{Event, Verdict};
+pub use readiness::Verdict;
 pub use shards_reader::{ClusterOptions, recovery_log_topic};
 pub use units::{ReadCounters, RecordAt, SkippedRecord, Units};
 pub use watermarks::{Watermark, Watermarks, lag};

@@ -21,7 +21,7 @@ pub(crate) fn backoff(failures: u32) -> Duration {
 /// Runs `body` on a thread named `name` until `stop` is set. `body` returns
 /// `Ok(())` only when it saw `stop`; an error or a panic restarts it after the
 /// backoff, which grows with failures in a row (see [`crate::Health`]). `body`
-/// reports [`crate::Event::WorkerRunning`] once it has shown progress.
+/// reports [`crate::readiness::Event::WorkerRunning`] once it has shown progress.
 pub(crate) fn spawn(
     name: &'static str,
     monitor: Arc<Monitor>,
@@ -78,7 +78,7 @@ mod tests {
                 panic!("first run dies");
             }
             // The second run comes up, says so, and works until told to stop.
-            m.step(crate::Event::WorkerRunning("test worker"));
+            m.step(crate::readiness::Event::WorkerRunning("test worker"));
             while !s.load(Ordering::Acquire) {
                 std::thread::sleep(Duration::from_millis(5));
             }

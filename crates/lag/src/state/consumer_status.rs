@@ -20,7 +20,7 @@
 
 /// A status, in increasing order of severity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Status {
+pub(crate) enum Status {
     /// Keeping up (or not enough known to say otherwise).
     Ok,
     /// Committing, but lag is not decreasing.
@@ -37,14 +37,14 @@ pub enum Status {
 
 impl Status {
     /// The status Burrow names `name`.
-    pub fn by_name(name: &str) -> Option<Status> {
+    pub(crate) fn by_name(name: &str) -> Option<Status> {
         [Status::Ok, Status::Warn, Status::Err, Status::Stop, Status::Stall, Status::Rewind]
             .into_iter()
             .find(|s| s.name() == name)
     }
 
     /// Burrow's name.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Status::Ok => "OK",
             Status::Warn => "WARN",
@@ -56,7 +56,7 @@ impl Status {
     }
 
     /// Burrow's numeric code (`StatusConstant`: 0 is NOTFOUND).
-    pub fn code(self) -> u8 {
+    pub(crate) fn code(self) -> u8 {
         match self {
             Status::Ok => 1,
             Status::Warn => 2,
@@ -69,7 +69,7 @@ impl Status {
 
     /// The group's status from its partitions': the worst, STOP, STALL and
     /// REWIND counting as ERR.
-    pub fn of_group(partitions: impl IntoIterator<Item = Status>) -> Status {
+    pub(crate) fn of_group(partitions: impl IntoIterator<Item = Status>) -> Status {
         partitions.into_iter().map(|s| s.min(Status::Err)).max().unwrap_or(Status::Ok)
     }
 }
@@ -140,7 +140,7 @@ impl Kept {
 /// [`StatusSettings::window`] commits, and whether a recent refresh found the
 /// group caught up. About 200 bytes with the default window.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CommitWindow {
+pub(crate) struct CommitWindow {
     commits: Vec<Kept>,
     /// Refreshes left during which the group counts as recently caught up (a
     /// refresh whose high watermark was at or below the last commit sets it).
@@ -150,7 +150,7 @@ pub struct CommitWindow {
 impl CommitWindow {
     /// Records a commit (a new commit time: the same offset committed again
     /// counts, which is how STALL shows), keeping the last `settings.window`.
-    pub fn commit(&mut self, commit: Commit, settings: &StatusSettings) {
+    pub(crate) fn commit(&mut self, commit: Commit, settings: &StatusSettings) {
         let kept = Kept::new(&commit);
         let window = settings.window.max(1);
         match self.commits.last() {
@@ -171,7 +171,7 @@ impl CommitWindow {
     }
 
     /// Records the partition's high watermark at a refresh.
-    pub fn watermark(&mut self, high: i64, settings: &StatusSettings) {
+    pub(crate) fn watermark(&mut self, high: i64, settings: &StatusSettings) {
         let caught_up = self.commits.last().is_some_and(|last| high <= last.offset);
         self.caught_up_for = if caught_up {
             u8::try_from(settings.recent_watermarks).unwrap_or(u8::MAX)
@@ -181,12 +181,12 @@ impl CommitWindow {
     }
 
     /// The newest commit in the window.
-    pub fn last(&self) -> Option<Commit> {
+    pub(crate) fn last(&self) -> Option<Commit> {
         self.commits().last()
     }
 
     /// The commits in the window, oldest first (times to the second).
-    pub fn commits(&self) -> impl ExactSizeIterator<Item = Commit> + '_ {
+    pub(crate) fn commits(&self) -> impl ExactSizeIterator<Item = Commit> + '_ {
         self.commits.iter().map(|k| Commit {
             offset: k.offset,
             timestamp_ms: i64::from(k.at_s) * 1000,
@@ -195,7 +195,7 @@ impl CommitWindow {
     }
 
     /// The partition's status with `lag` now, at `now_ms` (ms since the epoch).
-    pub fn status(&self, lag: i64, now_ms: i64, settings: &StatusSettings) -> Status {
+    pub(crate) fn status(&self, lag: i64, now_ms: i64, settings: &StatusSettings) -> Status {
         evaluate(&self.commits, self.caught_up_for > 0, lag, now_ms / 1000, settings)
     }
 }

@@ -33,7 +33,7 @@ pub(crate) struct Derived {
 
 /// Statuses and lag in seconds as of one instant (see [`crate::Monitor::derived`]).
 #[derive(Debug)]
-pub struct DerivedView<'a> {
+pub(crate) struct DerivedView<'a> {
     derived: MutexGuard<'a, Derived>,
     now_ms: i64,
 }
@@ -41,18 +41,24 @@ pub struct DerivedView<'a> {
 impl DerivedView<'_> {
     /// The status of `group` on `topic`/`partition` with `lag` now (OK until
     /// some of its commits are known).
-    pub fn status(&self, group: &Arc<str>, topic: &Arc<str>, partition: i32, lag: i64) -> Status {
+    pub(crate) fn status(&self, group: &Arc<str>, topic: &Arc<str>, partition: i32, lag: i64) -> Status {
         self.window(group, topic, partition).map_or(Status::Ok, |w| w.status(lag, self.now_ms, &self.derived.status))
     }
 
     /// The recent commits of `group` on `topic`/`partition`, once sampled.
-    pub fn window(&self, group: &Arc<str>, topic: &Arc<str>, partition: i32) -> Option<&CommitWindow> {
+    pub(crate) fn window(&self, group: &Arc<str>, topic: &Arc<str>, partition: i32) -> Option<&CommitWindow> {
         self.derived.window(group, topic, partition)
     }
 
     /// The age of the first record not consumed by a group at `committed` on
     /// `topic`/`partition` with `lag` records, and how it was found.
-    pub fn lag_seconds(&self, topic: &Arc<str>, partition: i32, committed: i64, lag: i64) -> Option<(f64, Method)> {
+    pub(crate) fn lag_seconds(
+        &self,
+        topic: &Arc<str>,
+        partition: i32,
+        committed: i64,
+        lag: i64,
+    ) -> Option<(f64, Method)> {
         self.derived.times.lag_seconds(topic, partition, committed, lag, self.now_ms)
     }
 }

@@ -21,7 +21,7 @@ use crate::names::FastMap;
 
 /// How a lag in seconds was found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Method {
+pub(crate) enum Method {
     /// The timestamp of the record at the committed offset.
     Record,
     /// Interpolated between high watermarks seen at refreshes.
@@ -36,7 +36,7 @@ pub enum Method {
 
 impl Method {
     /// Its name (the `method` label).
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Method::Record => "record",
             Method::Estimate => "estimate",

@@ -131,7 +131,7 @@ impl Monitor {
     }
 
     /// The export settings.
-    pub fn settings(&self) -> &MonitorSettings {
+    pub(crate) fn settings(&self) -> &MonitorSettings {
         &self.settings
     }
 
@@ -143,12 +143,12 @@ impl Monitor {
     // --- Readiness -------------------------------------------------------
 
     /// Feeds one event to the readiness state machine.
-    pub fn step(&self, event: Event) {
+    pub(crate) fn step(&self, event: Event) {
         lock(&self.readiness).step(event);
     }
 
     /// `worker` failed with `error` now; returns how many times in a row.
-    pub fn worker_failed(&self, worker: &'static str, error: String) -> u32 {
+    pub(crate) fn worker_failed(&self, worker: &'static str, error: String) -> u32 {
         let mut readiness = lock(&self.readiness);
         readiness.step(Event::WorkerFailed { worker, error, at: self.clock.now() });
         readiness.failures(worker)
@@ -181,22 +181,22 @@ impl Monitor {
 
     /// Why lag cannot be presented as current right now (a failed worker,
     /// stale watermarks, an overdue condition), or `None`.
-    pub fn problem(&self) -> Option<String> {
+    pub(crate) fn problem(&self) -> Option<String> {
         lock(&self.readiness).health().problem(self.clock.now())
     }
 
     /// How old the watermarks are (`None` before the first refresh).
-    pub fn watermark_age(&self) -> Option<std::time::Duration> {
+    pub(crate) fn watermark_age(&self) -> Option<std::time::Duration> {
         lock(&self.readiness).health().watermark_age(self.clock.now())
     }
 
     /// How old watermarks may be before lag is stale.
-    pub fn stale_after(&self) -> std::time::Duration {
+    pub(crate) fn stale_after(&self) -> std::time::Duration {
         lock(&self.readiness).health().stale_after()
     }
 
     /// The transient conditions that hold, with how long they have.
-    pub fn conditions(&self) -> Vec<(String, std::time::Duration)> {
+    pub(crate) fn conditions(&self) -> Vec<(String, std::time::Duration)> {
         lock(&self.readiness).health().conditions(self.clock.now())
     }
 
@@ -207,7 +207,7 @@ impl Monitor {
     }
 
     /// True once the initial partitions are tracked ([`Monitor::start`] was called).
-    pub fn is_started(&self) -> bool {
+    pub(crate) fn is_started(&self) -> bool {
         lock(&self.readiness).is_started()
     }
 
@@ -236,7 +236,7 @@ impl Monitor {
     }
 
     /// Per-partition catch-up state, for `/ready`.
-    pub fn partition_progress(&self) -> Vec<(i32, crate::catch_up::PartitionProgress)> {
+    pub(crate) fn partition_progress(&self) -> Vec<(i32, crate::catch_up::PartitionProgress)> {
         self.readiness().partitions().map(|(p, s)| (*p, s.clone())).collect()
     }
 
@@ -254,7 +254,7 @@ impl Monitor {
     }
 
     /// Every topic some exported group has committed to.
-    pub fn committed_topics(&self) -> Vec<String> {
+    pub(crate) fn committed_topics(&self) -> Vec<String> {
         let mut topics = std::collections::BTreeSet::new();
         self.units.for_each(|_, unit| {
             for (group, g) in unit.groups() {
@@ -287,7 +287,7 @@ impl Monitor {
 
     /// Records what a refresh found of the offsets topic: the leader of each
     /// partition (the coordinator of its groups) and its high watermark.
-    pub fn set_offsets_topic(&self, leaders: HashMap<i32, i32>, ends: BTreeMap<i32, i64>) {
+    pub(crate) fn set_offsets_topic(&self, leaders: HashMap<i32, i32>, ends: BTreeMap<i32, i64>) {
         let mut refreshed = self.refreshed.write().unwrap_or_else(PoisonError::into_inner);
         refreshed.coordinators = leaders;
         refreshed.offsets_topic_ends = ends;
@@ -300,7 +300,7 @@ impl Monitor {
 
     /// The coordinator (leader of the `__consumer_offsets` partition) of the
     /// groups held by unit `partition`, when known.
-    pub fn coordinator(&self, partition: i32) -> Option<i32> {
+    pub(crate) fn coordinator(&self, partition: i32) -> Option<i32> {
         self.refreshed().coordinators.get(&partition).copied()
     }
 
@@ -310,7 +310,7 @@ impl Monitor {
     /// a librdkafka reader reads committed records only, so there a
     /// transaction left open holds back every later commit of its partition
     /// until the broker aborts it, and this stays above 1 meanwhile.
-    pub fn unread(&self) -> Vec<(i32, i64)> {
+    pub(crate) fn unread(&self) -> Vec<(i32, i64)> {
         let positions: BTreeMap<i32, Option<i64>> = self.units.positions().into_iter().collect();
         self.refreshed()
             .offsets_topic_ends
@@ -343,7 +343,7 @@ impl Monitor {
     }
 
     /// Offsets of [`Monitor::sample`] that were read and gave no record.
-    pub fn times_not_found(&self, missing: impl IntoIterator<Item = (String, i32, i64)>) {
+    pub(crate) fn times_not_found(&self, missing: impl IntoIterator<Item = (String, i32, i64)>) {
         self.derived_lock().times_not_found(missing);
     }
 
@@ -355,13 +355,13 @@ impl Monitor {
     }
 
     /// A group's recent lag, oldest first, and the settings it was kept by.
-    pub fn history(&self, group: &str) -> (Vec<LagPoint>, HistorySettings) {
+    pub(crate) fn history(&self, group: &str) -> (Vec<LagPoint>, HistorySettings) {
         self.derived_lock().history(group)
     }
 
     /// Statuses by Burrow's rules and lag in seconds, as of now (holds what
     /// refreshes derive while it lives: take it once per pass).
-    pub fn derived(&self) -> DerivedView<'_> {
+    pub(crate) fn derived(&self) -> DerivedView<'_> {
         DerivedView::new(self.derived_lock(), self.clock.epoch_ms())
     }
 }

@@ -24,7 +24,7 @@ use crate::health::Health;
 
 /// What happened, as the service's parts report it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Event {
+pub(crate) enum Event {
     /// The reader cannot track the offsets topic yet, and why.
     Waiting(String),
     /// A partition of the offsets topic, with its watermarks when tracking began.
