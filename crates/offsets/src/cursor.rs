@@ -70,6 +70,17 @@ impl CursorError {
 /// A read's result.
 pub type Result<T> = std::result::Result<T, CursorError>;
 
+/// One checked big-endian read a type, named for it.
+macro_rules! big_endian {
+    ($($t:ident),*) => {$(
+        #[doc = concat!("A big-endian ", stringify!($t), ".")]
+        #[inline]
+        pub fn $t(&mut self) -> Result<$t> {
+            self.array().map($t::from_be_bytes)
+        }
+    )*};
+}
+
 /// A position in a borrowed buffer; reads move it forward.
 #[derive(Debug, Clone)]
 pub struct Cursor<'a> {
@@ -186,41 +197,7 @@ impl<'a> Cursor<'a> {
         self.u8().map(|b| b as i8)
     }
 
-    /// A big-endian u16.
-    #[inline]
-    pub fn u16(&mut self) -> Result<u16> {
-        self.array().map(u16::from_be_bytes)
-    }
-
-    /// A big-endian i16.
-    #[inline]
-    pub fn i16(&mut self) -> Result<i16> {
-        self.array().map(i16::from_be_bytes)
-    }
-
-    /// A big-endian u32.
-    #[inline]
-    pub fn u32(&mut self) -> Result<u32> {
-        self.array().map(u32::from_be_bytes)
-    }
-
-    /// A big-endian i32.
-    #[inline]
-    pub fn i32(&mut self) -> Result<i32> {
-        self.array().map(i32::from_be_bytes)
-    }
-
-    /// A big-endian u64.
-    #[inline]
-    pub fn u64(&mut self) -> Result<u64> {
-        self.array().map(u64::from_be_bytes)
-    }
-
-    /// A big-endian i64.
-    #[inline]
-    pub fn i64(&mut self) -> Result<i64> {
-        self.array().map(i64::from_be_bytes)
-    }
+    big_endian! { u16, i16, u32, i32, u64, i64 }
 
     /// An unsigned varint of at most `bits` (32 or 64) bits: 7 bits a byte,
     /// least significant first, the high bit set on every byte but the last.
