@@ -14,12 +14,16 @@
 //! The encoder ([`Record::encode`]) writes the same layouts, for tests and load
 //! generation. This crate does no I/O.
 //!
-//! Layout: [`wire`](crate) primitives, one module per schema family
-//! (`offset_commit`, `group_metadata`, `consumer_group`, `consumer_protocol`), and
-//! `record`, which dispatches on the key's type.
+//! Layout: [`cursor`], the one checked big-endian byte cursor (public: kshard's
+//! Kafka wire client, recovery-log records and store keys read with it too);
+//! `wire`, the schema primitives on it (and their writer), whose errors name the
+//! field; one module per schema family (`offset_commit`, `group_metadata`,
+//! `consumer_group`, `consumer_protocol`); and `record`, which dispatches on the
+//! key's type.
 
 mod consumer_group;
 mod consumer_protocol;
+pub mod cursor;
 mod error;
 mod group_metadata;
 mod hex;

@@ -7,6 +7,7 @@ use crate::consumer_group::{
     ConsumerGroupPartitionMetadataValue, ConsumerGroupRegularExpressionValue, ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataValue, GroupIdKey, MemberKey, RegularExpressionKey,
 };
+use crate::cursor::Cursor;
 use crate::error::{DecodeError, ErrorKind, Part};
 use crate::group_metadata::{GroupMetadataKey, GroupMetadataValue};
 use crate::offset_commit::{OffsetCommitKey, OffsetCommitValue};
@@ -130,9 +131,9 @@ impl<'a> RecordKey<'a> {
     /// version, with the group id (an int16 length, then UTF-8 bytes).
     /// `None` for bytes too short or not UTF-8.
     pub fn group_of(bytes: &[u8]) -> Option<&str> {
-        let len = i16::from_be_bytes(*bytes.get(2..4)?.first_chunk::<2>()?);
-        let group = bytes.get(4..4 + usize::try_from(len).ok()?)?;
-        std::str::from_utf8(group).ok()
+        let mut c = Cursor::new(bytes);
+        c.skip(2).ok()?;
+        c.str16().ok()?
     }
 
     /// The int16 that opens the key.

@@ -1,38 +1,54 @@
-//! Kafka's wire primitives: a bounds-checked, zero-copy [`Reader`] and a [`Writer`].
+//! Kafka's wire primitives for the schemas: a [`Reader`] that names the field
+//! each read is for, and a [`Writer`].
 //!
 //! Both know the classic encodings (int16/int32 lengths, -1 for null) and the
 //! flexible ones (unsigned varint `N + 1`, 0 for null; tagged fields at the end of
 //! each struct), chosen per call by a `flexible` flag because one schema can be
-//! classic in some versions and flexible in others. Every length read from the wire
+//! classic in some versions and flexible in others. The reader is a thin layer
+//! over [`Cursor`], which does the checked reads: every length read from the wire
 //! is checked against the bytes that remain before anything is allocated, so a
 //! hostile length can never make the decoder reserve more memory than the input
 //! holds. No I/O happens here.
 
 use std::borrow::Cow;
 
+use crate::cursor::{Cursor, CursorError};
 use crate::error::{DecodeError, ErrorKind, Part};
 use crate::uuid::Uuid;
 
 /// A cursor over one buffer; every read names the field it reads for error messages.
 #[derive(Debug, Clone)]
 pub(crate) struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
+    cursor: Cursor<'a>,
 }
 
 pub(crate) type Result<T> = std::result::Result<T, DecodeError>;
 
+/// The codec's error for a cursor's, naming `field` (the part is set by the caller).
+#[inline]
+fn named(field: &'static str) -> impl FnOnce(CursorError) -> DecodeError {
+    move |e| {
+        let kind = match e {
+            CursorError::Short { needed, remaining, .. } => ErrorKind::UnexpectedEnd { needed, remaining },
+            CursorError::VarintOverflow { .. } => ErrorKind::VarintOverflow,
+            CursorError::InvalidLength { len, .. } => ErrorKind::InvalidLength(len),
+            CursorError::InvalidUtf8 { .. } => ErrorKind::InvalidUtf8,
+        };
+        DecodeError { part: Part::Value, field, offset: e.at(), kind }
+    }
+}
+
 impl<'a> Reader<'a> {
     pub(crate) fn new(buf: &'a [u8]) -> Self {
-        Reader { buf, pos: 0 }
+        Reader { cursor: Cursor::new(buf) }
     }
 
     pub(crate) fn position(&self) -> usize {
-        self.pos
+        self.cursor.position()
     }
 
     pub(crate) fn remaining(&self) -> usize {
-        self.buf.len() - self.pos
+        self.cursor.remaining()
     }
 
     pub(crate) fn error(&self, field: &'static str, offset: usize, kind: ErrorKind) -> DecodeError {
@@ -43,109 +59,72 @@ impl<'a> Reader<'a> {
     pub(crate) fn finish(&self, field: &'static str) -> Result<()> {
         match self.remaining() {
             0 => Ok(()),
-            n => Err(self.error(field, self.pos, ErrorKind::TrailingBytes(n))),
+            n => Err(self.error(field, self.position(), ErrorKind::TrailingBytes(n))),
         }
     }
 
+    #[inline]
     pub(crate) fn take(&mut self, field: &'static str, n: usize) -> Result<&'a [u8]> {
-        let remaining = self.remaining();
-        if n > remaining {
-            return Err(self.error(field, self.pos, ErrorKind::UnexpectedEnd { needed: n, remaining }));
-        }
-        let out = &self.buf[self.pos..self.pos + n];
-        self.pos += n;
-        Ok(out)
+        self.cursor.take(n).map_err(named(field))
     }
 
-    fn array<const N: usize>(&mut self, field: &'static str) -> Result<[u8; N]> {
-        let mut out = [0u8; N];
-        out.copy_from_slice(self.take(field, N)?);
-        Ok(out)
-    }
-
+    #[inline]
     pub(crate) fn i8(&mut self, field: &'static str) -> Result<i8> {
-        Ok(i8::from_be_bytes(self.array(field)?))
+        self.cursor.i8().map_err(named(field))
     }
 
+    #[inline]
     pub(crate) fn i16(&mut self, field: &'static str) -> Result<i16> {
-        Ok(i16::from_be_bytes(self.array(field)?))
+        self.cursor.i16().map_err(named(field))
     }
 
+    #[inline]
     pub(crate) fn i32(&mut self, field: &'static str) -> Result<i32> {
-        Ok(i32::from_be_bytes(self.array(field)?))
+        self.cursor.i32().map_err(named(field))
     }
 
+    #[inline]
     pub(crate) fn i64(&mut self, field: &'static str) -> Result<i64> {
-        Ok(i64::from_be_bytes(self.array(field)?))
+        self.cursor.i64().map_err(named(field))
     }
 
+    #[inline]
     pub(crate) fn uuid(&mut self, field: &'static str) -> Result<Uuid> {
-        Ok(Uuid(self.array(field)?))
+        self.cursor.array().map(Uuid).map_err(named(field))
     }
 
+    #[inline]
     pub(crate) fn uvarint(&mut self, field: &'static str) -> Result<u32> {
-        let start = self.pos;
-        let mut value: u32 = 0;
-        for i in 0..5 {
-            let byte = self.array::<1>(field)?[0];
-            if i == 4 && byte > 0x0f {
-                return Err(self.error(field, start, ErrorKind::VarintOverflow));
-            }
-            value |= u32::from(byte & 0x7f) << (7 * i);
-            if byte & 0x80 == 0 {
-                return Ok(value);
-            }
-        }
-        Err(self.error(field, start, ErrorKind::VarintOverflow))
+        self.cursor.uvarint().map_err(named(field))
     }
 
     /// Reads a length prefix: `None` for null, else a length that fits the input
     /// when each element takes at least `min_size` bytes.
+    #[inline]
     fn length(&mut self, field: &'static str, flexible: bool, wide: bool, min_size: usize) -> Result<Option<usize>> {
-        let start = self.pos;
-        let len: i64 = if flexible {
-            i64::from(self.uvarint(field)?) - 1
-        } else if wide {
-            i64::from(self.i32(field)?)
-        } else {
-            i64::from(self.i16(field)?)
+        let c = &mut self.cursor;
+        let len = match (flexible, wide) {
+            (true, _) => c.compact_length(),
+            (false, true) => c.length32(),
+            (false, false) => c.length16(),
         };
-        if len == -1 {
-            return Ok(None);
-        }
-        if len < -1 {
-            return Err(self.error(field, start, ErrorKind::InvalidLength(len)));
-        }
-        let len = len as usize;
-        let remaining = self.remaining();
-        if len.saturating_mul(min_size) > remaining {
-            return Err(self.error(
-                field,
-                self.pos,
-                ErrorKind::UnexpectedEnd { needed: len.saturating_mul(min_size), remaining },
-            ));
-        }
-        Ok(Some(len))
+        len.and_then(|len| len.map(|n| c.fits(n, min_size)).transpose()).map_err(named(field))
     }
 
     fn non_null<T>(&self, field: &'static str, start: usize, value: Option<T>) -> Result<T> {
         value.ok_or_else(|| self.error(field, start, ErrorKind::UnexpectedNull))
     }
 
+    #[inline]
     pub(crate) fn nullable_string(&mut self, field: &'static str, flexible: bool) -> Result<Option<Cow<'a, str>>> {
         let Some(len) = self.length(field, flexible, false, 1)? else {
             return Ok(None);
         };
-        let start = self.pos;
-        let bytes = self.take(field, len)?;
-        match std::str::from_utf8(bytes) {
-            Ok(s) => Ok(Some(Cow::Borrowed(s))),
-            Err(_) => Err(self.error(field, start, ErrorKind::InvalidUtf8)),
-        }
+        self.cursor.utf8(len).map(|s| Some(Cow::Borrowed(s))).map_err(named(field))
     }
 
     pub(crate) fn string(&mut self, field: &'static str, flexible: bool) -> Result<Cow<'a, str>> {
-        let start = self.pos;
+        let start = self.position();
         let value = self.nullable_string(field, flexible)?;
         self.non_null(field, start, value)
     }
@@ -158,7 +137,7 @@ impl<'a> Reader<'a> {
     }
 
     pub(crate) fn bytes(&mut self, field: &'static str, flexible: bool) -> Result<Cow<'a, [u8]>> {
-        let start = self.pos;
+        let start = self.position();
         let value = self.nullable_bytes(field, flexible)?;
         self.non_null(field, start, value)
     }
@@ -188,7 +167,7 @@ impl<'a> Reader<'a> {
         min_size: usize,
         element: impl FnMut(&mut Self) -> Result<T>,
     ) -> Result<Vec<T>> {
-        let start = self.pos;
+        let start = self.position();
         let value = self.nullable_array(field, flexible, min_size, element)?;
         self.non_null(field, start, value)
     }
@@ -213,9 +192,7 @@ impl<'a> Reader<'a> {
         for _ in 0..count {
             let tag = self.uvarint(field)?;
             let size = self.uvarint(field)? as usize;
-            let data_start = self.pos;
-            let data = self.take(field, size)?;
-            let mut inner = Reader { buf: &self.buf[..data_start + data.len()], pos: data_start };
+            let mut inner = Reader { cursor: self.cursor.split(size).map_err(named(field))? };
             if on_tag(tag, &mut inner)? {
                 inner.finish(field)?;
             }
@@ -234,7 +211,7 @@ impl<'a> Reader<'a> {
         if self.remaining() != size {
             return Err(self.error(
                 field,
-                self.pos,
+                self.position(),
                 ErrorKind::TaggedFieldSize { tag, size: self.remaining(), expected: size },
             ));
         }

@@ -19,6 +19,7 @@ use kafka_protocol::messages::{
     SaslHandshakeResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+use kshard_offsets::cursor::Cursor;
 use openssl::ssl::{SslConnector, SslMethod, SslStream, SslVerifyMode};
 use openssl::x509::X509;
 
@@ -326,7 +327,7 @@ impl BrokerLink {
             }
         }
         // Every response header starts with the request's correlation id.
-        let answered = frame.get(..4).map(|id| i32::from_be_bytes([id[0], id[1], id[2], id[3]]));
+        let answered = Cursor::new(&frame).i32().ok();
         if answered != Some(self.correlation) {
             return Err(
                 self.refusal("reading an answer", format!("correlation id {answered:?}, not {}", self.correlation))

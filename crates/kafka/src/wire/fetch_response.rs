@@ -11,7 +11,11 @@
 //! last_stable_offset int64, log_start_offset int64, aborted_transactions
 //! [producer_id int64, first_offset int64, tagged fields] (nullable),
 //! preferred_read_replica int32, records compact bytes (nullable), tagged
-//! fields], tagged fields], tagged fields`.
+//! fields], tagged fields], tagged fields`. The reads are
+//! [`kshard_offsets::cursor`]'s: checked, and a length past the frame's end
+//! is an error before anything is allocated for it.
+
+use kshard_offsets::cursor::{Cursor, CursorError};
 
 /// One partition of a response.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,7 +54,7 @@ pub(crate) struct Malformed {
 
 /// Reads `frame` (the bytes after the 4-byte size) as a Fetch v12 response.
 pub(crate) fn read_fetch_response(frame: &[u8]) -> Result<FetchAnswer<'_>, Malformed> {
-    let mut r = Wire { bytes: frame, at: 0 };
+    let mut r = Wire(Cursor::new(frame));
     // The correlation id: [`crate::wire::broker_link::BrokerLink::send`] checked it.
     let _correlation_id = r.i32()?;
     r.skip_tagged_fields()?;
@@ -96,86 +100,72 @@ pub(crate) fn read_fetch_response(frame: &[u8]) -> Result<FetchAnswer<'_>, Malfo
     Ok(FetchAnswer { error_code, session_id, partitions })
 }
 
-/// A cursor over a frame.
-struct Wire<'a> {
-    bytes: &'a [u8],
-    at: usize,
+/// A frame's reads: [`Cursor`]'s, each failing with what it was reading.
+struct Wire<'a>(Cursor<'a>);
+
+/// The answer's error for a cursor's: `what` was being read where it stopped.
+fn named(what: &'static str) -> impl FnOnce(CursorError) -> Malformed {
+    move |e| Malformed { at: e.at(), what }
 }
 
 impl<'a> Wire<'a> {
     fn left(&self) -> usize {
-        self.bytes.len() - self.at
+        self.0.remaining()
     }
 
     fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], Malformed> {
-        let end = self.at.checked_add(n).filter(|&end| end <= self.bytes.len());
-        let end = end.ok_or(Malformed { at: self.at, what })?;
-        let taken = &self.bytes[self.at..end];
-        self.at = end;
-        Ok(taken)
-    }
-
-    fn array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], Malformed> {
-        let bytes = self.take(N, what)?;
-        let mut out = [0; N];
-        out.copy_from_slice(bytes);
-        Ok(out)
+        self.0.take(n).map_err(named(what))
     }
 
     fn i16(&mut self) -> Result<i16, Malformed> {
-        self.array("an int16").map(i16::from_be_bytes)
+        self.0.i16().map_err(named("an int16"))
     }
 
     fn i32(&mut self) -> Result<i32, Malformed> {
-        self.array("an int32").map(i32::from_be_bytes)
+        self.0.i32().map_err(named("an int32"))
     }
 
     fn i64(&mut self) -> Result<i64, Malformed> {
-        self.array("an int64").map(i64::from_be_bytes)
+        self.0.i64().map_err(named("an int64"))
     }
 
     fn uvarint(&mut self) -> Result<u64, Malformed> {
-        let start = self.at;
-        let mut value = 0u64;
-        for shift in (0..64).step_by(7) {
-            let [b] = self.array("a varint")?;
-            value |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Ok(value);
-            }
-        }
-        Err(Malformed { at: start, what: "a varint over 10 bytes" })
+        self.0.uvarlong().map_err(|e| match e {
+            CursorError::VarintOverflow { at, .. } => Malformed { at, what: "a varint over 10 bytes" },
+            e => named("a varint")(e),
+        })
     }
 
     /// A compact length (N + 1, 0 for null): `None` for null.
     fn compact_len(&mut self) -> Result<Option<usize>, Malformed> {
-        let start = self.at;
+        let start = self.0.position();
         match self.uvarint()? {
             0 => Ok(None),
             n => {
                 let n = usize::try_from(n - 1).map_err(|_| Malformed { at: start, what: "a length too large" })?;
                 // No element takes less than a byte: a count past the frame is a lie.
-                if n > self.left() {
-                    return Err(Malformed { at: start, what: "a length past the frame's end" });
-                }
+                let n =
+                    self.0.fits(n, 1).map_err(|_| Malformed { at: start, what: "a length past the frame's end" })?;
                 Ok(Some(n))
             }
         }
     }
 
     fn compact_str(&mut self) -> Result<&'a str, Malformed> {
-        let start = self.at;
+        let start = self.0.position();
         let n = self.compact_len()?.ok_or(Malformed { at: start, what: "a null topic name" })?;
-        std::str::from_utf8(self.take(n, "a topic name")?)
-            .map_err(|_| Malformed { at: start, what: "a topic name not UTF-8" })
+        self.0.utf8(n).map_err(|e| match e {
+            CursorError::InvalidUtf8 { .. } => Malformed { at: start, what: "a topic name not UTF-8" },
+            e => named("a topic name")(e),
+        })
     }
 
     fn skip_tagged_fields(&mut self) -> Result<(), Malformed> {
         for _ in 0..self.uvarint()? {
             let _tag = self.uvarint()?;
             let size = self.uvarint()?;
-            let size =
-                usize::try_from(size).map_err(|_| Malformed { at: self.at, what: "a tagged field too large" })?;
+            let size = usize::try_from(size)
+                .map_err(|_| Malformed { at: self.0.position(), what: "a tagged field too large" })?;
             self.take(size, "a tagged field")?;
         }
         Ok(())

@@ -27,7 +27,7 @@ use crate::config::ClientSettings;
 use crate::error::{Error, Result};
 use crate::librdkafka::timestamps::{RecordTime, TimesRead};
 use crate::wire::broker_link::{BrokerLink, LinkSecurity};
-use crate::wire::fetch_response::read_fetch_response;
+use crate::wire::fetch_response::{PartitionData, read_fetch_response};
 use crate::wire::record_batch::{Answer, BatchHeader, after_whole_batches, first_record_from};
 
 /// Fetch v12: topic names (v13 on use topic ids), flexible encoding; every
@@ -311,7 +311,6 @@ impl FetchTimes {
             let mut progress = false;
             for p in &response.partitions {
                 let Some(&i) = index.get(&(p.topic, p.partition)) else { continue };
-                let wanted = &mut left[i];
                 if p.error_code != 0 {
                     moved |= LEADERS_MOVED.contains(&p.error_code);
                     if p.error_code == TOPIC_AUTHORIZATION_FAILED {
@@ -319,56 +318,7 @@ impl FetchTimes {
                     }
                     continue;
                 }
-                let Some(first) = BatchHeader::parse(p.records) else {
-                    // Empty: the response was full (the same next time), or
-                    // the batch is larger than asked (more next time).
-                    let fit = frame.len().saturating_add(usize::try_from(wanted.bytes).unwrap_or(0))
-                        <= RESPONSE_MAX_BYTES as usize;
-                    if fit && p.high_watermark > wanted.from.max(wanted.offsets[0]) && wanted.bytes < MOST_BYTES {
-                        wanted.bytes = wanted.bytes.saturating_mul(GROWTH).min(MOST_BYTES);
-                        progress = true;
-                    }
-                    continue;
-                };
-                self.batch_sizes.lock().unwrap_or_else(std::sync::PoisonError::into_inner).set(
-                    p.topic,
-                    p.partition,
-                    first.size,
-                );
-                let before = wanted.offsets.len();
-                let before_first = wanted.offsets[0];
-                let mut need = None;
-                wanted.offsets.retain(|&want| match first_record_from(p.records, want) {
-                    Answer::Record(offset, timestamp_ms) => {
-                        read.found.insert((p.topic.to_owned(), p.partition, want), RecordTime { offset, timestamp_ms });
-                        false
-                    }
-                    // Only markers up to the end.
-                    Answer::ControlUpTo(last) if last.saturating_add(1) >= p.high_watermark => {
-                        read.empty.push((p.topic.to_owned(), p.partition, want));
-                        false
-                    }
-                    // The batch that holds the offset, whole, next time.
-                    Answer::NeedBatch(bytes) => {
-                        need.get_or_insert(bytes);
-                        true
-                    }
-                    Answer::ControlUpTo(_) | Answer::Nothing => true,
-                });
-                progress |= wanted.offsets.len() < before;
-                if let Some(bytes) = need.map(|b| b.clamp(LEAST_BYTES, MOST_BYTES)).filter(|&b| b > wanted.bytes) {
-                    wanted.bytes = bytes;
-                    progress = true;
-                }
-                // Whole batches without an answer: read on after them.
-                let asked = wanted.from.max(before_first);
-                if need.is_none()
-                    && let Some(&first) = wanted.offsets.first()
-                    && let Some(after) = after_whole_batches(p.records).filter(|&a| a > asked.max(first))
-                {
-                    wanted.from = after;
-                    progress = true;
-                }
+                progress |= self.answer_partition(&mut left[i], p, frame.len(), read);
             }
             left.retain(|w| !w.offsets.is_empty());
             if !progress {
@@ -376,6 +326,71 @@ impl FetchTimes {
             }
         }
         Ok(moved)
+    }
+
+    /// Answers, into `read`, each offset of `wanted` that its partition's
+    /// records in a Fetch answer (a frame of `frame_len` bytes) hold, and
+    /// sets what to ask for next: more bytes for a batch that came in part
+    /// or not at all, or to read on after whole batches that held nothing.
+    /// Whether anything moved on.
+    fn answer_partition(
+        &self,
+        wanted: &mut Wanted<'_>,
+        p: &PartitionData<'_>,
+        frame_len: usize,
+        read: &mut TimesRead,
+    ) -> bool {
+        let Some(first) = BatchHeader::parse(p.records) else {
+            // Empty: the response was full (the same next time), or
+            // the batch is larger than asked (more next time).
+            let fit =
+                frame_len.saturating_add(usize::try_from(wanted.bytes).unwrap_or(0)) <= RESPONSE_MAX_BYTES as usize;
+            if fit && p.high_watermark > wanted.from.max(wanted.offsets[0]) && wanted.bytes < MOST_BYTES {
+                wanted.bytes = wanted.bytes.saturating_mul(GROWTH).min(MOST_BYTES);
+                return true;
+            }
+            return false;
+        };
+        self.batch_sizes.lock().unwrap_or_else(std::sync::PoisonError::into_inner).set(
+            p.topic,
+            p.partition,
+            first.size,
+        );
+        let before = wanted.offsets.len();
+        let before_first = wanted.offsets[0];
+        let mut need = None;
+        wanted.offsets.retain(|&want| match first_record_from(p.records, want) {
+            Answer::Record(offset, timestamp_ms) => {
+                read.found.insert((p.topic.to_owned(), p.partition, want), RecordTime { offset, timestamp_ms });
+                false
+            }
+            // Only markers up to the end.
+            Answer::ControlUpTo(last) if last.saturating_add(1) >= p.high_watermark => {
+                read.empty.push((p.topic.to_owned(), p.partition, want));
+                false
+            }
+            // The batch that holds the offset, whole, next time.
+            Answer::NeedBatch(bytes) => {
+                need.get_or_insert(bytes);
+                true
+            }
+            Answer::ControlUpTo(_) | Answer::Nothing => true,
+        });
+        let mut progress = wanted.offsets.len() < before;
+        if let Some(bytes) = need.map(|b| b.clamp(LEAST_BYTES, MOST_BYTES)).filter(|&b| b > wanted.bytes) {
+            wanted.bytes = bytes;
+            progress = true;
+        }
+        // Whole batches without an answer: read on after them.
+        let asked = wanted.from.max(before_first);
+        if need.is_none()
+            && let Some(&first) = wanted.offsets.first()
+            && let Some(after) = after_whole_batches(p.records).filter(|&a| a > asked.max(first))
+        {
+            wanted.from = after;
+            progress = true;
+        }
+        progress
     }
 
     /// The cluster's metadata (every topic), from the first broker that

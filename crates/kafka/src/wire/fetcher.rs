@@ -36,9 +36,9 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::error::{Error, Result};
 use crate::wire::broker_link::{BrokerLink, LinkSecurity};
-use crate::wire::fetch_response::read_fetch_response;
-use crate::wire::fetch_session::{Ask, FetchSession, PartitionKey, SESSION_ERRORS};
-use crate::wire::record_batch::{BatchHeader, after_whole_batches};
+use crate::wire::fetch_response::{PartitionData, read_fetch_response};
+use crate::wire::fetch_session::{Ask, FetchSession, PartitionKey, SESSION_ERRORS, SessionRequest};
+use crate::wire::record_batch::{BatchHeader, after_whole_batches, magic};
 use crate::wire::records::PartitionRecords;
 
 /// Fetch v12: topic names, flexible, sessions; Kafka 2.7 and later.
@@ -717,6 +717,28 @@ fn fetch(
     wanted: BTreeMap<PartitionKey, Ask>,
 ) -> Result<()> {
     let sent = session.request(&wanted);
+    let request = fetch_request(&sent, shared.committed_only);
+    let timeout = REQUEST_TIMEOUT + Duration::from_millis(LONG_POLL_MS as u64);
+    let frame = Bytes::from(link.send(ApiKey::Fetch, &request, FETCH_VERSION, timeout)?);
+    let answer = read_fetch_response(&frame)
+        .map_err(|e| Error::Refused { step: "reading a Fetch answer".into(), message: e.to_string() })?;
+    if answer.error_code != 0 {
+        let error_code = answer.error_code;
+        session.answered(&sent, wanted, error_code, answer.session_id);
+        if SESSION_ERRORS.contains(&error_code) {
+            tracing::debug!(error_code, "the fetch session ended; starting a new one");
+            return Ok(());
+        }
+        return Err(Error::Refused { step: "a Fetch".into(), message: format!("error code {error_code}") });
+    }
+    let asked: HashMap<PartitionKey, Ask> = wanted.iter().map(|(k, a)| (k.clone(), *a)).collect();
+    session.answered(&sent, wanted, 0, answer.session_id);
+    hand_out(shared, &frame, answer.partitions, &asked);
+    Ok(())
+}
+
+/// The Fetch request for what `sent` asks for and forgets, in its session.
+fn fetch_request(sent: &SessionRequest, committed_only: bool) -> FetchRequest {
     let mut topics: BTreeMap<&str, Vec<FetchPartition>> = BTreeMap::new();
     for ((topic, partition), ask) in &sent.asks {
         topics.entry(topic).or_default().push(
@@ -733,12 +755,12 @@ fn fetch(
         forgotten.entry(topic).or_default().push(*partition);
     }
     let name = |t: &str| TopicName(StrBytes::from_string(t.to_owned()));
-    let request = FetchRequest::default()
+    FetchRequest::default()
         .with_replica_id((-1).into())
         .with_max_wait_ms(LONG_POLL_MS)
         .with_min_bytes(1)
         .with_max_bytes(ANSWER_MAX_BYTES)
-        .with_isolation_level(i8::from(shared.committed_only))
+        .with_isolation_level(i8::from(committed_only))
         .with_session_id(sent.session_id)
         .with_session_epoch(sent.epoch)
         .with_topics(
@@ -749,22 +771,12 @@ fn fetch(
                 .into_iter()
                 .map(|(t, ps)| ForgottenTopic::default().with_topic(name(t)).with_partitions(ps))
                 .collect(),
-        );
-    let timeout = REQUEST_TIMEOUT + Duration::from_millis(LONG_POLL_MS as u64);
-    let frame = Bytes::from(link.send(ApiKey::Fetch, &request, FETCH_VERSION, timeout)?);
-    let answer = read_fetch_response(&frame)
-        .map_err(|e| Error::Refused { step: "reading a Fetch answer".into(), message: e.to_string() })?;
-    if answer.error_code != 0 {
-        let error_code = answer.error_code;
-        session.answered(&sent, wanted, error_code, answer.session_id);
-        if SESSION_ERRORS.contains(&error_code) {
-            tracing::debug!(error_code, "the fetch session ended; starting a new one");
-            return Ok(());
-        }
-        return Err(Error::Refused { step: "a Fetch".into(), message: format!("error code {error_code}") });
-    }
-    let asked: HashMap<PartitionKey, Ask> = wanted.iter().map(|(k, a)| (k.clone(), *a)).collect();
-    session.answered(&sent, wanted, 0, answer.session_id);
+        )
+}
+
+/// Hands each partition of an answer (read from `frame`) to its readers, as
+/// far as it was `asked` for; asks for leaders again when one moved.
+fn hand_out(shared: &Shared, frame: &Bytes, partitions: Vec<PartitionData<'_>>, asked: &HashMap<PartitionKey, Ask>) {
     let mut state = shared.lock();
     let mut moved = false;
     // Records are handed out in the answer's buffer, which lives as long as
@@ -774,13 +786,14 @@ fn fetch(
     // answer (up to 4 MiB) for its own few records: each then gets a copy of
     // its records (a cold start of 50 shards peaked at 83 MB instead of 102).
     let parts: Vec<(PartitionKey, _)> =
-        answer.partitions.into_iter().map(|part| ((Arc::from(part.topic), part.partition), part)).collect();
+        partitions.into_iter().map(|part| ((Arc::from(part.topic), part.partition), part)).collect();
     let in_place = one_reader(&state, parts.iter().filter(|(_, part)| !part.records.is_empty()).map(|(key, _)| key));
+    let share = |records: &[u8]| if in_place { frame.slice_ref(records) } else { Bytes::copy_from_slice(records) };
     for (key, part) in parts {
         let Some(ask) = asked.get(&key) else { continue };
         let Some(p) = state.partitions.get_mut(&key) else { continue };
         match part.error_code {
-            0 => {}
+            0 => deliver(p, &key, &part, ask, shared.committed_only, share),
             OFFSET_OUT_OF_RANGE => {
                 tracing::warn!(
                     topic = part.topic,
@@ -792,71 +805,11 @@ fn fetch(
                     r.next = Next::Earliest;
                     r.told_end = false;
                 }
-                continue;
             }
             code => {
                 moved |= LEADER_MOVED.contains(&code);
                 moved_or_refused(p, &key, code);
-                continue;
             }
-        }
-        let end = if shared.committed_only && part.last_stable_offset >= 0 {
-            part.last_stable_offset
-        } else {
-            part.high_watermark
-        };
-        if end >= 0 {
-            p.end = Some(end);
-        }
-        if part.high_watermark >= 0 {
-            p.high_watermark = Some(part.high_watermark);
-        }
-        let after = after_whole_batches(part.records).filter(|&a| a > ask.offset);
-        let Some(after) = after else {
-            if part.records.is_empty() {
-                continue;
-            }
-            match BatchHeader::parse(part.records) {
-                // A batch larger than asked for: ask for it whole next time.
-                Some(h) if p.max_bytes < PARTITION_MOST_BYTES && h.size > p.max_bytes => {
-                    p.max_bytes = h.size.clamp(p.max_bytes.saturating_mul(2), PARTITION_MOST_BYTES);
-                }
-                // Not a v2 batch, a header that does not add up, or a batch
-                // larger than the most asked: the readers hear why (every 5 s).
-                header => {
-                    let why = match header {
-                        Some(h) => format!("a record batch of {} bytes at offset {}", h.size, ask.offset),
-                        None if part.records.len() > 16 && part.records[16] != 2 => format!(
-                            "message format v{} at offset {} (kshard's reader reads v2; set reader: librdkafka)",
-                            part.records[16], ask.offset
-                        ),
-                        None => format!("a record batch header that does not add up at offset {}", ask.offset),
-                    };
-                    p.not_before = Some(Instant::now() + REFUSED_BACKOFF);
-                    for r in &p.readings {
-                        r.sink.push(Delivery::Failed(Error::Refused {
-                            step: format!("reading {}/{}", key.0, key.1),
-                            message: why.clone(),
-                        }));
-                    }
-                }
-            }
-            continue;
-        };
-        p.max_bytes = PARTITION_MAX_BYTES.max(p.max_bytes / 2);
-        let records = if in_place { frame.slice_ref(part.records) } else { Bytes::copy_from_slice(part.records) };
-        for r in p.readings.iter_mut() {
-            let Next::At(next) = r.next else { continue };
-            if next < ask.offset || next >= after {
-                continue;
-            }
-            r.sink.push(Delivery::Records {
-                key: key.clone(),
-                records: PartitionRecords::new(records.clone(), next, shared.committed_only, part.aborted.clone()),
-                bytes: records.len(),
-            });
-            r.next = Next::At(after);
-            r.told_end = false;
         }
     }
     state.metadata_due |= moved;
@@ -864,5 +817,76 @@ fn fetch(
     if moved {
         shared.changed.notify_all();
     }
-    Ok(())
+}
+
+/// A partition's answer without an error: its end and high watermark noted,
+/// and its whole batches (`share`d out of the answer) handed to each reader
+/// waiting at an offset they hold; none whole, the batch size asked for
+/// grows or the readers hear why.
+fn deliver(
+    p: &mut Partition,
+    key: &PartitionKey,
+    part: &PartitionData<'_>,
+    ask: &Ask,
+    committed_only: bool,
+    share: impl Fn(&[u8]) -> Bytes,
+) {
+    let end =
+        if committed_only && part.last_stable_offset >= 0 { part.last_stable_offset } else { part.high_watermark };
+    if end >= 0 {
+        p.end = Some(end);
+    }
+    if part.high_watermark >= 0 {
+        p.high_watermark = Some(part.high_watermark);
+    }
+    let Some(after) = after_whole_batches(part.records).filter(|&a| a > ask.offset) else {
+        if !part.records.is_empty() {
+            no_whole_batch(p, key, part.records, ask.offset);
+        }
+        return;
+    };
+    p.max_bytes = PARTITION_MAX_BYTES.max(p.max_bytes / 2);
+    let records = share(part.records);
+    for r in p.readings.iter_mut() {
+        let Next::At(next) = r.next else { continue };
+        if next < ask.offset || next >= after {
+            continue;
+        }
+        r.sink.push(Delivery::Records {
+            key: key.clone(),
+            records: PartitionRecords::new(records.clone(), next, committed_only, part.aborted.clone()),
+            bytes: records.len(),
+        });
+        r.next = Next::At(after);
+        r.told_end = false;
+    }
+}
+
+/// Records fetched from `offset` but no whole batch past it: a batch larger
+/// than asked for is asked for whole next time; one that is not v2, does not
+/// add up or is larger than the most asked is refused, and the readers hear
+/// why (every 5 s).
+fn no_whole_batch(p: &mut Partition, key: &PartitionKey, records: &[u8], offset: i64) {
+    let header = BatchHeader::parse(records);
+    if let Some(h) = &header
+        && p.max_bytes < PARTITION_MOST_BYTES
+        && h.size > p.max_bytes
+    {
+        p.max_bytes = h.size.clamp(p.max_bytes.saturating_mul(2), PARTITION_MOST_BYTES);
+        return;
+    }
+    let why = match (header, magic(records)) {
+        (Some(h), _) => format!("a record batch of {} bytes at offset {offset}", h.size),
+        (None, Some(magic)) if magic != 2 => {
+            format!("message format v{magic} at offset {offset} (kshard's reader reads v2; set reader: librdkafka)")
+        }
+        (None, _) => format!("a record batch header that does not add up at offset {offset}"),
+    };
+    p.not_before = Some(Instant::now() + REFUSED_BACKOFF);
+    for r in &p.readings {
+        r.sink.push(Delivery::Failed(Error::Refused {
+            step: format!("reading {}/{}", key.0, key.1),
+            message: why.clone(),
+        }));
+    }
 }

@@ -6,6 +6,8 @@
 //! reads a Fetch answer's frame, [`record_batch`] a batch's header and
 //! [`records`] walks the batches' records in place (pure);
 //! [`fetch_times`] reads record timestamps with Fetch requests of its own.
+//! Every byte of an answer is read with [`kshard_offsets::cursor::Cursor`],
+//! checked, so nothing a broker sends can make these panic.
 
 pub(crate) mod broker_link;
 pub(crate) mod fetch_response;

@@ -6,6 +6,10 @@
 //! ends the walk.
 
 use kafka_protocol::records::RecordBatchDecoder;
+use kshard_offsets::cursor::Cursor;
+
+/// The size of a v2 batch's header, up to its first record.
+pub(crate) const HEADER: usize = 61;
 
 /// What a partition's records say of the first record at or after an offset.
 #[derive(Debug, PartialEq, Eq)]
@@ -53,21 +57,23 @@ pub(crate) struct BatchHeader {
 impl BatchHeader {
     /// The header at the start of `bytes`, when it is all there and v2.
     pub(crate) fn parse(bytes: &[u8]) -> Option<BatchHeader> {
-        let be_i64 = |at: usize| bytes.get(at..at + 8).map(|b| i64::from_be_bytes(b.try_into().unwrap_or_default()));
-        let be_i32 = |at: usize| bytes.get(at..at + 4).map(|b| i32::from_be_bytes(b.try_into().unwrap_or_default()));
-        let be_i16 = |at: usize| bytes.get(at..at + 2).map(|b| i16::from_be_bytes(b.try_into().unwrap_or_default()));
-        if bytes.len() < 61 || bytes[16] != 2 {
+        let mut c = Cursor::new(bytes);
+        let (base_offset, length) = (c.i64().ok()?, c.i32().ok()?);
+        let _partition_leader_epoch = c.i32().ok()?;
+        if c.i8().ok()? != 2 || bytes.len() < HEADER {
             return None;
         }
-        let attributes = be_i16(21)?;
-        let (base_timestamp, max_timestamp) = (be_i64(27)?, be_i64(35)?);
+        let _crc = c.u32().ok()?;
+        let attributes = c.i16().ok()?;
+        let last_offset_delta = c.i32().ok()?;
+        let (base_timestamp, max_timestamp) = (c.i64().ok()?, c.i64().ok()?);
+        let producer_id = c.i64().ok()?;
+        let _producer_epoch_and_base_sequence = c.array::<6>().ok()?;
+        let count = c.i32().ok()?;
         let log_append_time = attributes & 0x08 != 0;
-        let base_offset = be_i64(0)?;
-        let last_offset_delta = be_i32(23)?;
-        let count = be_i32(57)?;
-        let size = be_i32(8)?.checked_add(12)?;
+        let size = length.checked_add(12)?;
         // A batch is at least its header; a size below it would not move on.
-        if size < 61 || last_offset_delta < 0 || count < 0 {
+        if size < HEADER as i32 || last_offset_delta < 0 || count < 0 {
             return None;
         }
         Some(BatchHeader {
@@ -78,7 +84,7 @@ impl BatchHeader {
             codec: attributes & 0x07,
             compressed: attributes & 0x07 != 0,
             transactional: attributes & 0x10 != 0,
-            producer_id: be_i64(43)?,
+            producer_id,
             count,
             holes: i64::from(count) != i64::from(last_offset_delta) + 1,
             delete_horizon: attributes & 0x40 != 0,
@@ -91,17 +97,14 @@ impl BatchHeader {
     /// record's length, timestamp delta and offset delta are read, the rest
     /// skipped. `None` when the batch ends first (cut, or malformed).
     fn walk(&self, batch: &[u8], want: i64) -> Option<Answer> {
-        let mut at = 61;
-        let count = i32::from_be_bytes(batch.get(57..61)?.try_into().ok()?);
-        for _ in 0..count {
-            let (length, n) = varint(batch.get(at..)?)?;
-            let start = at + n;
-            let end = start.checked_add(usize::try_from(length).ok()?)?;
-            let record = batch.get(start..end)?;
-            // attributes (1 byte), timestamp delta, offset delta
-            let (timestamp_delta, n1) = varint(record.get(1..)?)?;
-            let (offset_delta, _) = varint(record.get(1 + n1..)?)?;
-            let offset = self.base_offset.checked_add(offset_delta)?;
+        let mut c = Cursor::new(batch);
+        c.skip(HEADER).ok()?;
+        for _ in 0..self.count {
+            let length = usize::try_from(c.varlong().ok()?).ok()?;
+            let mut record = c.split(length).ok()?;
+            let _attributes = record.u8().ok()?;
+            let timestamp_delta = record.varlong().ok()?;
+            let offset = self.base_offset.checked_add(record.varlong().ok()?)?;
             if offset >= want {
                 let ts = if self.log_append_time {
                     self.timestamp_ms
@@ -110,22 +113,27 @@ impl BatchHeader {
                 };
                 return Some(Answer::Record(offset, ts));
             }
-            at = end;
         }
         Some(Answer::Nothing)
     }
 }
 
-/// A zigzag varint (Kafka's records use them): its value and its length.
-pub(crate) fn varint(bytes: &[u8]) -> Option<(i64, usize)> {
-    let mut value: u64 = 0;
-    for (i, b) in bytes.iter().take(10).enumerate() {
-        value |= u64::from(b & 0x7f) << (7 * i);
-        if b & 0x80 == 0 {
-            return Some((((value >> 1) as i64) ^ -((value & 1) as i64), i + 1));
-        }
-    }
-    None
+/// What is read of a batch before any more of it is trusted: its base
+/// offset, magic byte (see [`magic`]) and stored CRC-32C (of the bytes after
+/// it). `None` for fewer bytes than that.
+pub(crate) fn preamble(bytes: &[u8]) -> Option<(i64, u8, u32)> {
+    let mut c = Cursor::new(bytes);
+    let base_offset = c.i64().ok()?;
+    let _length_and_partition_leader_epoch = c.array::<8>().ok()?;
+    Some((base_offset, c.u8().ok()?, c.u32().ok()?))
+}
+
+/// A batch's magic byte, its format: 2 since Kafka 0.11 (0 and 1 are the
+/// older message sets). `None` for fewer bytes than that.
+pub(crate) fn magic(bytes: &[u8]) -> Option<u8> {
+    let mut c = Cursor::new(bytes);
+    c.skip(16).ok()?;
+    c.u8().ok()
 }
 
 /// The first data record at or after `want` in `records` (a partition's

@@ -22,10 +22,9 @@ use std::ops::Range;
 use bytes::{Buf, Bytes};
 use kafka_protocol::compression::{Decompressor, Gzip, Lz4, Snappy, Zstd};
 
-use crate::wire::record_batch::{BatchHeader, varint};
+use kshard_offsets::cursor::{Cursor, CursorError};
 
-/// The size of a v2 batch's header, up to its first record.
-const HEADER: usize = 61;
+use crate::wire::record_batch::{BatchHeader, HEADER, preamble};
 
 /// A batch that does not add up: where, and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -150,18 +149,16 @@ impl PartitionRecords {
     fn next_batch(&mut self) -> Result<bool, Corrupt> {
         loop {
             let rest = &self.batches[self.at..];
-            if rest.len() < HEADER {
+            let Some((offset, magic, stored)) = preamble(rest).filter(|_| rest.len() >= HEADER) else {
                 return Ok(false);
-            }
-            let offset = i64::from_be_bytes(rest[..8].try_into().unwrap_or_default());
+            };
             let corrupt = |what: String| Corrupt { offset, what };
-            if rest[16] != 2 {
+            if magic != 2 {
                 // Nothing after it can be trusted to start where it says.
                 self.at = self.batches.len();
                 return Err(corrupt(format!(
-                    "message format v{} (kshard's reader reads v2, Kafka's format since 0.11; \
-                     set reader: librdkafka for older data)",
-                    rest[16]
+                    "message format v{magic} (kshard's reader reads v2, Kafka's format since 0.11; \
+                     set reader: librdkafka for older data)"
                 )));
             }
             let Some(h) = BatchHeader::parse(rest) else {
@@ -175,7 +172,6 @@ impl PartitionRecords {
             }
             let start = self.at;
             self.at += size;
-            let stored = u32::from_be_bytes(rest[17..21].try_into().unwrap_or_default());
             let computed = crc32c::crc32c(&rest[21..size]);
             if stored != computed {
                 return Err(corrupt(format!("CRC-32C {computed:08x}, the batch says {stored:08x}")));
@@ -273,34 +269,31 @@ impl BatchCursor {
         }
         self.left -= 1;
         let corrupt = |what: &str| Corrupt { offset: self.base_offset, what: format!("a record: {what}") };
+        // Inside the record, every read that runs short runs past its end.
+        let within = |e: CursorError| match e {
+            CursorError::VarintOverflow { .. } => corrupt("a varint over 10 bytes"),
+            _ => corrupt("past the record"),
+        };
         let buf = &self.buffer[..];
-        let mut at = self.at;
-        let read_varint = |at: &mut usize| -> Result<i64, Corrupt> {
-            let (v, n) = varint(buf.get(*at..).unwrap_or_default()).ok_or_else(|| corrupt("a varint cut"))?;
-            *at += n;
-            Ok(v)
-        };
-        let length = usize::try_from(read_varint(&mut at)?).map_err(|_| corrupt("a negative length"))?;
-        let end = at.checked_add(length).filter(|&e| e <= buf.len()).ok_or_else(|| corrupt("past the batch"))?;
-        at += 1; // attributes
-        let timestamp_delta = read_varint(&mut at)?;
-        let offset_delta = read_varint(&mut at)?;
-        let bytes = |at: &mut usize| -> Result<Option<Range<usize>>, Corrupt> {
-            let n = read_varint(at)?;
-            if n < 0 {
-                return Ok(None);
+        let mut batch = Cursor::resume(buf, self.at);
+        let length = batch.varlong().map_err(|_| corrupt("a varint cut"))?;
+        let length = usize::try_from(length).map_err(|_| corrupt("a negative length"))?;
+        let mut record = batch.split(length).map_err(|_| corrupt("past the batch"))?;
+        let _attributes = record.u8().map_err(within)?;
+        let timestamp_delta = record.varlong().map_err(within)?;
+        let offset_delta = record.varlong().map_err(within)?;
+        let mut bytes = || -> Result<Option<Range<usize>>, Corrupt> {
+            match record.varlong().map_err(within)? {
+                ..0 => Ok(None),
+                n => {
+                    let n = usize::try_from(n).map_err(|_| corrupt("a length"))?;
+                    record.take_range(n).map(Some).map_err(within)
+                }
             }
-            let n = usize::try_from(n).map_err(|_| corrupt("a length"))?;
-            let range = *at..at.checked_add(n).filter(|&e| e <= end).ok_or_else(|| corrupt("past the record"))?;
-            *at = range.end;
-            Ok(Some(range))
         };
-        let key = bytes(&mut at)?;
-        let value = bytes(&mut at)?;
-        if at > end {
-            return Err(corrupt("past the record"));
-        }
-        self.at = end;
+        let key = bytes()?;
+        let value = bytes()?;
+        self.at = batch.position();
         let offset = self.base_offset.checked_add(offset_delta).ok_or_else(|| corrupt("an offset past i64"))?;
         let timestamp_ms = if self.log_append_time {
             self.timestamp_ms

@@ -12,6 +12,7 @@
 
 pub(crate) mod pending;
 
+use kshard_offsets::cursor::Cursor;
 use kshard_runtime::Store;
 use kshard_runtime::recovery_log::Mutation;
 use tracing::warn;
@@ -44,7 +45,7 @@ pub(crate) fn commits_key(group: &str) -> Vec<u8> {
 /// A commit count stored under `key`, if it is one: (group, count).
 pub(crate) fn stored_commits<'a>(key: &'a [u8], value: &[u8]) -> Option<(&'a str, u64)> {
     let group = std::str::from_utf8(key.strip_prefix(COMMITS_PREFIX)?).ok()?;
-    Some((group, u64::from_be_bytes(*value.first_chunk::<8>()?)))
+    Some((group, Cursor::new(value).u64().ok()?))
 }
 
 /// An open transaction's record set aside (its stored value) or gone
@@ -121,8 +122,8 @@ pub(crate) fn stored_value(offset: i64, value: &[u8]) -> Vec<u8> {
 
 /// The offset and raw value of what the store keeps, if it has an offset.
 pub(crate) fn split_stored(stored: &[u8]) -> Option<(i64, &[u8])> {
-    let (offset, raw) = stored.split_first_chunk::<8>()?;
-    Some((i64::from_be_bytes(*offset), raw))
+    let mut c = Cursor::new(stored);
+    Some((c.i64().ok()?, c.rest()))
 }
 
 /// Rebuilds a unit from a store: its entries applied in offset order.

@@ -16,7 +16,10 @@
 //! mutation count u32 and each mutation (op u8: 0 put, 1 delete; key len u32,
 //! key; for a put, value len u32, value), then an offset count u32 and each
 //! offset (topic len u16, topic, partition i32, offset i64). Every length is
-//! checked against the bytes left before anything is allocated.
+//! checked against the bytes left before anything is allocated (the reads are
+//! [`kshard_offsets::cursor`]'s).
+
+use kshard_offsets::cursor::{Cursor, CursorError};
 
 /// A store change.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -138,7 +141,7 @@ impl LogRecord {
 
     /// Reads a record; an error names what and where.
     pub fn decode(bytes: &[u8]) -> Result<Self, RecordError> {
-        let mut r = Reader { bytes, at: 0 };
+        let mut r = Reader(Cursor::new(bytes));
         if r.take(4, "magic")? != MAGIC {
             return Err(RecordError { what: "not a kshard recovery-log record (magic)", at: 0 });
         }
@@ -153,32 +156,13 @@ impl LogRecord {
             2 => Body::SnapshotStart,
             3 => Body::SnapshotEnd,
             1 => {
-                let n = r.count("mutation count", 5)?;
-                let mut mutations = Vec::with_capacity(n);
-                for _ in 0..n {
-                    mutations.push(match r.u8("mutation op")? {
-                        0 => Mutation::Put { key: r.bytes32("key")?.to_vec(), value: r.bytes32("value")?.to_vec() },
-                        1 => Mutation::Delete { key: r.bytes32("key")?.to_vec() },
-                        _ => return Err(RecordError { what: "unknown mutation op", at: r.at - 1 }),
-                    });
-                }
-                let n = r.count("offset count", 14)?;
-                let mut offsets = Vec::with_capacity(n);
-                for _ in 0..n {
-                    let len = usize::from(u16::from_be_bytes(r.array("topic length")?));
-                    let topic = std::str::from_utf8(r.take(len, "topic")?)
-                        .map_err(|_| RecordError { what: "topic is not UTF-8", at: r.at - len })?
-                        .to_owned();
-                    let partition = i32::from_be_bytes(r.array("partition")?);
-                    let offset = i64::from_be_bytes(r.array("offset")?);
-                    offsets.push(SourceOffset { topic, partition, offset });
-                }
+                let (mutations, offsets) = (r.mutations()?, r.offsets()?);
                 Body::Transaction { mutations, offsets }
             }
-            _ => return Err(RecordError { what: "unknown record kind", at: r.at - 1 }),
+            _ => return Err(RecordError { what: "unknown record kind", at: r.0.position() - 1 }),
         };
-        if r.at != bytes.len() {
-            return Err(RecordError { what: "trailing bytes", at: r.at });
+        if !r.0.is_empty() {
+            return Err(RecordError { what: "trailing bytes", at: r.0.position() });
         }
         Ok(LogRecord { author, seq, prev, body })
     }
@@ -193,46 +177,68 @@ fn bytes32(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(b);
 }
 
-struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
+/// The record's reads: [`Cursor`]'s, each naming what it reads.
+struct Reader<'a>(Cursor<'a>);
 
 impl<'a> Reader<'a> {
     fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], RecordError> {
-        let end = self.at.checked_add(n).filter(|e| *e <= self.bytes.len()).ok_or(RecordError { what, at: self.at })?;
-        let out = &self.bytes[self.at..end];
-        self.at = end;
-        Ok(out)
-    }
-
-    fn array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], RecordError> {
-        let mut a = [0; N];
-        a.copy_from_slice(self.take(N, what)?);
-        Ok(a)
+        self.0.take(n).map_err(named(what))
     }
 
     fn u8(&mut self, what: &'static str) -> Result<u8, RecordError> {
-        Ok(self.array::<1>(what)?[0])
+        self.0.u8().map_err(named(what))
     }
 
     fn u64(&mut self, what: &'static str) -> Result<u64, RecordError> {
-        Ok(u64::from_be_bytes(self.array(what)?))
+        self.0.u64().map_err(named(what))
     }
 
     /// A count of items each at least `min` bytes long, checked against the
     /// bytes left before anything is allocated.
     fn count(&mut self, what: &'static str, min: usize) -> Result<usize, RecordError> {
-        let at = self.at;
-        let n = u32::from_be_bytes(self.array(what)?) as usize;
-        if n.saturating_mul(min) > self.bytes.len() - self.at {
-            return Err(RecordError { what, at });
-        }
-        Ok(n)
+        let at = self.0.position();
+        let n = self.0.u32().map_err(named(what))? as usize;
+        self.0.fits(n, min).map_err(|_| RecordError { what, at })
     }
 
     fn bytes32(&mut self, what: &'static str) -> Result<&'a [u8], RecordError> {
-        let n = u32::from_be_bytes(self.array(what)?) as usize;
+        let n = self.0.u32().map_err(named(what))? as usize;
         self.take(n, what)
     }
+
+    /// A transaction's mutations.
+    fn mutations(&mut self) -> Result<Vec<Mutation>, RecordError> {
+        let n = self.count("mutation count", 5)?;
+        let mut mutations = Vec::with_capacity(n);
+        for _ in 0..n {
+            mutations.push(match self.u8("mutation op")? {
+                0 => Mutation::Put { key: self.bytes32("key")?.to_vec(), value: self.bytes32("value")?.to_vec() },
+                1 => Mutation::Delete { key: self.bytes32("key")?.to_vec() },
+                _ => return Err(RecordError { what: "unknown mutation op", at: self.0.position() - 1 }),
+            });
+        }
+        Ok(mutations)
+    }
+
+    /// A transaction's source offsets.
+    fn offsets(&mut self) -> Result<Vec<SourceOffset>, RecordError> {
+        let n = self.count("offset count", 14)?;
+        let mut offsets = Vec::with_capacity(n);
+        for _ in 0..n {
+            let len = usize::from(self.0.u16().map_err(named("topic length"))?);
+            let topic = self.0.utf8(len).map_err(|e| match e {
+                CursorError::InvalidUtf8 { at } => RecordError { what: "topic is not UTF-8", at },
+                e => named("topic")(e),
+            })?;
+            let partition = self.0.i32().map_err(named("partition"))?;
+            let offset = self.0.i64().map_err(named("offset"))?;
+            offsets.push(SourceOffset { topic: topic.to_owned(), partition, offset });
+        }
+        Ok(offsets)
+    }
+}
+
+/// The record's error for a cursor's: `what` was being read where it stopped.
+fn named(what: &'static str) -> impl FnOnce(CursorError) -> RecordError {
+    move |e| RecordError { what, at: e.at() }
 }

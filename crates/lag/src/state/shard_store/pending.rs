@@ -6,6 +6,8 @@
 //! abort; a transaction committing offsets for many partitions costs an
 //! entry each, written once. Pure: bytes in, bytes out.
 
+use kshard_offsets::cursor::Cursor;
+
 /// Keys of open transactions' records start with this.
 pub(crate) const PREFIX: &[u8] = b"\xff\xfftxn/";
 
@@ -22,9 +24,8 @@ pub(crate) fn key(producer: i64, key: &[u8]) -> Vec<u8> {
 /// The producer and record key a store key names, if it is an open
 /// transaction's.
 pub(crate) fn parse(stored: &[u8]) -> Option<(i64, &[u8])> {
-    let rest = stored.strip_prefix(PREFIX)?;
-    let (producer, key) = rest.split_first_chunk::<8>()?;
-    Some((i64::from_be_bytes(*producer), key))
+    let mut c = Cursor::new(stored.strip_prefix(PREFIX)?);
+    Some((c.i64().ok()?, c.rest()))
 }
 
 #[cfg(test)]
