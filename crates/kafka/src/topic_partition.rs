@@ -1,6 +1,8 @@
 //! [`TopicPartition`]: one partition of one topic, the key of everything the
 //! clients report per partition (watermarks, listed offsets). Only a name
 //! and a number: it says nothing about leaders or offsets.
+//! [`TopicPartitionOffset`]: one offset of one partition — where a record is
+//! (the record times lag in seconds wants, a group's committed offset).
 
 use std::fmt;
 
@@ -24,6 +26,31 @@ impl TopicPartition {
 impl fmt::Display for TopicPartition {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}", self.topic, self.partition)
+    }
+}
+
+/// An offset of a partition of a topic. Ordered by topic, partition, then
+/// offset; shown as `topic/partition@offset`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TopicPartitionOffset {
+    /// The topic's name.
+    pub topic: String,
+    /// The partition's number within it.
+    pub partition: i32,
+    /// The offset within the partition.
+    pub offset: i64,
+}
+
+impl TopicPartitionOffset {
+    /// `offset` of `partition` of `topic`.
+    pub fn new(topic: impl Into<String>, partition: i32, offset: i64) -> Self {
+        TopicPartitionOffset { topic: topic.into(), partition, offset }
+    }
+}
+
+impl fmt::Display for TopicPartitionOffset {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}@{}", self.topic, self.partition, self.offset)
     }
 }
 

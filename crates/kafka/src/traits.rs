@@ -5,6 +5,7 @@
 //! Callers take the traits, so their tests drive them with scripted fakes and
 //! no broker. Which brokers, and when to connect, is the caller's business.
 
+use crate::TopicPartitionOffset;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -159,17 +160,17 @@ impl RecordSource for TopicReader {
 pub trait RecordTimes: Send {
     /// The records at (or first after) each of `wanted` that gave one within
     /// `timeout`, and the offsets read that gave none.
-    fn read(&self, wanted: &[(String, i32, i64)], timeout: Duration) -> Result<TimesRead, Error>;
+    fn read(&self, wanted: &[TopicPartitionOffset], timeout: Duration) -> Result<TimesRead, Error>;
 }
 
 impl RecordTimes for TimestampReader {
-    fn read(&self, wanted: &[(String, i32, i64)], timeout: Duration) -> Result<TimesRead, Error> {
+    fn read(&self, wanted: &[TopicPartitionOffset], timeout: Duration) -> Result<TimesRead, Error> {
         TimestampReader::read(self, wanted, timeout)
     }
 }
 
 impl RecordTimes for FetchTimes {
-    fn read(&self, wanted: &[(String, i32, i64)], timeout: Duration) -> Result<TimesRead, Error> {
+    fn read(&self, wanted: &[TopicPartitionOffset], timeout: Duration) -> Result<TimesRead, Error> {
         FetchTimes::read(self, wanted, timeout)
     }
 }

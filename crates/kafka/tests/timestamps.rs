@@ -9,6 +9,7 @@
 //! partition in different batches; a wrong password refused with a reason;
 //! a user without Read answered nothing.
 
+use kshard_kafka::TopicPartitionOffset;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use kshard_kafka::{
@@ -85,7 +86,7 @@ fn record_times_markers_and_unanswered_reads() {
     let e = FetchTimes::new(&wrong)
         .expect("settings")
         .expect("SCRAM")
-        .read(&[(topic.clone(), 0, 3)], Duration::from_secs(10));
+        .read(&[TopicPartitionOffset::new(topic.clone(), 0, 3)], Duration::from_secs(10));
     let e = e.expect_err("refused");
     assert!(e.to_string().contains("credentials"), "{e}");
     // A user without Read on the topic: no answer, and no claim.
@@ -93,7 +94,7 @@ fn record_times_markers_and_unanswered_reads() {
     let read = FetchTimes::new(&nobody)
         .expect("settings")
         .expect("PLAIN")
-        .read(&[(topic.clone(), 0, 3)], Duration::from_secs(10));
+        .read(&[TopicPartitionOffset::new(topic.clone(), 0, 3)], Duration::from_secs(10));
     let read = read.expect("an answer");
     assert!(read.found.is_empty() && read.empty.is_empty(), "{read:?}");
     // Offsets of one partition in different batches: all answered in one
@@ -105,10 +106,17 @@ fn record_times_markers_and_unanswered_reads() {
     writer.flush(Duration::from_secs(30)).expect("flush");
     let second_after = now_ms();
     let fetch = FetchTimes::new(&settings).expect("fetch reader").expect("PLAINTEXT");
-    let wanted = [(topic.clone(), 0, 2), (topic.clone(), 0, 15), (topic.clone(), 0, 19)];
+    let wanted = [
+        TopicPartitionOffset::new(topic.clone(), 0, 2),
+        TopicPartitionOffset::new(topic.clone(), 0, 15),
+        TopicPartitionOffset::new(topic.clone(), 0, 19),
+    ];
     let read = fetch.read(&wanted, Duration::from_secs(10)).expect("read");
-    for (_, _, offset) in &wanted {
-        let time = read.found.get(&(topic.clone(), 0, *offset)).unwrap_or_else(|| panic!("offset {offset}: {read:?}"));
+    for TopicPartitionOffset { offset, .. } in &wanted {
+        let time = read
+            .found
+            .get(&TopicPartitionOffset::new(topic.clone(), 0, *offset))
+            .unwrap_or_else(|| panic!("offset {offset}: {read:?}"));
         assert_eq!(time.offset, *offset);
         let (from, to) = if *offset < 10 { (before, after) } else { (second_before, second_after) };
         assert!((from..=to).contains(&time.timestamp_ms), "{time:?} produced between {from} and {to}");
@@ -143,28 +151,43 @@ fn check_reads(
     topic: &str,
     (before, after): (i64, i64),
     slow: bool,
-    read: impl Fn(&[(String, i32, i64)], Duration) -> TimesRead,
+    read: impl Fn(&[TopicPartitionOffset], Duration) -> TimesRead,
 ) {
     let topic = topic.to_owned();
-    let wanted = [(topic.clone(), 0, 3), (topic.clone(), 1, 2), (topic.clone(), 1, 5)];
+    let wanted = [
+        TopicPartitionOffset::new(topic.clone(), 0, 3),
+        TopicPartitionOffset::new(topic.clone(), 1, 2),
+        TopicPartitionOffset::new(topic.clone(), 1, 5),
+    ];
     let first = read(&wanted, Duration::from_secs(10));
-    let at3 = first.found[&(topic.clone(), 0, 3)];
+    let at3 = first.found[&TopicPartitionOffset::new(topic.clone(), 0, 3)];
     assert_eq!(at3.offset, 3);
     assert!((before..=after).contains(&at3.timestamp_ms), "{at3:?} produced between {before} and {after}");
-    assert_eq!(first.found[&(topic.clone(), 1, 2)].offset, 2);
-    assert!(!first.found.contains_key(&(topic.clone(), 1, 5)), "a marker is no record");
-    assert_eq!(first.empty, vec![(topic.clone(), 1, 5)], "read past: only a marker follows offset 5");
+    assert_eq!(first.found[&TopicPartitionOffset::new(topic.clone(), 1, 2)].offset, 2);
+    assert!(!first.found.contains_key(&TopicPartitionOffset::new(topic.clone(), 1, 5)), "a marker is no record");
+    assert_eq!(
+        first.empty,
+        vec![TopicPartitionOffset::new(topic.clone(), 1, 5)],
+        "read past: only a marker follows offset 5"
+    );
 
     // No time to answer: no record, and no claim that there is none.
     if slow {
-        let unanswered = read(&[(topic.clone(), 0, 7)], Duration::from_nanos(1));
+        let unanswered = read(&[TopicPartitionOffset::new(topic.clone(), 0, 7)], Duration::from_nanos(1));
         assert!(unanswered.found.is_empty() && unanswered.empty.is_empty(), "{unanswered:?}");
     }
     // Asked again with time, it answers; several offsets of one partition too.
-    let again = read(&[(topic.clone(), 0, 7), (topic.clone(), 0, 8), (topic.clone(), 0, 9)], Duration::from_secs(10));
-    assert_eq!(again.found[&(topic.clone(), 0, 7)].offset, 7);
-    assert_eq!(again.found[&(topic.clone(), 0, 9)].offset, 9);
+    let again = read(
+        &[
+            TopicPartitionOffset::new(topic.clone(), 0, 7),
+            TopicPartitionOffset::new(topic.clone(), 0, 8),
+            TopicPartitionOffset::new(topic.clone(), 0, 9),
+        ],
+        Duration::from_secs(10),
+    );
+    assert_eq!(again.found[&TopicPartitionOffset::new(topic.clone(), 0, 7)].offset, 7);
+    assert_eq!(again.found[&TopicPartitionOffset::new(topic.clone(), 0, 9)].offset, 9);
     // A topic that does not exist: no answer, no error.
-    let missing = read(&[("no-such-topic-anywhere".to_owned(), 0, 1)], Duration::from_secs(2));
+    let missing = read(&[TopicPartitionOffset::new("no-such-topic-anywhere", 0, 1)], Duration::from_secs(2));
     assert!(missing.found.is_empty() && missing.empty.is_empty());
 }

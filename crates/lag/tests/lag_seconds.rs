@@ -197,8 +197,10 @@ fn a_compacted_away_record_falls_back_to_the_estimate() {
     w.produce(&topic, &[1]);
     let reader = FetchTimes::new(&w.settings).expect("reader").expect("PLAINTEXT");
     until("the cleaner to remove offset 2", Duration::from_secs(60), Duration::from_millis(500), || {
-        let read = reader.read(&[(topic.clone(), 0, 2)], Duration::from_secs(5)).map_err(|e| e.to_string())?;
-        match read.found.get(&(topic.clone(), 0, 2)) {
+        let read = reader
+            .read(&[kshard_kafka::TopicPartitionOffset::new(topic.clone(), 0, 2)], Duration::from_secs(5))
+            .map_err(|e| e.to_string())?;
+        match read.found.get(&kshard_kafka::TopicPartitionOffset::new(topic.clone(), 0, 2)) {
             Some(t) if t.offset > 2 => Ok(()),
             other => Err(format!("offset 2 reads {other:?}")),
         }

@@ -6,6 +6,7 @@
 //! is given, and how many of the N were answered. Topics named
 //! `kshard-bench-times-…` are created and filled once and reused.
 
+use kshard_kafka::TopicPartitionOffset;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -63,10 +64,10 @@ pub(crate) fn record_times(b: &RecordTimesBench<'_>) -> Result<()> {
     );
     eprintln!("{} partitions ready in {:.1} s", partitions.len(), started.elapsed().as_secs_f64());
     // Each partition's "committed offset" somewhere in its records.
-    let wanted: Vec<(String, i32, i64)> = partitions
+    let wanted: Vec<TopicPartitionOffset> = partitions
         .iter()
         .enumerate()
-        .map(|(i, tp)| (tp.topic.clone(), tp.partition, (i as i64 * 7) % i64::from(RECORDS)))
+        .map(|(i, tp)| TopicPartitionOffset::new(tp.topic.clone(), tp.partition, (i as i64 * 7) % i64::from(RECORDS)))
         .collect();
     // What `serve` uses: kshard's own Fetch where it can (PLAINTEXT, TLS, SASL PLAIN and SCRAM), librdkafka else.
     let fetch = if b.librdkafka { None } else { FetchTimes::new(&target.settings)? };

@@ -170,13 +170,19 @@ fn busy_refreshes(monitor: &Monitor, shape: Shape, offset: &mut i64) -> Result<(
         let wanted = monitor.sample();
         busy.push(started.elapsed().as_secs_f64() * 1000.0);
         wanted_count = wanted.len();
-        monitor.times_found(wanted.into_iter().map(|(t, p, o)| ((t, p, o), (o, 1_758_335_000_000))));
+        monitor.times_found(wanted.into_iter().map(|at| {
+            let o = at.offset;
+            (at, (o, 1_758_335_000_000))
+        }));
         for (g, (unit, record)) in recommits(shape, round).enumerate() {
             apply(monitor, unit, *offset + g as i64, &record)?;
         }
         *offset += i64::try_from(shape.tracked()).unwrap_or(i64::MAX);
     }
-    monitor.times_found(monitor.sample().into_iter().map(|(t, p, o)| ((t, p, o), (o, 1_758_335_000_000))));
+    monitor.times_found(monitor.sample().into_iter().map(|at| {
+        let o = at.offset;
+        (at, (o, 1_758_335_000_000))
+    }));
     Ok((busy, wanted_count))
 }
 

@@ -4,6 +4,7 @@
 //! librdkafka fetches them all in one request per broker, and with a minimal
 //! fetch size each partition returns about one batch.
 
+use crate::TopicPartitionOffset;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
@@ -29,9 +30,9 @@ pub struct RecordTime {
 #[derive(Debug, Default)]
 pub struct TimesRead {
     /// (topic, partition, wanted offset) → the record read there.
-    pub found: HashMap<(String, i32, i64), RecordTime>,
+    pub found: HashMap<TopicPartitionOffset, RecordTime>,
     /// Wanted offsets read that gave nothing.
-    pub empty: Vec<(String, i32, i64)>,
+    pub empty: Vec<TopicPartitionOffset>,
 }
 
 /// Reads the timestamps of records at given offsets, with a short-lived
@@ -96,9 +97,9 @@ impl TimestampReader {
     /// read past and gave nothing (only transaction markers follow). Offsets
     /// not answered in time (a slow broker, an offset out of range) and those
     /// beyond the rounds of one call are in neither: ask again.
-    pub fn read(&self, wanted: &[(String, i32, i64)], timeout: Duration) -> Result<TimesRead> {
+    pub fn read(&self, wanted: &[TopicPartitionOffset], timeout: Duration) -> Result<TimesRead> {
         let mut by_partition: BTreeMap<(&str, i32), BTreeSet<i64>> = BTreeMap::new();
-        for (topic, partition, offset) in wanted {
+        for TopicPartitionOffset { topic, partition, offset } in wanted {
             by_partition.entry((topic.as_str(), *partition)).or_default().insert(*offset);
         }
         let mut found = HashMap::new();
@@ -121,8 +122,8 @@ impl TimestampReader {
         &self,
         round: &[((&str, i32), i64)],
         timeout: Duration,
-        found: &mut HashMap<(String, i32, i64), RecordTime>,
-        empty: &mut Vec<(String, i32, i64)>,
+        found: &mut HashMap<TopicPartitionOffset, RecordTime>,
+        empty: &mut Vec<TopicPartitionOffset>,
     ) -> Result<()> {
         let consumer = self.consumer()?;
         let mut list = TopicPartitionList::new();
@@ -153,7 +154,10 @@ impl TimestampReader {
                 && let Some(timestamp_ms) = m.timestamp().to_millis()
             {
                 pending.remove(&key);
-                found.insert((key.0, key.1, want), RecordTime { offset: m.offset(), timestamp_ms });
+                found.insert(
+                    TopicPartitionOffset::new(key.0, key.1, want),
+                    RecordTime { offset: m.offset(), timestamp_ms },
+                );
             }
         }
         // Not answered in time: no record, and no claim there is none.
@@ -167,7 +171,7 @@ impl TimestampReader {
     fn read_past(
         consumer: &BaseConsumer<KshardContext>,
         pending: &mut HashMap<(String, i32), i64>,
-        empty: &mut Vec<(String, i32, i64)>,
+        empty: &mut Vec<TopicPartitionOffset>,
     ) -> Result<()> {
         if pending.is_empty() {
             return Ok(());
@@ -180,7 +184,7 @@ impl TimestampReader {
             });
             let past = position.is_some_and(|o| o > *want);
             if past {
-                empty.push((topic.clone(), *partition, *want));
+                empty.push(TopicPartitionOffset::new(topic.clone(), *partition, *want));
             }
             !past
         });

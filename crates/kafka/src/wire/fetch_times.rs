@@ -15,6 +15,7 @@
 //! and SCRAM) are kept between calls, and answers read in place
 //! ([`crate::wire::fetch_response`]).
 
+use crate::TopicPartitionOffset;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -188,14 +189,14 @@ impl FetchTimes {
     /// them up to the end). Offsets not answered (a broker down, a leader
     /// moving, a response full) are in neither: ask again. An error when
     /// every broker asked failed.
-    pub fn read(&self, wanted: &[(String, i32, i64)], timeout: Duration) -> Result<TimesRead> {
+    pub fn read(&self, wanted: &[TopicPartitionOffset], timeout: Duration) -> Result<TimesRead> {
         let mut read = TimesRead::default();
         if wanted.is_empty() {
             return Ok(read);
         }
         let leaders = self.leaders(timeout.max(METADATA_TIMEOUT))?;
         let mut by_partition: HashMap<(&str, i32), Vec<i64>> = HashMap::new();
-        for (topic, partition, offset) in wanted {
+        for TopicPartitionOffset { topic, partition, offset } in wanted {
             by_partition.entry((topic.as_str(), *partition)).or_default().push(*offset);
         }
         let mut by_broker: BTreeMap<&str, Vec<Wanted<'_>>> = BTreeMap::new();
@@ -361,12 +362,13 @@ impl FetchTimes {
         let mut need = None;
         wanted.offsets.retain(|&want| match first_record_from(p.records, want) {
             Answer::Record(offset, timestamp_ms) => {
-                read.found.insert((p.topic.to_owned(), p.partition, want), RecordTime { offset, timestamp_ms });
+                read.found
+                    .insert(TopicPartitionOffset::new(p.topic, p.partition, want), RecordTime { offset, timestamp_ms });
                 false
             }
             // Only markers up to the end.
             Answer::ControlUpTo(last) if last.saturating_add(1) >= p.high_watermark => {
-                read.empty.push((p.topic.to_owned(), p.partition, want));
+                read.empty.push(TopicPartitionOffset::new(p.topic, p.partition, want));
                 false
             }
             // The batch that holds the offset, whole, next time.

@@ -11,6 +11,7 @@
 //! `/ready` 503.
 
 use super::error::WorkerError;
+use kshard_kafka::TopicPartitionOffset;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, mpsc};
@@ -229,7 +230,7 @@ fn publish(monitor: &Monitor, times: &dyn RecordTimes, refreshed: Refreshed, cau
 /// Reads the records at the committed offsets of lagging groups whose times
 /// are not known yet (`wanted`, from [`Monitor::sample`]): at most half a second a
 /// round. A failure only leaves those to estimates until the next refresh.
-fn read_times(times: &dyn RecordTimes, monitor: &Monitor, wanted: &[(String, i32, i64)]) {
+fn read_times(times: &dyn RecordTimes, monitor: &Monitor, wanted: &[TopicPartitionOffset]) {
     if wanted.is_empty() {
         return;
     }

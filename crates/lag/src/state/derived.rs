@@ -4,6 +4,7 @@
 //! and [`DerivedView`], the view over them that readers take once per pass.
 //! Pure: the units, watermarks and wall-clock time come in as arguments.
 
+use kshard_kafka::TopicPartitionOffset;
 use std::sync::{Arc, MutexGuard};
 
 use crate::consumer_status::{Commit, CommitWindow, Status, StatusSettings};
@@ -99,7 +100,7 @@ impl Derived {
         settings: &MonitorSettings,
         watermarks: &Watermarks,
         now_ms: i64,
-    ) -> Vec<(String, i32, i64)> {
+    ) -> Vec<TopicPartitionOffset> {
         let lagging = self.take_commits(units, settings, watermarks, now_ms);
         let mut live = std::collections::HashSet::new();
         for (topic, partitions) in watermarks.topics() {
@@ -164,15 +165,15 @@ impl Derived {
 
     /// Records read for [`Derived::sample`]: (topic, partition, wanted
     /// offset) → (offset read, timestamp in ms).
-    pub(crate) fn times_found(&mut self, found: impl IntoIterator<Item = ((String, i32, i64), (i64, i64))>) {
-        for ((topic, partition, wanted), (offset, timestamp_ms)) in found {
+    pub(crate) fn times_found(&mut self, found: impl IntoIterator<Item = (TopicPartitionOffset, (i64, i64))>) {
+        for (TopicPartitionOffset { topic, partition, offset: wanted }, (offset, timestamp_ms)) in found {
             self.times.found(&Arc::from(topic), partition, wanted, offset, timestamp_ms);
         }
     }
 
     /// Offsets of [`Derived::sample`] that were read and gave no record.
-    pub(crate) fn times_not_found(&mut self, missing: impl IntoIterator<Item = (String, i32, i64)>) {
-        for (topic, partition, wanted) in missing {
+    pub(crate) fn times_not_found(&mut self, missing: impl IntoIterator<Item = TopicPartitionOffset>) {
+        for TopicPartitionOffset { topic, partition, offset: wanted } in missing {
             self.times.not_found(&Arc::from(topic), partition, wanted);
         }
     }

@@ -14,6 +14,7 @@
 //! linear in between. An offset older than every point is no later than the
 //! first point past it. Each value says which way it was found ([`Method`]).
 
+use kshard_kafka::TopicPartitionOffset;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -109,18 +110,18 @@ impl LagTimes {
     /// Of `committed` (topic, partition, committed offset, low watermark) of
     /// lagging group-partitions, those whose record time is not known yet and
     /// still in the log; forgets the times no group needs any more.
-    pub(crate) fn wanted(&mut self, committed: &[(Arc<str>, i32, i64, i64)]) -> Vec<(String, i32, i64)> {
+    pub(crate) fn wanted(&mut self, committed: &[(Arc<str>, i32, i64, i64)]) -> Vec<TopicPartitionOffset> {
         let needed: std::collections::HashSet<(&Arc<str>, i32, i64)> =
             committed.iter().map(|(t, p, o, _)| (t, *p, *o)).collect();
         self.records.retain(|(t, p, o), _| needed.contains(&(t, *p, *o)));
         self.missing.retain(|(t, p, o)| needed.contains(&(t, *p, *o)));
-        let mut wanted: Vec<(String, i32, i64)> = committed
+        let mut wanted: Vec<TopicPartitionOffset> = committed
             .iter()
             .filter(|(t, p, o, low)| {
                 let key = (Arc::clone(t), *p, *o);
                 o >= low && !self.records.contains_key(&key) && !self.missing.contains(&key)
             })
-            .map(|(t, p, o, _)| (t.to_string(), *p, *o))
+            .map(|(t, p, o, _)| TopicPartitionOffset::new(t.as_ref(), *p, *o))
             .collect();
         wanted.sort();
         wanted.dedup();
@@ -245,12 +246,12 @@ mod tests {
     fn the_record_at_the_committed_offset_gives_the_age() {
         let mut times = LagTimes::default();
         let wanted = times.wanted(&[(t(), 0, 10, 0), (t(), 0, 10, 0), (t(), 1, 3, 5)]);
-        assert_eq!(wanted, [("t".to_owned(), 0, 10)], "once each, and not below the log start");
+        assert_eq!(wanted, [TopicPartitionOffset::new("t", 0, 10)], "once each, and not below the log start");
         times.found(&t(), 0, 10, 10, 1_000_000);
         assert_eq!(times.lag_seconds(&t(), 0, 10, 5, 1_004_500), Some((4.5, Method::Record)));
         assert_eq!(times.lag_seconds(&t(), 0, 10, 0, 1_004_500), Some((0.0, Method::Record)), "no lag: 0 s");
         assert!(times.wanted(&[(t(), 0, 10, 0)]).is_empty(), "known: not read again");
-        assert_eq!(times.wanted(&[]), Vec::<(String, i32, i64)>::new());
+        assert_eq!(times.wanted(&[]), Vec::<TopicPartitionOffset>::new());
         assert!(times.records.is_empty(), "forgotten once no group needs it");
         assert_eq!(
             times.lag_seconds(&t(), 0, 10, 5, 1_004_500),
@@ -329,7 +330,7 @@ mod tests {
     fn a_group_before_a_closing_transaction_marker_is_caught_up() {
         let mut times = LagTimes::default();
         times.sample_high(&t(), 0, 11, 10_000);
-        assert_eq!(times.wanted(&[(t(), 0, 10, 0)]), [("t".to_owned(), 0, 10)]);
+        assert_eq!(times.wanted(&[(t(), 0, 10, 0)]), [TopicPartitionOffset::new("t", 0, 10)]);
         times.not_found(&t(), 0, 10);
         assert_eq!(times.lag_seconds(&t(), 0, 10, 1, 99_000), Some((0.0, Method::End)));
         assert!(times.wanted(&[(t(), 0, 10, 0)]).is_empty(), "not read again");

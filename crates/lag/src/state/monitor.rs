@@ -7,6 +7,7 @@
 //! read it. No I/O happens here: the runtime's handles and what only HTTP
 //! serves belong to the service.
 
+use kshard_kafka::TopicPartitionOffset;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
@@ -331,19 +332,19 @@ impl Monitor {
     /// high watermarks are sampled for lag-in-seconds estimates, and the
     /// (topic, partition, offset) of lagging group-partitions whose record
     /// time is to be read come back (for [`Monitor::times_found`]).
-    pub fn sample(&self) -> Vec<(String, i32, i64)> {
+    pub fn sample(&self) -> Vec<TopicPartitionOffset> {
         let watermarks = self.watermarks();
         self.derived_lock().sample(&self.units, &self.settings, &watermarks, self.clock.epoch_ms())
     }
 
     /// Records read for [`Monitor::sample`]: (topic, partition, wanted
     /// offset) → (offset read, timestamp in ms).
-    pub fn times_found(&self, found: impl IntoIterator<Item = ((String, i32, i64), (i64, i64))>) {
+    pub fn times_found(&self, found: impl IntoIterator<Item = (TopicPartitionOffset, (i64, i64))>) {
         self.derived_lock().times_found(found);
     }
 
     /// Offsets of [`Monitor::sample`] that were read and gave no record.
-    pub(crate) fn times_not_found(&self, missing: impl IntoIterator<Item = (String, i32, i64)>) {
+    pub(crate) fn times_not_found(&self, missing: impl IntoIterator<Item = TopicPartitionOffset>) {
         self.derived_lock().times_not_found(missing);
     }
 
