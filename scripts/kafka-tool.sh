@@ -11,7 +11,11 @@ case "${1:-}" in
   topics) class=org.apache.kafka.tools.TopicCommand ;;
   delete-records) class=org.apache.kafka.tools.DeleteRecordsCommand ;;
   get-offsets) class=org.apache.kafka.tools.GetOffsetShell ;;
-  *) die "usage: scripts/kafka-tool.sh consumer-groups|acls|topics|delete-records|get-offsets ARGS…" ;;
+  share-groups) class=org.apache.kafka.tools.consumer.group.ShareGroupCommand ;;
+  console-share-consumer) class=org.apache.kafka.tools.consumer.ConsoleShareConsumer ;;
+  configs) class=org.apache.kafka.tools.ConfigCommand ;;
+  features) class=org.apache.kafka.tools.FeatureCommand ;;
+  *) die "usage: scripts/kafka-tool.sh consumer-groups|acls|topics|delete-records|get-offsets|share-groups|console-share-consumer|configs|features ARGS…" ;;
 esac
 shift
 kafka_tool "$class" "$@"

@@ -1,4 +1,5 @@
-//! `kshard-offsets`: a codec for the records Kafka writes to `__consumer_offsets`.
+//! `kshard-offsets`: a codec for the records Kafka writes to `__consumer_offsets`
+//! and, for share groups, to `__share_group_state`.
 //!
 //! [`Record::decode`] takes a record's key and value bytes and returns a typed,
 //! borrowed view: strings and bytes point into the input, and the offset-commit
@@ -11,15 +12,19 @@
 //! [`DecodeError`] naming the part, field and byte offset; nothing panics and no
 //! allocation is sized by an unchecked length from the wire.
 //!
-//! The encoder ([`Record::encode`]) writes the same layouts, for tests and load
-//! generation. This crate does no I/O.
+//! [`ShareStateRecord::decode`] reads `__share_group_state` (KIP-932): each
+//! share-partition's snapshot and updates — start offset and the delivery state
+//! of the records after it ([`StateBatch`]) — in the layout of Kafka 4.2+.
+//!
+//! The encoders ([`Record::encode`], [`ShareStateRecord::encode`]) write the
+//! same layouts, for tests and load generation. This crate does no I/O.
 //!
 //! Layout: [`cursor`], the one checked big-endian byte cursor (public: kshard's
 //! Kafka wire client, recovery-log records and store keys read with it too);
 //! `wire`, the schema primitives on it (and their writer), whose errors name the
 //! field; one module per schema family (`offset_commit`, `group_metadata`,
-//! `consumer_group`, `consumer_protocol`); and `record`, which dispatches on the
-//! key's type.
+//! `consumer_group`, `consumer_protocol`); `record`, which dispatches on the
+//! key's type; and `share_state`, the share coordinator's topic.
 
 mod consumer_group;
 mod consumer_protocol;
@@ -30,6 +35,7 @@ mod hex;
 mod offset_commit;
 mod record;
 mod record_type;
+mod share_state;
 mod uuid;
 mod wire;
 
@@ -46,4 +52,8 @@ pub use group_metadata::{GroupMetadataKey, GroupMetadataValue, MemberMetadata};
 pub use offset_commit::{OffsetCommitKey, OffsetCommitValue};
 pub use record::{Record, RecordKey, RecordValue};
 pub use record_type::RecordType;
+pub use share_state::{
+    DeliveryState, SharePartitionKey, ShareSnapshotValue, ShareStateKey, ShareStateRecord, ShareStateValue,
+    ShareUpdateValue, StateBatch,
+};
 pub use uuid::Uuid;

@@ -1,0 +1,157 @@
+//! `__share_group_state` as Kafka 4.4 writes it, read back with
+//! `kshard_offsets::ShareStateRecord`: a share group (Kafka's own console
+//! share consumer) accepts some records and rejects others; every record of
+//! the state topic decodes, and the share-partition's start offset folded
+//! from its snapshot and updates is what `kafka-share-groups --describe`
+//! says, with the rejected records archived.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use kshard_kafka::{Admin, ClientSettings, PartitionReader, ReadEvent, RecordWriter, TopicSpec};
+use kshard_offsets::{DeliveryState, ShareStateRecord, ShareStateValue};
+use kshard_testkit::{Broker, kafka_tool, unique_name};
+
+const STATE_TOPIC: &str = "__share_group_state";
+
+/// A record's key and value bytes.
+type Raw = (Vec<u8>, Option<Vec<u8>>);
+
+/// What the state topic says of one share-partition: its start offset and
+/// the offsets archived, as snapshots and the updates after them leave it.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct Folded {
+    start_offset: i64,
+    archived: std::collections::BTreeSet<i64>,
+}
+
+/// Reads the whole state topic; every record must decode. The state of
+/// `group`'s share-partition `partition`, folded.
+fn fold(settings: &ClientSettings, admin: &Admin, group: &str, partition: i32) -> Option<Folded> {
+    let partitions = admin.partition_count(STATE_TOPIC).expect("metadata")?;
+    let start: Vec<(i32, Option<i64>)> = (0..partitions).map(|p| (p, None)).collect();
+    let reader = PartitionReader::new(settings, STATE_TOPIC, &start).expect("reader");
+    let mut ended = std::collections::BTreeSet::new();
+    let mut records: BTreeMap<(i32, i64), Raw> = BTreeMap::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while ended.len() < partitions as usize && Instant::now() < deadline {
+        match reader.poll(Duration::from_millis(200)).expect("poll") {
+            ReadEvent::Record(r) => {
+                let key = r.key().expect("share-state records have keys").to_vec();
+                records.insert((r.partition(), r.offset()), (key, r.value().map(<[u8]>::to_vec)));
+            }
+            ReadEvent::EndOfPartition { partition, .. } => {
+                ended.insert(partition);
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(ended.len(), partitions as usize, "read every partition of {STATE_TOPIC} to its end");
+    let mut folded: Option<Folded> = None;
+    for ((p, offset), (key, value)) in &records {
+        let record = ShareStateRecord::decode(key, value.as_deref())
+            .unwrap_or_else(|e| panic!("{STATE_TOPIC} {p} at {offset} does not decode: {e}"));
+        let Some(k) = record.key.share_partition() else { continue };
+        if k.group_id != group || k.partition != partition {
+            continue;
+        }
+        let (start_offset, batches) = match &record.value {
+            Some(ShareStateValue::Snapshot(v)) => {
+                folded = Some(Folded { start_offset: v.start_offset, ..Folded::default() });
+                (v.start_offset, &v.state_batches)
+            }
+            Some(ShareStateValue::Update(v)) => (v.start_offset, &v.state_batches),
+            _ => continue,
+        };
+        let f = folded.get_or_insert_with(Folded::default);
+        if start_offset >= 0 {
+            f.start_offset = start_offset;
+        }
+        for b in batches {
+            for o in b.first_offset..=b.last_offset {
+                if b.delivery_state == DeliveryState::Archived {
+                    f.archived.insert(o);
+                } else {
+                    f.archived.remove(&o);
+                }
+            }
+        }
+    }
+    folded.map(|mut f| {
+        let start = f.start_offset;
+        f.archived.retain(|o| *o >= start);
+        f
+    })
+}
+
+/// `kafka-share-groups --describe --offsets`: START-OFFSET of `topic`'s
+/// partition `partition` in `group`.
+fn described_start(brokers: &str, group: &str, topic: &str, partition: i32) -> Option<i64> {
+    let out = kafka_tool("share-groups", &["--bootstrap-server", brokers, "--describe", "--offsets", "--group", group]);
+    out.lines().find_map(|line| {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        let i = cols.iter().position(|c| *c == topic)?;
+        (cols.get(i + 1)?.parse::<i32>().ok()? == partition).then(|| cols.get(i + 2)?.parse().ok())?
+    })
+}
+
+fn share_consume(brokers: &str, group: &str, topic: &str, messages: u32, how: Option<&str>) {
+    let max = messages.to_string();
+    let mut args = vec!["--bootstrap-server", brokers, "--group", group, "--topic", topic];
+    args.extend(["--max-messages", &max, "--timeout-ms", "30000"]);
+    args.extend(how);
+    kafka_tool("console-share-consumer", &args);
+}
+
+#[test]
+#[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
+fn share_group_state_decodes_and_folds_to_what_kafka_describes() {
+    let broker = Broker::from_env_or_start();
+    let settings = ClientSettings::new(broker.brokers());
+    let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
+    let topic = unique_name("share");
+    let group = unique_name("share-group");
+    admin
+        .create_topic(&TopicSpec { name: topic.clone(), partitions: 1, replication: 1, configs: vec![] })
+        .expect("topic");
+    let writer = RecordWriter::new(&settings).expect("producer");
+    for i in 0..20 {
+        writer.send(&topic, 0, format!("k{i}").as_bytes(), Some(b"v")).expect("send");
+    }
+    writer.flush(Duration::from_secs(30)).expect("flush");
+    // A share group starts at the latest offset unless told otherwise.
+    kafka_tool(
+        "configs",
+        &[
+            "--bootstrap-server",
+            broker.brokers(),
+            "--alter",
+            "--entity-type",
+            "groups",
+            "--entity-name",
+            &group,
+            "--add-config",
+            "share.auto.offset.reset=earliest",
+        ],
+    );
+    share_consume(broker.brokers(), &group, &topic, 5, None);
+    share_consume(broker.brokers(), &group, &topic, 3, Some("--reject"));
+
+    // The coordinator persists asynchronously: wait until the state topic
+    // and Kafka's own answer agree.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (folded, described) = loop {
+        let folded = fold(&settings, &admin, &group, 0);
+        let described = described_start(broker.brokers(), &group, &topic, 0);
+        let start = folded.as_ref().map(|f| f.start_offset);
+        let agreed = start == described && start >= Some(8);
+        if agreed || Instant::now() >= deadline {
+            break (folded, described);
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let folded = folded.expect("the share-partition has state");
+    assert_eq!(Some(folded.start_offset), described, "start offset as kafka-share-groups describes it: {folded:?}");
+    // Five accepted, then three rejected (archived): all of 0–7 is done.
+    assert!(folded.start_offset >= 8, "accepted and rejected records are behind the start offset: {folded:?}");
+}
