@@ -81,14 +81,14 @@ impl OffsetsShards {
 
 impl OffsetsShards {
     /// Says on `/ready` that reading works once every partition's shard has
-    /// a replica here (primary, or a standby following it) and none is
-    /// reading again after a recovery.
+    /// a replica here (primary, or a standby following it). A partition
+    /// reading again after a recovery is a condition of its own (see
+    /// [`recovering_key`]), not a failure of the reader.
     pub(crate) fn settle(&self) {
         let primaries = self.primaries.lock().unwrap_or_else(PoisonError::into_inner).clone();
         let standbys = self.standbys.lock().unwrap_or_else(PoisonError::into_inner).clone();
         let held = primaries.union(&standbys).count() as i32;
-        let recovering = self.recovering.lock().unwrap_or_else(PoisonError::into_inner).is_empty();
-        if recovering && held >= self.partitions.load(Ordering::Acquire) {
+        if held >= self.partitions.load(Ordering::Acquire) {
             self.monitor.step(Event::WorkerRunning(WORKER));
         }
     }
@@ -302,7 +302,6 @@ impl Application for OffsetsShards {
         self.monitor.end_of_partition(partition, next_offset);
         if self.recovering.lock().unwrap_or_else(PoisonError::into_inner).remove(&partition) {
             self.monitor.step(Event::Release(recovering_key(partition)));
-            self.settle();
         }
     }
 
