@@ -32,14 +32,13 @@ pub(crate) fn record_json(record: &Record<'_>) -> Result<Value> {
     let fields = match key {
         RecordKey::OffsetCommit { key, .. } => object(key)?,
         RecordKey::GroupMetadata(k) => object(k)?,
-        RecordKey::ConsumerGroupMetadata(k)
-        | RecordKey::ConsumerGroupPartitionMetadata(k)
-        | RecordKey::ConsumerGroupTargetAssignmentMetadata(k) => object(k)?,
-        RecordKey::ConsumerGroupMemberMetadata(k)
-        | RecordKey::ConsumerGroupTargetAssignmentMember(k)
-        | RecordKey::ConsumerGroupCurrentMemberAssignment(k) => object(k)?,
         RecordKey::ConsumerGroupRegularExpression(k) => object(k)?,
         RecordKey::Opaque { body, .. } => object(json!({ "body": hex::encode(body) }))?,
+        other => match (other.group_id_key(), other.member_key()) {
+            (Some(k), _) => object(k)?,
+            (_, Some(k)) => object(k)?,
+            _ => Map::new(),
+        },
     };
     out.extend(fields);
     let value = match &record.value {
@@ -61,6 +60,18 @@ fn value_json(value: &RecordValue<'_>) -> Result<Map<String, Value>> {
         RecordValue::ConsumerGroupTargetAssignmentMember(v) => object(v),
         RecordValue::ConsumerGroupCurrentMemberAssignment(v) => object(v),
         RecordValue::ConsumerGroupRegularExpression(v) => object(v),
+        RecordValue::ShareGroupMemberMetadata(v) => object(v),
+        RecordValue::ShareGroupMetadata(v) => object(v),
+        RecordValue::ShareGroupTargetAssignmentMetadata(v) => object(v),
+        RecordValue::ShareGroupTargetAssignmentMember(v) => object(v),
+        RecordValue::ShareGroupCurrentMemberAssignment(v) => object(v),
+        RecordValue::ShareGroupStatePartitionMetadata(v) => object(v),
+        RecordValue::StreamsGroupMetadata(v) => object(v),
+        RecordValue::StreamsGroupMemberMetadata(v) => object(v),
+        RecordValue::StreamsGroupTargetAssignmentMetadata(v) => object(v),
+        RecordValue::StreamsGroupTargetAssignmentMember(v) => object(v),
+        RecordValue::StreamsGroupCurrentMemberAssignment(v) => object(v),
+        RecordValue::StreamsGroupTopology(v) => object(v),
         RecordValue::Opaque { version, body } => object(json!({ "version": version, "body": hex::encode(body) })),
     }
 }

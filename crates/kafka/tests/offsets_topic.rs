@@ -100,14 +100,14 @@ fn canonical_records(prefix: &str) -> Vec<Record<'static>> {
         })),
     });
     records.push(offset_commit(&group_id, 2, 4, 77));
-    // A share-group record, kept raw: key type 11 (ShareGroupMetadataKey), group id.
-    let mut share_key = Vec::new();
-    Record { key: RecordKey::GroupMetadata(GroupMetadataKey { group: group_id.clone() }), value: None }
-        .key
-        .encode(&mut share_key);
+    // A share-group record: key type 11 (ShareGroupMetadataKey).
     records.push(Record {
-        key: RecordKey::Opaque { key_version: 11, body: share_key[2..].to_vec().into() },
-        value: Some(RecordValue::Opaque { version: 0, body: vec![0, 0, 0, 9, 0].into() }),
+        key: RecordKey::ShareGroupMetadata(GroupIdKey { group_id: group_id.clone() }),
+        value: Some(RecordValue::ShareGroupMetadata(ShareGroupMetadataValue {
+            version: 0,
+            epoch: 9,
+            metadata_hash: 7,
+        })),
     });
     records
 }
@@ -117,11 +117,7 @@ fn group_of<'r>(key: &'r RecordKey<'_>) -> Option<&'r str> {
     match key {
         RecordKey::OffsetCommit { key, .. } => Some(&key.group),
         RecordKey::GroupMetadata(k) => Some(&k.group),
-        RecordKey::ConsumerGroupMetadata(k) => Some(&k.group_id),
-        RecordKey::ConsumerGroupMemberMetadata(k) | RecordKey::ConsumerGroupCurrentMemberAssignment(k) => {
-            Some(&k.group_id)
-        }
-        _ => None,
+        other => other.group_id_key().map(|k| &*k.group_id).or_else(|| other.member_key().map(|k| &*k.group_id)),
     }
 }
 

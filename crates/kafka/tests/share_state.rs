@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use kshard_kafka::{Admin, ClientSettings, PartitionReader, ReadEvent, RecordWriter, TopicSpec};
-use kshard_offsets::{DeliveryState, ShareStateRecord, ShareStateValue};
+use kshard_offsets::{DeliveryState, Record, RecordKey, RecordValue, ShareStateRecord, ShareStateValue};
 use kshard_testkit::{Broker, kafka_tool, unique_name};
 
 const STATE_TOPIC: &str = "__share_group_state";
@@ -25,19 +25,18 @@ struct Folded {
     archived: std::collections::BTreeSet<i64>,
 }
 
-/// Reads the whole state topic; every record must decode. The state of
-/// `group`'s share-partition `partition`, folded.
-fn fold(settings: &ClientSettings, admin: &Admin, group: &str, partition: i32) -> Option<Folded> {
-    let partitions = admin.partition_count(STATE_TOPIC).expect("metadata")?;
+/// Every record of `topic`, by partition and offset.
+fn read_all(settings: &ClientSettings, admin: &Admin, topic: &str) -> Option<BTreeMap<(i32, i64), Raw>> {
+    let partitions = admin.partition_count(topic).expect("metadata")?;
     let start: Vec<(i32, Option<i64>)> = (0..partitions).map(|p| (p, None)).collect();
-    let reader = PartitionReader::new(settings, STATE_TOPIC, &start).expect("reader");
+    let reader = PartitionReader::new(settings, topic, &start).expect("reader");
     let mut ended = std::collections::BTreeSet::new();
     let mut records: BTreeMap<(i32, i64), Raw> = BTreeMap::new();
     let deadline = Instant::now() + Duration::from_secs(60);
     while ended.len() < partitions as usize && Instant::now() < deadline {
         match reader.poll(Duration::from_millis(200)).expect("poll") {
             ReadEvent::Record(r) => {
-                let key = r.key().expect("share-state records have keys").to_vec();
+                let key = r.key().expect("coordinator records have keys").to_vec();
                 records.insert((r.partition(), r.offset()), (key, r.value().map(<[u8]>::to_vec)));
             }
             ReadEvent::EndOfPartition { partition, .. } => {
@@ -46,7 +45,14 @@ fn fold(settings: &ClientSettings, admin: &Admin, group: &str, partition: i32) -
             _ => {}
         }
     }
-    assert_eq!(ended.len(), partitions as usize, "read every partition of {STATE_TOPIC} to its end");
+    assert_eq!(ended.len(), partitions as usize, "read every partition of {topic} to its end");
+    Some(records)
+}
+
+/// Reads the whole state topic; every record must decode. The state of
+/// `group`'s share-partition `partition`, folded.
+fn fold(settings: &ClientSettings, admin: &Admin, group: &str, partition: i32) -> Option<Folded> {
+    let records = read_all(settings, admin, STATE_TOPIC)?;
     let mut folded: Option<Folded> = None;
     for ((p, offset), (key, value)) in &records {
         let record = ShareStateRecord::decode(key, value.as_deref())
@@ -154,4 +160,26 @@ fn share_group_state_decodes_and_folds_to_what_kafka_describes() {
     assert_eq!(Some(folded.start_offset), described, "start offset as kafka-share-groups describes it: {folded:?}");
     // Five accepted, then three rejected (archived): all of 0–7 is done.
     assert!(folded.start_offset >= 8, "accepted and rejected records are behind the start offset: {folded:?}");
+
+    // The group's own records in __consumer_offsets (types 10–15) decode typed.
+    let offsets = read_all(&settings, &admin, "__consumer_offsets").expect("the offsets topic exists");
+    let mut kinds = std::collections::BTreeSet::new();
+    let mut initialized = Vec::new();
+    for ((p, offset), (key, value)) in &offsets {
+        if RecordKey::group_of(key) != Some(group.as_str()) {
+            continue;
+        }
+        let record = Record::decode(key, value.as_deref())
+            .unwrap_or_else(|e| panic!("__consumer_offsets {p} at {offset} does not decode: {e}"));
+        assert!(record.key.record_type().is_share_group(), "{record:?}");
+        kinds.insert(record.key.record_type().name());
+        if let Some(RecordValue::ShareGroupStatePartitionMetadata(v)) = &record.value {
+            initialized =
+                v.initialized_topics.iter().map(|t| (t.topic_name.to_string(), t.partitions.clone())).collect();
+        }
+    }
+    for kind in ["share_group_metadata", "share_group_member_metadata", "share_group_state_partition_metadata"] {
+        assert!(kinds.contains(kind), "{kind} among {kinds:?}");
+    }
+    assert_eq!(initialized, vec![(topic.clone(), vec![0])], "the share-partition's state is initialized");
 }

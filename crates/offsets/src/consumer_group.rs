@@ -75,11 +75,11 @@ impl<'a> RegularExpressionKey<'a> {
 }
 
 /// Ends a flexible struct: reads its tagged fields, skipping all (none are known).
-fn no_tags(r: &mut Reader<'_>) -> Result<()> {
+pub(crate) fn no_tags(r: &mut Reader<'_>) -> Result<()> {
     r.tagged_fields("tagged_fields", |_, _| Ok(false))
 }
 
-fn int64_tag(data: &mut Reader<'_>, field: &'static str, tag: u32) -> Result<i64> {
+pub(crate) fn int64_tag(data: &mut Reader<'_>, field: &'static str, tag: u32) -> Result<i64> {
     data.fixed_tag(field, tag, 8, |d| d.i64(field))
 }
 
@@ -317,9 +317,13 @@ impl<'a> ConsumerGroupMemberMetadataValue<'a> {
 }
 
 /// `ConsumerGroupTargetAssignmentMetadataValue` (type 6): the target assignment's epoch.
+pub type ConsumerGroupTargetAssignmentMetadataValue = AssignmentMetadataValue;
+
+/// A target assignment's epoch: the layout of types 6, 12 (share groups) and 20
+/// (streams groups).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
-pub struct ConsumerGroupTargetAssignmentMetadataValue {
+pub struct AssignmentMetadataValue {
     /// The value's schema version.
     pub version: i16,
     /// The assignment epoch.
@@ -328,13 +332,10 @@ pub struct ConsumerGroupTargetAssignmentMetadataValue {
     pub assignment_timestamp: i64,
 }
 
-impl ConsumerGroupTargetAssignmentMetadataValue {
+impl AssignmentMetadataValue {
     pub(crate) fn decode(version: i16, r: &mut Reader<'_>) -> Result<Self> {
-        let mut v = ConsumerGroupTargetAssignmentMetadataValue {
-            version,
-            assignment_epoch: r.i32("assignment_epoch")?,
-            assignment_timestamp: 0,
-        };
+        let mut v =
+            AssignmentMetadataValue { version, assignment_epoch: r.i32("assignment_epoch")?, assignment_timestamp: 0 };
         r.tagged_fields("tagged_fields", |tag, d| match tag {
             0 => int64_tag(d, "assignment_timestamp", tag).map(|x| v.assignment_timestamp = x).map(|()| true),
             _ => Ok(false),
@@ -390,11 +391,11 @@ impl TopicIdPartitions {
         w.tagged_fields(&tags);
     }
 
-    fn decode_list(r: &mut Reader<'_>, field: &'static str) -> Result<Vec<Self>> {
+    pub(crate) fn decode_list(r: &mut Reader<'_>, field: &'static str) -> Result<Vec<Self>> {
         r.array_of(field, true, 16 + 1 + 1, Self::decode)
     }
 
-    fn encode_list(list: &[Self], w: &mut Writer<'_>) {
+    pub(crate) fn encode_list(list: &[Self], w: &mut Writer<'_>) {
         w.array_of(list, true, |w, tp| tp.encode(w));
     }
 }

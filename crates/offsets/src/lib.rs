@@ -6,9 +6,10 @@
 //! path allocates nothing. It reads every version Kafka has written — offset
 //! commits v0–v4 (with v4's tagged topic id), classic group metadata v0–v4 with
 //! its members (and their consumer-protocol subscriptions and assignments, on
-//! demand), the KIP-848 consumer-group records in full; share- and streams-group
-//! records, and types never seen before, come back as [`RecordKey::Opaque`] rather
-//! than as errors, so a newer broker never stops a reader. Malformed bytes are a
+//! demand), the KIP-848 consumer-group records, the share-group records (types
+//! 10–15) and the streams-group records (17, 19–23, with tasks and topology) in
+//! full; types never seen before come back as [`RecordKey::Opaque`] rather than
+//! as errors, so a newer broker never stops a reader. Malformed bytes are a
 //! [`DecodeError`] naming the part, field and byte offset; nothing panics and no
 //! allocation is sized by an unchecked length from the wire.
 //!
@@ -23,7 +24,7 @@
 //! Kafka wire client, recovery-log records and store keys read with it too);
 //! `wire`, the schema primitives on it (and their writer), whose errors name the
 //! field; one module per schema family (`offset_commit`, `group_metadata`,
-//! `consumer_group`, `consumer_protocol`); `record`, which dispatches on the
+//! `consumer_group`, `consumer_protocol`, `share_group`, `streams_group`); `record`, which dispatches on the
 //! key's type; and `share_state`, the share coordinator's topic.
 
 mod consumer_group;
@@ -35,12 +36,14 @@ mod hex;
 mod offset_commit;
 mod record;
 mod record_type;
+mod share_group;
 mod share_state;
+mod streams_group;
 mod uuid;
 mod wire;
 
 pub use consumer_group::{
-    ClassicMemberMetadata, ClassicProtocol, ConsumerGroupCurrentMemberAssignmentValue,
+    AssignmentMetadataValue, ClassicMemberMetadata, ClassicProtocol, ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataValue, ConsumerGroupMetadataValue, ConsumerGroupPartitionMetadataValue,
     ConsumerGroupRegularExpressionValue, ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataValue, GroupIdKey, MemberKey, PartitionMetadata, RegularExpressionKey,
@@ -52,8 +55,17 @@ pub use group_metadata::{GroupMetadataKey, GroupMetadataValue, MemberMetadata};
 pub use offset_commit::{OffsetCommitKey, OffsetCommitValue};
 pub use record::{Record, RecordKey, RecordValue};
 pub use record_type::RecordType;
+pub use share_group::{
+    NamedTopicPartitions, ShareGroupCurrentMemberAssignmentValue, ShareGroupMemberMetadataValue,
+    ShareGroupMetadataValue, ShareGroupStatePartitionMetadataValue, ShareGroupTargetAssignmentMemberValue,
+};
 pub use share_state::{
     DeliveryState, SharePartitionKey, ShareSnapshotValue, ShareStateKey, ShareStateRecord, ShareStateValue,
     ShareUpdateValue, StateBatch,
+};
+pub use streams_group::{
+    CopartitionGroup, Endpoint, KeyValue, StreamsGroupCurrentMemberAssignmentValue, StreamsGroupMemberMetadataValue,
+    StreamsGroupMetadataValue, StreamsGroupTargetAssignmentMemberValue, StreamsGroupTopologyValue, Subtopology,
+    TaskIds, Tasks, TopicInfo,
 };
 pub use uuid::Uuid;

@@ -3,15 +3,23 @@
 use std::borrow::Cow;
 
 use crate::consumer_group::{
-    ConsumerGroupCurrentMemberAssignmentValue, ConsumerGroupMemberMetadataValue, ConsumerGroupMetadataValue,
-    ConsumerGroupPartitionMetadataValue, ConsumerGroupRegularExpressionValue, ConsumerGroupTargetAssignmentMemberValue,
-    ConsumerGroupTargetAssignmentMetadataValue, GroupIdKey, MemberKey, RegularExpressionKey,
+    AssignmentMetadataValue, ConsumerGroupCurrentMemberAssignmentValue, ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataValue, ConsumerGroupPartitionMetadataValue, ConsumerGroupRegularExpressionValue,
+    ConsumerGroupTargetAssignmentMemberValue, GroupIdKey, MemberKey, RegularExpressionKey,
 };
 use crate::cursor::Cursor;
 use crate::error::{DecodeError, ErrorKind, Part};
 use crate::group_metadata::{GroupMetadataKey, GroupMetadataValue};
 use crate::offset_commit::{OffsetCommitKey, OffsetCommitValue};
 use crate::record_type::RecordType;
+use crate::share_group::{
+    ShareGroupCurrentMemberAssignmentValue, ShareGroupMemberMetadataValue, ShareGroupMetadataValue,
+    ShareGroupStatePartitionMetadataValue, ShareGroupTargetAssignmentMemberValue,
+};
+use crate::streams_group::{
+    StreamsGroupCurrentMemberAssignmentValue, StreamsGroupMemberMetadataValue, StreamsGroupMetadataValue,
+    StreamsGroupTargetAssignmentMemberValue, StreamsGroupTopologyValue,
+};
 use crate::wire::{Reader, Result, Writer};
 
 /// A record's key, typed by the int16 that opens it.
@@ -38,10 +46,34 @@ pub enum RecordKey<'a> {
     ConsumerGroupTargetAssignmentMember(MemberKey<'a>),
     /// Type 8.
     ConsumerGroupCurrentMemberAssignment(MemberKey<'a>),
+    /// Type 10: a share-group member.
+    ShareGroupMemberMetadata(MemberKey<'a>),
+    /// Type 11: a share group's epoch.
+    ShareGroupMetadata(GroupIdKey<'a>),
+    /// Type 12.
+    ShareGroupTargetAssignmentMetadata(GroupIdKey<'a>),
+    /// Type 13.
+    ShareGroupTargetAssignmentMember(MemberKey<'a>),
+    /// Type 14.
+    ShareGroupCurrentMemberAssignment(MemberKey<'a>),
+    /// Type 15: which share-partitions have state.
+    ShareGroupStatePartitionMetadata(GroupIdKey<'a>),
     /// Type 16.
     ConsumerGroupRegularExpression(RegularExpressionKey<'a>),
-    /// Share-group (10–15), streams-group (17, 19–24), retired (9, 18) and
-    /// never-seen types: kept as the type and the raw key body.
+    /// Type 17: a streams group's epoch.
+    StreamsGroupMetadata(GroupIdKey<'a>),
+    /// Type 19: a streams-group member.
+    StreamsGroupMemberMetadata(MemberKey<'a>),
+    /// Type 20.
+    StreamsGroupTargetAssignmentMetadata(GroupIdKey<'a>),
+    /// Type 21.
+    StreamsGroupTargetAssignmentMember(MemberKey<'a>),
+    /// Type 22.
+    StreamsGroupCurrentMemberAssignment(MemberKey<'a>),
+    /// Type 23: a streams group's topology.
+    StreamsGroupTopology(GroupIdKey<'a>),
+    /// Type 24 (no schema in Kafka 4.4), retired (9, 18) and never-seen types:
+    /// kept as the type and the raw key body.
     Opaque {
         /// The key's int16 type.
         key_version: i16,
@@ -64,13 +96,37 @@ pub enum RecordValue<'a> {
     /// For type 5.
     ConsumerGroupMemberMetadata(ConsumerGroupMemberMetadataValue<'a>),
     /// For type 6.
-    ConsumerGroupTargetAssignmentMetadata(ConsumerGroupTargetAssignmentMetadataValue),
+    ConsumerGroupTargetAssignmentMetadata(AssignmentMetadataValue),
     /// For type 7.
     ConsumerGroupTargetAssignmentMember(ConsumerGroupTargetAssignmentMemberValue),
     /// For type 8.
     ConsumerGroupCurrentMemberAssignment(ConsumerGroupCurrentMemberAssignmentValue),
+    /// For type 10.
+    ShareGroupMemberMetadata(ShareGroupMemberMetadataValue<'a>),
+    /// For type 11.
+    ShareGroupMetadata(ShareGroupMetadataValue),
+    /// For type 12.
+    ShareGroupTargetAssignmentMetadata(AssignmentMetadataValue),
+    /// For type 13.
+    ShareGroupTargetAssignmentMember(ShareGroupTargetAssignmentMemberValue),
+    /// For type 14.
+    ShareGroupCurrentMemberAssignment(ShareGroupCurrentMemberAssignmentValue),
+    /// For type 15.
+    ShareGroupStatePartitionMetadata(ShareGroupStatePartitionMetadataValue<'a>),
     /// For type 16.
     ConsumerGroupRegularExpression(ConsumerGroupRegularExpressionValue<'a>),
+    /// For type 17.
+    StreamsGroupMetadata(StreamsGroupMetadataValue<'a>),
+    /// For type 19.
+    StreamsGroupMemberMetadata(StreamsGroupMemberMetadataValue<'a>),
+    /// For type 20.
+    StreamsGroupTargetAssignmentMetadata(AssignmentMetadataValue),
+    /// For type 21.
+    StreamsGroupTargetAssignmentMember(StreamsGroupTargetAssignmentMemberValue<'a>),
+    /// For type 22.
+    StreamsGroupCurrentMemberAssignment(StreamsGroupCurrentMemberAssignmentValue<'a>),
+    /// For type 23.
+    StreamsGroupTopology(StreamsGroupTopologyValue<'a>),
     /// For opaque keys: the version and the raw body.
     Opaque {
         /// The value's int16 version.
@@ -97,27 +153,47 @@ impl<'a> RecordKey<'a> {
 
     fn decode_from(r: &mut Reader<'a>) -> Result<Self> {
         let key_version = r.i16("key_version")?;
-        let key = match RecordType::from_key_version(key_version) {
-            RecordType::OffsetCommit => RecordKey::OffsetCommit { key_version, key: OffsetCommitKey::decode(r)? },
-            RecordType::GroupMetadata => RecordKey::GroupMetadata(GroupMetadataKey::decode(r)?),
-            RecordType::ConsumerGroupMetadata => RecordKey::ConsumerGroupMetadata(GroupIdKey::decode(r)?),
-            RecordType::ConsumerGroupPartitionMetadata => {
-                RecordKey::ConsumerGroupPartitionMetadata(GroupIdKey::decode(r)?)
-            }
-            RecordType::ConsumerGroupMemberMetadata => RecordKey::ConsumerGroupMemberMetadata(MemberKey::decode(r)?),
-            RecordType::ConsumerGroupTargetAssignmentMetadata => {
-                RecordKey::ConsumerGroupTargetAssignmentMetadata(GroupIdKey::decode(r)?)
-            }
-            RecordType::ConsumerGroupTargetAssignmentMember => {
-                RecordKey::ConsumerGroupTargetAssignmentMember(MemberKey::decode(r)?)
-            }
-            RecordType::ConsumerGroupCurrentMemberAssignment => {
-                RecordKey::ConsumerGroupCurrentMemberAssignment(MemberKey::decode(r)?)
-            }
-            RecordType::ConsumerGroupRegularExpression => {
+        use RecordType as T;
+        let record_type = RecordType::from_key_version(key_version);
+        let key = match record_type {
+            T::OffsetCommit => RecordKey::OffsetCommit { key_version, key: OffsetCommitKey::decode(r)? },
+            T::GroupMetadata => RecordKey::GroupMetadata(GroupMetadataKey::decode(r)?),
+            T::ConsumerGroupRegularExpression => {
                 RecordKey::ConsumerGroupRegularExpression(RegularExpressionKey::decode(r)?)
             }
-            _ => {
+            T::ConsumerGroupMetadata => RecordKey::ConsumerGroupMetadata(GroupIdKey::decode(r)?),
+            T::ConsumerGroupPartitionMetadata => RecordKey::ConsumerGroupPartitionMetadata(GroupIdKey::decode(r)?),
+            T::ConsumerGroupTargetAssignmentMetadata => {
+                RecordKey::ConsumerGroupTargetAssignmentMetadata(GroupIdKey::decode(r)?)
+            }
+            T::ShareGroupMetadata => RecordKey::ShareGroupMetadata(GroupIdKey::decode(r)?),
+            T::ShareGroupTargetAssignmentMetadata => {
+                RecordKey::ShareGroupTargetAssignmentMetadata(GroupIdKey::decode(r)?)
+            }
+            T::ShareGroupStatePartitionMetadata => RecordKey::ShareGroupStatePartitionMetadata(GroupIdKey::decode(r)?),
+            T::StreamsGroupMetadata => RecordKey::StreamsGroupMetadata(GroupIdKey::decode(r)?),
+            T::StreamsGroupTargetAssignmentMetadata => {
+                RecordKey::StreamsGroupTargetAssignmentMetadata(GroupIdKey::decode(r)?)
+            }
+            T::StreamsGroupTopology => RecordKey::StreamsGroupTopology(GroupIdKey::decode(r)?),
+            T::ConsumerGroupMemberMetadata => RecordKey::ConsumerGroupMemberMetadata(MemberKey::decode(r)?),
+            T::ConsumerGroupTargetAssignmentMember => {
+                RecordKey::ConsumerGroupTargetAssignmentMember(MemberKey::decode(r)?)
+            }
+            T::ConsumerGroupCurrentMemberAssignment => {
+                RecordKey::ConsumerGroupCurrentMemberAssignment(MemberKey::decode(r)?)
+            }
+            T::ShareGroupMemberMetadata => RecordKey::ShareGroupMemberMetadata(MemberKey::decode(r)?),
+            T::ShareGroupTargetAssignmentMember => RecordKey::ShareGroupTargetAssignmentMember(MemberKey::decode(r)?),
+            T::ShareGroupCurrentMemberAssignment => RecordKey::ShareGroupCurrentMemberAssignment(MemberKey::decode(r)?),
+            T::StreamsGroupMemberMetadata => RecordKey::StreamsGroupMemberMetadata(MemberKey::decode(r)?),
+            T::StreamsGroupTargetAssignmentMember => {
+                RecordKey::StreamsGroupTargetAssignmentMember(MemberKey::decode(r)?)
+            }
+            T::StreamsGroupCurrentMemberAssignment => {
+                RecordKey::StreamsGroupCurrentMemberAssignment(MemberKey::decode(r)?)
+            }
+            T::StreamsGroupTargetAssignmentResolvedTopicIds | T::Unknown(_) => {
                 let body = r.take("body", r.remaining())?;
                 return Ok(RecordKey::Opaque { key_version, body: Cow::Borrowed(body) });
             }
@@ -134,6 +210,40 @@ impl<'a> RecordKey<'a> {
         let mut c = Cursor::new(bytes);
         c.skip(2).ok()?;
         c.str16().ok()?
+    }
+
+    /// The key of a group-level KIP-848 record (types 3, 4, 6, 11, 12, 15, 17,
+    /// 20 and 23): the group id alone.
+    pub fn group_id_key(&self) -> Option<&GroupIdKey<'a>> {
+        match self {
+            RecordKey::ConsumerGroupMetadata(k)
+            | RecordKey::ConsumerGroupPartitionMetadata(k)
+            | RecordKey::ConsumerGroupTargetAssignmentMetadata(k)
+            | RecordKey::ShareGroupMetadata(k)
+            | RecordKey::ShareGroupTargetAssignmentMetadata(k)
+            | RecordKey::ShareGroupStatePartitionMetadata(k)
+            | RecordKey::StreamsGroupMetadata(k)
+            | RecordKey::StreamsGroupTargetAssignmentMetadata(k)
+            | RecordKey::StreamsGroupTopology(k) => Some(k),
+            _ => None,
+        }
+    }
+
+    /// The key of a member-level KIP-848 record (types 5, 7, 8, 10, 13, 14, 19,
+    /// 21 and 22): the group and member ids.
+    pub fn member_key(&self) -> Option<&MemberKey<'a>> {
+        match self {
+            RecordKey::ConsumerGroupMemberMetadata(k)
+            | RecordKey::ConsumerGroupTargetAssignmentMember(k)
+            | RecordKey::ConsumerGroupCurrentMemberAssignment(k)
+            | RecordKey::ShareGroupMemberMetadata(k)
+            | RecordKey::ShareGroupTargetAssignmentMember(k)
+            | RecordKey::ShareGroupCurrentMemberAssignment(k)
+            | RecordKey::StreamsGroupMemberMetadata(k)
+            | RecordKey::StreamsGroupTargetAssignmentMember(k)
+            | RecordKey::StreamsGroupCurrentMemberAssignment(k) => Some(k),
+            _ => None,
+        }
     }
 
     /// The int16 that opens the key.
@@ -156,6 +266,18 @@ impl<'a> RecordKey<'a> {
             RecordKey::ConsumerGroupTargetAssignmentMember(_) => RecordType::ConsumerGroupTargetAssignmentMember,
             RecordKey::ConsumerGroupCurrentMemberAssignment(_) => RecordType::ConsumerGroupCurrentMemberAssignment,
             RecordKey::ConsumerGroupRegularExpression(_) => RecordType::ConsumerGroupRegularExpression,
+            RecordKey::ShareGroupMemberMetadata(_) => RecordType::ShareGroupMemberMetadata,
+            RecordKey::ShareGroupMetadata(_) => RecordType::ShareGroupMetadata,
+            RecordKey::ShareGroupTargetAssignmentMetadata(_) => RecordType::ShareGroupTargetAssignmentMetadata,
+            RecordKey::ShareGroupTargetAssignmentMember(_) => RecordType::ShareGroupTargetAssignmentMember,
+            RecordKey::ShareGroupCurrentMemberAssignment(_) => RecordType::ShareGroupCurrentMemberAssignment,
+            RecordKey::ShareGroupStatePartitionMetadata(_) => RecordType::ShareGroupStatePartitionMetadata,
+            RecordKey::StreamsGroupMetadata(_) => RecordType::StreamsGroupMetadata,
+            RecordKey::StreamsGroupMemberMetadata(_) => RecordType::StreamsGroupMemberMetadata,
+            RecordKey::StreamsGroupTargetAssignmentMetadata(_) => RecordType::StreamsGroupTargetAssignmentMetadata,
+            RecordKey::StreamsGroupTargetAssignmentMember(_) => RecordType::StreamsGroupTargetAssignmentMember,
+            RecordKey::StreamsGroupCurrentMemberAssignment(_) => RecordType::StreamsGroupCurrentMemberAssignment,
+            RecordKey::StreamsGroupTopology(_) => RecordType::StreamsGroupTopology,
             RecordKey::Opaque { key_version, .. } => RecordType::from_key_version(*key_version),
         }
     }
@@ -167,14 +289,15 @@ impl<'a> RecordKey<'a> {
         match self {
             RecordKey::OffsetCommit { key, .. } => key.encode(w),
             RecordKey::GroupMetadata(k) => k.encode(w),
-            RecordKey::ConsumerGroupMetadata(k)
-            | RecordKey::ConsumerGroupPartitionMetadata(k)
-            | RecordKey::ConsumerGroupTargetAssignmentMetadata(k) => k.encode(w),
-            RecordKey::ConsumerGroupMemberMetadata(k)
-            | RecordKey::ConsumerGroupTargetAssignmentMember(k)
-            | RecordKey::ConsumerGroupCurrentMemberAssignment(k) => k.encode(w),
             RecordKey::ConsumerGroupRegularExpression(k) => k.encode(w),
             RecordKey::Opaque { body, .. } => w.out.extend_from_slice(body),
+            other => {
+                if let Some(k) = other.group_id_key() {
+                    k.encode(w);
+                } else if let Some(k) = other.member_key() {
+                    k.encode(w);
+                }
+            }
         }
     }
 }
@@ -194,39 +317,76 @@ impl<'a> RecordValue<'a> {
         if let RecordType::GroupMetadata = record_type {
             return GroupMetadataValue::decode(version, r).map(RecordValue::GroupMetadata);
         }
-        if !record_type.is_consumer_group() {
+        if !record_type.is_kip848() {
             let body = r.take("body", r.remaining())?;
             return Ok(RecordValue::Opaque { version, body: Cow::Borrowed(body) });
         }
-        // KIP-848 values: v0 is the only layout; later versions add tagged fields only.
+        // KIP-848 values (and share and streams groups'): v0 is the only
+        // layout; later versions add tagged fields only.
         if version < 0 {
             return Err(r.error("version", 0, ErrorKind::UnsupportedVersion { record: record_type.name(), version }));
         }
-        let value = match record_type {
-            RecordType::ConsumerGroupMetadata => {
-                RecordValue::ConsumerGroupMetadata(ConsumerGroupMetadataValue::decode(version, r)?)
-            }
-            RecordType::ConsumerGroupPartitionMetadata => {
-                RecordValue::ConsumerGroupPartitionMetadata(ConsumerGroupPartitionMetadataValue::decode(version, r)?)
-            }
-            RecordType::ConsumerGroupMemberMetadata => {
-                RecordValue::ConsumerGroupMemberMetadata(ConsumerGroupMemberMetadataValue::decode(version, r)?)
-            }
-            RecordType::ConsumerGroupTargetAssignmentMetadata => RecordValue::ConsumerGroupTargetAssignmentMetadata(
-                ConsumerGroupTargetAssignmentMetadataValue::decode(version, r)?,
-            ),
-            RecordType::ConsumerGroupTargetAssignmentMember => RecordValue::ConsumerGroupTargetAssignmentMember(
-                ConsumerGroupTargetAssignmentMemberValue::decode(version, r)?,
-            ),
-            RecordType::ConsumerGroupCurrentMemberAssignment => RecordValue::ConsumerGroupCurrentMemberAssignment(
-                ConsumerGroupCurrentMemberAssignmentValue::decode(version, r)?,
-            ),
-            _ => RecordValue::ConsumerGroupRegularExpression(ConsumerGroupRegularExpressionValue::decode(version, r)?),
-        };
+        let value = Self::decode_kip848(record_type, version, r)?;
         if version == 0 {
             r.finish("end of value")?;
         }
         Ok(value)
+    }
+
+    fn decode_kip848(record_type: RecordType, version: i16, r: &mut Reader<'a>) -> Result<Self> {
+        use RecordType as T;
+        use RecordValue as V;
+        Ok(match record_type {
+            T::ConsumerGroupMetadata => V::ConsumerGroupMetadata(ConsumerGroupMetadataValue::decode(version, r)?),
+            T::ConsumerGroupPartitionMetadata => {
+                V::ConsumerGroupPartitionMetadata(ConsumerGroupPartitionMetadataValue::decode(version, r)?)
+            }
+            T::ConsumerGroupMemberMetadata => {
+                V::ConsumerGroupMemberMetadata(ConsumerGroupMemberMetadataValue::decode(version, r)?)
+            }
+            T::ConsumerGroupTargetAssignmentMetadata => {
+                V::ConsumerGroupTargetAssignmentMetadata(AssignmentMetadataValue::decode(version, r)?)
+            }
+            T::ConsumerGroupTargetAssignmentMember => {
+                V::ConsumerGroupTargetAssignmentMember(ConsumerGroupTargetAssignmentMemberValue::decode(version, r)?)
+            }
+            T::ConsumerGroupCurrentMemberAssignment => {
+                V::ConsumerGroupCurrentMemberAssignment(ConsumerGroupCurrentMemberAssignmentValue::decode(version, r)?)
+            }
+            T::ConsumerGroupRegularExpression => {
+                V::ConsumerGroupRegularExpression(ConsumerGroupRegularExpressionValue::decode(version, r)?)
+            }
+            T::ShareGroupMemberMetadata => {
+                V::ShareGroupMemberMetadata(ShareGroupMemberMetadataValue::decode(version, r)?)
+            }
+            T::ShareGroupMetadata => V::ShareGroupMetadata(ShareGroupMetadataValue::decode(version, r)?),
+            T::ShareGroupTargetAssignmentMetadata => {
+                V::ShareGroupTargetAssignmentMetadata(AssignmentMetadataValue::decode(version, r)?)
+            }
+            T::ShareGroupTargetAssignmentMember => {
+                V::ShareGroupTargetAssignmentMember(ShareGroupTargetAssignmentMemberValue::decode(version, r)?)
+            }
+            T::ShareGroupCurrentMemberAssignment => {
+                V::ShareGroupCurrentMemberAssignment(ShareGroupCurrentMemberAssignmentValue::decode(version, r)?)
+            }
+            T::ShareGroupStatePartitionMetadata => {
+                V::ShareGroupStatePartitionMetadata(ShareGroupStatePartitionMetadataValue::decode(version, r)?)
+            }
+            T::StreamsGroupMetadata => V::StreamsGroupMetadata(StreamsGroupMetadataValue::decode(version, r)?),
+            T::StreamsGroupMemberMetadata => {
+                V::StreamsGroupMemberMetadata(StreamsGroupMemberMetadataValue::decode(version, r)?)
+            }
+            T::StreamsGroupTargetAssignmentMetadata => {
+                V::StreamsGroupTargetAssignmentMetadata(AssignmentMetadataValue::decode(version, r)?)
+            }
+            T::StreamsGroupTargetAssignmentMember => {
+                V::StreamsGroupTargetAssignmentMember(StreamsGroupTargetAssignmentMemberValue::decode(version, r)?)
+            }
+            T::StreamsGroupCurrentMemberAssignment => {
+                V::StreamsGroupCurrentMemberAssignment(StreamsGroupCurrentMemberAssignmentValue::decode(version, r)?)
+            }
+            _ => V::StreamsGroupTopology(StreamsGroupTopologyValue::decode(version, r)?),
+        })
     }
 
     /// The value's int16 version.
@@ -241,6 +401,18 @@ impl<'a> RecordValue<'a> {
             RecordValue::ConsumerGroupTargetAssignmentMember(v) => v.version,
             RecordValue::ConsumerGroupCurrentMemberAssignment(v) => v.version,
             RecordValue::ConsumerGroupRegularExpression(v) => v.version,
+            RecordValue::ShareGroupMemberMetadata(v) => v.version,
+            RecordValue::ShareGroupMetadata(v) => v.version,
+            RecordValue::ShareGroupTargetAssignmentMetadata(v) => v.version,
+            RecordValue::ShareGroupTargetAssignmentMember(v) => v.version,
+            RecordValue::ShareGroupCurrentMemberAssignment(v) => v.version,
+            RecordValue::ShareGroupStatePartitionMetadata(v) => v.version,
+            RecordValue::StreamsGroupMetadata(v) => v.version,
+            RecordValue::StreamsGroupMemberMetadata(v) => v.version,
+            RecordValue::StreamsGroupTargetAssignmentMetadata(v) => v.version,
+            RecordValue::StreamsGroupTargetAssignmentMember(v) => v.version,
+            RecordValue::StreamsGroupCurrentMemberAssignment(v) => v.version,
+            RecordValue::StreamsGroupTopology(v) => v.version,
             RecordValue::Opaque { version, .. } => *version,
         }
     }
@@ -255,10 +427,23 @@ impl<'a> RecordValue<'a> {
             RecordValue::ConsumerGroupMetadata(v) => v.encode(w),
             RecordValue::ConsumerGroupPartitionMetadata(v) => v.encode(w),
             RecordValue::ConsumerGroupMemberMetadata(v) => v.encode(w),
-            RecordValue::ConsumerGroupTargetAssignmentMetadata(v) => v.encode(w),
-            RecordValue::ConsumerGroupTargetAssignmentMember(v) => v.encode(w),
+            RecordValue::ConsumerGroupTargetAssignmentMetadata(v)
+            | RecordValue::ShareGroupTargetAssignmentMetadata(v)
+            | RecordValue::StreamsGroupTargetAssignmentMetadata(v) => v.encode(w),
+            RecordValue::ConsumerGroupTargetAssignmentMember(v) | RecordValue::ShareGroupTargetAssignmentMember(v) => {
+                v.encode(w)
+            }
             RecordValue::ConsumerGroupCurrentMemberAssignment(v) => v.encode(w),
             RecordValue::ConsumerGroupRegularExpression(v) => v.encode(w),
+            RecordValue::ShareGroupMemberMetadata(v) => v.encode(w),
+            RecordValue::ShareGroupMetadata(v) => v.encode(w),
+            RecordValue::ShareGroupCurrentMemberAssignment(v) => v.encode(w),
+            RecordValue::ShareGroupStatePartitionMetadata(v) => v.encode(w),
+            RecordValue::StreamsGroupMetadata(v) => v.encode(w),
+            RecordValue::StreamsGroupMemberMetadata(v) => v.encode(w),
+            RecordValue::StreamsGroupTargetAssignmentMember(v) => v.encode(w),
+            RecordValue::StreamsGroupCurrentMemberAssignment(v) => v.encode(w),
+            RecordValue::StreamsGroupTopology(v) => v.encode(w),
             RecordValue::Opaque { body, .. } => w.out.extend_from_slice(body),
         }
     }

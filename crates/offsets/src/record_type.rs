@@ -147,13 +147,20 @@ impl RecordType {
         matches!(self.key_version(), 3..=8 | 16) && !matches!(self, RecordType::Unknown(_))
     }
 
-    /// True for share-group types (10–15), kept raw.
+    /// True for the types decoded with the KIP-848 rules (flexible v0, later
+    /// versions add tagged fields only): consumer, share and streams groups.
+    pub fn is_kip848(self) -> bool {
+        self.is_consumer_group() || self.is_share_group() || self.is_streams_group()
+    }
+
+    /// True for share-group types (10–15).
     pub fn is_share_group(self) -> bool {
         matches!(self.key_version(), 10..=15) && !matches!(self, RecordType::Unknown(_))
     }
 
-    /// True for streams-group types (17, 19–24), kept raw.
+    /// True for the streams-group types with a schema (17, 19–23); 24 has none
+    /// in Kafka 4.4 and is kept raw.
     pub fn is_streams_group(self) -> bool {
-        matches!(self.key_version(), 17 | 19..=24) && !matches!(self, RecordType::Unknown(_))
+        matches!(self.key_version(), 17 | 19..=23) && !matches!(self, RecordType::Unknown(_))
     }
 }

@@ -134,12 +134,9 @@ fn group_metadata_v3_with_a_consumer_member() {
 }
 
 #[test]
-fn share_streams_and_unknown_types_are_kept_raw() {
+fn retired_schemaless_and_unknown_types_are_kept_raw() {
     for (key_version, expected) in [
-        (11, RecordType::ShareGroupMetadata),
-        (15, RecordType::ShareGroupStatePartitionMetadata),
-        (17, RecordType::StreamsGroupMetadata),
-        (23, RecordType::StreamsGroupTopology),
+        (24, RecordType::StreamsGroupTargetAssignmentResolvedTopicIds),
         (9, RecordType::Unknown(9)),
         (18, RecordType::Unknown(18)),
         (300, RecordType::Unknown(300)),

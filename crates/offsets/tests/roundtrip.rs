@@ -250,9 +250,10 @@ fn group_metadata_record() -> impl Strategy<Value = Record<'static>> {
     })
 }
 
-/// Share-group, streams-group, retired and unknown types: kept raw.
+/// Retired, schemaless (24) and unknown types: kept raw. Share and streams
+/// groups' records round-trip in `share_streams.rs`.
 fn opaque_record() -> impl Strategy<Value = Record<'static>> {
-    let types = prop_oneof![Just(9i16), 10i16..=15, Just(17), Just(18), 19i16..=24, 25i16..=i16::MAX, i16::MIN..0];
+    let types = prop_oneof![Just(9i16), Just(18), Just(24), 25i16..=i16::MAX, i16::MIN..0];
     (types, bytes(), option::of((any::<i16>(), bytes()))).prop_map(|(key_version, body, value)| Record {
         key: RecordKey::Opaque { key_version, body },
         value: value.map(|(version, body)| RecordValue::Opaque { version, body }),
