@@ -16,5 +16,6 @@ pub(crate) mod names;
 pub(crate) mod open_transactions;
 pub(crate) mod readiness;
 pub(crate) mod shard_store;
+pub(crate) mod share_partition;
 pub(crate) mod units;
 pub(crate) mod watermarks;

@@ -1,0 +1,129 @@
+//! Share-group lag from `__share_group_state`, folded by
+//! `kshard_lag::SharePartition`, against Kafka's own answer: Kafka's console
+//! share consumer accepts some records, rejects some and releases others
+//! until Kafka archives them after the delivery limit; the lag kshard
+//! computes equals `kafka-share-groups --describe --offsets`, and the
+//! rejected and poison records are counted.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use kshard_kafka::{Admin, ClientSettings, PartitionReader, ReadEvent, RecordWriter, TopicPartition, TopicSpec};
+use kshard_lag::SharePartition;
+use kshard_offsets::{ShareStateRecord, ShareStateValue};
+use kshard_testkit::{Broker, kafka_tool, unique_name};
+
+const STATE_TOPIC: &str = "__share_group_state";
+
+/// Kafka's default `group.share.delivery.count.limit`.
+const DELIVERY_LIMIT: i16 = 5;
+
+/// Reads the state topic to its end and folds `group`'s share-partition 0.
+fn fold(settings: &ClientSettings, admin: &Admin, group: &str) -> Option<SharePartition> {
+    let partitions = admin.partition_count(STATE_TOPIC).expect("metadata")?;
+    let start: Vec<(i32, Option<i64>)> = (0..partitions).map(|p| (p, None)).collect();
+    let reader = PartitionReader::new(settings, STATE_TOPIC, &start).expect("reader");
+    let mut ended = std::collections::BTreeSet::new();
+    let mut records = BTreeMap::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while ended.len() < partitions as usize && Instant::now() < deadline {
+        match reader.poll(Duration::from_millis(200)).expect("poll") {
+            ReadEvent::Record(r) => {
+                let key = r.key().expect("keyed").to_vec();
+                records.insert((r.partition(), r.offset()), (key, r.value().map(<[u8]>::to_vec)));
+            }
+            ReadEvent::EndOfPartition { partition, .. } => {
+                ended.insert(partition);
+            }
+            _ => {}
+        }
+    }
+    let mut state: Option<SharePartition> = None;
+    for (key, value) in records.values() {
+        let record = ShareStateRecord::decode(key, value.as_deref()).expect("decodes");
+        let Some(k) = record.key.share_partition() else { continue };
+        if k.group_id != group || k.partition != 0 {
+            continue;
+        }
+        match &record.value {
+            Some(ShareStateValue::Snapshot(v)) => state.get_or_insert_with(SharePartition::default).apply_snapshot(v),
+            Some(ShareStateValue::Update(v)) => {
+                let first = state.is_none();
+                state.get_or_insert_with(SharePartition::default).apply_update(v, first)
+            }
+            None => state = None,
+            _ => {}
+        }
+    }
+    state
+}
+
+/// `kafka-share-groups --describe --offsets`: (START-OFFSET, LAG) of `topic`'s partition 0.
+fn described(brokers: &str, group: &str, topic: &str) -> Option<(i64, i64)> {
+    let out = kafka_tool("share-groups", &["--bootstrap-server", brokers, "--describe", "--offsets", "--group", group]);
+    out.lines().find_map(|line| {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        let i = cols.iter().position(|c| *c == topic)?;
+        if cols.get(i + 1)?.parse::<i32>().ok()? != 0 {
+            return None;
+        }
+        Some((cols.get(i + 2)?.parse().ok()?, cols.get(i + 3)?.parse().ok()?))
+    })
+}
+
+fn share_consume(brokers: &str, group: &str, topic: &str, messages: u32, how: Option<&str>) {
+    let max = messages.to_string();
+    let mut args = vec!["--bootstrap-server", brokers, "--group", group, "--topic", topic];
+    args.extend(["--max-messages", &max, "--timeout-ms", "30000"]);
+    args.extend(how);
+    kafka_tool("console-share-consumer", &args);
+}
+
+#[test]
+#[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
+fn share_lag_equals_kafka_share_groups_describe() {
+    let broker = Broker::from_env_or_start();
+    let settings = ClientSettings::new(broker.brokers());
+    let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
+    let topic = unique_name("share-lag");
+    let group = unique_name("share-lag-group");
+    admin
+        .create_topic(&TopicSpec { name: topic.clone(), partitions: 1, replication: 1, configs: vec![] })
+        .expect("topic");
+    let writer = RecordWriter::new(&settings).expect("producer");
+    for i in 0..30 {
+        writer.send(&topic, 0, format!("k{i}").as_bytes(), Some(b"v")).expect("send");
+    }
+    writer.flush(Duration::from_secs(30)).expect("flush");
+    let set = ["--alter", "--entity-type", "groups", "--entity-name", &group, "--add-config"];
+    let mut args = vec!["--bootstrap-server", broker.brokers()];
+    args.extend(set);
+    args.push("share.auto.offset.reset=earliest");
+    kafka_tool("configs", &args);
+
+    // 0–4 accepted, 5–7 rejected, then 8–10 released until Kafka archives them.
+    share_consume(broker.brokers(), &group, &topic, 5, None);
+    share_consume(broker.brokers(), &group, &topic, 3, Some("--reject"));
+    for _ in 0..DELIVERY_LIMIT {
+        share_consume(broker.brokers(), &group, &topic, 3, Some("--release"));
+    }
+
+    let end = *admin.watermarks(&[TopicPartition::new(&topic, 0)]).expect("watermarks").values().next().expect("one");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (state, kafka) = loop {
+        let state = fold(&settings, &admin, &group);
+        let kafka = described(broker.brokers(), &group, &topic);
+        let ours = state.as_ref().and_then(|s| Some((s.start_offset, s.lag(end.1)?)));
+        if (ours == kafka && ours.is_some_and(|(start, _)| start >= 8)) || Instant::now() >= deadline {
+            break (state, kafka);
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let state = state.expect("the share-partition has state");
+    assert_eq!(state.lag(end.1).map(|lag| (state.start_offset, lag)), kafka, "as Kafka describes it: {state:?}");
+    // The console consumer acquires more than it prints and releases the
+    // rest when it closes, so the counts are at least what it was told.
+    let poison = state.poison(DELIVERY_LIMIT);
+    assert!(poison >= 3, "three or more archived at the delivery limit: {state:?}");
+    assert!(state.archived_total() - poison >= 3, "three or more rejected: {state:?}");
+}
