@@ -58,15 +58,37 @@ fn regex_escape(name: &str) -> String {
     })
 }
 
+/// The table's columns.
+const COLUMNS: usize = 12;
+
 /// One row per group-partition, aligned.
 fn print_table(out: &mut impl std::io::Write, views: &[GroupView]) -> Result<()> {
-    let header =
-        ["GROUP", "TOPIC", "PARTITION", "COMMITTED", "END", "LAG", "LAG_S", "LOST", "STATUS"].map(str::to_owned);
+    let header = [
+        "GROUP",
+        "TOPIC",
+        "PARTITION",
+        "COMMITTED",
+        "END",
+        "LAG",
+        "LAG_S",
+        "COMMIT_AGE_S",
+        "RATE",
+        "ETA_S",
+        "LOST",
+        "STATUS",
+    ]
+    .map(str::to_owned);
     let mut rows = vec![header];
     for g in views {
         for t in &g.topics {
             for p in &t.partitions {
                 let opt = |v: Option<i64>| v.map_or("-".to_owned(), |v| v.to_string());
+                let secs = |v: Option<f64>| v.map_or("-".to_owned(), |s| format!("{s:.1}"));
+                // Consumed and produced per second, as `in/out`.
+                let rate = match (p.consumed_per_second, p.produced_per_second) {
+                    (Some(c), Some(w)) => format!("{c:.1}/{w:.1}"),
+                    _ => "-".to_owned(),
+                };
                 rows.push([
                     g.group_id.clone(),
                     t.topic.clone(),
@@ -74,21 +96,25 @@ fn print_table(out: &mut impl std::io::Write, views: &[GroupView]) -> Result<()>
                     p.committed_offset.to_string(),
                     opt(p.high_water_mark),
                     opt(p.lag),
-                    p.lag_seconds.map_or("-".to_owned(), |s| format!("{s:.1}")),
+                    secs(p.lag_seconds),
+                    p.commit_age_seconds.map_or("-".to_owned(), |s| format!("{s:.0}")),
+                    rate,
+                    secs(p.catch_up_seconds),
                     p.records_lost.to_string(),
                     p.status.to_owned(),
                 ]);
             }
         }
     }
-    let widths: Vec<usize> = (0..9).map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
+    let widths: Vec<usize> =
+        (0..COLUMNS).map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
     for row in &rows {
         let cells: Vec<String> = row
             .iter()
             .zip(&widths)
             .enumerate()
             // Names left, numbers right.
-            .map(|(i, (cell, w))| if i < 2 || i == 8 { format!("{cell:<w$}") } else { format!("{cell:>w$}") })
+            .map(|(i, (cell, w))| if i < 2 || i == COLUMNS - 1 { format!("{cell:<w$}") } else { format!("{cell:>w$}") })
             .collect();
         writeln!(out, "{}", cells.join("  ").trim_end())?;
     }

@@ -180,6 +180,19 @@ pub struct PartitionView {
     pub lag_seconds: Option<f64>,
     /// How `lag_seconds` was found: `record`, `estimate` or `next_record`.
     pub lag_seconds_method: Option<&'static str>,
+    /// Seconds since the group last committed this partition (in `admin_api`
+    /// mode, since the offset was first seen); `null` when unknown.
+    pub commit_age_seconds: Option<f64>,
+    /// Records the group consumed per second over `rate_window_seconds`
+    /// (its window of recent commits), once two commits are known.
+    pub consumed_per_second: Option<f64>,
+    /// Records produced to the partition per second over the same window.
+    pub produced_per_second: Option<f64>,
+    /// The seconds between the first and last commit the rates are over.
+    pub rate_window_seconds: Option<f64>,
+    /// Seconds until the lag reaches zero at those rates (0 when caught up);
+    /// `null` when it is not shrinking or the rates are unknown.
+    pub catch_up_seconds: Option<f64>,
 }
 
 /// Every exported group as `/api/groups` shows it (whether or not ready).
@@ -211,6 +224,7 @@ fn views(monitor: &Monitor, wanted: impl Fn(&str) -> bool, mut each: impl FnMut(
                 let l = w.map(|w| lag(w.high, c.offset));
                 let status = l.map_or(Status::Ok, |l| derived.status(group, topic, partition, l));
                 let age = l.and_then(|l| derived.lag_seconds(topic, partition, c.offset, l));
+                let motion = derived.motion(group, topic, partition, c.commit_timestamp, l.unwrap_or(0));
                 group_status = Status::of_group([group_status, status]);
                 topics.entry(topic).or_default().push(PartitionView {
                     partition,
@@ -222,6 +236,11 @@ fn views(monitor: &Monitor, wanted: impl Fn(&str) -> bool, mut each: impl FnMut(
                     records_lost: w.map_or(0, |w| (w.low - c.offset).max(0)),
                     lag_seconds: age.map(|(s, _)| s),
                     lag_seconds_method: age.map(|(_, m)| m.name()),
+                    commit_age_seconds: motion.commit_age_s,
+                    consumed_per_second: motion.velocity.map(|v| v.consumed_per_s),
+                    produced_per_second: motion.velocity.map(|v| v.produced_per_s),
+                    rate_window_seconds: motion.velocity.map(|v| v.window_s),
+                    catch_up_seconds: l.and(motion.catch_up_s),
                 });
             }
             let topics: Vec<TopicView> = topics

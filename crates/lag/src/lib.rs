@@ -29,7 +29,7 @@ pub use io::{brokers, service};
 pub(crate) use io::{http, offsets_reader, offsets_shards, refresher, shards_reader, supervisor};
 pub(crate) use state::{
     catch_up, consumer_status, derived, filter, group_offsets, health, invalid_setting, lag_history, lag_time, monitor,
-    names, open_transactions, readiness, shard_store, share_partition, units, watermarks,
+    names, open_transactions, readiness, shard_store, share_partition, units, velocity, watermarks,
 };
 
 pub use api::{
@@ -51,4 +51,5 @@ pub use readiness::Verdict;
 pub use shards_reader::{ClusterOptions, recovery_log_topic};
 pub use share_partition::{Run, SharePartition};
 pub use units::{ReadCounters, RecordAt, SkippedRecord, Units};
+pub use velocity::{Velocity, commit_age_s};
 pub use watermarks::{Watermark, Watermarks, lag};

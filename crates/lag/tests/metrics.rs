@@ -205,3 +205,65 @@ fn status_by_burrows_rules_and_records_lost_to_retention() {
 fn monitor_json(monitor: &Monitor) -> String {
     serde_json::to_string(&kshard_lag::group_views(monitor)).expect("serializes")
 }
+
+/// A consumer slowed down, then sped up, on a topic produced at 10 records a
+/// second: commit age, both rates and the time to catch up follow it.
+#[test]
+fn commit_age_rates_and_time_to_catch_up_follow_a_consumer() {
+    let clock = Arc::new(ManualClock::new());
+    let settings = MonitorSettings { granularity: Granularity::Partition, ..MonitorSettings::default() };
+    let monitor = Arc::new(Monitor::with_clock(settings, Duration::from_secs(60), clock.clone()));
+    let metrics = Metrics::new("kshard", Arc::clone(&monitor), Arc::new(SelfTimings::default()));
+    monitor.track_partition(0, 0, 0);
+    monitor.start();
+    let series = |name: &str| format!("kshard_{name}{{group_id=\"g\",topic_name=\"t\",partition_id=\"0\"}}");
+    let (mut offset, mut high, mut at) = (0i64, 1000i64, 0i64);
+    let mut step = |consumed: i64, clock: &ManualClock| {
+        offset += consumed;
+        high += 100;
+        let (k, v) =
+            Record::offset_commit("g", "t", 0, Some(OffsetCommitValue::new(3, offset, clock.epoch_ms()))).encode();
+        monitor.apply(0, at, Some(&k), v.as_deref()).expect("applies");
+        at += 1;
+        monitor.set_watermarks(watermark(0, high), true, clock.now());
+        monitor.sample();
+        clock.advance(Duration::from_secs(10));
+    };
+    // Slow: 5 records a second for ten commits, 10 s apart. The lag grows.
+    for _ in 0..10 {
+        step(50, &clock);
+    }
+    let m = parse_metrics(&metrics.render().expect("renders"));
+    assert_eq!(m.get(&series("kafka_consumer_group_topic_partition_consume_rate")), Some(&5.0));
+    assert_eq!(m.get(&series("kafka_consumer_group_topic_partition_produce_rate")), Some(&10.0));
+    assert_eq!(m.get(&series("kafka_consumer_group_topic_partition_catch_up_seconds")), None, "not shrinking");
+    assert_eq!(m.get(&series("kafka_consumer_group_topic_partition_commit_age_seconds")), Some(&10.0));
+
+    // Fast: 20 records a second. Once the window holds only fast commits,
+    // the lag shrinks at 10 a second.
+    for _ in 0..10 {
+        step(200, &clock);
+    }
+    let m = parse_metrics(&metrics.render().expect("renders"));
+    assert_eq!(m.get(&series("kafka_consumer_group_topic_partition_consume_rate")), Some(&20.0));
+    assert_eq!(m.get(&series("kafka_consumer_group_topic_partition_produce_rate")), Some(&10.0));
+    let lag = high - offset;
+    assert_eq!(lag, 500);
+    let eta = m.get(&series("kafka_consumer_group_topic_partition_catch_up_seconds")).copied();
+    assert_eq!(eta, Some(lag as f64 / 10.0));
+    let groups: serde_json::Value = serde_json::from_str(&monitor_json(&monitor)).expect("JSON");
+    let p = &groups[0]["topics"][0]["partitions"][0];
+    assert_eq!((p["consumed_per_second"].as_f64(), p["produced_per_second"].as_f64()), (Some(20.0), Some(10.0)));
+    assert_eq!(p["catch_up_seconds"].as_f64(), Some(lag as f64 / 10.0));
+    assert_eq!(p["rate_window_seconds"].as_f64(), Some(90.0));
+
+    // The consumer dies: no commit for five minutes. Its commit age grows
+    // while the rates stay those of its last window.
+    clock.advance(Duration::from_secs(290));
+    monitor.set_watermarks(watermark(0, high), true, clock.now());
+    monitor.sample();
+    let m = parse_metrics(&metrics.render().expect("renders"));
+    assert_eq!(m.get(&series("kafka_consumer_group_topic_partition_commit_age_seconds")), Some(&300.0));
+    let topic_age = "kshard_kafka_consumer_group_topic_max_commit_age_seconds{group_id=\"g\",topic_name=\"t\"}";
+    assert_eq!(m.get(topic_age), Some(&300.0));
+}

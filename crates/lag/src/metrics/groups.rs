@@ -13,6 +13,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 
 use super::{Encoded, itoa_buf};
 use crate::consumer_status::Status;
+use crate::derived::Motion;
 use crate::monitor::{Granularity, Monitor};
 use crate::watermarks::{Watermarks, lag};
 
@@ -53,6 +54,10 @@ pub(super) struct Rows {
     partition_lag_seconds: Vec<PartitionSeconds>,
     /// (group, topic, the most seconds over its partitions).
     topic_max_lag_seconds: Vec<(Arc<str>, Arc<str>, f64)>,
+    /// (group, topic, partition, motion); per-partition granularity only.
+    partition_motion: Vec<(Arc<str>, Arc<str>, i32, Motion)>,
+    /// (group, topic, the oldest last commit over its partitions, in seconds).
+    topic_max_commit_age: Vec<(Arc<str>, Arc<str>, f64)>,
     commits: Vec<(Arc<str>, u64)>,
     /// Each group's status (Burrow's rules), of the partitions with watermarks.
     status: Vec<(Arc<str>, Status)>,
@@ -83,9 +88,17 @@ impl Rows {
                     }
                     let (mut topic_sum, mut offset_sum, mut any) = (0, 0, false);
                     let mut max_seconds: Option<f64> = None;
+                    let mut max_age: Option<f64> = None;
                     for (partition, committed) in partitions {
                         let Some(w) = watermarks.get(topic, partition) else { continue };
                         let l = lag(w.high, committed.offset);
+                        let motion = derived.motion(group, topic, partition, committed.commit_timestamp, l);
+                        if let Some(age) = motion.commit_age_s {
+                            max_age = Some(max_age.map_or(age, |a| a.max(age)));
+                        }
+                        if rows.per_partition {
+                            rows.partition_motion.push((Arc::clone(group), Arc::clone(topic), partition, motion));
+                        }
                         let status = derived.status(group, topic, partition, l);
                         if let Some((s, method)) = derived.lag_seconds(topic, partition, committed.offset, l) {
                             max_seconds = Some(max_seconds.map_or(s, |m| m.max(s)));
@@ -111,6 +124,9 @@ impl Rows {
                     }
                     if let Some(s) = max_seconds {
                         rows.topic_max_lag_seconds.push((Arc::clone(group), Arc::clone(topic), s));
+                    }
+                    if let Some(a) = max_age {
+                        rows.topic_max_commit_age.push((Arc::clone(group), Arc::clone(topic), a));
                     }
                 }
                 rows.status.push((Arc::clone(group), group_status));
@@ -198,6 +214,61 @@ pub(super) fn lag_seconds(e: &mut DescriptorEncoder<'_>, rows: &Rows) -> Encoded
     )?;
     for (group, topic, s) in &rows.topic_max_lag_seconds {
         ConstGauge::new(*s).encode(family.encode_family(&[("group_id", &**group), ("topic_name", &**topic)])?)?;
+    }
+    Ok(())
+}
+
+/// What one motion family shows of a group-partition.
+type MotionPick = fn(&Motion) -> Option<f64>;
+
+/// Commit age, consumption and production rates and time to catch up, per
+/// partition (per-partition granularity), and the oldest commit per topic.
+pub(super) fn motion(e: &mut DescriptorEncoder<'_>, rows: &Rows) -> Encoded {
+    let families: [(&str, &str, MotionPick); 4] = [
+        (
+            "kafka_consumer_group_topic_partition_commit_age_seconds",
+            "Seconds since the group last committed an offset for the partition.",
+            |m| m.commit_age_s,
+        ),
+        (
+            "kafka_consumer_group_topic_partition_consume_rate",
+            "Records per second the group consumed, over its window of recent commits.",
+            |m| m.velocity.map(|v| v.consumed_per_s),
+        ),
+        (
+            "kafka_consumer_group_topic_partition_produce_rate",
+            "Records per second produced to the partition, over the group's window of recent commits.",
+            |m| m.velocity.map(|v| v.produced_per_s),
+        ),
+        (
+            "kafka_consumer_group_topic_partition_catch_up_seconds",
+            "Seconds until the group's lag is zero at those rates; absent when the lag is not shrinking.",
+            |m| m.catch_up_s,
+        ),
+    ];
+    if rows.per_partition {
+        let mut id = itoa_buf();
+        for (name, help, pick) in families {
+            let mut family = e.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            for (group, topic, partition, m) in &rows.partition_motion {
+                let Some(v) = pick(m) else { continue };
+                let pid = id.format(*partition);
+                ConstGauge::new(v).encode(family.encode_family(&[
+                    ("group_id", &**group),
+                    ("topic_name", &**topic),
+                    ("partition_id", pid),
+                ])?)?;
+            }
+        }
+    }
+    let mut family = e.encode_descriptor(
+        "kafka_consumer_group_topic_max_commit_age_seconds",
+        "Seconds since the group's oldest last commit over a topic's partitions.",
+        None,
+        MetricType::Gauge,
+    )?;
+    for (group, topic, a) in &rows.topic_max_commit_age {
+        ConstGauge::new(*a).encode(family.encode_family(&[("group_id", &**group), ("topic_name", &**topic)])?)?;
     }
     Ok(())
 }

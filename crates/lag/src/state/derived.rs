@@ -13,6 +13,7 @@ use crate::lag_time::{LagTimes, Method};
 use crate::monitor::MonitorSettings;
 use crate::names::FastMap;
 use crate::units::Units;
+use crate::velocity::{Velocity, commit_age_s};
 use crate::watermarks::Watermarks;
 
 /// A group-partition: (group, topic, partition).
@@ -62,6 +63,44 @@ impl DerivedView<'_> {
     ) -> Option<(f64, Method)> {
         self.derived.times.lag_seconds(topic, partition, committed, lag, self.now_ms)
     }
+}
+
+impl DerivedView<'_> {
+    /// Seconds since a commit at `commit_timestamp_ms`, the group's rates
+    /// over its window of recent commits, and the time until `lag` reaches
+    /// zero at those rates.
+    pub(crate) fn motion(
+        &self,
+        group: &Arc<str>,
+        topic: &Arc<str>,
+        partition: i32,
+        commit_timestamp_ms: i64,
+        lag: i64,
+    ) -> Motion {
+        let window = self.window(group, topic, partition);
+        let velocity = window.and_then(|w| Velocity::of(w.commits()));
+        // OffsetFetch (admin_api) gives no commit time: then the time the
+        // offset was first seen, as the window keeps it.
+        let committed_at = Some(commit_timestamp_ms)
+            .filter(|t| *t > 0)
+            .or_else(|| window.and_then(|w| w.last()).map(|c| c.timestamp_ms));
+        Motion {
+            commit_age_s: committed_at.map(|t| commit_age_s(t, self.now_ms)),
+            velocity,
+            catch_up_s: velocity.and_then(|v| v.catch_up_s(lag)),
+        }
+    }
+}
+
+/// What [`DerivedView::motion`] tells of one group-partition.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Motion {
+    /// Seconds since the last commit, when its time is known.
+    pub(crate) commit_age_s: Option<f64>,
+    /// The rates, once two commits a second apart are known.
+    pub(crate) velocity: Option<Velocity>,
+    /// Seconds until the lag is zero at those rates; `None` when not shrinking.
+    pub(crate) catch_up_s: Option<f64>,
 }
 
 impl<'a> DerivedView<'a> {

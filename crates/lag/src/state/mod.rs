@@ -18,4 +18,5 @@ pub(crate) mod readiness;
 pub(crate) mod shard_store;
 pub(crate) mod share_partition;
 pub(crate) mod units;
+pub(crate) mod velocity;
 pub(crate) mod watermarks;
