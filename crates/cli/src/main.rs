@@ -211,6 +211,9 @@ enum BenchCommand {
         /// Distinct topics.
         #[arg(long, default_value_t = 1000)]
         topics: u32,
+        /// Render /metrics with this `max_partition_series` (default: all).
+        #[arg(long)]
+        max_partition_series: Option<usize>,
     },
     /// What lag in seconds costs on a real broker: one refresh's read of the
     /// records at N lagging partitions' committed offsets (N = topics ×
@@ -311,8 +314,8 @@ fn main() -> ExitCode {
             streams,
             batches,
         }),
-        Command::Bench { command: BenchCommand::State { groups, partitions, topics } } => {
-            bench::state::state(groups, partitions, topics)
+        Command::Bench { command: BenchCommand::State { groups, partitions, topics, max_partition_series } } => {
+            bench::state::state(groups, partitions, topics, max_partition_series)
         }
         Command::Bench {
             command:

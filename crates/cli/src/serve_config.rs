@@ -37,6 +37,10 @@ pub(crate) struct ServeArgs {
     /// `partition` (default) or `topic`: which lag series to export.
     #[arg(long, env = "KSHARD_GRANULARITY")]
     pub(crate) granularity: Option<String>,
+    /// At most this many group-partitions get per-partition series (those
+    /// with the most lag in seconds, then records); roll-ups cover them all.
+    #[arg(long, env = "KSHARD_MAX_PARTITION_SERIES")]
+    pub(crate) max_partition_series: Option<usize>,
     /// Seconds between watermark refreshes (default 5).
     #[arg(long, env = "KSHARD_WATERMARK_INTERVAL_SECONDS")]
     pub(crate) watermark_interval_seconds: Option<f64>,
@@ -81,6 +85,7 @@ pub(crate) struct FileConfig {
     recovery_log_topic: Option<String>,
     scrape_mode: Option<ScrapeMode>,
     granularity: Option<Granularity>,
+    max_partition_series: Option<usize>,
     watermark_interval_seconds: Option<f64>,
     log_format: Option<LogFormat>,
     #[serde(default)]
@@ -212,6 +217,10 @@ impl ServeConfig {
             Some(v) => parse_named("granularity (partition or topic)", v)?,
             None => file.granularity.unwrap_or(Granularity::Partition),
         };
+        let max_partition_series = args.max_partition_series.or(file.max_partition_series);
+        if max_partition_series == Some(0) {
+            bail!("invalid max_partition_series: 0 (at least 1; for no per-partition series, granularity: topic)");
+        }
         let interval = args.watermark_interval_seconds.or(file.watermark_interval_seconds).unwrap_or(5.0);
         if !(interval.is_finite() && (0.1..=3600.0).contains(&interval)) {
             bail!("invalid watermark_interval_seconds: {interval} (between 0.1 and 3600)");
@@ -243,7 +252,7 @@ impl ServeConfig {
             data_dir,
             scrape_mode,
             watermark_interval: Duration::from_secs_f64(interval),
-            monitor: MonitorSettings { groups, topics, granularity, status, history },
+            monitor: MonitorSettings { groups, topics, granularity, status, history, max_partition_series },
             log_format,
             cluster,
             recovery_log_topic,
@@ -342,6 +351,7 @@ mod tests {
             err("brokers: a:1\ngranularity: partitions\n")
         );
         assert!(err("brokers: a:1\nlisten: nowhere\n").contains("listen"));
+        assert!(err("brokers: a:1\nmax_partition_series: 0\n").contains("max_partition_series"));
         assert!(err("brokers: a:1\nmetrics_namespace: 'my-ns'\n").contains("metrics_namespace"));
         assert!(err("brokers: a:1\nbrokerz: b\n").contains("brokerz"));
         assert!(err("brokers: a:1\ngroups:\n  allow: ['(']\n").contains("groups"));

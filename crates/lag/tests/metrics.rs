@@ -267,3 +267,40 @@ fn commit_age_rates_and_time_to_catch_up_follow_a_consumer() {
     let topic_age = "kshard_kafka_consumer_group_topic_max_commit_age_seconds{group_id=\"g\",topic_name=\"t\"}";
     assert_eq!(m.get(topic_age), Some(&300.0));
 }
+
+/// With `max_partition_series`, the group-partitions with the most lag keep
+/// their series; the roll-ups still count every one, and the number left out
+/// is itself a series.
+#[test]
+fn max_partition_series_keeps_the_most_lagging_and_every_roll_up() {
+    let settings = MonitorSettings {
+        granularity: Granularity::Partition,
+        max_partition_series: Some(2),
+        ..MonitorSettings::default()
+    };
+    let monitor = Arc::new(Monitor::new(settings));
+    let metrics = Metrics::new("kshard", Arc::clone(&monitor), Arc::new(SelfTimings::default()));
+    monitor.track_partition(0, 0, 5);
+    monitor.start();
+    // Partition p of topic t committed at 10 × p against a high watermark of
+    // 100: lags 100, 90, 80, 70, 60.
+    let mut w = Watermarks::default();
+    for p in 0..5 {
+        let (k, v) = Record::offset_commit("g", "t", p, Some(OffsetCommitValue::new(3, 10 * i64::from(p), 0))).encode();
+        monitor.apply(0, i64::from(p), Some(&k), v.as_deref()).expect("applies");
+        w.insert("t", p, Watermark { low: 0, high: 100 });
+    }
+    monitor.set_watermarks(w, true, monitor.now());
+    let m = parse_metrics(&metrics.render().expect("renders"));
+    let kept: Vec<&String> =
+        m.keys().filter(|k| k.starts_with("kshard_kafka_consumer_group_topic_partition_lag{")).collect();
+    assert_eq!(
+        kept,
+        [
+            "kshard_kafka_consumer_group_topic_partition_lag{group_id=\"g\",topic_name=\"t\",partition_id=\"0\"}",
+            "kshard_kafka_consumer_group_topic_partition_lag{group_id=\"g\",topic_name=\"t\",partition_id=\"1\"}",
+        ]
+    );
+    assert_eq!(m.get("kshard_kafka_consumer_group_topic_lag{group_id=\"g\",topic_name=\"t\"}"), Some(&400.0));
+    assert_eq!(m.get("kshard_partition_series_dropped"), Some(&3.0));
+}

@@ -69,7 +69,7 @@ fn apply(monitor: &Monitor, unit: i32, offset: i64, (key, value): &Encoded) -> R
 }
 
 /// `bench state`: memory per tracked group-partition and `/metrics` render time.
-pub(crate) fn state(groups: u32, partitions: u32, topics: u32) -> Result<()> {
+pub(crate) fn state(groups: u32, partitions: u32, topics: u32, max_partition_series: Option<usize>) -> Result<()> {
     let shape = Shape { groups, partitions, topics };
     // An hour of history by the minute for every group, measured first (on
     // memory no earlier step freed) and kept to the end.
@@ -81,7 +81,7 @@ pub(crate) fn state(groups: u32, partitions: u32, topics: u32) -> Result<()> {
     }
     let history_per_group = (rss()? - rss_before_history) / f64::from(groups);
     let rss_before = rss()?;
-    let monitor = Arc::new(Monitor::new(MonitorSettings::default()));
+    let monitor = Arc::new(Monitor::new(MonitorSettings { max_partition_series, ..MonitorSettings::default() }));
     for p in 0..UNITS {
         monitor.track_partition(p, 0, 0);
     }
@@ -128,7 +128,12 @@ pub(crate) fn state(groups: u32, partitions: u32, topics: u32) -> Result<()> {
         median(steady.clone()),
         median(steady) / (tracked as f64 / 10_000.0)
     );
-    println!("/metrics render: median {:.1} ms over 7 renders ({:.1} MB of text)", median(times), size as f64 / 1e6);
+    let cap = max_partition_series.map_or("all".to_owned(), |n| n.to_string());
+    println!(
+        "/metrics render: median {:.1} ms over 7 renders ({:.1} MB of text; per-partition series: {cap})",
+        median(times),
+        size as f64 / 1e6
+    );
     drop(history);
     println!(
         "the page: lag history pass median {:.1} ms per refresh; an hour by the minute {history_per_group:.0} bytes per group (names included); /api/overview median {:.1} ms ({:.1} MB of JSON for {groups} groups)",

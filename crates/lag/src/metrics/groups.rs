@@ -66,6 +66,17 @@ pub(super) struct Rows {
     records_lost: Vec<(Arc<str>, Arc<str>, i32, i64)>,
     info: Vec<InfoRow>,
     assignments: Vec<(Arc<str>, Arc<str>, TopicAssignment)>,
+    /// Group-partitions whose per-partition series `max_partition_series` left out.
+    dropped: usize,
+}
+
+/// A group-partition by the addresses of its interned names: every row of
+/// one collect shares the unit's `Arc`s, so this identifies it without
+/// hashing strings.
+type RowKey = (usize, usize, i32);
+
+fn row_key(group: &Arc<str>, topic: &Arc<str>, partition: i32) -> RowKey {
+    (Arc::as_ptr(group).cast::<u8>() as usize, Arc::as_ptr(topic).cast::<u8>() as usize, partition)
 }
 
 impl Rows {
@@ -157,8 +168,53 @@ impl Rows {
                 }
             }
         });
+        if let Some(max) = settings.max_partition_series {
+            rows.cap(max);
+        }
         rows
     }
+
+    /// Keeps the per-partition rows of the `max` group-partitions that
+    /// matter most: the most lag in seconds, then in records.
+    fn cap(&mut self, max: usize) {
+        if self.partition_lag.len() <= max {
+            return;
+        }
+        let seconds: HashMap<RowKey, f64, foldhash::fast::RandomState> =
+            self.partition_lag_seconds.iter().map(|(g, t, p, s, _)| (row_key(g, t, *p), *s)).collect();
+        let mut ranked: Vec<(f64, i64, RowKey)> = self
+            .partition_lag
+            .iter()
+            .map(|(g, t, p, l)| {
+                let key = row_key(g, t, *p);
+                (seconds.get(&key).copied().unwrap_or(-1.0), *l, key)
+            })
+            .collect();
+        let most_first = |a: &(f64, i64, RowKey), b: &(f64, i64, RowKey)| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1));
+        if max > 0 {
+            ranked.select_nth_unstable_by(max - 1, most_first);
+        }
+        let kept: std::collections::HashSet<RowKey, foldhash::fast::RandomState> =
+            ranked[..max].iter().map(|r| r.2).collect();
+        self.dropped = self.partition_lag.len() - max;
+        self.partition_lag.retain(|(g, t, p, _)| kept.contains(&row_key(g, t, *p)));
+        self.partition_lag_seconds.retain(|(g, t, p, _, _)| kept.contains(&row_key(g, t, *p)));
+        self.partition_motion.retain(|(g, t, p, _)| kept.contains(&row_key(g, t, *p)));
+    }
+}
+
+/// `partition_series_dropped`: group-partitions left without per-partition
+/// series by `max_partition_series` at this scrape.
+pub(super) fn dropped(e: &mut DescriptorEncoder<'_>, rows: &Rows) -> Encoded {
+    if !rows.per_partition {
+        return Ok(());
+    }
+    ConstGauge::new(rows.dropped as i64).encode(e.encode_descriptor(
+        "partition_series_dropped",
+        "Group-partitions whose per-partition series max_partition_series left out of this scrape (the roll-ups still count them).",
+        None,
+        MetricType::Gauge,
+    )?)
 }
 
 /// `kafka_consumer_group_topic_partition_lag` (per-partition granularity only).

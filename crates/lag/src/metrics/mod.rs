@@ -120,6 +120,7 @@ impl Collector for LagCollector {
         groups::topic_lag_and_offset_sum(e, &rows)?;
         groups::lag_seconds(e, &rows)?;
         groups::motion(e, &rows)?;
+        groups::dropped(e, &rows)?;
         groups::offset_commits(e, &rows)?;
         groups::status(e, &rows)?;
         groups::records_lost(e, &rows)?;

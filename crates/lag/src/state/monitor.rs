@@ -68,6 +68,10 @@ pub struct MonitorSettings {
     pub status: StatusSettings,
     /// How much of each group's lag history the page's chart gets.
     pub history: HistorySettings,
+    /// At most this many group-partitions get per-partition series in
+    /// `/metrics` (those with the most lag in seconds, then in records); the
+    /// per-topic and per-group roll-ups always cover every one. `None`: all.
+    pub max_partition_series: Option<usize>,
 }
 
 /// What the last refresh found of the brokers, replaced as a whole.
