@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use kshard_kafka::{Admin, ClientSettings, PartitionReader, ReadEvent, RecordWriter, TopicSpec};
 use kshard_offsets::{DeliveryState, Record, RecordKey, RecordValue, ShareStateRecord, ShareStateValue};
-use kshard_testkit::{Broker, kafka_tool, unique_name};
+use kshard_testkit::{Broker, kafka_share_groups, share_consume, share_from_earliest, unique_name};
 
 const STATE_TOPIC: &str = "__share_group_state";
 
@@ -90,23 +90,10 @@ fn fold(settings: &ClientSettings, admin: &Admin, group: &str, partition: i32) -
     })
 }
 
-/// `kafka-share-groups --describe --offsets`: START-OFFSET of `topic`'s
-/// partition `partition` in `group`.
+/// Kafka's start offset of `topic`'s partition `partition` in `group`.
 fn described_start(brokers: &str, group: &str, topic: &str, partition: i32) -> Option<i64> {
-    let out = kafka_tool("share-groups", &["--bootstrap-server", brokers, "--describe", "--offsets", "--group", group]);
-    out.lines().find_map(|line| {
-        let cols: Vec<&str> = line.split_whitespace().collect();
-        let i = cols.iter().position(|c| *c == topic)?;
-        (cols.get(i + 1)?.parse::<i32>().ok()? == partition).then(|| cols.get(i + 2)?.parse().ok())?
-    })
-}
-
-fn share_consume(brokers: &str, group: &str, topic: &str, messages: u32, how: Option<&str>) {
-    let max = messages.to_string();
-    let mut args = vec!["--bootstrap-server", brokers, "--group", group, "--topic", topic];
-    args.extend(["--max-messages", &max, "--timeout-ms", "30000"]);
-    args.extend(how);
-    kafka_tool("console-share-consumer", &args);
+    let rows = kafka_share_groups(brokers, group);
+    rows.into_iter().find(|r| r.topic == topic && r.partition == partition)?.start_offset
 }
 
 #[test]
@@ -125,21 +112,7 @@ fn share_group_state_decodes_and_folds_to_what_kafka_describes() {
         writer.send(&topic, 0, format!("k{i}").as_bytes(), Some(b"v")).expect("send");
     }
     writer.flush(Duration::from_secs(30)).expect("flush");
-    // A share group starts at the latest offset unless told otherwise.
-    kafka_tool(
-        "configs",
-        &[
-            "--bootstrap-server",
-            broker.brokers(),
-            "--alter",
-            "--entity-type",
-            "groups",
-            "--entity-name",
-            &group,
-            "--add-config",
-            "share.auto.offset.reset=earliest",
-        ],
-    );
+    share_from_earliest(broker.brokers(), &group);
     share_consume(broker.brokers(), &group, &topic, 5, None);
     share_consume(broker.brokers(), &group, &topic, 3, Some("--reject"));
 

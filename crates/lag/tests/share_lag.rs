@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use kshard_kafka::{Admin, ClientSettings, PartitionReader, ReadEvent, RecordWriter, TopicPartition, TopicSpec};
 use kshard_lag::SharePartition;
 use kshard_offsets::{ShareStateRecord, ShareStateValue};
-use kshard_testkit::{Broker, kafka_tool, unique_name};
+use kshard_testkit::{Broker, kafka_share_groups, share_consume, share_from_earliest, unique_name};
 
 const STATE_TOPIC: &str = "__share_group_state";
 
@@ -58,25 +58,11 @@ fn fold(settings: &ClientSettings, admin: &Admin, group: &str) -> Option<SharePa
     state
 }
 
-/// `kafka-share-groups --describe --offsets`: (START-OFFSET, LAG) of `topic`'s partition 0.
+/// Kafka's (start offset, lag) of `topic`'s partition 0 in `group`.
 fn described(brokers: &str, group: &str, topic: &str) -> Option<(i64, i64)> {
-    let out = kafka_tool("share-groups", &["--bootstrap-server", brokers, "--describe", "--offsets", "--group", group]);
-    out.lines().find_map(|line| {
-        let cols: Vec<&str> = line.split_whitespace().collect();
-        let i = cols.iter().position(|c| *c == topic)?;
-        if cols.get(i + 1)?.parse::<i32>().ok()? != 0 {
-            return None;
-        }
-        Some((cols.get(i + 2)?.parse().ok()?, cols.get(i + 3)?.parse().ok()?))
-    })
-}
-
-fn share_consume(brokers: &str, group: &str, topic: &str, messages: u32, how: Option<&str>) {
-    let max = messages.to_string();
-    let mut args = vec!["--bootstrap-server", brokers, "--group", group, "--topic", topic];
-    args.extend(["--max-messages", &max, "--timeout-ms", "30000"]);
-    args.extend(how);
-    kafka_tool("console-share-consumer", &args);
+    let rows = kafka_share_groups(brokers, group);
+    let row = rows.into_iter().find(|r| r.topic == topic && r.partition == 0)?;
+    Some((row.start_offset?, row.lag?))
 }
 
 #[test]
@@ -95,11 +81,7 @@ fn share_lag_equals_kafka_share_groups_describe() {
         writer.send(&topic, 0, format!("k{i}").as_bytes(), Some(b"v")).expect("send");
     }
     writer.flush(Duration::from_secs(30)).expect("flush");
-    let set = ["--alter", "--entity-type", "groups", "--entity-name", &group, "--add-config"];
-    let mut args = vec!["--bootstrap-server", broker.brokers()];
-    args.extend(set);
-    args.push("share.auto.offset.reset=earliest");
-    kafka_tool("configs", &args);
+    share_from_earliest(broker.brokers(), &group);
 
     // 0–4 accepted, 5–7 rejected, then 8–10 released until Kafka archives them.
     share_consume(broker.brokers(), &group, &topic, 5, None);

@@ -340,6 +340,57 @@ pub fn kafka_consumer_groups(brokers: &str, prefix: &str) -> Vec<KafkaLag> {
     rows
 }
 
+/// One row of `kafka-share-groups --describe --offsets`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShareOffsets {
+    /// The topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: i32,
+    /// The share-partition start offset (`None` where Kafka prints `-`).
+    pub start_offset: Option<i64>,
+    /// Kafka's share lag (`None` where Kafka prints `-`).
+    pub lag: Option<i64>,
+}
+
+/// What Kafka's own `kafka-share-groups --describe --offsets` reports of `group`.
+pub fn kafka_share_groups(brokers: &str, group: &str) -> Vec<ShareOffsets> {
+    let out = kafka_tool("share-groups", &["--bootstrap-server", brokers, "--describe", "--offsets", "--group", group]);
+    out.lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() < 5 || f[0] != group {
+                return None;
+            }
+            Some(ShareOffsets {
+                topic: f[1].to_owned(),
+                partition: f[2].parse().ok()?,
+                start_offset: f[3].parse().ok(),
+                lag: f[4].parse().ok(),
+            })
+        })
+        .collect()
+}
+
+/// Makes share group `group` start at the earliest offset (a share group
+/// starts at the latest unless its `share.auto.offset.reset` says otherwise).
+pub fn share_from_earliest(brokers: &str, group: &str) {
+    let args = ["--bootstrap-server", brokers, "--alter", "--entity-type", "groups", "--entity-name", group];
+    let mut args = args.to_vec();
+    args.extend(["--add-config", "share.auto.offset.reset=earliest"]);
+    kafka_tool("configs", &args);
+}
+
+/// Kafka's console share consumer in `group` reads `messages` records of
+/// `topic`, accepting them, or as `how` says (`--reject`, `--release`).
+pub fn share_consume(brokers: &str, group: &str, topic: &str, messages: u32, how: Option<&str>) {
+    let max = messages.to_string();
+    let mut args = vec!["--bootstrap-server", brokers, "--group", group, "--topic", topic];
+    args.extend(["--max-messages", &max, "--timeout-ms", "30000"]);
+    args.extend(how);
+    kafka_tool("console-share-consumer", &args);
+}
+
 /// A name no other test run uses.
 pub fn unique_name(prefix: &str) -> String {
     let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
