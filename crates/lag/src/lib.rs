@@ -7,8 +7,12 @@
 //! state machine know when the reader has caught up and whether what it holds
 //! is current ([`Verdict`]); [`Watermarks`] hold the topics' watermarks; what
 //! each refresh derives (commit windows and statuses, record times for lag in
-//! seconds, lag history) is read through a `DerivedView`; [`Monitor`] ties
-//! them together; the store layout of durable shards is `shard_store`. The
+//! seconds, lag history, and from the windows each group-partition's
+//! [`Velocity`] and commit age) is read through a `DerivedView`; [`Monitor`]
+//! ties them together; the store layout of durable shards is `shard_store`.
+//! [`SharePartition`] folds a share-partition's state from
+//! `__share_group_state` as Kafka's share coordinator does, and gives its lag
+//! (not yet read by the service). The
 //! renderers, also pure: [`Metrics`] (Prometheus text), `api.rs` (JSON) and
 //! [`burrow`] (Burrow's API).
 //!
