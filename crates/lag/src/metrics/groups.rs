@@ -103,12 +103,17 @@ impl Rows {
                     for (partition, committed) in partitions {
                         let Some(w) = watermarks.get(topic, partition) else { continue };
                         let l = lag(w.high, committed.offset);
-                        let motion = derived.motion(group, topic, partition, committed.commit_timestamp, l);
-                        if let Some(age) = motion.commit_age_s {
-                            max_age = Some(max_age.map_or(age, |a| a.max(age)));
-                        }
-                        if rows.per_partition {
+                        // The rates only feed per-partition series: with topic
+                        // granularity, only the commit age is worked out.
+                        let age = if rows.per_partition {
+                            let motion = derived.motion(group, topic, partition, committed.commit_timestamp, l);
                             rows.partition_motion.push((Arc::clone(group), Arc::clone(topic), partition, motion));
+                            motion.commit_age_s
+                        } else {
+                            derived.commit_age_s(group, topic, partition, committed.commit_timestamp)
+                        };
+                        if let Some(age) = age {
+                            max_age = Some(max_age.map_or(age, |a| a.max(age)));
                         }
                         let status = derived.status(group, topic, partition, l);
                         if let Some((s, method)) = derived.lag_seconds(topic, partition, committed.offset, l) {

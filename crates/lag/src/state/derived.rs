@@ -77,18 +77,28 @@ impl DerivedView<'_> {
         commit_timestamp_ms: i64,
         lag: i64,
     ) -> Motion {
-        let window = self.window(group, topic, partition);
-        let velocity = window.and_then(|w| Velocity::of(w.commits()));
-        // OffsetFetch (admin_api) gives no commit time: then the time the
-        // offset was first seen, as the window keeps it.
-        let committed_at = Some(commit_timestamp_ms)
-            .filter(|t| *t > 0)
-            .or_else(|| window.and_then(|w| w.last()).map(|c| c.timestamp_ms));
+        let velocity = self.window(group, topic, partition).and_then(|w| Velocity::of(w.commits()));
         Motion {
-            commit_age_s: committed_at.map(|t| commit_age_s(t, self.now_ms)),
+            commit_age_s: self.commit_age_s(group, topic, partition, commit_timestamp_ms),
             velocity,
             catch_up_s: velocity.and_then(|v| v.catch_up_s(lag)),
         }
+    }
+
+    /// Seconds since a commit at `commit_timestamp_ms`. OffsetFetch
+    /// (admin_api) gives no commit time: then since the offset was first
+    /// seen, as the window keeps it.
+    pub(crate) fn commit_age_s(
+        &self,
+        group: &Arc<str>,
+        topic: &Arc<str>,
+        partition: i32,
+        commit_timestamp_ms: i64,
+    ) -> Option<f64> {
+        let committed_at = Some(commit_timestamp_ms)
+            .filter(|t| *t > 0)
+            .or_else(|| self.window(group, topic, partition).and_then(|w| w.last()).map(|c| c.timestamp_ms));
+        committed_at.map(|t| commit_age_s(t, self.now_ms))
     }
 }
 
