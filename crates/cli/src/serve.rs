@@ -23,6 +23,7 @@ pub(crate) fn serve(args: &ServeArgs) -> Result<()> {
         }
         let options = ServeOptions {
             offsets_topic: config.offsets_topic.clone(),
+            share_groups: config.share_groups,
             mode: config.scrape_mode,
             namespace: config.namespace.clone(),
             watermark_interval: config.watermark_interval,

@@ -95,6 +95,8 @@ pub(crate) struct FileConfig {
     #[serde(default)]
     history: HistoryFile,
     #[serde(default)]
+    share_groups: ShareGroupsFile,
+    #[serde(default)]
     groups: Lists,
     #[serde(default)]
     topics: Lists,
@@ -112,6 +114,25 @@ pub(crate) struct FileConfig {
 struct StatusFile {
     window: Option<usize>,
     single_commit_stop_seconds: Option<i64>,
+}
+
+/// `share_groups:` in the file: whether `__share_group_state` is read, and
+/// the delivery limit poison messages are counted at.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ShareGroupsFile {
+    enabled: Option<bool>,
+    delivery_count_limit: Option<i16>,
+}
+
+/// The delivery count limit, checked against Kafka's range for it.
+fn delivery_count_limit(file: &ShareGroupsFile) -> Result<Option<i16>> {
+    match file.delivery_count_limit {
+        Some(n) if !(2..=10).contains(&n) => {
+            bail!("invalid share_groups.delivery_count_limit: {n} (Kafka allows 2 to 10; its default is 5)")
+        }
+        limit => Ok(limit),
+    }
 }
 
 /// The status settings, checked.
@@ -182,6 +203,8 @@ pub(crate) struct ServeConfig {
     pub(crate) log_format: LogFormat,
     pub(crate) cluster: Option<kshard_lag::ClusterOptions>,
     pub(crate) recovery_log_topic: Option<String>,
+    /// Read `__share_group_state` (offsets-topic mode).
+    pub(crate) share_groups: bool,
 }
 
 /// Parses a value the way the YAML file would, naming the setting on error.
@@ -252,7 +275,16 @@ impl ServeConfig {
             data_dir,
             scrape_mode,
             watermark_interval: Duration::from_secs_f64(interval),
-            monitor: MonitorSettings { groups, topics, granularity, status, history, max_partition_series },
+            monitor: MonitorSettings {
+                groups,
+                topics,
+                granularity,
+                status,
+                history,
+                max_partition_series,
+                share_delivery_count_limit: delivery_count_limit(&file.share_groups)?,
+            },
+            share_groups: file.share_groups.enabled.unwrap_or(true),
             log_format,
             cluster,
             recovery_log_topic,
@@ -352,6 +384,8 @@ mod tests {
         );
         assert!(err("brokers: a:1\nlisten: nowhere\n").contains("listen"));
         assert!(err("brokers: a:1\nmax_partition_series: 0\n").contains("max_partition_series"));
+        let limit = err("brokers: a:1\nshare_groups:\n  delivery_count_limit: 11\n");
+        assert!(limit.contains("share_groups.delivery_count_limit: 11"), "{limit}");
         assert!(err("brokers: a:1\nmetrics_namespace: 'my-ns'\n").contains("metrics_namespace"));
         assert!(err("brokers: a:1\nbrokerz: b\n").contains("brokerz"));
         assert!(err("brokers: a:1\ngroups:\n  allow: ['(']\n").contains("groups"));

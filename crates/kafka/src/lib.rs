@@ -51,6 +51,10 @@ pub use wire::records::Transactional;
 /// The topic Kafka keeps committed offsets and group metadata in.
 pub const CONSUMER_OFFSETS_TOPIC: &str = "__consumer_offsets";
 
+/// The topic Kafka's share coordinator keeps share groups' delivery state in
+/// (KIP-932); created when the first share group is.
+pub const SHARE_GROUP_STATE_TOPIC: &str = "__share_group_state";
+
 /// Java's `String.hashCode()`: `s[0]*31^(n-1) + … + s[n-1]` over UTF-16 code
 /// units, wrapping like Java's `int`.
 pub fn java_string_hash_code(s: &str) -> i32 {

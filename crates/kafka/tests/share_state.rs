@@ -12,7 +12,7 @@ use kshard_kafka::{Admin, ClientSettings, PartitionReader, ReadEvent, RecordWrit
 use kshard_offsets::{DeliveryState, Record, RecordKey, RecordValue, ShareStateRecord, ShareStateValue};
 use kshard_testkit::{Broker, kafka_share_groups, share_consume, share_from_earliest, unique_name};
 
-const STATE_TOPIC: &str = "__share_group_state";
+const STATE_TOPIC: &str = kshard_kafka::SHARE_GROUP_STATE_TOPIC;
 
 /// A record's key and value bytes.
 type Raw = (Vec<u8>, Option<Vec<u8>>);

@@ -1,6 +1,11 @@
 //! The JSON shapes of `/ready` and `/api/groups`.
 
+mod share;
+
 use std::collections::BTreeMap;
+use std::sync::Arc;
+
+pub use share::{BatchView, ShareView};
 
 use serde::Serialize;
 
@@ -193,82 +198,102 @@ pub struct PartitionView {
     /// Seconds until the lag reaches zero at those rates (0 when caught up);
     /// `null` when it is not shrinking or the rates are unknown.
     pub catch_up_seconds: Option<f64>,
+    /// A share group's partition: its delivery state (`committed_offset` is
+    /// then the share-partition start offset, and `lag` Kafka's share lag).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share: Option<ShareView>,
 }
 
 /// Every exported group as `/api/groups` shows it (whether or not ready).
 pub fn groups(monitor: &Monitor) -> Vec<GroupView> {
     let mut out = Vec::new();
-    views(monitor, |_| true, |view, _| out.push(view));
+    views(monitor, |_| true, false, |view, _| out.push(view));
     out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
     out
 }
 
 /// The groups `wanted` accepts (by id), each as a view and with what the
-/// state holds of it, in no particular order.
-fn views(monitor: &Monitor, wanted: impl Fn(&str) -> bool, mut each: impl FnMut(GroupView, &Group)) {
+/// state holds of it, in no particular order; share-partitions with their
+/// delivery state in runs when `runs`.
+fn views(monitor: &Monitor, wanted: impl Fn(&str) -> bool, runs: bool, mut each: impl FnMut(GroupView, &Group)) {
     let settings = monitor.settings();
     let watermarks = monitor.watermarks();
+    let mut share = share::by_group(monitor.share_rows(runs));
+    share.retain(|g, _| wanted(g));
     let derived = monitor.derived();
-    monitor.units().for_each(|_, unit| {
-        for (group, g) in unit.groups() {
-            if !wanted(group) || !settings.groups.allows(group) {
+    let mut view_of = |group: &Arc<str>, g: &Group, share_rows: Vec<crate::ShareRow>| {
+        let mut topics: BTreeMap<String, Vec<PartitionView>> = BTreeMap::new();
+        let is_share = !share_rows.is_empty();
+        for row in share_rows {
+            let p = share::partition(&row, &watermarks, &derived);
+            topics.entry(row.topic.to_string()).or_default().push(p);
+        }
+        let mut group_status = Status::Ok;
+        for (topic, partition, c) in g.offsets() {
+            if !settings.topics.allows(topic) {
                 continue;
             }
-            let mut topics: BTreeMap<&str, Vec<PartitionView>> = BTreeMap::new();
-            let mut group_status = Status::Ok;
-            for (topic, partition, c) in g.offsets() {
-                if !settings.topics.allows(topic) {
-                    continue;
+            let w = watermarks.get(topic, partition);
+            let l = w.map(|w| lag(w.high, c.offset));
+            let status = l.map_or(Status::Ok, |l| derived.status(group, topic, partition, l));
+            let age = l.and_then(|l| derived.lag_seconds(topic, partition, c.offset, l));
+            let motion = derived.motion(group, topic, partition, c.commit_timestamp, l.unwrap_or(0));
+            group_status = Status::of_group([group_status, status]);
+            topics.entry(topic.to_string()).or_default().push(PartitionView {
+                partition,
+                committed_offset: c.offset,
+                high_water_mark: w.map(|w| w.high),
+                lag: l,
+                commit_timestamp: c.commit_timestamp,
+                status: status.name(),
+                records_lost: w.map_or(0, |w| (w.low - c.offset).max(0)),
+                lag_seconds: age.map(|(s, _)| s),
+                lag_seconds_method: age.map(|(_, m)| m.name()),
+                commit_age_seconds: motion.commit_age_s,
+                consumed_per_second: motion.velocity.map(|v| v.consumed_per_s),
+                produced_per_second: motion.velocity.map(|v| v.produced_per_s),
+                rate_window_seconds: motion.velocity.map(|v| v.window_s),
+                catch_up_seconds: l.and(motion.catch_up_s),
+                share: None,
+            });
+        }
+        let topics: Vec<TopicView> = topics
+            .into_iter()
+            .map(|(topic, mut partitions)| {
+                partitions.sort_by_key(|p| p.partition);
+                TopicView {
+                    topic,
+                    lag: partitions.iter().filter_map(|p| p.lag).sum(),
+                    max_lag_seconds: partitions.iter().filter_map(|p| p.lag_seconds).reduce(f64::max),
+                    partitions,
                 }
-                let w = watermarks.get(topic, partition);
-                let l = w.map(|w| lag(w.high, c.offset));
-                let status = l.map_or(Status::Ok, |l| derived.status(group, topic, partition, l));
-                let age = l.and_then(|l| derived.lag_seconds(topic, partition, c.offset, l));
-                let motion = derived.motion(group, topic, partition, c.commit_timestamp, l.unwrap_or(0));
-                group_status = Status::of_group([group_status, status]);
-                topics.entry(topic).or_default().push(PartitionView {
-                    partition,
-                    committed_offset: c.offset,
-                    high_water_mark: w.map(|w| w.high),
-                    lag: l,
-                    commit_timestamp: c.commit_timestamp,
-                    status: status.name(),
-                    records_lost: w.map_or(0, |w| (w.low - c.offset).max(0)),
-                    lag_seconds: age.map(|(s, _)| s),
-                    lag_seconds_method: age.map(|(_, m)| m.name()),
-                    commit_age_seconds: motion.commit_age_s,
-                    consumed_per_second: motion.velocity.map(|v| v.consumed_per_s),
-                    produced_per_second: motion.velocity.map(|v| v.produced_per_s),
-                    rate_window_seconds: motion.velocity.map(|v| v.window_s),
-                    catch_up_seconds: l.and(motion.catch_up_s),
-                });
+            })
+            .collect();
+        let view = GroupView {
+            group_id: group.to_string(),
+            state: g.info.as_ref().map_or("Unknown", |i| i.state()).to_owned(),
+            protocol_type: g.info.as_ref().map(|i| i.protocol_type.to_string()).or(is_share.then(|| "share".into())),
+            protocol: g.info.as_ref().and_then(|i| i.protocol.as_deref().map(str::to_owned)),
+            members: g.info.as_ref().map_or(0, |i| i.members().len()),
+            lag: topics.iter().map(|t| t.lag).sum(),
+            status: group_status.name(),
+            max_lag_seconds: topics.iter().filter_map(|t| t.max_lag_seconds).reduce(f64::max),
+            topics,
+        };
+        each(view, g);
+    };
+    monitor.units().for_each(|_, unit| {
+        for (group, g) in unit.groups() {
+            if wanted(group) && settings.groups.allows(group) {
+                view_of(group, g, share.remove(group).unwrap_or_default());
             }
-            let topics: Vec<TopicView> = topics
-                .into_iter()
-                .map(|(topic, mut partitions)| {
-                    partitions.sort_by_key(|p| p.partition);
-                    TopicView {
-                        topic: topic.to_owned(),
-                        lag: partitions.iter().filter_map(|p| p.lag).sum(),
-                        max_lag_seconds: partitions.iter().filter_map(|p| p.lag_seconds).reduce(f64::max),
-                        partitions,
-                    }
-                })
-                .collect();
-            let view = GroupView {
-                group_id: group.to_string(),
-                state: g.info.as_ref().map_or("Unknown", |i| i.state()).to_owned(),
-                protocol_type: g.info.as_ref().map(|i| i.protocol_type.to_string()),
-                protocol: g.info.as_ref().and_then(|i| i.protocol.as_deref().map(str::to_owned)),
-                members: g.info.as_ref().map_or(0, |i| i.members().len()),
-                lag: topics.iter().map(|t| t.lag).sum(),
-                status: group_status.name(),
-                max_lag_seconds: topics.iter().filter_map(|t| t.max_lag_seconds).reduce(f64::max),
-                topics,
-            };
-            each(view, g);
         }
     });
+    // Share groups with state and no metadata (it is in a partition not
+    // read yet, or was deleted before its state).
+    for (group, rows) in share {
+        view_of(&group, &Group::default(), rows);
+    }
 }
 
 /// One group in `/api/overview`: the page's first table.
@@ -303,6 +328,7 @@ pub fn overview(monitor: &Monitor) -> Vec<GroupSummary> {
     views(
         monitor,
         |_| true,
+        false,
         |g, _| {
             let partitions = || g.topics.iter().flat_map(|t| &t.partitions);
             out.push(GroupSummary {
@@ -379,6 +405,7 @@ pub fn group(monitor: &Monitor, group_id: &str) -> Option<GroupDetail> {
     views(
         monitor,
         |g| g == group_id,
+        true,
         |view, g| {
             let info = g.info.as_ref();
             let member_list = info

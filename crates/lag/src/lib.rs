@@ -33,14 +33,15 @@ pub use io::{brokers, service};
 pub(crate) use io::{http, offsets_reader, offsets_shards, refresher, shards_reader, supervisor};
 pub(crate) use state::{
     catch_up, consumer_status, derived, filter, group_offsets, health, invalid_setting, lag_history, lag_time, monitor,
-    names, open_transactions, readiness, shard_store, share_partition, units, velocity, watermarks,
+    names, open_transactions, readiness, shard_store, share_partition, share_rows, share_state, units, velocity,
+    watermarks,
 };
 
 pub use api::{
-    GroupDetail, GroupSummary, GroupView, HistoryView, MemberView, PartitionBehind, PartitionView, ReadyReport,
-    TopicView, group as group_detail, groups as group_views, overview as group_overview,
+    BatchView, GroupDetail, GroupSummary, GroupView, HistoryView, MemberView, PartitionBehind, PartitionView,
+    ReadyReport, ShareView, TopicView, group as group_detail, groups as group_views, overview as group_overview,
 };
-pub use catch_up::{CatchUp, Progress};
+pub use catch_up::{CatchUp, Log, Progress};
 pub use consumer_status::{Commit, StatusSettings};
 pub use filter::NameFilter;
 pub use group_offsets::{
@@ -54,6 +55,8 @@ pub use names::Names;
 pub use readiness::Verdict;
 pub use shards_reader::{ClusterOptions, recovery_log_topic};
 pub use share_partition::{Run, SharePartition};
-pub use units::{ReadCounters, RecordAt, SkippedRecord, Units};
+pub use share_rows::{DEFAULT_DELIVERY_COUNT_LIMIT, ShareRow};
+pub use share_state::{ShareApplied, ShareKey, ShareState};
+pub use units::{ReadCounters, RecordAt, SkippedRecord, Unit, Units};
 pub use velocity::{Velocity, commit_age_s};
 pub use watermarks::{Watermark, Watermarks, lag};

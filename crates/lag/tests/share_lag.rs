@@ -13,7 +13,7 @@ use kshard_lag::SharePartition;
 use kshard_offsets::{ShareStateRecord, ShareStateValue};
 use kshard_testkit::{Broker, kafka_share_groups, share_consume, share_from_earliest, unique_name};
 
-const STATE_TOPIC: &str = "__share_group_state";
+const STATE_TOPIC: &str = kshard_kafka::SHARE_GROUP_STATE_TOPIC;
 
 /// Kafka's default `group.share.delivery.count.limit`.
 const DELIVERY_LIMIT: i16 = 5;

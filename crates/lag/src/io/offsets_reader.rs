@@ -4,6 +4,11 @@
 //! when the first group commits), then reads every partition and applies each
 //! record to its unit. Run under the supervisor: after a failure it resumes from
 //! the positions the units reached.
+//!
+//! The same reader reads `__share_group_state` ([`Log::ShareState`]) into the
+//! share units. That topic exists only once a share group has: when it is not
+//! there at start, there is nothing to catch up with, and the refresher hands
+//! its partitions over when it appears.
 
 use super::error::WorkerError;
 use std::sync::Arc;
@@ -15,17 +20,31 @@ use kshard_kafka::{ClientSettings, TopicPartition};
 use tracing::{debug, info, warn};
 
 use crate::brokers::{BrokerAdmin, Connector, RecordSource, SourceEvent};
+use crate::catch_up::Log;
 use crate::monitor::Monitor;
 use crate::readiness::Event;
 
 /// The worker's name in logs and on `/ready`.
 pub(crate) const WORKER: &str = "offsets reader";
 
+/// The share-state reader's name in logs and on `/ready`.
+pub(crate) const SHARE_WORKER: &str = "share-state reader";
+
+/// The name of the worker that reads `log`.
+pub(crate) fn worker(log: Log) -> &'static str {
+    match log {
+        Log::Offsets => WORKER,
+        Log::ShareState => SHARE_WORKER,
+    }
+}
+
 /// How long to wait before asking again for a topic that is not there yet.
 const RETRY: Duration = Duration::from_secs(5);
 
 pub(crate) struct OffsetsReader {
     pub(crate) settings: ClientSettings,
+    /// Which log it reads.
+    pub(crate) log: Log,
     pub(crate) topic: String,
     pub(crate) timeout: Duration,
     pub(crate) monitor: Arc<Monitor>,
@@ -39,13 +58,14 @@ pub(crate) struct OffsetsReader {
     pub(crate) brokers: Arc<dyn Connector>,
 }
 
-/// Tracks `partitions` of `topic` with their current watermarks; returns how
-/// many offsets they hold. Fails when the brokers gave no watermarks for one of
-/// them (a broker loading its partitions answers so): such a partition is not
-/// known to be empty, and must not count as caught up.
+/// Tracks `partitions` of `topic` (read as `log`) with their current
+/// watermarks; returns how many offsets they hold. Fails when the brokers gave
+/// no watermarks for one of them (a broker loading its partitions answers so):
+/// such a partition is not known to be empty, and must not count as caught up.
 pub(crate) fn track_range(
     admin: &dyn BrokerAdmin,
     monitor: &Monitor,
+    log: Log,
     topic: &str,
     partitions: std::ops::Range<i32>,
 ) -> Result<i64, WorkerError> {
@@ -59,7 +79,7 @@ pub(crate) fn track_range(
     for key in keys {
         let (low, high) = watermarks[&key];
         total += (high - low).max(0);
-        monitor.track_partition(key.partition, low, high);
+        monitor.track(log, key.partition, low, high);
     }
     Ok(total)
 }
@@ -67,13 +87,13 @@ pub(crate) fn track_range(
 impl OffsetsReader {
     /// One life of the worker: until `stop` (`Ok`) or a failure (`Err`).
     pub(crate) fn run(&mut self) -> Result<(), WorkerError> {
-        if !self.monitor.is_started() && !self.wait_for_topic() {
+        if !self.monitor.is_log_started(self.log) && !self.wait_for_topic() {
             return Ok(());
         }
-        if let Some(durable) = self.durable.clone() {
+        if let Some(durable) = self.durable.clone().filter(|_| self.log == Log::Offsets) {
             return crate::shards_reader::run(self, &durable);
         }
-        let start = self.monitor.units().positions();
+        let start = self.monitor.positions(self.log);
         let mut reader = self.brokers.reader(&self.topic, &start)?;
         let assigned = start.iter().map(|(p, _)| *p).collect();
         self.read(&mut *reader, assigned)
@@ -106,13 +126,18 @@ impl OffsetsReader {
 
     fn track_all(&self) -> Result<(), WorkerError> {
         let admin = self.brokers.checked_admin()?;
-        let count = admin.partition_count(&self.topic)?.ok_or_else(|| WorkerError::NoTopic {
-            topic: self.topic.clone(),
-            brokers: self.settings.brokers.clone(),
-        })?;
-        let total = track_range(&*admin, &self.monitor, &self.topic, 0..count)?;
-        self.monitor.start();
-        info!(partitions = count, offsets = total, topic = %self.topic, "catching up with the offsets topic");
+        let count = match (admin.partition_count(&self.topic)?, self.log) {
+            (Some(count), _) => count,
+            // No share group was ever made: no state to read, until the
+            // refresher sees the topic.
+            (None, Log::ShareState) => 0,
+            (None, Log::Offsets) => {
+                return Err(WorkerError::NoTopic { topic: self.topic.clone(), brokers: self.settings.brokers.clone() });
+            }
+        };
+        let total = track_range(&*admin, &self.monitor, self.log, &self.topic, 0..count)?;
+        self.monitor.start_log(self.log);
+        info!(partitions = count, offsets = total, topic = %self.topic, "catching up");
         Ok(())
     }
 
@@ -123,7 +148,7 @@ impl OffsetsReader {
         reader: &mut dyn RecordSource,
         mut assigned: std::collections::BTreeSet<i32>,
     ) -> Result<(), WorkerError> {
-        let mut log = CatchUpLog::new(&self.monitor);
+        let mut log = CatchUpLog::new(&self.monitor, self.log);
         let mut events = 0u64;
         let mut liveness = Liveness::default();
         let mut idle = true;
@@ -166,7 +191,7 @@ impl OffsetsReader {
             }
             let start: Vec<(i32, Option<i64>)> = added.iter().map(|p| (*p, None)).collect();
             reader.add_partitions(&start)?;
-            info!(partitions = ?added, topic = %self.topic, "reading new partitions of the offsets topic");
+            info!(partitions = ?added, topic = %self.topic, "reading new partitions");
         }
         Ok(())
     }
@@ -179,22 +204,22 @@ impl OffsetsReader {
                     self.showed_progress(liveness);
                 }
                 let record = crate::units::RecordAt { partition, offset, transactional, key, value };
-                if let (Err(s), ()) = self.monitor.units().apply_then(record, |_| ()) {
+                if let Err(s) = self.monitor.apply_at(self.log, record) {
                     warn!(
                         partition = s.partition,
                         offset = s.offset,
                         reason = s.skipped.reason(),
                         error = %s.skipped,
                         topic = %self.topic,
-                        "skipped a record of the offsets topic"
+                        "skipped a record"
                     );
                 }
                 false
             }
             SourceEvent::EndOfPartition { partition, next_offset } => {
                 self.showed_progress(liveness);
-                debug!(partition, next_offset, "end of partition");
-                self.monitor.end_of_partition(partition, next_offset);
+                debug!(partition, next_offset, topic = %self.topic, "end of partition");
+                self.monitor.end_of(self.log, partition, next_offset);
                 false
             }
             SourceEvent::Idle => true,
@@ -207,7 +232,7 @@ impl OffsetsReader {
         liveness.failing_since = None;
         if !liveness.progressed {
             liveness.progressed = true;
-            self.monitor.step(Event::WorkerRunning(WORKER));
+            self.monitor.step(Event::WorkerRunning(worker(self.log)));
         }
     }
 
@@ -223,7 +248,7 @@ impl OffsetsReader {
             let seconds = since.elapsed().as_secs_f64();
             return Err(WorkerError::ReadFailing { topic: self.topic.clone(), seconds, source: Box::new(e) });
         }
-        warn!(error = %e, topic = %self.topic, "reading the offsets topic; the client retries");
+        warn!(error = %e, topic = %self.topic, "reading; the client retries");
         std::thread::sleep(Duration::from_millis(200));
         Ok(true)
     }
@@ -241,6 +266,7 @@ struct Liveness {
 /// The log lines of catching up: progress every [`RETRY`], then once
 /// "caught up" with the rate.
 struct CatchUpLog {
+    log: Log,
     started: Instant,
     last: Instant,
     records_at_last: u64,
@@ -248,20 +274,22 @@ struct CatchUpLog {
 }
 
 impl CatchUpLog {
-    fn new(monitor: &Monitor) -> Self {
+    fn new(monitor: &Monitor, log: Log) -> Self {
         let now = Instant::now();
-        let records = monitor.units().counters().records.load(Ordering::Relaxed);
-        CatchUpLog { started: now, last: now, records_at_last: records, announced: monitor.is_caught_up() }
+        let records = monitor.counters(log).records.load(Ordering::Relaxed);
+        let announced = monitor.progress_of(log).is_some_and(|p| p.ready);
+        CatchUpLog { log, started: now, last: now, records_at_last: records, announced }
     }
 
     fn report(&mut self, monitor: &Monitor) {
-        let records = monitor.units().counters().records.load(Ordering::Relaxed);
-        if monitor.is_caught_up() {
+        let records = monitor.counters(self.log).records.load(Ordering::Relaxed);
+        let Some(p) = monitor.progress_of(self.log) else { return };
+        let topic = self.log.topic();
+        if p.ready {
             self.announced = true;
             let secs = self.started.elapsed().as_secs_f64();
-            info!(records, seconds = secs, rate = records as f64 / secs.max(1e-9), "caught up");
+            info!(records, seconds = secs, rate = records as f64 / secs.max(1e-9), topic, "caught up");
         } else if self.last.elapsed() >= RETRY {
-            let p = monitor.progress();
             let rate = records.saturating_sub(self.records_at_last) as f64 / self.last.elapsed().as_secs_f64();
             let eta = if rate > 0.0 { p.offsets_remaining as f64 / rate } else { f64::INFINITY };
             info!(
@@ -271,6 +299,7 @@ impl CatchUpLog {
                 partitions_caught_up = p.partitions_caught_up,
                 partitions = p.partitions,
                 eta_seconds = eta.round(),
+                topic,
                 "catching up"
             );
             self.last = Instant::now();
@@ -350,6 +379,7 @@ mod tests {
         let stop = Arc::new(AtomicBool::new(false));
         let reader = OffsetsReader {
             settings: ClientSettings::new("127.0.0.1:1"),
+            log: Log::Offsets,
             topic: "__consumer_offsets".into(),
             timeout: Duration::from_secs(1),
             monitor: Arc::clone(monitor),

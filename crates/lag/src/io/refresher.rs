@@ -21,6 +21,7 @@ use kshard_kafka::{ClientSettings, TopicPartition};
 use tracing::{debug, warn};
 
 use crate::brokers::{BrokerAdmin, Connector, RecordTimes};
+use crate::catch_up::Log;
 use crate::group_offsets::DescribedMember;
 use crate::metrics::SelfTimings;
 use crate::monitor::Monitor;
@@ -87,6 +88,9 @@ pub(crate) struct Refresher {
     pub(crate) timings: Arc<SelfTimings>,
     pub(crate) stop: Arc<AtomicBool>,
     pub(crate) new_partitions: mpsc::Sender<Vec<i32>>,
+    /// When `__share_group_state` is read: its partitions that appear (the
+    /// topic itself appears with the first share group), for its reader.
+    pub(crate) new_share_partitions: Option<mpsc::Sender<Vec<i32>>>,
     /// Makes the Kafka clients.
     pub(crate) brokers: Arc<dyn Connector>,
 }
@@ -140,9 +144,18 @@ impl Refresher {
             .filter(|_| self.mode == ScrapeMode::OffsetsTopic && self.monitor.is_started())
             .map(|&count| (self.offsets_topic.as_str(), count));
         let leaders = match offsets_topic {
-            Some((topic, count)) => grow_offsets_topic(admin, &self.monitor, topic, count, &self.new_partitions)?,
+            Some((topic, count)) => {
+                grow(admin, &self.monitor, Log::Offsets, topic, count, &self.new_partitions)?;
+                admin.leaders(topic)?
+            }
             None => HashMap::new(),
         };
+        if let Some(new_share_partitions) = &self.new_share_partitions
+            && self.monitor.is_log_started(Log::ShareState)
+            && let Some(&count) = topics.get(Log::ShareState.topic())
+        {
+            grow(admin, &self.monitor, Log::ShareState, Log::ShareState.topic(), count, new_share_partitions)?;
+        }
         let (watermarks, ends) = fetch_watermarks(admin, &self.monitor, &topics, offsets_topic)?;
         Ok(Refreshed { watermarks, leaders, ends })
     }
@@ -159,23 +172,23 @@ pub(crate) struct Refreshed {
     pub(crate) ends: BTreeMap<i32, i64>,
 }
 
-/// The offsets topic has `count` partitions now: the leaders of them all;
-/// those beyond the ones tracked are tracked and handed to the reader.
-fn grow_offsets_topic(
+/// `topic`, read as `log`, has `count` partitions now: those beyond the ones
+/// tracked are tracked and handed to its reader.
+fn grow(
     admin: &dyn BrokerAdmin,
     monitor: &Monitor,
+    log: Log,
     topic: &str,
     count: i32,
     new_partitions: &mpsc::Sender<Vec<i32>>,
-) -> Result<HashMap<i32, i32>, WorkerError> {
-    let leaders = admin.leaders(topic)?;
-    let known = monitor.progress().partitions as i32;
+) -> Result<(), WorkerError> {
+    let known = monitor.progress_of(log).map_or(0, |p| p.partitions) as i32;
     if count > known {
-        track_range(admin, monitor, topic, known..count)?;
+        track_range(admin, monitor, log, topic, known..count)?;
         // The reader has gone when this fails, and is stopping anyway.
         let _ = new_partitions.send((known..count).collect());
     }
-    Ok(leaders)
+    Ok(())
 }
 
 /// The earliest and latest offsets of every partition of every topic some
@@ -388,6 +401,7 @@ mod tests {
             timings: Arc::new(SelfTimings::default()),
             stop: Arc::new(AtomicBool::new(false)),
             new_partitions: tx,
+            new_share_partitions: None,
             brokers: Arc::new(crate::brokers::Kafka {
                 settings: ClientSettings::new("127.0.0.1:1"),
                 timeout: Duration::from_secs(1),

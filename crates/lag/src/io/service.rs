@@ -22,6 +22,7 @@ use kshard_kafka::{CONSUMER_OFFSETS_TOPIC, ClientSettings};
 use tracing::info;
 
 use crate::brokers::{Connector, Kafka};
+use crate::catch_up::Log;
 use crate::http;
 use crate::metrics::{Metrics, SelfTimings};
 use crate::monitor::{Monitor, MonitorSettings};
@@ -47,6 +48,9 @@ pub struct ServeOptions {
     pub kafka: ClientSettings,
     /// The topic to read: `__consumer_offsets`, or a topic of the same layout.
     pub offsets_topic: String,
+    /// Read share groups' delivery state from `__share_group_state` too
+    /// (offsets-topic mode).
+    pub share_groups: bool,
     /// Where group offsets come from.
     pub mode: ScrapeMode,
     /// Metric name prefix (`kshard`; `kminion` for drop-in names).
@@ -77,6 +81,7 @@ impl ServeOptions {
         ServeOptions {
             kafka,
             offsets_topic: CONSUMER_OFFSETS_TOPIC.to_owned(),
+            share_groups: true,
             mode: ScrapeMode::OffsetsTopic,
             namespace: "kshard".to_owned(),
             watermark_interval: Duration::from_secs(5),
@@ -143,12 +148,18 @@ pub async fn run(
         Arc::new(Kafka { settings: options.kafka.clone(), timeout: options.request_timeout });
     let stop = Arc::new(AtomicBool::new(false));
     let (new_partitions_tx, new_partitions_rx) = mpsc::channel();
+    let mut new_share_partitions = None;
     let mut workers = Vec::new();
     let spawn_error = |e: std::io::Error| ServeError::Worker(format!("starting a worker thread: {e}"));
     match options.mode {
         ScrapeMode::OffsetsTopic => {
+            if options.share_groups {
+                // Not ready until the share state is caught up with too.
+                monitor.expect(Log::ShareState);
+            }
             let mut reader = offsets_reader::OffsetsReader {
                 settings: options.kafka.clone(),
+                log: Log::Offsets,
                 topic: options.offsets_topic.clone(),
                 timeout: options.request_timeout,
                 monitor: Arc::clone(&monitor),
@@ -171,6 +182,26 @@ pub async fn run(
                 })
                 .map_err(spawn_error)?,
             );
+            if options.share_groups {
+                let (tx, rx) = mpsc::channel();
+                new_share_partitions = Some(tx);
+                let mut reader = offsets_reader::OffsetsReader {
+                    settings: options.kafka.clone(),
+                    log: Log::ShareState,
+                    topic: Log::ShareState.topic().to_owned(),
+                    timeout: options.request_timeout,
+                    monitor: Arc::clone(&monitor),
+                    stop: Arc::clone(&stop),
+                    new_partitions: rx,
+                    durable: None,
+                    brokers: Arc::clone(&brokers),
+                };
+                let worker = offsets_reader::SHARE_WORKER;
+                workers.push(
+                    supervisor::spawn(worker, Arc::clone(&monitor), Arc::clone(&stop), move || reader.run())
+                        .map_err(spawn_error)?,
+                );
+            }
         }
         ScrapeMode::AdminApi => {
             // Nothing to catch up with: ready once the first scrape has landed.
@@ -187,6 +218,7 @@ pub async fn run(
         timings: Arc::clone(&timings),
         stop: Arc::clone(&stop),
         new_partitions: new_partitions_tx,
+        new_share_partitions,
         brokers,
     };
     workers.push(

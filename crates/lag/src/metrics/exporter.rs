@@ -33,19 +33,28 @@ pub(super) fn offset_fetch_errors(e: &mut DescriptorEncoder<'_>, m: &Monitor) ->
 }
 
 pub(super) fn records_skipped(e: &mut DescriptorEncoder<'_>, m: &Monitor) -> Encoded {
-    let c = m.units().counters();
+    skipped(e, m.units().counters(), "offsets_records_skipped", "Records of __consumer_offsets skipped, by reason.")
+}
+
+/// What was read of `__share_group_state`, once it is read.
+pub(super) fn share_state_records(e: &mut DescriptorEncoder<'_>, m: &Monitor) -> Encoded {
+    if m.progress_of(crate::catch_up::Log::ShareState).is_none() {
+        return Ok(());
+    }
+    let c = m.share_units().counters();
+    let n = c.records.load(Ordering::Relaxed);
+    counter(e, "share_state_records_consumed", "Records read from __share_group_state.", n)?;
+    skipped(e, c, "share_state_records_skipped", "Records of __share_group_state skipped, by reason.")
+}
+
+fn skipped(e: &mut DescriptorEncoder<'_>, c: &crate::units::ReadCounters, name: &str, help: &str) -> Encoded {
     let skipped = [
         ("null_key", c.null_key.load(Ordering::Relaxed)),
         ("malformed_key", c.malformed_key.load(Ordering::Relaxed)),
         ("malformed_value", c.malformed_value.load(Ordering::Relaxed)),
         ("unknown_type", c.unknown_type.load(Ordering::Relaxed)),
     ];
-    let mut family = e.encode_descriptor(
-        "offsets_records_skipped",
-        "Records of __consumer_offsets skipped, by reason.",
-        None,
-        MetricType::Counter,
-    )?;
+    let mut family = e.encode_descriptor(name, help, None, MetricType::Counter)?;
     for (reason, n) in skipped {
         ConstCounter::new(n).encode(family.encode_family(&[("reason", reason)])?)?;
     }

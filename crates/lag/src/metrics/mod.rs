@@ -12,6 +12,7 @@
 
 mod exporter;
 mod groups;
+mod share_groups;
 mod watermark;
 
 use std::sync::{Arc, Mutex, PoisonError};
@@ -92,6 +93,7 @@ impl Collector for LagCollector {
         exporter::records_consumed(e, m)?;
         exporter::offset_fetch_errors(e, m)?;
         exporter::records_skipped(e, m)?;
+        exporter::share_state_records(e, m)?;
         let ready = m.is_ready();
         exporter::catchup_ready(e, ready)?;
         let progress = m.progress();
@@ -126,7 +128,10 @@ impl Collector for LagCollector {
         groups::records_lost(e, &rows)?;
         groups::info(e, &rows)?;
         groups::members(e, &rows)?;
-        groups::topic_assignments(e, &rows)
+        groups::topic_assignments(e, &rows)?;
+        let share = share_groups::ShareRows::collect(m, &watermarks);
+        share_groups::partitions(e, &share)?;
+        share_groups::topics(e, &share)
     }
 }
 

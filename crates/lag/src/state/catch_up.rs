@@ -11,6 +11,25 @@
 
 use std::collections::BTreeMap;
 
+/// A log kshard reads to its end before it serves lag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Log {
+    /// `__consumer_offsets` (or the topic of its layout the service reads).
+    Offsets,
+    /// `__share_group_state`: the share groups' delivery state.
+    ShareState,
+}
+
+impl Log {
+    /// The topic's name as kshard says it (in `/ready`, in logs).
+    pub fn topic(self) -> &'static str {
+        match self {
+            Log::Offsets => kshard_kafka::CONSUMER_OFFSETS_TOPIC,
+            Log::ShareState => kshard_kafka::SHARE_GROUP_STATE_TOPIC,
+        }
+    }
+}
+
 /// Catch-up state of one partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PartitionProgress {

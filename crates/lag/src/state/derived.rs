@@ -12,6 +12,7 @@ use crate::lag_history::{HistorySettings, LagHistory, LagPoint};
 use crate::lag_time::{LagTimes, Method};
 use crate::monitor::MonitorSettings;
 use crate::names::FastMap;
+use crate::share_rows::ShareRow;
 use crate::units::Units;
 use crate::velocity::{Velocity, commit_age_s};
 use crate::watermarks::Watermarks;
@@ -146,11 +147,20 @@ impl Derived {
     pub(crate) fn sample(
         &mut self,
         units: &Units,
+        share: &[ShareRow],
         settings: &MonitorSettings,
         watermarks: &Watermarks,
         now_ms: i64,
     ) -> Vec<TopicPartitionOffset> {
-        let lagging = self.take_commits(units, settings, watermarks, now_ms);
+        let mut lagging = self.take_commits(units, settings, watermarks, now_ms);
+        // A share group's first record not done is at its start offset.
+        for row in share {
+            if let Some(w) = watermarks.get(&row.topic, row.partition)
+                && row.lag(w.high).is_some_and(|l| l > 0)
+            {
+                lagging.push((Arc::clone(&row.topic), row.partition, row.start_offset, w.low));
+            }
+        }
         let mut live = std::collections::HashSet::new();
         for (topic, partitions) in watermarks.topics() {
             let topic: Arc<str> = Arc::from(topic);

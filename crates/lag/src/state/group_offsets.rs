@@ -16,13 +16,15 @@
 use std::sync::Arc;
 
 use kshard_offsets::{
-    ConsumerGroupMemberMetadataValue, DecodeError, GroupMetadataValue, MemberKey, OffsetCommitKey, OffsetCommitValue,
-    Record, RecordKey, RecordType, RecordValue, Uuid,
+    DecodeError, GroupMetadataValue, MemberKey, OffsetCommitKey, OffsetCommitValue, Record, RecordKey, RecordType,
+    RecordValue, Uuid,
 };
 
 use crate::names::{FastMap, Names};
 use crate::open_transactions::{OpenTransactions, PendingCommit};
 pub use kshard_kafka::Transactional;
+
+mod share;
 
 /// The last offset a group committed for one partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -173,6 +175,16 @@ impl Group {
     }
 }
 
+/// The protocol type of KIP-848 consumer groups.
+const CONSUMER: &str = "consumer";
+
+/// Who a KIP-848 member is, as its metadata record says.
+struct MemberClient<'a> {
+    instance_id: Option<&'a str>,
+    id: &'a str,
+    host: &'a str,
+}
+
 /// The largest partition index kept (Kafka's own limits are far below this).
 const MAX_PARTITION_INDEX: usize = 1 << 20;
 
@@ -256,6 +268,9 @@ pub struct GroupOffsets {
     /// Topic names by id, as offset commits (v4, Kafka 4.1+) carry both: how
     /// KIP-848 assignments, which name topics by id only, are shown by name.
     topic_ids: FastMap<Uuid, Arc<str>>,
+    /// Each share group's topics with share-partition state, by id and name
+    /// (record 15): what names the topic ids of `__share_group_state`.
+    share_topics: FastMap<Arc<str>, Vec<(Uuid, Arc<str>)>>,
     /// KIP-848 assignments read before their member's metadata record (after
     /// compaction a member's assignment can come first), by group and member.
     pending_assignments: FastMap<(Arc<str>, Box<str>), AssignmentById>,
@@ -425,15 +440,40 @@ impl GroupOffsets {
             }
             (RecordKey::GroupMetadata(key), None) => self.group_deleted(&key.group),
             (RecordKey::ConsumerGroupMetadata(key), Some(RecordValue::ConsumerGroupMetadata(v))) => {
-                self.consumer_group_info(&key.group_id, v.epoch).generation = v.epoch;
+                self.kip848_group_info(&key.group_id, CONSUMER, v.epoch).generation = v.epoch;
                 Applied::GroupMetadata
             }
-            (RecordKey::ConsumerGroupMetadata(key), None) => self.group_deleted(&key.group_id),
-            (RecordKey::ConsumerGroupMemberMetadata(key), None) => self.member_left(key),
-            (RecordKey::ConsumerGroupMemberMetadata(key), Some(RecordValue::ConsumerGroupMemberMetadata(m))) => {
-                self.member_metadata(key, m)
+            (RecordKey::ConsumerGroupMetadata(key) | RecordKey::ShareGroupMetadata(key), None) => {
+                self.group_deleted(&key.group_id)
             }
-            (RecordKey::ConsumerGroupCurrentMemberAssignment(key), value) => self.member_assignment(key, value),
+            (RecordKey::ConsumerGroupMemberMetadata(key) | RecordKey::ShareGroupMemberMetadata(key), None) => {
+                self.member_left(key)
+            }
+            (RecordKey::ConsumerGroupMemberMetadata(key), Some(RecordValue::ConsumerGroupMemberMetadata(m))) => {
+                let client =
+                    MemberClient { instance_id: m.instance_id.as_deref(), id: &m.client_id, host: &m.client_host };
+                self.member_metadata(key, CONSUMER, client)
+            }
+            (
+                RecordKey::ConsumerGroupCurrentMemberAssignment(key)
+                | RecordKey::ShareGroupCurrentMemberAssignment(key),
+                value,
+            ) => self.member_assignment(key, value),
+            (RecordKey::ShareGroupMetadata(key), Some(RecordValue::ShareGroupMetadata(v))) => {
+                self.kip848_group_info(&key.group_id, share::SHARE, v.epoch).generation = v.epoch;
+                Applied::GroupMetadata
+            }
+            (RecordKey::ShareGroupMemberMetadata(key), Some(RecordValue::ShareGroupMemberMetadata(m))) => {
+                let client = MemberClient { instance_id: None, id: &m.client_id, host: &m.client_host };
+                self.member_metadata(key, share::SHARE, client)
+            }
+            (RecordKey::ShareGroupStatePartitionMetadata(key), value) => {
+                let v = match value {
+                    Some(RecordValue::ShareGroupStatePartitionMetadata(v)) => Some(v),
+                    _ => None,
+                };
+                self.share_partition_metadata(&key.group_id, v)
+            }
             (key, _) => Applied::Ignored(key.record_type()),
         }
     }
@@ -475,10 +515,10 @@ impl GroupOffsets {
         Applied::GroupDeleted
     }
 
-    /// The metadata of a KIP-848 consumer group, made at `generation` (its
-    /// epoch) when none was known.
-    fn consumer_group_info(&mut self, group: &str, generation: i32) -> &mut GroupInfo {
-        let protocol_type = self.names.intern("consumer");
+    /// The metadata of a KIP-848 group (a consumer or share group: its
+    /// `protocol_type`), made at `generation` (its epoch) when none was known.
+    fn kip848_group_info(&mut self, group: &str, protocol_type: &str, generation: i32) -> &mut GroupInfo {
+        let protocol_type = self.names.intern(protocol_type);
         self.group_mut(group).info.get_or_insert_with(|| GroupInfo {
             protocol_type,
             protocol: None,
@@ -498,13 +538,14 @@ impl GroupOffsets {
         Applied::ConsumerGroupMember
     }
 
-    /// A consumer group member's metadata, new or changed.
-    fn member_metadata(&mut self, key: &MemberKey<'_>, m: &ConsumerGroupMemberMetadataValue<'_>) -> Applied {
+    /// A KIP-848 member's metadata, new or changed (a consumer group's or
+    /// a share group's: `protocol_type`).
+    fn member_metadata(&mut self, key: &MemberKey<'_>, protocol_type: &str, client: MemberClient<'_>) -> Applied {
         // An assignment read before this member's metadata (after
         // compaction it can come first) is taken now.
         let pending_key = (self.names.intern(&key.group_id), Box::<str>::from(key.member_id.as_ref()));
         let pending = self.pending_assignments.remove(&pending_key).map(|by_id| (self.resolve(&by_id), by_id));
-        let members = self.consumer_group_info(&key.group_id, 0).members.get_or_insert_with(Vec::new);
+        let members = self.kip848_group_info(&key.group_id, protocol_type, 0).members.get_or_insert_with(Vec::new);
         let previous = members.iter().position(|x| *x.member_id == *key.member_id).map(|i| members.remove(i));
         // The assignment is a record of its own (type 7): a new
         // metadata record keeps the one the member had.
@@ -512,9 +553,9 @@ impl GroupOffsets {
             pending.or_else(|| previous.map(|p| (p.assignment, p.assignment_by_id))).unwrap_or_default();
         members.push(Member {
             member_id: key.member_id.as_ref().into(),
-            group_instance_id: m.instance_id.as_deref().map(Into::into),
-            client_id: m.client_id.as_ref().into(),
-            client_host: m.client_host.as_ref().into(),
+            group_instance_id: client.instance_id.map(Into::into),
+            client_id: client.id.into(),
+            client_host: client.host.into(),
             assignment,
             assignment_by_id,
         });
@@ -525,6 +566,9 @@ impl GroupOffsets {
     fn member_assignment(&mut self, key: &MemberKey<'_>, value: &Option<RecordValue<'_>>) -> Applied {
         let by_id: Vec<(Uuid, Vec<i32>)> = match value {
             Some(RecordValue::ConsumerGroupCurrentMemberAssignment(a)) => {
+                a.assigned_partitions.iter().map(|t| (t.topic_id, t.partitions.clone())).collect()
+            }
+            Some(RecordValue::ShareGroupCurrentMemberAssignment(a)) => {
                 a.assigned_partitions.iter().map(|t| (t.topic_id, t.partitions.clone())).collect()
             }
             _ => Vec::new(),

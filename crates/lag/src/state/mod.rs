@@ -17,6 +17,8 @@ pub(crate) mod open_transactions;
 pub(crate) mod readiness;
 pub(crate) mod shard_store;
 pub(crate) mod share_partition;
+pub(crate) mod share_rows;
+pub(crate) mod share_state;
 pub(crate) mod units;
 pub(crate) mod velocity;
 pub(crate) mod watermarks;

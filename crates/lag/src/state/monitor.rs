@@ -11,14 +11,15 @@ use kshard_kafka::TopicPartitionOffset;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
-use crate::catch_up::Progress;
+use crate::catch_up::{Log, Progress};
 use crate::consumer_status::StatusSettings;
 use crate::derived::{Derived, DerivedView};
 use crate::filter::NameFilter;
 use crate::group_offsets::Applied;
 use crate::lag_history::{HistorySettings, LagPoint};
 use crate::readiness::{Event, Readiness, Verdict};
-use crate::units::{RecordAt, SkippedRecord, Units, lock};
+use crate::share_state::ShareState;
+use crate::units::{ReadCounters, RecordAt, SkippedRecord, Units, lock};
 use crate::watermarks::Watermarks;
 
 /// Where the monitor's decisions read the time: the system's, or a test's.
@@ -72,6 +73,10 @@ pub struct MonitorSettings {
     /// `/metrics` (those with the most lag in seconds, then in records); the
     /// per-topic and per-group roll-ups always cover every one. `None`: all.
     pub max_partition_series: Option<usize>,
+    /// The share groups' `share.delivery.count.limit` (Kafka's
+    /// `group.share.delivery.count.limit`): records archived at this many
+    /// deliveries count as poison messages. `None`: Kafka's default, 5.
+    pub share_delivery_count_limit: Option<i16>,
 }
 
 /// What the last refresh found of the brokers, replaced as a whole.
@@ -92,6 +97,8 @@ pub struct Monitor {
     settings: MonitorSettings,
     clock: Arc<dyn Clock>,
     units: Units,
+    /// The share-partitions, by `__share_group_state` partition.
+    share: Units<ShareState>,
     /// Whether what the units hold is current and complete.
     readiness: Mutex<Readiness>,
     refreshed: RwLock<Refreshed>,
@@ -119,6 +126,7 @@ impl Monitor {
             settings,
             clock,
             units: Units::default(),
+            share: Units::default(),
             readiness: Mutex::new(Readiness::new(stale_after)),
             refreshed: RwLock::new(Refreshed::default()),
             derived: Mutex::new(derived),
@@ -145,6 +153,19 @@ impl Monitor {
         &self.units
     }
 
+    /// The share-state units (of `__share_group_state`) and their counters.
+    pub fn share_units(&self) -> &Units<ShareState> {
+        &self.share
+    }
+
+    /// The counters of what was read of `log`.
+    pub(crate) fn counters(&self, log: Log) -> &ReadCounters {
+        match log {
+            Log::Offsets => self.units.counters(),
+            Log::ShareState => self.share.counters(),
+        }
+    }
+
     // --- Readiness -------------------------------------------------------
 
     /// Feeds one event to the readiness state machine.
@@ -164,9 +185,12 @@ impl Monitor {
     /// when asked, which keeps a second lock off the per-record path.
     fn readiness(&self) -> MutexGuard<'_, Readiness> {
         let mut readiness = lock(&self.readiness);
-        for (partition, next) in self.units.positions() {
-            if let Some(next) = next {
-                readiness.step(Event::Position { partition, next });
+        let logs = [(Log::Offsets, self.units.positions()), (Log::ShareState, self.share.positions())];
+        for (log, positions) in logs {
+            for (partition, next) in positions {
+                if let Some(next) = next {
+                    readiness.step(Event::Position { log, partition, next });
+                }
             }
         }
         readiness
@@ -207,8 +231,37 @@ impl Monitor {
 
     /// Starts tracking a `__consumer_offsets` partition with its watermarks.
     pub fn track_partition(&self, partition: i32, low: i64, high: i64) {
-        self.units.track(partition);
-        self.step(Event::Tracked { partition, low, high });
+        self.track(Log::Offsets, partition, low, high);
+    }
+
+    /// `log` is read, and to be caught up with before lag is served.
+    pub fn expect(&self, log: Log) {
+        self.step(Event::Expected(log));
+    }
+
+    /// Starts tracking a partition of `log` with its watermarks.
+    pub fn track(&self, log: Log, partition: i32, low: i64, high: i64) {
+        match log {
+            Log::Offsets => self.units.track(partition),
+            Log::ShareState => self.share.track(partition),
+        }
+        self.step(Event::Tracked { log, partition, low, high });
+    }
+
+    /// Each partition of `log` with its next offset (`None`: nothing read).
+    pub(crate) fn positions(&self, log: Log) -> Vec<(i32, Option<i64>)> {
+        match log {
+            Log::Offsets => self.units.positions(),
+            Log::ShareState => self.share.positions(),
+        }
+    }
+
+    /// Applies a record of `log`.
+    pub(crate) fn apply_at(&self, log: Log, record: RecordAt<'_>) -> Result<(), SkippedRecord> {
+        match log {
+            Log::Offsets => self.units.apply_then(record, |_| ()).0.map(drop),
+            Log::ShareState => self.share.apply_then(record, |_| ()).0.map(drop),
+        }
     }
 
     /// True once the initial partitions are tracked ([`Monitor::start`] was called).
@@ -216,17 +269,35 @@ impl Monitor {
         lock(&self.readiness).is_started()
     }
 
+    /// True once the initial partitions of `log` are tracked.
+    pub(crate) fn is_log_started(&self, log: Log) -> bool {
+        lock(&self.readiness).log(log).is_some_and(crate::CatchUp::is_started)
+    }
+
     /// Ends the initial set of partitions (see [`crate::CatchUp::start`]).
     pub fn start(&self) {
-        self.readiness().step(Event::Started);
+        self.start_log(Log::Offsets);
+    }
+
+    /// Ends the initial set of partitions of `log`.
+    pub fn start_log(&self, log: Log) {
+        self.readiness().step(Event::Started(log));
     }
 
     /// The reader reached the end of `partition`.
     pub fn end_of_partition(&self, partition: i32, next_offset: Option<i64>) {
+        self.end_of(Log::Offsets, partition, next_offset);
+    }
+
+    /// The reader of `log` reached the end of `partition`.
+    pub fn end_of(&self, log: Log, partition: i32, next_offset: Option<i64>) {
         if let Some(next) = next_offset {
-            self.units.advance(partition, next);
+            match log {
+                Log::Offsets => self.units.advance(partition, next),
+                Log::ShareState => self.share.advance(partition, next),
+            }
         }
-        self.step(Event::EndOfPartition { partition, next: next_offset });
+        self.step(Event::EndOfPartition { log, partition, next: next_offset });
     }
 
     /// True once every initial partition of `__consumer_offsets` was read to the
@@ -238,6 +309,11 @@ impl Monitor {
     /// Where catching up stands.
     pub fn progress(&self) -> Progress {
         self.readiness().progress()
+    }
+
+    /// Where catching up with `log` stands, when it is read.
+    pub fn progress_of(&self, log: Log) -> Option<Progress> {
+        self.readiness().log(log).map(crate::CatchUp::progress)
     }
 
     /// Per-partition catch-up state, for `/ready`.
@@ -258,9 +334,15 @@ impl Monitor {
         self.units.apply_then(RecordAt { partition, offset, transactional: None, key, value }, |_| ()).0
     }
 
-    /// Every topic some exported group has committed to.
+    /// Every share-partition exported, with its runs when `runs`.
+    pub(crate) fn share_rows(&self, runs: bool) -> Vec<crate::ShareRow> {
+        crate::share_rows::share_rows(&self.units, &self.share, &self.settings, runs)
+    }
+
+    /// Every topic some exported group has committed to or shares.
     pub(crate) fn committed_topics(&self) -> Vec<String> {
-        let mut topics = std::collections::BTreeSet::new();
+        let mut topics: std::collections::BTreeSet<String> =
+            self.share_rows(false).into_iter().map(|r| r.topic.to_string()).collect();
         self.units.for_each(|_, unit| {
             for (group, g) in unit.groups() {
                 if !self.settings.groups.allows(group) {
@@ -338,7 +420,8 @@ impl Monitor {
     /// time is to be read come back (for [`Monitor::times_found`]).
     pub fn sample(&self) -> Vec<TopicPartitionOffset> {
         let watermarks = self.watermarks();
-        self.derived_lock().sample(&self.units, &self.settings, &watermarks, self.clock.epoch_ms())
+        let share = self.share_rows(false);
+        self.derived_lock().sample(&self.units, &share, &self.settings, &watermarks, self.clock.epoch_ms())
     }
 
     /// Records read for [`Monitor::sample`]: (topic, partition, wanted

@@ -19,7 +19,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::catch_up::{CatchUp, PartitionProgress, Progress};
+use crate::catch_up::{CatchUp, Log, PartitionProgress, Progress};
 use crate::health::Health;
 
 /// What happened, as the service's parts report it.
@@ -27,8 +27,12 @@ use crate::health::Health;
 pub(crate) enum Event {
     /// The reader cannot track the offsets topic yet, and why.
     Waiting(String),
-    /// A partition of the offsets topic, with its watermarks when tracking began.
+    /// `log` is to be read before lag is served (the offsets topic always is).
+    Expected(Log),
+    /// A partition of `log`, with its watermarks when tracking began.
     Tracked {
+        /// The topic.
+        log: Log,
         /// The partition.
         partition: i32,
         /// Its low watermark.
@@ -36,10 +40,12 @@ pub(crate) enum Event {
         /// Its high watermark: the offset to reach.
         high: i64,
     },
-    /// Every partition the topic had at start is tracked.
-    Started,
+    /// Every partition `log` had at start is tracked.
+    Started(Log),
     /// The state of `partition` reaches up to `next` (the next offset to read).
     Position {
+        /// The topic.
+        log: Log,
         /// The partition.
         partition: i32,
         /// The next offset to read.
@@ -47,6 +53,8 @@ pub(crate) enum Event {
     },
     /// The reader reached the end of `partition`.
     EndOfPartition {
+        /// The topic.
+        log: Log,
         /// The partition.
         partition: i32,
         /// The reader's next offset, when the client knows it.
@@ -106,6 +114,8 @@ pub struct Verdict {
 #[derive(Debug)]
 pub(crate) struct Readiness {
     catch_up: CatchUp,
+    /// Of `__share_group_state`, when it is read (offsets-topic mode).
+    share: Option<CatchUp>,
     health: Health,
     /// A refresh that began after catching up has completed (latched).
     fresh_watermarks: bool,
@@ -117,6 +127,7 @@ impl Readiness {
     pub(crate) fn new(stale_after: Duration) -> Self {
         Readiness {
             catch_up: CatchUp::default(),
+            share: None,
             health: Health::new(stale_after),
             fresh_watermarks: false,
             waiting: None,
@@ -127,13 +138,16 @@ impl Readiness {
     pub(crate) fn step(&mut self, event: Event) {
         match event {
             Event::Waiting(why) => self.waiting = Some(why),
-            Event::Tracked { partition, low, high } => self.catch_up.track(partition, low, high),
-            Event::Started => {
-                self.waiting = None;
-                self.catch_up.start();
+            Event::Expected(log) => _ = self.log_mut(log),
+            Event::Tracked { log, partition, low, high } => self.log_mut(log).track(partition, low, high),
+            Event::Started(log) => {
+                if log == Log::Offsets {
+                    self.waiting = None;
+                }
+                self.log_mut(log).start();
             }
-            Event::Position { partition, next } => self.catch_up.on_record(partition, next - 1),
-            Event::EndOfPartition { partition, next } => self.catch_up.on_end_of_partition(partition, next),
+            Event::Position { log, partition, next } => self.log_mut(log).on_record(partition, next - 1),
+            Event::EndOfPartition { log, partition, next } => self.log_mut(log).on_end_of_partition(partition, next),
             Event::Refreshed { at, caught_up_before } => {
                 self.health.refreshed(at);
                 self.fresh_watermarks |= caught_up_before;
@@ -148,9 +162,25 @@ impl Readiness {
         }
     }
 
+    fn log_mut(&mut self, log: Log) -> &mut CatchUp {
+        match log {
+            Log::Offsets => &mut self.catch_up,
+            Log::ShareState => self.share.get_or_insert_with(CatchUp::default),
+        }
+    }
+
+    /// The catch-up of `log`, when it is read.
+    pub(crate) fn log(&self, log: Log) -> Option<&CatchUp> {
+        match log {
+            Log::Offsets => Some(&self.catch_up),
+            Log::ShareState => self.share.as_ref(),
+        }
+    }
+
     /// Where things stand at `now`.
     pub(crate) fn verdict(&self, now: Instant) -> Verdict {
-        let caught_up = self.catch_up.is_ready();
+        let share = self.share.as_ref();
+        let caught_up = self.is_caught_up();
         let problem = self.health.problem(now);
         let current = problem.is_none();
         let ready = caught_up && self.fresh_watermarks && current;
@@ -160,8 +190,14 @@ impl Readiness {
             Some(problem)
         } else if !self.catch_up.is_started() {
             Some(self.waiting.clone().unwrap_or_else(|| "waiting for the brokers and the offsets topic".to_owned()))
-        } else if !caught_up {
+        } else if !self.catch_up.is_ready() {
             Some(format!("catching up: {} offsets left to read", self.catch_up.progress().offsets_remaining))
+        } else if let Some(share) = share.filter(|s| !s.is_started()) {
+            debug_assert!(!share.is_ready());
+            Some(format!("waiting for the brokers and {}", Log::ShareState.topic()))
+        } else if let Some(share) = share.filter(|s| !s.is_ready()) {
+            let left = share.progress().offsets_remaining;
+            Some(format!("catching up with {}: {left} offsets left to read", Log::ShareState.topic()))
         } else {
             Some(match self.health.refresh_error() {
                 Some(error) => {
@@ -178,9 +214,9 @@ impl Readiness {
         self.catch_up.is_started()
     }
 
-    /// Catch-up is complete (latched).
+    /// Catch-up is complete (latched), of every log that is read.
     pub(crate) fn is_caught_up(&self) -> bool {
-        self.catch_up.is_ready()
+        self.catch_up.is_ready() && self.share.as_ref().is_none_or(CatchUp::is_ready)
     }
 
     /// How many times in a row `worker` has failed (0: never, or forgotten).
@@ -212,9 +248,9 @@ mod tests {
 
     fn tracked(r: &mut Readiness, partitions: &[(i32, i64, i64)]) {
         for &(partition, low, high) in partitions {
-            r.step(Event::Tracked { partition, low, high });
+            r.step(Event::Tracked { log: Log::Offsets, partition, low, high });
         }
-        r.step(Event::Started);
+        r.step(Event::Started(Log::Offsets));
     }
 
     #[test]
@@ -230,7 +266,7 @@ mod tests {
         let v = r.verdict(t);
         assert!(!v.ready && !v.caught_up && v.current);
         assert_eq!(v.reason.as_deref(), Some("catching up: 10 offsets left to read"));
-        r.step(Event::Position { partition: 0, next: 10 });
+        r.step(Event::Position { log: Log::Offsets, partition: 0, next: 10 });
         let v = r.verdict(t);
         assert!(v.caught_up && !v.ready, "{v:?}");
         assert_eq!(v.reason.as_deref(), Some("waiting for the first watermark refresh after catching up"));
@@ -245,9 +281,9 @@ mod tests {
         let t = Instant::now();
         let mut r = Readiness::new(STALE);
         tracked(&mut r, &[(0, 0, 12)]);
-        r.step(Event::Position { partition: 0, next: 10 });
+        r.step(Event::Position { log: Log::Offsets, partition: 0, next: 10 });
         assert!(!r.verdict(t).caught_up, "offsets 10 and 11 are markers, never delivered");
-        r.step(Event::EndOfPartition { partition: 0, next: None });
+        r.step(Event::EndOfPartition { log: Log::Offsets, partition: 0, next: None });
         assert!(r.verdict(t).caught_up);
     }
 
@@ -282,13 +318,43 @@ mod tests {
     }
 
     #[test]
+    fn share_state_when_read_is_caught_up_with_too_and_may_not_exist_yet() {
+        let t = Instant::now();
+        let mut r = Readiness::new(STALE);
+        r.step(Event::Expected(Log::ShareState));
+        tracked(&mut r, &[(0, 0, 1)]);
+        r.step(Event::Position { log: Log::Offsets, partition: 0, next: 1 });
+        r.step(Event::Refreshed { at: t, caught_up_before: true });
+        let v = r.verdict(t);
+        assert!(!v.ready && !v.caught_up, "{v:?}");
+        assert_eq!(v.reason.as_deref(), Some("waiting for the brokers and __share_group_state"));
+        // The same partition number in the other log is another partition.
+        r.step(Event::Tracked { log: Log::ShareState, partition: 0, low: 5, high: 9 });
+        r.step(Event::Started(Log::ShareState));
+        assert_eq!(
+            r.verdict(t).reason.as_deref(),
+            Some("catching up with __share_group_state: 4 offsets left to read")
+        );
+        r.step(Event::EndOfPartition { log: Log::ShareState, partition: 0, next: Some(9) });
+        r.step(Event::Refreshed { at: t, caught_up_before: true });
+        assert!(r.verdict(t).ready);
+        // A cluster without share groups has no state topic: nothing to read.
+        let mut r = Readiness::new(STALE);
+        r.step(Event::Expected(Log::ShareState));
+        tracked(&mut r, &[(0, 0, 0)]);
+        r.step(Event::Started(Log::ShareState));
+        r.step(Event::Refreshed { at: t, caught_up_before: true });
+        assert!(r.verdict(t).ready);
+    }
+
+    #[test]
     fn readiness_latches_across_partitions_added_later() {
         let t = Instant::now();
         let mut r = Readiness::new(STALE);
         tracked(&mut r, &[(0, 0, 1)]);
-        r.step(Event::Position { partition: 0, next: 1 });
+        r.step(Event::Position { log: Log::Offsets, partition: 0, next: 1 });
         r.step(Event::Refreshed { at: t, caught_up_before: true });
-        r.step(Event::Tracked { partition: 1, low: 0, high: 1000 });
+        r.step(Event::Tracked { log: Log::Offsets, partition: 1, low: 0, high: 1000 });
         assert!(r.verdict(t).ready, "a partition added later is read, not waited for");
         assert_eq!(r.progress().offsets_remaining, 1000);
     }

@@ -1,5 +1,6 @@
 //! [`Units`]: the lag monitor's partition units — one [`GroupOffsets`] per
-//! `__consumer_offsets` partition, each behind its own lock so that readers
+//! `__consumer_offsets` partition (or one [`ShareState`] per
+//! `__share_group_state` partition), each behind its own lock so that readers
 //! of different partitions never wait on each other — and the counters of
 //! what was applied to them. No I/O, no clock.
 
@@ -10,11 +11,82 @@ use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard};
 use kshard_offsets::RecordType;
 
 use crate::group_offsets::{Applied, GroupOffsets, Skipped, Transactional};
+use crate::share_state::{ShareApplied, ShareState};
+
+/// The state of one partition of a log kshard reads, built by applying its
+/// records in order.
+pub trait Unit: Default + Send + std::fmt::Debug {
+    /// What applying a record did.
+    type Applied;
+    /// Applies one record (see [`RecordAt`]).
+    fn apply_at(&mut self, record: &RecordAt<'_>) -> Result<Self::Applied, Skipped>;
+    /// Whether a record was of a type this version of kshard does not know.
+    fn is_unknown(applied: &Self::Applied) -> bool;
+    /// The next offset to read, once something was read.
+    fn next_offset(&self) -> Option<i64>;
+    /// Moves the position without a record.
+    fn advance_to(&mut self, next_offset: i64);
+    /// Drops interned names no longer used.
+    fn sweep_names(&mut self) -> usize;
+}
+
+impl Unit for GroupOffsets {
+    type Applied = Applied;
+
+    fn apply_at(&mut self, r: &RecordAt<'_>) -> Result<Applied, Skipped> {
+        self.apply_record(r.offset, r.transactional, r.key, r.value)
+    }
+
+    fn is_unknown(applied: &Applied) -> bool {
+        matches!(applied, Applied::Ignored(RecordType::Unknown(_)))
+    }
+
+    fn next_offset(&self) -> Option<i64> {
+        GroupOffsets::next_offset(self)
+    }
+
+    fn advance_to(&mut self, next_offset: i64) {
+        GroupOffsets::advance_to(self, next_offset);
+    }
+
+    fn sweep_names(&mut self) -> usize {
+        GroupOffsets::sweep_names(self)
+    }
+}
+
+impl Unit for ShareState {
+    type Applied = ShareApplied;
+
+    // The share coordinator writes no transactions: markers only move the position.
+    fn apply_at(&mut self, r: &RecordAt<'_>) -> Result<ShareApplied, Skipped> {
+        if let Some(Transactional::Marker { .. }) = r.transactional {
+            self.advance_to(r.offset + 1);
+            return Ok(ShareApplied::Unknown);
+        }
+        self.apply_bytes(r.offset, r.key, r.value)
+    }
+
+    fn is_unknown(applied: &ShareApplied) -> bool {
+        *applied == ShareApplied::Unknown
+    }
+
+    fn next_offset(&self) -> Option<i64> {
+        ShareState::next_offset(self)
+    }
+
+    fn advance_to(&mut self, next_offset: i64) {
+        ShareState::advance_to(self, next_offset);
+    }
+
+    fn sweep_names(&mut self) -> usize {
+        ShareState::sweep_names(self)
+    }
+}
 
 /// Counters of what the reader saw.
 #[derive(Debug, Default)]
 pub struct ReadCounters {
-    /// Records read from `__consumer_offsets`.
+    /// Records read from the topic (`__consumer_offsets`, `__share_group_state`).
     pub records: AtomicU64,
     /// Records skipped because the key was null.
     pub null_key: AtomicU64,
@@ -57,8 +129,8 @@ pub struct RecordAt<'a> {
 
 /// The partition units and their counters.
 #[derive(Debug, Default)]
-pub struct Units {
-    units: RwLock<BTreeMap<i32, Mutex<GroupOffsets>>>,
+pub struct Units<U = GroupOffsets> {
+    units: RwLock<BTreeMap<i32, Mutex<U>>>,
     counters: ReadCounters,
 }
 
@@ -67,8 +139,8 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-impl Units {
-    fn read(&self) -> RwLockReadGuard<'_, BTreeMap<i32, Mutex<GroupOffsets>>> {
+impl<U: Unit> Units<U> {
+    fn read(&self) -> RwLockReadGuard<'_, BTreeMap<i32, Mutex<U>>> {
         self.units.read().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -78,7 +150,7 @@ impl Units {
     }
 
     /// Changes the unit of `partition` with `f` (creating it empty first).
-    pub fn update<R>(&self, partition: i32, f: impl FnOnce(&mut GroupOffsets) -> R) -> R {
+    pub fn update<R>(&self, partition: i32, f: impl FnOnce(&mut U) -> R) -> R {
         loop {
             let units = self.read();
             if let Some(unit) = units.get(&partition) {
@@ -94,21 +166,25 @@ impl Units {
     pub fn apply_then<R>(
         &self,
         record: RecordAt<'_>,
-        after: impl FnOnce(&GroupOffsets) -> R,
-    ) -> (Result<Applied, SkippedRecord>, R) {
+        after: impl FnOnce(&U) -> R,
+    ) -> (Result<U::Applied, SkippedRecord>, R) {
         self.counters.records.fetch_add(1, Ordering::Relaxed);
-        let RecordAt { partition, offset, transactional, key, value } = record;
-        let (result, then) = self.update(partition, |unit| {
-            let result = unit.apply_record(offset, transactional, key, value);
+        let (result, then) = self.update(record.partition, |unit| {
+            let result = unit.apply_at(&record);
             (result, after(unit))
         });
-        (self.count(partition, offset, result), then)
+        (self.count(record.partition, record.offset, result), then)
     }
 
-    fn count(&self, partition: i32, offset: i64, result: Result<Applied, Skipped>) -> Result<Applied, SkippedRecord> {
+    fn count(
+        &self,
+        partition: i32,
+        offset: i64,
+        result: Result<U::Applied, Skipped>,
+    ) -> Result<U::Applied, SkippedRecord> {
         match result {
             Ok(applied) => {
-                if let Applied::Ignored(RecordType::Unknown(_)) = applied {
+                if U::is_unknown(&applied) {
                     self.counters.unknown_type.fetch_add(1, Ordering::Relaxed);
                 }
                 Ok(applied)
@@ -144,21 +220,15 @@ impl Units {
 
     /// Replaces the unit of `partition` wholesale (admin-API mode rebuilds
     /// its one unit at every scrape; a new primary rebuilds from its store).
-    pub fn replace(&self, partition: i32, unit: GroupOffsets) {
+    pub fn replace(&self, partition: i32, unit: U) {
         self.units.write().unwrap_or_else(PoisonError::into_inner).insert(partition, Mutex::new(unit));
     }
 
     /// Calls `f` with each unit in turn, holding its lock only during the call.
-    pub fn for_each(&self, mut f: impl FnMut(i32, &GroupOffsets)) {
+    pub fn for_each(&self, mut f: impl FnMut(i32, &U)) {
         for (partition, unit) in self.read().iter() {
             f(*partition, &lock(unit));
         }
-    }
-
-    /// For each unit, how many transactions are open in it whose offset
-    /// commits wait for their marker.
-    pub fn open_transactions(&self) -> Vec<(i32, usize)> {
-        self.read().iter().map(|(p, u)| (*p, lock(u).open_transactions().len())).collect()
     }
 
     /// Drops interned names no longer used, in every unit.
@@ -169,5 +239,13 @@ impl Units {
     /// The counters of what was applied.
     pub fn counters(&self) -> &ReadCounters {
         &self.counters
+    }
+}
+
+impl Units<GroupOffsets> {
+    /// For each unit, how many transactions are open in it whose offset
+    /// commits wait for their marker.
+    pub fn open_transactions(&self) -> Vec<(i32, usize)> {
+        self.read().iter().map(|(p, u)| (*p, lock(u).open_transactions().len())).collect()
     }
 }

@@ -1,0 +1,142 @@
+//! `kshard serve` exports share groups: Kafka's console share consumer
+//! accepts, rejects and releases records of a topic until Kafka archives
+//! them; the service, reading `__share_group_state` beside
+//! `__consumer_offsets`, serves each share-partition's start offset and lag
+//! equal to `kafka-share-groups --describe --offsets`, the share group with its
+//! kind, lag in seconds within a second of the records' produce time, and the
+//! rejected and poison records, in `/api/groups`, `/api/group` and `/metrics`.
+
+mod common;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use common::{TestService, create_topic, only, until};
+use kshard_kafka::{Admin, ClientSettings, RecordWriter};
+use kshard_lag::service::ServeOptions;
+use kshard_testkit::{Broker, kafka_share_groups, share_consume, share_from_earliest, unique_name};
+
+/// Kafka's default `group.share.delivery.count.limit`.
+const DELIVERY_LIMIT: u32 = 5;
+
+/// A share-partition as `kafka-share-groups --describe` prints it: topic,
+/// partition, start offset, lag.
+type Described = (String, i32, i64, i64);
+
+fn now_s() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).expect("after 1970").as_secs_f64()
+}
+
+/// (topic, partition, start offset, lag) of `group` in `/api/groups`, with
+/// the group's protocol type.
+fn served(service: &mut TestService, group: &str) -> (Option<String>, Vec<Described>) {
+    let (status, body) = service.get("/api/groups");
+    assert_eq!(status, 200, "{body}");
+    let groups: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    let Some(g) = groups.as_array().expect("array").iter().find(|g| g["group_id"] == group) else {
+        return (None, Vec::new());
+    };
+    let mut rows = Vec::new();
+    for t in g["topics"].as_array().expect("topics") {
+        for p in t["partitions"].as_array().expect("partitions") {
+            let Some(lag) = p["lag"].as_i64() else { continue };
+            let topic = t["topic"].as_str().expect("topic").to_owned();
+            let partition = p["partition"].as_i64().expect("partition") as i32;
+            rows.push((topic, partition, p["committed_offset"].as_i64().expect("start offset"), lag));
+        }
+    }
+    rows.sort();
+    (g["protocol_type"].as_str().map(str::to_owned), rows)
+}
+
+/// Kafka's own rows for `group`.
+fn described(brokers: &str, group: &str) -> Vec<Described> {
+    let mut rows: Vec<_> = kafka_share_groups(brokers, group)
+        .into_iter()
+        .filter_map(|r| Some((r.topic, r.partition, r.start_offset?, r.lag?)))
+        .collect();
+    rows.sort();
+    rows
+}
+
+#[test]
+#[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
+fn serve_exports_share_groups_as_kafka_describes_them() {
+    let broker = Broker::from_env_or_start();
+    let settings = ClientSettings::new(broker.brokers());
+    let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
+    let prefix = unique_name("share-serve");
+    let (topic, group) = (format!("{prefix}-orders"), format!("{prefix}-workers"));
+    create_topic(&admin, &topic, 1);
+    let writer = RecordWriter::new(&settings).expect("producer");
+    let produced_from = now_s();
+    for i in 0..30 {
+        writer.send(&topic, 0, format!("k{i}").as_bytes(), Some(b"v")).expect("send");
+    }
+    writer.flush(Duration::from_secs(30)).expect("flush");
+    let produced_to = now_s();
+    share_from_earliest(broker.brokers(), &group);
+
+    // 0–4 accepted (on a fresh broker, this makes the offsets topic and the
+    // state topic), then the service starts: it catches up with that state
+    // and reads the rest as it comes. 5–7 rejected, then 8–10 released until
+    // Kafka archives them.
+    share_consume(broker.brokers(), &group, &topic, 5, None);
+    let mut service = TestService::start(ServeOptions {
+        watermark_interval: Duration::from_millis(500),
+        monitor: only(&prefix),
+        ..ServeOptions::new(settings.clone())
+    });
+    service.wait_ready();
+    share_consume(broker.brokers(), &group, &topic, 3, Some("--reject"));
+    for _ in 0..DELIVERY_LIMIT {
+        share_consume(broker.brokers(), &group, &topic, 3, Some("--release"));
+    }
+
+    let kafka =
+        until("kshard's share lag to equal Kafka's", Duration::from_secs(60), Duration::from_millis(500), || {
+            let kafka = described(broker.brokers(), &group);
+            let (kind, ours) = served(&mut service, &group);
+            if !kafka.is_empty() && ours == kafka && kind.as_deref() == Some("share") {
+                Ok(kafka)
+            } else {
+                Err(format!("kafka-share-groups: {kafka:?}, kshard ({kind:?}): {ours:?}"))
+            }
+        });
+    let (_, _, start, lag) = kafka[0].clone();
+    assert!(start >= 8 && lag > 0, "the released records were archived, more are left: {kafka:?}");
+
+    // The group page: the delivery state, its members, lag in seconds.
+    let (status, body) = service.get(&format!("/api/group?id={group}"));
+    assert_eq!(status, 200, "{body}");
+    let detail: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    let p = &detail["topics"][0]["partitions"][0];
+    let share = &p["share"];
+    let (archived, poison) = (share["archived"].as_u64().expect("archived"), share["poison"].as_u64().expect("poison"));
+    assert!(poison >= 3, "three or more archived at the delivery limit: {share}");
+    assert!(archived - poison >= 3, "three or more rejected: {share}");
+    let batches = share["batches"].as_array().expect("the state batches");
+    assert!(batches.iter().all(|b| b["first_offset"].as_i64() >= Some(start)), "{share}");
+    let seconds = p["lag_seconds"].as_f64().expect("lag in seconds");
+    let asked = now_s();
+    let (oldest, newest) = (asked - produced_from, asked - produced_to);
+    assert!(
+        seconds >= newest - 1.0 && seconds <= oldest + 1.0,
+        "lag in seconds {seconds} within 1 s of the records' age ({newest:.1}–{oldest:.1} s)"
+    );
+    assert_eq!(p["lag_seconds_method"], "record", "{p}");
+
+    // The same in /metrics.
+    let series = |family: &str| {
+        format!(
+            "kshard_kafka_share_group_topic_partition_{family}{{group_id=\"{group}\",topic_name=\"{topic}\",partition_id=\"0\"}}"
+        )
+    };
+    let metrics = service.metrics();
+    let lag_now = metrics.get(&series("lag")).copied();
+    let kafka_now = described(broker.brokers(), &group);
+    assert_eq!(lag_now, Some(kafka_now[0].3 as f64), "{metrics:#?}");
+    assert_eq!(metrics.get(&series("start_offset")), Some(&(kafka_now[0].2 as f64)));
+    assert!(metrics.get(&series("poison_records_total")).is_some_and(|n| *n >= 3.0), "{metrics:#?}");
+    let info = format!("kshard_kafka_consumer_group_info{{group_id=\"{group}\",protocol=\"\",protocol_type=\"share\"");
+    assert!(metrics.keys().any(|k| k.starts_with(&info)), "the share group's info: {metrics:#?}");
+}
