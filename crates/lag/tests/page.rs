@@ -18,7 +18,7 @@ use common::*;
 use kshard_kafka::{Admin, ClientSettings, GroupConsumer, OffsetCommitter, RecordWriter};
 use kshard_lag::service::ServeOptions;
 use kshard_lag::{HistorySettings, MonitorSettings, StatusSettings};
-use kshard_testkit::{Broker, unique_name};
+use kshard_testkit::{Broker, share_consume, share_from_earliest, unique_name};
 use serde_json::{Value, json};
 
 /// Where screenshots are kept: `target/test-artifacts/page/`.
@@ -115,6 +115,12 @@ fn the_page_in_chromium_filters_pages_and_charts_a_group() {
     let odd = group("odd/name?with#50%&.. ");
     OffsetCommitter::new(&settings, &odd).expect("committer").commit(&[(&quiet, 0, 10)]).expect("commit");
     assert_eq!(admin.delete_records(&doomed, 0, 50).expect("delete records"), 50);
+    // A share group that acknowledged 5 records of "quiet" and released the
+    // next: they are delivered and available again after its start offset.
+    let share = group("share");
+    share_from_earliest(broker.brokers(), &share);
+    share_consume(broker.brokers(), &share, &quiet, 5, None);
+    share_consume(broker.brokers(), &share, &quiet, 2, Some("--release"));
 
     // "live", a real member, reads behind a producer while the test runs: its
     // lag moves, and the chart has something to draw.
@@ -142,7 +148,7 @@ fn the_page_in_chromium_filters_pages_and_charts_a_group() {
         ServeOptions { watermark_interval: Duration::from_millis(500), monitor, ..ServeOptions::new(settings.clone()) };
     let mut service = TestService::start(options);
     service.wait_ready();
-    let total = bulk.len() + 5;
+    let total = bulk.len() + 6;
     until(
         "kshard sees every group, their statuses and records lost",
         Duration::from_secs(60),
@@ -154,7 +160,8 @@ fn the_page_in_chromium_filters_pages_and_charts_a_group() {
                 && of("stopped").0 == "ERR"
                 && of("rewound").0 == "ERR"
                 && of("lost") == ("ERR".to_owned(), 40)
-                && !of("live").0.is_empty();
+                && !of("live").0.is_empty()
+                && !of("share").0.is_empty();
             if done { Ok(()) } else { Err(format!("{seen:?}")) }
         },
     );
@@ -175,6 +182,7 @@ fn the_page_in_chromium_filters_pages_and_charts_a_group() {
             "livePartitions": 3,
             "liveClient": "kshard",
             "odd": odd,
+            "share": share,
             "minPoints": 3,
         }),
     );

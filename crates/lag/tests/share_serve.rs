@@ -124,6 +124,8 @@ fn serve_exports_share_groups_as_kafka_describes_them() {
         "lag in seconds {seconds} within 1 s of the records' age ({newest:.1}–{oldest:.1} s)"
     );
     assert_eq!(p["lag_seconds_method"], "record", "{p}");
+    let points = detail["history"]["points"].as_array().expect("history");
+    assert!(points.iter().any(|pt| pt["lag"].as_i64() > Some(0)), "the chart has the share lag: {points:?}");
 
     // The same in /metrics.
     let series = |family: &str| {

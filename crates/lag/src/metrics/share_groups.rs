@@ -143,10 +143,7 @@ pub(super) fn topics(e: &mut DescriptorEncoder<'_>, rows: &ShareRows) -> Encoded
         match topics.last_mut() {
             Some((g, t, lag, most)) if **g == x.row.group && **t == x.row.topic => {
                 *lag += x.lag;
-                *most = match (*most, seconds) {
-                    (Some(a), Some(b)) => Some(a.max(b)),
-                    (a, b) => a.or(b),
-                };
+                *most = crate::lag_time::max_seconds(*most, seconds);
             }
             _ => topics.push((&x.row.group, &x.row.topic, x.lag, seconds)),
         }

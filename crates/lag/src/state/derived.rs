@@ -9,7 +9,7 @@ use std::sync::{Arc, MutexGuard};
 
 use crate::consumer_status::{Commit, CommitWindow, Status, StatusSettings};
 use crate::lag_history::{HistorySettings, LagHistory, LagPoint};
-use crate::lag_time::{LagTimes, Method};
+use crate::lag_time::{LagTimes, Method, max_seconds};
 use crate::monitor::MonitorSettings;
 use crate::names::FastMap;
 use crate::share_rows::ShareRow;
@@ -243,6 +243,7 @@ impl Derived {
     pub(crate) fn record_history(
         &mut self,
         units: &Units,
+        share: &[ShareRow],
         settings: &MonitorSettings,
         watermarks: &Watermarks,
         now_ms: i64,
@@ -268,6 +269,25 @@ impl Derived {
                 totals.push((Arc::clone(group), total, most));
             }
         });
+        // Share groups: their share lag, and the age at their start offsets.
+        let mut share_totals: Vec<(Arc<str>, i64, Option<f64>)> = Vec::new();
+        for row in share {
+            let Some(w) = watermarks.get(&row.topic, row.partition) else { continue };
+            let Some(lag) = row.lag(w.high) else { continue };
+            let seconds = self.times.lag_seconds(&row.topic, row.partition, row.start_offset, lag, now_ms).map(|s| s.0);
+            match share_totals.last_mut() {
+                Some((g, total, most)) if *g == row.group => {
+                    *total += lag;
+                    *most = max_seconds(*most, seconds);
+                }
+                _ => share_totals.push((Arc::clone(&row.group), lag, seconds)),
+            }
+        }
+        // A share group's name is in both lists when its metadata was read
+        // (with no offsets: 0 and no seconds there).
+        let shared: std::collections::HashSet<Arc<str>> = share_totals.iter().map(|(g, _, _)| Arc::clone(g)).collect();
+        totals.retain(|(g, _, _)| !shared.contains(g));
+        totals.extend(share_totals);
         self.history.record(now_ms, totals);
     }
 

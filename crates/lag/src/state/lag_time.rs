@@ -234,6 +234,14 @@ impl LagTimes {
     }
 }
 
+/// The larger of two lags in seconds, either of which may be unknown.
+pub(crate) fn max_seconds(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

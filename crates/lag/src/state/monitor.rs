@@ -439,7 +439,8 @@ impl Monitor {
     /// highest lag in seconds go into its history (groups gone are forgotten).
     pub fn record_history(&self) {
         let watermarks = self.watermarks();
-        self.derived_lock().record_history(&self.units, &self.settings, &watermarks, self.clock.epoch_ms());
+        let share = self.share_rows(false);
+        self.derived_lock().record_history(&self.units, &share, &self.settings, &watermarks, self.clock.epoch_ms());
     }
 
     /// A group's recent lag, oldest first, and the settings it was kept by.

@@ -136,7 +136,8 @@ async function walk(page) {
     Number(document.querySelector('#chart-seconds').dataset.points || 0) >= n, want.minPoints, { timeout: 60000 });
   const partitions = await page.$$eval('#partitions tr', trs => trs.map(tr => [...tr.children].map(td => td.textContent)));
   check(partitions.length === want.livePartitions, `${want.livePartitions} partitions listed, not ${partitions.length}`);
-  check(partitions.every(p => p[10].includes(want.liveClient)), `every partition shows its consumer ${want.liveClient}: ${JSON.stringify(partitions)}`);
+  check(partitions.every(p => p[p.length - 1].includes(want.liveClient)), `every partition shows its consumer ${want.liveClient}: ${JSON.stringify(partitions)}`);
+  check(partitions.some(p => /\d \/ \d/.test(p[10])), `a partition shows its rates in / out: ${JSON.stringify(partitions)}`);
   const members = await page.$$eval('#members tr', trs => trs.map(tr => tr.textContent));
   check(members.length === 1 && members[0].includes(want.liveClient), `one member, ${want.liveClient}: ${members}`);
   const polyline = await page.$eval('#chart-records polyline', l => l.getAttribute('points').trim().split(/\s+/).length);
@@ -162,6 +163,14 @@ async function walk(page) {
   await page.waitForSelector('#partitions tr td .badge');
   check((await page.textContent('#group-title')) === want.odd, `the odd group's page: ${await page.textContent('#group-title')}`);
   check((await page.$$('#partitions tr')).length === 1, 'its one partition');
+
+  // A share group: its start offsets, and its delivery state as bars.
+  await page.goto(`${want.base}#/group/${encodeURIComponent(want.share)}`);
+  await page.waitForSelector('#share-section:not([hidden]) .share-row svg rect.d-avail');
+  check((await page.textContent('#committed-head')) === 'start offset', 'a share group shows start offsets');
+  const shareRow = await page.textContent('#share-bars .share-row');
+  check(/start 5 · end 10/.test(shareRow), `the share-partition from its start offset to its end: ${shareRow}`);
+  await shot(page, 'group-share.png', true);
 
   // A group that does not exist says so.
   page.expect404 = true;
