@@ -47,6 +47,9 @@ pub use topic_partition::{TopicPartition, TopicPartitionOffset};
 pub use traits::{BrokerAdmin, RecordSource, RecordTimes, SourceEvent, TopicReader, WatermarkMap};
 pub use wire::fetch_times::FetchTimes;
 pub use wire::records::Transactional;
+pub use wire::share_groups::{
+    ShareGroupDescription, ShareGroupListing, ShareGroupOffsets, ShareGroupsAdmin, ShareMember, ShareOffset,
+};
 
 /// The topic Kafka keeps committed offsets and group metadata in.
 pub const CONSUMER_OFFSETS_TOPIC: &str = "__consumer_offsets";

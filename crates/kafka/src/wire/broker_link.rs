@@ -290,6 +290,20 @@ impl BrokerLink {
         version: i16,
         timeout: Duration,
     ) -> Result<Vec<u8>> {
+        self.send_as(api, request, version, version, timeout)
+    }
+
+    /// [`BrokerLink::send`] of a `version` of a request whose body is the
+    /// same as `body_version`'s, which the `kafka-protocol` crate knows
+    /// (DescribeShareGroupOffsets v1: only its answer differs from v0's).
+    pub(crate) fn send_as<R: Encodable + HeaderVersion>(
+        &mut self,
+        api: ApiKey,
+        request: &R,
+        version: i16,
+        body_version: i16,
+        timeout: Duration,
+    ) -> Result<Vec<u8>> {
         self.correlation = self.correlation.wrapping_add(1);
         let header = RequestHeader::default()
             .with_request_api_key(api as i16)
@@ -298,8 +312,9 @@ impl BrokerLink {
             .with_client_id(Some(StrBytes::from_static_str("kshard")));
         let mut body = BytesMut::new();
         body.put_i32(0);
-        header.encode(&mut body, R::header_version(version)).map_err(|e| self.refusal("encoding a request", e))?;
-        request.encode(&mut body, version).map_err(|e| self.refusal("encoding a request", e))?;
+        let header_version = R::header_version(body_version);
+        header.encode(&mut body, header_version).map_err(|e| self.refusal("encoding a request", e))?;
+        request.encode(&mut body, body_version).map_err(|e| self.refusal("encoding a request", e))?;
         let size = i32::try_from(body.len() - 4).map_err(|_| self.refusal("encoding a request", "too large"))?;
         body[..4].copy_from_slice(&size.to_be_bytes());
         set_timeouts(self.stream.tcp(), timeout).map_err(|e| self.refusal("configuring the connection", e))?;

@@ -21,14 +21,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::{ApiKey, FetchRequest, MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::messages::{ApiKey, FetchRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
 use crate::config::ClientSettings;
 use crate::error::{Error, Result};
 use crate::librdkafka::timestamps::{RecordTime, TimesRead};
-use crate::wire::broker_link::{BrokerLink, LinkSecurity};
 use crate::wire::fetch_response::{PartitionData, read_fetch_response};
+use crate::wire::links::Links;
 use crate::wire::record_batch::{Answer, BatchHeader, after_whole_batches, first_record_from};
 
 /// Fetch v12: topic names (v13 on use topic ids), flexible encoding; every
@@ -65,10 +65,6 @@ const RESPONSE_MAX_BYTES: i32 = 32 * 1024 * 1024;
 /// groups far apart on one partition), are asked again.
 const REQUESTS_PER_BROKER: usize = 16;
 
-/// Metadata v9: the first flexible version; every broker since Kafka 2.4
-/// speaks it, Kafka 4 too (which dropped v0 to v3).
-const METADATA_VERSION: i16 = 9;
-
 /// The least time a Metadata request is given (the cluster's whole metadata).
 const METADATA_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -93,21 +89,16 @@ const LEADERS_MOVED: [i16; 6] = [3, 5, 6, 74, 75, 100];
 
 /// Reads record timestamps with Fetch requests of its own.
 pub struct FetchTimes {
-    /// The bootstrap brokers, `host:port`: where the cluster's metadata is
-    /// asked for when no connection is open.
-    bootstrap: Vec<String>,
+    /// The connections to the brokers.
+    links: Links,
     /// The leaders last read, if still trusted.
     leaders: Mutex<Option<Arc<Leaders>>>,
     /// Topic → by partition, the size of the batch last read there (0: none
     /// yet): what to ask for next time, so that a partition's answer is about
     /// one batch, not the log after it.
     batch_sizes: Mutex<ByPartition<i32>>,
-    /// TLS and SASL, as the settings ask.
-    security: LinkSecurity,
     /// Topics the broker would not let kshard read, each said once.
     refused_topics: Mutex<std::collections::HashSet<String>>,
-    /// Open connections, by `host:port`.
-    connections: Mutex<HashMap<String, BrokerLink>>,
 }
 
 /// Each partition's leader's address, as a Metadata request said.
@@ -171,15 +162,12 @@ impl FetchTimes {
     /// SCRAM; `None` for what only librdkafka does (GSSAPI, OAUTHBEARER,
     /// keystores…, see [`crate::Security`]).
     pub fn new(settings: &ClientSettings) -> Result<Option<Self>> {
-        let Some(security) = LinkSecurity::from_settings(settings)? else { return Ok(None) };
-        let bootstrap = crate::wire::broker_link::bootstrap_addresses(&settings.brokers);
+        let Some(links) = Links::new(settings)? else { return Ok(None) };
         Ok(Some(FetchTimes {
-            bootstrap,
+            links,
             leaders: Mutex::new(None),
             batch_sizes: Mutex::new(ByPartition::default()),
             refused_topics: Mutex::new(std::collections::HashSet::new()),
-            security,
-            connections: Mutex::new(HashMap::new()),
         }))
     }
 
@@ -230,7 +218,7 @@ impl FetchTimes {
                 Ok(leaders_moved) => moved |= leaders_moved,
                 Err(e) => {
                     tracing::debug!(broker = address, error = %e, "reading record times");
-                    self.connections.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(address);
+                    self.links.drop_link(address);
                     moved = true;
                     failures += 1;
                     failed = Some(e);
@@ -254,12 +242,9 @@ impl FetchTimes {
             return Ok(Arc::clone(leaders));
         }
         let read_at = Instant::now();
-        let metadata = self.metadata(timeout)?;
-        let brokers: HashMap<i32, Arc<str>> = metadata
-            .brokers
-            .iter()
-            .map(|b| (b.node_id.0, Arc::from(crate::wire::broker_link::broker_address(b.host.as_str(), b.port))))
-            .collect();
+        let metadata = self.links.metadata(timeout)?;
+        let brokers: HashMap<i32, Arc<str>> =
+            Links::brokers(&metadata).into_iter().map(|(id, address)| (id, Arc::from(address))).collect();
         let mut by_partition = ByPartition::default();
         for topic in &metadata.topics {
             let Some(name) = topic.name.as_ref().filter(|_| topic.error_code == 0) else { continue };
@@ -395,28 +380,6 @@ impl FetchTimes {
         progress
     }
 
-    /// The cluster's metadata (every topic), from the first broker that
-    /// answers: those connected first, then the bootstrap list.
-    fn metadata(&self, timeout: Duration) -> Result<MetadataResponse> {
-        let request = MetadataRequest::default().with_topics(None).with_allow_auto_topic_creation(false);
-        let mut connections = self.connections.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let open: Vec<String> = connections.keys().cloned().collect();
-        let mut failed = None;
-        for address in open.iter().chain(&self.bootstrap) {
-            let metadata = self.on_link(&mut connections, address, timeout, |link| {
-                link.call::<_, MetadataResponse>(ApiKey::Metadata, &request, METADATA_VERSION, timeout)
-            });
-            match metadata {
-                Ok(metadata) => return Ok(metadata),
-                Err(e) => failed = Some(e),
-            }
-        }
-        Err(failed.unwrap_or_else(|| Error::Refused {
-            step: "fetching the cluster's metadata".into(),
-            message: "no bootstrap broker".into(),
-        }))
-    }
-
     /// Says once per topic that the broker refused to let kshard read it:
     /// the reason its lag in seconds is only ever an estimate.
     fn refused_read(&self, topic: &str) {
@@ -457,34 +420,6 @@ impl FetchTimes {
                     })
                     .collect(),
             );
-        let mut connections = self.connections.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        self.on_link(&mut connections, address, timeout, |link| {
-            link.send(ApiKey::Fetch, &request, FETCH_VERSION, timeout)
-        })
-    }
-
-    /// `request` on the connection kept to `address`, or on a new one. A
-    /// kept connection may have been closed by the broker (idle, or its SASL
-    /// session over): one that fails is replaced and the request made once
-    /// more. A new connection is kept once it has answered.
-    fn on_link<T>(
-        &self,
-        connections: &mut HashMap<String, BrokerLink>,
-        address: &str,
-        timeout: Duration,
-        request: impl Fn(&mut BrokerLink) -> Result<T>,
-    ) -> Result<T> {
-        if let Some(open) = connections.get_mut(address) {
-            if !open.expired()
-                && let Ok(answer) = request(open)
-            {
-                return Ok(answer);
-            }
-            connections.remove(address);
-        }
-        let mut link = BrokerLink::connect(address, &self.security, timeout)?;
-        let answer = request(&mut link)?;
-        connections.insert(address.to_owned(), link);
-        Ok(answer)
+        self.links.on(address, timeout, |link| link.send(ApiKey::Fetch, &request, FETCH_VERSION, timeout))
     }
 }

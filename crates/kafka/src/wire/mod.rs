@@ -5,7 +5,9 @@
 //! process, with Fetch sessions ([`fetch_session`], pure); [`fetch_response`]
 //! reads a Fetch answer's frame, [`record_batch`] a batch's header and
 //! [`records`] walks the batches' records in place (pure);
-//! [`fetch_times`] reads record timestamps with Fetch requests of its own.
+//! [`fetch_times`] reads record timestamps with Fetch requests of its own,
+//! and [`share_groups`] makes the share-group admin calls; both keep their
+//! connections in [`links`].
 //! Every byte of an answer is read with [`kshard_offsets::cursor::Cursor`],
 //! checked, so nothing a broker sends can make these panic.
 
@@ -14,6 +16,8 @@ pub(crate) mod fetch_response;
 pub(crate) mod fetch_session;
 pub(crate) mod fetch_times;
 pub(crate) mod fetcher;
+pub(crate) mod links;
 pub(crate) mod record_batch;
 pub(crate) mod records;
 pub(crate) mod scram;
+pub(crate) mod share_groups;

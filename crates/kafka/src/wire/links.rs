@@ -1,0 +1,99 @@
+//! [`Links`]: connections kept to a cluster's brokers by `host:port` — one
+//! per broker, made again when the broker closed it or its SASL session is
+//! about to end — and the cluster's metadata from whichever answers first.
+//! What kshard's own requests outside the fetcher share.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use kafka_protocol::messages::{ApiKey, MetadataRequest, MetadataResponse};
+
+use crate::config::ClientSettings;
+use crate::error::{Error, Result};
+use crate::wire::broker_link::{BrokerLink, LinkSecurity, bootstrap_addresses, broker_address};
+
+/// Metadata v9: the first flexible version; every broker since Kafka 2.4
+/// speaks it, Kafka 4 too (which dropped v0 to v3).
+const METADATA_VERSION: i16 = 9;
+
+/// Connections to one cluster's brokers.
+pub(crate) struct Links {
+    /// The bootstrap brokers, `host:port`: where the cluster's metadata is
+    /// asked for when no connection is open.
+    bootstrap: Vec<String>,
+    /// TLS and SASL, as the settings ask.
+    security: LinkSecurity,
+    /// Open connections, by `host:port`.
+    connections: Mutex<HashMap<String, BrokerLink>>,
+}
+
+impl Links {
+    /// Links to `settings`' brokers: PLAINTEXT, TLS, SASL PLAIN and SCRAM;
+    /// `None` for what only librdkafka does (see [`crate::Security`]).
+    pub(crate) fn new(settings: &ClientSettings) -> Result<Option<Self>> {
+        let Some(security) = LinkSecurity::from_settings(settings)? else { return Ok(None) };
+        Ok(Some(Links {
+            bootstrap: bootstrap_addresses(&settings.brokers),
+            security,
+            connections: Mutex::new(HashMap::new()),
+        }))
+    }
+
+    /// `request` on the connection kept to `address`, or on a new one. A
+    /// kept connection may have been closed by the broker (idle, or its SASL
+    /// session over): one that fails is replaced and the request made once
+    /// more. A new connection is kept once it has answered.
+    pub(crate) fn on<T>(
+        &self,
+        address: &str,
+        timeout: Duration,
+        request: impl Fn(&mut BrokerLink) -> Result<T>,
+    ) -> Result<T> {
+        let mut connections = self.connections.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(open) = connections.get_mut(address) {
+            if !open.expired()
+                && let Ok(answer) = request(open)
+            {
+                return Ok(answer);
+            }
+            connections.remove(address);
+        }
+        let mut link = BrokerLink::connect(address, &self.security, timeout)?;
+        let answer = request(&mut link)?;
+        connections.insert(address.to_owned(), link);
+        Ok(answer)
+    }
+
+    /// Forgets the connection to `address` (it failed).
+    pub(crate) fn drop_link(&self, address: &str) {
+        self.connections.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(address);
+    }
+
+    /// The cluster's metadata (every topic), from the first broker that
+    /// answers: those connected first, then the bootstrap list.
+    pub(crate) fn metadata(&self, timeout: Duration) -> Result<MetadataResponse> {
+        let request = MetadataRequest::default().with_topics(None).with_allow_auto_topic_creation(false);
+        let open: Vec<String> =
+            self.connections.lock().unwrap_or_else(std::sync::PoisonError::into_inner).keys().cloned().collect();
+        let mut failed = None;
+        for address in open.iter().chain(&self.bootstrap) {
+            let metadata = self.on(address, timeout, |link| {
+                link.call::<_, MetadataResponse>(ApiKey::Metadata, &request, METADATA_VERSION, timeout)
+            });
+            match metadata {
+                Ok(metadata) => return Ok(metadata),
+                Err(e) => failed = Some(e),
+            }
+        }
+        Err(failed.unwrap_or_else(|| Error::Refused {
+            step: "fetching the cluster's metadata".into(),
+            message: "no bootstrap broker".into(),
+        }))
+    }
+
+    /// Each broker's id and `host:port`, as `metadata` lists them.
+    pub(crate) fn brokers(metadata: &MetadataResponse) -> HashMap<i32, String> {
+        metadata.brokers.iter().map(|b| (b.node_id.0, broker_address(b.host.as_str(), b.port))).collect()
+    }
+}
