@@ -1,6 +1,6 @@
-//! `kshard lag`: every group's lag now, for the terminal — committed offset,
-//! end offset, lag in records and seconds, records lost to retention and
-//! status per partition — as a
+//! `kshard lag`: every group's lag now, for the terminal — committed offset
+//! (a share group's start offset), end offset, lag in records and seconds,
+//! records lost to retention, status and the group's kind per partition — as a
 //! table or `--json` (the shape of `/api/groups`). It asks the brokers the way
 //! `scrape_mode: admin_api` does (ListGroups, OffsetFetch, ListOffsets), so it
 //! answers in seconds on any cluster, without a catch-up.
@@ -65,7 +65,7 @@ fn regex_escape(name: &str) -> String {
 }
 
 /// The table's columns.
-const COLUMNS: usize = 12;
+const COLUMNS: usize = 13;
 
 /// One row per group-partition, aligned.
 fn print_table(out: &mut impl std::io::Write, views: &[GroupView]) -> Result<()> {
@@ -82,6 +82,7 @@ fn print_table(out: &mut impl std::io::Write, views: &[GroupView]) -> Result<()>
         "ETA_S",
         "LOST",
         "STATUS",
+        "KIND",
     ]
     .map(str::to_owned);
     let mut rows = vec![header];
@@ -108,6 +109,8 @@ fn print_table(out: &mut impl std::io::Write, views: &[GroupView]) -> Result<()>
                     secs(p.catch_up_seconds),
                     p.records_lost.to_string(),
                     p.status.to_owned(),
+                    // consumer, share, connect…; `-` for groups that only commit.
+                    g.protocol_type.clone().filter(|t| !t.is_empty()).unwrap_or_else(|| "-".to_owned()),
                 ]);
             }
         }
@@ -120,7 +123,11 @@ fn print_table(out: &mut impl std::io::Write, views: &[GroupView]) -> Result<()>
             .zip(&widths)
             .enumerate()
             // Names left, numbers right.
-            .map(|(i, (cell, w))| if i < 2 || i == COLUMNS - 1 { format!("{cell:<w$}") } else { format!("{cell:>w$}") })
+            .map(
+                |(i, (cell, w))| {
+                    if !(2..COLUMNS - 2).contains(&i) { format!("{cell:<w$}") } else { format!("{cell:>w$}") }
+                },
+            )
             .collect();
         writeln!(out, "{}", cells.join("  ").trim_end())?;
     }

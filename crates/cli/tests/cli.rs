@@ -325,18 +325,52 @@ fn lag_prints_what_kafkas_tool_reports() {
     assert!(lines[0].starts_with("GROUP") && lines[0].contains("STATUS"), "{table}");
     assert_eq!(lines.len(), 3, "a header and a row per partition: {table}");
     let cells: Vec<&str> = lines[1].split_whitespace().collect();
-    assert_eq!(cells.len(), 12, "{table}");
-    // COMMIT_AGE_S, RATE and ETA_S need the history `serve` keeps.
+    assert_eq!(cells.len(), 13, "{table}");
+    // COMMIT_AGE_S, RATE and ETA_S need the history `serve` keeps; a group
+    // that only commits has no kind.
     assert_eq!(
         [
             cells[0], cells[1], cells[2], cells[3], cells[4], cells[5], cells[7], cells[8], cells[9], cells[10],
-            cells[11]
+            cells[11], cells[12]
         ],
-        [group.as_str(), &topic, "0", "5", "20", "15", "-", "-", "-", "0", "OK"],
+        [group.as_str(), &topic, "0", "5", "20", "15", "-", "-", "-", "0", "OK", "-"],
         "{table}"
     );
     let seconds: f64 = cells[6].parse().expect("lag in seconds");
     assert!((0.0..120.0).contains(&seconds), "the record at offset 5 was written moments ago: {table}");
+}
+
+#[test]
+#[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
+fn lag_prints_a_share_group_as_kafkas_tool_describes_it() {
+    let broker = kshard_testkit::Broker::from_env_or_start();
+    let settings = kshard_kafka::ClientSettings::new(broker.brokers());
+    let admin = kshard_kafka::Admin::new(&settings, std::time::Duration::from_secs(30)).expect("admin");
+    let topic = kshard_testkit::unique_name("cli-share-lag");
+    admin
+        .create_topic(&kshard_kafka::TopicSpec { name: topic.clone(), partitions: 1, replication: 1, configs: vec![] })
+        .expect("topic");
+    let writer = kshard_kafka::RecordWriter::new(&settings).expect("producer");
+    for i in 0..12 {
+        writer.send(&topic, 0, format!("k{i}").as_bytes(), Some(b"v")).expect("send");
+    }
+    writer.flush(std::time::Duration::from_secs(30)).expect("flush");
+    let group = format!("{topic}-sg");
+    kshard_testkit::share_from_earliest(broker.brokers(), &group);
+    kshard_testkit::share_consume(broker.brokers(), &group, &topic, 5, None);
+
+    let out = kshard(&["lag", "--brokers", broker.brokers(), "--group", &group]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8_lossy(&out.stdout);
+    let kafka = kshard_testkit::kafka_share_groups(broker.brokers(), &group);
+    let row = &kafka[0];
+    let (start, lag) = (row.start_offset.expect("initialized"), row.lag.expect("a lag"));
+    let cells: Vec<&str> = table.lines().nth(1).expect("a row").split_whitespace().collect();
+    assert_eq!(
+        [cells[0], cells[1], cells[3], cells[4], cells[5], cells[12]],
+        [group.as_str(), &topic, &start.to_string(), "12", &lag.to_string(), "share"],
+        "{table}"
+    );
 }
 
 fn json_array(out: &Output) -> Vec<Value> {

@@ -174,3 +174,25 @@ impl RecordTimes for FetchTimes {
         FetchTimes::read(self, wanted, timeout)
     }
 }
+
+/// The share-group admin calls (KIP-932), as `scrape_mode: admin_api` makes them.
+pub trait ShareGroupAdmin: Send {
+    /// Every share group (none on brokers without share groups).
+    fn list_share_groups(&self) -> Result<Vec<crate::ShareGroupListing>, Error>;
+    /// Each group's share-partitions: start offset and Kafka's lag.
+    fn share_group_offsets(&self, groups: &[String]) -> Result<Vec<crate::ShareGroupOffsets>, Error>;
+    /// Each group's state and members.
+    fn describe_share_groups(&self, groups: &[String]) -> Result<Vec<crate::ShareGroupDescription>, Error>;
+}
+
+impl ShareGroupAdmin for crate::ShareGroupsAdmin {
+    fn list_share_groups(&self) -> Result<Vec<crate::ShareGroupListing>, Error> {
+        self.list()
+    }
+    fn share_group_offsets(&self, groups: &[String]) -> Result<Vec<crate::ShareGroupOffsets>, Error> {
+        self.offsets(groups)
+    }
+    fn describe_share_groups(&self, groups: &[String]) -> Result<Vec<crate::ShareGroupDescription>, Error> {
+        self.describe(groups)
+    }
+}

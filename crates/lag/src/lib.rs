@@ -30,7 +30,7 @@ mod state;
 // The modules keep short paths inside the crate; the folders show the split.
 pub use io::local_member::LocalMember;
 pub use io::{brokers, service};
-pub(crate) use io::{http, offsets_reader, offsets_shards, refresher, shards_reader, supervisor};
+pub(crate) use io::{http, offsets_reader, offsets_shards, refresher, shards_reader, share_scrape, supervisor};
 pub(crate) use state::{
     catch_up, consumer_status, derived, filter, group_offsets, health, invalid_setting, lag_history, lag_time, monitor,
     names, open_transactions, readiness, shard_store, share_partition, share_rows, share_state, units, velocity,

@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::{TestService, create_topic, only, until};
 use kshard_kafka::{Admin, ClientSettings, RecordWriter};
-use kshard_lag::service::ServeOptions;
+use kshard_lag::service::{ScrapeMode, ServeOptions};
 use kshard_testkit::{Broker, kafka_share_groups, share_consume, share_from_earliest, unique_name};
 
 /// Kafka's default `group.share.delivery.count.limit`.
@@ -141,4 +141,40 @@ fn serve_exports_share_groups_as_kafka_describes_them() {
     assert!(metrics.get(&series("poison_records_total")).is_some_and(|n| *n >= 3.0), "{metrics:#?}");
     let info = format!("kshard_kafka_consumer_group_info{{group_id=\"{group}\",protocol=\"\",protocol_type=\"share\"");
     assert!(metrics.keys().any(|k| k.starts_with(&info)), "the share group's info: {metrics:#?}");
+}
+
+#[test]
+#[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
+fn admin_api_mode_serves_share_groups_from_describe_share_group_offsets() {
+    let broker = Broker::from_env_or_start();
+    let settings = ClientSettings::new(broker.brokers());
+    let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
+    let prefix = unique_name("share-admin-api");
+    let (topic, group) = (format!("{prefix}-jobs"), format!("{prefix}-workers"));
+    create_topic(&admin, &topic, 2);
+    let writer = RecordWriter::new(&settings).expect("producer");
+    for i in 0..20 {
+        writer.send(&topic, i % 2, format!("k{i}").as_bytes(), Some(b"v")).expect("send");
+    }
+    writer.flush(Duration::from_secs(30)).expect("flush");
+    share_from_earliest(broker.brokers(), &group);
+    share_consume(broker.brokers(), &group, &topic, 4, None);
+    share_consume(broker.brokers(), &group, &topic, 2, Some("--release"));
+
+    let mut service = TestService::start(ServeOptions {
+        mode: ScrapeMode::AdminApi,
+        watermark_interval: Duration::from_millis(500),
+        monitor: only(&prefix),
+        ..ServeOptions::new(settings.clone())
+    });
+    service.wait_ready();
+    until("the admin-API share lag to equal Kafka's", Duration::from_secs(30), Duration::from_millis(500), || {
+        let kafka = described(broker.brokers(), &group);
+        let (kind, ours) = served(&mut service, &group);
+        if !kafka.is_empty() && ours == kafka && kind.as_deref() == Some("share") {
+            Ok(())
+        } else {
+            Err(format!("kafka-share-groups: {kafka:?}, kshard ({kind:?}): {ours:?}"))
+        }
+    });
 }

@@ -17,8 +17,9 @@ use std::time::Duration;
 
 use kafka_protocol::messages::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup;
 use kafka_protocol::messages::{
-    ApiKey, DescribeShareGroupOffsetsRequest, FindCoordinatorRequest, FindCoordinatorResponse, GroupId,
-    ListGroupsRequest, ListGroupsResponse, ShareGroupDescribeRequest, ShareGroupDescribeResponse,
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, DescribeShareGroupOffsetsRequest, FindCoordinatorRequest,
+    FindCoordinatorResponse, GroupId, ListGroupsRequest, ListGroupsResponse, ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use kshard_offsets::cursor::{Cursor, CursorError};
@@ -121,12 +122,32 @@ impl ShareGroupsAdmin {
         Ok(Links::new(settings)?.map(|links| ShareGroupsAdmin { links, timeout }))
     }
 
-    /// Every share group, from every broker (each lists the groups it coordinates).
+    /// Whether the broker at `address` has the calls of share groups
+    /// (ApiVersions): brokers before Kafka 4.1 have none, and no share groups.
+    fn supported(&self, address: &str) -> Result<bool> {
+        let request = ApiVersionsRequest::default()
+            .with_client_software_name(StrBytes::from_static_str("kshard"))
+            .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
+        let answer: ApiVersionsResponse =
+            self.links.on(address, self.timeout, |link| link.call(ApiKey::ApiVersions, &request, 3, self.timeout))?;
+        refused_unless_ok("asking the API versions", address, answer.error_code)?;
+        let max = |key: ApiKey| answer.api_keys.iter().find(|k| k.api_key == key as i16).map(|k| k.max_version);
+        let at_least = |key: ApiKey, v: i16| max(key).is_some_and(|m| m >= v);
+        Ok(at_least(ApiKey::ListGroups, LIST_GROUPS_VERSION)
+            && at_least(ApiKey::DescribeShareGroupOffsets, DESCRIBE_OFFSETS_VERSION)
+            && at_least(ApiKey::ShareGroupDescribe, SHARE_DESCRIBE_VERSION))
+    }
+
+    /// Every share group, from every broker (each lists the groups it
+    /// coordinates); none from brokers that have no share groups.
     pub fn list(&self) -> Result<Vec<ShareGroupListing>> {
         let brokers = Links::brokers(&self.links.metadata(self.timeout)?);
         let request = ListGroupsRequest::default().with_types_filter(vec![StrBytes::from_static_str("share")]);
         let mut out = Vec::new();
         for address in brokers.values() {
+            if !self.supported(address)? {
+                continue;
+            }
             let answer: ListGroupsResponse = self.links.on(address, self.timeout, |link| {
                 link.call(ApiKey::ListGroups, &request, LIST_GROUPS_VERSION, self.timeout)
             })?;

@@ -8,9 +8,10 @@
 use std::time::Duration;
 
 use kshard_kafka::{
-    Admin, ClientSettings, Error, FetchTimes, Isolation, PartitionReader, TimestampReader, TopicReader,
+    Admin, ClientSettings, Error, FetchTimes, Isolation, PartitionReader, ShareGroupsAdmin, TimestampReader,
+    TopicReader,
 };
-pub use kshard_kafka::{BrokerAdmin, RecordSource, RecordTimes, SourceEvent, WatermarkMap};
+pub use kshard_kafka::{BrokerAdmin, RecordSource, RecordTimes, ShareGroupAdmin, SourceEvent, WatermarkMap};
 
 /// Makes the clients a worker uses, once per life of the worker.
 pub trait Connector: Send + Sync {
@@ -23,6 +24,11 @@ pub trait Connector: Send + Sync {
     fn reader(&self, topic: &str, partitions: &[(i32, Option<i64>)]) -> Result<Box<dyn RecordSource>, Error>;
     /// A reader of record timestamps.
     fn timestamps(&self) -> Result<Box<dyn RecordTimes>, Error>;
+    /// The share-group admin calls, where kshard's own client can connect
+    /// (`None`: not there, and share groups are left out of admin-API scrapes).
+    fn share_admin(&self) -> Result<Option<Box<dyn ShareGroupAdmin>>, Error> {
+        Ok(None)
+    }
 }
 
 /// The real brokers.
@@ -59,5 +65,10 @@ impl Connector for Kafka {
             Some(fetch) => Ok(Box::new(fetch)),
             None => Ok(Box::new(TimestampReader::new(&self.settings)?)),
         }
+    }
+
+    /// kshard's own client (librdkafka has no share-group admin calls).
+    fn share_admin(&self) -> Result<Option<Box<dyn ShareGroupAdmin>>, Error> {
+        Ok(ShareGroupsAdmin::new(&self.settings, self.timeout)?.map(|a| Box::new(a) as Box<dyn ShareGroupAdmin>))
     }
 }

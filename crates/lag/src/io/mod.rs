@@ -12,6 +12,7 @@ pub(crate) mod offsets_shards;
 pub(crate) mod refresher;
 pub mod service;
 pub(crate) mod shards_reader;
+pub(crate) mod share_scrape;
 pub(crate) mod supervisor;
 #[cfg(test)]
 mod transactions_tests;

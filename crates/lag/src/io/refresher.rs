@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use kshard_kafka::{ClientSettings, TopicPartition};
 use tracing::{debug, warn};
 
-use crate::brokers::{BrokerAdmin, Connector, RecordTimes};
+use crate::brokers::{BrokerAdmin, Connector, RecordTimes, ShareGroupAdmin};
 use crate::catch_up::Log;
 use crate::group_offsets::DescribedMember;
 use crate::metrics::SelfTimings;
@@ -100,6 +100,7 @@ impl Refresher {
     pub(crate) fn run(&mut self) -> Result<(), WorkerError> {
         let admin = self.brokers.admin()?;
         let times = self.brokers.timestamps()?;
+        let share = if self.mode == ScrapeMode::AdminApi { self.brokers.share_admin()? } else { None };
         let mut schedule = Schedule::new(self.interval, Instant::now());
         while !self.stop.load(Ordering::Acquire) {
             let caught_up = self.monitor.is_caught_up();
@@ -107,7 +108,7 @@ impl Refresher {
                 let started = Instant::now();
                 // The monitor's clock, which its readiness decisions read.
                 let refreshed_at = self.monitor.now();
-                let result = self.refresh(&*admin).map(|refreshed| {
+                let result = self.refresh(&*admin, share.as_deref()).map(|refreshed| {
                     publish(&self.monitor, &*times, refreshed, caught_up, refreshed_at);
                     self.monitor.step(Event::WorkerRunning(WORKER));
                 });
@@ -132,9 +133,9 @@ impl Refresher {
 
     /// One refresh's reads of the brokers, in order: the groups (admin-API
     /// mode), the topics, the offsets topic's growth, the watermarks.
-    fn refresh(&self, admin: &dyn BrokerAdmin) -> Result<Refreshed, WorkerError> {
+    fn refresh(&self, admin: &dyn BrokerAdmin, share: Option<&dyn ShareGroupAdmin>) -> Result<Refreshed, WorkerError> {
         if self.mode == ScrapeMode::AdminApi {
-            scrape_groups(admin, &self.monitor)?;
+            scrape_groups(admin, share, &self.monitor)?;
         }
         let topics = admin.topics()?;
         // Growth of the offsets topic is the reader's to handle once it tracks
@@ -266,7 +267,8 @@ pub(crate) fn scrape_once(
     monitor: &Arc<Monitor>,
 ) -> Result<(), WorkerError> {
     let admin = brokers.checked_admin().map_err(|e| WorkerError::Access(settings.with_access_problem(e)))?;
-    scrape_groups(&*admin, monitor)?;
+    let share = brokers.share_admin()?;
+    scrape_groups(&*admin, share.as_deref(), monitor)?;
     let (watermarks, _) = fetch_watermarks(&*admin, monitor, &admin.topics()?, None)?;
     monitor.start();
     monitor.set_watermarks(watermarks, true, monitor.now());
@@ -277,15 +279,22 @@ pub(crate) fn scrape_once(
 
 /// Admin-API mode: every group (ListGroups), the state and members of those
 /// with members (DescribeGroups) and every group's committed offsets
-/// (OffsetFetch), replacing the monitor's one unit of state.
-fn scrape_groups(admin: &dyn BrokerAdmin, monitor: &Monitor) -> Result<(), kshard_kafka::Error> {
+/// (OffsetFetch), and the share groups with `share`'s calls, replacing the
+/// monitor's one unit of state (and of share state).
+fn scrape_groups(
+    admin: &dyn BrokerAdmin,
+    share: Option<&dyn ShareGroupAdmin>,
+    monitor: &Monitor,
+) -> Result<(), kshard_kafka::Error> {
+    let share_groups = share.map(|s| crate::share_scrape::listed(s, monitor)).transpose()?.unwrap_or_default();
+    let share_names = crate::share_scrape::names(&share_groups);
     let listings = admin.list_groups()?;
-    let ids: Vec<String> =
-        listings.iter().map(|g| g.group_id.clone()).filter(|g| monitor.settings().groups.allows(g)).collect();
+    let exported = |g: &str| monitor.settings().groups.allows(g) && !share_names.contains(g);
+    let ids: Vec<String> = listings.iter().map(|g| g.group_id.clone()).filter(|g| exported(g)).collect();
     let offsets = admin.group_offsets(&ids)?;
     let mut unit = crate::group_offsets::GroupOffsets::default();
     let mut to_describe = Vec::new();
-    for listing in listings.iter().filter(|g| monitor.settings().groups.allows(&g.group_id)) {
+    for listing in listings.iter().filter(|g| exported(&g.group_id)) {
         if listing.simple {
             unit.set_reported_state(&listing.group_id, "", &listing.state);
         } else {
@@ -338,6 +347,9 @@ fn scrape_groups(admin: &dyn BrokerAdmin, monitor: &Monitor) -> Result<(), kshar
         }
     }
     debug!(groups = ids.len(), "groups scraped");
+    if let Some(share) = share {
+        crate::share_scrape::scrape(share, monitor, &share_groups, &mut unit)?;
+    }
     monitor.units().replace(0, unit);
     Ok(())
 }
@@ -450,7 +462,7 @@ mod tests {
             ..Fake::default()
         };
         let (r, announced) = refresher(&monitor, ScrapeMode::OffsetsTopic);
-        let Refreshed { watermarks, leaders, ends } = r.refresh(&fake).expect("refreshes");
+        let Refreshed { watermarks, leaders, ends } = r.refresh(&fake, None).expect("refreshes");
         monitor.set_offsets_topic(leaders, ends);
         assert_eq!(announced.try_recv().ok(), Some(vec![2]), "the new partition goes to the reader");
         assert_eq!(monitor.progress().partitions, 3, "and is tracked");
@@ -475,12 +487,12 @@ mod tests {
             ],
             ..Fake::default()
         };
-        scrape_groups(&fake, &monitor).expect("scrapes");
+        scrape_groups(&fake, None, &monitor).expect("scrapes");
         // b's OffsetFetch fails next time: its offsets from before are kept.
         fake.offsets[0].offsets = vec![("t".into(), 0, 6)];
         fake.offsets[1] =
             FetchedOffsets { group_id: "b".into(), offsets: vec![], error: Some("coordinator moving".into()) };
-        scrape_groups(&fake, &monitor).expect("scrapes");
+        scrape_groups(&fake, None, &monitor).expect("scrapes");
         let mut seen = Vec::new();
         monitor.units().for_each(|_, unit| {
             for (group, g) in unit.groups() {
@@ -490,5 +502,81 @@ mod tests {
         seen.sort();
         assert_eq!(seen, [("a".to_owned(), Some(6)), ("b".to_owned(), Some(7))]);
         assert_eq!(monitor.units().counters().offset_fetch_errors.load(Ordering::Relaxed), 1);
+    }
+
+    /// Share groups as the test says they are.
+    struct FakeShare {
+        listed: Vec<kshard_kafka::ShareGroupListing>,
+        offsets: Vec<kshard_kafka::ShareGroupOffsets>,
+    }
+
+    impl ShareGroupAdmin for FakeShare {
+        fn list_share_groups(&self) -> Result<Vec<kshard_kafka::ShareGroupListing>, Error> {
+            Ok(self.listed.clone())
+        }
+        fn share_group_offsets(&self, groups: &[String]) -> Result<Vec<kshard_kafka::ShareGroupOffsets>, Error> {
+            Ok(self.offsets.iter().filter(|o| groups.contains(&o.group_id)).cloned().collect())
+        }
+        fn describe_share_groups(&self, groups: &[String]) -> Result<Vec<kshard_kafka::ShareGroupDescription>, Error> {
+            Ok(groups
+                .iter()
+                .map(|g| kshard_kafka::ShareGroupDescription {
+                    group_id: g.clone(),
+                    error: None,
+                    state: "Stable".into(),
+                    epoch: 3,
+                    assignor: "simple".into(),
+                    members: vec![kshard_kafka::ShareMember {
+                        member_id: "m".into(),
+                        client_id: "worker".into(),
+                        client_host: "/10.0.0.1".into(),
+                        assignment: vec![("jobs".into(), vec![0])],
+                    }],
+                })
+                .collect())
+        }
+    }
+
+    #[test]
+    fn admin_api_mode_takes_share_groups_from_their_own_calls() {
+        let monitor = Arc::new(Monitor::new(MonitorSettings::default()));
+        // ListGroups (librdkafka's) lists the share group too: it is left to the share calls.
+        let fake = Fake {
+            groups: ["c", "sg"]
+                .into_iter()
+                .map(|g| GroupListing { group_id: g.into(), state: "Stable".into(), simple: false })
+                .collect(),
+            offsets: vec![FetchedOffsets { group_id: "c".into(), offsets: vec![("t".into(), 0, 5)], error: None }],
+            watermarks: HashMap::from([(TopicPartition::new("jobs", 0), (0, 40))]),
+            topics: HashMap::from([("jobs".into(), 1)]),
+            ..Fake::default()
+        };
+        let partition = |p, start_offset, lag| kshard_kafka::ShareOffset {
+            topic: "jobs".into(),
+            topic_id: [4; 16],
+            partition: p,
+            start_offset,
+            lag,
+        };
+        let share = FakeShare {
+            listed: vec![kshard_kafka::ShareGroupListing { group_id: "sg".into(), state: "Stable".into() }],
+            offsets: vec![kshard_kafka::ShareGroupOffsets {
+                group_id: "sg".into(),
+                error: None,
+                partitions: vec![partition(0, 30, 7), partition(1, -1, -1)],
+            }],
+        };
+        scrape_groups(&fake, Some(&share), &monitor).expect("scrapes");
+        let (watermarks, _) = fetch_watermarks(&fake, &monitor, &fake.topics, None).expect("watermarks");
+        monitor.set_watermarks(watermarks, true, monitor.now());
+        let groups = crate::api::groups(&monitor);
+        let sg = groups.iter().find(|g| g.group_id == "sg").expect("the share group");
+        assert_eq!((sg.protocol_type.as_deref(), sg.state.as_str(), sg.members), (Some("share"), "Stable", 1));
+        let p = &sg.topics[0].partitions;
+        // Kafka's lag as reported, not the watermark's 40 - 30; an
+        // uninitialized partition has none.
+        assert_eq!((p[0].committed_offset, p[0].lag), (30, Some(7)));
+        assert_eq!((p[1].committed_offset, p[1].lag), (-1, None));
+        assert_eq!(groups.len(), 2, "c and sg, each once: {groups:?}");
     }
 }

@@ -25,6 +25,7 @@ use crate::open_transactions::{OpenTransactions, PendingCommit};
 pub use kshard_kafka::Transactional;
 
 mod share;
+pub(crate) use share::SHARE;
 
 /// The last offset a group committed for one partition.
 #[derive(Debug, Clone, PartialEq, Eq)]

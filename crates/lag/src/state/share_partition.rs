@@ -72,6 +72,9 @@ pub struct SharePartition {
     /// Records archived since this state was first read, by their delivery
     /// count: a count at the group's delivery limit is a poison message.
     pub archived: BTreeMap<i16, u64>,
+    /// `scrape_mode: admin_api`: the lag DescribeShareGroupOffsets
+    /// reported (the state's batches are not known then; -1: Kafka did not know).
+    pub reported_lag: Option<i64>,
 }
 
 impl SharePartition {
@@ -130,7 +133,16 @@ impl SharePartition {
     /// Kafka's lag for a partition that ends at `end` (its high watermark);
     /// `None` before the state is initialized.
     pub fn lag(&self, end: i64) -> Option<i64> {
+        if let Some(reported) = self.reported_lag {
+            return (self.start_offset >= 0 && reported >= 0).then_some(reported);
+        }
         (self.start_offset >= 0).then(|| end - self.start_offset - self.complete())
+    }
+
+    /// A share-partition as DescribeShareGroupOffsets reported it: its start
+    /// offset and Kafka's lag then (admin-API mode).
+    pub fn reported(start_offset: i64, lag: i64) -> Self {
+        SharePartition { start_offset, reported_lag: Some(lag), ..SharePartition::default() }
     }
 
     /// Records delivered and not yet acknowledged as far as the state tells:

@@ -41,6 +41,8 @@ pub struct ShareRow {
     pub poison: u64,
     /// The delivery state of the records after the start offset, when asked for.
     pub runs: Option<Vec<Run>>,
+    /// Admin-API mode: Kafka's lag as reported (-1: unknown).
+    pub reported_lag: Option<i64>,
 }
 
 impl ShareRow {
@@ -56,12 +58,16 @@ impl ShareRow {
             archived: s.archived_total(),
             poison: s.poison(limit),
             runs: runs.then(|| s.runs.clone()),
+            reported_lag: s.reported_lag,
         }
     }
 
     /// Kafka's share lag against the partition's end `high` (as
     /// `kafka-share-groups --describe`); `None` before the state is initialized.
     pub fn lag(&self, high: i64) -> Option<i64> {
+        if let Some(reported) = self.reported_lag {
+            return (self.start_offset >= 0 && reported >= 0).then_some(reported);
+        }
         (self.start_offset >= 0).then(|| high - self.start_offset - self.complete)
     }
 }

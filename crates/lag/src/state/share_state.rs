@@ -74,6 +74,13 @@ impl ShareState {
         }
     }
 
+    /// Sets a share-partition as DescribeShareGroupOffsets reported it
+    /// (admin-API mode, which rebuilds the unit at every scrape).
+    pub fn set_reported(&mut self, group: &str, topic_id: Uuid, partition: i32, start_offset: i64, lag: i64) {
+        let key = (self.names.intern(group), topic_id, partition);
+        self.partitions.insert(key, SharePartition::reported(start_offset, lag));
+    }
+
     /// Every share-partition's state.
     pub fn partitions(&self) -> impl Iterator<Item = (&ShareKey, &SharePartition)> {
         self.partitions.iter()
