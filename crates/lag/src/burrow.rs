@@ -238,6 +238,8 @@ fn seen(monitor: &Monitor, group: &str) -> Option<Vec<Seen>> {
         return None;
     }
     let watermarks = monitor.watermarks();
+    // A share group's partitions: Kafka's share lag, no commits (it makes none).
+    let share: Vec<crate::ShareRow> = monitor.share_rows(false).into_iter().filter(|r| &*r.group == group).collect();
     let derived = monitor.derived();
     let mut out = None;
     monitor.units().for_each(|_, unit| {
@@ -267,6 +269,19 @@ fn seen(monitor: &Monitor, group: &str) -> Option<Vec<Seen>> {
                     .map(|w| w.commits().map(Into::into).collect())
                     .unwrap_or_default(),
                 status: derived.status(name, topic, partition, l),
+                owner: owner.to_owned(),
+                client_id: client_id.to_owned(),
+            });
+        }
+        for row in &share {
+            let Some(l) = watermarks.get(&row.topic, row.partition).and_then(|w| row.lag(w.high)) else { continue };
+            let (owner, client_id) = owners.get(&(&*row.topic, row.partition)).copied().unwrap_or_default();
+            parts.push(Seen {
+                topic: Arc::clone(&row.topic),
+                partition: row.partition,
+                lag: l,
+                commits: Vec::new(),
+                status: Status::Ok,
                 owner: owner.to_owned(),
                 client_id: client_id.to_owned(),
             });

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kshard_lag::{
-    Clock, Granularity, Metrics, Monitor, MonitorSettings, NameFilter, SelfTimings, Watermark, Watermarks,
+    Clock, Granularity, Metrics, Monitor, MonitorSettings, NameFilter, RecordAt, SelfTimings, Watermark, Watermarks,
 };
 use kshard_offsets::{OffsetCommitValue, Record};
 use kshard_testkit::parse_metrics;
@@ -303,4 +303,78 @@ fn max_partition_series_keeps_the_most_lagging_and_every_roll_up() {
     );
     assert_eq!(m.get("kshard_kafka_consumer_group_topic_lag{group_id=\"g\",topic_name=\"t\"}"), Some(&400.0));
     assert_eq!(m.get("kshard_partition_series_dropped"), Some(&3.0));
+}
+
+#[test]
+fn max_partition_series_ranks_share_partitions_with_the_others() {
+    use kshard_offsets::{
+        GroupIdKey, NamedTopicPartitions, RecordKey, RecordValue, ShareGroupStatePartitionMetadataValue,
+        SharePartitionKey, ShareSnapshotValue, ShareStateKey, ShareStateRecord, ShareStateValue, Uuid,
+    };
+    let settings = MonitorSettings {
+        granularity: Granularity::Partition,
+        max_partition_series: Some(2),
+        ..MonitorSettings::default()
+    };
+    let monitor = Arc::new(Monitor::new(settings));
+    let metrics = Metrics::new("kshard", Arc::clone(&monitor), Arc::new(SelfTimings::default()));
+    monitor.track_partition(0, 0, 6);
+    monitor.start();
+    let mut w = Watermarks::default();
+    for p in 0..5 {
+        let (k, v) = Record::offset_commit("g", "t", p, Some(OffsetCommitValue::new(3, 10 * i64::from(p), 0))).encode();
+        monitor.apply(0, i64::from(p), Some(&k), v.as_deref()).expect("applies");
+        w.insert("t", p, Watermark { low: 0, high: 100 });
+    }
+    // Share group "sg" on topic "s": start offset 5, nothing done after it,
+    // against a high watermark of 100: lag 95, second only to g's 100.
+    let id = Uuid([5; 16]);
+    let named = Record {
+        key: RecordKey::ShareGroupStatePartitionMetadata(GroupIdKey { group_id: "sg".into() }),
+        value: Some(RecordValue::ShareGroupStatePartitionMetadata(ShareGroupStatePartitionMetadataValue {
+            version: 0,
+            initializing_topics: vec![],
+            initialized_topics: vec![NamedTopicPartitions {
+                topic_id: id,
+                topic_name: "s".into(),
+                partitions: vec![0],
+            }],
+            deleting_topics: vec![],
+        })),
+    };
+    let (k, v) = named.encode();
+    monitor.apply(0, 5, Some(&k), v.as_deref()).expect("applies");
+    let snapshot = ShareSnapshotValue {
+        version: 0,
+        snapshot_epoch: 0,
+        state_epoch: 0,
+        leader_epoch: 0,
+        start_offset: 5,
+        delivery_complete_count: 0,
+        create_timestamp: 0,
+        write_timestamp: 0,
+        state_batches: vec![],
+    };
+    let key = SharePartitionKey { group_id: "sg".into(), topic_id: id, partition: 0 };
+    let (k, v) =
+        ShareStateRecord { key: ShareStateKey::Snapshot(key), value: Some(ShareStateValue::Snapshot(snapshot)) }
+            .encode();
+    let record = RecordAt { partition: 0, offset: 0, transactional: None, key: Some(&k), value: v.as_deref() };
+    monitor.share_units().apply_then(record, |_| ()).0.expect("applies");
+    w.insert("s", 0, Watermark { low: 0, high: 100 });
+    monitor.set_watermarks(w, true, monitor.now());
+    let m = parse_metrics(&metrics.render().expect("renders"));
+    let kept = |family: &str| -> Vec<String> {
+        m.keys().filter(|k| k.starts_with(&format!("kshard_kafka_{family}{{"))).cloned().collect()
+    };
+    assert_eq!(
+        kept("consumer_group_topic_partition_lag"),
+        ["kshard_kafka_consumer_group_topic_partition_lag{group_id=\"g\",topic_name=\"t\",partition_id=\"0\"}"]
+    );
+    assert_eq!(
+        kept("share_group_topic_partition_lag"),
+        ["kshard_kafka_share_group_topic_partition_lag{group_id=\"sg\",topic_name=\"s\",partition_id=\"0\"}"]
+    );
+    assert_eq!(m.get("kshard_partition_series_dropped"), Some(&4.0));
+    assert_eq!(m.get("kshard_kafka_share_group_topic_lag{group_id=\"sg\",topic_name=\"s\"}"), Some(&95.0));
 }

@@ -141,6 +141,14 @@ fn serve_exports_share_groups_as_kafka_describes_them() {
     assert!(metrics.get(&series("poison_records_total")).is_some_and(|n| *n >= 3.0), "{metrics:#?}");
     let info = format!("kshard_kafka_consumer_group_info{{group_id=\"{group}\",protocol=\"\",protocol_type=\"share\"");
     assert!(metrics.keys().any(|k| k.starts_with(&info)), "the share group's info: {metrics:#?}");
+
+    // Burrow's API: the share-partition with Kafka's lag.
+    let (status, body) = service.get(&format!("/v3/kafka/local/consumer/{group}/lag"));
+    assert_eq!(status, 200, "{body}");
+    let burrow: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    let partition = &burrow["status"]["partitions"][0];
+    assert_eq!(partition["current_lag"].as_i64(), Some(kafka_now[0].3), "{body}");
+    assert_eq!(burrow["status"]["status"], "OK", "{body}");
 }
 
 #[test]

@@ -11,6 +11,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 
+use super::share_groups::ShareRows;
 use super::{Encoded, itoa_buf};
 use crate::consumer_status::Status;
 use crate::derived::Motion;
@@ -173,39 +174,52 @@ impl Rows {
                 }
             }
         });
-        if let Some(max) = settings.max_partition_series {
-            rows.cap(max);
-        }
         rows
     }
 
     /// Keeps the per-partition rows of the `max` group-partitions that
-    /// matter most: the most lag in seconds, then in records.
-    fn cap(&mut self, max: usize) {
-        if self.partition_lag.len() <= max {
+    /// matter most — the most lag in seconds, then in records — of the
+    /// consumer groups' and the share groups' (`share`) together.
+    pub(super) fn cap(&mut self, max: usize, share: &mut ShareRows) {
+        let share_count = share.ranks().count();
+        if self.partition_lag.len() + share_count <= max {
             return;
         }
         let seconds: HashMap<RowKey, f64, foldhash::fast::RandomState> =
             self.partition_lag_seconds.iter().map(|(g, t, p, s, _)| (row_key(g, t, *p), *s)).collect();
-        let mut ranked: Vec<(f64, i64, RowKey)> = self
+        // A share-partition is ranked by its index, with no group-partition key.
+        let mut ranked: Vec<(f64, i64, Ranked)> = self
             .partition_lag
             .iter()
             .map(|(g, t, p, l)| {
                 let key = row_key(g, t, *p);
-                (seconds.get(&key).copied().unwrap_or(-1.0), *l, key)
+                (seconds.get(&key).copied().unwrap_or(-1.0), *l, Ranked::Group(key))
             })
+            .chain(share.ranks().enumerate().map(|(i, (s, l))| (s, l, Ranked::Share(i))))
             .collect();
-        let most_first = |a: &(f64, i64, RowKey), b: &(f64, i64, RowKey)| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1));
+        let most_first = |a: &(f64, i64, Ranked), b: &(f64, i64, Ranked)| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1));
         if max > 0 {
             ranked.select_nth_unstable_by(max - 1, most_first);
         }
-        let kept: std::collections::HashSet<RowKey, foldhash::fast::RandomState> =
-            ranked[..max].iter().map(|r| r.2).collect();
-        self.dropped = self.partition_lag.len() - max;
-        self.partition_lag.retain(|(g, t, p, _)| kept.contains(&row_key(g, t, *p)));
-        self.partition_lag_seconds.retain(|(g, t, p, _, _)| kept.contains(&row_key(g, t, *p)));
-        self.partition_motion.retain(|(g, t, p, _)| kept.contains(&row_key(g, t, *p)));
+        let kept = &ranked[..max];
+        let groups: std::collections::HashSet<RowKey, foldhash::fast::RandomState> =
+            kept.iter().filter_map(|r| if let Ranked::Group(k) = r.2 { Some(k) } else { None }).collect();
+        let shares: std::collections::HashSet<usize, foldhash::fast::RandomState> =
+            kept.iter().filter_map(|r| if let Ranked::Share(i) = r.2 { Some(i) } else { None }).collect();
+        self.dropped = self.partition_lag.len() + share_count - max;
+        self.partition_lag.retain(|(g, t, p, _)| groups.contains(&row_key(g, t, *p)));
+        self.partition_lag_seconds.retain(|(g, t, p, _, _)| groups.contains(&row_key(g, t, *p)));
+        self.partition_motion.retain(|(g, t, p, _)| groups.contains(&row_key(g, t, *p)));
+        share.retain(|i| shares.contains(&i));
     }
+}
+
+/// What `max_partition_series` ranks: a consumer group-partition, or the
+/// share-partition at an index of [`ShareRows`].
+#[derive(Clone, Copy)]
+enum Ranked {
+    Group(RowKey),
+    Share(usize),
 }
 
 /// `partition_series_dropped`: group-partitions left without per-partition

@@ -117,7 +117,14 @@ impl Collector for LagCollector {
         if !ready {
             return Ok(());
         }
-        let rows = groups::Rows::collect(m, &watermarks);
+        let mut rows = groups::Rows::collect(m, &watermarks);
+        let mut share = share_groups::ShareRows::collect(m, &watermarks);
+        // Only per-partition series are capped (the roll-ups count all).
+        if let Some(max) = m.settings().max_partition_series
+            && m.settings().granularity == crate::monitor::Granularity::Partition
+        {
+            rows.cap(max, &mut share);
+        }
         groups::partition_lag(e, &rows)?;
         groups::topic_lag_and_offset_sum(e, &rows)?;
         groups::lag_seconds(e, &rows)?;
@@ -129,7 +136,6 @@ impl Collector for LagCollector {
         groups::info(e, &rows)?;
         groups::members(e, &rows)?;
         groups::topic_assignments(e, &rows)?;
-        let share = share_groups::ShareRows::collect(m, &watermarks);
         share_groups::partitions(e, &share)?;
         share_groups::topics(e, &share)
     }

@@ -24,17 +24,22 @@ pub(super) struct Exported {
     seconds: Option<(f64, &'static str)>,
 }
 
+/// (group, topic, lag, the most seconds over its partitions).
+type TopicRow = (Arc<str>, Arc<str>, i64, Option<f64>);
+
 /// What the share families show, gathered in one pass.
 pub(super) struct ShareRows {
     per_partition: bool,
     partitions: Vec<Exported>,
+    /// The per-topic roll-ups, of every share-partition (before any cap).
+    topics: Vec<TopicRow>,
 }
 
 impl ShareRows {
     /// The share-partitions whose topic has watermarks and whose state is initialized.
     pub(super) fn collect(m: &Monitor, watermarks: &Watermarks) -> Self {
         let derived = m.derived();
-        let partitions = m
+        let partitions: Vec<Exported> = m
             .share_rows(false)
             .into_iter()
             .filter_map(|row| {
@@ -46,8 +51,40 @@ impl ShareRows {
                 Some(Exported { row, lag, seconds })
             })
             .collect();
-        ShareRows { per_partition: m.settings().granularity == Granularity::Partition, partitions }
+        let topics = roll_up(&partitions);
+        ShareRows { per_partition: m.settings().granularity == Granularity::Partition, partitions, topics }
     }
+
+    /// Each exported share-partition's lag in seconds (-1 when unknown) and
+    /// in records: how `max_partition_series` ranks it.
+    pub(super) fn ranks(&self) -> impl Iterator<Item = (f64, i64)> + '_ {
+        self.partitions.iter().map(|x| (x.seconds.map_or(-1.0, |(s, _)| s), x.lag))
+    }
+
+    /// Keeps the per-partition rows whose index `keep` accepts.
+    pub(super) fn retain(&mut self, keep: impl Fn(usize) -> bool) {
+        let mut i = 0;
+        self.partitions.retain(|_| {
+            i += 1;
+            keep(i - 1)
+        });
+    }
+}
+
+/// (group, topic) → (lag, most seconds); the rows are sorted by group and topic.
+fn roll_up(partitions: &[Exported]) -> Vec<TopicRow> {
+    let mut topics: Vec<TopicRow> = Vec::new();
+    for x in partitions {
+        let seconds = x.seconds.map(|(s, _)| s);
+        match topics.last_mut() {
+            Some((g, t, lag, most)) if *g == x.row.group && *t == x.row.topic => {
+                *lag += x.lag;
+                *most = crate::lag_time::max_seconds(*most, seconds);
+            }
+            _ => topics.push((Arc::clone(&x.row.group), Arc::clone(&x.row.topic), x.lag, seconds)),
+        }
+    }
+    topics
 }
 
 /// What one per-partition family shows of a share-partition.
@@ -131,31 +168,17 @@ pub(super) fn partitions(e: &mut DescriptorEncoder<'_>, rows: &ShareRows) -> Enc
     Ok(())
 }
 
-/// (group, topic, lag, the most seconds over its partitions).
-type TopicRow<'a> = (&'a Arc<str>, &'a Arc<str>, i64, Option<f64>);
-
 /// `kafka_share_group_topic_lag` and `…_topic_max_lag_seconds`.
 pub(super) fn topics(e: &mut DescriptorEncoder<'_>, rows: &ShareRows) -> Encoded {
-    // (group, topic) → (lag, most seconds); the rows are sorted by group and topic.
-    let mut topics: Vec<TopicRow<'_>> = Vec::new();
-    for x in &rows.partitions {
-        let seconds = x.seconds.map(|(s, _)| s);
-        match topics.last_mut() {
-            Some((g, t, lag, most)) if **g == x.row.group && **t == x.row.topic => {
-                *lag += x.lag;
-                *most = crate::lag_time::max_seconds(*most, seconds);
-            }
-            _ => topics.push((&x.row.group, &x.row.topic, x.lag, seconds)),
-        }
-    }
+    let topics = &rows.topics;
     let mut family = e.encode_descriptor(
         "kafka_share_group_topic_lag",
         "Sum of a share group's lag over a topic's partitions.",
         None,
         MetricType::Gauge,
     )?;
-    for (group, topic, lag, _) in &topics {
-        ConstGauge::new(*lag).encode(family.encode_family(&[("group_id", &***group), ("topic_name", &***topic)])?)?;
+    for (group, topic, lag, _) in topics {
+        ConstGauge::new(*lag).encode(family.encode_family(&[("group_id", &**group), ("topic_name", &**topic)])?)?;
     }
     let mut family = e.encode_descriptor(
         "kafka_share_group_topic_max_lag_seconds",
@@ -163,9 +186,9 @@ pub(super) fn topics(e: &mut DescriptorEncoder<'_>, rows: &ShareRows) -> Encoded
         None,
         MetricType::Gauge,
     )?;
-    for (group, topic, _, most) in &topics {
+    for (group, topic, _, most) in topics {
         let Some(s) = most else { continue };
-        ConstGauge::new(*s).encode(family.encode_family(&[("group_id", &***group), ("topic_name", &***topic)])?)?;
+        ConstGauge::new(*s).encode(family.encode_family(&[("group_id", &**group), ("topic_name", &**topic)])?)?;
     }
     Ok(())
 }

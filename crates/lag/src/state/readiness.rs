@@ -146,8 +146,18 @@ impl Readiness {
                 }
                 self.log_mut(log).start();
             }
-            Event::Position { log, partition, next } => self.log_mut(log).on_record(partition, next - 1),
-            Event::EndOfPartition { log, partition, next } => self.log_mut(log).on_end_of_partition(partition, next),
+            // Positions of a log that is not read (admin-API mode fills the
+            // share units from the brokers) do not make it read.
+            Event::Position { log, partition, next } => {
+                if let Some(c) = self.read_log_mut(log) {
+                    c.on_record(partition, next - 1);
+                }
+            }
+            Event::EndOfPartition { log, partition, next } => {
+                if let Some(c) = self.read_log_mut(log) {
+                    c.on_end_of_partition(partition, next);
+                }
+            }
             Event::Refreshed { at, caught_up_before } => {
                 self.health.refreshed(at);
                 self.fresh_watermarks |= caught_up_before;
@@ -166,6 +176,13 @@ impl Readiness {
         match log {
             Log::Offsets => &mut self.catch_up,
             Log::ShareState => self.share.get_or_insert_with(CatchUp::default),
+        }
+    }
+
+    fn read_log_mut(&mut self, log: Log) -> Option<&mut CatchUp> {
+        match log {
+            Log::Offsets => Some(&mut self.catch_up),
+            Log::ShareState => self.share.as_mut(),
         }
     }
 
@@ -336,6 +353,12 @@ mod tests {
             Some("catching up with __share_group_state: 4 offsets left to read")
         );
         r.step(Event::EndOfPartition { log: Log::ShareState, partition: 0, next: Some(9) });
+        r.step(Event::Refreshed { at: t, caught_up_before: true });
+        assert!(r.verdict(t).ready);
+        // Positions in share state that is not read change nothing.
+        let mut r = Readiness::new(STALE);
+        tracked(&mut r, &[(0, 0, 0)]);
+        r.step(Event::Position { log: Log::ShareState, partition: 0, next: 3 });
         r.step(Event::Refreshed { at: t, caught_up_before: true });
         assert!(r.verdict(t).ready);
         // A cluster without share groups has no state topic: nothing to read.
