@@ -126,6 +126,20 @@ else
   install_kafka
 fi
 
+# Kafka Streams (its one jar: the rest is Kafka's), for the test application
+# on the streams rebalance protocol; RocksDB is left out (its stores are in memory).
+if [[ -f "$KAFKA_STREAMS_HOME/.complete" ]]; then
+  log "Kafka Streams $KAFKA_VERSION found at $KAFKA_STREAMS_HOME"
+else
+  log "fetching Kafka Streams $KAFKA_VERSION from Maven Central into $KAFKA_STREAMS_HOME (done once)"
+  rm -rf "$KAFKA_STREAMS_HOME"
+  mkdir -p "$KAFKA_STREAMS_HOME"
+  mvn -q -B dependency:copy -Dartifact="org.apache.kafka:kafka-streams:$KAFKA_VERSION" \
+    -DoutputDirectory="$KAFKA_STREAMS_HOME" || die "Maven could not fetch Kafka Streams $KAFKA_VERSION (see above)"
+  [[ -f "$KAFKA_STREAMS_HOME/kafka-streams-$KAFKA_VERSION.jar" ]] || die "Kafka Streams did not install to $KAFKA_STREAMS_HOME"
+  touch "$KAFKA_STREAMS_HOME/.complete"
+fi
+
 # promtool, Prometheus's rule checker, for the test of deploy/prometheus: taken
 # out of Debian's prometheus package (a static binary) without installing or
 # starting the server. Without it the test checks the rules with its own parser.

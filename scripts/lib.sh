@@ -11,6 +11,8 @@ KSHARD_STATE_DIR="${KSHARD_STATE_DIR:-$KSHARD_ROOT/.kshard}"
 # The test and demo broker: Apache Kafka in KRaft mode, jars from Maven Central.
 KAFKA_VERSION="4.4.0"
 KAFKA_HOME="$KSHARD_TOOLS_DIR/kafka-$KAFKA_VERSION"
+# The Kafka Streams library, for the tests' streams application (not the broker's).
+KAFKA_STREAMS_HOME="$KSHARD_TOOLS_DIR/kafka-streams-$KAFKA_VERSION"
 # The library that drives Debian's chromium in the web page's test.
 PLAYWRIGHT_VERSION="1.64.1"
 

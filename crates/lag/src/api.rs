@@ -366,6 +366,9 @@ pub struct GroupDetail {
     pub generation: Option<i32>,
     /// Its members and their assignments (empty when none or unknown).
     pub member_list: Vec<MemberView>,
+    /// A streams group's topology, once known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub topology: Option<TopologyView>,
     /// Its recent lag.
     pub history: HistoryView,
 }
@@ -381,8 +384,57 @@ pub struct MemberView {
     pub client_id: String,
     /// The client host.
     pub client_host: String,
-    /// Assigned partitions by topic.
+    /// Assigned partitions by topic (a streams member's: its active tasks'
+    /// partitions of their subtopologies' source topics).
     pub assignment: BTreeMap<String, Vec<i32>>,
+    /// A streams group's member: its process, endpoint and tasks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub streams: Option<StreamsMemberView>,
+}
+
+/// What a streams group's member runs.
+#[derive(Debug, Serialize)]
+pub struct StreamsMemberView {
+    /// The Kafka Streams process (one per application instance).
+    pub process_id: String,
+    /// `host:port` for interactive queries, when set.
+    pub endpoint: Option<String>,
+    /// Active tasks: partitions by subtopology id.
+    pub active_tasks: BTreeMap<String, Vec<i32>>,
+    /// Standby tasks (state replicas).
+    pub standby_tasks: BTreeMap<String, Vec<i32>>,
+    /// Warm-up tasks (state being caught up before a move).
+    pub warmup_tasks: BTreeMap<String, Vec<i32>>,
+}
+
+/// A streams group's topology.
+#[derive(Debug, Serialize)]
+pub struct TopologyView {
+    /// Its epoch.
+    pub epoch: i32,
+    /// Its subtopologies.
+    pub subtopologies: Vec<SubtopologyView>,
+}
+
+/// One subtopology.
+#[derive(Debug, Serialize)]
+pub struct SubtopologyView {
+    /// Its id.
+    pub id: String,
+    /// The topics it reads.
+    pub source_topics: Vec<String>,
+    /// The repartition topics it reads.
+    pub repartition_source_topics: Vec<String>,
+    /// Its state stores' changelog topics.
+    pub state_changelog_topics: Vec<String>,
+}
+
+fn task_map(tasks: &crate::TaskList) -> BTreeMap<String, Vec<i32>> {
+    tasks.iter().map(|(s, p)| (s.to_string(), p.clone())).collect()
+}
+
+fn names(topics: &[Arc<str>]) -> Vec<String> {
+    topics.iter().map(|t| t.to_string()).collect()
 }
 
 /// A group's recent lag: one point per `resolution_seconds` over the last
@@ -418,12 +470,32 @@ pub fn group(monitor: &Monitor, group_id: &str) -> Option<GroupDetail> {
                     client_id: m.client_id.to_string(),
                     client_host: m.client_host.to_string(),
                     assignment: m.assignment.iter().map(|(t, p)| (t.to_string(), p.clone())).collect(),
+                    streams: m.streams.as_ref().map(|s| StreamsMemberView {
+                        process_id: s.process_id.to_string(),
+                        endpoint: s.endpoint.as_deref().map(str::to_owned),
+                        active_tasks: task_map(&s.active),
+                        standby_tasks: task_map(&s.standby),
+                        warmup_tasks: task_map(&s.warmup),
+                    }),
                 })
                 .collect();
-            found = Some((view, info.map(|i| i.generation), member_list));
+            let topology = info.and_then(|i| i.topology.as_ref()).map(|t| TopologyView {
+                epoch: t.epoch,
+                subtopologies: t
+                    .subtopologies
+                    .iter()
+                    .map(|s| SubtopologyView {
+                        id: s.id.to_string(),
+                        source_topics: names(&s.source_topics),
+                        repartition_source_topics: names(&s.repartition_source_topics),
+                        state_changelog_topics: names(&s.state_changelog_topics),
+                    })
+                    .collect(),
+            });
+            found = Some((view, info.map(|i| i.generation), member_list, topology));
         },
     );
-    let (group, generation, member_list) = found?;
+    let (group, generation, member_list, topology) = found?;
     let (points, settings) = monitor.history(group_id);
     let history = HistoryView {
         window_seconds: settings.window_s,
@@ -431,5 +503,5 @@ pub fn group(monitor: &Monitor, group_id: &str) -> Option<GroupDetail> {
         now_ms: monitor.epoch_ms(),
         points,
     };
-    Some(GroupDetail { group, generation, member_list, history })
+    Some(GroupDetail { group, generation, member_list, topology, history })
 }

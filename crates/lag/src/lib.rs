@@ -45,7 +45,8 @@ pub use catch_up::{CatchUp, Log, Progress};
 pub use consumer_status::{Commit, StatusSettings};
 pub use filter::NameFilter;
 pub use group_offsets::{
-    Applied, CommittedOffset, DescribedMember, Group, GroupInfo, GroupOffsets, Member, Skipped, Transactional,
+    Applied, CommittedOffset, DescribedMember, Group, GroupInfo, GroupOffsets, Member, Skipped, StreamsMember,
+    SubtopologyInfo, TaskList, Topology, Transactional,
 };
 pub use invalid_setting::InvalidSetting;
 pub use lag_history::{HistorySettings, LagHistory};

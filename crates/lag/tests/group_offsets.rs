@@ -160,9 +160,12 @@ fn bad_input_is_skipped_with_a_reason_and_the_position_moves() {
     assert_eq!(err.reason(), "malformed_value");
     assert!(err.to_string().contains("value: field `offset`"), "{err}");
     assert_eq!(s.next_offset(), Some(3));
-    // Streams-group and unknown records are not errors.
-    let streams = Record { key: RecordKey::StreamsGroupMetadata(GroupIdKey { group_id: "g".into() }), value: None };
-    assert_eq!(apply(&mut s, 3, &streams), Ok(Applied::Ignored(RecordType::StreamsGroupMetadata)));
+    // Target assignments (what a group moves to) and unknown records are not errors.
+    let target = Record {
+        key: RecordKey::StreamsGroupTargetAssignmentMetadata(GroupIdKey { group_id: "g".into() }),
+        value: None,
+    };
+    assert_eq!(apply(&mut s, 3, &target), Ok(Applied::Ignored(RecordType::StreamsGroupTargetAssignmentMetadata)));
     let unknown = Record { key: RecordKey::Opaque { key_version: 99, body: vec![].into() }, value: None };
     assert_eq!(apply(&mut s, 4, &unknown), Ok(Applied::Ignored(RecordType::Unknown(99))));
     // A negative or absurd partition id from the wire is not stored.

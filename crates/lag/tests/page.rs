@@ -18,7 +18,7 @@ use common::*;
 use kshard_kafka::{Admin, ClientSettings, GroupConsumer, OffsetCommitter, RecordWriter};
 use kshard_lag::service::ServeOptions;
 use kshard_lag::{HistorySettings, MonitorSettings, StatusSettings};
-use kshard_testkit::{Broker, share_consume, share_from_earliest, unique_name};
+use kshard_testkit::{Broker, share_consume, share_from_earliest, streams_app, unique_name};
 use serde_json::{Value, json};
 
 /// Where screenshots are kept: `target/test-artifacts/page/`.
@@ -121,6 +121,9 @@ fn the_page_in_chromium_filters_pages_and_charts_a_group() {
     share_from_earliest(broker.brokers(), &share);
     share_consume(broker.brokers(), &share, &quiet, 5, None);
     share_consume(broker.brokers(), &share, &quiet, 2, Some("--release"));
+    // A Kafka Streams application on the streams protocol, reading "orders".
+    let streams = group("streams");
+    let _streams = streams_app(broker.brokers(), &streams, &orders, &format!("{p}-upper"), 180);
 
     // "live", a real member, reads behind a producer while the test runs: its
     // lag moves, and the chart has something to draw.
@@ -148,7 +151,7 @@ fn the_page_in_chromium_filters_pages_and_charts_a_group() {
         ServeOptions { watermark_interval: Duration::from_millis(500), monitor, ..ServeOptions::new(settings.clone()) };
     let mut service = TestService::start(options);
     service.wait_ready();
-    let total = bulk.len() + 6;
+    let total = bulk.len() + 7;
     until(
         "kshard sees every group, their statuses and records lost",
         Duration::from_secs(60),
@@ -161,7 +164,8 @@ fn the_page_in_chromium_filters_pages_and_charts_a_group() {
                 && of("rewound").0 == "ERR"
                 && of("lost") == ("ERR".to_owned(), 40)
                 && !of("live").0.is_empty()
-                && !of("share").0.is_empty();
+                && !of("share").0.is_empty()
+                && !of("streams").0.is_empty();
             if done { Ok(()) } else { Err(format!("{seen:?}")) }
         },
     );
@@ -183,6 +187,7 @@ fn the_page_in_chromium_filters_pages_and_charts_a_group() {
             "liveClient": "kshard",
             "odd": odd,
             "share": share,
+            "streams": streams,
             "minPoints": 3,
         }),
     );

@@ -381,6 +381,30 @@ pub fn share_from_earliest(brokers: &str, group: &str) {
     kafka_tool("configs", &args);
 }
 
+/// The tests' Kafka Streams application (`scripts/java/StreamsApp.java`, on
+/// the streams rebalance protocol) as `app`: it reads `input` into `output`
+/// for `seconds`, or until the returned handle is dropped.
+pub fn streams_app(brokers: &str, app: &str, input: &str, output: &str, seconds: u32) -> StreamsApp {
+    let child = Command::new(repo_root().join("scripts/streams-app.sh"))
+        .args([brokers, app, input, output, &seconds.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("starting scripts/streams-app.sh");
+    StreamsApp(child)
+}
+
+/// A running streams application, stopped (killed) on drop.
+#[derive(Debug)]
+pub struct StreamsApp(std::process::Child);
+
+impl Drop for StreamsApp {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Kafka's console share consumer in `group` reads `messages` records of
 /// `topic`, accepting them, or as `how` says (`--reject`, `--release`).
 pub fn share_consume(brokers: &str, group: &str, topic: &str, messages: u32, how: Option<&str>) {

@@ -25,7 +25,9 @@ use crate::open_transactions::{OpenTransactions, PendingCommit};
 pub use kshard_kafka::Transactional;
 
 mod share;
+mod streams;
 pub(crate) use share::SHARE;
+pub use streams::{StreamsMember, SubtopologyInfo, TaskList, Topology};
 
 /// The last offset a group committed for one partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,6 +62,8 @@ pub struct Member {
     /// A KIP-848 member's assignment as the log has it, by topic id; resolved
     /// into `assignment` through the topic ids offset commits carry.
     pub assignment_by_id: Vec<(Uuid, Vec<i32>)>,
+    /// A streams group's member: its process, endpoint and tasks.
+    pub streams: Option<Box<StreamsMember>>,
 }
 
 /// A group's metadata.
@@ -78,6 +82,8 @@ pub struct GroupInfo {
     pub members: Option<Vec<Member>>,
     /// The state a broker reported (admin-API mode); `None` when read from the log.
     pub reported_state: Option<Arc<str>>,
+    /// A streams group's topology, once its record is read.
+    pub topology: Option<Arc<Topology>>,
 }
 
 impl GroupInfo {
@@ -275,6 +281,8 @@ pub struct GroupOffsets {
     /// KIP-848 assignments read before their member's metadata record (after
     /// compaction a member's assignment can come first), by group and member.
     pending_assignments: FastMap<(Arc<str>, Box<str>), AssignmentById>,
+    /// Streams members' tasks read before their metadata, by group and member.
+    pending_tasks: FastMap<(Arc<str>, Box<str>), StreamsMember>,
     /// Offset commits of transactions not ended yet.
     open: OpenTransactions,
     /// The next offset to read from this partition (`None` before the first record).
@@ -468,6 +476,29 @@ impl GroupOffsets {
                 let client = MemberClient { instance_id: None, id: &m.client_id, host: &m.client_host };
                 self.member_metadata(key, share::SHARE, client)
             }
+            (RecordKey::StreamsGroupMetadata(key), Some(RecordValue::StreamsGroupMetadata(v))) => {
+                self.kip848_group_info(&key.group_id, streams::STREAMS, v.epoch).generation = v.epoch;
+                Applied::GroupMetadata
+            }
+            (RecordKey::StreamsGroupMetadata(key), None) => self.group_deleted(&key.group_id),
+            (RecordKey::StreamsGroupMemberMetadata(key), Some(RecordValue::StreamsGroupMemberMetadata(m))) => {
+                self.streams_member(key, m)
+            }
+            (RecordKey::StreamsGroupMemberMetadata(key), None) => self.member_left(key),
+            (RecordKey::StreamsGroupCurrentMemberAssignment(key), value) => {
+                let v = streams::value_of(value, |v| match v {
+                    RecordValue::StreamsGroupCurrentMemberAssignment(a) => Some(a),
+                    _ => None,
+                });
+                self.streams_tasks(key, v)
+            }
+            (RecordKey::StreamsGroupTopology(key), value) => {
+                let v = streams::value_of(value, |v| match v {
+                    RecordValue::StreamsGroupTopology(t) => Some(t),
+                    _ => None,
+                });
+                self.streams_topology(&key.group_id, v)
+            }
             (RecordKey::ShareGroupStatePartitionMetadata(key), value) => {
                 let v = match value {
                     Some(RecordValue::ShareGroupStatePartitionMetadata(v)) => Some(v),
@@ -527,6 +558,7 @@ impl GroupOffsets {
             state_timestamp: None,
             members: Some(Vec::new()),
             reported_state: None,
+            topology: None,
         })
     }
 
@@ -550,6 +582,7 @@ impl GroupOffsets {
         let previous = members.iter().position(|x| *x.member_id == *key.member_id).map(|i| members.remove(i));
         // The assignment is a record of its own (type 7): a new
         // metadata record keeps the one the member had.
+        let streams = previous.as_ref().and_then(|p| p.streams.clone());
         let (assignment, assignment_by_id) =
             pending.or_else(|| previous.map(|p| (p.assignment, p.assignment_by_id))).unwrap_or_default();
         members.push(Member {
@@ -559,6 +592,7 @@ impl GroupOffsets {
             client_host: client.host.into(),
             assignment,
             assignment_by_id,
+            streams,
         });
         Applied::ConsumerGroupMember
     }
@@ -663,6 +697,7 @@ impl GroupOffsets {
                     client_host: m.client_host.as_ref().into(),
                     assignment,
                     assignment_by_id: Vec::new(),
+                    streams: None,
                 }
             })
             .collect();
@@ -673,6 +708,7 @@ impl GroupOffsets {
             state_timestamp: v.current_state_timestamp,
             members: Some(members),
             reported_state: None,
+            topology: None,
         }
     }
 
@@ -696,6 +732,7 @@ impl GroupOffsets {
             state_timestamp: None,
             members: None,
             reported_state: Some(self.names.intern(state)),
+            topology: None,
         };
         self.group_mut(group).info = Some(info);
     }
@@ -727,6 +764,7 @@ impl GroupOffsets {
                     client_host: host.into(),
                     assignment: by_topic,
                     assignment_by_id: Vec::new(),
+                    streams: None,
                 }
             })
             .collect();
@@ -737,6 +775,7 @@ impl GroupOffsets {
             state_timestamp: None,
             members: Some(members),
             reported_state: Some(self.names.intern(state)),
+            topology: None,
         };
         self.group_mut(group).info = Some(info);
     }

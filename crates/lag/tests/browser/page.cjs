@@ -172,6 +172,12 @@ async function walk(page) {
   check(/start 5 · end 10/.test(shareRow), `the share-partition from its start offset to its end: ${shareRow}`);
   await shot(page, 'group-share.png', true);
 
+  // A streams group: its members' tasks and its topology.
+  await page.goto(`${want.base}#/group/${encodeURIComponent(want.streams)}`);
+  await page.waitForSelector('#topology-section:not([hidden]) #topology tr');
+  await page.waitForFunction(() => /active tasks 0_0 0_1 0_2/.test(document.querySelector('#members').textContent), null, { timeout: 60000 });
+  await shot(page, 'group-streams.png', true);
+
   // A group that does not exist says so.
   page.expect404 = true;
   await page.goto(`${want.base}#/group/${encodeURIComponent('no such group/anywhere')}`);
