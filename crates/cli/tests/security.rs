@@ -161,10 +161,21 @@ fn dump_loadgen_bench_and_serve_work_over_tls_and_sasl() {
         assert_no_secret(&broker, name, &String::from_utf8_lossy(&out.stderr));
     }
 
-    // serve over SASL_SSL with SCRAM, as the principal with the default mode's ACLs.
+    // serve over SASL_SSL with SCRAM, as the principal with the default mode's
+    // ACLs, on a broker with share groups (so with __share_group_state).
+    let share_topic = format!("{p}-share");
+    kshard_testkit::kafka_tool(
+        "topics",
+        &["--bootstrap-server", broker.brokers(), "--create", "--topic", &share_topic],
+    );
+    kshard_testkit::share_consume(broker.brokers(), &format!("{p}-share-group"), &share_topic, 1, None);
     let access = sasl(&broker, Listener::SaslSsl, "SCRAM-SHA-512", "kshard");
     let mut serve = Serve::start(&broker, &access, &[]);
-    serve.ready_until("ready over SASL_SSL", |status, _| status == 200);
+    // This principal may not Read __share_group_state: share groups are
+    // left out, and /ready says so, rather than never being ready.
+    let ready = serve
+        .ready_until("ready over SASL_SSL", |status, body| status == 200 && body.contains("share_groups_left_out"));
+    assert!(ready.contains("may not Read __share_group_state"), "{ready}");
     let (status, api) = http_get(&serve.addr, "/api/groups").expect("GET /api/groups");
     assert_eq!(status, 200);
     assert!(api.contains(&format!("{p}-sasl-ssl-group-00000")), "the group is served");

@@ -63,6 +63,10 @@ pub struct ReadyReport {
     /// with how long it has lasted.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub transient: Vec<String>,
+    /// Why share groups' progress is left out (kshard may not Read
+    /// `__share_group_state`), when it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share_groups_left_out: Option<String>,
 }
 
 /// A partition of `__consumer_offsets` still catching up.
@@ -122,6 +126,7 @@ pub(crate) fn readiness(monitor: &Monitor, member: Option<&kshard_runtime::NodeS
             .into_iter()
             .map(|(why, lasted)| format!("{why} ({:.0} s)", lasted.as_secs_f64()))
             .collect(),
+        share_groups_left_out: monitor.share_unreadable(),
     }
 }
 

@@ -240,6 +240,22 @@ impl OffsetsReader {
     /// the topic, or when polls have failed for longer than watermarks may
     /// be old; else said, and the client retries (`Ok(true)`: idle).
     fn poll_failed(&self, e: kshard_kafka::Error, liveness: &mut Liveness) -> Result<bool, WorkerError> {
+        if e.is_authorization() && self.log == Log::ShareState {
+            // Share groups' progress is left out, said, rather than the
+            // whole service kept from ready (the ACLs of kshard before share
+            // groups grant Read on __consumer_offsets only).
+            let why = format!(
+                "kshard may not Read {}: share groups' progress (their lag) is left out; grant Read on the topic and restart kshard",
+                self.topic
+            );
+            warn!(error = %e, topic = %self.topic, "{why}");
+            self.monitor.log_unreadable(Log::ShareState, why);
+            self.monitor.step(Event::WorkerRunning(worker(self.log)));
+            while !self.stop.load(Ordering::Acquire) {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            return Ok(true);
+        }
         if e.is_authorization() {
             return Err(WorkerError::ReadDenied { topic: self.topic.clone(), source: Box::new(e) });
         }

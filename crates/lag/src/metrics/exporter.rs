@@ -36,11 +36,17 @@ pub(super) fn records_skipped(e: &mut DescriptorEncoder<'_>, m: &Monitor) -> Enc
     skipped(e, m.units().counters(), "offsets_records_skipped", "Records of __consumer_offsets skipped, by reason.")
 }
 
+const SHARE_READABLE_HELP: &str = "1 while kshard reads __share_group_state; 0 when it may not Read it (share groups' lag is then left out; see /ready).";
+
 /// What was read of `__share_group_state`, once it is read.
 pub(super) fn share_state_records(e: &mut DescriptorEncoder<'_>, m: &Monitor) -> Encoded {
+    if m.share_unreadable().is_some() {
+        return gauge(e, "share_state_readable", SHARE_READABLE_HELP, 0);
+    }
     if m.progress_of(crate::catch_up::Log::ShareState).is_none() {
         return Ok(());
     }
+    gauge(e, "share_state_readable", SHARE_READABLE_HELP, 1)?;
     let c = m.share_units().counters();
     let n = c.records.load(Ordering::Relaxed);
     counter(e, "share_state_records_consumed", "Records read from __share_group_state.", n)?;

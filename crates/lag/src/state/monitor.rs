@@ -239,6 +239,16 @@ impl Monitor {
         self.step(Event::Expected(log));
     }
 
+    /// kshard may not read `log`: left out (see [`Event::Unreadable`]).
+    pub(crate) fn log_unreadable(&self, log: Log, why: String) {
+        self.step(Event::Unreadable(log, why));
+    }
+
+    /// Why `__share_group_state` is not read, when kshard may not read it.
+    pub(crate) fn share_unreadable(&self) -> Option<String> {
+        lock(&self.readiness).share_unreadable().map(str::to_owned)
+    }
+
     /// Starts tracking a partition of `log` with its watermarks.
     pub fn track(&self, log: Log, partition: i32, low: i64, high: i64) {
         match log {

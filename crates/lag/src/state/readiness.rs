@@ -29,6 +29,9 @@ pub(crate) enum Event {
     Waiting(String),
     /// `log` is to be read before lag is served (the offsets topic always is).
     Expected(Log),
+    /// kshard may not read `log` (only `__share_group_state` can be left
+    /// out: the share groups' progress is then not served), and why.
+    Unreadable(Log, String),
     /// A partition of `log`, with its watermarks when tracking began.
     Tracked {
         /// The topic.
@@ -116,6 +119,8 @@ pub(crate) struct Readiness {
     catch_up: CatchUp,
     /// Of `__share_group_state`, when it is read (offsets-topic mode).
     share: Option<CatchUp>,
+    /// Why `__share_group_state` is not read, when kshard may not.
+    share_unreadable: Option<String>,
     health: Health,
     /// A refresh that began after catching up has completed (latched).
     fresh_watermarks: bool,
@@ -128,6 +133,7 @@ impl Readiness {
         Readiness {
             catch_up: CatchUp::default(),
             share: None,
+            share_unreadable: None,
             health: Health::new(stale_after),
             fresh_watermarks: false,
             waiting: None,
@@ -139,6 +145,12 @@ impl Readiness {
         match event {
             Event::Waiting(why) => self.waiting = Some(why),
             Event::Expected(log) => _ = self.log_mut(log),
+            Event::Unreadable(Log::ShareState, why) => {
+                self.share = None;
+                self.share_unreadable = Some(why);
+            }
+            // The offsets topic is never left out: its reader fails instead.
+            Event::Unreadable(Log::Offsets, _) => {}
             Event::Tracked { log, partition, low, high } => self.log_mut(log).track(partition, low, high),
             Event::Started(log) => {
                 if log == Log::Offsets {
@@ -184,6 +196,11 @@ impl Readiness {
             Log::Offsets => Some(&mut self.catch_up),
             Log::ShareState => self.share.as_mut(),
         }
+    }
+
+    /// Why `__share_group_state` is not read, when kshard may not read it.
+    pub(crate) fn share_unreadable(&self) -> Option<&str> {
+        self.share_unreadable.as_deref()
     }
 
     /// The catch-up of `log`, when it is read.
@@ -355,6 +372,16 @@ mod tests {
         r.step(Event::EndOfPartition { log: Log::ShareState, partition: 0, next: Some(9) });
         r.step(Event::Refreshed { at: t, caught_up_before: true });
         assert!(r.verdict(t).ready);
+        // Share state kshard may not read is left out, said, and not waited for.
+        let mut r = Readiness::new(STALE);
+        r.step(Event::Expected(Log::ShareState));
+        tracked(&mut r, &[(0, 0, 0)]);
+        r.step(Event::Tracked { log: Log::ShareState, partition: 0, low: 0, high: 9 });
+        r.step(Event::Started(Log::ShareState));
+        r.step(Event::Unreadable(Log::ShareState, "denied".into()));
+        r.step(Event::Refreshed { at: t, caught_up_before: true });
+        assert!(r.verdict(t).ready);
+        assert_eq!(r.share_unreadable(), Some("denied"));
         // Positions in share state that is not read change nothing.
         let mut r = Readiness::new(STALE);
         tracked(&mut r, &[(0, 0, 0)]);
