@@ -268,11 +268,10 @@ fn commit_age_rates_and_time_to_catch_up_follow_a_consumer() {
     assert_eq!(m.get(topic_age), Some(&300.0));
 }
 
-/// With `max_partition_series`, the group-partitions with the most lag keep
-/// their series; the roll-ups still count every one, and the number left out
-/// is itself a series.
-#[test]
-fn max_partition_series_keeps_the_most_lagging_and_every_roll_up() {
+/// A monitor capped at 2 partition series whose unit 0 (of `records`
+/// offsets) holds group g's commits on partitions p = 0..5 of topic t at
+/// 10 × p, against a high watermark of 100: lags 100, 90, 80, 70, 60.
+fn five_lagging_partitions(records: i64) -> (Arc<Monitor>, Metrics, Watermarks) {
     let settings = MonitorSettings {
         granularity: Granularity::Partition,
         max_partition_series: Some(2),
@@ -280,16 +279,23 @@ fn max_partition_series_keeps_the_most_lagging_and_every_roll_up() {
     };
     let monitor = Arc::new(Monitor::new(settings));
     let metrics = Metrics::new("kshard", Arc::clone(&monitor), Arc::new(SelfTimings::default()));
-    monitor.track_partition(0, 0, 5);
+    monitor.track_partition(0, 0, records);
     monitor.start();
-    // Partition p of topic t committed at 10 × p against a high watermark of
-    // 100: lags 100, 90, 80, 70, 60.
     let mut w = Watermarks::default();
     for p in 0..5 {
         let (k, v) = Record::offset_commit("g", "t", p, Some(OffsetCommitValue::new(3, 10 * i64::from(p), 0))).encode();
         monitor.apply(0, i64::from(p), Some(&k), v.as_deref()).expect("applies");
         w.insert("t", p, Watermark { low: 0, high: 100 });
     }
+    (monitor, metrics, w)
+}
+
+/// With `max_partition_series`, the group-partitions with the most lag keep
+/// their series; the roll-ups still count every one, and the number left out
+/// is itself a series.
+#[test]
+fn max_partition_series_keeps_the_most_lagging_and_every_roll_up() {
+    let (monitor, metrics, w) = five_lagging_partitions(5);
     monitor.set_watermarks(w, true, monitor.now());
     let m = parse_metrics(&metrics.render().expect("renders"));
     let kept: Vec<&String> =
@@ -311,21 +317,7 @@ fn max_partition_series_ranks_share_partitions_with_the_others() {
         GroupIdKey, NamedTopicPartitions, RecordKey, RecordValue, ShareGroupStatePartitionMetadataValue,
         SharePartitionKey, ShareSnapshotValue, ShareStateKey, ShareStateRecord, ShareStateValue, Uuid,
     };
-    let settings = MonitorSettings {
-        granularity: Granularity::Partition,
-        max_partition_series: Some(2),
-        ..MonitorSettings::default()
-    };
-    let monitor = Arc::new(Monitor::new(settings));
-    let metrics = Metrics::new("kshard", Arc::clone(&monitor), Arc::new(SelfTimings::default()));
-    monitor.track_partition(0, 0, 6);
-    monitor.start();
-    let mut w = Watermarks::default();
-    for p in 0..5 {
-        let (k, v) = Record::offset_commit("g", "t", p, Some(OffsetCommitValue::new(3, 10 * i64::from(p), 0))).encode();
-        monitor.apply(0, i64::from(p), Some(&k), v.as_deref()).expect("applies");
-        w.insert("t", p, Watermark { low: 0, high: 100 });
-    }
+    let (monitor, metrics, mut w) = five_lagging_partitions(6);
     // Share group "sg" on topic "s": start offset 5, nothing done after it,
     // against a high watermark of 100: lag 95, second only to g's 100.
     let id = Uuid([5; 16]);

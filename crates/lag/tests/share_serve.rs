@@ -10,8 +10,8 @@ mod common;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use common::{TestService, create_topic, only, until};
-use kshard_kafka::{Admin, ClientSettings, RecordWriter};
+use common::{TestService, create_and_fill, only, until};
+use kshard_kafka::ClientSettings;
 use kshard_lag::service::{ScrapeMode, ServeOptions};
 use kshard_testkit::{Broker, kafka_share_groups, share_consume, share_from_earliest, unique_name};
 
@@ -63,16 +63,10 @@ fn described(brokers: &str, group: &str) -> Vec<Described> {
 fn serve_exports_share_groups_as_kafka_describes_them() {
     let broker = Broker::from_env_or_start();
     let settings = ClientSettings::new(broker.brokers());
-    let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
     let prefix = unique_name("share-serve");
     let (topic, group) = (format!("{prefix}-orders"), format!("{prefix}-workers"));
-    create_topic(&admin, &topic, 1);
-    let writer = RecordWriter::new(&settings).expect("producer");
     let produced_from = now_s();
-    for i in 0..30 {
-        writer.send(&topic, 0, format!("k{i}").as_bytes(), Some(b"v")).expect("send");
-    }
-    writer.flush(Duration::from_secs(30)).expect("flush");
+    create_and_fill(&settings, &topic, &[30]);
     let produced_to = now_s();
     share_from_earliest(broker.brokers(), &group);
 
@@ -156,15 +150,9 @@ fn serve_exports_share_groups_as_kafka_describes_them() {
 fn admin_api_mode_serves_share_groups_from_describe_share_group_offsets() {
     let broker = Broker::from_env_or_start();
     let settings = ClientSettings::new(broker.brokers());
-    let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
     let prefix = unique_name("share-admin-api");
     let (topic, group) = (format!("{prefix}-jobs"), format!("{prefix}-workers"));
-    create_topic(&admin, &topic, 2);
-    let writer = RecordWriter::new(&settings).expect("producer");
-    for i in 0..20 {
-        writer.send(&topic, i % 2, format!("k{i}").as_bytes(), Some(b"v")).expect("send");
-    }
-    writer.flush(Duration::from_secs(30)).expect("flush");
+    create_and_fill(&settings, &topic, &[10, 10]);
     share_from_earliest(broker.brokers(), &group);
     share_consume(broker.brokers(), &group, &topic, 4, None);
     share_consume(broker.brokers(), &group, &topic, 2, Some("--release"));

@@ -10,8 +10,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::{TestService, create_topic, only, until};
-use kshard_kafka::{Admin, ClientSettings, RecordWriter};
+use common::{TestService, create_and_fill, only, until};
+use kshard_kafka::ClientSettings;
 use kshard_lag::service::ServeOptions;
 use kshard_testkit::{Broker, streams_app, unique_name};
 
@@ -20,16 +20,10 @@ use kshard_testkit::{Broker, streams_app, unique_name};
 fn a_kafka_streams_application_is_shown_with_its_tasks_and_topology() {
     let broker = Broker::from_env_or_start();
     let settings = ClientSettings::new(broker.brokers());
-    let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
     let prefix = unique_name("streams");
     let (input, output, app) = (format!("{prefix}-in"), format!("{prefix}-out"), format!("{prefix}-app"));
-    create_topic(&admin, &input, 2);
-    create_topic(&admin, &output, 2);
-    let writer = RecordWriter::new(&settings).expect("producer");
-    for i in 0..20 {
-        writer.send(&input, i % 2, format!("k{}", i % 5).as_bytes(), Some(b"v")).expect("send");
-    }
-    writer.flush(Duration::from_secs(30)).expect("flush");
+    create_and_fill(&settings, &input, &[10, 10]);
+    create_and_fill(&settings, &output, &[0, 0]);
     let _running = streams_app(broker.brokers(), &app, &input, &output, 120);
 
     let mut service = TestService::start(ServeOptions {
