@@ -76,6 +76,9 @@ transaction.state.log.min.isr=1
 transaction.state.log.num.partitions=4
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
+# Four state partitions, not 50: every test service with a data directory
+# gives each a shard; a test needs no more.
+share.coordinator.state.topic.num.partitions=4
 group.initial.rebalance.delay.ms=0
 # Short segments and an eager cleaner, so that compaction of __consumer_offsets
 # really happens while tests run.

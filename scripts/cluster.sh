@@ -62,6 +62,7 @@ offsets.topic.replication.factor=3
 transaction.state.log.replication.factor=3
 transaction.state.log.min.isr=2
 transaction.state.log.num.partitions=4
+share.coordinator.state.topic.num.partitions=4
 group.initial.rebalance.delay.ms=0
 # Leaders go back to their preferred replica soon after it returns.
 leader.imbalance.check.interval.seconds=5

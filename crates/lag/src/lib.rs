@@ -30,11 +30,13 @@ mod state;
 // The modules keep short paths inside the crate; the folders show the split.
 pub use io::local_member::LocalMember;
 pub use io::{brokers, service};
-pub(crate) use io::{http, offsets_reader, offsets_shards, refresher, shards_reader, share_scrape, supervisor};
+pub(crate) use io::{
+    http, log_shards, offsets_layout, offsets_reader, refresher, shards_reader, share_layout, share_scrape, supervisor,
+};
 pub(crate) use state::{
     catch_up, consumer_status, derived, filter, group_offsets, health, invalid_setting, lag_history, lag_time, monitor,
-    names, open_transactions, readiness, shard_store, share_partition, share_rows, share_state, units, velocity,
-    watermarks,
+    names, open_transactions, readiness, shard_store, share_partition, share_rows, share_state, share_store, units,
+    velocity, watermarks,
 };
 
 pub use api::{
@@ -54,7 +56,7 @@ pub use metrics::{Metrics, SelfTimings};
 pub use monitor::{Clock, DEFAULT_STALE_AFTER, Granularity, Monitor, MonitorSettings, SystemClock};
 pub use names::Names;
 pub use readiness::Verdict;
-pub use shards_reader::{ClusterOptions, recovery_log_topic};
+pub use shards_reader::{ClusterOptions, recovery_log_topic, share_recovery_log_topic};
 pub use share_partition::{Run, SharePartition};
 pub use share_rows::{DEFAULT_DELIVERY_COUNT_LIMIT, ShareRow};
 pub use share_state::{ShareApplied, ShareKey, ShareState};

@@ -174,3 +174,97 @@ fn admin_api_mode_serves_share_groups_from_describe_share_group_offsets() {
         }
     });
 }
+
+/// The share-state topic's high watermarks, summed: how many records it has
+/// had (the share coordinator deletes old ones; the ends stay).
+fn share_state_end(settings: &ClientSettings) -> i64 {
+    let admin = kshard_kafka::Admin::connect(settings, Duration::from_secs(30)).expect("admin");
+    let topic = "__share_group_state";
+    let count = admin.partition_count(topic).expect("asks").expect("the topic exists");
+    let partitions: Vec<_> = (0..count).map(|p| kshard_kafka::TopicPartition::new(topic, p)).collect();
+    admin.watermarks(&partitions).expect("watermarks").values().map(|(_, high)| high).sum()
+}
+
+/// What the service shows of `group`'s one share-partition: start offset,
+/// lag, archived and poison records, and the state batches.
+fn share_view(service: &mut TestService, group: &str) -> serde_json::Value {
+    let (status, body) = service.get(&format!("/api/group?id={group}"));
+    assert_eq!(status, 200, "{body}");
+    let detail: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    let p = &detail["topics"][0]["partitions"][0];
+    serde_json::json!({
+        "start_offset": p["committed_offset"],
+        "lag": p["lag"],
+        "archived": p["share"]["archived"],
+        "poison": p["share"]["poison"],
+        "batches": p["share"]["batches"],
+    })
+}
+
+#[test]
+#[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
+fn a_restart_on_the_data_directory_keeps_share_state_and_its_counts() {
+    let broker = Broker::from_env_or_start();
+    let settings = ClientSettings::new(broker.brokers());
+    let prefix = unique_name("share-restart");
+    let (topic, group) = (format!("{prefix}-tasks"), format!("{prefix}-workers"));
+    create_and_fill(&settings, &topic, &[20]);
+    share_from_earliest(broker.brokers(), &group);
+    share_consume(broker.brokers(), &group, &topic, 4, None);
+    let dir = std::env::temp_dir().join(unique_name("kshard-share-data"));
+    let options = || ServeOptions {
+        watermark_interval: Duration::from_millis(500),
+        monitor: only(&prefix),
+        data_dir: Some(dir.clone()),
+        recovery_log_topic: Some(format!("{prefix}-log")),
+        ..ServeOptions::new(settings.clone())
+    };
+
+    // Read through shards: 4 accepted, 3 rejected, 3 archived at the
+    // delivery limit.
+    let mut first = TestService::start(options());
+    first.wait_ready();
+    share_consume(broker.brokers(), &group, &topic, 3, Some("--reject"));
+    for _ in 0..DELIVERY_LIMIT {
+        share_consume(broker.brokers(), &group, &topic, 3, Some("--release"));
+    }
+    until("kshard's share lag to equal Kafka's", Duration::from_secs(60), Duration::from_millis(500), || {
+        let (kafka, (_, ours)) = (described(broker.brokers(), &group), served(&mut first, &group));
+        let poison = share_view(&mut first, &group)["poison"].as_u64();
+        if !kafka.is_empty() && ours == kafka && poison >= Some(3) {
+            Ok(())
+        } else {
+            Err(format!("kafka-share-groups: {kafka:?}, kshard: {ours:?}, poison {poison:?}"))
+        }
+    });
+    let before = share_view(&mut first, &group);
+    assert!(before["archived"].as_u64() >= Some(6), "{before}");
+    let poison_series = format!(
+        "kshard_kafka_share_group_topic_partition_poison_records_total{{group_id=\"{group}\",topic_name=\"{topic}\",partition_id=\"0\"}}"
+    );
+    let poison_before = first.metrics().get(&poison_series).copied();
+    assert!(poison_before >= Some(3.0), "{poison_before:?}");
+    let end_at_stop = share_state_end(&settings);
+    drop(first);
+
+    // Restarted on its data directory: the state and its counts come back
+    // from the stores, and only what the coordinator wrote since is read.
+    let mut second = TestService::start(options());
+    second.wait_ready();
+    let written_since = share_state_end(&settings) - end_at_stop;
+    let read = second.metrics().get("kshard_share_state_records_consumed_total").copied().unwrap_or(0.0);
+    assert!(read <= written_since as f64, "read {read} records of the share state, {written_since} written since");
+    assert_eq!(share_view(&mut second, &group), before, "the share-partition as before the restart");
+    assert_eq!(second.metrics().get(&poison_series).copied(), poison_before, "the poison counter goes on");
+    let (kafka, (kind, ours)) = (described(broker.brokers(), &group), served(&mut second, &group));
+    assert_eq!((kind.as_deref(), &ours), (Some("share"), &kafka));
+
+    // The same once the data directory is lost: rebuilt from the recovery logs.
+    drop(second);
+    std::fs::remove_dir_all(&dir).expect("deletes the data directory");
+    let mut third = TestService::start(options());
+    third.wait_ready();
+    assert_eq!(share_view(&mut third, &group), before, "rebuilt from the share state's recovery log");
+    drop(third);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -7,11 +7,13 @@ pub(crate) mod burrow_http;
 pub(crate) mod error;
 pub(crate) mod http;
 pub(crate) mod local_member;
+pub(crate) mod log_shards;
+pub(crate) mod offsets_layout;
 pub(crate) mod offsets_reader;
-pub(crate) mod offsets_shards;
 pub(crate) mod refresher;
 pub mod service;
 pub(crate) mod shards_reader;
+pub(crate) mod share_layout;
 pub(crate) mod share_scrape;
 pub(crate) mod supervisor;
 #[cfg(test)]

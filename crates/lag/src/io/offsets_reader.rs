@@ -90,13 +90,47 @@ impl OffsetsReader {
         if !self.monitor.is_log_started(self.log) && !self.wait_for_topic() {
             return Ok(());
         }
-        if let Some(durable) = self.durable.clone().filter(|_| self.log == Log::Offsets) {
+        if let Some(durable) = self.durable.clone() {
+            if self.log == Log::ShareState && !self.may_read_share_state()? {
+                return Ok(());
+            }
             return crate::shards_reader::run(self, &durable);
         }
         let start = self.monitor.positions(self.log);
         let mut reader = self.brokers.reader(&self.topic, &start)?;
         let assigned = start.iter().map(|(p, _)| *p).collect();
         self.read(&mut *reader, assigned)
+    }
+
+    /// With shards for `__share_group_state`: whether kshard may read it,
+    /// asked by one read before the shards start (a shard refused would
+    /// fail again at every restart). When it may not, share groups are left
+    /// out, said, as without shards (see [`Self::poll_failed`]), until the
+    /// service stops (`false`).
+    fn may_read_share_state(&self) -> Result<bool, WorkerError> {
+        let start = self.monitor.positions(self.log);
+        if start.is_empty() {
+            return Ok(true);
+        }
+        let mut reader = self.brokers.reader(&self.topic, &start)?;
+        let deadline = Instant::now() + self.timeout;
+        let mut answered = false;
+        while !answered && Instant::now() < deadline && !self.stop.load(Ordering::Acquire) {
+            let polled = reader.poll(Duration::from_millis(250), &mut |event| {
+                answered |= !matches!(event, SourceEvent::Idle);
+            });
+            match polled {
+                Ok(()) => {}
+                Err(e) if e.is_authorization() => {
+                    self.poll_failed(e, &mut Liveness::default())?;
+                    return Ok(false);
+                }
+                Err(e) => {
+                    debug!(error = %e, topic = %self.topic, "asking whether the topic may be read; the client retries")
+                }
+            }
+        }
+        Ok(true)
     }
 
     /// Tracks the topic's partitions, retrying until it works; false when the

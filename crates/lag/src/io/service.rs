@@ -157,6 +157,15 @@ pub async fn run(
                 // Not ready until the share state is caught up with too.
                 monitor.expect(Log::ShareState);
             }
+            let durable = options.data_dir.clone().map(|data_dir| crate::shards_reader::Durable {
+                data_dir,
+                cluster: options.cluster.clone(),
+                log_topic: options
+                    .recovery_log_topic
+                    .clone()
+                    .unwrap_or_else(|| crate::recovery_log_topic(&options.offsets_topic)),
+                member: member.clone(),
+            });
             let mut reader = offsets_reader::OffsetsReader {
                 settings: options.kafka.clone(),
                 log: Log::Offsets,
@@ -165,15 +174,7 @@ pub async fn run(
                 monitor: Arc::clone(&monitor),
                 stop: Arc::clone(&stop),
                 new_partitions: new_partitions_rx,
-                durable: options.data_dir.clone().map(|data_dir| crate::shards_reader::Durable {
-                    data_dir,
-                    cluster: options.cluster.clone(),
-                    log_topic: options
-                        .recovery_log_topic
-                        .clone()
-                        .unwrap_or_else(|| crate::recovery_log_topic(&options.offsets_topic)),
-                    member: member.clone(),
-                }),
+                durable: durable.clone(),
                 brokers: Arc::clone(&brokers),
             };
             workers.push(
@@ -193,7 +194,14 @@ pub async fn run(
                     monitor: Arc::clone(&monitor),
                     stop: Arc::clone(&stop),
                     new_partitions: rx,
-                    durable: None,
+                    // Shards of their own, run by a second runtime member
+                    // (its own keys and recovery logs; not listed by HTTP's
+                    // /api/shards, which shows the offsets topic's).
+                    durable: durable.map(|d| crate::shards_reader::Durable {
+                        log_topic: crate::shards_reader::share_recovery_log_topic(&d.log_topic),
+                        member: crate::LocalMember::default(),
+                        ..d
+                    }),
                     brokers: Arc::clone(&brokers),
                 };
                 let worker = offsets_reader::SHARE_WORKER;

@@ -1,11 +1,16 @@
-//! Reading the offsets topic through `kshard-runtime` (`data_dir` set): one
-//! shard per partition, each shard's store in the data directory and its
-//! recovery log a partition of [`recovery_log_topic`]. A restart on the data
-//! directory restores every partition's state from its store and reads only
-//! what follows. Alone, the process is the one member of an embedded
-//! keyspace; with etcd ([`ClusterOptions`]) the members share the shards —
-//! each shard primary on one member and followed by a standby on every other
-//! (see [`crate::offsets_shards`]).
+//! Reading a log through `kshard-runtime` (`data_dir` set): one shard per
+//! partition, each shard's store in the data directory and its recovery log
+//! a partition of [`recovery_log_topic`]. A restart on the data directory
+//! restores every partition's state from its store and reads only what
+//! follows. Alone, the process is the one member of an embedded keyspace;
+//! with etcd ([`ClusterOptions`]) the members share the shards — each shard
+//! primary on one member and followed by a standby on every other (see
+//! [`crate::log_shards`]).
+//!
+//! The offsets topic's shards and the share-state topic's are run by two
+//! runtime members of this process, each with its own keys (the share
+//! state's under `<prefix>/share-state`) and recovery-log topic, read by the
+//! two workers of the service: one log failing leaves the other served.
 
 use super::error::WorkerError;
 use std::sync::Arc;
@@ -22,14 +27,23 @@ use kshard_runtime::{Member, ServeError};
 use kshard_runtime::{NodeConfig, NodeShared};
 use tracing::info;
 
+use crate::catch_up::Log;
+use crate::log_shards::{Layout, LogShards};
+use crate::offsets_layout::OffsetsLayout;
 use crate::offsets_reader::OffsetsReader;
-use crate::offsets_shards::OffsetsShards;
 use crate::readiness::Event;
+use crate::share_layout::ShareLayout;
 
 /// The recovery-log topic of the shards of `offsets_topic`: one partition per
 /// partition of it, records deleted only by the runtime.
 pub fn recovery_log_topic(offsets_topic: &str) -> String {
     format!("kshard-lag-log-{offsets_topic}")
+}
+
+/// The recovery-log topic of the share-state topic's shards, beside the
+/// offsets topic's `offsets_log_topic`.
+pub fn share_recovery_log_topic(offsets_log_topic: &str) -> String {
+    format!("{offsets_log_topic}-share-state")
 }
 
 /// Recovery-log records hold a transaction (up to 512 KiB) plus the record
@@ -38,8 +52,12 @@ pub fn recovery_log_topic(offsets_topic: &str) -> String {
 const LOG_MAX_MESSAGE_BYTES: &str = "16777216";
 
 /// Makes sure the recovery-log topic exists with at least `partitions`
-/// partitions (creating it, or growing it after the offsets topic grew).
+/// partitions (creating it, or growing it after the log it follows grew).
 fn ensure_log_topic(admin: &Admin, log_topic: &str, partitions: i32) -> Result<(), WorkerError> {
+    if partitions == 0 {
+        // Nothing to follow yet (no share group was ever made).
+        return Ok(());
+    }
     let extra = [("max.message.bytes", LOG_MAX_MESSAGE_BYTES)];
     kshard_runtime::partitions::ensure_log_topic(admin, log_topic, partitions, &extra)?;
     let have = admin.partition_count(log_topic)?.unwrap_or(0);
@@ -74,27 +92,30 @@ pub struct ClusterOptions {
 /// on every member.
 const EVERY_MEMBER: u32 = 1024;
 
-/// The id of the shard of partition `p`.
-pub(crate) fn shard_id(p: i32) -> String {
-    format!("offsets-{p:03}")
+/// The id of the shard of partition `p` of `log`.
+pub(crate) fn shard_id(log: Log, p: i32) -> String {
+    match log {
+        Log::Offsets => format!("offsets-{p:03}"),
+        Log::ShareState => format!("share-state-{p:03}"),
+    }
 }
 
-/// The shard of partition `p`.
-fn shard(offsets_topic: &str, log_topic: &str, p: i32) -> ShardSpec {
+/// The shard of partition `p` of `log`, read from `topic`.
+fn shard(log: Log, topic: &str, log_topic: &str, p: i32) -> ShardSpec {
     ShardSpec {
         // Transactions of at most 200 ms: a restart loses nothing, and at most
         // that much reading is redone by a standby that takes over.
         max_txn_duration_ms: 200,
         hot_standbys: EVERY_MEMBER,
         ..ShardSpec::new(
-            shard_id(p),
-            vec![Source { topic: offsets_topic.to_owned(), partition: p, min_offset: 0 }],
+            shard_id(log, p),
+            vec![Source { topic: topic.to_owned(), partition: p, min_offset: 0 }],
             RecoveryLog { topic: log_topic.to_owned(), partition: p },
         )
     }
 }
 
-/// How the offsets topic is read through durable shards.
+/// How a log is read through durable shards.
 #[derive(Debug, Clone)]
 pub(crate) struct Durable {
     /// Where the shards keep their stores.
@@ -109,6 +130,22 @@ pub(crate) struct Durable {
 
 /// One life of the worker in runtime mode: until `stop` (`Ok`) or a failure.
 pub(crate) fn run(reader: &mut OffsetsReader, durable: &Durable) -> Result<(), WorkerError> {
+    let isolation = reader.settings.isolation_for(kshard_runtime::Isolation::Uncommitted);
+    match reader.log {
+        Log::Offsets => run_log(reader, durable, OffsetsLayout { isolation }),
+        Log::ShareState => run_log(reader, durable, ShareLayout { isolation }),
+    }
+}
+
+/// The keys of `log`'s shards under `root`.
+fn keys_of(log: Log, root: &str) -> Keys {
+    match log {
+        Log::Offsets => Keys::new(root),
+        Log::ShareState => Keys::new(&format!("{}/share-state", root.trim_end_matches('/'))),
+    }
+}
+
+fn run_log<L: Layout>(reader: &mut OffsetsReader, durable: &Durable, layout: L) -> Result<(), WorkerError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("kshard-shards")
@@ -121,7 +158,8 @@ pub(crate) fn run(reader: &mut OffsetsReader, durable: &Durable) -> Result<(), W
             // One process on an embedded keyspace: a lease that only a long
             // stall of this process could lose.
             let ttl = Duration::from_secs(120);
-            run_on(reader, durable, &runtime, Arc::new(MemoryKeyspace::new()), Keys::new("/kshard/lag"), member, ttl)
+            let keys = keys_of(L::LOG, "/kshard/lag");
+            run_on(reader, durable, layout, &runtime, Arc::new(MemoryKeyspace::new()), keys, member, ttl)
         }
         Some(cluster) => {
             let ks = runtime
@@ -133,31 +171,31 @@ pub(crate) fn run(reader: &mut OffsetsReader, durable: &Durable) -> Result<(), W
                 shard_limit: u32::MAX,
                 endpoint: cluster.endpoint.clone(),
             };
-            let keys = Keys::new(&cluster.prefix);
-            run_on(reader, durable, &runtime, Arc::new(ks), keys, member, cluster.lease_ttl)
+            let keys = keys_of(L::LOG, &cluster.prefix);
+            run_on(reader, durable, layout, &runtime, Arc::new(ks), keys, member, cluster.lease_ttl)
         }
     }
 }
 
-fn run_on<K: Keyspace>(
+#[allow(clippy::too_many_arguments)]
+fn run_on<K: Keyspace, L: Layout>(
     reader: &mut OffsetsReader,
     durable: &Durable,
+    layout: L,
     runtime: &tokio::runtime::Runtime,
     ks: Arc<K>,
     keys: Keys,
     member: MemberSpec,
     lease_ttl: Duration,
 ) -> Result<(), WorkerError> {
-    let partitions = reader.monitor.units().positions().len() as i32;
+    let partitions = reader.monitor.positions(L::LOG).len() as i32;
     let (data_dir, log_topic) = (&durable.data_dir, durable.log_topic.clone());
     let admin = Admin::connect(&reader.settings, reader.timeout)?;
     ensure_log_topic(&admin, &log_topic, partitions)?;
-    let shards: Vec<ShardSpec> = (0..partitions).map(|p| shard(&reader.topic, &log_topic, p)).collect();
-    let mut shards_app = OffsetsShards::new(Arc::clone(&reader.monitor), partitions, Arc::clone(&reader.stop));
-    shards_app.isolation = reader.settings.isolation_for(kshard_runtime::Isolation::Uncommitted);
-    let app = Arc::new(shards_app);
+    let shards: Vec<ShardSpec> = (0..partitions).map(|p| shard(L::LOG, &reader.topic, &log_topic, p)).collect();
+    let app = Arc::new(LogShards::new(layout, Arc::clone(&reader.monitor), partitions, Arc::clone(&reader.stop)));
     let config = NodeConfig::new(keys.clone(), member, lease_ttl, data_dir.clone(), reader.settings.clone());
-    info!(partitions, %log_topic, data_dir = %data_dir.display(), member = %config.member.id, "reading the offsets topic through durable shards");
+    info!(partitions, topic = %reader.topic, %log_topic, data_dir = %data_dir.display(), member = %config.member.id, "reading through durable shards");
     let stop = Arc::clone(&reader.stop);
     let shared = NodeShared::default();
     durable.member.set(shared.clone(), config.member.id.clone());
@@ -234,29 +272,35 @@ fn worker_error(e: ServeError, root: &str) -> WorkerError {
     }
 }
 
-/// The condition ([`Event::Hold`]) of new partitions not given shards yet.
-const UNSHARDED: &str = "new partitions without shards";
+/// The condition ([`Event::Hold`]) of new partitions of `log` not given
+/// shards yet.
+fn unsharded(log: Log) -> String {
+    match log {
+        Log::Offsets => "new partitions without shards".to_owned(),
+        Log::ShareState => format!("new partitions of {} without shards", log.topic()),
+    }
+}
 
 /// Gives partitions the refresher announces a log partition and a shard, and
 /// watches that every shard has a primary somewhere.
-struct Grower<'a, K> {
+struct Grower<'a, K, L> {
     stop: &'a AtomicBool,
     stop_growing: &'a AtomicBool,
     topic: &'a str,
     admin: &'a Admin,
     log_topic: &'a str,
-    app: &'a OffsetsShards,
+    app: &'a LogShards<L>,
     ks: &'a Arc<K>,
     keys: &'a Keys,
     runtime: &'a tokio::runtime::Handle,
     shared: &'a NodeShared,
     no_primary_grace: Duration,
-    /// How long state older than [`crate::offsets_shards::STATE_OLD`] may be
+    /// How long state older than [`crate::log_shards::STATE_OLD`] may be
     /// served before `/ready` is 503.
     state_grace: Duration,
 }
 
-impl<K: Keyspace> Grower<'_, K> {
+impl<K: Keyspace, L: Layout> Grower<'_, K, L> {
     /// Until the service or the member stops. Failures are retried (the
     /// announced partitions stay pending) and said on `/ready` meanwhile.
     fn grow(&self, announced: &std::sync::mpsc::Receiver<Vec<i32>>) -> Result<(), WorkerError> {
@@ -264,25 +308,26 @@ impl<K: Keyspace> Grower<'_, K> {
         while !self.stop.load(Ordering::Acquire) && !self.stop_growing.load(Ordering::Acquire) {
             let partitions = self.app.partitions.load(Ordering::Acquire);
             let cluster = self.shared.cluster();
-            crate::offsets_shards::watch_primaries(&self.app.monitor, &cluster, partitions, self.no_primary_grace);
+            let (log, monitor) = (L::LOG, &self.app.monitor);
+            crate::log_shards::watch_primaries(log, monitor, &cluster, partitions, self.no_primary_grace);
             let (statuses, progress) = (self.shared.statuses(), self.shared.progress());
-            crate::offsets_shards::watch_standbys(&self.app.monitor, &statuses, &progress, partitions, self.app.grace);
-            crate::offsets_shards::watch_ages(&self.app.monitor, &statuses, &progress, partitions, self.state_grace);
+            crate::log_shards::watch_standbys(log, monitor, &statuses, &progress, partitions, self.app.grace);
+            crate::log_shards::watch_ages(log, monitor, &statuses, &progress, partitions, self.state_grace);
             pending.extend(announced.try_iter().flatten());
             if let Some(&last) = pending.iter().next_back() {
                 match self.give_shards(&pending, last) {
                     Ok(()) => {
                         pending.clear();
-                        self.app.monitor.step(Event::Release(UNSHARDED.into()));
+                        self.app.monitor.step(Event::Release(unsharded(L::LOG)));
                         self.app.settle();
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, partitions = ?pending, "giving new partitions shards; retrying");
                         // Retried here, not a failure of the reader: a
                         // condition, at once a problem, released once done.
-                        let why = format!("partitions {pending:?} of the offsets topic have no shard yet: {e}");
+                        let why = format!("partitions {pending:?} of {} have no shard yet: {e}", self.topic);
                         let at = self.app.monitor.now();
-                        let hold = Event::Hold { key: UNSHARDED.into(), why, grace: Duration::ZERO, at };
+                        let hold = Event::Hold { key: unsharded(L::LOG), why, grace: Duration::ZERO, at };
                         self.app.monitor.step(hold);
                         std::thread::sleep(Duration::from_secs(1));
                     }
@@ -294,16 +339,13 @@ impl<K: Keyspace> Grower<'_, K> {
     }
 
     fn give_shards(&self, partitions: &std::collections::BTreeSet<i32>, last: i32) -> Result<(), WorkerError> {
-        self.admin.add_partitions(self.log_topic, last + 1).map_err(|source| WorkerError::Grow {
-            topic: self.log_topic.to_owned(),
-            to: String::new(),
-            source: Box::new(source),
-        })?;
+        // Created with the first partitions of a log that had none.
+        ensure_log_topic(self.admin, self.log_topic, last + 1)?;
         self.app.partitions.fetch_max(last + 1, Ordering::AcqRel);
         for &p in partitions {
-            let spec = shard(self.topic, self.log_topic, p);
+            let spec = shard(L::LOG, self.topic, self.log_topic, p);
             self.runtime.block_on(kshard_runtime::create_shard(&**self.ks, self.keys, &spec))?;
-            info!(partition = p, shard = %spec.id, "a new partition of the offsets topic gets a shard");
+            info!(partition = p, shard = %spec.id, topic = self.topic, "a new partition gets a shard");
         }
         Ok(())
     }

@@ -19,7 +19,7 @@ use proptest::prelude::*;
 
 use crate::group_offsets::GroupOffsets;
 use crate::monitor::{Monitor, MonitorSettings};
-use crate::offsets_shards::OffsetsShards;
+use crate::offsets_layout::{OffsetsLayout, OffsetsShards};
 use crate::shard_store::{follow_transaction, unit_from_store};
 
 /// One record of the partition.
@@ -160,7 +160,7 @@ proptest! {
         restarts in proptest::collection::vec(any::<bool>(), 12),
     ) {
         let monitor = Arc::new(Monitor::new(MonitorSettings::default()));
-        let app = OffsetsShards::new(Arc::clone(&monitor), 1, Arc::new(AtomicBool::new(false)));
+        let app = OffsetsShards::new(OffsetsLayout::default(), Arc::clone(&monitor), 1, Arc::new(AtomicBool::new(false)));
         let spec = ShardSpec::new(
             "offsets-000",
             vec![Source { topic: "__consumer_offsets".into(), partition: 0, min_offset: 0 }],

@@ -169,7 +169,9 @@ pub(super) fn shards_without_primary(
     let Some(shared) = member else { return Ok(()) };
     let cluster = shared.cluster();
     let partitions = m.progress().partitions as i32;
-    let without = (0..partitions).filter(|p| cluster.primary(&crate::shards_reader::shard_id(*p)).is_none()).count();
+    let without = (0..partitions)
+        .filter(|p| cluster.primary(&crate::shards_reader::shard_id(crate::catch_up::Log::Offsets, *p)).is_none())
+        .count();
     gauge(
         e,
         "shards_without_primary",

@@ -19,6 +19,7 @@ pub(crate) mod shard_store;
 pub(crate) mod share_partition;
 pub(crate) mod share_rows;
 pub(crate) mod share_state;
+pub(crate) mod share_store;
 pub(crate) mod units;
 pub(crate) mod velocity;
 pub(crate) mod watermarks;

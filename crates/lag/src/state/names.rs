@@ -27,6 +27,11 @@ impl Names {
         shared
     }
 
+    /// The shared copy of `name`, if it is held.
+    pub fn get(&self, name: &str) -> Option<Arc<str>> {
+        self.set.get(name).cloned()
+    }
+
     /// Forgets names nothing else refers to any more (after groups or topics
     /// were removed). Returns how many were dropped.
     pub fn sweep(&mut self) -> usize {

@@ -81,6 +81,24 @@ impl ShareState {
         self.partitions.insert(key, SharePartition::reported(start_offset, lag));
     }
 
+    /// The state of one share-partition, if it has any.
+    pub fn get(&self, group: &str, topic_id: Uuid, partition: i32) -> Option<&SharePartition> {
+        self.partitions.get(&(self.names.get(group)?, topic_id, partition))
+    }
+
+    /// Puts a share-partition's state as a store kept it (a replica
+    /// rebuilding or following its shard).
+    pub fn restore(&mut self, group: &str, topic_id: Uuid, partition: i32, state: SharePartition) {
+        self.partitions.insert((self.names.intern(group), topic_id, partition), state);
+    }
+
+    /// Forgets a share-partition's state (its tombstone, played by a replica).
+    pub fn remove(&mut self, group: &str, topic_id: Uuid, partition: i32) {
+        if let Some(name) = self.names.get(group) {
+            self.partitions.remove(&(name, topic_id, partition));
+        }
+    }
+
     /// Every share-partition's state.
     pub fn partitions(&self) -> impl Iterator<Item = (&ShareKey, &SharePartition)> {
         self.partitions.iter()
