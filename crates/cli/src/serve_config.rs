@@ -85,6 +85,7 @@ pub(crate) struct FileConfig {
     recovery_log_topic: Option<String>,
     scrape_mode: Option<ScrapeMode>,
     granularity: Option<Granularity>,
+    motion_granularity: Option<Granularity>,
     max_partition_series: Option<usize>,
     watermark_interval_seconds: Option<f64>,
     log_format: Option<LogFormat>,
@@ -267,6 +268,14 @@ impl ServeConfig {
         {
             bail!("invalid recovery_log_topic: {topic:?} is not a Kafka topic name");
         }
+        if let Some(topic) = &recovery_log_topic
+            && !valid_topic(&kshard_lag::share_recovery_log_topic(topic))
+        {
+            bail!(
+                "invalid recovery_log_topic: {topic:?} leaves no room for the share state's log beside it ({:?} is not a Kafka topic name)",
+                kshard_lag::share_recovery_log_topic(topic)
+            );
+        }
         Ok(ServeConfig {
             kafka,
             offsets_topic,
@@ -279,6 +288,7 @@ impl ServeConfig {
                 groups,
                 topics,
                 granularity,
+                motion_granularity: file.motion_granularity.unwrap_or(granularity),
                 status,
                 history,
                 max_partition_series,
@@ -372,6 +382,7 @@ mod tests {
         assert_eq!(c.listen.to_string(), "127.0.0.1:1000");
         assert_eq!(c.namespace, "kminion");
         assert_eq!(c.monitor.granularity, Granularity::Topic);
+        assert_eq!(c.monitor.motion_granularity, Granularity::Topic, "follows granularity");
         assert!(c.monitor.groups.allows("orders-1") && !c.monitor.groups.allows("billing"));
     }
 
@@ -384,6 +395,9 @@ mod tests {
         );
         assert!(err("brokers: a:1\nlisten: nowhere\n").contains("listen"));
         assert!(err("brokers: a:1\nmax_partition_series: 0\n").contains("max_partition_series"));
+        assert!(err("brokers: a:1\nmotion_granularity: group\n").contains("motion_granularity"));
+        let long = format!("brokers: a:1\nrecovery_log_topic: {}\n", "l".repeat(240));
+        assert!(err(&long).contains("share state's log"), "{}", err(&long));
         let limit = err("brokers: a:1\nshare_groups:\n  delivery_count_limit: 11\n");
         assert!(limit.contains("share_groups.delivery_count_limit: 11"), "{limit}");
         assert!(err("brokers: a:1\nmetrics_namespace: 'my-ns'\n").contains("metrics_namespace"));

@@ -268,6 +268,45 @@ fn commit_age_rates_and_time_to_catch_up_follow_a_consumer() {
     assert_eq!(m.get(topic_age), Some(&300.0));
 }
 
+/// `motion_granularity: topic`: the four per-partition motion families go
+/// (a cluster's series count back to what it was before them), the per-topic
+/// commit age, the partition lag and the API's rates stay.
+#[test]
+fn motion_per_topic_only_leaves_out_the_four_partition_families() {
+    let clock = Arc::new(ManualClock::new());
+    let settings = MonitorSettings {
+        granularity: Granularity::Partition,
+        motion_granularity: Granularity::Topic,
+        ..MonitorSettings::default()
+    };
+    let monitor = Arc::new(Monitor::with_clock(settings, Duration::from_secs(60), clock.clone()));
+    let metrics = Metrics::new("kshard", Arc::clone(&monitor), Arc::new(SelfTimings::default()));
+    monitor.track_partition(0, 0, 0);
+    monitor.start();
+    for i in 0..4 {
+        let v = OffsetCommitValue::new(3, 100 * (i + 1), clock.epoch_ms());
+        let (k, v) = Record::offset_commit("g", "t", 0, Some(v)).encode();
+        monitor.apply(0, i, Some(&k), v.as_deref()).expect("applies");
+        monitor.set_watermarks(watermark(0, 1000 + 50 * i), true, clock.now());
+        monitor.sample();
+        clock.advance(Duration::from_secs(10));
+    }
+    let m = parse_metrics(&metrics.render().expect("renders"));
+    let partition_motion = m.keys().filter(|k| {
+        ["commit_age_seconds", "consume_rate", "produce_rate", "catch_up_seconds"]
+            .iter()
+            .any(|f| k.starts_with(&format!("kshard_kafka_consumer_group_topic_partition_{f}")))
+    });
+    assert_eq!(partition_motion.count(), 0, "{m:#?}");
+    let topic_age = "kshard_kafka_consumer_group_topic_max_commit_age_seconds{group_id=\"g\",topic_name=\"t\"}";
+    assert_eq!(m.get(topic_age), Some(&10.0));
+    let lag = "kshard_kafka_consumer_group_topic_partition_lag{group_id=\"g\",topic_name=\"t\",partition_id=\"0\"}";
+    assert_eq!(m.get(lag), Some(&750.0));
+    let groups: serde_json::Value = serde_json::from_str(&monitor_json(&monitor)).expect("JSON");
+    let p = &groups[0]["topics"][0]["partitions"][0];
+    assert_eq!(p["consumed_per_second"].as_f64(), Some(10.0), "the API keeps the rates: {p}");
+}
+
 /// A monitor capped at 2 partition series whose unit 0 (of `records`
 /// offsets) holds group g's commits on partitions p = 0..5 of topic t at
 /// 10 × p, against a high watermark of 100: lags 100, 90, 80, 70, 60.

@@ -47,6 +47,8 @@ struct TopicAssignment {
 pub(super) struct Rows {
     /// The granularity is per partition.
     per_partition: bool,
+    /// Commit age, rates and catch-up per partition too (`motion_granularity`).
+    motion_per_partition: bool,
     /// Empty unless the granularity is per partition.
     partition_lag: Vec<(Arc<str>, Arc<str>, i32, i64)>,
     /// (group, topic, lag, committed offset sum).
@@ -84,7 +86,9 @@ impl Rows {
     /// The rows of every group and topic the filters allow.
     pub(super) fn collect(m: &Monitor, watermarks: &Watermarks) -> Self {
         let settings = m.settings();
-        let mut rows = Rows { per_partition: settings.granularity == Granularity::Partition, ..Rows::default() };
+        let per_partition = settings.granularity == Granularity::Partition;
+        let motion_per_partition = per_partition && settings.motion_granularity == Granularity::Partition;
+        let mut rows = Rows { per_partition, motion_per_partition, ..Rows::default() };
         let derived = m.derived();
         m.units().for_each(|unit_partition, unit| {
             let coordinator = m.coordinator(unit_partition).map(|c| c.to_string()).unwrap_or_default();
@@ -104,9 +108,9 @@ impl Rows {
                     for (partition, committed) in partitions {
                         let Some(w) = watermarks.get(topic, partition) else { continue };
                         let l = lag(w.high, committed.offset);
-                        // The rates only feed per-partition series: with topic
-                        // granularity, only the commit age is worked out.
-                        let age = if rows.per_partition {
+                        // The rates only feed per-partition series: without
+                        // them, only the commit age is worked out.
+                        let age = if rows.motion_per_partition {
                             let motion = derived.motion(group, topic, partition, committed.commit_timestamp, l);
                             rows.partition_motion.push((Arc::clone(group), Arc::clone(topic), partition, motion));
                             motion.commit_age_s
@@ -321,7 +325,7 @@ pub(super) fn motion(e: &mut DescriptorEncoder<'_>, rows: &Rows) -> Encoded {
             |m| m.catch_up_s,
         ),
     ];
-    if rows.per_partition {
+    if rows.motion_per_partition {
         let mut id = itoa_buf();
         for (name, help, pick) in families {
             let mut family = e.encode_descriptor(name, help, None, MetricType::Gauge)?;

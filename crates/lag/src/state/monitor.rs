@@ -69,6 +69,10 @@ pub struct MonitorSettings {
     pub status: StatusSettings,
     /// How much of each group's lag history the page's chart gets.
     pub history: HistorySettings,
+    /// Which commit-age, rate and catch-up series to export: per partition
+    /// (with `granularity: partition`) and per topic, or per topic only — four
+    /// families fewer per group-partition (`/api` and the page keep them).
+    pub motion_granularity: Granularity,
     /// At most this many group-partitions get per-partition series in
     /// `/metrics` (those with the most lag in seconds, then in records); the
     /// per-topic and per-group roll-ups always cover every one. `None`: all.
