@@ -31,6 +31,7 @@ pub(crate) fn serve(args: &ServeArgs) -> Result<()> {
             data_dir: config.data_dir.clone(),
             cluster,
             recovery_log_topic: config.recovery_log_topic.clone(),
+            web_config: config.web_config.clone(),
             ..ServeOptions::new(config.kafka.clone())
         };
         run(options, listener, shutdown_signal()).await.context("kshard serve")

@@ -70,6 +70,11 @@ pub(crate) struct ServeArgs {
     /// Seconds after a crash before the member's primaries move (default 10).
     #[arg(long, env = "KSHARD_LEASE_TTL_SECONDS")]
     pub(crate) lease_ttl_seconds: Option<u64>,
+    /// A web configuration file in the Prometheus exporter-toolkit format:
+    /// TLS (`tls_server_config`), users (`basic_auth_users`, bcrypt hashes),
+    /// response headers and a rate limit, for every HTTP endpoint.
+    #[arg(long, env = "KSHARD_WEB_CONFIG_FILE")]
+    pub(crate) web_config_file: Option<PathBuf>,
 }
 
 /// The YAML file's shape. Unknown keys are errors, so a typo is not ignored.
@@ -82,6 +87,7 @@ pub(crate) struct FileConfig {
     listen: Option<String>,
     metrics_namespace: Option<String>,
     data_dir: Option<PathBuf>,
+    web_config_file: Option<PathBuf>,
     recovery_log_topic: Option<String>,
     scrape_mode: Option<ScrapeMode>,
     granularity: Option<Granularity>,
@@ -206,6 +212,8 @@ pub(crate) struct ServeConfig {
     pub(crate) recovery_log_topic: Option<String>,
     /// Read `__share_group_state` (offsets-topic mode).
     pub(crate) share_groups: bool,
+    /// The exporter-toolkit web configuration file.
+    pub(crate) web_config: Option<PathBuf>,
 }
 
 /// Parses a value the way the YAML file would, naming the setting on error.
@@ -295,6 +303,7 @@ impl ServeConfig {
                 share_delivery_count_limit: delivery_count_limit(&file.share_groups)?,
             },
             share_groups: file.share_groups.enabled.unwrap_or(true),
+            web_config: args.web_config_file.clone().or(file.web_config_file),
             log_format,
             cluster,
             recovery_log_topic,

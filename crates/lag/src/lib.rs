@@ -26,6 +26,7 @@ pub mod burrow;
 mod io;
 mod metrics;
 mod state;
+pub mod web;
 
 // The modules keep short paths inside the crate; the folders show the split.
 pub use io::local_member::LocalMember;

@@ -72,6 +72,10 @@ pub struct ServeOptions {
     /// With `data_dir`: several processes share the shards through etcd,
     /// each serving the whole cluster's lag.
     pub cluster: Option<crate::shards_reader::ClusterOptions>,
+    /// The exporter-toolkit web configuration file (TLS, basic auth,
+    /// headers, rate limit), read again whenever it changes; `None`: plain,
+    /// open HTTP.
+    pub web_config: Option<std::path::PathBuf>,
 }
 
 impl ServeOptions {
@@ -90,6 +94,7 @@ impl ServeOptions {
             data_dir: None,
             recovery_log_topic: None,
             cluster: None,
+            web_config: None,
         }
     }
 
@@ -107,6 +112,9 @@ pub enum ServeError {
     /// Serving HTTP failed.
     #[error("serving HTTP: {0}")]
     Http(#[source] std::io::Error),
+    /// The web configuration file is invalid.
+    #[error(transparent)]
+    WebConfig(#[from] crate::web::WebConfigError),
     /// A worker thread could not be started or stopped.
     #[error("{0}")]
     Worker(String),
@@ -138,6 +146,8 @@ pub async fn run(
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
+    // Checked before anything starts: a bad file fails naming its field.
+    let web = options.web_config.as_deref().map(crate::web::WebConfigFile::open).transpose()?;
     let monitor = Arc::new(Monitor::with_stale_after(options.monitor.clone(), options.stale_after()));
     let timings = Arc::new(SelfTimings::default());
     let member = crate::LocalMember::default();
@@ -235,13 +245,24 @@ pub async fn run(
     );
 
     let addr = listener.local_addr().map_err(ServeError::Http)?;
-    info!(%addr, "serving /metrics, /ready, /api/groups and the web page");
-    let served = axum::serve(
-        listener,
-        http::router(Arc::clone(&monitor), metrics, member, &options.kafka.brokers, options.watermark_interval),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await
+    let app = http::router(Arc::clone(&monitor), metrics, member, &options.kafka.brokers, options.watermark_interval);
+    let served = match web {
+        None => {
+            info!(%addr, "serving /metrics, /ready, /api/groups and the web page");
+            axum::serve(listener, app).with_graceful_shutdown(shutdown).await
+        }
+        Some(web) => {
+            let tls = web.started_with_tls;
+            info!(%addr, tls, "serving /metrics, /ready, /api/groups and the web page, as the web configuration file says");
+            let app = app.layer(axum::middleware::from_fn_with_state(Arc::clone(&web), crate::web::guard::guard));
+            if tls {
+                let listener = crate::web::tls::TlsListener::spawn(listener, web).map_err(ServeError::Http)?;
+                axum::serve(listener, app).with_graceful_shutdown(shutdown).await
+            } else {
+                axum::serve(listener, app).with_graceful_shutdown(shutdown).await
+            }
+        }
+    }
     .map_err(ServeError::Http);
 
     stop.store(true, Ordering::Release);

@@ -1,0 +1,253 @@
+//! HTTPS for the web configuration's `tls_server_config`, through OpenSSL:
+//! the acceptor is built again when the configuration or a certificate,
+//! key or CA file changes (a renewed certificate needs no restart), each
+//! handshake runs in a task of its own with a time limit (a slow client
+//! holds up nobody), and a client certificate must carry one of
+//! `client_allowed_sans` when they are set. [`TlsListener`] hands axum the
+//! connections whose handshake succeeded.
+
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use openssl::pkey::PKey;
+use openssl::ssl::{Ssl, SslAcceptor, SslMethod, SslOptions, SslVerifyMode, SslVersion};
+use openssl::x509::X509;
+use openssl::x509::store::X509StoreBuilder;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio_openssl::SslStream;
+
+use super::WebConfigFile;
+use super::config::{ClientAuth, Pem, TlsServer, TlsVersion, WebConfigError};
+
+/// How long a client may take to finish its handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The acceptor last built, and what it was built from.
+#[derive(Default)]
+pub(crate) struct AcceptorCache {
+    built: Mutex<Option<(Stamp, Arc<SslAcceptor>)>>,
+}
+
+impl std::fmt::Debug for AcceptorCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AcceptorCache").finish_non_exhaustive()
+    }
+}
+
+/// The settings and the files' modification times an acceptor was built from.
+type Stamp = (TlsServer, Vec<Option<SystemTime>>);
+
+impl AcceptorCache {
+    /// The acceptor for `tls`, built again if it or its files changed.
+    pub(crate) fn acceptor(&self, tls: &TlsServer) -> Result<Arc<SslAcceptor>, WebConfigError> {
+        let files: Vec<Option<SystemTime>> = [Some(&tls.cert), Some(&tls.key), tls.client_ca.as_ref()]
+            .into_iter()
+            .flatten()
+            .map(|pem| match pem {
+                Pem::File(path) => std::fs::metadata(path).and_then(|m| m.modified()).ok(),
+                Pem::Inline(_) => None,
+            })
+            .collect();
+        let stamp = (tls.clone(), files);
+        let mut built = self.built.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((at, acceptor)) = built.as_ref()
+            && *at == stamp
+        {
+            return Ok(Arc::clone(acceptor));
+        }
+        let acceptor = Arc::new(build(tls)?);
+        *built = Some((stamp, Arc::clone(&acceptor)));
+        Ok(acceptor)
+    }
+}
+
+fn invalid(field: &str, why: impl std::fmt::Display) -> WebConfigError {
+    WebConfigError { field: format!("tls_server_config.{field}"), why: why.to_string() }
+}
+
+fn pem_bytes(pem: &Pem, field: &str) -> Result<Vec<u8>, WebConfigError> {
+    match pem {
+        Pem::Inline(text) => Ok(text.as_bytes().to_vec()),
+        Pem::File(path) => std::fs::read(path)
+            .map_err(|e| invalid(&format!("{field}_file"), format!("cannot read {}: {e}", path.display()))),
+    }
+}
+
+fn field_of(pem: &Pem, name: &str) -> String {
+    match pem {
+        Pem::Inline(_) => name.to_owned(),
+        Pem::File(_) => format!("{name}_file"),
+    }
+}
+
+fn build(tls: &TlsServer) -> Result<SslAcceptor, WebConfigError> {
+    fn ssl(field: &str) -> impl Fn(openssl::error::ErrorStack) -> WebConfigError + '_ {
+        move |e| invalid(field, e)
+    }
+    let mut b = SslAcceptor::mozilla_intermediate_v5(SslMethod::tls_server()).map_err(ssl("min_version"))?;
+    let cert_field = field_of(&tls.cert, "cert");
+    let chain = X509::stack_from_pem(&pem_bytes(&tls.cert, "cert")?).map_err(ssl(&cert_field))?;
+    let (leaf, rest) = chain.split_first().ok_or_else(|| invalid(&cert_field, "holds no certificate"))?;
+    b.set_certificate(leaf).map_err(ssl(&cert_field))?;
+    for cert in rest {
+        b.add_extra_chain_cert(cert.clone()).map_err(ssl(&cert_field))?;
+    }
+    let key_field = field_of(&tls.key, "key");
+    let key = PKey::private_key_from_pem(&pem_bytes(&tls.key, "key")?).map_err(ssl(&key_field))?;
+    b.set_private_key(&key).map_err(ssl(&key_field))?;
+    b.check_private_key().map_err(|e| invalid(&key_field, format!("does not match the certificate: {e}")))?;
+    b.set_min_proto_version(Some(version(tls.min_version))).map_err(ssl("min_version"))?;
+    b.set_max_proto_version(Some(version(tls.max_version))).map_err(ssl("max_version"))?;
+    if !tls.cipher_suites.is_empty() {
+        b.set_cipher_list(&tls.cipher_suites.join(":")).map_err(ssl("cipher_suites"))?;
+    }
+    if tls.prefer_server_cipher_suites {
+        b.set_options(SslOptions::CIPHER_SERVER_PREFERENCE);
+    } else {
+        b.clear_options(SslOptions::CIPHER_SERVER_PREFERENCE);
+    }
+    if !tls.curves.is_empty() {
+        b.set_groups_list(&tls.curves.join(":")).map_err(ssl("curve_preferences"))?;
+    }
+    if let Some(ca) = &tls.client_ca {
+        let ca_field = field_of(ca, "client_ca");
+        let mut store = X509StoreBuilder::new().map_err(ssl(&ca_field))?;
+        let certs = X509::stack_from_pem(&pem_bytes(ca, "client_ca")?).map_err(ssl(&ca_field))?;
+        if certs.is_empty() {
+            return Err(invalid(&ca_field, "holds no certificate"));
+        }
+        for cert in certs {
+            b.add_client_ca(&cert).map_err(ssl(&ca_field))?;
+            store.add_cert(cert).map_err(ssl(&ca_field))?;
+        }
+        b.set_verify_cert_store(store.build()).map_err(ssl(&ca_field))?;
+    }
+    let required = if tls.client_auth.requires() { SslVerifyMode::FAIL_IF_NO_PEER_CERT } else { SslVerifyMode::NONE };
+    match tls.client_auth {
+        ClientAuth::NoClientCert => b.set_verify(SslVerifyMode::NONE),
+        // Asked for, never checked: any certificate (or none) will do.
+        ClientAuth::RequestClientCert | ClientAuth::RequireAnyClientCert => {
+            b.set_verify_callback(SslVerifyMode::PEER | required, |_, _| true)
+        }
+        ClientAuth::VerifyClientCertIfGiven | ClientAuth::RequireAndVerifyClientCert => {
+            b.set_verify(SslVerifyMode::PEER | required)
+        }
+    }
+    // Only HTTP/1.1 is served: say so to clients that offer ALPN.
+    b.set_alpn_select_callback(|_, offered| {
+        openssl::ssl::select_next_proto(b"\x08http/1.1", offered).ok_or(openssl::ssl::AlpnError::NOACK)
+    });
+    Ok(b.build())
+}
+
+fn version(v: TlsVersion) -> SslVersion {
+    match v {
+        TlsVersion::Tls10 => SslVersion::TLS1,
+        TlsVersion::Tls11 => SslVersion::TLS1_1,
+        TlsVersion::Tls12 => SslVersion::TLS1_2,
+        TlsVersion::Tls13 => SslVersion::TLS1_3,
+    }
+}
+
+/// Whether the peer's certificate names one of `allowed` (any, when empty).
+fn allowed_san(ssl: &openssl::ssl::SslRef, allowed: &[String]) -> bool {
+    if allowed.is_empty() {
+        return true;
+    }
+    let Some(names) = ssl.peer_certificate().and_then(|c| c.subject_alt_names()) else {
+        return false;
+    };
+    names.iter().any(|name| {
+        let ip = name.ipaddress().and_then(|b| match b.len() {
+            4 => <[u8; 4]>::try_from(b).ok().map(IpAddr::from),
+            16 => <[u8; 16]>::try_from(b).ok().map(IpAddr::from),
+            _ => None,
+        });
+        let texts = [
+            name.dnsname().map(str::to_owned),
+            ip.map(|ip| ip.to_string()),
+            name.email().map(str::to_owned),
+            name.uri().map(str::to_owned),
+        ];
+        texts.into_iter().flatten().any(|text| allowed.contains(&text))
+    })
+}
+
+/// The connections whose TLS handshake succeeded, for `axum::serve`.
+pub(crate) struct TlsListener {
+    accepted: mpsc::Receiver<(SslStream<TcpStream>, SocketAddr)>,
+    local: SocketAddr,
+}
+
+impl TlsListener {
+    /// Accepts on `listener` in a task of its own, until the listener is dropped.
+    pub(crate) fn spawn(listener: TcpListener, web: Arc<WebConfigFile>) -> std::io::Result<TlsListener> {
+        let local = listener.local_addr()?;
+        let (tx, accepted) = mpsc::channel(64);
+        tokio::spawn(async move {
+            loop {
+                let (tcp, peer) = match listener.accept().await {
+                    Ok(accepted) => accepted,
+                    Err(e) => {
+                        // Out of file descriptors, say: wait instead of spinning.
+                        tracing::warn!(error = %e, "accepting a connection");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                };
+                if tx.is_closed() {
+                    return;
+                }
+                let web = Arc::clone(&web);
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(&web, tcp)).await {
+                        Ok(Ok(stream)) => {
+                            let _ = tx.send((stream, peer)).await;
+                        }
+                        Ok(Err(why)) => tracing::debug!(%peer, %why, "TLS handshake refused"),
+                        Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                    }
+                });
+            }
+        });
+        Ok(TlsListener { accepted, local })
+    }
+}
+
+async fn handshake(web: &WebConfigFile, tcp: TcpStream) -> Result<SslStream<TcpStream>, String> {
+    let config = web.current().map_err(|e| e.to_string())?;
+    let tls = config.tls.as_ref().ok_or("the web configuration no longer sets tls_server_config")?;
+    let acceptor = web.tls.acceptor(tls).map_err(|e| {
+        tracing::error!(error = %e, "cannot set up TLS from the web configuration");
+        e.to_string()
+    })?;
+    let ssl = Ssl::new(acceptor.context()).map_err(|e| e.to_string())?;
+    let mut stream = SslStream::new(ssl, tcp).map_err(|e| e.to_string())?;
+    Pin::new(&mut stream).accept().await.map_err(|e| e.to_string())?;
+    if !allowed_san(stream.ssl(), &tls.client_allowed_sans) {
+        tracing::warn!("a client certificate without an allowed subject alternative name was refused");
+        return Err("client certificate not in client_allowed_sans".into());
+    }
+    Ok(stream)
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = SslStream<TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        match self.accepted.recv().await {
+            Some(accepted) => accepted,
+            // The accepting task ended: no connection will ever come.
+            None => std::future::pending().await,
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        Ok(self.local)
+    }
+}

@@ -1,0 +1,262 @@
+//! `--web-config-file`: the service behind TLS and basic auth, checked with
+//! a real TLS client (OpenSSL) speaking HTTP/1.1 to `kshard_lag::service::run`.
+//! No broker is needed: the endpoint is served while the workers retry an
+//! unreachable one (and `/ready` says so), which is all these tests look at.
+
+use std::path::Path;
+use std::pin::Pin;
+use std::time::Duration;
+
+use kshard_kafka::ClientSettings;
+use kshard_lag::service::{ScrapeMode, ServeError, ServeOptions, run};
+use openssl::asn1::Asn1Time;
+use openssl::bn::{BigNum, MsbOption};
+use openssl::hash::MessageDigest;
+use openssl::pkey::{PKey, Private};
+use openssl::rsa::Rsa;
+use openssl::ssl::{SslConnector, SslMethod, SslVerifyMode};
+use openssl::x509::extension::{BasicConstraints, SubjectAlternativeName};
+use openssl::x509::{X509, X509NameBuilder};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// A certificate for `name`, signed by `ca` (self-signed when `None`), with
+/// `san` as its subject alternative name (an IP or a DNS name).
+fn certificate(name: &str, san: &str, ca: Option<(&X509, &PKey<Private>)>) -> (X509, PKey<Private>) {
+    let key = PKey::from_rsa(Rsa::generate(2048).expect("rsa")).expect("key");
+    let mut subject = X509NameBuilder::new().expect("name");
+    subject.append_entry_by_text("CN", name).expect("cn");
+    let subject = subject.build();
+    let mut b = X509::builder().expect("builder");
+    b.set_version(2).expect("version");
+    let mut serial = BigNum::new().expect("bn");
+    serial.rand(64, MsbOption::MAYBE_ZERO, false).expect("rand");
+    b.set_serial_number(&serial.to_asn1_integer().expect("serial")).expect("serial");
+    b.set_subject_name(&subject).expect("subject");
+    b.set_issuer_name(ca.map_or(&subject, |(c, _)| c.subject_name())).expect("issuer");
+    b.set_pubkey(&key).expect("pubkey");
+    b.set_not_before(&Asn1Time::days_from_now(0).expect("time")).expect("nb");
+    b.set_not_after(&Asn1Time::days_from_now(2).expect("time")).expect("na");
+    if ca.is_none() {
+        b.append_extension(BasicConstraints::new().critical().ca().build().expect("bc")).expect("bc");
+    }
+    let mut alt = SubjectAlternativeName::new();
+    if san.parse::<std::net::IpAddr>().is_ok() {
+        alt.ip(san);
+    } else {
+        alt.dns(san);
+    }
+    let alt = alt.build(&b.x509v3_context(ca.map(|(c, _)| c.as_ref()), None)).expect("san");
+    b.append_extension(alt).expect("san");
+    b.sign(ca.map_or(&key, |(_, k)| k), MessageDigest::sha256()).expect("sign");
+    (b.build(), key)
+}
+
+struct Pki {
+    ca: X509,
+    client: (X509, PKey<Private>),
+    stranger: (X509, PKey<Private>),
+}
+
+/// Writes a CA, a server certificate for 127.0.0.1 and its key into `dir`;
+/// gives two client certificates: one naming `client.kshard.test`, one not.
+fn pki(dir: &Path) -> Pki {
+    let (ca, ca_key) = certificate("kshard test CA", "ca.kshard.test", None);
+    let (server, server_key) = certificate("127.0.0.1", "127.0.0.1", Some((&ca, &ca_key)));
+    std::fs::write(dir.join("ca.pem"), ca.to_pem().expect("pem")).expect("write");
+    std::fs::write(dir.join("server.pem"), server.to_pem().expect("pem")).expect("write");
+    std::fs::write(dir.join("server.key"), server_key.private_key_to_pem_pkcs8().expect("pem")).expect("write");
+    let client = certificate("client", "client.kshard.test", Some((&ca, &ca_key)));
+    let stranger = certificate("stranger", "stranger.kshard.test", Some((&ca, &ca_key)));
+    Pki { ca, client, stranger }
+}
+
+/// Serves on a free port with `config` as the web configuration file; the
+/// broker is unreachable (nothing listens on port 1).
+async fn serve(
+    config: &Path,
+) -> (u16, tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<Result<(), ServeError>>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let options = ServeOptions {
+        mode: ScrapeMode::AdminApi,
+        request_timeout: Duration::from_secs(1),
+        web_config: Some(config.to_owned()),
+        ..ServeOptions::new(ClientSettings::new("127.0.0.1:1"))
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(run(options, listener, async move {
+        let _ = stopped.await;
+    }));
+    (port, stop, task)
+}
+
+/// One GET over TLS: the status line and the whole response, or why the
+/// connection failed.
+async fn get(
+    port: u16,
+    ca: &X509,
+    client: Option<&(X509, PKey<Private>)>,
+    path: &str,
+    auth: Option<&str>,
+) -> Result<(u16, String), String> {
+    let mut connector = SslConnector::builder(SslMethod::tls_client()).map_err(|e| e.to_string())?;
+    connector.cert_store_mut().add_cert(ca.clone()).map_err(|e| e.to_string())?;
+    connector.set_verify(SslVerifyMode::PEER);
+    if let Some((cert, key)) = client {
+        connector.set_certificate(cert).map_err(|e| e.to_string())?;
+        connector.set_private_key(key).map_err(|e| e.to_string())?;
+    }
+    let ssl =
+        connector.build().configure().map_err(|e| e.to_string())?.into_ssl("127.0.0.1").map_err(|e| e.to_string())?;
+    let tcp = TcpStream::connect(("127.0.0.1", port)).await.map_err(|e| e.to_string())?;
+    let mut stream = tokio_openssl::SslStream::new(ssl, tcp).map_err(|e| e.to_string())?;
+    Pin::new(&mut stream).connect().await.map_err(|e| format!("handshake: {e}"))?;
+    let auth = auth.map(|a| format!("Authorization: Basic {}\r\n", base64(a))).unwrap_or_default();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Connection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.map_err(|e| e.to_string())?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.map_err(|e| format!("reading: {e}"))?;
+    let text = String::from_utf8_lossy(&response).into_owned();
+    let status = text.split(' ').nth(1).and_then(|s| s.parse().ok()).ok_or_else(|| format!("no status in {text:?}"))?;
+    Ok((status, text))
+}
+
+fn base64(text: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
+
+/// Waits until the service answers (it starts in the background).
+async fn until_up(port: u16, ca: &X509, client: Option<&(X509, PKey<Private>)>, auth: Option<&str>) {
+    for _ in 0..100 {
+        if let Ok((200, _)) = get(port, ca, client, "/healthz", auth).await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the service never answered /healthz over TLS");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_and_basic_auth_refuse_a_wrong_password() {
+    let dir = tempfile_dir("auth");
+    let pki = pki(&dir);
+    let hash = bcrypt::hash("s3cret", 4).expect("bcrypt");
+    let config = dir.join("web.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "tls_server_config:\n  cert_file: {d}/server.pem\n  key_file: {d}/server.key\n\
+             http_server_config:\n  headers:\n    X-Frame-Options: deny\n\
+             basic_auth_users:\n  alice: {hash}\n",
+            d = dir.display()
+        ),
+    )
+    .expect("write");
+    let (port, stop, task) = serve(&config).await;
+    until_up(port, &pki.ca, None, Some("alice:s3cret")).await;
+
+    let (status, text) = get(port, &pki.ca, None, "/metrics", Some("alice:s3cret")).await.expect("get");
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("kshard_exporter_up"), "{text}");
+    assert!(text.to_ascii_lowercase().contains("x-frame-options: deny"), "the configured header: {text}");
+
+    for auth in [Some("alice:wrong"), Some("mallory:s3cret"), None] {
+        let (status, text) = get(port, &pki.ca, None, "/api/groups", auth).await.expect("get");
+        assert_eq!(status, 401, "{auth:?}: {text}");
+        assert!(text.to_ascii_lowercase().contains("www-authenticate: basic"), "{text}");
+        assert!(text.to_ascii_lowercase().contains("x-frame-options: deny"), "headers on refusals too: {text}");
+    }
+
+    // Plain HTTP to the TLS port gets no answer.
+    let mut plain = TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+    plain.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await.expect("write");
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), plain.read_to_end(&mut answer)).await;
+    assert!(!String::from_utf8_lossy(&answer).contains("200 OK"), "plain HTTP was served");
+
+    // A new user in the file works without a restart; the old one is gone.
+    let bob = bcrypt::hash("hunter2", 4).expect("bcrypt");
+    let text = std::fs::read_to_string(&config).expect("read");
+    let (head, _) = text.split_once("basic_auth_users:").expect("users");
+    std::fs::write(&config, format!("{head}basic_auth_users:\n  bob: {bob}\n")).expect("write");
+    let mut switched = false;
+    for _ in 0..50 {
+        if let Ok((200, _)) = get(port, &pki.ca, None, "/healthz", Some("bob:hunter2")).await {
+            switched = true;
+            break;
+        }
+        // mtime resolution: make sure the change is seen as one.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = std::fs::read_to_string(&config).expect("read");
+        std::fs::write(&config, now).expect("write");
+    }
+    assert!(switched, "the changed file was not read again");
+    let (status, _) = get(port, &pki.ca, None, "/healthz", Some("alice:s3cret")).await.expect("get");
+    assert_eq!(status, 401, "a removed user keeps access");
+
+    // A broken file refuses requests rather than dropping authentication.
+    std::fs::write(&config, "basic_auth_users: [not, a, map]\n").expect("write");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let refused = get(port, &pki.ca, None, "/healthz", Some("bob:hunter2")).await;
+    assert!(!matches!(refused, Ok((200, _))), "a broken file opened the endpoint: {refused:?}");
+
+    let _ = stop.send(());
+    task.await.expect("join").expect("served");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_certificates_are_verified_and_their_names_checked() {
+    let dir = tempfile_dir("mtls");
+    let pki = pki(&dir);
+    let config = dir.join("web.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "tls_server_config:\n  cert_file: {d}/server.pem\n  key_file: {d}/server.key\n  \
+             client_ca_file: {d}/ca.pem\n  client_auth_type: RequireAndVerifyClientCert\n  \
+             client_allowed_sans: [client.kshard.test]\n  min_version: TLS13\n",
+            d = dir.display()
+        ),
+    )
+    .expect("write");
+    let (port, stop, task) = serve(&config).await;
+    until_up(port, &pki.ca, Some(&pki.client), None).await;
+
+    let (status, _) = get(port, &pki.ca, Some(&pki.client), "/healthz", None).await.expect("get");
+    assert_eq!(status, 200);
+    let without = get(port, &pki.ca, None, "/healthz", None).await;
+    assert!(without.is_err(), "no client certificate, yet answered: {without:?}");
+    let stranger = get(port, &pki.ca, Some(&pki.stranger), "/healthz", None).await;
+    assert!(stranger.is_err(), "a name not in client_allowed_sans, yet answered: {stranger:?}");
+    // A certificate of another CA is refused in the handshake.
+    let (other_ca, other_key) = certificate("other CA", "other.kshard.test", None);
+    let forged = certificate("client", "client.kshard.test", Some((&other_ca, &other_key)));
+    let forged = get(port, &pki.ca, Some(&forged), "/healthz", None).await;
+    assert!(forged.is_err(), "a certificate of another CA, yet answered: {forged:?}");
+
+    let _ = stop.send(());
+    task.await.expect("join").expect("served");
+}
+
+#[tokio::test]
+async fn a_bad_file_fails_at_start_naming_the_field() {
+    let dir = tempfile_dir("bad");
+    let config = dir.join("web.yml");
+    std::fs::write(&config, "tls_server_config:\n  cert_file: /nonexistent/server.pem\n  key_file: k\n")
+        .expect("write");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let options = ServeOptions { web_config: Some(config), ..ServeOptions::new(ClientSettings::new("127.0.0.1:1")) };
+    let err = run(options, listener, std::future::pending()).await.expect_err("must fail");
+    let text = err.to_string();
+    assert!(text.contains("tls_server_config.cert_file") && text.contains("/nonexistent/server.pem"), "{text}");
+}
+
+/// A fresh directory under the system's temporary directory.
+fn tempfile_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("kshard-web-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    dir
+}
