@@ -123,8 +123,7 @@ async fn get(
 }
 
 fn base64(text: &str) -> String {
-    use base64::Engine;
-    base64::engine::general_purpose::STANDARD.encode(text)
+    openssl::base64::encode_block(text.as_bytes())
 }
 
 /// Waits until the service answers (it starts in the background).

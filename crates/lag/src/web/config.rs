@@ -133,7 +133,6 @@ pub struct RateLimit {
 struct File {
     tls_server_config: Option<TlsFile>,
     http_server_config: Option<HttpFile>,
-    #[serde(default)]
     basic_auth_users: Option<BTreeMap<String, String>>,
     rate_limit: Option<RateLimitFile>,
 }
@@ -159,6 +158,8 @@ struct TlsFile {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct HttpFile {
+    /// Accepted for the toolkit's files; only HTTP/1.1 is served.
+    #[allow(dead_code)]
     http2: Option<bool>,
     headers: Option<BTreeMap<String, String>>,
 }
@@ -215,10 +216,6 @@ impl WebConfig {
         })?;
         let tls = file.tls_server_config.map(tls_server).transpose()?;
         let http = file.http_server_config.unwrap_or_default();
-        if http.http2 == Some(true) && tls.is_none() {
-            // The toolkit says the same: HTTP/2 is only served over TLS.
-            tracing::debug!("http_server_config.http2 has no effect without TLS");
-        }
         let headers = headers(http.headers.unwrap_or_default())?;
         let users = file.basic_auth_users.unwrap_or_default();
         for (user, hash) in &users {

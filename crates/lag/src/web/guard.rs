@@ -14,7 +14,6 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use base64::Engine;
 
 use super::WebConfigFile;
 use super::config::WebConfig;
@@ -93,7 +92,7 @@ pub(crate) fn credentials(headers: &axum::http::HeaderMap) -> Option<(String, St
     if !scheme.eq_ignore_ascii_case("basic") {
         return None;
     }
-    let decoded = base64::engine::general_purpose::STANDARD.decode(encoded.trim()).ok()?;
+    let decoded = openssl::base64::decode_block(encoded.trim()).ok()?;
     let text = String::from_utf8(decoded).ok()?;
     let (user, password) = text.split_once(':')?;
     Some((user.to_owned(), password.to_owned()))

@@ -67,7 +67,7 @@ impl WebConfigFile {
             let (stamp, config) = read(&self.path);
             if let Err(e) = &config {
                 tracing::error!(path = %self.path.display(), error = %e, "the web configuration file changed and is invalid: refusing requests until it is fixed");
-            } else if loaded.config.is_err() || loaded.stamp.is_some() {
+            } else {
                 tracing::info!(path = %self.path.display(), "web configuration file read again");
             }
             *loaded = Loaded { stamp, config };
