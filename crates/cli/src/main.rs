@@ -25,6 +25,7 @@ mod loadgen_write;
 mod offsets_dump;
 mod offsets_json;
 mod serve;
+mod serve_clusters;
 mod serve_config;
 mod shards;
 

@@ -1,7 +1,7 @@
 //! `kshard serve`: the lag monitor.
 
 use anyhow::{Context, Result};
-use kshard_lag::service::{ServeOptions, run};
+use kshard_lag::service::{ServeOptions, run_many};
 use tracing::info;
 
 use crate::serve_config::{LogFormat, ServeArgs, ServeConfig};
@@ -10,31 +10,45 @@ use crate::serve_config::{LogFormat, ServeArgs, ServeConfig};
 pub(crate) fn serve(args: &ServeArgs) -> Result<()> {
     let config = ServeConfig::load(args)?;
     init_logging(config.log_format);
-    info!(brokers = %config.kafka.brokers, offsets_topic = %config.offsets_topic, listen = %config.listen, namespace = %config.namespace, scrape_mode = ?config.scrape_mode, "starting kshard serve");
-    if let Some(dir) = &config.data_dir {
-        std::fs::create_dir_all(dir).with_context(|| format!("invalid data_dir: cannot create {}", dir.display()))?;
+    info!(listen = %config.listen, namespace = %config.namespace, clusters = config.clusters.len(), "starting kshard serve");
+    for c in &config.clusters {
+        info!(cluster = c.name.as_deref().unwrap_or("-"), brokers = %c.kafka.brokers, offsets_topic = %c.offsets_topic, scrape_mode = ?c.scrape_mode, "watching");
+        if let Some(dir) = &c.data_dir {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("invalid data_dir: cannot create {}", dir.display()))?;
+        }
     }
     let runtime = crate::serve::async_runtime()?;
     runtime.block_on(async {
         let listener = crate::serve::bind(config.listen).await?;
-        let mut cluster = config.cluster.clone();
-        if let Some(c) = &mut cluster {
-            c.endpoint = endpoint(listener.local_addr()?);
-        }
-        let options = ServeOptions {
-            offsets_topic: config.offsets_topic.clone(),
-            share_groups: config.share_groups,
-            mode: config.scrape_mode,
-            namespace: config.namespace.clone(),
-            watermark_interval: config.watermark_interval,
-            monitor: config.monitor.clone(),
-            data_dir: config.data_dir.clone(),
-            cluster,
-            recovery_log_topic: config.recovery_log_topic.clone(),
-            web_config: config.web_config.clone(),
-            ..ServeOptions::new(config.kafka.clone())
-        };
-        run(options, listener, shutdown_signal()).await.context("kshard serve")
+        let addr = listener.local_addr()?;
+        let clusters = config
+            .clusters
+            .iter()
+            .map(|c| {
+                let mut cluster = c.cluster.clone();
+                if let Some(member) = &mut cluster {
+                    // Other members ask this one's replicas under its cluster's path.
+                    let path = c.name.as_ref().map(|n| format!("/clusters/{n}")).unwrap_or_default();
+                    member.endpoint = endpoint(addr).map(|e| format!("{e}{path}"));
+                }
+                ServeOptions {
+                    name: c.name.clone(),
+                    offsets_topic: c.offsets_topic.clone(),
+                    share_groups: c.share_groups,
+                    mode: c.scrape_mode,
+                    namespace: config.namespace.clone(),
+                    watermark_interval: c.watermark_interval,
+                    monitor: c.monitor.clone(),
+                    data_dir: c.data_dir.clone(),
+                    cluster,
+                    recovery_log_topic: c.recovery_log_topic.clone(),
+                    web_config: config.web_config.clone(),
+                    ..ServeOptions::new(c.kafka.clone())
+                }
+            })
+            .collect();
+        run_many(clusters, listener, shutdown_signal()).await.context("kshard serve")
     })
 }
 

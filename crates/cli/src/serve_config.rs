@@ -113,6 +113,23 @@ pub(crate) struct FileConfig {
     /// Extra librdkafka properties, applied last.
     #[serde(default)]
     pub(crate) kafka_properties: std::collections::BTreeMap<String, String>,
+    /// `clusters:` as written (read by `serve_clusters.rs`).
+    #[serde(default, rename = "clusters")]
+    _clusters: Option<serde::de::IgnoredAny>,
+    /// `clusters:`, each entry merged over the top level.
+    #[serde(skip)]
+    pub(crate) clusters: Vec<NamedCluster>,
+}
+
+/// One entry of `clusters:`.
+#[derive(Debug, Default)]
+pub(crate) struct NamedCluster {
+    pub(crate) name: String,
+    pub(crate) file: FileConfig,
+    /// Whether the entry set its own `data_dir` and `cluster.etcd_prefix`
+    /// (else they go under the top level's).
+    pub(crate) own_data_dir: bool,
+    pub(crate) own_etcd_prefix: bool,
 }
 
 /// `status:` in the file: how consumer status is judged.
@@ -196,24 +213,33 @@ pub(crate) enum LogFormat {
     Json,
 }
 
-/// The resolved, checked configuration.
+/// The resolved, checked configuration: the process's settings and the
+/// clusters it watches (one, unnamed, without `clusters:`).
 #[derive(Debug, Clone)]
 pub(crate) struct ServeConfig {
-    pub(crate) kafka: ClientSettings,
-    pub(crate) offsets_topic: String,
     pub(crate) listen: SocketAddr,
     pub(crate) namespace: String,
+    pub(crate) log_format: LogFormat,
+    /// The exporter-toolkit web configuration file.
+    pub(crate) web_config: Option<PathBuf>,
+    pub(crate) clusters: Vec<ClusterConfig>,
+}
+
+/// One watched Kafka cluster's settings, resolved and checked.
+#[derive(Debug, Clone)]
+pub(crate) struct ClusterConfig {
+    /// Its name under `clusters:`.
+    pub(crate) name: Option<String>,
+    pub(crate) kafka: ClientSettings,
+    pub(crate) offsets_topic: String,
     pub(crate) data_dir: Option<PathBuf>,
     pub(crate) scrape_mode: ScrapeMode,
     pub(crate) watermark_interval: Duration,
     pub(crate) monitor: MonitorSettings,
-    pub(crate) log_format: LogFormat,
     pub(crate) cluster: Option<kshard_lag::ClusterOptions>,
     pub(crate) recovery_log_topic: Option<String>,
     /// Read `__share_group_state` (offsets-topic mode).
     pub(crate) share_groups: bool,
-    /// The exporter-toolkit web configuration file.
-    pub(crate) web_config: Option<PathBuf>,
 }
 
 /// Parses a value the way the YAML file would, naming the setting on error.
@@ -228,19 +254,73 @@ impl ServeConfig {
             Some(path) => read_file(path)?,
             None => FileConfig::default(),
         };
-        let kafka = kafka_settings(&args.kafka, &file)?;
-        let offsets_topic = offsets_topic(&args.kafka, &file)?;
-        let listen = args.listen.clone().or(file.listen).unwrap_or_else(|| "0.0.0.0:9308".into());
+        let listen = args.listen.clone().or(file.listen.clone()).unwrap_or_else(|| "0.0.0.0:9308".into());
         let listen: SocketAddr = listen
             .parse()
             .with_context(|| format!("invalid listen: {listen:?} is not an address like 0.0.0.0:9308"))?;
-        let namespace = args.metrics_namespace.clone().or(file.metrics_namespace).unwrap_or_else(|| "kshard".into());
+        let namespace =
+            args.metrics_namespace.clone().or(file.metrics_namespace.clone()).unwrap_or_else(|| "kshard".into());
         if namespace.is_empty()
             || !namespace.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
             || namespace.starts_with(|c: char| c.is_ascii_digit())
         {
             bail!("invalid metrics_namespace: {namespace:?} (letters, digits and _, not starting with a digit)");
         }
+        let log_format = match &args.log_format {
+            Some(v) => parse_named("log_format (text or json)", v)?,
+            None => file.log_format.unwrap_or_default(),
+        };
+        let web_config = args.web_config_file.clone().or(file.web_config_file.clone());
+        let clusters = if file.clusters.is_empty() {
+            vec![ClusterConfig::load(None, args, &file)?]
+        } else {
+            // Each cluster names its own brokers and offsets topic; the other
+            // flags apply to every cluster, over the file.
+            for (set, what) in [
+                (args.kafka.brokers.is_some(), "brokers (--brokers, KSHARD_BROKERS)"),
+                (args.kafka.offsets_topic.is_some(), "offsets_topic (--offsets-topic, KSHARD_OFFSETS_TOPIC)"),
+                (
+                    args.recovery_log_topic.is_some(),
+                    "recovery_log_topic (--recovery-log-topic, KSHARD_RECOVERY_LOG_TOPIC)",
+                ),
+            ] {
+                if set {
+                    bail!("invalid {what}: the configuration file lists clusters:, and each names its own");
+                }
+            }
+            // data_dir and etcd_prefix (flag or top level) are roots each
+            // cluster's go under, unless its entry sets its own.
+            let data_root = args.data_dir.clone().or(file.data_dir.clone());
+            let prefix_root = args.etcd_prefix.clone().or(file.cluster.etcd_prefix.clone());
+            let prefix_root = prefix_root.as_deref().unwrap_or("/kshard/lag").trim_end_matches('/').to_owned();
+            let mut names = std::collections::BTreeSet::new();
+            let mut clusters = Vec::new();
+            for (i, entry) in file.clusters.iter().enumerate() {
+                let name = &entry.name;
+                if !names.insert(name.as_str()) {
+                    bail!("invalid clusters[{i}].name: {name:?} is given twice");
+                }
+                let args = ServeArgs {
+                    data_dir: if entry.own_data_dir { None } else { data_root.as_ref().map(|d| d.join(name)) },
+                    etcd_prefix: (!entry.own_etcd_prefix).then(|| format!("{prefix_root}/{name}")),
+                    ..args.clone()
+                };
+                let cluster = ClusterConfig::load(Some(name.clone()), &args, &entry.file)
+                    .with_context(|| format!("invalid clusters[{i}] ({name})"))?;
+                clusters.push(cluster);
+            }
+            clusters
+        };
+        Ok(ServeConfig { listen, namespace, log_format, web_config, clusters })
+    }
+}
+
+impl ClusterConfig {
+    /// One cluster's settings: the flags and environment over `file` (for a
+    /// named cluster, its entry over the file's top level).
+    fn load(name: Option<String>, args: &ServeArgs, file: &FileConfig) -> Result<Self> {
+        let kafka = kafka_settings(&args.kafka, file)?;
+        let offsets_topic = offsets_topic(&args.kafka, file)?;
         let scrape_mode = match &args.scrape_mode {
             Some(v) => parse_named("scrape_mode (offsets_topic or admin_api)", v)?,
             None => file.scrape_mode.unwrap_or(ScrapeMode::OffsetsTopic),
@@ -257,20 +337,16 @@ impl ServeConfig {
         if !(interval.is_finite() && (0.1..=3600.0).contains(&interval)) {
             bail!("invalid watermark_interval_seconds: {interval} (between 0.1 and 3600)");
         }
-        let log_format = match &args.log_format {
-            Some(v) => parse_named("log_format (text or json)", v)?,
-            None => file.log_format.unwrap_or_default(),
-        };
         let groups = NameFilter::new(&file.groups.allow, &file.groups.ignore)
             .context("invalid groups: a pattern is not a valid regular expression")?;
         let topics = NameFilter::new(&file.topics.allow, &file.topics.ignore)
             .context("invalid topics: a pattern is not a valid regular expression")?;
 
-        let data_dir = args.data_dir.clone().or(file.data_dir);
+        let data_dir = args.data_dir.clone().or(file.data_dir.clone());
         let status = status_settings(&file.status)?;
         let history = history_settings(&file.history)?;
         let cluster = cluster(args, &file.cluster, data_dir.is_some(), scrape_mode)?;
-        let recovery_log_topic = args.recovery_log_topic.clone().or(file.recovery_log_topic);
+        let recovery_log_topic = args.recovery_log_topic.clone().or(file.recovery_log_topic.clone());
         if let Some(topic) = &recovery_log_topic
             && !valid_topic(topic)
         {
@@ -284,11 +360,10 @@ impl ServeConfig {
                 kshard_lag::share_recovery_log_topic(topic)
             );
         }
-        Ok(ServeConfig {
+        Ok(ClusterConfig {
+            name,
             kafka,
             offsets_topic,
-            listen,
-            namespace,
             data_dir,
             scrape_mode,
             watermark_interval: Duration::from_secs_f64(interval),
@@ -303,8 +378,6 @@ impl ServeConfig {
                 share_delivery_count_limit: delivery_count_limit(&file.share_groups)?,
             },
             share_groups: file.share_groups.enabled.unwrap_or(true),
-            web_config: args.web_config_file.clone().or(file.web_config_file),
-            log_format,
             cluster,
             recovery_log_topic,
         })
@@ -354,7 +427,23 @@ fn cluster(
 
 pub(crate) fn read_file(path: &Path) -> Result<FileConfig> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading the config file {}", path.display()))?;
-    serde_norway::from_str(&text).with_context(|| format!("invalid config file {}", path.display()))
+    let invalid = || format!("invalid config file {}", path.display());
+    // Parsed from the text, so that an error says the line.
+    let mut file: FileConfig = serde_norway::from_str(&text).with_context(invalid)?;
+    let (_, entries) = crate::serve_clusters::split(crate::serve_clusters::top_level(&text).with_context(invalid)?)
+        .with_context(invalid)?;
+    for (i, entry) in entries.into_iter().enumerate() {
+        let settings = crate::serve_clusters::parse(entry.settings)
+            .with_context(|| format!("invalid clusters[{i}] ({})", entry.name))
+            .with_context(invalid)?;
+        file.clusters.push(NamedCluster {
+            name: entry.name,
+            file: settings,
+            own_data_dir: entry.own_data_dir,
+            own_etcd_prefix: entry.own_etcd_prefix,
+        });
+    }
+    Ok(file)
 }
 
 #[cfg(test)]
@@ -387,12 +476,12 @@ mod tests {
             },
         )
         .expect("valid");
-        assert_eq!(c.kafka.brokers, "b:9092");
+        assert_eq!(c.clusters[0].kafka.brokers, "b:9092");
         assert_eq!(c.listen.to_string(), "127.0.0.1:1000");
         assert_eq!(c.namespace, "kminion");
-        assert_eq!(c.monitor.granularity, Granularity::Topic);
-        assert_eq!(c.monitor.motion_granularity, Granularity::Topic, "follows granularity");
-        assert!(c.monitor.groups.allows("orders-1") && !c.monitor.groups.allows("billing"));
+        assert_eq!(c.clusters[0].monitor.granularity, Granularity::Topic);
+        assert_eq!(c.clusters[0].monitor.motion_granularity, Granularity::Topic, "follows granularity");
+        assert!(c.clusters[0].monitor.groups.allows("orders-1") && !c.clusters[0].monitor.groups.allows("billing"));
     }
 
     #[test]
@@ -430,10 +519,10 @@ mod tests {
     #[test]
     fn history_settings_default_to_an_hour_by_the_minute() {
         let c = load("brokers: a:1\n", ServeArgs::default()).expect("valid");
-        assert_eq!(c.monitor.history, kshard_lag::HistorySettings { window_s: 3600, resolution_s: 60 });
+        assert_eq!(c.clusters[0].monitor.history, kshard_lag::HistorySettings { window_s: 3600, resolution_s: 60 });
         let c = load("brokers: a:1\nhistory:\n  window_seconds: 600\n  resolution_seconds: 5\n", ServeArgs::default())
             .expect("valid");
-        assert_eq!(c.monitor.history.points(), 120);
+        assert_eq!(c.clusters[0].monitor.history.points(), 120);
     }
 
     #[test]
@@ -443,10 +532,52 @@ mod tests {
             ServeArgs::default(),
         )
         .expect("valid");
-        let rendered = c.kafka.security.properties();
+        let rendered = c.clusters[0].kafka.security.properties();
         let get = |k: &str| rendered.iter().find(|(p, _)| *p == k).map(|(_, v)| v.as_str());
         assert_eq!(get("security.protocol"), Some("sasl_ssl"));
         assert_eq!(get("sasl.mechanism"), Some("SCRAM-SHA-512"));
         assert_eq!(get("sasl.username"), Some("u"));
+    }
+
+    #[test]
+    fn clusters_each_get_their_settings_over_the_top_level() {
+        let c = load(
+            "listen: 127.0.0.1:9308\ndata_dir: /var/lib/kshard\ngranularity: topic\ncluster:\n  etcd: ['http://127.0.0.1:2379']\n\
+             clusters:\n\
+             - name: eu\n  brokers: eu:9092\n\
+             - name: us\n  brokers: us:9092\n  offsets_topic: offsets-us\n  data_dir: /srv/us\n  granularity: partition\n",
+            ServeArgs { member_id: Some("m1".into()), ..Default::default() },
+        )
+        .expect("valid");
+        let [eu, us] = &c.clusters[..] else { panic!("two clusters: {:?}", c.clusters) };
+        assert_eq!((eu.name.as_deref(), eu.kafka.brokers.as_str()), (Some("eu"), "eu:9092"));
+        assert_eq!(eu.offsets_topic, "__consumer_offsets");
+        assert_eq!(eu.monitor.granularity, Granularity::Topic, "inherited");
+        assert_eq!(eu.data_dir.as_deref(), Some(Path::new("/var/lib/kshard/eu")), "under the root");
+        assert_eq!(eu.cluster.as_ref().map(|c| c.prefix.as_str()), Some("/kshard/lag/eu"));
+        assert_eq!(us.offsets_topic, "offsets-us");
+        assert_eq!(us.monitor.granularity, Granularity::Partition, "its own");
+        assert_eq!(us.data_dir.as_deref(), Some(Path::new("/srv/us")), "its own");
+        assert_eq!(us.cluster.as_ref().map(|c| c.prefix.as_str()), Some("/kshard/lag/us"));
+        assert_eq!(c.listen.to_string(), "127.0.0.1:9308");
+    }
+
+    #[test]
+    fn invalid_clusters_name_the_entry_and_the_setting() {
+        let two = "clusters:\n- name: a\n  brokers: a:1\n- name: b\n  brokers: b:1\n";
+        let e = err(&format!("{two}- name: a\n  brokers: c:1\n"));
+        assert!(e.contains("clusters[2].name") && e.contains("twice"), "{e}");
+        let e = err("clusters:\n- name: a\n  brokers: a:1\n- name: b\n");
+        assert!(e.contains("clusters[1] (b)") && e.contains("brokers"), "{e}");
+        let e = err("clusters:\n- name: a\n  brokers: a:1\n  granularity: nope\n");
+        assert!(e.contains("clusters[0] (a)") && e.contains("granularity"), "{e}");
+        let e = err("clusters:\n- name: a\n  brokers: a:1\n  brokerz: b\n");
+        assert!(e.contains("clusters[0] (a)") && e.contains("brokerz"), "{e}");
+        let flag = load(
+            two,
+            ServeArgs { kafka: KafkaArgs { brokers: Some("x:1".into()), ..Default::default() }, ..Default::default() },
+        );
+        let e = format!("{:#}", flag.expect_err("brokers flag with clusters"));
+        assert!(e.contains("invalid brokers") && e.contains("each names its own"), "{e}");
     }
 }

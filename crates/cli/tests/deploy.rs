@@ -135,13 +135,7 @@ fn the_alert_rules_load_and_name_only_exported_metrics() {
     }
 
     // And Prometheus's own checker, where it is installed.
-    let tools = std::env::var("KSHARD_TOOLS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/kshard-tools"));
-    let promtool = [tools.join("bin/promtool"), PathBuf::from("promtool")]
-        .into_iter()
-        .find(|p| std::process::Command::new(p).arg("--version").output().is_ok_and(|o| o.status.success()));
-    match promtool {
+    match kshard_testkit::promtool() {
         Some(promtool) => {
             let out =
                 std::process::Command::new(&promtool).args(["check", "rules"]).arg(&path).output().expect("promtool");

@@ -1,7 +1,8 @@
 //! A Burrow-compatible HTTP API (`/v3/kafka/…`): the JSON shapes of
 //! linkedin/Burrow's HTTP server, so that Burrow's clients (BurrowUI,
-//! burrow-dashboard, burrow-exporter, …) read kshard unchanged. kshard serves
-//! one cluster, named by [`CLUSTER`]. Built from the monitor's state; pure.
+//! burrow-dashboard, burrow-exporter, …) read kshard unchanged. Each cluster
+//! is served under its name in `clusters:` ([`CLUSTER`] without). Built from
+//! each cluster's monitor; pure.
 //!
 //! | path | Burrow's answer |
 //! | --- | --- |
@@ -23,7 +24,7 @@ use crate::consumer_status::{Commit, Status, StatusSettings};
 use crate::monitor::Monitor;
 use crate::watermarks::lag;
 
-/// The one cluster's name in the API.
+/// The cluster's name in the API when the configuration has no `clusters:`.
 pub const CLUSTER: &str = "local";
 
 /// `request` in every answer.
@@ -192,11 +193,6 @@ pub struct StatusBody {
     pub status: GroupStatus,
 }
 
-/// The cluster list.
-pub fn clusters() -> Clusters {
-    Clusters { clusters: vec![CLUSTER.to_owned()] }
-}
-
 /// Every exported group.
 pub fn consumers(monitor: &Monitor) -> Consumers {
     let mut consumers = Vec::new();
@@ -308,12 +304,12 @@ pub fn consumer_detail(monitor: &Monitor, group: &str) -> Option<ConsumerDetail>
 }
 
 /// `…/status` (`all` false: partitions WARN or worse) and `…/lag` (`all`);
-/// NOTFOUND for an unknown group.
-pub fn group_status(monitor: &Monitor, group: &str, all: bool) -> GroupStatus {
+/// NOTFOUND for an unknown group. `cluster` is the cluster's name in the API.
+pub fn group_status(monitor: &Monitor, cluster: &str, group: &str, all: bool) -> GroupStatus {
     let window = StatusSettings::default().window.max(1) as f32;
     let Some(seen) = seen(monitor, group) else {
         return GroupStatus {
-            cluster: CLUSTER.to_owned(),
+            cluster: cluster.to_owned(),
             group: group.to_owned(),
             status: "NOTFOUND",
             complete: 0.0,
@@ -339,7 +335,7 @@ pub fn group_status(monitor: &Monitor, group: &str, all: bool) -> GroupStatus {
     let complete_count = partitions.iter().filter(|p| p.complete >= 1.0).count();
     let maxlag = partitions.iter().max_by_key(|p| p.current_lag).cloned();
     GroupStatus {
-        cluster: CLUSTER.to_owned(),
+        cluster: cluster.to_owned(),
         group: group.to_owned(),
         status: Status::of_group(seen.iter().map(|s| s.status)).name(),
         complete: if partitions.is_empty() { 0.0 } else { complete_count as f32 / partitions.len() as f32 },

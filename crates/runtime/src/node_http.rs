@@ -97,13 +97,13 @@ pub fn shard_table(view: &ClusterView, local: Option<(&str, &BTreeMap<String, Pr
     })
 }
 
-/// Asks the member serving at `endpoint` (`host:port`) where its replicas
+/// Asks the member serving at `endpoint` (`host:port[/prefix]`) where its replicas
 /// stand; `None` when it does not answer within a second.
 pub fn fetch_progress(endpoint: &str) -> Option<BTreeMap<String, Progress>> {
     get_json(endpoint, "/api/replicas", Duration::from_secs(1))
 }
 
-/// GETs `path` from `endpoint` (`host:port`) and parses its JSON; `None` on
+/// GETs `path` from `endpoint` (`host:port[/prefix]`) and parses its JSON; `None` on
 /// any failure or a status other than 200.
 pub fn get_json<T: serde::de::DeserializeOwned>(endpoint: &str, path: &str, timeout: Duration) -> Option<T> {
     match http_get(endpoint, path, timeout) {
@@ -112,21 +112,45 @@ pub fn get_json<T: serde::de::DeserializeOwned>(endpoint: &str, path: &str, time
     }
 }
 
-/// A plain HTTP/1.0 GET of `path` from `endpoint` (`host:port`): the status
+/// A plain HTTP/1.0 GET of `path` from `endpoint` (`host:port`, then a path
+/// prefix where the member's endpoints are, as a process watching several
+/// Kafka clusters serves each one's under `/clusters/{name}`): the status
 /// and the body. (A member's own small answers do not justify an HTTP client
 /// crate; `kshard bench` uses it too.)
 pub fn http_get(endpoint: &str, path: &str, timeout: Duration) -> std::io::Result<(u16, String)> {
-    let addr = std::net::ToSocketAddrs::to_socket_addrs(endpoint)?
+    let (host, prefix) = split_endpoint(endpoint);
+    let addr = std::net::ToSocketAddrs::to_socket_addrs(host)?
         .next()
-        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, format!("no address for {endpoint}")))?;
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, format!("no address for {host}")))?;
     let mut stream = TcpStream::connect_timeout(&addr, timeout)?;
     stream.set_read_timeout(Some(timeout))?;
     stream.set_write_timeout(Some(timeout))?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {endpoint}\r\n\r\n")?;
+    write!(stream, "GET {prefix}{path} HTTP/1.0\r\nHost: {host}\r\n\r\n")?;
     let mut response = Vec::new();
     stream.take(64 << 20).read_to_end(&mut response)?;
     let text = String::from_utf8_lossy(&response);
     let status = text.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
     let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
     Ok((status, body))
+}
+
+/// `host:port` and the path prefix after it (`""` when there is none).
+fn split_endpoint(endpoint: &str) -> (&str, &str) {
+    let endpoint = endpoint.strip_prefix("http://").unwrap_or(endpoint);
+    match endpoint.find('/') {
+        Some(i) => (&endpoint[..i], endpoint[i..].trim_end_matches('/')),
+        None => (endpoint, ""),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_endpoint;
+
+    #[test]
+    fn an_endpoint_may_carry_a_path_prefix() {
+        assert_eq!(split_endpoint("10.0.0.1:9308"), ("10.0.0.1:9308", ""));
+        assert_eq!(split_endpoint("host:9308/clusters/eu"), ("host:9308", "/clusters/eu"));
+        assert_eq!(split_endpoint("http://host:9308/clusters/eu/"), ("host:9308", "/clusters/eu"));
+    }
 }

@@ -415,6 +415,39 @@ pub fn share_consume(brokers: &str, group: &str, topic: &str, messages: u32, how
     kafka_tool("console-share-consumer", &args);
 }
 
+/// Prometheus's `promtool`, from the tools cache (scripts/install.sh takes
+/// it out of Debian's prometheus package) or the `PATH`; `None` when neither
+/// has it.
+pub fn promtool() -> Option<PathBuf> {
+    let tools = std::env::var("KSHARD_TOOLS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/kshard-tools"));
+    [tools.join("bin/promtool"), PathBuf::from("promtool")]
+        .into_iter()
+        .find(|p| std::process::Command::new(p).arg("--version").output().is_ok_and(|o| o.status.success()))
+}
+
+/// `promtool check metrics` of an exposition: `Err` with what it says when
+/// the text is not valid Prometheus text (lint findings such as missing
+/// units are not errors); `Ok(false)` when promtool is not installed.
+pub fn promtool_check_metrics(text: &str) -> Result<bool, String> {
+    use std::io::Write;
+    let Some(promtool) = promtool() else { return Ok(false) };
+    let mut child = std::process::Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("running promtool: {e}"))?;
+    child.stdin.take().map(|mut stdin| stdin.write_all(text.as_bytes())).transpose().map_err(|e| e.to_string())?;
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    // Lint findings (a unit not in the name, …) exit 1 too; a text that does
+    // not parse says "error while linting".
+    if out.status.success() || !said.contains("error while linting") { Ok(true) } else { Err(said) }
+}
+
 /// A name no other test run uses.
 pub fn unique_name(prefix: &str) -> String {
     let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);

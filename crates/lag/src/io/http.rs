@@ -2,24 +2,39 @@
 //! up, then 200), `/api/groups`, `/api/group?id=G` and `/api/overview`
 //! (JSON), `/api/shards` and `/api/replicas` (with a data directory),
 //! `/healthz`, and a web page at `/`.
+//!
+//! Watching several clusters (`clusters:`), each cluster's endpoints and page
+//! are under `/clusters/{name}/`; at the root, `/metrics` has every
+//! cluster's series (each with its `cluster` label), `/ready` is 200 only
+//! when every cluster is ready and says which is not, `/` lists the clusters,
+//! and the API asks which cluster is meant. `/api/clusters` lists them in
+//! every case; Burrow's `/v3/kafka` serves them all.
 
 use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{Query, State};
 use axum::http::{StatusCode, header};
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::get;
+use serde::Serialize;
 
 use crate::LocalMember;
 use crate::api;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, exposition};
 use crate::monitor::Monitor;
 
+/// The label naming the cluster of every series when clusters are named.
+pub(crate) const CLUSTER_LABEL: &str = "cluster";
+
+/// One watched cluster, as HTTP serves it.
 #[derive(Clone)]
 pub(crate) struct AppState {
+    /// Its name under `clusters:` (its `cluster` label and path); `None`
+    /// for the one cluster of a configuration without `clusters:`.
+    pub(crate) name: Option<Arc<str>>,
     pub(crate) monitor: Arc<Monitor>,
-    metrics: Arc<Metrics>,
+    pub(crate) metrics: Arc<Metrics>,
     /// With a data directory: the runtime member running the shards.
     pub(crate) member: LocalMember,
     /// The bootstrap servers (Burrow's cluster detail lists them).
@@ -28,44 +43,166 @@ pub(crate) struct AppState {
     pub(crate) refresh_seconds: i64,
 }
 
-/// The service's routes.
-pub(crate) fn router(
-    monitor: Arc<Monitor>,
-    metrics: Arc<Metrics>,
-    member: LocalMember,
-    brokers: &str,
-    refresh: std::time::Duration,
-) -> Router {
-    let refresh_seconds = refresh.as_secs() as i64;
-    let state = AppState { monitor, metrics, member, brokers: Arc::from(brokers), refresh_seconds };
-    Router::new()
-        .route("/", get(page))
-        .route("/metrics", get(metrics_text))
-        .route("/ready", get(ready))
+impl AppState {
+    /// Its name in Burrow's API and `/api/clusters`.
+    pub(crate) fn cluster_name(&self) -> &str {
+        self.name.as_deref().unwrap_or(crate::burrow::CLUSTER)
+    }
+
+    /// Its series (then its shards' runtime series), each labelled with the
+    /// cluster when it is named.
+    fn render_metrics(&self) -> Result<String, std::fmt::Error> {
+        let mut text = self.metrics.render()?;
+        if let Some(shards) = self.member.shared() {
+            text.push_str(&shards.metrics.encode());
+        }
+        Ok(match &self.name {
+            Some(name) => exposition::with_label(&text, CLUSTER_LABEL, name),
+            None => text,
+        })
+    }
+}
+
+/// Every cluster's routes, and the root's.
+pub(crate) fn app(clusters: Vec<AppState>) -> Router {
+    let all: Arc<[AppState]> = clusters.into();
+    let mut app = Router::new();
+    for cluster in all.iter() {
+        if let Some(name) = &cluster.name {
+            let prefix = format!("/clusters/{name}");
+            let slash = format!("{prefix}/");
+            app = app
+                .route(&prefix, get(move || async move { Redirect::permanent(&slash) }))
+                .merge(cluster_routes(&prefix, cluster.clone()));
+        }
+    }
+    let app = match &all[..] {
+        [one] => app.merge(cluster_routes("", one.clone())),
+        _ => app.merge(root_routes(Arc::clone(&all))),
+    };
+    let listed = Arc::clone(&all);
+    app.route("/api/clusters", get(move || async move { axum::Json(cluster_list(&listed)) }))
         .route("/healthz", get(|| async { "ok\n" }))
-        .route("/api/groups", get(groups))
-        .route("/api/group", get(group))
-        .route("/api/overview", get(overview))
-        .route("/api/shards", get(shards))
-        .route("/api/replicas", get(replicas))
-        .merge(super::burrow_http::routes())
+        .merge(super::burrow_http::routes(all))
+}
+
+/// One cluster's endpoints under `prefix` (`""` or `/clusters/{name}`).
+fn cluster_routes(prefix: &str, state: AppState) -> Router {
+    let at = |path: &str| format!("{prefix}{path}");
+    Router::new()
+        .route(&at("/"), get(page))
+        .route(&at("/metrics"), get(metrics_text))
+        .route(&at("/ready"), get(ready))
+        .route(&at("/api/groups"), get(groups))
+        .route(&at("/api/group"), get(group))
+        .route(&at("/api/overview"), get(overview))
+        .route(&at("/api/shards"), get(shards))
+        .route(&at("/api/replicas"), get(replicas))
         .with_state(state)
+}
+
+/// The root of a process watching several clusters.
+fn root_routes(all: Arc<[AppState]>) -> Router {
+    Router::new()
+        .route("/", get(|| async { Html(include_str!("clusters.html")) }))
+        .route("/metrics", get(all_metrics))
+        .route("/ready", get(all_ready))
+        .route("/api/{*rest}", get(which_cluster))
+        .with_state(all)
+}
+
+/// `/api/clusters`: each cluster, whether it is ready, and where its page is.
+#[derive(Serialize)]
+struct ClusterEntry {
+    cluster: String,
+    ready: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+    brokers: String,
+    /// Its page; its endpoints are under this path.
+    path: String,
+}
+
+fn cluster_list(all: &[AppState]) -> Vec<ClusterEntry> {
+    all.iter()
+        .map(|c| {
+            let verdict = c.monitor.verdict();
+            ClusterEntry {
+                cluster: c.cluster_name().to_owned(),
+                ready: verdict.ready,
+                reason: verdict.reason,
+                brokers: c.brokers.to_string(),
+                path: c.name.as_ref().map_or_else(|| "/".to_owned(), |n| format!("/clusters/{n}/")),
+            }
+        })
+        .collect()
+}
+
+async fn which_cluster(State(all): State<Arc<[AppState]>>) -> Response {
+    let names: Vec<&str> = all.iter().map(AppState::cluster_name).collect();
+    let body = serde_json::json!({
+        "error": "kshard watches several clusters: ask /clusters/{name}/api/…",
+        "clusters": names,
+    });
+    (StatusCode::NOT_FOUND, axum::Json(body)).into_response()
+}
+
+const TEXT_FORMAT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+fn metrics_reply(rendered: Result<Result<String, std::fmt::Error>, tokio::task::JoinError>) -> Response {
+    match rendered {
+        Ok(Ok(text)) => ([(header::CONTENT_TYPE, TEXT_FORMAT)], text).into_response(),
+        Ok(Err(_)) | Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "rendering metrics failed\n").into_response(),
+    }
 }
 
 async fn metrics_text(State(state): State<AppState>) -> Response {
     // Rendering 100k series takes tens of milliseconds: keep it off the async workers.
+    metrics_reply(tokio::task::spawn_blocking(move || state.render_metrics()).await)
+}
+
+/// Every cluster's series, one family at a time.
+async fn all_metrics(State(all): State<Arc<[AppState]>>) -> Response {
     let rendered = tokio::task::spawn_blocking(move || {
-        let mut text = state.metrics.render()?;
-        // With a data directory, the shards' runtime metrics follow.
-        if let Some(shards) = state.member.shared() {
-            text.push_str(&shards.metrics.encode());
-        }
-        Ok::<_, std::fmt::Error>(text)
+        let texts = all.iter().map(AppState::render_metrics).collect::<Result<Vec<_>, _>>()?;
+        Ok(exposition::merge(&texts))
     });
-    match rendered.await {
-        Ok(Ok(text)) => ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response(),
-        Ok(Err(_)) | Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "rendering metrics failed\n").into_response(),
-    }
+    metrics_reply(rendered.await)
+}
+
+/// `/ready` of several clusters: each one's report, ready only when all are.
+#[derive(Serialize)]
+struct AllReady {
+    ready: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+    clusters: Vec<NamedReport>,
+}
+
+#[derive(Serialize)]
+struct NamedReport {
+    cluster: String,
+    #[serde(flatten)]
+    report: api::ReadyReport,
+}
+
+async fn all_ready(State(all): State<Arc<[AppState]>>) -> Response {
+    let clusters: Vec<NamedReport> = all
+        .iter()
+        .map(|c| NamedReport {
+            cluster: c.cluster_name().to_owned(),
+            report: api::readiness(&c.monitor, c.member.shared().as_ref()),
+        })
+        .collect();
+    let not_ready: Vec<String> = clusters
+        .iter()
+        .filter(|c| !c.report.ready)
+        .map(|c| format!("cluster {}: {}", c.cluster, c.report.reason.as_deref().unwrap_or("not ready")))
+        .collect();
+    let ready = not_ready.is_empty();
+    let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    let reason = (!ready).then(|| not_ready.join("; "));
+    (status, axum::Json(AllReady { ready, reason, clusters })).into_response()
 }
 
 /// With a data directory: the partitions' shards, as `kshard shards list

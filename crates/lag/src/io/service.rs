@@ -16,6 +16,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use kshard_kafka::{CONSUMER_OFFSETS_TOPIC, ClientSettings};
@@ -41,9 +42,13 @@ pub enum ScrapeMode {
     AdminApi,
 }
 
-/// How `kshard serve` runs.
+/// How `kshard serve` watches one cluster ([`run_many`] takes several).
 #[derive(Debug)]
 pub struct ServeOptions {
+    /// The cluster's name under `clusters:`: the `cluster` label on each of
+    /// its series, its path (`/clusters/{name}/`) and its name in Burrow's
+    /// API. `None`: one cluster, no label, `local` in Burrow's API.
+    pub name: Option<String>,
     /// How to reach Kafka.
     pub kafka: ClientSettings,
     /// The topic to read: `__consumer_offsets`, or a topic of the same layout.
@@ -83,6 +88,7 @@ impl ServeOptions {
     /// metric names prefixed `kshard`, watermarks every 5 s.
     pub fn new(kafka: ClientSettings) -> Self {
         ServeOptions {
+            name: None,
             kafka,
             offsets_topic: CONSUMER_OFFSETS_TOPIC.to_owned(),
             share_groups: true,
@@ -118,6 +124,9 @@ pub enum ServeError {
     /// A worker thread could not be started or stopped.
     #[error("{0}")]
     Worker(String),
+    /// The clusters given to [`run_many`] do not fit together.
+    #[error("invalid clusters: {0}")]
+    Clusters(String),
 }
 
 /// Why [`lag_once`] could not answer: the step that failed, as `/ready`
@@ -140,112 +149,45 @@ pub fn lag_once(
     Ok(crate::api::groups(&m))
 }
 
-/// Runs the lag monitor until `shutdown` completes.
+/// Runs the lag monitor of one cluster until `shutdown` completes.
 pub async fn run(
     options: ServeOptions,
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
-    // Checked before anything starts: a bad file fails naming its field.
-    let web = options.web_config.as_deref().map(crate::web::WebConfigFile::open).transpose()?;
-    let monitor = Arc::new(Monitor::with_stale_after(options.monitor.clone(), options.stale_after()));
-    let timings = Arc::new(SelfTimings::default());
-    let member = crate::LocalMember::default();
-    let metrics =
-        Arc::new(Metrics::with_member(&options.namespace, Arc::clone(&monitor), member.clone(), Arc::clone(&timings)));
+    run_many(vec![options], listener, shutdown).await
+}
 
-    let brokers: Arc<dyn Connector> =
-        Arc::new(Kafka { settings: options.kafka.clone(), timeout: options.request_timeout });
+/// Runs the lag monitor of every cluster in `clusters` until `shutdown`
+/// completes: each with workers of its own, so that one whose brokers fail
+/// leaves the others current. Several clusters must each have a name, and
+/// share the namespace and the web configuration file (process-wide).
+pub async fn run_many(
+    clusters: Vec<ServeOptions>,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    let first = fitting_together(&clusters)?;
+    // Checked before anything starts: a bad file fails naming its field.
+    let web = first.web_config.as_deref().map(crate::web::WebConfigFile::open).transpose()?;
     let stop = Arc::new(AtomicBool::new(false));
-    let (new_partitions_tx, new_partitions_rx) = mpsc::channel();
-    let mut new_share_partitions = None;
+    let mut states = Vec::new();
     let mut workers = Vec::new();
-    let spawn_error = |e: std::io::Error| ServeError::Worker(format!("starting a worker thread: {e}"));
-    match options.mode {
-        ScrapeMode::OffsetsTopic => {
-            if options.share_groups {
-                // Not ready until the share state is caught up with too.
-                monitor.expect(Log::ShareState);
+    for options in clusters {
+        match start(options, &stop) {
+            Ok((state, started)) => {
+                states.push(state);
+                workers.extend(started);
             }
-            let durable = options.data_dir.clone().map(|data_dir| crate::shards_reader::Durable {
-                data_dir,
-                cluster: options.cluster.clone(),
-                log_topic: options
-                    .recovery_log_topic
-                    .clone()
-                    .unwrap_or_else(|| crate::recovery_log_topic(&options.offsets_topic)),
-                member: member.clone(),
-            });
-            let mut reader = offsets_reader::OffsetsReader {
-                settings: options.kafka.clone(),
-                log: Log::Offsets,
-                topic: options.offsets_topic.clone(),
-                timeout: options.request_timeout,
-                monitor: Arc::clone(&monitor),
-                stop: Arc::clone(&stop),
-                new_partitions: new_partitions_rx,
-                durable: durable.clone(),
-                brokers: Arc::clone(&brokers),
-            };
-            workers.push(
-                supervisor::spawn(offsets_reader::WORKER, Arc::clone(&monitor), Arc::clone(&stop), move || {
-                    reader.run()
-                })
-                .map_err(spawn_error)?,
-            );
-            if options.share_groups {
-                let (tx, rx) = mpsc::channel();
-                new_share_partitions = Some(tx);
-                let mut reader = offsets_reader::OffsetsReader {
-                    settings: options.kafka.clone(),
-                    log: Log::ShareState,
-                    topic: Log::ShareState.topic().to_owned(),
-                    timeout: options.request_timeout,
-                    monitor: Arc::clone(&monitor),
-                    stop: Arc::clone(&stop),
-                    new_partitions: rx,
-                    // Shards of their own, run by a second runtime member
-                    // (its own keys and recovery logs; not listed by HTTP's
-                    // /api/shards, which shows the offsets topic's).
-                    durable: durable.map(|d| crate::shards_reader::Durable {
-                        log_topic: crate::shards_reader::share_recovery_log_topic(&d.log_topic),
-                        member: crate::LocalMember::default(),
-                        ..d
-                    }),
-                    brokers: Arc::clone(&brokers),
-                };
-                let worker = offsets_reader::SHARE_WORKER;
-                workers.push(
-                    supervisor::spawn(worker, Arc::clone(&monitor), Arc::clone(&stop), move || reader.run())
-                        .map_err(spawn_error)?,
-                );
+            Err(e) => {
+                // The clusters started so far stop on their own.
+                stop.store(true, Ordering::Release);
+                return Err(e);
             }
-        }
-        ScrapeMode::AdminApi => {
-            // Nothing to catch up with: ready once the first scrape has landed.
-            monitor.start();
-            info!("scrape_mode admin_api: groups and offsets come from ListGroups and OffsetFetch");
         }
     }
-    let mut refresher = refresher::Refresher {
-        settings: options.kafka.clone(),
-        offsets_topic: options.offsets_topic.clone(),
-        mode: options.mode,
-        interval: options.watermark_interval,
-        monitor: Arc::clone(&monitor),
-        timings: Arc::clone(&timings),
-        stop: Arc::clone(&stop),
-        new_partitions: new_partitions_tx,
-        new_share_partitions,
-        brokers,
-    };
-    workers.push(
-        supervisor::spawn(refresher::WORKER, Arc::clone(&monitor), Arc::clone(&stop), move || refresher.run())
-            .map_err(spawn_error)?,
-    );
-
+    let app = http::app(states);
     let addr = listener.local_addr().map_err(ServeError::Http)?;
-    let app = http::router(Arc::clone(&monitor), metrics, member, &options.kafka.brokers, options.watermark_interval);
     let served = match web {
         None => {
             info!(%addr, "serving /metrics, /ready, /api/groups and the web page");
@@ -274,4 +216,145 @@ pub async fn run(
     }
     info!("stopped");
     served
+}
+
+/// The first of `clusters`, once they are known to fit together: at least
+/// one; several each named, the names distinct; one namespace and one web
+/// configuration file.
+fn fitting_together(clusters: &[ServeOptions]) -> Result<&ServeOptions, ServeError> {
+    let bad = |why: String| Err(ServeError::Clusters(why));
+    let Some(first) = clusters.first() else { return bad("no cluster to watch".into()) };
+    if clusters.len() > 1 && clusters.iter().any(|c| c.name.is_none()) {
+        return bad("watching several clusters, each needs a name".into());
+    }
+    let mut names = std::collections::BTreeSet::new();
+    for c in clusters {
+        if let Some(name) = &c.name {
+            if !valid_cluster_name(name) {
+                return bad(format!("{name:?} is not a cluster name (letters, digits, '.', '_' and '-')"));
+            }
+            if !names.insert(name.as_str()) {
+                return bad(format!("the name {name:?} is given twice"));
+            }
+        }
+        if c.namespace != first.namespace || c.web_config != first.web_config {
+            return bad("the metrics namespace and the web configuration file are the whole process's".into());
+        }
+    }
+    Ok(first)
+}
+
+/// Whether `name` can name a cluster: in a path, a label value and Burrow's
+/// API alike.
+pub fn valid_cluster_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 100
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        && name != "."
+        && name != ".."
+}
+
+/// Starts one cluster's workers: what HTTP serves of it, and their threads.
+fn start(options: ServeOptions, stop: &Arc<AtomicBool>) -> Result<(http::AppState, Vec<JoinHandle<()>>), ServeError> {
+    let monitor = Arc::new(Monitor::with_stale_after(options.monitor.clone(), options.stale_after()));
+    let timings = Arc::new(SelfTimings::default());
+    let member = crate::LocalMember::default();
+    let metrics =
+        Arc::new(Metrics::with_member(&options.namespace, Arc::clone(&monitor), member.clone(), Arc::clone(&timings)));
+    let brokers: Arc<dyn Connector> =
+        Arc::new(Kafka { settings: options.kafka.clone(), timeout: options.request_timeout });
+    // Each worker logs in a span naming its cluster, when there are names.
+    let span = match &options.name {
+        Some(name) => tracing::info_span!("cluster", name = %name),
+        None => tracing::Span::none(),
+    };
+    let _entered = span.enter();
+    let spawn = |name: &'static str, mut body: Box<dyn FnMut() -> Result<(), super::error::WorkerError> + Send>| {
+        let span = span.clone();
+        supervisor::spawn(name, Arc::clone(&monitor), Arc::clone(stop), move || span.in_scope(&mut body))
+            .map_err(|e| ServeError::Worker(format!("starting a worker thread: {e}")))
+    };
+    let (new_partitions_tx, new_partitions_rx) = mpsc::channel();
+    let mut new_share_partitions = None;
+    let mut workers = Vec::new();
+    match options.mode {
+        ScrapeMode::OffsetsTopic => {
+            if options.share_groups {
+                // Not ready until the share state is caught up with too.
+                monitor.expect(Log::ShareState);
+            }
+            let durable = options.data_dir.clone().map(|data_dir| crate::shards_reader::Durable {
+                data_dir,
+                cluster: options.cluster.clone(),
+                log_topic: options
+                    .recovery_log_topic
+                    .clone()
+                    .unwrap_or_else(|| crate::recovery_log_topic(&options.offsets_topic)),
+                member: member.clone(),
+            });
+            let mut reader = offsets_reader::OffsetsReader {
+                settings: options.kafka.clone(),
+                log: Log::Offsets,
+                topic: options.offsets_topic.clone(),
+                timeout: options.request_timeout,
+                monitor: Arc::clone(&monitor),
+                stop: Arc::clone(stop),
+                new_partitions: new_partitions_rx,
+                durable: durable.clone(),
+                brokers: Arc::clone(&brokers),
+            };
+            workers.push(spawn(offsets_reader::WORKER, Box::new(move || reader.run()))?);
+            if options.share_groups {
+                let (tx, rx) = mpsc::channel();
+                new_share_partitions = Some(tx);
+                let mut reader = offsets_reader::OffsetsReader {
+                    settings: options.kafka.clone(),
+                    log: Log::ShareState,
+                    topic: Log::ShareState.topic().to_owned(),
+                    timeout: options.request_timeout,
+                    monitor: Arc::clone(&monitor),
+                    stop: Arc::clone(stop),
+                    new_partitions: rx,
+                    // Shards of their own, run by a second runtime member
+                    // (its own keys and recovery logs; not listed by HTTP's
+                    // /api/shards, which shows the offsets topic's).
+                    durable: durable.map(|d| crate::shards_reader::Durable {
+                        log_topic: crate::shards_reader::share_recovery_log_topic(&d.log_topic),
+                        member: crate::LocalMember::default(),
+                        ..d
+                    }),
+                    brokers: Arc::clone(&brokers),
+                };
+                workers.push(spawn(offsets_reader::SHARE_WORKER, Box::new(move || reader.run()))?);
+            }
+        }
+        ScrapeMode::AdminApi => {
+            // Nothing to catch up with: ready once the first scrape has landed.
+            monitor.start();
+            info!("scrape_mode admin_api: groups and offsets come from ListGroups and OffsetFetch");
+        }
+    }
+    let mut refresher = refresher::Refresher {
+        settings: options.kafka.clone(),
+        offsets_topic: options.offsets_topic.clone(),
+        mode: options.mode,
+        interval: options.watermark_interval,
+        monitor: Arc::clone(&monitor),
+        timings: Arc::clone(&timings),
+        stop: Arc::clone(stop),
+        new_partitions: new_partitions_tx,
+        new_share_partitions,
+        brokers,
+    };
+    workers.push(spawn(refresher::WORKER, Box::new(move || refresher.run()))?);
+
+    let state = http::AppState {
+        name: options.name.map(Arc::from),
+        refresh_seconds: options.watermark_interval.as_secs() as i64,
+        brokers: Arc::from(options.kafka.brokers.as_str()),
+        monitor,
+        metrics,
+        member,
+    };
+    Ok((state, workers))
 }

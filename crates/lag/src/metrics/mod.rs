@@ -11,6 +11,7 @@
 //! metadata and assignments.
 
 mod exporter;
+pub(crate) mod exposition;
 mod groups;
 mod share_groups;
 mod watermark;

@@ -10,7 +10,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use kshard_kafka::{Admin, ClientSettings, RecordWriter, TopicSpec, offsets_partition_for};
-use kshard_lag::service::{ServeError, ServeOptions, run};
+use kshard_lag::service::{ServeError, ServeOptions, run_many};
 use kshard_lag::{Granularity, MonitorSettings, NameFilter};
 use kshard_offsets::{OffsetCommitValue, Record};
 use kshard_testkit::{KafkaLag, http_get, parse_metrics};
@@ -36,6 +36,11 @@ pub fn options(w: &Writer, namespace: &str, monitor: MonitorSettings) -> ServeOp
 
 impl TestService {
     pub fn start(options: ServeOptions) -> Self {
+        Self::start_many(vec![options])
+    }
+
+    /// The service watching every cluster of `clusters`.
+    pub fn start_many(clusters: Vec<ServeOptions>) -> Self {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         listener.set_nonblocking(true).expect("nonblocking");
         let addr = listener.local_addr().expect("addr");
@@ -45,7 +50,7 @@ impl TestService {
                 tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("rt");
             runtime.block_on(async move {
                 let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
-                run(options, listener, async move {
+                run_many(clusters, listener, async move {
                     let _ = shutdown_rx.await;
                 })
                 .await
