@@ -27,7 +27,8 @@ pub(crate) enum ShardsCommand {
         /// The application (for the default prefix).
         #[arg(long, default_value = "sum")]
         app: String,
-        /// Without --etcd: a member's HTTP address.
+        /// Without --etcd: a member's HTTP address (`host:port`; then
+        /// `/clusters/NAME` for one of the clusters a `serve` watches).
         #[arg(long, default_value = "127.0.0.1:9096")]
         endpoint: String,
         /// Print JSON instead of a table.

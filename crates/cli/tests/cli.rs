@@ -241,25 +241,97 @@ fn serve_stops_cleanly_on_sigterm() {
         .env_remove("KSHARD_ETCD")
         .spawn()
         .expect("spawn");
+    wait_ready(&mut child, &addr);
+    stop_with_sigterm(&mut child);
+}
+
+/// Waits until `kshard serve` at `addr` answers `/ready` with 200.
+fn wait_ready(child: &mut std::process::Child, addr: &str) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
-        if let Ok((200, _)) = kshard_testkit::http_get(&addr, "/ready") {
-            break;
+        if let Ok((200, _)) = kshard_testkit::http_get(addr, "/ready") {
+            return;
         }
         assert!(child.try_wait().expect("wait").is_none(), "kshard serve exited before it was ready");
         assert!(std::time::Instant::now() < deadline, "not ready within 60 s");
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+}
+
+/// SIGTERM, then a clean exit within 15 s.
+fn stop_with_sigterm(child: &mut std::process::Child) {
     let killed = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
     assert!(killed.success());
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
     loop {
         if let Some(status) = child.try_wait().expect("wait") {
             assert!(status.success(), "exit status after SIGTERM: {status}");
-            break;
+            return;
         }
         assert!(std::time::Instant::now() < deadline, "still running 15 s after SIGTERM");
         std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+#[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
+fn serve_watches_every_cluster_of_its_config_file() {
+    let broker = kshard_testkit::Broker::from_env_or_start();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let addr = format!("127.0.0.1:{port}");
+    let settings = kshard_kafka::ClientSettings::new(broker.brokers());
+    let topic = kshard_testkit::unique_name("cli-clusters");
+    let admin = kshard_kafka::Admin::new(&settings, std::time::Duration::from_secs(30)).expect("admin");
+    admin
+        .create_topic(&kshard_kafka::TopicSpec { name: topic.clone(), partitions: 1, replication: 1, configs: vec![] })
+        .expect("topic");
+    let group = format!("{topic}-g");
+    let committer = kshard_kafka::OffsetCommitter::new(&settings, &group).expect("committer");
+    committer.commit(&[(&topic, 0, 0)]).expect("commit");
+    // Two names for the one test broker, with different filters: what each
+    // cluster exports is its own.
+    let dir = std::env::temp_dir().join(kshard_testkit::unique_name("kshard-clusters"));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let config = dir.join("kshard.yaml");
+    let yaml = format!(
+        "listen: {addr}\nwatermark_interval_seconds: 0.2\ngroups:\n  allow: ['{topic}.*']\nclusters:\n\
+         - name: eu\n  brokers: {b}\n\
+         - name: us\n  brokers: {b}\n  groups:\n    ignore: ['.*']\n",
+        b = broker.brokers()
+    );
+    std::fs::write(&config, yaml).expect("write");
+    let child = Command::new(env!("CARGO_BIN_EXE_kshard"))
+        .args(["serve", "--config", config.to_str().expect("utf-8 path")])
+        .env("KSHARD_LOG", "warn")
+        .env_remove("KSHARD_ETCD")
+        .env_remove("KSHARD_BROKERS")
+        .spawn()
+        .expect("spawn");
+    let mut child = KillOnDrop(child);
+    wait_ready(&mut child.0, &addr);
+    let (_, clusters) = kshard_testkit::http_get(&addr, "/api/clusters").expect("clusters");
+    let clusters: Value = serde_json::from_str(&clusters).expect("JSON");
+    let names: Vec<&str> = clusters.as_array().expect("list").iter().filter_map(|c| c["cluster"].as_str()).collect();
+    assert_eq!(names, ["eu", "us"]);
+    let (_, metrics) = kshard_testkit::http_get(&addr, "/metrics").expect("metrics");
+    let series = |cluster: &str| format!("{{cluster=\"{cluster}\",group_id=\"{group}\"");
+    assert!(metrics.contains(&series("eu")), "eu exports the group: {metrics}");
+    assert!(!metrics.contains(&series("us")), "us ignores every group: {metrics}");
+    let (status, body) = kshard_testkit::http_get(&addr, "/clusters/eu/api/groups").expect("groups");
+    assert!(status == 200 && body.contains(&group), "{status} {body}");
+    stop_with_sigterm(&mut child.0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A child process killed if the test fails before it stops it.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if self.0.try_wait().ok().flatten().is_none() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
     }
 }
 
