@@ -10,7 +10,7 @@ use crate::serve_config::{LogFormat, ServeArgs, ServeConfig};
 pub(crate) fn serve(args: &ServeArgs) -> Result<()> {
     let config = ServeConfig::load(args)?;
     init_logging(config.log_format);
-    info!(listen = %config.listen, namespace = %config.namespace, clusters = config.clusters.len(), "starting kshard serve");
+    info!(listen = %config.listen, namespace = %config.namespace, profile = config.profile.name(), clusters = config.clusters.len(), "starting kshard serve");
     for c in &config.clusters {
         info!(cluster = c.name.as_deref().unwrap_or("-"), brokers = %c.kafka.brokers, offsets_topic = %c.offsets_topic, scrape_mode = ?c.scrape_mode, "watching");
         if let Some(dir) = &c.data_dir {
@@ -38,6 +38,7 @@ pub(crate) fn serve(args: &ServeArgs) -> Result<()> {
                     share_groups: c.share_groups,
                     mode: c.scrape_mode,
                     namespace: config.namespace.clone(),
+                    profile: config.profile,
                     watermark_interval: c.watermark_interval,
                     monitor: c.monitor.clone(),
                     data_dir: c.data_dir.clone(),

@@ -2,17 +2,17 @@
 //! clusters. Each entry has a `name` and the settings of that cluster, over
 //! the file's top level, which holds what they share: a mapping (`tls:`,
 //! `groups:`, …) merges key by key, anything else the entry sets replaces
-//! the top level's. `listen`, `metrics_namespace`, `web_config_file` and
-//! `log_format` are the whole process's: top level only. `data_dir` and
-//! `cluster.etcd_prefix` at the top level are roots: each cluster keeps its
-//! state in `<data_dir>/<name>` and its keys under `<etcd_prefix>/<name>`
-//! unless its entry sets its own.
+//! the top level's. `listen`, `metrics_namespace`, `metrics_profile`,
+//! `web_config_file` and `log_format` are the whole process's: top level
+//! only. `data_dir` and `cluster.etcd_prefix` at the top level are roots:
+//! each cluster keeps its state in `<data_dir>/<name>` and its keys under
+//! `<etcd_prefix>/<name>` unless its entry sets its own.
 
 use anyhow::{Context, Result, bail};
 use serde_norway::{Mapping, Value};
 
 /// The keys only the top level may set.
-const PROCESS_WIDE: [&str; 4] = ["listen", "metrics_namespace", "web_config_file", "log_format"];
+const PROCESS_WIDE: [&str; 5] = ["listen", "metrics_namespace", "metrics_profile", "web_config_file", "log_format"];
 
 /// The keys whose top-level value is a root each cluster's goes under.
 const ROOTS: [&str; 1] = ["data_dir"];

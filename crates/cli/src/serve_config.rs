@@ -26,6 +26,10 @@ pub(crate) struct ServeArgs {
     /// Prefix of every metric name (default `kshard`; `kminion` gives kminion's names).
     #[arg(long, env = "KSHARD_METRICS_NAMESPACE")]
     pub(crate) metrics_namespace: Option<String>,
+    /// Whose metric names /metrics uses: kshard (default), kminion,
+    /// kafka_exporter, kafka_lag_exporter or burrow.
+    #[arg(long, env = "KSHARD_METRICS_PROFILE")]
+    pub(crate) metrics_profile: Option<String>,
     /// Directory for kshard's local state.
     #[arg(long, env = "KSHARD_DATA_DIR")]
     pub(crate) data_dir: Option<PathBuf>,
@@ -86,6 +90,7 @@ pub(crate) struct FileConfig {
     pub(crate) reader: Option<String>,
     listen: Option<String>,
     metrics_namespace: Option<String>,
+    metrics_profile: Option<String>,
     data_dir: Option<PathBuf>,
     web_config_file: Option<PathBuf>,
     recovery_log_topic: Option<String>,
@@ -219,6 +224,7 @@ pub(crate) enum LogFormat {
 pub(crate) struct ServeConfig {
     pub(crate) listen: SocketAddr,
     pub(crate) namespace: String,
+    pub(crate) profile: kshard_lag::Profile,
     pub(crate) log_format: LogFormat,
     /// The exporter-toolkit web configuration file.
     pub(crate) web_config: Option<PathBuf>,
@@ -258,8 +264,15 @@ impl ServeConfig {
         let listen: SocketAddr = listen
             .parse()
             .with_context(|| format!("invalid listen: {listen:?} is not an address like 0.0.0.0:9308"))?;
-        let namespace =
-            args.metrics_namespace.clone().or(file.metrics_namespace.clone()).unwrap_or_else(|| "kshard".into());
+        let profile = match args.metrics_profile.clone().or(file.metrics_profile.clone()) {
+            Some(p) => p.parse::<kshard_lag::Profile>().map_err(|e| anyhow::anyhow!("invalid metrics_profile: {e}"))?,
+            None => kshard_lag::Profile::Kshard,
+        };
+        let namespace = args
+            .metrics_namespace
+            .clone()
+            .or(file.metrics_namespace.clone())
+            .unwrap_or_else(|| profile.default_namespace().into());
         if namespace.is_empty()
             || !namespace.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
             || namespace.starts_with(|c: char| c.is_ascii_digit())
@@ -311,7 +324,7 @@ impl ServeConfig {
             }
             clusters
         };
-        Ok(ServeConfig { listen, namespace, log_format, web_config, clusters })
+        Ok(ServeConfig { listen, namespace, profile, log_format, web_config, clusters })
     }
 }
 
@@ -499,6 +512,8 @@ mod tests {
         let limit = err("brokers: a:1\nshare_groups:\n  delivery_count_limit: 11\n");
         assert!(limit.contains("share_groups.delivery_count_limit: 11"), "{limit}");
         assert!(err("brokers: a:1\nmetrics_namespace: 'my-ns'\n").contains("metrics_namespace"));
+        let e = err("brokers: a:1\nmetrics_profile: prometheus\n");
+        assert!(e.contains("invalid metrics_profile") && e.contains("kafka_lag_exporter"), "{e}");
         assert!(err("brokers: a:1\nbrokerz: b\n").contains("brokerz"));
         assert!(err("brokers: a:1\ngroups:\n  allow: ['(']\n").contains("groups"));
         assert!(

@@ -53,7 +53,7 @@ pub use group_offsets::{
 };
 pub use invalid_setting::InvalidSetting;
 pub use lag_history::{HistorySettings, LagHistory};
-pub use metrics::{Metrics, SelfTimings};
+pub use metrics::{Metrics, Profile, SelfTimings};
 pub use monitor::{Clock, DEFAULT_STALE_AFTER, Granularity, Monitor, MonitorSettings, SystemClock};
 pub use names::Names;
 pub use readiness::Verdict;

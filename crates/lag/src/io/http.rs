@@ -8,7 +8,9 @@
 //! cluster's series (each with its `cluster` label), `/ready` is 200 only
 //! when every cluster is ready and says which is not, `/` lists the clusters,
 //! and the API asks which cluster is meant. `/api/clusters` lists them in
-//! every case; Burrow's `/v3/kafka` serves them all.
+//! every case; Burrow's `/v3/kafka` serves them all. The label is `cluster`
+//! (`cluster_name` in the kafka-lag-exporter profile, which like Burrow's
+//! always has it).
 
 use std::sync::Arc;
 
@@ -23,9 +25,6 @@ use crate::LocalMember;
 use crate::api;
 use crate::metrics::{Metrics, exposition};
 use crate::monitor::Monitor;
-
-/// The label naming the cluster of every series when clusters are named.
-pub(crate) const CLUSTER_LABEL: &str = "cluster";
 
 /// One watched cluster, as HTTP serves it.
 #[derive(Clone)]
@@ -50,14 +49,16 @@ impl AppState {
     }
 
     /// Its series (then its shards' runtime series), each labelled with the
-    /// cluster when it is named.
+    /// cluster when it is named (or when the profile's tool always labels it).
     fn render_metrics(&self) -> Result<String, std::fmt::Error> {
         let mut text = self.metrics.render()?;
         if let Some(shards) = self.member.shared() {
             text.push_str(&shards.metrics.encode());
         }
+        let (label, always) = self.metrics.profile().cluster_label();
         Ok(match &self.name {
-            Some(name) => exposition::with_label(&text, CLUSTER_LABEL, name),
+            Some(name) => exposition::with_label(&text, label, name),
+            None if always => exposition::with_label(&text, label, self.cluster_name()),
             None => text,
         })
     }

@@ -60,6 +60,8 @@ pub struct ServeOptions {
     pub mode: ScrapeMode,
     /// Metric name prefix (`kshard`; `kminion` for drop-in names).
     pub namespace: String,
+    /// Whose metric names `/metrics` uses (process-wide).
+    pub profile: crate::Profile,
     /// How often watermarks are refreshed.
     pub watermark_interval: Duration,
     /// Filters and granularity.
@@ -94,6 +96,7 @@ impl ServeOptions {
             share_groups: true,
             mode: ScrapeMode::OffsetsTopic,
             namespace: "kshard".to_owned(),
+            profile: crate::Profile::Kshard,
             watermark_interval: Duration::from_secs(5),
             monitor: MonitorSettings::default(),
             request_timeout: Duration::from_secs(30),
@@ -237,8 +240,10 @@ fn fitting_together(clusters: &[ServeOptions]) -> Result<&ServeOptions, ServeErr
                 return bad(format!("the name {name:?} is given twice"));
             }
         }
-        if c.namespace != first.namespace || c.web_config != first.web_config {
-            return bad("the metrics namespace and the web configuration file are the whole process's".into());
+        if c.namespace != first.namespace || c.web_config != first.web_config || c.profile != first.profile {
+            return bad(
+                "the metrics namespace and profile and the web configuration file are the whole process's".into()
+            );
         }
     }
     Ok(first)
@@ -259,8 +264,13 @@ fn start(options: ServeOptions, stop: &Arc<AtomicBool>) -> Result<(http::AppStat
     let monitor = Arc::new(Monitor::with_stale_after(options.monitor.clone(), options.stale_after()));
     let timings = Arc::new(SelfTimings::default());
     let member = crate::LocalMember::default();
-    let metrics =
-        Arc::new(Metrics::with_member(&options.namespace, Arc::clone(&monitor), member.clone(), Arc::clone(&timings)));
+    let metrics = Arc::new(Metrics::with_profile(
+        options.profile,
+        &options.namespace,
+        Arc::clone(&monitor),
+        member.clone(),
+        Arc::clone(&timings),
+    ));
     let brokers: Arc<dyn Connector> =
         Arc::new(Kafka { settings: options.kafka.clone(), timeout: options.request_timeout });
     // Each worker logs in a span naming its cluster, when there are names.

@@ -10,11 +10,18 @@
 //! for the partitions' watermarks, [`groups`] for the groups' lag, commits,
 //! metadata and assignments.
 
+mod burrow_names;
 mod exporter;
 pub(crate) mod exposition;
 mod groups;
+mod kafka_exporter;
+mod kafka_lag_exporter;
+mod profile;
+mod profile_rows;
 mod share_groups;
 mod watermark;
+
+pub use profile::Profile;
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -43,6 +50,7 @@ pub struct SelfTimings {
 pub struct Metrics {
     registry: Registry,
     timings: Arc<SelfTimings>,
+    profile: Profile,
 }
 
 impl Metrics {
@@ -53,9 +61,37 @@ impl Metrics {
 
     /// [`Metrics::new`], with the shards of `member` once it runs them.
     pub fn with_member(namespace: &str, monitor: Arc<Monitor>, member: LocalMember, timings: Arc<SelfTimings>) -> Self {
-        let mut registry = Registry::with_prefix(namespace);
-        registry.register_collector(Box::new(LagCollector { monitor, member, timings: Arc::clone(&timings) }));
-        Metrics { registry, timings }
+        Self::with_profile(Profile::Kshard, namespace, monitor, member, timings)
+    }
+
+    /// Metrics in `profile`'s names: kshard's own (prefixed `namespace_`), or
+    /// another tool's for what kshard knows, beside kshard's health series
+    /// (`namespace_exporter_up`, `namespace_catchup_ready`, …).
+    pub fn with_profile(
+        profile: Profile,
+        namespace: &str,
+        monitor: Arc<Monitor>,
+        member: LocalMember,
+        timings: Arc<SelfTimings>,
+    ) -> Self {
+        let collector = LagCollector { monitor, member, timings: Arc::clone(&timings), profile };
+        let registry = if profile.is_native() {
+            let mut registry = Registry::with_prefix(namespace);
+            registry.register_collector(Box::new(collector));
+            registry
+        } else {
+            let mut registry = Registry::default();
+            let health = HealthCollector(LagCollector { profile: Profile::Kshard, ..collector.clone() });
+            registry.sub_registry_with_prefix(namespace).register_collector(Box::new(health));
+            registry.register_collector(Box::new(collector));
+            registry
+        };
+        Metrics { registry, timings, profile }
+    }
+
+    /// Whose names these are.
+    pub fn profile(&self) -> Profile {
+        self.profile
     }
 
     /// The Prometheus text exposition of every metric.
@@ -68,11 +104,22 @@ impl Metrics {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct LagCollector {
     monitor: Arc<Monitor>,
     member: LocalMember,
     timings: Arc<SelfTimings>,
+    profile: Profile,
+}
+
+/// kshard's health series alone, beside another tool's names.
+#[derive(Debug)]
+struct HealthCollector(LagCollector);
+
+impl Collector for HealthCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Encoded {
+        self.0.health(&mut encoder).map(|_| ())
+    }
 }
 
 type Encoded = Result<(), std::fmt::Error>;
@@ -87,9 +134,10 @@ fn counter(encoder: &mut DescriptorEncoder<'_>, name: &str, help: &str, value: u
     c.encode(encoder.encode_descriptor(name, help, None, MetricType::Counter)?)
 }
 
-impl Collector for LagCollector {
-    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Encoded {
-        let (e, m) = (&mut encoder, &*self.monitor);
+impl LagCollector {
+    /// The exporter's own series; whether lag is current, and ready.
+    fn health(&self, e: &mut DescriptorEncoder<'_>) -> Result<(bool, bool), std::fmt::Error> {
+        let m = &*self.monitor;
         exporter::up(e)?;
         exporter::records_consumed(e, m)?;
         exporter::offset_fetch_errors(e, m)?;
@@ -109,6 +157,26 @@ impl Collector for LagCollector {
         exporter::data_current(e, current)?;
         exporter::watermarks_age(e, m)?;
         exporter::shards_without_primary(e, m, self.member.shared().as_ref())?;
+        Ok((current, ready))
+    }
+}
+
+impl Collector for LagCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Encoded {
+        let (e, m) = (&mut encoder, &*self.monitor);
+        if !self.profile.is_native() {
+            // Another tool's names: its series only while lag is current and complete.
+            if m.problem().is_none() && m.is_ready() {
+                let rows = profile_rows::ProfileRows::collect(m, &m.watermarks());
+                return match self.profile {
+                    Profile::KafkaExporter => kafka_exporter::encode(e, &rows),
+                    Profile::KafkaLagExporter => kafka_lag_exporter::encode(e, &rows, &self.timings),
+                    _ => burrow_names::encode(e, &rows),
+                };
+            }
+            return Ok(());
+        }
+        let (current, ready) = self.health(e)?;
         if !current {
             return Ok(());
         }

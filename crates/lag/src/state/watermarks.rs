@@ -51,6 +51,11 @@ impl Watermarks {
         self.topics.iter().map(|(t, p)| (t.as_str(), p.as_slice()))
     }
 
+    /// A topic's partitions' watermarks, by partition id (empty when unknown).
+    pub fn of_topic(&self, topic: &str) -> &[Option<Watermark>] {
+        self.topics.get(topic).map_or(&[], Vec::as_slice)
+    }
+
     /// Number of partitions with watermarks.
     pub fn partition_count(&self) -> usize {
         self.topics.values().map(|p| p.iter().flatten().count()).sum()

@@ -1,0 +1,89 @@
+//! The `kafka_exporter` profile: danielqsj/kafka_exporter's names and labels
+//! (the exporter Strimzi bundles) for what kshard knows — the groups'
+//! committed offsets and lag per partition and their sums per topic, the
+//! groups' members (empty groups at 0), and the partitions' watermarks. As
+//! kafka_exporter: lag is the high watermark minus the committed offset; a
+//! partition without a commit, of a topic the group committed on, shows
+//! offset and lag `-1`, counted in `current_offset_sum` but not in
+//! `lag_sum`. Not known to kshard, so not exported: `kafka_brokers`,
+//! `kafka_broker_info` and the partitions' leader and replica families.
+
+use super::Encoded;
+use super::profile_rows::{ProfileRows, gauges, per_group_topic};
+use prometheus_client::encoding::DescriptorEncoder;
+
+pub(super) fn encode(e: &mut DescriptorEncoder<'_>, rows: &ProfileRows) -> Encoded {
+    let mut partitions_per_topic: Vec<(&str, i64)> = Vec::new();
+    for (topic, _, _, _) in &rows.watermarks {
+        match partitions_per_topic.last_mut() {
+            Some((t, n)) if *t == &**topic => *n += 1,
+            _ => partitions_per_topic.push((topic, 1)),
+        }
+    }
+    gauges(e, "kafka_topic_partitions", "Number of partitions for this Topic", &partitions_per_topic, |(t, n)| {
+        Some((vec![("topic", (*t).to_owned())], *n))
+    })?;
+    let tp = |t: &str, p: i32| vec![("topic", t.to_owned()), ("partition", p.to_string())];
+    gauges(
+        e,
+        "kafka_topic_partition_current_offset",
+        "Current Offset of a Broker at Topic/Partition",
+        &rows.watermarks,
+        |(t, p, _, high)| Some((tp(t, *p), *high)),
+    )?;
+    gauges(
+        e,
+        "kafka_topic_partition_oldest_offset",
+        "Oldest Offset of a Broker at Topic/Partition",
+        &rows.watermarks,
+        |(t, p, low, _)| Some((tp(t, *p), *low)),
+    )?;
+    let gtp = |g: &str, t: &str, p: i32| {
+        vec![("consumergroup", g.to_owned()), ("topic", t.to_owned()), ("partition", p.to_string())]
+    };
+    // Committed partitions, then the -1 rows of the uncommitted ones.
+    let with_uncommitted = |value: fn(&super::profile_rows::PartitionRow) -> i64| {
+        rows.partitions
+            .iter()
+            .map(move |r| (gtp(&r.group, &r.topic, r.partition), value(r)))
+            .chain(rows.uncommitted.iter().map(|(g, t, p)| (gtp(g, t, *p), -1)))
+    };
+    gauges(
+        e,
+        "kafka_consumergroup_current_offset",
+        "Current Offset of a ConsumerGroup at Topic/Partition",
+        with_uncommitted(|r| r.offset),
+        Some,
+    )?;
+    let gt = |g: &str, t: &str| vec![("consumergroup", g.to_owned()), ("topic", t.to_owned())];
+    let offset_sums = per_group_topic(
+        rows.partitions
+            .iter()
+            .map(|r| (&*r.group, &*r.topic, r.offset))
+            .chain(rows.uncommitted.iter().map(|(g, t, _)| (&**g, &**t, -1))),
+    );
+    gauges(
+        e,
+        "kafka_consumergroup_current_offset_sum",
+        "Current Offset of a ConsumerGroup at Topic for all partitions",
+        offset_sums,
+        |(g, t, sum)| Some((gt(g, t), sum)),
+    )?;
+    gauges(
+        e,
+        "kafka_consumergroup_lag",
+        "Current Approximate Lag of a ConsumerGroup at Topic/Partition",
+        with_uncommitted(|r| r.lag),
+        Some,
+    )?;
+    gauges(
+        e,
+        "kafka_consumergroup_lag_sum",
+        "Current Approximate Lag of a ConsumerGroup at Topic for all partitions",
+        per_group_topic(rows.partitions.iter().map(|r| (&*r.group, &*r.topic, r.lag))),
+        |(g, t, sum)| Some((gt(g, t), sum)),
+    )?;
+    gauges(e, "kafka_consumergroup_members", "Amount of members in a consumer group", &rows.groups, |g| {
+        Some((vec![("consumergroup", g.group.to_string())], i64::try_from(g.members?).unwrap_or(i64::MAX)))
+    })
+}
