@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job, from a fresh machine: installs what is missing, starts a local
-# Apache Kafka broker (KRaft) on 127.0.0.1, creates 50 groups that commit
-# through the group coordinator (topics with data, groups with lag), starts
+# Apache Kafka broker (KRaft) on 127.0.0.1, creates 50 background groups that
+# commit through the group coordinator and finish caught up (so that the page
+# opens on the live groups, the most urgent first), starts
 # live demo groups of every kind (`kshard demo`: producers; classic groups
 # keeping up and falling behind; a KIP-848 group; a transactional one that
 # aborts every fifth commit; a stalled one), and runs the lag monitor until
@@ -21,8 +22,8 @@ trap 'exit 130' INT TERM
 broker_env="$("$KSHARD_ROOT/scripts/broker.sh" start)"
 export_settings "$broker_env"
 
-log "creating 50 groups (commits through the group coordinator)"
-"$kshard" loadgen --groups 50 --partitions 3 --rounds 5 --topics 5 --real-groups 3 --prefix static
+log "creating 50 background groups (commits through the group coordinator, ending caught up)"
+"$kshard" loadgen --groups 50 --partitions 3 --rounds 5 --topics 5 --prefix static --caught-up
 log "starting live demo groups (kshard demo)"
 "$kshard" demo --brokers "$KSHARD_BROKERS" &
 demo_pid=$!
@@ -36,6 +37,14 @@ cat >&2 <<MSG
   http://$listen/metrics     Prometheus metrics (kminion-compatible names)
   http://$listen/ready       readiness and catch-up progress
   http://$listen/api/groups  every group's lag as JSON
+[kshard] the live demo groups, first on the page (the most urgent first):
+  demo-clicks-stalled   committed once, no members: lag grows, status STOP (ERR)
+  demo-orders-slow      a classic member reading 20 of 60 records/s: lag grows, WARN
+  demo-payments-txn     commits inside transactions, every fifth aborted: aborted
+                        commits never count (lag stays about 5 per partition)
+  demo-orders-fast      a classic member keeping up: lag near 0, OK
+  demo-clicks-kip848    a KIP-848 member (group.protocol=consumer) keeping up
+  then 50 background groups (static-group-…), caught up: lag 0, OK
 [kshard] broker: KSHARD_BROKERS=$KSHARD_BROKERS; write more with:
   $kshard loadgen --brokers $KSHARD_BROKERS --groups 20 --prefix more
 [kshard] Ctrl-C stops the monitor and the broker.

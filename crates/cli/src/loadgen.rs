@@ -41,6 +41,11 @@ pub(crate) struct LoadShape {
     /// Prefix of group names.
     #[arg(long, default_value = "loadgen")]
     pub(crate) prefix: String,
+    /// The last round commits the end of every partition: the groups finish
+    /// caught up (lag 0, status OK) instead of stopped with lag, as the
+    /// background groups of `scripts/run.sh` do.
+    #[arg(long)]
+    pub(crate) caught_up: bool,
 }
 
 /// One record to write: its group (for partitioning) and its bytes.
@@ -83,8 +88,12 @@ impl LoadShape {
 
     /// The offset group `g` commits for partition `p` in `round`: growing with
     /// the rounds, below the records loadgen produces into the topic
-    /// (10 × rounds + 10), so that every group has some lag.
+    /// (10 × rounds + 10), so that every group has some lag; with
+    /// `caught_up`, the end of the partition in the last round.
     pub(crate) fn offset(&self, g: u32, p: u32, round: u32) -> i64 {
+        if self.caught_up && round + 1 == self.rounds {
+            return i64::from(self.records_per_topic_partition());
+        }
         i64::from(round) * 10 + i64::from((g + p) % 10)
     }
 
@@ -195,7 +204,16 @@ mod tests {
             topic_records: None,
             real_groups: 0,
             prefix: "t".into(),
+            caught_up: false,
         }
+    }
+
+    #[test]
+    fn caught_up_groups_end_at_the_end_of_each_partition() {
+        let s = LoadShape { caught_up: true, ..shape() };
+        assert_eq!(s.offset(7, 2, 4), i64::from(s.records_per_topic_partition()));
+        assert!(s.offset(7, 2, 3) < s.offset(7, 2, 4));
+        assert!(shape().offset(7, 2, 4) < i64::from(shape().records_per_topic_partition()), "lag by default");
     }
 
     #[test]
