@@ -9,6 +9,8 @@
 #     55 MB), plus log4j2 configurations for the broker and Kafka's tools;
 #   - the pinned Rust toolchain, linked to the machine's own stable when rustup
 #     has no toolchain of that name (nothing is downloaded);
+#   - helm $HELM_VERSION, built from the Go module proxy with the machine's Go
+#     into $KSHARD_TOOLS_DIR once, for the chart's test;
 #   - for the web page's test in a real browser: Debian's chromium and Node.js,
 #     and playwright-core $PLAYWRIGHT_VERSION from npm into $KSHARD_TOOLS_DIR
 #     (it drives the installed chromium; it downloads no browser).
@@ -159,6 +161,24 @@ else
     log "promtool is not available here: the alert rules are checked by kshard's own parser only"
   fi
   rm -rf "$tmp"
+fi
+
+# Helm, for the test of the chart in deploy/helm (helm lint, helm template):
+# built with the machine's Go from the Go module proxy into the tools cache
+# once (a few minutes; the only Go build of the suite).
+helm_dir="$KSHARD_TOOLS_DIR/helm-$HELM_VERSION"
+if [[ -x "$helm_dir/helm" ]]; then
+  log "helm $HELM_VERSION found"
+elif command -v go >/dev/null 2>&1; then
+  log "building helm $HELM_VERSION from the Go module proxy into $helm_dir (done once)"
+  GOBIN="$helm_dir" GOFLAGS=-mod=mod go install "helm.sh/helm/v4/cmd/helm@v$HELM_VERSION" ||
+    die "go install helm.sh/helm/v4/cmd/helm@v$HELM_VERSION failed (see above)"
+else
+  log "Go is not installed: the chart is checked by kshard's own test only, without helm"
+fi
+if [[ -x "$helm_dir/helm" ]]; then
+  mkdir -p "$KSHARD_TOOLS_DIR/bin"
+  ln -sf "$helm_dir/helm" "$KSHARD_TOOLS_DIR/bin/helm"
 fi
 
 # playwright-core drives Debian's chromium in the page's end-to-end test

@@ -15,6 +15,8 @@ KAFKA_HOME="$KSHARD_TOOLS_DIR/kafka-$KAFKA_VERSION"
 KAFKA_STREAMS_HOME="$KSHARD_TOOLS_DIR/kafka-streams-$KAFKA_VERSION"
 # The library that drives Debian's chromium in the web page's test.
 PLAYWRIGHT_VERSION="1.64.1"
+# Helm, built from the Go module proxy, for the chart's lint and render test.
+HELM_VERSION="4.3.2"
 
 log() { printf '[kshard] %s\n' "$*" >&2; }
 die() { printf '[kshard] error: %s\n' "$*" >&2; exit 1; }
