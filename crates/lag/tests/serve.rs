@@ -103,7 +103,13 @@ fn every_value_version_tombstones_members_and_a_malformed_record() {
     assert_eq!(m.get(&partition_lag(ns, &del, &topic, 0)), Some(&97.0));
     assert_eq!(m.get(&partition_lag(ns, &del, &topic, 1)), None, "the tombstoned offset is gone");
     assert_eq!(m.get(&partition_lag(ns, &gone, &topic, 0)), Some(&99.0), "offsets outlive the group tombstone");
-    assert!(!m.keys().any(|k| k.contains("consumer_group_info") && k.contains(&gone)), "group metadata removed");
+    // Its metadata removed, the group keeps its offsets: Empty, with no
+    // protocol, as Kafka lists it (and kminion reports it).
+    let gone_info = m.iter().find(|(k, _)| k.contains("consumer_group_info") && k.contains(&gone));
+    let (series, value) = gone_info.expect("a group with offsets has info");
+    assert!(series.contains("protocol_type=\"\"") && series.contains("state=\"Empty\""), "{series}");
+    assert_eq!(*value, 0.0, "not Stable");
+    assert_eq!(m.get(&group_series(ns, "members", &gone)), Some(&0.0));
     assert_eq!(m.get(&group_series(ns, "members", &members)), Some(&3.0));
     assert_eq!(m.get(&group_series(ns, "empty_members", &members)), Some(&1.0));
     assert_eq!(m.get(&topic_series(ns, "topic_members", &members, &topic)), Some(&2.0));

@@ -151,7 +151,21 @@ impl Rows {
                     }
                 }
                 rows.status.push((Arc::clone(group), group_status));
-                let Some(gi) = &g.info else { continue };
+                let Some(gi) = &g.info else {
+                    // Offsets without group metadata (a client that commits
+                    // without joining): Kafka lists it Empty, without members,
+                    // and so do kminion's info and members series.
+                    rows.info.push(InfoRow {
+                        group: Arc::clone(group),
+                        coordinator: coordinator.clone(),
+                        protocol: Arc::from(""),
+                        protocol_type: Arc::from(""),
+                        state: Arc::from("Empty"),
+                        members: Some(0),
+                        empty_members: 0,
+                    });
+                    continue;
+                };
                 let empty = gi.members().iter().filter(|mm| mm.assignment.iter().all(|(_, p)| p.is_empty())).count();
                 rows.info.push(InfoRow {
                     group: Arc::clone(group),
