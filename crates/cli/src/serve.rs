@@ -44,6 +44,7 @@ pub(crate) fn serve(args: &ServeArgs) -> Result<()> {
                     data_dir: c.data_dir.clone(),
                     cluster,
                     recovery_log_topic: c.recovery_log_topic.clone(),
+                    cluster_info: c.cluster_info.clone(),
                     web_config: config.web_config.clone(),
                     ..ServeOptions::new(c.kafka.clone())
                 }

@@ -109,6 +109,8 @@ pub(crate) struct FileConfig {
     #[serde(default)]
     share_groups: ShareGroupsFile,
     #[serde(default)]
+    cluster_info: ClusterInfoFile,
+    #[serde(default)]
     groups: Lists,
     #[serde(default)]
     topics: Lists,
@@ -152,6 +154,37 @@ struct StatusFile {
 struct ShareGroupsFile {
     enabled: Option<bool>,
     delivery_count_limit: Option<i16>,
+}
+
+/// `cluster_info:` in the file: kminion's cluster, broker and topic families.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClusterInfoFile {
+    enabled: Option<bool>,
+    interval_seconds: Option<f64>,
+    topic_config_keys: Option<Vec<String>>,
+    log_dirs: Option<bool>,
+}
+
+/// The cluster-info settings, checked.
+fn cluster_info_settings(file: &ClusterInfoFile) -> Result<kshard_lag::ClusterInfoSettings> {
+    let defaults = kshard_lag::ClusterInfoSettings::default();
+    let interval = file.interval_seconds.unwrap_or(defaults.interval.as_secs_f64());
+    if !(interval.is_finite() && (1.0..=3600.0).contains(&interval)) {
+        bail!("invalid cluster_info.interval_seconds: {interval} (between 1 and 3600)");
+    }
+    let keys = file.topic_config_keys.clone().unwrap_or(defaults.topic_config_keys);
+    if let Some(bad) =
+        keys.iter().find(|k| k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '_'))
+    {
+        bail!("invalid cluster_info.topic_config_keys: {bad:?} is not a topic configuration name like cleanup.policy");
+    }
+    Ok(kshard_lag::ClusterInfoSettings {
+        enabled: file.enabled.unwrap_or(defaults.enabled),
+        interval: Duration::from_secs_f64(interval),
+        topic_config_keys: keys,
+        log_dirs: file.log_dirs.unwrap_or(defaults.log_dirs),
+    })
 }
 
 /// The delivery count limit, checked against Kafka's range for it.
@@ -246,6 +279,8 @@ pub(crate) struct ClusterConfig {
     pub(crate) recovery_log_topic: Option<String>,
     /// Read `__share_group_state` (offsets-topic mode).
     pub(crate) share_groups: bool,
+    /// kminion's cluster, broker and topic families.
+    pub(crate) cluster_info: kshard_lag::ClusterInfoSettings,
 }
 
 /// Parses a value the way the YAML file would, naming the setting on error.
@@ -391,6 +426,7 @@ impl ClusterConfig {
                 share_delivery_count_limit: delivery_count_limit(&file.share_groups)?,
             },
             share_groups: file.share_groups.enabled.unwrap_or(true),
+            cluster_info: cluster_info_settings(&file.cluster_info)?,
             cluster,
             recovery_log_topic,
         })
@@ -529,6 +565,9 @@ mod tests {
         assert!(err("brokers: a:1\nhistory:\n  window_seconds: 10\n").contains("history.window_seconds"));
         assert!(err("brokers: a:1\nhistory:\n  resolution_seconds: 1\n").contains("history.resolution_seconds"));
         assert!(err("brokers: a:1\nhistory:\n  resolution: 1\n").contains("resolution"));
+        assert!(err("brokers: a:1\ncluster_info:\n  interval_seconds: 0\n").contains("cluster_info.interval_seconds"));
+        let e = err("brokers: a:1\ncluster_info:\n  topic_config_keys: ['retention ms']\n");
+        assert!(e.contains("cluster_info.topic_config_keys"), "{e}");
     }
 
     #[test]

@@ -44,7 +44,10 @@ pub use librdkafka::writer::{Delivery, RecordWriter};
 pub use reader::{Isolation, PartitionReader, ReadEvent, ReadRecord};
 pub use security::{Mechanism, Protocol, Sasl, Security, Tls};
 pub use topic_partition::{TopicPartition, TopicPartitionOffset};
-pub use traits::{BrokerAdmin, RecordSource, RecordTimes, ShareGroupAdmin, SourceEvent, TopicReader, WatermarkMap};
+pub use traits::{
+    BrokerAdmin, ClusterDescriber, RecordSource, RecordTimes, ShareGroupAdmin, SourceEvent, TopicReader, WatermarkMap,
+};
+pub use wire::cluster_admin::{BrokerInfo, ClusterAdmin, ClusterInfo, LogDirSizes, TopicInfo};
 pub use wire::fetch_times::FetchTimes;
 pub use wire::records::Transactional;
 pub use wire::share_groups::{

@@ -196,3 +196,16 @@ impl ShareGroupAdmin for crate::ShareGroupsAdmin {
         self.describe(groups)
     }
 }
+
+/// What kminion's cluster, broker and topic families show of a cluster.
+pub trait ClusterDescriber: Send {
+    /// The brokers and topics, each topic's values of `config_keys`, and
+    /// with `log_dirs` the sizes on the brokers' log directories.
+    fn describe_cluster(&self, config_keys: &[String], log_dirs: bool) -> Result<crate::ClusterInfo, Error>;
+}
+
+impl ClusterDescriber for crate::ClusterAdmin {
+    fn describe_cluster(&self, config_keys: &[String], log_dirs: bool) -> Result<crate::ClusterInfo, Error> {
+        self.describe(config_keys, log_dirs)
+    }
+}

@@ -29,15 +29,17 @@ mod state;
 pub mod web;
 
 // The modules keep short paths inside the crate; the folders show the split.
+pub use io::cluster_info::ClusterInfoSettings;
 pub use io::local_member::LocalMember;
 pub use io::{brokers, service};
 pub(crate) use io::{
-    http, log_shards, offsets_layout, offsets_reader, refresher, shards_reader, share_layout, share_scrape, supervisor,
+    cluster_info, http, log_shards, offsets_layout, offsets_reader, refresher, shards_reader, share_layout,
+    share_scrape, supervisor,
 };
 pub(crate) use state::{
-    catch_up, consumer_status, derived, filter, group_offsets, health, invalid_setting, lag_history, lag_time, monitor,
-    names, open_transactions, readiness, shard_store, share_partition, share_rows, share_state, share_store, units,
-    velocity, watermarks,
+    catch_up, cluster_view, consumer_status, derived, filter, group_offsets, health, invalid_setting, lag_history,
+    lag_time, monitor, names, open_transactions, readiness, shard_store, share_partition, share_rows, share_state,
+    share_store, units, velocity, watermarks,
 };
 
 pub use api::{
@@ -45,6 +47,7 @@ pub use api::{
     ReadyReport, ShareView, TopicView, group as group_detail, groups as group_views, overview as group_overview,
 };
 pub use catch_up::{CatchUp, Log, Progress};
+pub use cluster_view::{ClusterSnapshot, ClusterView};
 pub use consumer_status::{Commit, StatusSettings};
 pub use filter::NameFilter;
 pub use group_offsets::{

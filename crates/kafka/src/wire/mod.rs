@@ -12,6 +12,7 @@
 //! checked, so nothing a broker sends can make these panic.
 
 pub(crate) mod broker_link;
+pub(crate) mod cluster_admin;
 pub(crate) mod fetch_response;
 pub(crate) mod fetch_session;
 pub(crate) mod fetch_times;

@@ -8,8 +8,8 @@
 use std::time::Duration;
 
 use kshard_kafka::{
-    Admin, ClientSettings, Error, FetchTimes, Isolation, PartitionReader, ShareGroupsAdmin, TimestampReader,
-    TopicReader,
+    Admin, ClientSettings, ClusterAdmin, ClusterDescriber, Error, FetchTimes, Isolation, PartitionReader,
+    ShareGroupsAdmin, TimestampReader, TopicReader,
 };
 pub use kshard_kafka::{BrokerAdmin, RecordSource, RecordTimes, ShareGroupAdmin, SourceEvent, WatermarkMap};
 
@@ -27,6 +27,12 @@ pub trait Connector: Send + Sync {
     /// The share-group admin calls, where kshard's own client can connect
     /// (`None`: not there, and share groups are left out of admin-API scrapes).
     fn share_admin(&self) -> Result<Option<Box<dyn ShareGroupAdmin>>, Error> {
+        Ok(None)
+    }
+    /// The cluster's brokers, topics and log directories, where kshard's own
+    /// client can connect (`None`: not there, and kminion's cluster, broker
+    /// and topic families are left out).
+    fn cluster(&self) -> Result<Option<Box<dyn ClusterDescriber>>, Error> {
         Ok(None)
     }
 }
@@ -70,5 +76,10 @@ impl Connector for Kafka {
     /// kshard's own client (librdkafka has no share-group admin calls).
     fn share_admin(&self) -> Result<Option<Box<dyn ShareGroupAdmin>>, Error> {
         Ok(ShareGroupsAdmin::new(&self.settings, self.timeout)?.map(|a| Box::new(a) as Box<dyn ShareGroupAdmin>))
+    }
+
+    /// kshard's own client (librdkafka has no DescribeLogDirs).
+    fn cluster(&self) -> Result<Option<Box<dyn ClusterDescriber>>, Error> {
+        Ok(ClusterAdmin::new(&self.settings, self.timeout)?.map(|a| Box::new(a) as Box<dyn ClusterDescriber>))
     }
 }

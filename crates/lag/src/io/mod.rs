@@ -4,6 +4,7 @@
 
 pub mod brokers;
 pub(crate) mod burrow_http;
+pub(crate) mod cluster_info;
 pub(crate) mod error;
 pub(crate) mod http;
 pub(crate) mod local_member;

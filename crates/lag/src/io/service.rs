@@ -79,6 +79,8 @@ pub struct ServeOptions {
     /// With `data_dir`: several processes share the shards through etcd,
     /// each serving the whole cluster's lag.
     pub cluster: Option<crate::shards_reader::ClusterOptions>,
+    /// kminion's cluster, broker and topic families: what is asked, how often.
+    pub cluster_info: crate::cluster_info::ClusterInfoSettings,
     /// The exporter-toolkit web configuration file (TLS, basic auth,
     /// headers, rate limit), read again whenever it changes; `None`: plain,
     /// open HTTP.
@@ -103,6 +105,7 @@ impl ServeOptions {
             data_dir: None,
             recovery_log_topic: None,
             cluster: None,
+            cluster_info: crate::cluster_info::ClusterInfoSettings::default(),
             web_config: None,
         }
     }
@@ -264,15 +267,22 @@ fn start(options: ServeOptions, stop: &Arc<AtomicBool>) -> Result<(http::AppStat
     let monitor = Arc::new(Monitor::with_stale_after(options.monitor.clone(), options.stale_after()));
     let timings = Arc::new(SelfTimings::default());
     let member = crate::LocalMember::default();
+    // Shown for three intervals: one slow or failed answer does not drop the series.
+    let cluster_view = options
+        .cluster_info
+        .enabled
+        .then(|| Arc::new(crate::ClusterView::new(options.cluster_info.interval * 3 + options.request_timeout)));
     let metrics = Arc::new(Metrics::with_profile(
         options.profile,
         &options.namespace,
         Arc::clone(&monitor),
         member.clone(),
         Arc::clone(&timings),
+        cluster_view.clone(),
     ));
     let brokers: Arc<dyn Connector> =
         Arc::new(Kafka { settings: options.kafka.clone(), timeout: options.request_timeout });
+    let cluster_brokers = Arc::clone(&brokers);
     // Each worker logs in a span naming its cluster, when there are names.
     let span = match &options.name {
         Some(name) => tracing::info_span!("cluster", name = %name),
@@ -357,6 +367,15 @@ fn start(options: ServeOptions, stop: &Arc<AtomicBool>) -> Result<(http::AppStat
         brokers,
     };
     workers.push(spawn(refresher::WORKER, Box::new(move || refresher.run()))?);
+    if let Some(view) = cluster_view {
+        let mut worker = crate::cluster_info::ClusterInfoWorker {
+            brokers: Arc::clone(&cluster_brokers),
+            view,
+            settings: options.cluster_info.clone(),
+            stop: Arc::clone(stop),
+        };
+        workers.push(spawn(crate::cluster_info::WORKER, Box::new(move || worker.run()))?);
+    }
 
     let state = http::AppState {
         name: options.name.map(Arc::from),

@@ -5,14 +5,25 @@
 //! kafka_exporter: lag is the high watermark minus the committed offset; a
 //! partition without a commit, of a topic the group committed on, shows
 //! offset and lag `-1`, counted in `current_offset_sum` but not in
-//! `lag_sum`. Not known to kshard, so not exported: `kafka_brokers`,
-//! `kafka_broker_info` and the partitions' leader and replica families.
+//! `lag_sum`. `kafka_brokers` and `kafka_broker_info` come from the cluster
+//! worker (while its answer is fresh); the partitions' leader and replica
+//! families are not exported.
 
 use super::Encoded;
 use super::profile_rows::{ProfileRows, gauges, per_group_topic};
+use crate::cluster_view::ClusterSnapshot;
 use prometheus_client::encoding::DescriptorEncoder;
 
-pub(super) fn encode(e: &mut DescriptorEncoder<'_>, rows: &ProfileRows) -> Encoded {
+pub(super) fn encode(e: &mut DescriptorEncoder<'_>, rows: &ProfileRows, cluster: Option<&ClusterSnapshot>) -> Encoded {
+    if let Some(cluster) = cluster {
+        let brokers = &cluster.info.brokers;
+        gauges(e, "kafka_brokers", "Number of Brokers in the Kafka Cluster.", [brokers.len()], |n| {
+            Some((Vec::<(&str, String)>::new(), i64::try_from(n).unwrap_or(i64::MAX)))
+        })?;
+        gauges(e, "kafka_broker_info", "Information about the Kafka Broker.", brokers, |b| {
+            Some((vec![("id", b.id.to_string()), ("address", format!("{}:{}", b.host, b.port))], 1i64))
+        })?;
+    }
     let mut partitions_per_topic: Vec<(&str, i64)> = Vec::new();
     for (topic, _, _, _) in &rows.watermarks {
         match partitions_per_topic.last_mut() {

@@ -94,6 +94,6 @@ pub(super) fn encode(e: &mut DescriptorEncoder<'_>, rows: &ProfileRows, timings:
     )?;
     let poll = *timings.watermark_refresh.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     gauges(e, "kafka_consumergroup_poll_time_ms", "Group time poll time", poll, |d| {
-        Some((Vec::new(), d.as_millis().min(i64::MAX as u128) as i64))
+        Some((Vec::<(&str, String)>::new(), d.as_millis().min(i64::MAX as u128) as i64))
     })
 }

@@ -11,6 +11,7 @@
 //! metadata and assignments.
 
 mod burrow_names;
+mod cluster;
 mod exporter;
 pub(crate) mod exposition;
 mod groups;
@@ -34,6 +35,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
 use crate::LocalMember;
+use crate::cluster_view::ClusterView;
 use crate::monitor::Monitor;
 
 /// Durations the exporter measures about itself.
@@ -61,27 +63,29 @@ impl Metrics {
 
     /// [`Metrics::new`], with the shards of `member` once it runs them.
     pub fn with_member(namespace: &str, monitor: Arc<Monitor>, member: LocalMember, timings: Arc<SelfTimings>) -> Self {
-        Self::with_profile(Profile::Kshard, namespace, monitor, member, timings)
+        Self::with_profile(Profile::Kshard, namespace, monitor, member, timings, None)
     }
 
     /// Metrics in `profile`'s names: kshard's own (prefixed `namespace_`), or
     /// another tool's for what kshard knows, beside kshard's health series
-    /// (`namespace_exporter_up`, `namespace_catchup_ready`, …).
+    /// (`namespace_exporter_up`, `namespace_catchup_ready`, …); with
+    /// `cluster`, kminion's cluster, broker and topic families from it.
     pub fn with_profile(
         profile: Profile,
         namespace: &str,
         monitor: Arc<Monitor>,
         member: LocalMember,
         timings: Arc<SelfTimings>,
+        cluster: Option<Arc<ClusterView>>,
     ) -> Self {
-        let collector = LagCollector { monitor, member, timings: Arc::clone(&timings), profile };
+        let collector = LagCollector { monitor, member, timings: Arc::clone(&timings), profile, cluster };
         let registry = if profile.is_native() {
             let mut registry = Registry::with_prefix(namespace);
             registry.register_collector(Box::new(collector));
             registry
         } else {
             let mut registry = Registry::default();
-            let health = HealthCollector(LagCollector { profile: Profile::Kshard, ..collector.clone() });
+            let health = HealthCollector(LagCollector { profile: Profile::Kshard, cluster: None, ..collector.clone() });
             registry.sub_registry_with_prefix(namespace).register_collector(Box::new(health));
             registry.register_collector(Box::new(collector));
             registry
@@ -110,6 +114,7 @@ struct LagCollector {
     member: LocalMember,
     timings: Arc<SelfTimings>,
     profile: Profile,
+    cluster: Option<Arc<ClusterView>>,
 }
 
 /// kshard's health series alone, beside another tool's names.
@@ -164,12 +169,13 @@ impl LagCollector {
 impl Collector for LagCollector {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Encoded {
         let (e, m) = (&mut encoder, &*self.monitor);
+        let cluster = self.cluster.as_ref().and_then(|c| c.fresh(m.now()));
         if !self.profile.is_native() {
             // Another tool's names: its series only while lag is current and complete.
             if m.problem().is_none() && m.is_ready() {
                 let rows = profile_rows::ProfileRows::collect(m, &m.watermarks());
                 return match self.profile {
-                    Profile::KafkaExporter => kafka_exporter::encode(e, &rows),
+                    Profile::KafkaExporter => kafka_exporter::encode(e, &rows, cluster.as_ref()),
                     Profile::KafkaLagExporter => kafka_lag_exporter::encode(e, &rows, &self.timings),
                     _ => burrow_names::encode(e, &rows),
                 };
@@ -177,6 +183,9 @@ impl Collector for LagCollector {
             return Ok(());
         }
         let (current, ready) = self.health(e)?;
+        if let Some(snapshot) = &cluster {
+            cluster::families(e, snapshot, &m.settings().topics)?;
+        }
         if !current {
             return Ok(());
         }

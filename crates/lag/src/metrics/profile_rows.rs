@@ -142,14 +142,15 @@ impl ProfileRows {
 
 /// Writes the gauge family `name` with one sample per item: its labels and
 /// value as `sample` gives them (`None`: no sample for that item).
-pub(super) fn gauges<T, V>(
+pub(super) fn gauges<T, K, V>(
     e: &mut prometheus_client::encoding::DescriptorEncoder<'_>,
     name: &str,
     help: &str,
     items: impl IntoIterator<Item = T>,
-    mut sample: impl FnMut(T) -> Option<(Vec<(&'static str, String)>, V)>,
+    mut sample: impl FnMut(T) -> Option<(Vec<(K, String)>, V)>,
 ) -> super::Encoded
 where
+    K: prometheus_client::encoding::EncodeLabelKey,
     V: prometheus_client::encoding::EncodeGaugeValue + std::fmt::Debug,
 {
     use prometheus_client::encoding::EncodeMetric;

@@ -3,6 +3,7 @@
 //! [`crate::Clock`]) — so every rule is tested without a broker.
 
 pub(crate) mod catch_up;
+pub(crate) mod cluster_view;
 pub(crate) mod consumer_status;
 pub(crate) mod derived;
 pub(crate) mod filter;
