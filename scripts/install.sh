@@ -174,7 +174,7 @@ elif command -v go >/dev/null 2>&1; then
   GOBIN="$helm_dir" GOFLAGS=-mod=mod go install "helm.sh/helm/v4/cmd/helm@v$HELM_VERSION" ||
     die "go install helm.sh/helm/v4/cmd/helm@v$HELM_VERSION failed (see above)"
 else
-  log "Go is not installed: the chart is checked by kshard's own test only, without helm"
+  log "Go is not installed: the chart's test (helm lint, helm template) is skipped"
 fi
 if [[ -x "$helm_dir/helm" ]]; then
   mkdir -p "$KSHARD_TOOLS_DIR/bin"

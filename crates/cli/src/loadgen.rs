@@ -43,7 +43,8 @@ pub(crate) struct LoadShape {
     pub(crate) prefix: String,
     /// The last round commits the end of every partition: the groups finish
     /// caught up (lag 0, status OK) instead of stopped with lag, as the
-    /// background groups of `scripts/run.sh` do.
+    /// background groups of `scripts/run.sh` do. (With `--offsets-topic`, the
+    /// last round's tombstones still delete some offsets and groups.)
     #[arg(long)]
     pub(crate) caught_up: bool,
 }

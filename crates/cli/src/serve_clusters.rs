@@ -6,7 +6,12 @@
 //! `web_config_file` and `log_format` are the whole process's: top level
 //! only. `data_dir` and `cluster.etcd_prefix` at the top level are roots:
 //! each cluster keeps its state in `<data_dir>/<name>` and its keys under
-//! `<etcd_prefix>/<name>` unless its entry sets its own.
+//! `<etcd_prefix>/<name>` unless its entry sets its own. `brokers` and
+//! `recovery_log_topic` are each entry's own: at the top level, an error.
+//! Flags and `KSHARD_…` variables are the top level's: what an entry sets
+//! itself wins over them.
+
+use std::collections::BTreeSet;
 
 use anyhow::{Context, Result, bail};
 use serde_norway::{Mapping, Value};
@@ -17,15 +22,20 @@ const PROCESS_WIDE: [&str; 5] = ["listen", "metrics_namespace", "metrics_profile
 /// The keys whose top-level value is a root each cluster's goes under.
 const ROOTS: [&str; 1] = ["data_dir"];
 
+/// The keys each entry must set itself: inherited, they would watch one
+/// cluster twice, or mix two clusters' shards in one recovery log.
+const PER_CLUSTER: [&str; 2] = ["brokers", "recovery_log_topic"];
+
 /// A cluster's entry, merged over the top level.
 #[derive(Debug)]
 pub(crate) struct ClusterEntry {
     pub(crate) name: String,
     /// Its settings as a whole file would have them.
     pub(crate) settings: Mapping,
-    /// Whether the entry set its own `data_dir`, and `cluster.etcd_prefix`.
-    pub(crate) own_data_dir: bool,
-    pub(crate) own_etcd_prefix: bool,
+    /// The settings the entry sets itself, as paths (`granularity`,
+    /// `tls.ca_file`, `cluster.etcd_prefix`…): flags and environment
+    /// variables give the top level's, which these override.
+    pub(crate) own: BTreeSet<String>,
 }
 
 /// The top level without `clusters:`, and each cluster's entry over it;
@@ -37,6 +47,9 @@ pub(crate) fn split(mut top: Mapping) -> Result<(Mapping, Vec<ClusterEntry>)> {
     };
     if list.is_empty() {
         bail!("invalid clusters: empty (leave it out to watch the one cluster of the top level)");
+    }
+    if let Some(key) = PER_CLUSTER.iter().find(|k| top.contains_key(**k)) {
+        bail!("invalid {key}: with clusters:, each cluster sets its own (move it into each entry)");
     }
     let mut shared = top.clone();
     for key in PROCESS_WIDE.iter().chain(&ROOTS) {
@@ -61,12 +74,24 @@ pub(crate) fn split(mut top: Mapping) -> Result<(Mapping, Vec<ClusterEntry>)> {
         if let Some(key) = PROCESS_WIDE.iter().find(|k| entry.contains_key(**k)) {
             bail!("invalid clusters[{i}].{key}: it is the whole process's; set it at the top level");
         }
-        let own_data_dir = entry.contains_key("data_dir");
-        let own_etcd_prefix = matches!(entry.get("cluster"), Some(Value::Mapping(c)) if c.contains_key("etcd_prefix"));
+        let mut own = BTreeSet::new();
+        paths(&entry, "", &mut own);
         let settings = merged(shared.clone(), entry);
-        entries.push(ClusterEntry { name, settings, own_data_dir, own_etcd_prefix });
+        entries.push(ClusterEntry { name, settings, own });
     }
     Ok((top, entries))
+}
+
+/// The paths of every setting in `m` (`a`, and `a.b` under a mapping).
+fn paths(m: &Mapping, prefix: &str, out: &mut BTreeSet<String>) {
+    for (key, value) in m {
+        let Some(key) = key.as_str() else { continue };
+        let path = if prefix.is_empty() { key.to_owned() } else { format!("{prefix}.{key}") };
+        if let Value::Mapping(inner) = value {
+            paths(inner, &path, out);
+        }
+        out.insert(path);
+    }
 }
 
 /// `over` on `base`: mappings merge key by key, anything else replaces.
@@ -134,8 +159,8 @@ mod tests {
         assert_eq!(get(&eu.settings, &["tls", "enabled"]).and_then(Value::as_bool), Some(true), "inherited");
         assert_eq!(get(&eu.settings, &["tls", "ca_file"]).and_then(Value::as_str), Some("/eu.pem"), "its own");
         assert!(get(&eu.settings, &["listen"]).is_none(), "process-wide keys stay at the top");
-        assert!(get(&eu.settings, &["data_dir"]).is_none() && !eu.own_data_dir, "a root, not inherited");
-        assert!(us.own_data_dir);
+        assert!(get(&eu.settings, &["data_dir"]).is_none() && !eu.own.contains("data_dir"), "a root, not inherited");
+        assert!(us.own.contains("data_dir") && us.own.contains("groups.ignore") && eu.own.contains("tls.ca_file"));
         assert_eq!(get(&us.settings, &["groups", "ignore"]).and_then(Value::as_sequence).map(Vec::len), Some(0));
     }
 
@@ -148,5 +173,6 @@ mod tests {
         assert!(err("clusters:\n- name: a/b\n").contains("clusters[0].name"));
         assert!(err("clusters:\n- name: a\n- name: b\n  listen: 0.0.0.0:1\n").contains("clusters[1].listen"));
         assert!(err("- 1\n").contains("not a mapping"));
+        assert!(err("brokers: a:1\nclusters:\n- name: a\n").contains("invalid brokers: with clusters:"));
     }
 }

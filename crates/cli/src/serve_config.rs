@@ -133,10 +133,9 @@ pub(crate) struct FileConfig {
 pub(crate) struct NamedCluster {
     pub(crate) name: String,
     pub(crate) file: FileConfig,
-    /// Whether the entry set its own `data_dir` and `cluster.etcd_prefix`
-    /// (else they go under the top level's).
-    pub(crate) own_data_dir: bool,
-    pub(crate) own_etcd_prefix: bool,
+    /// The settings the entry sets itself (paths like `tls.ca_file`): they
+    /// win over flags and environment variables, which are the top level's.
+    pub(crate) own: std::collections::BTreeSet<String>,
 }
 
 /// `status:` in the file: how consumer status is judged.
@@ -348,19 +347,82 @@ impl ServeConfig {
                 if !names.insert(name.as_str()) {
                     bail!("invalid clusters[{i}].name: {name:?} is given twice");
                 }
+                let own = |key: &str| entry.own.contains(key);
                 let args = ServeArgs {
-                    data_dir: if entry.own_data_dir { None } else { data_root.as_ref().map(|d| d.join(name)) },
-                    etcd_prefix: (!entry.own_etcd_prefix).then(|| format!("{prefix_root}/{name}")),
-                    ..args.clone()
+                    data_dir: if own("data_dir") { None } else { data_root.as_ref().map(|d| d.join(name)) },
+                    etcd_prefix: (!own("cluster.etcd_prefix")).then(|| format!("{prefix_root}/{name}")),
+                    ..entry_wins(args, &entry.own)
                 };
                 let cluster = ClusterConfig::load(Some(name.clone()), &args, &entry.file)
                     .with_context(|| format!("invalid clusters[{i}] ({name})"))?;
                 clusters.push(cluster);
             }
+            shards_apart(&clusters)?;
             clusters
         };
         Ok(ServeConfig { listen, namespace, profile, log_format, web_config, clusters })
     }
+}
+
+/// `args` without what a `clusters:` entry sets itself (paths in `own`):
+/// the flags and variables are the top level's, and the entry wins.
+fn entry_wins(args: &ServeArgs, own: &std::collections::BTreeSet<String>) -> ServeArgs {
+    let mut a = args.clone();
+    let own = |key: &str| own.contains(key);
+    let k = &mut a.kafka;
+    let clear = |set: bool, field: &mut Option<String>| {
+        if set {
+            *field = None;
+        }
+    };
+    clear(own("offsets_topic"), &mut k.offsets_topic);
+    clear(own("reader"), &mut k.reader);
+    clear(own("sasl.mechanism"), &mut k.sasl_mechanism);
+    clear(own("sasl.username"), &mut k.sasl_username);
+    clear(own("sasl.password"), &mut k.sasl_password);
+    if own("tls.enabled") {
+        k.tls_enabled = None;
+    }
+    if own("tls.ca_file") {
+        k.tls_ca_file = None;
+    }
+    clear(own("scrape_mode"), &mut a.scrape_mode);
+    clear(own("granularity"), &mut a.granularity);
+    clear(own("cluster.member_id"), &mut a.member_id);
+    clear(own("cluster.zone"), &mut a.zone);
+    if own("max_partition_series") {
+        a.max_partition_series = None;
+    }
+    if own("watermark_interval_seconds") {
+        a.watermark_interval_seconds = None;
+    }
+    if own("cluster.etcd") {
+        a.etcd.clear();
+    }
+    if own("cluster.lease_ttl_seconds") {
+        a.lease_ttl_seconds = None;
+    }
+    a
+}
+
+/// Two clusters keeping state must not share a data directory, nor one
+/// Kafka cluster's recovery log topic.
+fn shards_apart(clusters: &[ClusterConfig]) -> Result<()> {
+    let mut dirs = std::collections::BTreeMap::new();
+    let mut logs = std::collections::BTreeMap::new();
+    for c in clusters.iter().filter(|c| c.data_dir.is_some()) {
+        let name = c.name.as_deref().unwrap_or_default();
+        if let Some(other) = dirs.insert(c.data_dir.clone(), name) {
+            bail!("invalid clusters ({other}, {name}): the same data_dir; give each its own");
+        }
+        let log = c.recovery_log_topic.clone().unwrap_or_else(|| kshard_lag::recovery_log_topic(&c.offsets_topic));
+        if let Some(other) = logs.insert((c.kafka.brokers.clone(), log.clone()), name) {
+            bail!(
+                "invalid clusters ({other}, {name}): one Kafka cluster, one recovery log topic ({log}); give each its own recovery_log_topic"
+            );
+        }
+    }
+    Ok(())
 }
 
 impl ClusterConfig {
@@ -485,12 +547,7 @@ pub(crate) fn read_file(path: &Path) -> Result<FileConfig> {
         let settings = crate::serve_clusters::parse(entry.settings)
             .with_context(|| format!("invalid clusters[{i}] ({})", entry.name))
             .with_context(invalid)?;
-        file.clusters.push(NamedCluster {
-            name: entry.name,
-            file: settings,
-            own_data_dir: entry.own_data_dir,
-            own_etcd_prefix: entry.own_etcd_prefix,
-        });
+        file.clusters.push(NamedCluster { name: entry.name, file: settings, own: entry.own });
     }
     Ok(file)
 }
@@ -614,6 +671,28 @@ mod tests {
         assert_eq!(us.data_dir.as_deref(), Some(Path::new("/srv/us")), "its own");
         assert_eq!(us.cluster.as_ref().map(|c| c.prefix.as_str()), Some("/kshard/lag/us"));
         assert_eq!(c.listen.to_string(), "127.0.0.1:9308");
+    }
+
+    #[test]
+    fn flags_are_the_top_level_and_what_an_entry_sets_wins() {
+        let yaml = "clusters:\n- name: a\n  brokers: a:1\n  granularity: partition\n  sasl:\n    mechanism: PLAIN\n    username: ua\n    password: pa\n\
+                    - name: b\n  brokers: b:1\n";
+        let args = ServeArgs {
+            granularity: Some("topic".into()),
+            kafka: KafkaArgs { sasl_password: Some("from-env".into()), ..Default::default() },
+            ..Default::default()
+        };
+        let c = load(yaml, args).expect("valid");
+        let [a, b] = &c.clusters[..] else { panic!("two clusters") };
+        assert_eq!(a.monitor.granularity, Granularity::Partition, "the entry's own");
+        assert_eq!(b.monitor.granularity, Granularity::Topic, "the flag, as the top level");
+        let password = a.kafka.security.sasl.as_ref().map(|s| s.password.as_str());
+        assert_eq!(password, Some("pa"), "an entry's password is not replaced by KSHARD_SASL_PASSWORD");
+        let e = err("data_dir: /d\nclusters:\n- name: a\n  brokers: k:1\n- name: b\n  brokers: k:1\n");
+        assert!(e.contains("(a, b)") && e.contains("recovery_log_topic"), "one Kafka cluster, one recovery log: {e}");
+        let e =
+            err("clusters:\n- name: a\n  brokers: k:1\n  data_dir: /d\n- name: b\n  brokers: j:1\n  data_dir: /d\n");
+        assert!(e.contains("the same data_dir"), "{e}");
     }
 
     #[test]

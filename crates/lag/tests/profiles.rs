@@ -203,8 +203,10 @@ fn each_profile_exports_its_tools_names_labels_and_values() {
             }
             Profile::Kshard | Profile::Kminion => unreachable!(),
         }
-        if let Err(e) = kshard_testkit::promtool_check_metrics(&service.get("/metrics").1) {
-            panic!("{what}: promtool check metrics: {e}");
+        match kshard_testkit::promtool_check_metrics(&service.get("/metrics").1) {
+            Ok(true) => {}
+            Ok(false) => kshard_testkit::skipped("promtool is not installed: the profiles' text was not checked by it"),
+            Err(e) => panic!("{what}: promtool check metrics: {e}"),
         }
     }
     drop(member);

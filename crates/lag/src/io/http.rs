@@ -71,7 +71,8 @@ pub(crate) fn app(clusters: Vec<AppState>) -> Router {
     for cluster in all.iter() {
         if let Some(name) = &cluster.name {
             let prefix = format!("/clusters/{name}");
-            let slash = format!("{prefix}/");
+            // Relative, so that it holds behind a proxy serving kshard under a path.
+            let slash = format!("{name}/");
             app = app
                 .route(&prefix, get(move || async move { Redirect::permanent(&slash) }))
                 .merge(cluster_routes(&prefix, cluster.clone()));

@@ -54,8 +54,10 @@ pub(super) struct ProfileRows {
 }
 
 impl ProfileRows {
-    /// The rows of every group and topic the filters allow.
-    pub(super) fn collect(m: &Monitor, watermarks: &Watermarks) -> Self {
+    /// The rows of every group and topic the filters allow; with
+    /// `uncommitted`, the partitions without a commit of topics a group
+    /// committed on (only kafka_exporter and Burrow show those).
+    pub(super) fn collect(m: &Monitor, watermarks: &Watermarks, uncommitted: bool) -> Self {
         let settings = m.settings();
         let derived = m.derived();
         let mut rows =
@@ -101,7 +103,7 @@ impl ProfileRows {
                             owner: owners.get(&(&**topic, partition)).cloned(),
                         });
                     }
-                    if committed_partitions.is_empty() {
+                    if !uncommitted || committed_partitions.is_empty() {
                         continue;
                     }
                     let slots = watermarks.of_topic(topic);
