@@ -1,0 +1,98 @@
+//! kshard under kminion's names (`metrics_profile: kminion`) against the
+//! real broker exports every family kminion's documentation lists
+//! (redpanda-data/kminion `docs/metrics.md` at 4f3867a), each with exactly
+//! kminion's labels. kminion itself cannot be built here (the Go module
+//! proxy does not serve it: docs/performance.md), so its documentation is
+//! the reference. Its end-to-end families are left out: kminion's probe is
+//! off by default, and kshard has none yet.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use common::*;
+use kshard_kafka::{ClientSettings, GroupConsumer};
+use kshard_lag::Profile;
+use kshard_lag::service::ServeOptions;
+use kshard_testkit::{Broker, unique_name};
+
+/// kminion's families and their labels, sorted, as its docs/metrics.md shows them.
+const KMINION: [(&str, &[&str]); 20] = [
+    ("kminion_exporter_up", &["version"]),
+    ("kminion_exporter_offset_consumer_records_consumed_total", &[]),
+    ("kminion_kafka_broker_info", &["address", "broker_id", "is_controller", "port", "rack_id"]),
+    ("kminion_kafka_cluster_info", &["broker_count", "cluster_id", "cluster_version", "controller_id"]),
+    ("kminion_kafka_broker_log_dir_size_total_bytes", &["address", "broker_id", "port", "rack_id"]),
+    ("kminion_kafka_topic_log_dir_size_total_bytes", &["topic_name"]),
+    ("kminion_kafka_topic_info", &["cleanup_policy", "partition_count", "replication_factor", "topic_name"]),
+    ("kminion_kafka_topic_partition_low_water_mark", &["partition_id", "topic_name"]),
+    ("kminion_kafka_topic_low_water_mark_sum", &["topic_name"]),
+    ("kminion_kafka_topic_partition_high_water_mark", &["partition_id", "topic_name"]),
+    ("kminion_kafka_topic_high_water_mark_sum", &["topic_name"]),
+    ("kminion_kafka_consumer_group_info", &["coordinator_id", "group_id", "protocol", "protocol_type", "state"]),
+    ("kminion_kafka_consumer_group_members", &["group_id"]),
+    ("kminion_kafka_consumer_group_empty_members", &["group_id"]),
+    ("kminion_kafka_consumer_group_topic_members", &["group_id", "topic_name"]),
+    ("kminion_kafka_consumer_group_topic_assigned_partitions", &["group_id", "topic_name"]),
+    ("kminion_kafka_consumer_group_topic_offset_sum", &["group_id", "topic_name"]),
+    ("kminion_kafka_consumer_group_topic_partition_lag", &["group_id", "partition_id", "topic_name"]),
+    ("kminion_kafka_consumer_group_topic_lag", &["group_id", "topic_name"]),
+    ("kminion_kafka_consumer_group_offset_commits_total", &["group_id"]),
+];
+
+/// Each family's label sets in an exposition.
+fn families(text: &str) -> BTreeMap<String, BTreeSet<Vec<String>>> {
+    let mut out: BTreeMap<String, BTreeSet<Vec<String>>> = BTreeMap::new();
+    for line in text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
+        let series = line.rsplit_once(' ').map_or(line, |(s, _)| s);
+        let (name, labels) = series.split_once('{').unwrap_or((series, ""));
+        let mut keys: Vec<String> =
+            labels.split("\",").filter_map(|l| l.split_once("=\"")).map(|(k, _)| k.to_owned()).collect();
+        keys.sort();
+        out.entry(name.to_owned()).or_default().insert(keys);
+    }
+    out
+}
+
+#[test]
+#[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
+fn every_family_kminion_documents_with_its_labels() {
+    let broker = Broker::from_env_or_start();
+    let settings = ClientSettings::new(broker.brokers());
+    let p = unique_name("kminion-families");
+    let topic = format!("{p}-t");
+    create_and_fill(&settings, &topic, &[10, 10]);
+    let group = format!("{p}-g");
+    let member = GroupConsumer::new(&settings, &group, &[&topic]).expect("consumer");
+    assert_eq!(member.consume(5, Duration::from_secs(60)).expect("consume"), 5);
+    member.commit().expect("commit");
+
+    let mut service = TestService::start(ServeOptions {
+        profile: Profile::Kminion,
+        namespace: "kminion".to_owned(),
+        watermark_interval: Duration::from_millis(200),
+        monitor: only(&p),
+        ..ServeOptions::new(settings.clone())
+    });
+    service.wait_ready();
+    let members = format!("kminion_kafka_consumer_group_topic_members{{group_id=\"{group}\"");
+    let sizes = "kminion_kafka_topic_log_dir_size_total_bytes{";
+    service.eventually("the member's assignment and the log dirs", |m| {
+        m.keys().any(|k| k.starts_with(&members)) && m.keys().any(|k| k.starts_with(sizes))
+    });
+    let seen = families(&service.get("/metrics").1);
+    let mut missing = Vec::new();
+    for (family, labels) in KMINION {
+        let want: Vec<String> = labels.iter().map(|l| (*l).to_owned()).collect();
+        match seen.get(family) {
+            None => missing.push(format!("{family}: absent")),
+            Some(sets) if !sets.contains(&want) => {
+                missing.push(format!("{family}: labels {sets:?}, kminion's {want:?}"))
+            }
+            Some(_) => {}
+        }
+    }
+    assert!(missing.is_empty(), "families kminion has and kshard lacks:\n{}", missing.join("\n"));
+    drop(member);
+}
