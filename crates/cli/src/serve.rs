@@ -39,6 +39,7 @@ pub(crate) fn serve(args: &ServeArgs) -> Result<()> {
                     mode: c.scrape_mode,
                     namespace: config.namespace.clone(),
                     profile: config.profile,
+                    cluster_label: config.cluster_label.clone(),
                     watermark_interval: c.watermark_interval,
                     monitor: c.monitor.clone(),
                     data_dir: c.data_dir.clone(),

@@ -3,10 +3,10 @@
 //! the file's top level, which holds what they share: a mapping (`tls:`,
 //! `groups:`, …) merges key by key, anything else the entry sets replaces
 //! the top level's. `listen`, `metrics_namespace`, `metrics_profile`,
-//! `web_config_file` and `log_format` are the whole process's: top level
-//! only. `data_dir` and `cluster.etcd_prefix` at the top level are roots:
-//! each cluster keeps its state in `<data_dir>/<name>` and its keys under
-//! `<etcd_prefix>/<name>` unless its entry sets its own. `brokers` and
+//! `cluster_label`, `web_config_file` and `log_format` are the whole
+//! process's: top level only. `data_dir` and `cluster.etcd_prefix` at the
+//! top level are roots: each cluster keeps its state in `<data_dir>/<name>`
+//! and its keys under `<etcd_prefix>/<name>` unless its entry sets its own. `brokers` and
 //! `recovery_log_topic` are each entry's own: at the top level, an error.
 //! Flags and `KSHARD_…` variables are the top level's: what an entry sets
 //! itself wins over them.
@@ -17,7 +17,8 @@ use anyhow::{Context, Result, bail};
 use serde_norway::{Mapping, Value};
 
 /// The keys only the top level may set.
-const PROCESS_WIDE: [&str; 5] = ["listen", "metrics_namespace", "metrics_profile", "web_config_file", "log_format"];
+const PROCESS_WIDE: [&str; 6] =
+    ["listen", "metrics_namespace", "metrics_profile", "cluster_label", "web_config_file", "log_format"];
 
 /// The keys whose top-level value is a root each cluster's goes under.
 const ROOTS: [&str; 1] = ["data_dir"];

@@ -91,6 +91,7 @@ pub(crate) struct FileConfig {
     listen: Option<String>,
     metrics_namespace: Option<String>,
     metrics_profile: Option<String>,
+    cluster_label: Option<String>,
     data_dir: Option<PathBuf>,
     web_config_file: Option<PathBuf>,
     recovery_log_topic: Option<String>,
@@ -257,6 +258,8 @@ pub(crate) struct ServeConfig {
     pub(crate) listen: SocketAddr,
     pub(crate) namespace: String,
     pub(crate) profile: kshard_lag::Profile,
+    /// The label naming each series' cluster, when not the profile's.
+    pub(crate) cluster_label: Option<String>,
     pub(crate) log_format: LogFormat,
     /// The exporter-toolkit web configuration file.
     pub(crate) web_config: Option<PathBuf>,
@@ -317,6 +320,17 @@ impl ServeConfig {
             Some(v) => parse_named("log_format (text or json)", v)?,
             None => file.log_format.unwrap_or_default(),
         };
+        let cluster_label = file.cluster_label.clone();
+        if let Some(label) = &cluster_label
+            && (label.is_empty()
+                || label.starts_with("__")
+                || label.starts_with(|c: char| c.is_ascii_digit())
+                || !label.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+        {
+            bail!(
+                "invalid cluster_label: {label:?} (a Prometheus label name: letters, digits and _, not starting with a digit or __)"
+            );
+        }
         let web_config = args.web_config_file.clone().or(file.web_config_file.clone());
         let clusters = if file.clusters.is_empty() {
             vec![ClusterConfig::load(None, args, &file)?]
@@ -360,7 +374,7 @@ impl ServeConfig {
             shards_apart(&clusters)?;
             clusters
         };
-        Ok(ServeConfig { listen, namespace, profile, log_format, web_config, clusters })
+        Ok(ServeConfig { listen, namespace, profile, cluster_label, log_format, web_config, clusters })
     }
 }
 
@@ -605,6 +619,7 @@ mod tests {
         let limit = err("brokers: a:1\nshare_groups:\n  delivery_count_limit: 11\n");
         assert!(limit.contains("share_groups.delivery_count_limit: 11"), "{limit}");
         assert!(err("brokers: a:1\nmetrics_namespace: 'my-ns'\n").contains("metrics_namespace"));
+        assert!(err("brokers: a:1\ncluster_label: 'kafka-cluster'\n").contains("invalid cluster_label"));
         let e = err("brokers: a:1\nmetrics_profile: prometheus\n");
         assert!(e.contains("invalid metrics_profile") && e.contains("kafka_lag_exporter"), "{e}");
         assert!(err("brokers: a:1\nbrokerz: b\n").contains("brokerz"));

@@ -294,7 +294,7 @@ fn serve_watches_every_cluster_of_its_config_file() {
     std::fs::create_dir_all(&dir).expect("dir");
     let config = dir.join("kshard.yaml");
     let yaml = format!(
-        "listen: {addr}\nwatermark_interval_seconds: 0.2\ngroups:\n  allow: ['{topic}.*']\nclusters:\n\
+        "listen: {addr}\nwatermark_interval_seconds: 0.2\ncluster_label: kafka_cluster\ngroups:\n  allow: ['{topic}.*']\nclusters:\n\
          - name: eu\n  brokers: {b}\n\
          - name: us\n  brokers: {b}\n  groups:\n    ignore: ['.*']\n",
         b = broker.brokers()
@@ -314,7 +314,8 @@ fn serve_watches_every_cluster_of_its_config_file() {
     let names: Vec<&str> = clusters.as_array().expect("list").iter().filter_map(|c| c["cluster"].as_str()).collect();
     assert_eq!(names, ["eu", "us"]);
     let (_, metrics) = kshard_testkit::http_get(&addr, "/metrics").expect("metrics");
-    let series = |cluster: &str| format!("{{cluster=\"{cluster}\",group_id=\"{group}\"");
+    // The label's name as cluster_label says, for setups with a `cluster` of their own.
+    let series = |cluster: &str| format!("{{kafka_cluster=\"{cluster}\",group_id=\"{group}\"");
     assert!(metrics.contains(&series("eu")), "eu exports the group: {metrics}");
     assert!(!metrics.contains(&series("us")), "us ignores every group: {metrics}");
     let (status, body) = kshard_testkit::http_get(&addr, "/clusters/eu/api/groups").expect("groups");

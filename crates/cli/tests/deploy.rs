@@ -93,7 +93,19 @@ fn the_dashboard_names_only_exported_metrics() {
         .iter()
         .filter_map(|v| v["name"].as_str())
         .collect();
-    assert_eq!(variables, ["datasource", "group"]);
+    assert_eq!(variables, ["datasource", "cluster", "group"]);
+    // Every query is filtered by the cluster chosen (several clusters: the same
+    // group name in two clusters is two groups).
+    for panel in dashboard["panels"].as_array().expect("panels") {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            let expr = target["expr"].as_str().expect("expr");
+            let selectors = expr.matches("kshard_").count();
+            assert_eq!(expr.matches("cluster=~\"$cluster\"").count(), selectors, "{expr}");
+            if expr.contains(" by (") {
+                assert!(expr.contains(" by (cluster, "), "{expr} keeps the clusters apart");
+            }
+        }
+    }
 }
 
 #[test]

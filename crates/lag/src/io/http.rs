@@ -40,6 +40,8 @@ pub(crate) struct AppState {
     pub(crate) brokers: Arc<str>,
     /// Seconds between watermark refreshes (Burrow's offset refresh).
     pub(crate) refresh_seconds: i64,
+    /// The name of the label naming the cluster (`cluster_label`), when set.
+    pub(crate) cluster_label: Option<Arc<str>>,
 }
 
 impl AppState {
@@ -55,7 +57,8 @@ impl AppState {
         if let Some(shards) = self.member.shared() {
             text.push_str(&shards.metrics.encode());
         }
-        let (label, always) = self.metrics.profile().cluster_label();
+        let (default, always) = self.metrics.profile().cluster_label();
+        let label = self.cluster_label.as_deref().unwrap_or(default);
         Ok(match &self.name {
             Some(name) => exposition::with_label(&text, label, name),
             None if always => exposition::with_label(&text, label, self.cluster_name()),

@@ -62,6 +62,10 @@ pub struct ServeOptions {
     pub namespace: String,
     /// Whose metric names `/metrics` uses (process-wide).
     pub profile: crate::Profile,
+    /// The name of the label naming the cluster of every series (`None`:
+    /// `cluster`, or `cluster_name` in the kafka_lag_exporter profile), for
+    /// Prometheus setups whose own `cluster` label would collide (process-wide).
+    pub cluster_label: Option<String>,
     /// How often watermarks are refreshed.
     pub watermark_interval: Duration,
     /// Filters and granularity.
@@ -99,6 +103,7 @@ impl ServeOptions {
             mode: ScrapeMode::OffsetsTopic,
             namespace: "kshard".to_owned(),
             profile: crate::Profile::Kshard,
+            cluster_label: None,
             watermark_interval: Duration::from_secs(5),
             monitor: MonitorSettings::default(),
             request_timeout: Duration::from_secs(30),
@@ -243,7 +248,11 @@ fn fitting_together(clusters: &[ServeOptions]) -> Result<&ServeOptions, ServeErr
                 return bad(format!("the name {name:?} is given twice"));
             }
         }
-        if c.namespace != first.namespace || c.web_config != first.web_config || c.profile != first.profile {
+        if c.namespace != first.namespace
+            || c.web_config != first.web_config
+            || c.profile != first.profile
+            || c.cluster_label != first.cluster_label
+        {
             return bad(
                 "the metrics namespace and profile and the web configuration file are the whole process's".into()
             );
@@ -380,6 +389,7 @@ fn start(options: ServeOptions, stop: &Arc<AtomicBool>) -> Result<(http::AppStat
     let state = http::AppState {
         name: options.name.map(Arc::from),
         refresh_seconds: options.watermark_interval.as_secs() as i64,
+        cluster_label: options.cluster_label.as_deref().map(Arc::from),
         brokers: Arc::from(options.kafka.brokers.as_str()),
         monitor,
         metrics,
