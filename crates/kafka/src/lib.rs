@@ -47,7 +47,7 @@ pub use topic_partition::{TopicPartition, TopicPartitionOffset};
 pub use traits::{
     BrokerAdmin, ClusterDescriber, RecordSource, RecordTimes, ShareGroupAdmin, SourceEvent, TopicReader, WatermarkMap,
 };
-pub use wire::cluster_admin::{BrokerInfo, ClusterAdmin, ClusterInfo, LogDirSizes, TopicInfo};
+pub use wire::cluster_admin::{BrokerInfo, ClusterAdmin, ClusterInfo, LogDirSizes, PartitionReplicas, TopicInfo};
 pub use wire::fetch_times::FetchTimes;
 pub use wire::records::Transactional;
 pub use wire::share_groups::{

@@ -2,8 +2,8 @@
 //! `kafka_cluster_info`, `kafka_broker_info`, `kafka_topic_info` (with
 //! `cleanup_policy`), and the log directories' sizes per broker and per topic,
 //! with kminion's labels and the values the broker gives; kafka_exporter's
-//! `kafka_brokers` and `kafka_broker_info` in its profile; none of them when
-//! `cluster_info` is off.
+//! broker families and partitions' leader and replica families in its
+//! profile; none of them when `cluster_info` is off.
 
 mod common;
 
@@ -44,6 +44,11 @@ fn cluster_broker_and_topic_families_as_kminion_gives_them() {
     let p = unique_name("cluster-info");
     let topic = format!("{p}-t");
     create_and_fill(&settings, &topic, &[20, 20]);
+    // __consumer_offsets exists once some group has committed.
+    kshard_kafka::OffsetCommitter::new(&settings, &format!("{p}-g"))
+        .expect("committer")
+        .commit(&[(&topic, 0, 5)])
+        .expect("commit");
     let port = broker.brokers().rsplit(':').next().expect("port").to_owned();
 
     let mut service = TestService::start(options(&settings, &p, Profile::Kshard, true));
@@ -81,6 +86,14 @@ fn cluster_broker_and_topic_families_as_kminion_gives_them() {
     let m = service.metrics();
     let (info, _) = one(&m, "kafka_broker_info{");
     assert!(info.contains(&format!("address=\"127.0.0.1:{port}\"")), "{info}");
+    let id: f64 =
+        info.split("id=\"").nth(1).and_then(|r| r.split('"').next()).and_then(|v| v.parse().ok()).expect("id");
+    let partition = |family: &str| m.get(&format!("{family}{{topic=\"{topic}\",partition=\"1\"}}")).copied();
+    assert_eq!(partition("kafka_topic_partition_leader"), Some(id), "the one broker leads");
+    assert_eq!(partition("kafka_topic_partition_replicas"), Some(1.0));
+    assert_eq!(partition("kafka_topic_partition_in_sync_replica"), Some(1.0));
+    assert_eq!(partition("kafka_topic_partition_leader_is_preferred"), Some(1.0));
+    assert_eq!(partition("kafka_topic_partition_under_replicated_partition"), Some(0.0));
     drop(service);
 
     // Off: none of them.

@@ -49,6 +49,21 @@ pub struct TopicInfo {
     pub replication_factor: i32,
     /// The configuration values asked for, by name (`None`: the broker gave none).
     pub configs: BTreeMap<String, Option<String>>,
+    /// Each partition's leader and replicas, by partition id.
+    pub replicas: Vec<PartitionReplicas>,
+}
+
+/// A partition's leader, replicas and in-sync replicas, as the metadata lists them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionReplicas {
+    /// The partition.
+    pub partition: i32,
+    /// Its leader's broker id (-1: none).
+    pub leader: i32,
+    /// Its replicas, the preferred leader first.
+    pub replicas: Vec<i32>,
+    /// Its in-sync replicas.
+    pub isr: Vec<i32>,
 }
 
 /// The bytes on the brokers' log directories.
@@ -117,7 +132,24 @@ impl ClusterAdmin {
             .filter_map(|t| {
                 let name = t.name.as_ref()?.0.to_string();
                 let replication_factor = t.partitions.first().map_or(-1, |p| p.replica_nodes.len() as i32);
-                Some(TopicInfo { name, partitions: t.partitions.len(), replication_factor, configs: BTreeMap::new() })
+                let mut replicas: Vec<PartitionReplicas> = t
+                    .partitions
+                    .iter()
+                    .map(|p| PartitionReplicas {
+                        partition: p.partition_index,
+                        leader: p.leader_id.0,
+                        replicas: p.replica_nodes.iter().map(|b| b.0).collect(),
+                        isr: p.isr_nodes.iter().map(|b| b.0).collect(),
+                    })
+                    .collect();
+                replicas.sort_by_key(|p| p.partition);
+                Some(TopicInfo {
+                    name,
+                    partitions: t.partitions.len(),
+                    replication_factor,
+                    configs: BTreeMap::new(),
+                    replicas,
+                })
             })
             .collect();
         topics.sort_by(|a, b| a.name.cmp(&b.name));

@@ -5,16 +5,21 @@
 //! kafka_exporter: lag is the high watermark minus the committed offset; a
 //! partition without a commit, of a topic the group committed on, shows
 //! offset and lag `-1`, counted in `current_offset_sum` but not in
-//! `lag_sum`. `kafka_brokers` and `kafka_broker_info` come from the cluster
-//! worker (while its answer is fresh); the partitions' leader and replica
-//! families are not exported.
+//! `lag_sum`. `kafka_brokers`, `kafka_broker_info` and the partitions'
+//! leader, replica and in-sync replica families come from the cluster
+//! worker's metadata (while its answer is fresh).
 
 use super::Encoded;
 use super::profile_rows::{ProfileRows, gauges, per_group_topic};
 use crate::cluster_view::ClusterSnapshot;
 use prometheus_client::encoding::DescriptorEncoder;
 
-pub(super) fn encode(e: &mut DescriptorEncoder<'_>, rows: &ProfileRows, cluster: Option<&ClusterSnapshot>) -> Encoded {
+pub(super) fn encode(
+    e: &mut DescriptorEncoder<'_>,
+    rows: &ProfileRows,
+    cluster: Option<&ClusterSnapshot>,
+    topics: &crate::filter::NameFilter,
+) -> Encoded {
     if let Some(cluster) = cluster {
         let brokers = &cluster.info.brokers;
         gauges(e, "kafka_brokers", "Number of Brokers in the Kafka Cluster.", [brokers.len()], |n| {
@@ -23,6 +28,7 @@ pub(super) fn encode(e: &mut DescriptorEncoder<'_>, rows: &ProfileRows, cluster:
         gauges(e, "kafka_broker_info", "Information about the Kafka Broker.", brokers, |b| {
             Some((vec![("id", b.id.to_string()), ("address", format!("{}:{}", b.host, b.port))], 1i64))
         })?;
+        partition_replicas(e, cluster, topics)?;
     }
     let mut partitions_per_topic: Vec<(&str, i64)> = Vec::new();
     for (topic, _, _, _) in &rows.watermarks {
@@ -97,4 +103,39 @@ pub(super) fn encode(e: &mut DescriptorEncoder<'_>, rows: &ProfileRows, cluster:
     gauges(e, "kafka_consumergroup_members", "Amount of members in a consumer group", &rows.groups, |g| {
         Some((vec![("consumergroup", g.group.to_string())], i64::try_from(g.members?).unwrap_or(i64::MAX)))
     })
+}
+
+/// kafka_exporter's leader and replica families of every topic the filter
+/// allows, from the cluster worker's metadata.
+fn partition_replicas(
+    e: &mut DescriptorEncoder<'_>,
+    cluster: &ClusterSnapshot,
+    topics: &crate::filter::NameFilter,
+) -> Encoded {
+    let partitions: Vec<(&str, &kshard_kafka::PartitionReplicas)> = cluster
+        .info
+        .topics
+        .iter()
+        .filter(|t| topics.allows(&t.name))
+        .flat_map(|t| t.replicas.iter().map(move |p| (t.name.as_str(), p)))
+        .collect();
+    let tp = |t: &str, p: i32| vec![("topic", t.to_owned()), ("partition", p.to_string())];
+    type Pick = fn(&kshard_kafka::PartitionReplicas) -> i64;
+    let families: [(&str, &str, Pick); 5] = [
+        ("kafka_topic_partition_leader", "Leader Broker ID of this Topic/Partition", |p| i64::from(p.leader)),
+        ("kafka_topic_partition_replicas", "Number of Replicas for this Topic/Partition", |p| p.replicas.len() as i64),
+        ("kafka_topic_partition_in_sync_replica", "Number of In-Sync Replicas for this Topic/Partition", |p| {
+            p.isr.len() as i64
+        }),
+        ("kafka_topic_partition_leader_is_preferred", "1 if Topic/Partition is using the Preferred Broker", |p| {
+            i64::from(p.replicas.first() == Some(&p.leader))
+        }),
+        ("kafka_topic_partition_under_replicated_partition", "1 if Topic/Partition is under Replicated", |p| {
+            i64::from(p.isr.len() < p.replicas.len())
+        }),
+    ];
+    for (name, help, pick) in families {
+        gauges(e, name, help, &partitions, |(t, p)| Some((tp(t, p.partition), pick(p))))?;
+    }
+    Ok(())
 }

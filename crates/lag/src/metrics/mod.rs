@@ -176,7 +176,7 @@ impl Collector for LagCollector {
                 let uncommitted = matches!(self.profile, Profile::KafkaExporter | Profile::Burrow);
                 let rows = profile_rows::ProfileRows::collect(m, &m.watermarks(), uncommitted);
                 return match self.profile {
-                    Profile::KafkaExporter => kafka_exporter::encode(e, &rows, cluster.as_ref()),
+                    Profile::KafkaExporter => kafka_exporter::encode(e, &rows, cluster.as_ref(), &m.settings().topics),
                     Profile::KafkaLagExporter => kafka_lag_exporter::encode(e, &rows, &self.timings),
                     _ => burrow_names::encode(e, &rows),
                 };
