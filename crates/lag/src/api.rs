@@ -276,7 +276,9 @@ fn views(monitor: &Monitor, wanted: impl Fn(&str) -> bool, runs: bool, mut each:
             .collect();
         let view = GroupView {
             group_id: group.to_string(),
-            state: g.info.as_ref().map_or("Unknown", |i| i.state()).to_owned(),
+            // No group metadata (a client committing without joining): Kafka
+            // lists the group Empty, as /metrics does.
+            state: g.info.as_ref().map_or("Empty", |i| i.state()).to_owned(),
             protocol_type: g.info.as_ref().map(|i| i.protocol_type.to_string()).or(is_share.then(|| "share".into())),
             protocol: g.info.as_ref().and_then(|i| i.protocol.as_deref().map(str::to_owned)),
             members: g.info.as_ref().map_or(0, |i| i.members().len()),
