@@ -383,38 +383,28 @@ impl ServeConfig {
 fn entry_wins(args: &ServeArgs, own: &std::collections::BTreeSet<String>) -> ServeArgs {
     let mut a = args.clone();
     let own = |key: &str| own.contains(key);
-    let k = &mut a.kafka;
-    let clear = |set: bool, field: &mut Option<String>| {
+    fn clear<T>(set: bool, field: &mut Option<T>) {
         if set {
             *field = None;
         }
-    };
+    }
+    let k = &mut a.kafka;
     clear(own("offsets_topic"), &mut k.offsets_topic);
     clear(own("reader"), &mut k.reader);
     clear(own("sasl.mechanism"), &mut k.sasl_mechanism);
     clear(own("sasl.username"), &mut k.sasl_username);
     clear(own("sasl.password"), &mut k.sasl_password);
-    if own("tls.enabled") {
-        k.tls_enabled = None;
-    }
-    if own("tls.ca_file") {
-        k.tls_ca_file = None;
-    }
+    clear(own("tls.enabled"), &mut k.tls_enabled);
+    clear(own("tls.ca_file"), &mut k.tls_ca_file);
     clear(own("scrape_mode"), &mut a.scrape_mode);
     clear(own("granularity"), &mut a.granularity);
     clear(own("cluster.member_id"), &mut a.member_id);
     clear(own("cluster.zone"), &mut a.zone);
-    if own("max_partition_series") {
-        a.max_partition_series = None;
-    }
-    if own("watermark_interval_seconds") {
-        a.watermark_interval_seconds = None;
-    }
+    clear(own("max_partition_series"), &mut a.max_partition_series);
+    clear(own("watermark_interval_seconds"), &mut a.watermark_interval_seconds);
+    clear(own("cluster.lease_ttl_seconds"), &mut a.lease_ttl_seconds);
     if own("cluster.etcd") {
         a.etcd.clear();
-    }
-    if own("cluster.lease_ttl_seconds") {
-        a.lease_ttl_seconds = None;
     }
     a
 }

@@ -15,15 +15,6 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn tool(name: &str) -> Option<PathBuf> {
-    let tools = std::env::var("KSHARD_TOOLS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/kshard-tools"));
-    [tools.join("bin").join(name), PathBuf::from(name)]
-        .into_iter()
-        .find(|p| Command::new(p).arg("version").output().is_ok_and(|o| o.status.success()))
-}
-
 fn run(program: &Path, args: &[&str]) -> (bool, String) {
     let out = Command::new(program).args(args).output().expect("runs");
     (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
@@ -31,7 +22,7 @@ fn run(program: &Path, args: &[&str]) -> (bool, String) {
 
 #[test]
 fn the_helm_chart_lints_and_renders_what_deploy_holds() {
-    let Some(helm) = tool("helm") else {
+    let Some(helm) = kshard_testkit::tool("helm", "version") else {
         kshard_testkit::skipped("helm is not installed (scripts/install.sh builds it): the chart was not rendered");
         return;
     };

@@ -415,16 +415,22 @@ pub fn share_consume(brokers: &str, group: &str, topic: &str, messages: u32, how
     kafka_tool("console-share-consumer", &args);
 }
 
-/// Prometheus's `promtool`, from the tools cache (scripts/install.sh takes
-/// it out of Debian's prometheus package) or the `PATH`; `None` when neither
+/// A tool scripts/install.sh puts in the tools cache's `bin/` (or one on
+/// the `PATH`), found by running it with `version_arg`; `None` when neither
 /// has it.
-pub fn promtool() -> Option<PathBuf> {
+pub fn tool(name: &str, version_arg: &str) -> Option<PathBuf> {
     let tools = std::env::var("KSHARD_TOOLS_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/kshard-tools"));
-    [tools.join("bin/promtool"), PathBuf::from("promtool")]
+    [tools.join("bin").join(name), PathBuf::from(name)]
         .into_iter()
-        .find(|p| std::process::Command::new(p).arg("--version").output().is_ok_and(|o| o.status.success()))
+        .find(|p| std::process::Command::new(p).arg(version_arg).output().is_ok_and(|o| o.status.success()))
+}
+
+/// Prometheus's `promtool` (scripts/install.sh takes it out of Debian's
+/// prometheus package).
+pub fn promtool() -> Option<PathBuf> {
+    tool("promtool", "--version")
 }
 
 /// `promtool check metrics` of an exposition: `Err` with what it says when

@@ -297,7 +297,6 @@ fn start(options: ServeOptions, stop: &Arc<AtomicBool>) -> Result<(http::AppStat
         Some(name) => tracing::info_span!("cluster", name = %name),
         None => tracing::Span::none(),
     };
-    let _entered = span.enter();
     let spawn = |name: &'static str, mut body: Box<dyn FnMut() -> Result<(), super::error::WorkerError> + Send>| {
         let span = span.clone();
         supervisor::spawn(name, Arc::clone(&monitor), Arc::clone(stop), move || span.in_scope(&mut body))

@@ -173,8 +173,7 @@ impl Collector for LagCollector {
         if !self.profile.is_native() {
             // Another tool's names: its series only while lag is current and complete.
             if m.problem().is_none() && m.is_ready() {
-                let uncommitted = matches!(self.profile, Profile::KafkaExporter | Profile::Burrow);
-                let rows = profile_rows::ProfileRows::collect(m, &m.watermarks(), uncommitted);
+                let rows = profile_rows::ProfileRows::collect(m, &m.watermarks(), self.profile);
                 return match self.profile {
                     Profile::KafkaExporter => kafka_exporter::encode(e, &rows, cluster.as_ref(), &m.settings().topics),
                     Profile::KafkaLagExporter => kafka_lag_exporter::encode(e, &rows, &self.timings),

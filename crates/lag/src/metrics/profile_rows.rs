@@ -28,6 +28,7 @@ pub(super) struct PartitionRow {
     /// `None` when the time of the first record not consumed is unknown.
     pub(super) lag_seconds: Option<f64>,
     pub(super) status: Status,
+    /// Its member (kafka_lag_exporter profile only: `None` otherwise).
     pub(super) owner: Option<Owner>,
 }
 
@@ -54,10 +55,13 @@ pub(super) struct ProfileRows {
 }
 
 impl ProfileRows {
-    /// The rows of every group and topic the filters allow; with
-    /// `uncommitted`, the partitions without a commit of topics a group
-    /// committed on (only kafka_exporter and Burrow show those).
-    pub(super) fn collect(m: &Monitor, watermarks: &Watermarks, uncommitted: bool) -> Self {
+    /// The rows of every group and topic the filters allow, with what
+    /// `profile` shows: the partitions without a commit of topics a group
+    /// committed on (kafka_exporter, Burrow), and each partition's owner
+    /// (kafka-lag-exporter).
+    pub(super) fn collect(m: &Monitor, watermarks: &Watermarks, profile: super::Profile) -> Self {
+        let uncommitted = matches!(profile, super::Profile::KafkaExporter | super::Profile::Burrow);
+        let with_owners = profile == super::Profile::KafkaLagExporter;
         let settings = m.settings();
         let derived = m.derived();
         let mut rows =
@@ -68,7 +72,8 @@ impl ProfileRows {
                     continue;
                 }
                 let mut owners: HashMap<(&str, i32), Owner> = HashMap::new();
-                for member in g.info.as_ref().map(|i| i.members()).unwrap_or_default() {
+                let members = if with_owners { g.info.as_ref().map(|i| i.members()).unwrap_or_default() } else { &[] };
+                for member in members {
                     let owner = Owner {
                         host: Arc::from(&*member.client_host),
                         member_id: Arc::from(&*member.member_id),
