@@ -27,6 +27,7 @@ mod offsets_json;
 mod serve;
 mod serve_clusters;
 mod serve_config;
+mod serve_end_to_end;
 mod shards;
 
 use std::io::Write;

@@ -46,6 +46,7 @@ pub(crate) fn serve(args: &ServeArgs) -> Result<()> {
                     cluster,
                     recovery_log_topic: c.recovery_log_topic.clone(),
                     cluster_info: c.cluster_info.clone(),
+                    end_to_end: c.end_to_end.clone(),
                     web_config: config.web_config.clone(),
                     ..ServeOptions::new(c.kafka.clone())
                 }

@@ -112,6 +112,8 @@ pub(crate) struct FileConfig {
     #[serde(default)]
     cluster_info: ClusterInfoFile,
     #[serde(default)]
+    end_to_end: crate::serve_end_to_end::EndToEndFile,
+    #[serde(default)]
     groups: Lists,
     #[serde(default)]
     topics: Lists,
@@ -283,6 +285,8 @@ pub(crate) struct ClusterConfig {
     pub(crate) share_groups: bool,
     /// kminion's cluster, broker and topic families.
     pub(crate) cluster_info: kshard_lag::ClusterInfoSettings,
+    /// kminion's end-to-end probe.
+    pub(crate) end_to_end: kshard_lag::EndToEndSettings,
 }
 
 /// Parses a value the way the YAML file would, naming the setting on error.
@@ -493,6 +497,7 @@ impl ClusterConfig {
             },
             share_groups: file.share_groups.enabled.unwrap_or(true),
             cluster_info: cluster_info_settings(&file.cluster_info)?,
+            end_to_end: crate::serve_end_to_end::end_to_end_settings(&file.end_to_end)?,
             cluster,
             recovery_log_topic,
         })

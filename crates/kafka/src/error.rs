@@ -54,10 +54,48 @@ impl Error {
     }
 }
 
+impl Error {
+    /// The broker's error, in Kafka's own name (`NOT_COORDINATOR`,
+    /// `REBALANCE_IN_PROGRESS`, …); `None` when the broker did not answer
+    /// with one (a timeout, a dropped connection, a local failure).
+    pub fn kafka_error_name(&self) -> Option<String> {
+        let (Error::Client { source, .. } | Error::Call { source, .. }) = self else { return None };
+        let code = source.rdkafka_error_code()?;
+        // librdkafka's own (local) errors are negative; Kafka's are its codes.
+        if (code as i32) <= 0 {
+            return None;
+        }
+        let mut name = String::new();
+        for (i, c) in format!("{code:?}").chars().enumerate() {
+            if c.is_uppercase() && i > 0 {
+                name.push('_');
+            }
+            name.push(c.to_ascii_uppercase());
+        }
+        Some(name)
+    }
+}
+
 /// Result of a Kafka-layer operation.
 pub type Result<T> = std::result::Result<T, Error>;
 
 pub(crate) fn call(step: impl Into<String>) -> impl FnOnce(rdkafka::error::KafkaError) -> Error {
     let step = step.into();
     move |source| Error::Call { step, source }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rdkafka::error::KafkaError;
+    use rdkafka::types::RDKafkaErrorCode as Code;
+
+    #[test]
+    fn broker_errors_have_kafkas_names() {
+        let failed = |code| Error::Call { step: "committing".into(), source: KafkaError::ConsumerCommit(code) };
+        assert_eq!(failed(Code::NotCoordinator).kafka_error_name().as_deref(), Some("NOT_COORDINATOR"));
+        assert_eq!(failed(Code::RebalanceInProgress).kafka_error_name().as_deref(), Some("REBALANCE_IN_PROGRESS"));
+        assert_eq!(failed(Code::RequestTimedOut).kafka_error_name().as_deref(), Some("REQUEST_TIMED_OUT"));
+        assert_eq!(failed(Code::OperationTimedOut).kafka_error_name(), None, "librdkafka's own");
+    }
 }

@@ -30,16 +30,19 @@ pub mod web;
 
 // The modules keep short paths inside the crate; the folders show the split.
 pub use io::cluster_info::ClusterInfoSettings;
+pub use io::end_to_end::EndToEndSettings;
 pub use io::local_member::LocalMember;
+pub use io::otlp_export::OtlpSettings;
+pub use io::otlp_transport::{OtlpProtocol, OtlpSettingError, OtlpTls};
 pub use io::{brokers, service};
 pub(crate) use io::{
     cluster_info, http, log_shards, offsets_layout, offsets_reader, refresher, shards_reader, share_layout,
     share_scrape, supervisor,
 };
 pub(crate) use state::{
-    catch_up, cluster_view, consumer_status, derived, filter, group_offsets, health, invalid_setting, lag_history,
-    lag_time, monitor, names, open_transactions, readiness, shard_store, share_partition, share_rows, share_state,
-    share_store, units, velocity, watermarks,
+    catch_up, cluster_view, consumer_status, derived, end_to_end, filter, group_offsets, health, invalid_setting,
+    lag_history, lag_time, monitor, names, open_transactions, readiness, shard_store, share_partition, share_rows,
+    share_state, share_store, units, velocity, watermarks,
 };
 
 pub use api::{
@@ -49,6 +52,10 @@ pub use api::{
 pub use catch_up::{CatchUp, Log, Progress};
 pub use cluster_view::{ClusterSnapshot, ClusterView};
 pub use consumer_status::{Commit, StatusSettings};
+pub use end_to_end::{
+    CoordinatorProbe, EndToEnd, Histogram, PartitionProbe, ProbeMessage, ProbeSlas, ProbeSnapshot, SLA_EXCEEDED,
+    kminion_buckets,
+};
 pub use filter::NameFilter;
 pub use group_offsets::{
     Applied, CommittedOffset, DescribedMember, Group, GroupInfo, GroupOffsets, Member, Skipped, StreamsMember,

@@ -252,6 +252,13 @@ impl Admin {
             .filter(|n| *n > 0))
     }
 
+    /// The ids of the cluster's brokers.
+    pub fn broker_ids(&self) -> Result<Vec<i32>> {
+        let metadata =
+            self.metadata.fetch_metadata(None, self.timeout).map_err(call("fetching the cluster's brokers"))?;
+        Ok(metadata.brokers().iter().map(|b| b.id()).collect())
+    }
+
     /// Every topic and its partition count, from one Metadata request.
     pub fn topics(&self) -> Result<HashMap<String, i32>> {
         let metadata =

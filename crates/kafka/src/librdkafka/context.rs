@@ -76,6 +76,7 @@ impl ProducerContext for KshardContext {
             }
             return;
         }
+        let _ = delivered.at.set(std::time::Instant::now());
         *delivered.outcome.lock().unwrap_or_else(PoisonError::into_inner) = Some(outcome);
         delivered.done.notify_all();
         delivered.arrived.notify_one();
@@ -89,6 +90,8 @@ pub(crate) struct Delivered {
     /// Someone waits for this record (else its result is only logged).
     pub(crate) tracked: bool,
     pub(crate) outcome: Mutex<Option<Result<i64, String>>>,
+    /// When librdkafka reported the outcome (set before it).
+    pub(crate) at: std::sync::OnceLock<std::time::Instant>,
     pub(crate) done: std::sync::Condvar,
     /// Wakes the task awaiting the outcome ([`crate::Delivery::delivered`]).
     pub(crate) arrived: tokio::sync::Notify,

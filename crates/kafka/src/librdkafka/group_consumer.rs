@@ -60,6 +60,54 @@ impl GroupConsumer {
         Ok(GroupConsumer { consumer, group: group.to_owned() })
     }
 
+    /// A member of `group`, kminion's end-to-end probe's: subscribed to
+    /// `topic`, reading only what is produced after it joins (a new group
+    /// starts at the end), with cooperative-sticky assignment, committing
+    /// only when told to.
+    pub fn probe(settings: &ClientSettings, group: &str, topic: &str) -> Result<Self> {
+        let properties = [
+            ("group.id", group),
+            ("enable.auto.commit", "false"),
+            ("auto.offset.reset", "latest"),
+            ("group.protocol", "classic"),
+            ("partition.assignment.strategy", "cooperative-sticky"),
+            ("session.timeout.ms", "10000"),
+        ];
+        let consumer: BaseConsumer<KshardContext> = settings.create("probe consumer", &properties)?;
+        consumer.subscribe(&[topic]).map_err(call(format!("subscribing {group} to {topic}")))?;
+        Ok(GroupConsumer { consumer, group: group.to_owned() })
+    }
+
+    /// The next record within `timeout`, as `(partition, value)`; `None`
+    /// when nothing came (errors are logged: librdkafka retries them).
+    pub fn next(&self, timeout: Duration) -> Option<(i32, Option<Vec<u8>>)> {
+        use rdkafka::Message;
+        match self.consumer.poll(timeout)? {
+            Ok(m) => Some((m.partition(), m.payload().map(<[u8]>::to_vec))),
+            Err(e) => {
+                tracing::debug!(group = %self.group, error = %e, "consumer event");
+                None
+            }
+        }
+    }
+
+    /// How many partitions the group gave this member.
+    pub fn assigned(&self) -> usize {
+        self.consumer.assignment().map(|a| a.count()).unwrap_or(0)
+    }
+
+    /// Commits the positions of what was read since the last commit,
+    /// synchronously; `false` when there was nothing new to commit.
+    pub fn commit_read(&self) -> Result<bool> {
+        use rdkafka::error::KafkaError;
+        use rdkafka::types::RDKafkaErrorCode;
+        match self.consumer.commit_consumer_state(CommitMode::Sync) {
+            Ok(()) => Ok(true),
+            Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)) => Ok(false),
+            Err(e) => Err(call(format!("committing offsets of {}", self.group))(e)),
+        }
+    }
+
     /// Reads up to `max` records within `timeout`; returns how many it read.
     pub fn consume(&self, max: usize, timeout: Duration) -> Result<usize> {
         let deadline = Instant::now() + timeout;

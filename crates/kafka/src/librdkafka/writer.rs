@@ -68,6 +68,13 @@ impl Delivery {
         }
     }
 
+    /// The outcome and when librdkafka reported it, if it has; never waits.
+    pub fn answered(&self) -> Option<(Result<i64>, Instant)> {
+        let outcome = self.slot.outcome.lock().unwrap_or_else(PoisonError::into_inner);
+        let result = self.result(outcome.as_ref())?;
+        Some((result, self.slot.at.get().copied().unwrap_or_else(Instant::now)))
+    }
+
     fn result(&self, outcome: Option<&std::result::Result<i64, String>>) -> Option<Result<i64>> {
         match outcome? {
             Ok(offset) => Some(Ok(*offset)),
@@ -97,6 +104,25 @@ impl RecordWriter {
     /// deleted by mistake.
     pub fn for_existing_topics(settings: &ClientSettings) -> Result<Self> {
         Self::with(settings, &[("allow.auto.create.topics", "false")])
+    }
+
+    /// A producer for kminion's end-to-end probe: each record sent at once
+    /// (no linger), acknowledged by every in-sync replica (`all_acks`,
+    /// idempotent) or by the leader alone; a record not acknowledged within
+    /// `timeout` fails. Produce requests time out after 3 s and are retried,
+    /// as kminion's.
+    pub fn probe(settings: &ClientSettings, all_acks: bool, timeout: Duration) -> Result<Self> {
+        let timeout_ms = timeout.as_millis().max(1).to_string();
+        let (acks, idempotence) = if all_acks { ("all", "true") } else { ("1", "false") };
+        let extra = [
+            ("linger.ms", "0"),
+            ("acks", acks),
+            ("enable.idempotence", idempotence),
+            ("request.timeout.ms", "3000"),
+            ("message.timeout.ms", timeout_ms.as_str()),
+            ("allow.auto.create.topics", "false"),
+        ];
+        Self::with(settings, &extra)
     }
 
     fn with(settings: &ClientSettings, extra: &[(&str, &str)]) -> Result<Self> {

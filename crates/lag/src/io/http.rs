@@ -42,6 +42,30 @@ pub(crate) struct AppState {
     pub(crate) refresh_seconds: i64,
     /// The name of the label naming the cluster (`cluster_label`), when set.
     pub(crate) cluster_label: Option<Arc<str>>,
+    /// The process's own series that belong to no cluster (the OTLP
+    /// export's), shown by the root `/metrics` only.
+    pub(crate) process: Option<ProcessSeries>,
+}
+
+/// Series of the whole process, beside the clusters'.
+#[derive(Clone)]
+pub(crate) struct ProcessSeries {
+    /// The metrics namespace they are named under.
+    pub(crate) namespace: Arc<str>,
+    pub(crate) otlp: Arc<super::otlp_export::OtlpStatus>,
+}
+
+/// What the root `/metrics` shows, and the OTLP export sends: the one
+/// cluster's series, or every cluster's merged, then the process's own.
+pub(crate) fn root_metrics(all: &[AppState], process: Option<&ProcessSeries>) -> Result<String, std::fmt::Error> {
+    let mut text = match all {
+        [one] => one.render_metrics()?,
+        _ => exposition::merge(&all.iter().map(AppState::render_metrics).collect::<Result<Vec<_>, _>>()?),
+    };
+    if let Some(p) = process {
+        text.push_str(&p.otlp.render(&p.namespace));
+    }
+    Ok(text)
 }
 
 impl AppState {
@@ -67,8 +91,8 @@ impl AppState {
     }
 }
 
-/// Every cluster's routes, and the root's.
-pub(crate) fn app(clusters: Vec<AppState>) -> Router {
+/// Every cluster's routes, and the root's (with the process's own series).
+pub(crate) fn app(clusters: Vec<AppState>, process: Option<ProcessSeries>) -> Router {
     let all: Arc<[AppState]> = clusters.into();
     let mut app = Router::new();
     for cluster in all.iter() {
@@ -82,8 +106,8 @@ pub(crate) fn app(clusters: Vec<AppState>) -> Router {
         }
     }
     let app = match &all[..] {
-        [one] => app.merge(cluster_routes("", one.clone())),
-        _ => app.merge(root_routes(Arc::clone(&all))),
+        [one] => app.merge(cluster_routes("", AppState { process: process.clone(), ..one.clone() })),
+        _ => app.merge(root_routes(Arc::clone(&all), process)),
     };
     let listed = Arc::clone(&all);
     app.route("/api/clusters", get(move || async move { axum::Json(cluster_list(&listed)) }))
@@ -107,10 +131,10 @@ fn cluster_routes(prefix: &str, state: AppState) -> Router {
 }
 
 /// The root of a process watching several clusters.
-fn root_routes(all: Arc<[AppState]>) -> Router {
+fn root_routes(all: Arc<[AppState]>, process: Option<ProcessSeries>) -> Router {
     Router::new()
         .route("/", get(|| async { Html(include_str!("clusters.html")) }))
-        .route("/metrics", get(all_metrics))
+        .route("/metrics", get(move |all: State<Arc<[AppState]>>| all_metrics(all, process.clone())))
         .route("/ready", get(all_ready))
         .route("/api/{*rest}", get(which_cluster))
         .with_state(all)
@@ -163,16 +187,16 @@ fn metrics_reply(rendered: Result<Result<String, std::fmt::Error>, tokio::task::
 
 async fn metrics_text(State(state): State<AppState>) -> Response {
     // Rendering 100k series takes tens of milliseconds: keep it off the async workers.
-    metrics_reply(tokio::task::spawn_blocking(move || state.render_metrics()).await)
+    let rendered = tokio::task::spawn_blocking(move || {
+        let process = state.process.clone();
+        root_metrics(std::slice::from_ref(&state), process.as_ref())
+    });
+    metrics_reply(rendered.await)
 }
 
 /// Every cluster's series, one family at a time.
-async fn all_metrics(State(all): State<Arc<[AppState]>>) -> Response {
-    let rendered = tokio::task::spawn_blocking(move || {
-        let texts = all.iter().map(AppState::render_metrics).collect::<Result<Vec<_>, _>>()?;
-        Ok(exposition::merge(&texts))
-    });
-    metrics_reply(rendered.await)
+async fn all_metrics(State(all): State<Arc<[AppState]>>, process: Option<ProcessSeries>) -> Response {
+    metrics_reply(tokio::task::spawn_blocking(move || root_metrics(&all, process.as_ref())).await)
 }
 
 /// `/ready` of several clusters: each one's report, ready only when all are.

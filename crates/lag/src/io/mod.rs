@@ -5,12 +5,15 @@
 pub mod brokers;
 pub(crate) mod burrow_http;
 pub(crate) mod cluster_info;
+pub(crate) mod end_to_end;
 pub(crate) mod error;
 pub(crate) mod http;
 pub(crate) mod local_member;
 pub(crate) mod log_shards;
 pub(crate) mod offsets_layout;
 pub(crate) mod offsets_reader;
+pub(crate) mod otlp_export;
+pub(crate) mod otlp_transport;
 pub(crate) mod refresher;
 pub mod service;
 pub(crate) mod shards_reader;

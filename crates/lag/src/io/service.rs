@@ -85,6 +85,11 @@ pub struct ServeOptions {
     pub cluster: Option<crate::shards_reader::ClusterOptions>,
     /// kminion's cluster, broker and topic families: what is asked, how often.
     pub cluster_info: crate::cluster_info::ClusterInfoSettings,
+    /// kminion's end-to-end probe (off by default).
+    pub end_to_end: crate::EndToEndSettings,
+    /// Push the series to an OpenTelemetry collector (the whole process's:
+    /// the same in every cluster's options); `None`: no export.
+    pub otlp: Option<crate::OtlpSettings>,
     /// The exporter-toolkit web configuration file (TLS, basic auth,
     /// headers, rate limit), read again whenever it changes; `None`: plain,
     /// open HTTP.
@@ -111,6 +116,8 @@ impl ServeOptions {
             recovery_log_topic: None,
             cluster: None,
             cluster_info: crate::cluster_info::ClusterInfoSettings::default(),
+            end_to_end: crate::EndToEndSettings::default(),
+            otlp: None,
             web_config: None,
         }
     }
@@ -135,6 +142,9 @@ pub enum ServeError {
     /// A worker thread could not be started or stopped.
     #[error("{0}")]
     Worker(String),
+    /// The OTLP export's settings cannot work.
+    #[error("{0}")]
+    Otlp(String),
     /// The clusters given to [`run_many`] do not fit together.
     #[error("invalid clusters: {0}")]
     Clusters(String),
@@ -181,6 +191,7 @@ pub async fn run_many(
     let first = fitting_together(&clusters)?;
     // Checked before anything starts: a bad file fails naming its field.
     let web = first.web_config.as_deref().map(crate::web::WebConfigFile::open).transpose()?;
+    let (namespace, otlp_settings) = (first.namespace.clone(), first.otlp.clone());
     let stop = Arc::new(AtomicBool::new(false));
     let mut states = Vec::new();
     let mut workers = Vec::new();
@@ -197,7 +208,47 @@ pub async fn run_many(
             }
         }
     }
-    let app = http::app(states);
+    let (otlp_stop, otlp_stopped) = tokio::sync::watch::channel(false);
+    let (process, otlp) = match otlp_settings {
+        None => (None, None),
+        Some(settings) => {
+            // Checked before anything is served: a bad endpoint or TLS file fails naming it.
+            let transport = super::otlp_transport::Transport::new(
+                &settings.endpoint,
+                settings.protocol,
+                &settings.headers,
+                &settings.tls,
+                settings.timeout,
+            )
+            .map_err(|e| ServeError::Otlp(e.to_string()));
+            let transport = match transport {
+                Ok(t) => t,
+                Err(e) => {
+                    stop.store(true, Ordering::Release);
+                    return Err(e);
+                }
+            };
+            if settings.tls.insecure_skip_verify {
+                tracing::warn!("otlp.tls.insecure_skip_verify: the collector's certificate is not checked");
+            }
+            let process = http::ProcessSeries {
+                namespace: Arc::from(namespace.as_str()),
+                otlp: Arc::new(super::otlp_export::OtlpStatus::default()),
+            };
+            let (all, shown) = (states.clone(), process.clone());
+            let render: Arc<dyn Fn() -> Result<String, String> + Send + Sync> =
+                Arc::new(move || http::root_metrics(&all, Some(&shown)).map_err(|e| format!("rendering: {e}")));
+            let task = tokio::spawn(super::otlp_export::run(
+                transport,
+                settings,
+                render,
+                Arc::clone(&process.otlp),
+                otlp_stopped,
+            ));
+            (Some(process), Some(task))
+        }
+    };
+    let app = http::app(states, process);
     let addr = listener.local_addr().map_err(ServeError::Http)?;
     let served = match web {
         None => {
@@ -218,6 +269,11 @@ pub async fn run_many(
     }
     .map_err(ServeError::Http);
 
+    // The last export, while the workers still answer.
+    let _ = otlp_stop.send(true);
+    if let Some(task) = otlp {
+        let _ = task.await;
+    }
     stop.store(true, Ordering::Release);
     for worker in workers {
         tokio::task::spawn_blocking(move || worker.join())
@@ -252,9 +308,11 @@ fn fitting_together(clusters: &[ServeOptions]) -> Result<&ServeOptions, ServeErr
             || c.web_config != first.web_config
             || c.profile != first.profile
             || c.cluster_label != first.cluster_label
+            || c.otlp != first.otlp
         {
             return bad(
-                "the metrics namespace and profile and the web configuration file are the whole process's".into()
+                "the metrics namespace and profile, the web configuration file and the OTLP export are the whole process's"
+                    .into(),
             );
         }
     }
@@ -281,6 +339,7 @@ fn start(options: ServeOptions, stop: &Arc<AtomicBool>) -> Result<(http::AppStat
         .cluster_info
         .enabled
         .then(|| Arc::new(crate::ClusterView::new(options.cluster_info.interval * 3 + options.request_timeout)));
+    let probe = options.end_to_end.enabled.then(|| Arc::new(crate::EndToEnd::new(options.end_to_end.slas)));
     let metrics = Arc::new(Metrics::with_profile(
         options.profile,
         &options.namespace,
@@ -288,6 +347,7 @@ fn start(options: ServeOptions, stop: &Arc<AtomicBool>) -> Result<(http::AppStat
         member.clone(),
         Arc::clone(&timings),
         cluster_view.clone(),
+        probe.clone(),
     ));
     let brokers: Arc<dyn Connector> =
         Arc::new(Kafka { settings: options.kafka.clone(), timeout: options.request_timeout });
@@ -384,6 +444,16 @@ fn start(options: ServeOptions, stop: &Arc<AtomicBool>) -> Result<(http::AppStat
         };
         workers.push(spawn(crate::cluster_info::WORKER, Box::new(move || worker.run()))?);
     }
+    if let Some(probe) = probe {
+        let mut worker = super::end_to_end::EndToEndWorker {
+            kafka: options.kafka.clone(),
+            timeout: options.request_timeout,
+            settings: options.end_to_end.clone(),
+            probe,
+            stop: Arc::clone(stop),
+        };
+        workers.push(spawn(super::end_to_end::WORKER, Box::new(move || worker.run()))?);
+    }
 
     let state = http::AppState {
         name: options.name.map(Arc::from),
@@ -393,6 +463,7 @@ fn start(options: ServeOptions, stop: &Arc<AtomicBool>) -> Result<(http::AppStat
         monitor,
         metrics,
         member,
+        process: None,
     };
     Ok((state, workers))
 }

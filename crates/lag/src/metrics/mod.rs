@@ -12,11 +12,14 @@
 
 mod burrow_names;
 mod cluster;
+mod end_to_end;
 mod exporter;
 pub(crate) mod exposition;
+pub(crate) mod exposition_read;
 mod groups;
 mod kafka_exporter;
 mod kafka_lag_exporter;
+pub(crate) mod otlp;
 mod profile;
 mod profile_rows;
 mod share_groups;
@@ -36,6 +39,7 @@ use prometheus_client::registry::Registry;
 
 use crate::LocalMember;
 use crate::cluster_view::ClusterView;
+use crate::end_to_end::EndToEnd;
 use crate::monitor::Monitor;
 
 /// Durations the exporter measures about itself.
@@ -63,13 +67,14 @@ impl Metrics {
 
     /// [`Metrics::new`], with the shards of `member` once it runs them.
     pub fn with_member(namespace: &str, monitor: Arc<Monitor>, member: LocalMember, timings: Arc<SelfTimings>) -> Self {
-        Self::with_profile(Profile::Kshard, namespace, monitor, member, timings, None)
+        Self::with_profile(Profile::Kshard, namespace, monitor, member, timings, None, None)
     }
 
     /// Metrics in `profile`'s names: kshard's own (prefixed `namespace_`), or
     /// another tool's for what kshard knows, beside kshard's health series
     /// (`namespace_exporter_up`, `namespace_catchup_ready`, …); with
-    /// `cluster`, kminion's cluster, broker and topic families from it.
+    /// `cluster`, kminion's cluster, broker and topic families from it; with
+    /// `end_to_end`, kminion's end-to-end probe families.
     pub fn with_profile(
         profile: Profile,
         namespace: &str,
@@ -77,15 +82,21 @@ impl Metrics {
         member: LocalMember,
         timings: Arc<SelfTimings>,
         cluster: Option<Arc<ClusterView>>,
+        end_to_end: Option<Arc<EndToEnd>>,
     ) -> Self {
-        let collector = LagCollector { monitor, member, timings: Arc::clone(&timings), profile, cluster };
+        let collector = LagCollector { monitor, member, timings: Arc::clone(&timings), profile, cluster, end_to_end };
         let registry = if profile.is_native() {
             let mut registry = Registry::with_prefix(namespace);
             registry.register_collector(Box::new(collector));
             registry
         } else {
             let mut registry = Registry::default();
-            let health = HealthCollector(LagCollector { profile: Profile::Kshard, cluster: None, ..collector.clone() });
+            let health = HealthCollector(LagCollector {
+                profile: Profile::Kshard,
+                cluster: None,
+                end_to_end: None,
+                ..collector.clone()
+            });
             registry.sub_registry_with_prefix(namespace).register_collector(Box::new(health));
             registry.register_collector(Box::new(collector));
             registry
@@ -115,6 +126,7 @@ struct LagCollector {
     timings: Arc<SelfTimings>,
     profile: Profile,
     cluster: Option<Arc<ClusterView>>,
+    end_to_end: Option<Arc<EndToEnd>>,
 }
 
 /// kshard's health series alone, beside another tool's names.
@@ -185,6 +197,9 @@ impl Collector for LagCollector {
         let (current, ready) = self.health(e)?;
         if let Some(snapshot) = &cluster {
             cluster::families(e, snapshot, &m.settings().topics)?;
+        }
+        if let Some(probe) = &self.end_to_end {
+            end_to_end::families(e, &probe.snapshot())?;
         }
         if !current {
             return Ok(());

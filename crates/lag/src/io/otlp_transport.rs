@@ -1,0 +1,382 @@
+//! How an OTLP export request reaches the collector: OTLP/gRPC (tonic, the
+//! `MetricsService/Export` call) or OTLP/HTTP with protobuf bodies (a POST
+//! to `/v1/metrics`), in the clear or over TLS through the OpenSSL
+//! librdkafka already links (a CA file, a client certificate for mutual
+//! TLS). Each answer is sorted as the OTLP specification says: accepted
+//! (perhaps partly), worth retrying (`UNAVAILABLE`, HTTP 429/502/503/504,
+//! a timeout, a refused connection), or not.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
+use openssl::ssl::{SslConnector, SslFiletype, SslMethod, SslVerifyMode};
+use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_client::MetricsServiceClient;
+use opentelemetry_proto::tonic::collector::metrics::v1::{ExportMetricsServiceRequest, ExportMetricsServiceResponse};
+use prost::Message;
+use tokio::net::TcpStream;
+use tokio_openssl::SslStream;
+use tonic::transport::{Channel, Endpoint, Uri};
+
+/// OTLP's two transports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OtlpProtocol {
+    /// OTLP/gRPC (a collector's port 4317).
+    Grpc,
+    /// OTLP/HTTP with protobuf bodies (port 4318, path `/v1/metrics`).
+    HttpProtobuf,
+}
+
+/// TLS towards the collector (an `https` endpoint).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OtlpTls {
+    /// The CA that signed the collector's certificate (else the system's).
+    pub ca_file: Option<PathBuf>,
+    /// A client certificate (PEM, with its chain) for mutual TLS.
+    pub cert_file: Option<PathBuf>,
+    /// Its key (PEM).
+    pub key_file: Option<PathBuf>,
+    /// Accept any certificate, any name (for tests; logged at start).
+    pub insecure_skip_verify: bool,
+}
+
+/// The collector's answer to one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Accepted {
+    /// Data points it refused (a partial success), and why.
+    pub(crate) rejected: i64,
+    pub(crate) message: String,
+}
+
+/// A request that was not accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub(crate) struct Failure {
+    /// The specification says to try again (with backoff).
+    pub(crate) retryable: bool,
+    /// The collector asked to wait this long first (HTTP `Retry-After`).
+    pub(crate) retry_after: Option<Duration>,
+    pub(crate) message: String,
+}
+
+impl Failure {
+    fn retryable(message: impl Into<String>) -> Self {
+        Failure { retryable: true, retry_after: None, message: message.into() }
+    }
+
+    fn fatal(message: impl Into<String>) -> Self {
+        Failure { retryable: false, retry_after: None, message: message.into() }
+    }
+}
+
+/// Where export requests go. Implementations: [`Transport`] (the
+/// collector), and the tests' in-memory sink.
+pub(crate) trait Sink: Send + Sync + 'static {
+    /// Sends one request, giving up after the transport's timeout.
+    fn export(&self, request: ExportMetricsServiceRequest) -> impl Future<Output = Result<Accepted, Failure>> + Send;
+}
+
+/// A collector, over gRPC or HTTP.
+pub(crate) enum Transport {
+    Grpc { client: MetricsServiceClient<Channel>, headers: tonic::metadata::MetadataMap, timeout: Duration },
+    Http(HttpCollector),
+}
+
+/// A collector's OTLP/HTTP endpoint.
+pub(crate) struct HttpCollector {
+    uri: Uri,
+    host: String,
+    port: u16,
+    tls: Option<SslConnector>,
+    verify_hostname: bool,
+    headers: Vec<(hyper::header::HeaderName, hyper::header::HeaderValue)>,
+    timeout: Duration,
+}
+
+/// A setting that cannot work, named.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid otlp.{setting}: {why}")]
+pub struct OtlpSettingError {
+    /// The setting, as the configuration file names it.
+    pub setting: &'static str,
+    /// What is wrong with it.
+    pub why: String,
+}
+
+fn invalid(setting: &'static str, why: impl std::fmt::Display) -> OtlpSettingError {
+    OtlpSettingError { setting, why: why.to_string() }
+}
+
+impl Transport {
+    /// The transport to `endpoint`, checked now (its URL, headers and TLS
+    /// files); it connects on the first export. Needs a tokio runtime.
+    pub(crate) fn new(
+        endpoint: &str,
+        protocol: OtlpProtocol,
+        headers: &[(String, String)],
+        tls: &OtlpTls,
+        timeout: Duration,
+    ) -> Result<Self, OtlpSettingError> {
+        let uri: Uri = endpoint.parse().map_err(|e| invalid("endpoint", format!("{endpoint:?}: {e}")))?;
+        let https = match uri.scheme_str() {
+            Some("https") => true,
+            Some("http") => false,
+            _ => return Err(invalid("endpoint", format!("{endpoint:?} is not an http:// or https:// URL"))),
+        };
+        let host = uri.host().ok_or_else(|| invalid("endpoint", format!("{endpoint:?} has no host")))?;
+        let host = host.trim_start_matches('[').trim_end_matches(']').to_owned();
+        let default_port = match (protocol, https) {
+            (OtlpProtocol::Grpc, _) => 4317,
+            (OtlpProtocol::HttpProtobuf, false) => 80,
+            (OtlpProtocol::HttpProtobuf, true) => 443,
+        };
+        let port = uri.port_u16().unwrap_or(default_port);
+        let connector = if https { Some(connector(tls, protocol)?) } else { None };
+        match protocol {
+            OtlpProtocol::Grpc => {
+                let mut metadata = tonic::metadata::MetadataMap::new();
+                for (k, v) in headers {
+                    let key = tonic::metadata::MetadataKey::from_bytes(k.to_ascii_lowercase().as_bytes())
+                        .map_err(|e| invalid("headers", format!("{k:?}: {e}")))?;
+                    let value = v.parse().map_err(|e| invalid("headers", format!("{k}'s value: {e}")))?;
+                    metadata.insert(key, value);
+                }
+                let endpoint = Endpoint::from(uri).connect_timeout(timeout).timeout(timeout);
+                let channel = match connector {
+                    None => endpoint.connect_lazy(),
+                    Some(connector) => {
+                        let verify = !tls.insecure_skip_verify;
+                        endpoint.connect_with_connector_lazy(tower::service_fn(move |uri: Uri| {
+                            let connector = connector.clone();
+                            async move {
+                                let host = uri.host().unwrap_or_default().trim_matches(['[', ']']).to_owned();
+                                let port = uri.port_u16().unwrap_or(4317);
+                                let stream = tls_stream(&connector, verify, &host, port).await?;
+                                Ok::<_, std::io::Error>(TokioIo::new(stream))
+                            }
+                        }))
+                    }
+                };
+                Ok(Transport::Grpc { client: MetricsServiceClient::new(channel), headers: metadata, timeout })
+            }
+            OtlpProtocol::HttpProtobuf => {
+                let headers = headers
+                    .iter()
+                    .map(|(k, v)| {
+                        let name = hyper::header::HeaderName::from_bytes(k.as_bytes())
+                            .map_err(|e| invalid("headers", format!("{k:?}: {e}")))?;
+                        let value = hyper::header::HeaderValue::from_str(v)
+                            .map_err(|e| invalid("headers", format!("{k}'s value: {e}")))?;
+                        Ok((name, value))
+                    })
+                    .collect::<Result<_, OtlpSettingError>>()?;
+                Ok(Transport::Http(HttpCollector {
+                    uri,
+                    host,
+                    port,
+                    tls: connector,
+                    verify_hostname: !tls.insecure_skip_verify,
+                    headers,
+                    timeout,
+                }))
+            }
+        }
+    }
+}
+
+/// The TLS client for `tls`, its files read now; ALPN `h2` for gRPC.
+fn connector(tls: &OtlpTls, protocol: OtlpProtocol) -> Result<SslConnector, OtlpSettingError> {
+    let mut builder = SslConnector::builder(SslMethod::tls_client()).map_err(|e| invalid("tls", e))?;
+    if let Some(ca) = &tls.ca_file {
+        builder.set_ca_file(ca).map_err(|e| invalid("tls.ca_file", format!("{}: {e}", ca.display())))?;
+    }
+    match (&tls.cert_file, &tls.key_file) {
+        (Some(cert), Some(key)) => {
+            builder
+                .set_certificate_chain_file(cert)
+                .map_err(|e| invalid("tls.cert_file", format!("{}: {e}", cert.display())))?;
+            builder
+                .set_private_key_file(key, SslFiletype::PEM)
+                .map_err(|e| invalid("tls.key_file", format!("{}: {e}", key.display())))?;
+            builder
+                .check_private_key()
+                .map_err(|e| invalid("tls.key_file", format!("does not match cert_file: {e}")))?;
+        }
+        (None, None) => {}
+        _ => return Err(invalid("tls", "cert_file and key_file go together")),
+    }
+    if tls.insecure_skip_verify {
+        builder.set_verify(SslVerifyMode::NONE);
+    }
+    if protocol == OtlpProtocol::Grpc {
+        builder.set_alpn_protos(b"\x02h2").map_err(|e| invalid("tls", e))?;
+    }
+    Ok(builder.build())
+}
+
+async fn tls_stream(
+    connector: &SslConnector,
+    verify_hostname: bool,
+    host: &str,
+    port: u16,
+) -> std::io::Result<SslStream<TcpStream>> {
+    let tcp = TcpStream::connect((host, port)).await?;
+    let ssl = connector
+        .configure()
+        .and_then(|c| c.verify_hostname(verify_hostname).use_server_name_indication(verify_hostname).into_ssl(host))
+        .map_err(std::io::Error::other)?;
+    let mut stream = SslStream::new(ssl, tcp).map_err(std::io::Error::other)?;
+    Pin::new(&mut stream).connect().await.map_err(std::io::Error::other)?;
+    Ok(stream)
+}
+
+impl Sink for Transport {
+    async fn export(&self, request: ExportMetricsServiceRequest) -> Result<Accepted, Failure> {
+        match self {
+            Transport::Grpc { client, headers, timeout } => {
+                let mut call = tonic::Request::new(request);
+                *call.metadata_mut() = headers.clone();
+                call.set_timeout(*timeout);
+                let answer = tokio::time::timeout(*timeout, client.clone().export(call))
+                    .await
+                    .map_err(|_| Failure::retryable(format!("no answer within {timeout:?}")))?;
+                match answer {
+                    Ok(response) => Ok(accepted(response.into_inner())),
+                    Err(status) => Err(grpc_failure(&status)),
+                }
+            }
+            Transport::Http(collector) => tokio::time::timeout(collector.timeout, collector.post(request))
+                .await
+                .map_err(|_| Failure::retryable(format!("no answer within {:?}", collector.timeout)))?,
+        }
+    }
+}
+
+fn accepted(response: ExportMetricsServiceResponse) -> Accepted {
+    let partial = response.partial_success.unwrap_or_default();
+    Accepted { rejected: partial.rejected_data_points, message: partial.error_message }
+}
+
+/// The codes the OTLP specification says to retry.
+fn grpc_failure(status: &tonic::Status) -> Failure {
+    use tonic::Code;
+    let retryable = matches!(
+        status.code(),
+        Code::Cancelled
+            | Code::DeadlineExceeded
+            | Code::Aborted
+            | Code::OutOfRange
+            | Code::Unavailable
+            | Code::DataLoss
+            | Code::ResourceExhausted
+    );
+    let message = format!("gRPC {:?}: {}", status.code(), status.message());
+    Failure { retryable, retry_after: None, message }
+}
+
+/// How much of an error body is kept for the log.
+const ERROR_BODY: usize = 512;
+
+impl HttpCollector {
+    async fn post(&self, request: ExportMetricsServiceRequest) -> Result<Accepted, Failure> {
+        let body = Bytes::from(request.encode_to_vec());
+        let refused = |e: &dyn std::fmt::Display| Failure::retryable(format!("connecting to {}: {e}", self.uri));
+        let tcp = TcpStream::connect((self.host.as_str(), self.port)).await.map_err(|e| refused(&e))?;
+        let _ = tcp.set_nodelay(true);
+        match &self.tls {
+            None => self.send(TokioIo::new(tcp), body).await,
+            Some(connector) => {
+                let ssl = connector
+                    .configure()
+                    .and_then(|c| {
+                        c.verify_hostname(self.verify_hostname)
+                            .use_server_name_indication(self.verify_hostname)
+                            .into_ssl(&self.host)
+                    })
+                    .map_err(|e| Failure::fatal(format!("TLS towards {}: {e}", self.uri)))?;
+                let mut stream = SslStream::new(ssl, tcp).map_err(|e| refused(&e))?;
+                Pin::new(&mut stream)
+                    .connect()
+                    .await
+                    .map_err(|e| Failure::fatal(format!("TLS handshake with {}: {e}", self.uri)))?;
+                self.send(TokioIo::new(stream), body).await
+            }
+        }
+    }
+
+    async fn send<T>(&self, io: TokioIo<T>, body: Bytes) -> Result<Accepted, Failure>
+    where
+        T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+    {
+        let broken = |e: &dyn std::fmt::Display| Failure::retryable(format!("HTTP to {}: {e}", self.uri));
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(io).await.map_err(|e| broken(&e))?;
+        let driver = tokio::spawn(connection);
+        let path = self.uri.path_and_query().map_or("/v1/metrics", |p| p.as_str());
+        let authority = self.uri.authority().map_or(self.host.clone(), |a| a.to_string());
+        let mut request = hyper::Request::post(path)
+            .header(hyper::header::HOST, authority)
+            .header(hyper::header::CONTENT_TYPE, "application/x-protobuf")
+            .header(hyper::header::USER_AGENT, concat!("kshard/", env!("CARGO_PKG_VERSION")));
+        for (name, value) in &self.headers {
+            request = request.header(name, value);
+        }
+        let request =
+            request.body(Full::new(body)).map_err(|e| Failure::fatal(format!("building the request: {e}")))?;
+        let response = sender.send_request(request).await.map_err(|e| broken(&e))?;
+        let status = response.status();
+        let retry_after = response
+            .headers()
+            .get(hyper::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let body = response.into_body().collect().await.map_err(|e| broken(&e))?.to_bytes();
+        driver.abort();
+        if status.is_success() {
+            let response = ExportMetricsServiceResponse::decode(body).unwrap_or_default();
+            return Ok(accepted(response));
+        }
+        let text = String::from_utf8_lossy(&body[..body.len().min(ERROR_BODY)]).into_owned();
+        let retryable = matches!(status.as_u16(), 429 | 502 | 503 | 504);
+        Err(Failure { retryable, retry_after, message: format!("HTTP {status}: {}", text.trim()) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_what_the_specification_says_is_retried() {
+        assert!(grpc_failure(&tonic::Status::unavailable("down")).retryable);
+        assert!(grpc_failure(&tonic::Status::resource_exhausted("slow down")).retryable);
+        assert!(!grpc_failure(&tonic::Status::invalid_argument("bad")).retryable);
+        assert!(!grpc_failure(&tonic::Status::unauthenticated("who")).retryable);
+    }
+
+    #[tokio::test]
+    async fn bad_settings_name_their_field() {
+        let new = |endpoint: &str, headers: &[(String, String)], tls: &OtlpTls| {
+            Transport::new(endpoint, OtlpProtocol::HttpProtobuf, headers, tls, Duration::from_secs(1)).err()
+        };
+        let none = OtlpTls::default();
+        assert_eq!(new("ftp://x/v1/metrics", &[], &none).map(|e| e.setting), Some("endpoint"));
+        assert_eq!(new("not a url", &[], &none).map(|e| e.setting), Some("endpoint"));
+        assert_eq!(
+            new("http://x:4318/v1/metrics", &[("bad name".into(), "v".into())], &none).map(|e| e.setting),
+            Some("headers")
+        );
+        let missing = OtlpTls { ca_file: Some("/nonexistent/ca.pem".into()), ..OtlpTls::default() };
+        assert_eq!(new("https://x/v1/metrics", &[], &missing).map(|e| e.setting), Some("tls.ca_file"));
+        let half = OtlpTls { cert_file: Some("/tmp/c.pem".into()), ..OtlpTls::default() };
+        assert_eq!(new("https://x/v1/metrics", &[], &half).map(|e| e.setting), Some("tls"));
+        assert!(
+            new("http://127.0.0.1:4318/v1/metrics", &[("authorization".into(), "Bearer x".into())], &none).is_none()
+        );
+        let grpc = Transport::new("http://127.0.0.1:4317", OtlpProtocol::Grpc, &[], &none, Duration::from_secs(1));
+        assert!(grpc.is_ok(), "lazy: no collector needed to start");
+    }
+}
