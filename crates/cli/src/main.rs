@@ -28,6 +28,7 @@ mod serve;
 mod serve_clusters;
 mod serve_config;
 mod serve_end_to_end;
+mod serve_otlp;
 mod shards;
 
 use std::io::Write;

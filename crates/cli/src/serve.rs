@@ -48,6 +48,7 @@ pub(crate) fn serve(args: &ServeArgs) -> Result<()> {
                     cluster_info: c.cluster_info.clone(),
                     end_to_end: c.end_to_end.clone(),
                     web_config: config.web_config.clone(),
+                    otlp: config.otlp.clone(),
                     ..ServeOptions::new(c.kafka.clone())
                 }
             })

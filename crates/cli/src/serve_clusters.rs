@@ -3,7 +3,7 @@
 //! the file's top level, which holds what they share: a mapping (`tls:`,
 //! `groups:`, …) merges key by key, anything else the entry sets replaces
 //! the top level's. `listen`, `metrics_namespace`, `metrics_profile`,
-//! `cluster_label`, `web_config_file` and `log_format` are the whole
+//! `cluster_label`, `web_config_file`, `log_format` and `otlp` are the whole
 //! process's: top level only. `data_dir` and `cluster.etcd_prefix` at the
 //! top level are roots: each cluster keeps its state in `<data_dir>/<name>`
 //! and its keys under `<etcd_prefix>/<name>` unless its entry sets its own. `brokers` and
@@ -17,8 +17,8 @@ use anyhow::{Context, Result, bail};
 use serde_norway::{Mapping, Value};
 
 /// The keys only the top level may set.
-const PROCESS_WIDE: [&str; 6] =
-    ["listen", "metrics_namespace", "metrics_profile", "cluster_label", "web_config_file", "log_format"];
+const PROCESS_WIDE: [&str; 7] =
+    ["listen", "metrics_namespace", "metrics_profile", "cluster_label", "web_config_file", "log_format", "otlp"];
 
 /// The keys whose top-level value is a root each cluster's goes under.
 const ROOTS: [&str; 1] = ["data_dir"];

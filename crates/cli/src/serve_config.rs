@@ -114,6 +114,8 @@ pub(crate) struct FileConfig {
     #[serde(default)]
     end_to_end: crate::serve_end_to_end::EndToEndFile,
     #[serde(default)]
+    otlp: crate::serve_otlp::OtlpFile,
+    #[serde(default)]
     groups: Lists,
     #[serde(default)]
     topics: Lists,
@@ -265,6 +267,8 @@ pub(crate) struct ServeConfig {
     pub(crate) log_format: LogFormat,
     /// The exporter-toolkit web configuration file.
     pub(crate) web_config: Option<PathBuf>,
+    /// Where the series are pushed over OTLP, if anywhere.
+    pub(crate) otlp: Option<kshard_lag::OtlpSettings>,
     pub(crate) clusters: Vec<ClusterConfig>,
 }
 
@@ -336,6 +340,7 @@ impl ServeConfig {
             );
         }
         let web_config = args.web_config_file.clone().or(file.web_config_file.clone());
+        let otlp = crate::serve_otlp::otlp_settings(&file.otlp, &|name| std::env::var(name).ok())?;
         let clusters = if file.clusters.is_empty() {
             vec![ClusterConfig::load(None, args, &file)?]
         } else {
@@ -378,7 +383,7 @@ impl ServeConfig {
             shards_apart(&clusters)?;
             clusters
         };
-        Ok(ServeConfig { listen, namespace, profile, cluster_label, log_format, web_config, clusters })
+        Ok(ServeConfig { listen, namespace, profile, cluster_label, log_format, web_config, otlp, clusters })
     }
 }
 

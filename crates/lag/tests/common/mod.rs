@@ -4,6 +4,8 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod pki;
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::thread::JoinHandle;
