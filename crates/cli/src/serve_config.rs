@@ -499,6 +499,7 @@ impl ClusterConfig {
                 history,
                 max_partition_series,
                 share_delivery_count_limit: delivery_count_limit(&file.share_groups)?,
+                every_topic_watermarks: false,
             },
             share_groups: file.share_groups.enabled.unwrap_or(true),
             cluster_info: cluster_info_settings(&file.cluster_info)?,

@@ -86,6 +86,9 @@ fn each_profile_exports_its_tools_names_labels_and_values() {
     let p = unique_name("profiles");
     let topic = format!("{p}-t");
     create_and_fill(&settings, &topic, &[10, 10, 10]);
+    // A topic no group reads: kafka_exporter's topic families have it too.
+    let idle = format!("{p}-idle");
+    create_and_fill(&settings, &idle, &[4, 2]);
     // A group that only commits: partitions 0 and 1, never 2.
     let simple = format!("{p}-simple");
     OffsetCommitter::new(&settings, &simple)
@@ -144,6 +147,20 @@ fn each_profile_exports_its_tools_names_labels_and_values() {
                 assert_eq!(
                     value(&m, "kafka_topic_partition_current_offset", &[("topic", t), ("partition", "2")]),
                     Some(10.0)
+                );
+                let idle = idle.as_str();
+                assert_eq!(
+                    value(&m, "kafka_topic_partitions", &[("topic", idle)]),
+                    Some(2.0),
+                    "a topic no group reads"
+                );
+                assert_eq!(
+                    value(&m, "kafka_topic_partition_current_offset", &[("topic", idle), ("partition", "0")]),
+                    Some(4.0)
+                );
+                assert_eq!(
+                    value(&m, "kafka_topic_partition_oldest_offset", &[("topic", idle), ("partition", "1")]),
+                    Some(0.0)
                 );
             }
             Profile::KafkaLagExporter => {

@@ -193,22 +193,30 @@ fn grow(
 }
 
 /// The earliest and latest offsets of every partition of every topic some
-/// group committed to (ListOffsets, batched per leader), and in the same
-/// requests the ends of `offsets_topic` (its name and partition count), when
-/// given: how far the reader is.
+/// group committed to (of every topic the filter allows, with
+/// `every_topic_watermarks`) (ListOffsets, batched per leader), and in the
+/// same requests the ends of `offsets_topic` (its name and partition
+/// count), when given: how far the reader is.
 fn fetch_watermarks(
     admin: &dyn BrokerAdmin,
     monitor: &Monitor,
     topics: &HashMap<String, i32>,
     offsets_topic: Option<(&str, i32)>,
 ) -> Result<(Watermarks, BTreeMap<i32, i64>), WorkerError> {
-    let committed: BTreeSet<String> = monitor.committed_topics().into_iter().collect();
-    let mut wanted: Vec<TopicPartition> = committed
+    let mut shown: BTreeSet<String> = monitor.committed_topics().into_iter().collect();
+    let settings = monitor.settings();
+    if settings.every_topic_watermarks {
+        shown.extend(topics.keys().filter(|t| settings.topics.allows(t)).cloned());
+    }
+    let mut wanted: Vec<TopicPartition> = shown
         .iter()
         .filter_map(|t| topics.get(t).map(|&n| (t.clone(), n)))
         .flat_map(|(t, n)| (0..n).map(move |p| TopicPartition::new(t.clone(), p)))
         .collect();
-    if let Some((topic, count)) = offsets_topic {
+    // Asked once, when it is also shown.
+    if let Some((topic, count)) = offsets_topic
+        && !shown.contains(topic)
+    {
         wanted.extend((0..count).map(|p| TopicPartition::new(topic, p)));
     }
     let mut watermarks = Watermarks::default();
@@ -217,7 +225,7 @@ fn fetch_watermarks(
         if offsets_topic.is_some_and(|(t, _)| t == topic) {
             ends.insert(partition, high);
         }
-        if committed.contains(&topic) {
+        if shown.contains(&topic) {
             watermarks.insert(&topic, partition, Watermark { low, high });
         }
     }
@@ -471,6 +479,37 @@ mod tests {
         assert!(!asked.iter().any(|tp| tp.topic == "idle"), "no watermarks of topics nobody committed to: {asked:?}");
         assert_eq!(monitor.unread(), [(0, 0), (1, 0), (2, 6)]);
         assert_eq!(monitor.coordinator(2), Some(3));
+    }
+
+    #[test]
+    fn every_topic_watermarks_asks_for_every_allowed_topic_each_partition_once() {
+        let settings = MonitorSettings {
+            topics: crate::NameFilter::new(&[], &["hidden".to_owned()]).expect("filter"),
+            every_topic_watermarks: true,
+            ..MonitorSettings::default()
+        };
+        let monitor = Arc::new(Monitor::new(settings));
+        monitor.track_partition(0, 0, 0);
+        monitor.start();
+        let fake = Fake {
+            topics: HashMap::from([("__consumer_offsets".into(), 1), ("idle".into(), 2), ("hidden".into(), 1)]),
+            watermarks: HashMap::from([
+                (TopicPartition::new("idle", 0), (0, 5)),
+                (TopicPartition::new("idle", 1), (1, 1)),
+                (TopicPartition::new("hidden", 0), (0, 3)),
+                (TopicPartition::new("__consumer_offsets", 0), (0, 7)),
+            ]),
+            ..Fake::default()
+        };
+        let (r, _) = refresher(&monitor, ScrapeMode::OffsetsTopic);
+        let Refreshed { watermarks, ends, .. } = r.refresh(&fake, None).expect("refreshes");
+        assert_eq!(watermarks.get("idle", 0), Some(Watermark { low: 0, high: 5 }), "no group committed to it");
+        assert_eq!(watermarks.get("hidden", 0), None, "the topics filter still holds");
+        assert_eq!(watermarks.get("__consumer_offsets", 0), Some(Watermark { low: 0, high: 7 }));
+        assert_eq!(ends.get(&0), Some(&7), "and the reader's end, from the same answer");
+        let asked = fake.asked.lock().expect("lock").concat();
+        let offsets: Vec<_> = asked.iter().filter(|tp| tp.topic == "__consumer_offsets").collect();
+        assert_eq!(offsets.len(), 1, "asked once: {asked:?}");
     }
 
     #[test]

@@ -331,7 +331,9 @@ pub fn valid_cluster_name(name: &str) -> bool {
 
 /// Starts one cluster's workers: what HTTP serves of it, and their threads.
 fn start(options: ServeOptions, stop: &Arc<AtomicBool>) -> Result<(http::AppState, Vec<JoinHandle<()>>), ServeError> {
-    let monitor = Arc::new(Monitor::with_stale_after(options.monitor.clone(), options.stale_after()));
+    let mut settings = options.monitor.clone();
+    settings.every_topic_watermarks |= options.profile == crate::Profile::KafkaExporter;
+    let monitor = Arc::new(Monitor::with_stale_after(settings, options.stale_after()));
     let timings = Arc::new(SelfTimings::default());
     let member = crate::LocalMember::default();
     // Shown for three intervals: one slow or failed answer does not drop the series.

@@ -81,6 +81,10 @@ pub struct MonitorSettings {
     /// `group.share.delivery.count.limit`): records archived at this many
     /// deliveries count as poison messages. `None`: Kafka's default, 5.
     pub share_delivery_count_limit: Option<i16>,
+    /// Watermarks of every topic the `topics` filter allows, not only of
+    /// those some group committed to: the `kafka_exporter` profile's topic
+    /// families cover every topic, as kafka_exporter's do.
+    pub every_topic_watermarks: bool,
 }
 
 /// What the last refresh found of the brokers, replaced as a whole.
