@@ -9,7 +9,7 @@ use crate::serve_config::{LogFormat, ServeArgs, ServeConfig};
 /// Loads the configuration, sets up logging, and runs until SIGINT or SIGTERM.
 pub(crate) fn serve(args: &ServeArgs) -> Result<()> {
     let config = ServeConfig::load(args)?;
-    init_logging(config.log_format);
+    let log_counts = init_logging(config.log_format);
     info!(listen = %config.listen, namespace = %config.namespace, profile = config.profile.name(), clusters = config.clusters.len(), "starting kshard serve");
     for c in &config.clusters {
         info!(cluster = c.name.as_deref().unwrap_or("-"), brokers = %c.kafka.brokers, offsets_topic = %c.offsets_topic, scrape_mode = ?c.scrape_mode, "watching");
@@ -49,6 +49,7 @@ pub(crate) fn serve(args: &ServeArgs) -> Result<()> {
                     end_to_end: c.end_to_end.clone(),
                     web_config: config.web_config.clone(),
                     otlp: config.otlp.clone(),
+                    log_counts: log_counts.clone(),
                     ..ServeOptions::new(c.kafka.clone())
                 }
             })
@@ -82,17 +83,33 @@ pub(crate) async fn bind(listen: std::net::SocketAddr) -> Result<tokio::net::Tcp
     tokio::net::TcpListener::bind(listen).await.with_context(|| format!("invalid listen: cannot bind {listen}"))
 }
 
-pub(crate) fn init_logging(format: LogFormat) {
+/// Logs to stderr as `format` says, at `KSHARD_LOG`'s levels; each message
+/// written is counted by level in what it returns (`None` when logging was
+/// set up already: a second initialisation, in tests, keeps the first).
+pub(crate) fn init_logging(format: LogFormat) -> Option<std::sync::Arc<kshard_lag::LogCounts>> {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
     let filter = tracing_subscriber::EnvFilter::try_from_env("KSHARD_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     // Colours only for a terminal: logs that go to files stay plain text.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
-    // A second initialisation (tests) keeps the first subscriber.
-    let _ = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().try_init(),
+    let counts = std::sync::Arc::new(kshard_lag::LogCounts::default());
+    let counter = LogCounter(std::sync::Arc::clone(&counts));
+    let started = match format {
+        LogFormat::Text => builder.finish().with(counter).try_init(),
+        LogFormat::Json => builder.json().finish().with(counter).try_init(),
     };
+    started.is_ok().then_some(counts)
+}
+
+/// Counts each event the filter let through, by level.
+struct LogCounter(std::sync::Arc<kshard_lag::LogCounts>);
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for LogCounter {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        self.0.count(event.metadata().level());
+    }
 }
 
 /// Completes on SIGINT or SIGTERM.
@@ -115,5 +132,29 @@ pub(crate) async fn shutdown_signal() {
     #[cfg(not(unix))]
     {
         let _ = interrupt.await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tracing_subscriber::layer::SubscriberExt;
+
+    #[test]
+    fn messages_the_filter_lets_through_are_counted_by_level() {
+        let counts = std::sync::Arc::new(kshard_lag::LogCounts::default());
+        let subscriber = tracing_subscriber::registry()
+            .with(tracing_subscriber::EnvFilter::new("info"))
+            .with(LogCounter(std::sync::Arc::clone(&counts)));
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::info!("one");
+            tracing::info!("two");
+            tracing::warn!("three");
+            tracing::debug!("filtered out");
+        });
+        let text = counts.render("kshard");
+        assert!(text.contains("kshard_log_messages_total{level=\"info\"} 2\n"), "{text}");
+        assert!(text.contains("kshard_log_messages_total{level=\"warn\"} 1\n"), "{text}");
+        assert!(text.contains("kshard_log_messages_total{level=\"debug\"} 0\n"), "{text}");
     }
 }

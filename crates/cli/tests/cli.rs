@@ -318,6 +318,15 @@ fn serve_watches_every_cluster_of_its_config_file() {
     let series = |cluster: &str| format!("{{kafka_cluster=\"{cluster}\",group_id=\"{group}\"");
     assert!(metrics.contains(&series("eu")), "eu exports the group: {metrics}");
     assert!(!metrics.contains(&series("us")), "us ignores every group: {metrics}");
+    // The process's own series: once, without a cluster; each cluster's traffic, labelled.
+    let m = kshard_testkit::parse_metrics(&metrics);
+    let logged = |level: &str| m.get(&format!("kshard_log_messages_total{{level=\"{level}\"}}")).copied();
+    assert_eq!(logged("info"), Some(0.0), "KSHARD_LOG=warn: no info message written");
+    assert!(logged("warn").is_some(), "every level shown: {metrics}");
+    for cluster in ["eu", "us"] {
+        let sent = m.get(&format!("kshard_kafka_requests_sent_total{{kafka_cluster=\"{cluster}\"}}"));
+        assert!(sent.is_some_and(|n| *n > 0.0), "{cluster}'s clients' requests: {metrics}");
+    }
     let (status, body) = kshard_testkit::http_get(&addr, "/clusters/eu/api/groups").expect("groups");
     assert!(status == 200 && body.contains(&group), "{status} {body}");
     stop_with_sigterm(&mut child.0);

@@ -4,6 +4,7 @@
 use rdkafka::ClientConfig;
 use rdkafka::config::FromClientConfigAndContext;
 use rdkafka::config::RDKafkaLogLevel;
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::librdkafka::context::KshardContext;
@@ -84,6 +85,26 @@ impl ClientSettings {
     /// Forgets the latest access problem (after a call succeeded).
     pub fn clear_access_problem(&self) {
         *self.context.access_problem.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+    }
+
+    /// What every client made from these settings (and their clones) has
+    /// sent to brokers and received: kshard's own connections, and
+    /// librdkafka's producers and consumers (not its admin clients, which
+    /// are not polled for their statistics).
+    pub fn traffic(&self) -> Arc<crate::Traffic> {
+        Arc::clone(&self.context.traffic)
+    }
+
+    /// [`ClientSettings::create`] for a client that is polled all its life
+    /// (producers, consumers): it reports its traffic every 10 s. A client
+    /// nobody polls must not: its reports would pile up in its queue.
+    pub(crate) fn create_counted<T>(&self, client: &'static str, properties: &[(&str, &str)]) -> Result<T>
+    where
+        T: FromClientConfigAndContext<KshardContext>,
+    {
+        let mut counted = vec![("statistics.interval.ms", "10000")];
+        counted.extend_from_slice(properties);
+        self.create(client, &counted)
     }
 
     /// Creates a client (`client` names it in errors) with kshard's properties

@@ -30,6 +30,7 @@ mod librdkafka;
 mod reader;
 mod security;
 mod topic_partition;
+mod traffic;
 mod traits;
 mod wire;
 
@@ -44,6 +45,7 @@ pub use librdkafka::writer::{Delivery, RecordWriter};
 pub use reader::{Isolation, PartitionReader, ReadEvent, ReadRecord};
 pub use security::{Mechanism, Protocol, Sasl, Security, Tls};
 pub use topic_partition::{TopicPartition, TopicPartitionOffset};
+pub use traffic::{Traffic, TrafficTotals};
 pub use traits::{
     BrokerAdmin, ClusterDescriber, RecordSource, RecordTimes, ShareGroupAdmin, SourceEvent, TopicReader, WatermarkMap,
 };

@@ -163,7 +163,7 @@ pub(crate) fn run(command: SumCommand) -> Result<()> {
             produce::produce(&settings, &topic.topic, partitions, streams, records, &expected)
         }
         SumCommand::Run { kafka, topic, cluster, shard } => {
-            crate::serve::init_logging(crate::serve_config::LogFormat::Text);
+            let _ = crate::serve::init_logging(crate::serve_config::LogFormat::Text);
             if shard.max_txn_ms == 0 || shard.min_txn_ms > shard.max_txn_ms {
                 bail!("invalid max_txn_ms: must be at least 1 and at least min_txn_ms ({})", shard.min_txn_ms);
             }

@@ -22,6 +22,8 @@ pub(crate) struct KshardContext {
     /// for: every reader made from these settings (and their clones) shares
     /// one, and so one connection per broker.
     pub(crate) fetchers: Arc<Mutex<std::collections::HashMap<String, std::sync::Weak<crate::wire::fetcher::Fetcher>>>>,
+    /// What every client of these settings sent and received.
+    pub(crate) traffic: Arc<crate::Traffic>,
 }
 
 impl ClientContext for KshardContext {
@@ -42,6 +44,19 @@ impl ClientContext for KshardContext {
             }
             RDKafkaLogLevel::Debug => tracing::debug!(target: "librdkafka", facility, "{message}"),
         }
+    }
+
+    /// The client's request and byte totals (`statistics.interval.ms`,
+    /// set for the clients that are polled: see [`crate::ClientSettings`]).
+    fn stats(&self, statistics: rdkafka::Statistics) {
+        let n = |v: i64| u64::try_from(v).unwrap_or(0);
+        let totals = crate::TrafficTotals {
+            requests_sent: n(statistics.tx),
+            bytes_sent: n(statistics.tx_bytes),
+            responses_received: n(statistics.rx),
+            bytes_received: n(statistics.rx_bytes),
+        };
+        self.traffic.reported(&statistics.name, totals);
     }
 
     fn error(&self, error: KafkaError, reason: &str) {

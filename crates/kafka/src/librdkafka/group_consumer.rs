@@ -55,7 +55,7 @@ impl GroupConsumer {
             }
             GroupProtocol::Consumer => properties.push(("group.protocol", "consumer")),
         }
-        let consumer: BaseConsumer<KshardContext> = settings.create("group consumer", &properties)?;
+        let consumer: BaseConsumer<KshardContext> = settings.create_counted("group consumer", &properties)?;
         consumer.subscribe(topics).map_err(call(format!("subscribing {group} to {topics:?}")))?;
         Ok(GroupConsumer { consumer, group: group.to_owned() })
     }
@@ -73,7 +73,7 @@ impl GroupConsumer {
             ("partition.assignment.strategy", "cooperative-sticky"),
             ("session.timeout.ms", "10000"),
         ];
-        let consumer: BaseConsumer<KshardContext> = settings.create("probe consumer", &properties)?;
+        let consumer: BaseConsumer<KshardContext> = settings.create_counted("probe consumer", &properties)?;
         consumer.subscribe(&[topic]).map_err(call(format!("subscribing {group} to {topic}")))?;
         Ok(GroupConsumer { consumer, group: group.to_owned() })
     }

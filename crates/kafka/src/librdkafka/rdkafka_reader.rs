@@ -46,7 +46,7 @@ impl RdkafkaReader {
         queue_kbytes: u32,
     ) -> Result<Self> {
         let queue = queue_kbytes.to_string();
-        let mut consumer: BaseConsumer<KshardContext> = settings.create(
+        let mut consumer: BaseConsumer<KshardContext> = settings.create_counted(
             "consumer",
             &[
                 ("group.id", "kshard-reader"),

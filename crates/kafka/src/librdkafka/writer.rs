@@ -138,7 +138,7 @@ impl RecordWriter {
             ("message.max.bytes", "16777216"),
         ];
         let properties: Vec<(&str, &str)> = base.iter().chain(extra).copied().collect();
-        let producer = settings.create("producer", &properties)?;
+        let producer = settings.create_counted("producer", &properties)?;
         Ok(RecordWriter { producer, untracked: Arc::new(Delivered::default()) })
     }
 

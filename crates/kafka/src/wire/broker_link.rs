@@ -53,6 +53,8 @@ pub(crate) struct LinkSecurity {
     /// Verify the broker's name ([`Tls::verify_hostname`]).
     verify_hostname: bool,
     sasl: Option<Sasl>,
+    /// Where each request and answer is counted.
+    traffic: std::sync::Arc<crate::Traffic>,
 }
 
 impl LinkSecurity {
@@ -63,7 +65,8 @@ impl LinkSecurity {
         let Ok(security) = settings.security.with_properties(&settings.properties) else { return Ok(None) };
         let tls = if security.protocol.tls() { Some(tls_connector(&security.tls)?) } else { None };
         let sasl = if security.protocol.sasl() { security.sasl } else { None };
-        Ok(Some(LinkSecurity { tls, verify_hostname: security.tls.verify_hostname, sasl }))
+        let traffic = settings.traffic();
+        Ok(Some(LinkSecurity { tls, verify_hostname: security.tls.verify_hostname, sasl, traffic }))
     }
 }
 
@@ -178,6 +181,7 @@ pub(crate) struct BrokerLink {
     /// When the broker ends the SASL session (`connections.max.reauth.ms`):
     /// connect again before.
     expires: Option<Instant>,
+    traffic: std::sync::Arc<crate::Traffic>,
 }
 
 impl BrokerLink {
@@ -211,7 +215,8 @@ impl BrokerLink {
                 Stream::Tls(Box::new(tls))
             }
         };
-        let mut link = BrokerLink { address: address.to_owned(), stream, correlation: 0, expires: None };
+        let traffic = std::sync::Arc::clone(&security.traffic);
+        let mut link = BrokerLink { address: address.to_owned(), stream, correlation: 0, expires: None, traffic };
         if let Some(sasl) = &security.sasl {
             link.authenticate(sasl, timeout)?;
         }
@@ -320,6 +325,7 @@ impl BrokerLink {
         set_timeouts(self.stream.tcp(), timeout).map_err(|e| self.refusal("configuring the connection", e))?;
         self.stream.write_all(&body).map_err(|e| self.refusal("sending a request", e))?;
         self.stream.flush().map_err(|e| self.refusal("sending a request", e))?;
+        self.traffic.sent(body.len());
         let mut size = [0u8; 4];
         self.stream.read_exact(&mut size).map_err(|e| self.refusal("reading an answer", e))?;
         let size = usize::try_from(i32::from_be_bytes(size)).ok().filter(|&n| n <= MAX_FRAME).ok_or_else(|| {
@@ -341,6 +347,7 @@ impl BrokerLink {
                 Err(e) => return Err(self.refusal("reading an answer", e)),
             }
         }
+        self.traffic.received(4 + size);
         // Every response header starts with the request's correlation id.
         let answered = Cursor::new(&frame).i32().ok();
         if answered != Some(self.correlation) {

@@ -42,8 +42,12 @@ pub(crate) struct AppState {
     pub(crate) refresh_seconds: i64,
     /// The name of the label naming the cluster (`cluster_label`), when set.
     pub(crate) cluster_label: Option<Arc<str>>,
-    /// The process's own series that belong to no cluster (the OTLP
-    /// export's), shown by the root `/metrics` only.
+    /// The metrics namespace (the process's).
+    pub(crate) namespace: Arc<str>,
+    /// What the cluster's Kafka clients sent and received.
+    pub(crate) traffic: Arc<kshard_kafka::Traffic>,
+    /// The process's own series that belong to no cluster (log messages,
+    /// the OTLP export's), shown by the root `/metrics` only.
     pub(crate) process: Option<ProcessSeries>,
 }
 
@@ -52,7 +56,10 @@ pub(crate) struct AppState {
 pub(crate) struct ProcessSeries {
     /// The metrics namespace they are named under.
     pub(crate) namespace: Arc<str>,
-    pub(crate) otlp: Arc<super::otlp_export::OtlpStatus>,
+    /// Log messages by level, when the process counts them.
+    pub(crate) logs: Option<Arc<crate::LogCounts>>,
+    /// The OTLP export's outcomes, when it exports.
+    pub(crate) otlp: Option<Arc<super::otlp_export::OtlpStatus>>,
 }
 
 /// What the root `/metrics` shows, and the OTLP export sends: the one
@@ -63,7 +70,12 @@ pub(crate) fn root_metrics(all: &[AppState], process: Option<&ProcessSeries>) ->
         _ => exposition::merge(&all.iter().map(AppState::render_metrics).collect::<Result<Vec<_>, _>>()?),
     };
     if let Some(p) = process {
-        text.push_str(&p.otlp.render(&p.namespace));
+        if let Some(logs) = &p.logs {
+            text.push_str(&logs.render(&p.namespace));
+        }
+        if let Some(otlp) = &p.otlp {
+            text.push_str(&otlp.render(&p.namespace));
+        }
     }
     Ok(text)
 }
@@ -81,6 +93,7 @@ impl AppState {
         if let Some(shards) = self.member.shared() {
             text.push_str(&shards.metrics.encode());
         }
+        text.push_str(&crate::metrics::process::traffic(&self.namespace, self.traffic.totals()));
         let (default, always) = self.metrics.profile().cluster_label();
         let label = self.cluster_label.as_deref().unwrap_or(default);
         Ok(match &self.name {

@@ -87,6 +87,9 @@ pub struct ServeOptions {
     pub cluster_info: crate::cluster_info::ClusterInfoSettings,
     /// kminion's end-to-end probe (off by default).
     pub end_to_end: crate::EndToEndSettings,
+    /// Where the process counts its log messages (`<ns>_log_messages_total`;
+    /// the whole process's: the first cluster's is used); `None`: not shown.
+    pub log_counts: Option<Arc<crate::LogCounts>>,
     /// Push the series to an OpenTelemetry collector (the whole process's:
     /// the same in every cluster's options); `None`: no export.
     pub otlp: Option<crate::OtlpSettings>,
@@ -118,6 +121,7 @@ impl ServeOptions {
             cluster_info: crate::cluster_info::ClusterInfoSettings::default(),
             end_to_end: crate::EndToEndSettings::default(),
             otlp: None,
+            log_counts: None,
             web_config: None,
         }
     }
@@ -192,6 +196,7 @@ pub async fn run_many(
     // Checked before anything starts: a bad file fails naming its field.
     let web = first.web_config.as_deref().map(crate::web::WebConfigFile::open).transpose()?;
     let (namespace, otlp_settings) = (first.namespace.clone(), first.otlp.clone());
+    let log_counts = first.log_counts.clone();
     let stop = Arc::new(AtomicBool::new(false));
     let mut states = Vec::new();
     let mut workers = Vec::new();
@@ -209,8 +214,9 @@ pub async fn run_many(
         }
     }
     let (otlp_stop, otlp_stopped) = tokio::sync::watch::channel(false);
-    let (process, otlp) = match otlp_settings {
-        None => (None, None),
+    let mut process = http::ProcessSeries { namespace: Arc::from(namespace.as_str()), logs: log_counts, otlp: None };
+    let otlp = match otlp_settings {
+        None => None,
         Some(settings) => {
             // Checked before anything is served: a bad endpoint or TLS file fails naming it.
             let transport = super::otlp_transport::Transport::new(
@@ -231,24 +237,16 @@ pub async fn run_many(
             if settings.tls.insecure_skip_verify {
                 tracing::warn!("otlp.tls.insecure_skip_verify: the collector's certificate is not checked");
             }
-            let process = http::ProcessSeries {
-                namespace: Arc::from(namespace.as_str()),
-                otlp: Arc::new(super::otlp_export::OtlpStatus::default()),
-            };
+            let status = Arc::new(super::otlp_export::OtlpStatus::default());
+            process.otlp = Some(Arc::clone(&status));
             let (all, shown) = (states.clone(), process.clone());
             let render: Arc<dyn Fn() -> Result<String, String> + Send + Sync> =
                 Arc::new(move || http::root_metrics(&all, Some(&shown)).map_err(|e| format!("rendering: {e}")));
-            let task = tokio::spawn(super::otlp_export::run(
-                transport,
-                settings,
-                render,
-                Arc::clone(&process.otlp),
-                otlp_stopped,
-            ));
-            (Some(process), Some(task))
+            let task = tokio::spawn(super::otlp_export::run(transport, settings, render, status, otlp_stopped));
+            Some(task)
         }
     };
-    let app = http::app(states, process);
+    let app = http::app(states, Some(process));
     let addr = listener.local_addr().map_err(ServeError::Http)?;
     let served = match web {
         None => {
@@ -465,6 +463,8 @@ fn start(options: ServeOptions, stop: &Arc<AtomicBool>) -> Result<(http::AppStat
         monitor,
         metrics,
         member,
+        namespace: Arc::from(options.namespace.as_str()),
+        traffic: options.kafka.traffic(),
         process: None,
     };
     Ok((state, workers))

@@ -20,6 +20,7 @@ mod groups;
 mod kafka_exporter;
 mod kafka_lag_exporter;
 pub(crate) mod otlp;
+pub(crate) mod process;
 mod profile;
 mod profile_rows;
 mod share_groups;
