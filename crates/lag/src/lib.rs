@@ -39,6 +39,7 @@ pub(crate) use io::{
     cluster_info, http, log_shards, offsets_layout, offsets_reader, refresher, shards_reader, share_layout,
     share_scrape, supervisor,
 };
+pub use metrics::otlp::export_bodies as otlp_export_bodies;
 pub use metrics::process::LogCounts;
 pub(crate) use state::{
     catch_up, cluster_view, consumer_status, derived, end_to_end, filter, group_offsets, health, invalid_setting,

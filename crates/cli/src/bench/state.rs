@@ -115,6 +115,14 @@ pub(crate) fn state(groups: u32, partitions: u32, topics: u32, max_partition_ser
         timed_ms(5, || Ok(serde_json::to_vec(&kshard_lag::group_overview(&monitor))?.len()))?;
     let metrics = Metrics::new("kshard", Arc::clone(&monitor), Arc::new(SelfTimings::default()));
     let (times, size) = timed_ms(7, || Ok(metrics.render().map_err(|_| anyhow::anyhow!("render failed"))?.len()))?;
+    // What the OTLP export does with that text each interval: read it back,
+    // map it, encode its requests (8,192 data points each, the default).
+    let text = metrics.render().map_err(|_| anyhow::anyhow!("render failed"))?;
+    let (otlp_times, (requests, otlp_bytes)) = timed_ms(5, || {
+        let bodies = kshard_lag::otlp_export_bodies(&text, 8192).map_err(|e| anyhow::anyhow!(e))?;
+        Ok((bodies.len(), bodies.iter().map(Vec::len).sum::<usize>()))
+    })?;
+    drop(text);
     let per = (rss_after - rss_before) / tracked as f64;
     println!("tracked group-partitions: {tracked} ({groups} groups × {partitions} partitions, {topics} topics)");
     println!("apply: {:.2} million offset commits/s (decode and update, one thread)", apply_rate / 1e6);
@@ -133,6 +141,11 @@ pub(crate) fn state(groups: u32, partitions: u32, topics: u32, max_partition_ser
         "/metrics render: median {:.1} ms over 7 renders ({:.1} MB of text; per-partition series: {cap})",
         median(times),
         size as f64 / 1e6
+    );
+    println!(
+        "OTLP export of that text: median {:.1} ms over 5 (read back, mapped, encoded: {requests} requests, {:.1} MB of protobuf)",
+        median(otlp_times),
+        otlp_bytes as f64 / 1e6
     );
     drop(history);
     println!(

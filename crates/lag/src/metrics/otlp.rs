@@ -53,6 +53,17 @@ pub(crate) fn requests(families: &[Family], envelope: &Envelope<'_>) -> Vec<Expo
     batches.into_iter().map(|(metrics, _)| request(metrics, envelope.resource)).collect()
 }
 
+/// What one OTLP export of the Prometheus text `text` sends: each
+/// request's protobuf body, at most `max_points` data points each (as the
+/// export builds them; for `kshard bench state`).
+pub fn export_bodies(text: &str, max_points: usize) -> Result<Vec<Vec<u8>>, String> {
+    use prost::Message;
+    let families = super::exposition_read::read(text).map_err(|e| e.to_string())?;
+    let resource = [("service.name".to_owned(), "kshard".to_owned())];
+    let envelope = Envelope { resource: &resource, start_ns: 1, now_ns: 2, max_points };
+    Ok(requests(&families, &envelope).iter().map(Message::encode_to_vec).collect())
+}
+
 fn request(metrics: Vec<Metric>, resource: &[(String, String)]) -> ExportMetricsServiceRequest {
     ExportMetricsServiceRequest {
         resource_metrics: vec![ResourceMetrics {
