@@ -77,8 +77,8 @@ pub(crate) fn end_to_end_settings(file: &EndToEndFile) -> Result<kshard_lag::End
     if prefix.chars().count() < 3 {
         bail!("invalid end_to_end.consumer.group_id_prefix: {prefix:?} (at least 3 characters, as kminion's)");
     }
-    let positive = |setting: &str, value: Option<i32>, default: i32| match value {
-        Some(n) if n < 1 => bail!("invalid end_to_end.topic.{setting}: {n} (at least 1)"),
+    let within = |setting: &str, value: Option<i32>, default: i32, max: i32| match value {
+        Some(n) if !(1..=max).contains(&n) => bail!("invalid end_to_end.topic.{setting}: {n} (1 to {max})"),
         n => Ok(n.unwrap_or(default)),
     };
     let ack = millis("producer.ack_sla_ms", producer.ack_sla_ms, d.slas.ack, 1..=600_000)?;
@@ -93,8 +93,13 @@ pub(crate) fn end_to_end_settings(file: &EndToEndFile) -> Result<kshard_lag::End
         probe_interval: millis("probe_interval_ms", file.probe_interval_ms, d.probe_interval, 10..=3_600_000)?,
         topic: name,
         manage_topic: topic.manage.unwrap_or(d.manage_topic),
-        replication_factor: positive("replication_factor", topic.replication_factor, d.replication_factor)?,
-        partitions_per_broker: positive("partitions_per_broker", topic.partitions_per_broker, d.partitions_per_broker)?,
+        replication_factor: within("replication_factor", topic.replication_factor, d.replication_factor, 32)?,
+        partitions_per_broker: within(
+            "partitions_per_broker",
+            topic.partitions_per_broker,
+            d.partitions_per_broker,
+            100,
+        )?,
         reconcile_interval: match topic.reconcile_interval_seconds {
             Some(0) => bail!("invalid end_to_end.topic.reconcile_interval_seconds: 0 (at least 1)"),
             Some(s) => Duration::from_secs(s),
@@ -147,6 +152,7 @@ mod tests {
         assert!(err("probe_interval_ms: 0").contains("end_to_end.probe_interval_ms"));
         assert!(err("topic: {name: 'a b'}").contains("end_to_end.topic.name"));
         assert!(err("topic: {partitions_per_broker: 0}").contains("end_to_end.topic.partitions_per_broker"));
+        assert!(err("topic: {partitions_per_broker: 2000000000}").contains("1 to 100"));
         assert!(err("consumer: {group_id_prefix: ab}").contains("end_to_end.consumer.group_id_prefix"));
         assert!(err("producer: {ack_sla_ms: 9000}\nconsumer: {roundtrip_sla_ms: 8000}").contains("roundtrip_sla_ms"));
         assert!(

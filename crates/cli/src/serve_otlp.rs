@@ -144,15 +144,19 @@ pub(crate) fn otlp_settings(file: &OtlpFile, env: &dyn Fn(&str) -> Option<String
     let grpc = protocol == OtlpProtocol::Grpc;
     // The metrics variable is the URL as is; the general one and the file's
     // are the collector's base, to which HTTP adds `/v1/metrics`.
-    let (endpoint, is_base) = match (specific_endpoint, general_endpoint, &file.endpoint) {
-        (Some(url), _, _) => (url.trim().to_owned(), false),
-        (None, Some(url), _) => (url.trim().to_owned(), true),
-        (None, None, Some(url)) => (url.trim().to_owned(), true),
-        (None, None, None) => ((if grpc { "http://localhost:4317" } else { "http://localhost:4318" }).to_owned(), true),
+    let (endpoint, is_base, source) = match (specific_endpoint, general_endpoint, &file.endpoint) {
+        (Some(url), _, _) => (url.trim().to_owned(), false, "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"),
+        (None, Some(url), _) => (url.trim().to_owned(), true, "OTEL_EXPORTER_OTLP_ENDPOINT"),
+        (None, None, Some(url)) => (url.trim().to_owned(), true, "otlp.endpoint"),
+        (None, None, None) => {
+            ((if grpc { "http://localhost:4317" } else { "http://localhost:4318" }).to_owned(), true, "otlp.endpoint")
+        }
     };
     let endpoint = if grpc || !is_base { endpoint } else { with_metrics_path(&endpoint) };
-    if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
-        bail!("invalid otlp.endpoint: {endpoint:?} (an http:// or https:// URL)");
+    let scheme_ok = endpoint.starts_with("http://") || endpoint.starts_with("https://");
+    let host_ok = endpoint.split_once("://").is_some_and(|(_, rest)| !rest.is_empty() && !rest.starts_with(['/', ':']));
+    if !(scheme_ok && host_ok) {
+        bail!("invalid {source}: {endpoint:?} (an http:// or https:// URL with a host)");
     }
 
     let mut settings = OtlpSettings::new(endpoint, protocol);
@@ -200,13 +204,22 @@ pub(crate) fn otlp_settings(file: &OtlpFile, env: &dyn Fn(&str) -> Option<String
     }
 
     let tls = &file.tls;
-    let path = |what: &str, from_file: &Option<PathBuf>| {
-        either(env, what).map(|(_, v)| PathBuf::from(v)).or(from_file.clone())
+    // Each file from its variable or the file's key, checked now, named by where it came from.
+    let path = |what: &str, setting: &str, from_file: &Option<PathBuf>| -> Result<Option<PathBuf>> {
+        let (source, path) = match (either(env, what), from_file) {
+            (Some((name, v)), _) => (name, PathBuf::from(v)),
+            (None, Some(p)) => (format!("otlp.tls.{setting}"), p.clone()),
+            (None, None) => return Ok(None),
+        };
+        if let Err(e) = std::fs::File::open(&path) {
+            bail!("invalid {source}: cannot read {}: {e}", path.display());
+        }
+        Ok(Some(path))
     };
     settings.tls = OtlpTls {
-        ca_file: path("CERTIFICATE", &tls.ca_file),
-        cert_file: path("CLIENT_CERTIFICATE", &tls.cert_file),
-        key_file: path("CLIENT_KEY", &tls.key_file),
+        ca_file: path("CERTIFICATE", "ca_file", &tls.ca_file)?,
+        cert_file: path("CLIENT_CERTIFICATE", "cert_file", &tls.cert_file)?,
+        key_file: path("CLIENT_KEY", "key_file", &tls.key_file)?,
         insecure_skip_verify: tls.insecure_skip_verify.unwrap_or(false),
     };
     if settings.tls != OtlpTls::default() && settings.endpoint.starts_with("http://") {
@@ -256,10 +269,15 @@ mod tests {
         assert_eq!((s.interval, s.timeout), (Duration::from_secs(60), Duration::from_secs(10)));
         assert_eq!(attribute(&s, "service.name"), Some("kshard"));
         assert_eq!(attribute(&s, "service.version"), Some(env!("CARGO_PKG_VERSION")));
+        let ca = std::env::temp_dir().join(format!("kshard-otlp-ca-{}.pem", std::process::id()));
+        std::fs::write(&ca, "only read here, not parsed").expect("write");
         let s = on(
-            "endpoint: https://c:4317\ninterval_seconds: 15\ntimeout_seconds: 2.5\nheaders: {x-api-key: k}\n\
-             resource_attributes: {deployment.environment: prod}\nmax_data_points_per_request: 500\n\
-             tls: {ca_file: /etc/ca.pem}\n",
+            &format!(
+                "endpoint: https://c:4317\ninterval_seconds: 15\ntimeout_seconds: 2.5\nheaders: {{x-api-key: k}}\n\
+                 resource_attributes: {{deployment.environment: prod}}\nmax_data_points_per_request: 500\n\
+                 tls: {{ca_file: {}}}\n",
+                ca.display()
+            ),
             &[],
         );
         assert_eq!((s.endpoint.as_str(), s.interval), ("https://c:4317", Duration::from_secs(15)));
@@ -267,7 +285,8 @@ mod tests {
         assert_eq!(s.headers, [("x-api-key".to_owned(), "k".to_owned())]);
         assert_eq!(attribute(&s, "deployment.environment"), Some("prod"));
         assert_eq!(s.max_points_per_request, 500);
-        assert_eq!(s.tls.ca_file, Some(PathBuf::from("/etc/ca.pem")));
+        assert_eq!(s.tls.ca_file, Some(ca.clone()));
+        let _ = std::fs::remove_file(&ca);
     }
 
     #[test]
@@ -302,9 +321,21 @@ mod tests {
     fn bad_values_name_their_setting() {
         let err = |yaml: &str, vars: &[(&str, &str)]| settings(yaml, vars).expect_err(yaml).to_string();
         assert!(err("endpoint: c:4317", &[]).contains("otlp.endpoint"));
+        assert!(err("endpoint: http://", &[]).contains("otlp.endpoint"));
+        assert!(
+            err("{}", &[("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4317")]).contains("OTEL_EXPORTER_OTLP_ENDPOINT")
+        );
+        let missing = [
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "https://c:4317"),
+            ("OTEL_EXPORTER_OTLP_CERTIFICATE", "/nonexistent/ca.pem"),
+        ];
+        assert!(
+            err("{}", &missing).contains("invalid OTEL_EXPORTER_OTLP_CERTIFICATE: cannot read /nonexistent/ca.pem")
+        );
+        assert!(err("endpoint: https://c\ntls: {key_file: /nonexistent/k.pem}", &[]).contains("otlp.tls.key_file"));
         assert!(err("endpoint: http://c\nprotocol: http/json", &[]).contains("otlp.protocol"));
         assert!(err("endpoint: http://c\ninterval_seconds: 0", &[]).contains("otlp.interval_seconds"));
-        assert!(err("endpoint: http://c\ntls: {ca_file: /ca.pem}", &[]).contains("otlp.tls"));
+        assert!(err("endpoint: http://c\ntls: {insecure_skip_verify: true}", &[]).contains("otlp.tls"));
         assert!(err("endpoint: http://c\nmax_data_points_per_request: 0", &[]).contains("max_data_points"));
         assert!(err("endpoint: http://c\nport: 1", &[]).contains("port"), "unknown keys refused");
         assert!(

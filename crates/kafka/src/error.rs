@@ -65,9 +65,28 @@ impl Error {
         if (code as i32) <= 0 {
             return None;
         }
+        // librdkafka's old names for what Kafka has renamed since.
+        use rdkafka::types::RDKafkaErrorCode as Code;
+        let renamed = match code {
+            Code::InvalidMessage => Some("CORRUPT_MESSAGE"),
+            Code::InvalidMessageSize => Some("INVALID_FETCH_SIZE"),
+            Code::NotLeaderForPartition => Some("NOT_LEADER_OR_FOLLOWER"),
+            Code::MessageSizeTooLarge => Some("MESSAGE_TOO_LARGE"),
+            Code::MessageBatchTooLarge => Some("RECORD_LIST_TOO_LARGE"),
+            _ => None,
+        };
+        if let Some(name) = renamed {
+            return Some(name.to_owned());
+        }
+        // `UnsupportedSASLMechanism` → `UNSUPPORTED_SASL_MECHANISM`: a word
+        // starts at a capital after a small letter, or at the last capital
+        // of a run that a small letter follows.
+        let chars: Vec<char> = format!("{code:?}").chars().collect();
         let mut name = String::new();
-        for (i, c) in format!("{code:?}").chars().enumerate() {
-            if c.is_uppercase() && i > 0 {
+        for (i, c) in chars.iter().enumerate() {
+            let after_small = i > 0 && chars[i - 1].is_lowercase();
+            let ends_run = i > 0 && chars[i - 1].is_uppercase() && chars.get(i + 1).is_some_and(|n| n.is_lowercase());
+            if c.is_uppercase() && (after_small || ends_run) {
                 name.push('_');
             }
             name.push(c.to_ascii_uppercase());
@@ -97,5 +116,14 @@ mod tests {
         assert_eq!(failed(Code::RebalanceInProgress).kafka_error_name().as_deref(), Some("REBALANCE_IN_PROGRESS"));
         assert_eq!(failed(Code::RequestTimedOut).kafka_error_name().as_deref(), Some("REQUEST_TIMED_OUT"));
         assert_eq!(failed(Code::OperationTimedOut).kafka_error_name(), None, "librdkafka's own");
+        assert_eq!(
+            failed(Code::UnsupportedSASLMechanism).kafka_error_name().as_deref(),
+            Some("UNSUPPORTED_SASL_MECHANISM")
+        );
+        assert_eq!(failed(Code::NotLeaderForPartition).kafka_error_name().as_deref(), Some("NOT_LEADER_OR_FOLLOWER"));
+        assert_eq!(
+            failed(Code::CoordinatorLoadInProgress).kafka_error_name().as_deref(),
+            Some("COORDINATOR_LOAD_IN_PROGRESS")
+        );
     }
 }

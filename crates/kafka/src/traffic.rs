@@ -9,6 +9,12 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+/// A client not heard from for this long is gone (they report every 10 s):
+/// its entry is dropped, so clients made and dropped (probe sessions,
+/// readers) do not pile up.
+const FORGET_AFTER: Duration = Duration::from_secs(60);
 
 /// Totals since the settings were made.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -30,8 +36,9 @@ pub struct Traffic {
     bytes_sent: AtomicU64,
     responses_received: AtomicU64,
     bytes_received: AtomicU64,
-    /// The last totals each librdkafka client (by its instance name) reported.
-    reported: Mutex<HashMap<String, TrafficTotals>>,
+    /// The last totals each librdkafka client (by its instance name)
+    /// reported, and when.
+    reported: Mutex<HashMap<String, (TrafficTotals, Instant)>>,
 }
 
 impl Traffic {
@@ -48,13 +55,13 @@ impl Traffic {
     }
 
     /// librdkafka client `client` has sent and received `totals` since it
-    /// was made: what is new since its last report is added. A client's
-    /// totals never go back; one that does is a new client of the same name.
-    pub(crate) fn reported(&self, client: &str, totals: TrafficTotals) {
+    /// was made, as it said at `now`: what is new since its last report is
+    /// added. What a client did after its last report before it was dropped
+    /// is not counted (up to its reporting interval).
+    pub(crate) fn reported(&self, client: &str, totals: TrafficTotals, now: Instant) {
         let mut reported = self.reported.lock().unwrap_or_else(PoisonError::into_inner);
-        let last = reported.insert(client.to_owned(), totals).unwrap_or_default();
-        let went_back = totals.requests_sent < last.requests_sent || totals.bytes_sent < last.bytes_sent;
-        let before = if went_back { TrafficTotals::default() } else { last };
+        reported.retain(|_, (_, at)| now.saturating_duration_since(*at) < FORGET_AFTER);
+        let before = reported.insert(client.to_owned(), (totals, now)).map(|(t, _)| t).unwrap_or_default();
         let add = |counter: &AtomicU64, now: u64, then: u64| {
             counter.fetch_add(now.saturating_sub(then), Ordering::Relaxed);
         };
@@ -92,16 +99,26 @@ mod tests {
     #[test]
     fn own_requests_and_librdkafka_reports_add_up() {
         let t = Traffic::default();
+        let at = Instant::now();
         t.sent(100);
         t.received(300);
-        t.reported("rdkafka#producer-1", totals(5, 50));
-        t.reported("rdkafka#producer-1", totals(7, 80));
-        t.reported("rdkafka#consumer-2", totals(1, 10));
+        t.reported("rdkafka#producer-1", totals(5, 50), at);
+        t.reported("rdkafka#producer-1", totals(7, 80), at + Duration::from_secs(10));
+        t.reported("rdkafka#consumer-2", totals(1, 10), at + Duration::from_secs(10));
         let now = t.totals();
         assert_eq!((now.requests_sent, now.bytes_sent), (1 + 7 + 1, 100 + 80 + 10));
         assert_eq!((now.responses_received, now.bytes_received), (1 + 7 + 1, 300 + 160 + 20));
-        // A client made again under the same name starts from zero.
-        t.reported("rdkafka#consumer-2", totals(2, 5));
-        assert_eq!(t.totals().requests_sent, 9 + 2);
+    }
+
+    #[test]
+    fn clients_no_longer_heard_from_are_forgotten() {
+        let t = Traffic::default();
+        let at = Instant::now();
+        for i in 0..100 {
+            t.reported(&format!("rdkafka#consumer-{i}"), totals(1, 1), at);
+        }
+        t.reported("rdkafka#producer-1", totals(1, 1), at + Duration::from_secs(61));
+        assert_eq!(t.reported.lock().expect("lock").len(), 1, "the dropped consumers went");
+        assert_eq!(t.totals().requests_sent, 101, "what they did stays counted");
     }
 }

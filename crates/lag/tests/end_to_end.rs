@@ -3,7 +3,8 @@
 //! messages back in a group of its own and commits; `/metrics` has every
 //! `end_to_end_*` family with kminion's names, labels and buckets (promtool
 //! accepts them). With the broker killed, messages are lost and produces
-//! fail; once it is back, messages arrive again by themselves.
+//! fail; once it is back, messages arrive again by themselves; killed again,
+//! commits fail past their SLA and the service still stops.
 
 mod common;
 
@@ -137,4 +138,21 @@ fn a_killed_broker_shows_as_lost_messages_and_the_probe_recovers() {
     broker.resume();
     let before = value(&service.metrics(), received);
     service.eventually("messages read back again after the restart", |m| value(m, received) >= before + 10.0);
+
+    // Stopping while the broker is down: the probe's commit waits for a
+    // coordinator that is gone, and must not hold the shutdown.
+    broker.kill();
+    let sla_exceeded = "kminion_end_to_end_offset_commits_failed_total";
+    service.eventually("a commit past its SLA", |m| {
+        m.iter().any(|(k, v)| k.starts_with(sla_exceeded) && k.contains("OFFSET_COMMIT_SLA_EXCEEDED") && *v >= 1.0)
+    });
+    let (done, stopped) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        drop(service);
+        let _ = done.send(());
+    });
+    assert!(
+        stopped.recv_timeout(Duration::from_secs(60)).is_ok(),
+        "the service did not stop within a minute of SIGTERM with its broker down"
+    );
 }

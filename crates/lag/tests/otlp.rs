@@ -5,7 +5,8 @@
 //! attribute, values equal; over HTTP/protobuf with TLS and a bearer
 //! token it gets them too, and a wrong token is refused, counted and
 //! logged without touching `/ready`; a collector that starts late gets the
-//! next export by itself.
+//! next export by itself. Over gRPC with TLS (ALPN h2, the test's CA), the
+//! export arrives with no broker at all: kshard's health series.
 
 mod common;
 
@@ -440,5 +441,102 @@ fn https_with_a_token_a_wrong_token_refused_and_a_late_collector() {
     assert_eq!(strict.requests(), 0, "nothing taken without the right token");
     let m = service.metrics();
     assert_eq!(m.get("kshard_otlp_exports_total{outcome=\"success\"}"), Some(&0.0));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A TLS connection, as tonic's server takes it.
+struct TlsConnection(tokio_openssl::SslStream<tokio::net::TcpStream>);
+
+impl tonic::transport::server::Connected for TlsConnection {
+    type ConnectInfo = ();
+    fn connect_info(&self) {}
+}
+
+impl tokio::io::AsyncRead for TlsConnection {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().0).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for TlsConnection {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().0).poll_write(cx, buf)
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().0).poll_flush(cx)
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().0).poll_shutdown(cx)
+    }
+}
+
+/// An OTLP/gRPC collector over TLS (HTTP/2 chosen by ALPN, as gRPC needs).
+fn grpc_tls_collector(rt: &tokio::runtime::Runtime, pki: &Pki) -> (Collector, SocketAddr) {
+    use openssl::ssl::{AlpnError, SslAcceptor, SslMethod, select_next_proto};
+    let mut acceptor = SslAcceptor::mozilla_intermediate_v5(SslMethod::tls_server()).expect("acceptor");
+    acceptor.set_certificate(&pki.server.0).expect("cert");
+    acceptor.set_private_key(&pki.server.1).expect("key");
+    acceptor.set_alpn_select_callback(|_, offered| select_next_proto(b"\x02h2", offered).ok_or(AlpnError::NOACK));
+    let acceptor = Arc::new(acceptor.build());
+    let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (connections, incoming) = tokio::sync::mpsc::channel::<Result<TlsConnection, std::io::Error>>(8);
+    rt.spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else { continue };
+            let (acceptor, connections) = (Arc::clone(&acceptor), connections.clone());
+            tokio::spawn(async move {
+                let ssl = openssl::ssl::Ssl::new(acceptor.context()).expect("ssl");
+                let mut stream = tokio_openssl::SslStream::new(ssl, tcp).expect("stream");
+                if Pin::new(&mut stream).accept().await.is_ok() {
+                    let _ = connections.send(Ok(TlsConnection(stream))).await;
+                }
+            });
+        }
+    });
+    let collector = Collector::default();
+    let service = MetricsServiceServer::new(collector.clone());
+    rt.spawn(async move {
+        tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming(tokio_stream::wrappers::ReceiverStream::new(incoming))
+            .await
+    });
+    (collector, addr)
+}
+
+#[test]
+fn grpc_over_tls_with_the_collectors_ca() {
+    let rt = runtime();
+    let dir = std::env::temp_dir().join(unique_name("otlp-grpc-tls"));
+    let pki = pki(dir.clone());
+    let (collector, addr) = grpc_tls_collector(&rt, &pki);
+    let mut otlp = OtlpSettings::new(format!("https://127.0.0.1:{}", addr.port()), OtlpProtocol::Grpc);
+    otlp.interval = Duration::from_secs(1);
+    otlp.tls = OtlpTls { ca_file: Some(pki.dir.join("ca.pem")), ..OtlpTls::default() };
+    // No broker (nothing listens on port 1): the health series are exported all the same.
+    let options = ServeOptions {
+        mode: kshard_lag::service::ScrapeMode::AdminApi,
+        request_timeout: Duration::from_secs(1),
+        otlp: Some(otlp),
+        ..ServeOptions::new(kshard_kafka::ClientSettings::new("127.0.0.1:1"))
+    };
+    let service = TestService::start(options);
+    until("an export over gRPC and TLS", Duration::from_secs(30), Duration::from_millis(100), || {
+        (collector.requests() >= 1).then_some(()).ok_or_else(|| "none yet".to_owned())
+    });
+    let (_, request) = collector.last().expect("a request");
+    let names: BTreeSet<String> = otlp_series(&request).into_keys().map(|(name, _)| name).collect();
+    assert!(names.contains("kshard_catchup_ready"), "kshard's health: {names:?}");
+    assert!(names.contains("kshard_otlp_exports"), "the export's own counter, without _total: {names:?}");
+    drop(service);
     let _ = std::fs::remove_dir_all(dir);
 }

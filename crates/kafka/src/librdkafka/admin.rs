@@ -178,7 +178,11 @@ impl Admin {
     /// offsets and its metadata. Fails for a group that has members.
     pub fn delete_group(&self, group: &str) -> Result<()> {
         let step = format!("deleting group {group}");
-        let options = AdminOptions::new().operation_timeout(Some(Timeout::After(self.timeout)));
+        // The request's own limit too: without it, librdkafka waits for the
+        // group's coordinator as long as it takes (a cluster that is down).
+        let options = AdminOptions::new()
+            .operation_timeout(Some(Timeout::After(self.timeout)))
+            .request_timeout(Some(Timeout::After(self.timeout)));
         let results =
             futures_executor::block_on(self.admin.delete_groups(&[group], &options)).map_err(call(step.clone()))?;
         match results.into_iter().next() {

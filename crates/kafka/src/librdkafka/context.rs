@@ -56,7 +56,7 @@ impl ClientContext for KshardContext {
             responses_received: n(statistics.rx),
             bytes_received: n(statistics.rx_bytes),
         };
-        self.traffic.reported(&statistics.name, totals);
+        self.traffic.reported(&statistics.name, totals, std::time::Instant::now());
     }
 
     fn error(&self, error: KafkaError, reason: &str) {

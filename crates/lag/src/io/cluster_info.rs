@@ -86,21 +86,14 @@ impl ClusterInfoWorker {
                     Err(_) => {}
                 }
             }
-            self.sleep(self.settings.interval);
+            super::supervisor::sleep_unless_stopped(&self.stop, self.settings.interval);
         }
         Ok(())
     }
 
-    fn sleep(&self, wait: Duration) {
-        let until = Instant::now() + wait;
-        while Instant::now() < until && !self.stop.load(Ordering::Acquire) {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
     fn idle(&self) -> Result<(), WorkerError> {
         while !self.stop.load(Ordering::Acquire) {
-            self.sleep(Duration::from_secs(1));
+            super::supervisor::sleep_unless_stopped(&self.stop, Duration::from_secs(1));
         }
         Ok(())
     }

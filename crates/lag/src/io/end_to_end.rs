@@ -1,6 +1,7 @@
 //! kminion's end-to-end probe: every `probe_interval`, one message to each
-//! partition of the probe topic (one partition per broker, so each broker
-//! leads one), read back by a consumer group of the probe's own
+//! partition of the probe topic (as many partitions as brokers, times
+//! `partitions_per_broker`; Kafka spreads new topics' leaders over the
+//! brokers, though nothing moves them back after a reassignment), read back by a consumer group of the probe's own
 //! (`<prefix>-<random id>`), whose offsets are committed every 5 s. What it
 //! measures goes to [`EndToEnd`]: produce, round-trip and commit latency,
 //! messages lost. Its failures are logged and retried; they never touch
@@ -98,18 +99,11 @@ impl EndToEndWorker {
                     failures += 1;
                     let wait = super::supervisor::backoff(failures);
                     warn!(error = %e, retry_in_seconds = wait.as_secs(), "the end-to-end probe failed");
-                    self.sleep(wait);
+                    super::supervisor::sleep_unless_stopped(&self.stop, wait);
                 }
             }
         }
         Ok(())
-    }
-
-    fn sleep(&self, wait: Duration) {
-        let until = Instant::now() + wait;
-        while Instant::now() < until && !self.stop.load(Ordering::Acquire) {
-            std::thread::sleep(Duration::from_millis(50));
-        }
     }
 
     /// One probe group, from joining to `stop` (then the group is deleted).
@@ -127,10 +121,10 @@ impl EndToEndWorker {
         let committer = {
             let (consumer, admin, probe, stop) =
                 (Arc::clone(&consumer), Arc::clone(&admin), Arc::clone(&self.probe), Arc::clone(&self.stop));
-            let group = group.clone();
+            let (group, sla) = (group.clone(), self.settings.slas.commit);
             std::thread::Builder::new()
                 .name("end-to-end-commits".to_owned())
-                .spawn(move || commit_until_stopped(&consumer, &admin, &probe, &group, &stop))
+                .spawn(move || commit_until_stopped(consumer, &admin, &probe, &group, sla, &stop))
                 .map_err(|e| kshard_kafka::Error::Refused {
                     step: "starting the commit thread".into(),
                     message: e.to_string(),
@@ -175,10 +169,13 @@ impl EndToEndWorker {
                 wait = Duration::ZERO;
             }
         }
+        // Never blocked in librdkafka (its commits run on a thread of their own).
         let _ = committer.join();
         drop(consumer);
-        // A stopped probe's group would linger, empty, for the offsets' retention.
-        if let Err(e) = admin.delete_group(&group) {
+        // A stopped probe's group would linger, empty, for the offsets'
+        // retention; the process is stopping, so it is asked briefly.
+        let brief = Admin::new(&self.kafka, self.timeout.min(Duration::from_secs(5)));
+        if let Err(e) = brief.and_then(|a| a.delete_group(&group)) {
             info!(group = %group, error = %e, "could not delete the probe's group");
         }
         Ok(())
@@ -235,7 +232,8 @@ impl EndToEndWorker {
                 message: "it does not exist, and end_to_end.topic.manage is off".into(),
             });
         }
-        let wanted = admin.broker_ids()?.len() as i32 * s.partitions_per_broker;
+        let brokers = i32::try_from(admin.broker_ids()?.len()).unwrap_or(i32::MAX);
+        let wanted = brokers.saturating_mul(s.partitions_per_broker);
         match existing {
             None => {
                 let min_isr = if s.replication_factor >= 3 { 2 } else { 1 };
@@ -267,18 +265,54 @@ impl EndToEndWorker {
     }
 }
 
-/// Every 5 s, commits what the probe read, timing the coordinator's answer.
-fn commit_until_stopped(consumer: &GroupConsumer, admin: &Admin, probe: &EndToEnd, group: &str, stop: &AtomicBool) {
+/// Every 5 s, commits what the probe read, timing the coordinator's
+/// answer. The commits themselves run on a thread of their own: librdkafka
+/// waits for a coordinator without end, so one not answered within `sla`
+/// counts as failed ([`crate::SLA_EXCEEDED`], as kminion's), no new one is
+/// sent while it waits, and at `stop` it is left to finish (or to end with
+/// the process) rather than holding the probe's shutdown.
+fn commit_until_stopped(
+    consumer: Arc<GroupConsumer>,
+    admin: &Admin,
+    probe: &EndToEnd,
+    group: &str,
+    sla: Duration,
+    stop: &AtomicBool,
+) {
+    let (ask, asked) = std::sync::mpsc::channel::<()>();
+    let (answer, answers) = std::sync::mpsc::channel();
+    let spawned = std::thread::Builder::new().name("end-to-end-commit".to_owned()).spawn(move || {
+        while asked.recv().is_ok() {
+            if answer.send(consumer.commit_read()).is_err() {
+                return;
+            }
+        }
+    });
+    if let Err(e) = spawned {
+        warn!(error = %e, "could not start the probe's commit thread: no commits");
+        return;
+    }
     let mut coordinator = None;
     let mut next = Instant::now() + COMMIT_INTERVAL;
     while !stop.load(Ordering::Acquire) {
-        if Instant::now() < next {
-            std::thread::sleep(Duration::from_millis(50));
-            continue;
+        super::supervisor::sleep_unless_stopped(stop, next.saturating_duration_since(Instant::now()));
+        if stop.load(Ordering::Acquire) {
+            return;
         }
-        next += COMMIT_INTERVAL;
+        next = (next + COMMIT_INTERVAL).max(Instant::now());
         let started = Instant::now();
-        let result = consumer.commit_read();
+        if ask.send(()).is_err() {
+            return;
+        }
+        let result = loop {
+            match answers.recv_timeout(Duration::from_millis(50)) {
+                Ok(result) => break Some(result),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) if stop.load(Ordering::Acquire) => return,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) if started.elapsed() > sla => break None,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
+            }
+        };
         let took = started.elapsed();
         // The broker that answered: the leader of the group's partition of
         // `__consumer_offsets`, which is how Kafka picks a group's coordinator.
@@ -287,12 +321,29 @@ fn commit_until_stopped(consumer: &GroupConsumer, admin: &Admin, probe: &EndToEn
         }
         let id = coordinator.unwrap_or(-1);
         match result {
-            Ok(false) => {}
-            Ok(true) => probe.committed(id, took, None),
-            Err(e) => {
+            Some(Ok(false)) => {}
+            Some(Ok(true)) => probe.committed(id, took, None),
+            Some(Err(e)) => {
                 let reason = e.kafka_error_name().unwrap_or_else(|| "RESPONSE_ERROR".to_owned());
                 info!(coordinator = id, error = %e, "the end-to-end probe's commit failed");
                 probe.committed(id, took, Some(&reason));
+            }
+            None => {
+                info!(
+                    coordinator = id,
+                    sla_ms = sla.as_millis() as u64,
+                    "the end-to-end probe's commit is not answered within its SLA"
+                );
+                probe.committed(id, took, Some(crate::SLA_EXCEEDED));
+                // The late answer is not counted again; wait for it before the next.
+                loop {
+                    match answers.recv_timeout(Duration::from_millis(50)) {
+                        Ok(_) => break,
+                        Err(std::sync::mpsc::RecvTimeoutError::Timeout) if stop.load(Ordering::Acquire) => return,
+                        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
+                    }
+                }
             }
         }
     }

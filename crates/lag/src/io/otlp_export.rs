@@ -126,12 +126,21 @@ pub(crate) async fn run<S: Sink>(
     let mut failing = false;
     loop {
         let last = tokio::select! {
-            _ = ticks.tick() => false,
+            biased;
             _ = stop.wait_for(|s| *s) => true,
+            _ = ticks.tick() => false,
         };
-        // The last export is tried once: the process is stopping.
-        let deadline = tokio::time::Instant::now() + if last { Duration::ZERO } else { settings.interval };
-        let outcome = export_once(&sink, &settings, &render, &status, start_ns, deadline, stop.clone()).await;
+        let outcome = if last {
+            // The process is stopping: one try, all of it within one timeout.
+            let deadline = tokio::time::Instant::now();
+            let once = export_once(&sink, &settings, &render, &status, start_ns, deadline, stop.clone());
+            tokio::time::timeout(settings.timeout, once)
+                .await
+                .unwrap_or_else(|_| Err(format!("the last export took over {:?}; given up", settings.timeout)))
+        } else {
+            let deadline = tokio::time::Instant::now() + settings.interval;
+            export_once(&sink, &settings, &render, &status, start_ns, deadline, stop.clone()).await
+        };
         match (&outcome, failing) {
             (Ok(()), true) => info!(endpoint = %settings.endpoint, "OTLP export works again"),
             (Err(e), false) => {
@@ -156,18 +165,19 @@ async fn export_once<S: Sink>(
     deadline: tokio::time::Instant,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), String> {
-    let render = Arc::clone(render);
-    let text =
-        tokio::task::spawn_blocking(move || render()).await.map_err(|e| format!("rendering the series: {e}"))??;
-    let families = exposition_read::read(&text).map_err(|e| format!("reading kshard's own series: {e}"))?;
-    let envelope = Envelope {
-        resource: &settings.resource,
-        start_ns,
-        now_ns: unix_ns(),
-        max_points: settings.max_points_per_request,
-    };
+    // Rendering, reading back and mapping 100k series takes a while: off
+    // the async workers, as `/metrics` is.
+    let (render, resource, max_points) =
+        (Arc::clone(render), settings.resource.clone(), settings.max_points_per_request);
+    let built = tokio::task::spawn_blocking(move || {
+        let text = render()?;
+        let families = exposition_read::read(&text).map_err(|e| format!("reading kshard's own series: {e}"))?;
+        let envelope = Envelope { resource: &resource, start_ns, now_ns: unix_ns(), max_points };
+        Ok::<_, String>(requests(&families, &envelope))
+    });
+    let built = built.await.map_err(|e| format!("building the export: {e}"))??;
     let mut first_error = None;
-    for request in requests(&families, &envelope) {
+    for request in built {
         let points: u64 = request
             .resource_metrics
             .iter()

@@ -135,6 +135,13 @@ impl Transport {
             (OtlpProtocol::HttpProtobuf, true) => 443,
         };
         let port = uri.port_u16().unwrap_or(default_port);
+        // OTLP/HTTP's metrics path, when the URL names none.
+        let uri = match (protocol, uri.path()) {
+            (OtlpProtocol::HttpProtobuf, "" | "/") => format!("{}/v1/metrics", endpoint.trim_end_matches('/'))
+                .parse()
+                .map_err(|e| invalid("endpoint", format!("{endpoint:?}: {e}")))?,
+            _ => uri,
+        };
         let connector = if https { Some(connector(tls, protocol)?) } else { None };
         match protocol {
             OtlpProtocol::Grpc => {
@@ -261,21 +268,80 @@ fn accepted(response: ExportMetricsServiceResponse) -> Accepted {
     Accepted { rejected: partial.rejected_data_points, message: partial.error_message }
 }
 
-/// The codes the OTLP specification says to retry.
+/// `google.rpc.Status`, as a gRPC error's details carry it.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RpcStatus {
+    #[prost(int32, tag = "1")]
+    code: i32,
+    #[prost(string, tag = "2")]
+    message: String,
+    #[prost(message, repeated, tag = "3")]
+    details: Vec<RpcAny>,
+}
+
+/// `google.protobuf.Any`.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RpcAny {
+    #[prost(string, tag = "1")]
+    type_url: String,
+    #[prost(bytes = "vec", tag = "2")]
+    value: Vec<u8>,
+}
+
+/// `google.rpc.RetryInfo`.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RetryInfo {
+    #[prost(message, optional, tag = "1")]
+    retry_delay: Option<RpcDuration>,
+}
+
+/// `google.protobuf.Duration`.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RpcDuration {
+    #[prost(int64, tag = "1")]
+    seconds: i64,
+    #[prost(int32, tag = "2")]
+    nanos: i32,
+}
+
+/// The wait a gRPC error's `RetryInfo` asks for, if it has one.
+fn retry_info(details: &[u8]) -> Option<Duration> {
+    let status = RpcStatus::decode(details).ok()?;
+    let info = status.details.iter().find(|d| d.type_url.ends_with("/google.rpc.RetryInfo"))?;
+    let delay = RetryInfo::decode(info.value.as_slice()).ok()?.retry_delay?;
+    let seconds = u64::try_from(delay.seconds).ok()?;
+    Some(Duration::from_secs(seconds) + Duration::from_nanos(u64::try_from(delay.nanos).unwrap_or(0)))
+}
+
+/// The codes the OTLP specification says to retry; `RESOURCE_EXHAUSTED`
+/// only when the collector says when (`RetryInfo`), which is then waited.
 fn grpc_failure(status: &tonic::Status) -> Failure {
     use tonic::Code;
-    let retryable = matches!(
-        status.code(),
+    let retry_after = retry_info(status.details());
+    let retryable = match status.code() {
         Code::Cancelled
-            | Code::DeadlineExceeded
-            | Code::Aborted
-            | Code::OutOfRange
-            | Code::Unavailable
-            | Code::DataLoss
-            | Code::ResourceExhausted
-    );
+        | Code::DeadlineExceeded
+        | Code::Aborted
+        | Code::OutOfRange
+        | Code::Unavailable
+        | Code::DataLoss => true,
+        Code::ResourceExhausted => retry_after.is_some(),
+        _ => false,
+    };
     let message = format!("gRPC {:?}: {}", status.code(), status.message());
-    Failure { retryable, retry_after: None, message }
+    Failure { retryable, retry_after, message }
+}
+
+/// A collector's HTTP answer other than 2xx: retried for 429, 502, 503
+/// and 504, as the OTLP specification says, after `Retry-After` seconds
+/// when given; `body` (its start) says why.
+fn http_failure(status: u16, retry_after: Option<&str>, body: &[u8]) -> Failure {
+    let text = String::from_utf8_lossy(&body[..body.len().min(ERROR_BODY)]).into_owned();
+    Failure {
+        retryable: matches!(status, 429 | 502 | 503 | 504),
+        retry_after: retry_after.and_then(|v| v.trim().parse::<u64>().ok()).map(Duration::from_secs),
+        message: format!("HTTP {status}: {}", text.trim()),
+    }
 }
 
 /// How much of an error body is kept for the log.
@@ -314,7 +380,8 @@ impl HttpCollector {
     {
         let broken = |e: &dyn std::fmt::Display| Failure::retryable(format!("HTTP to {}: {e}", self.uri));
         let (mut sender, connection) = hyper::client::conn::http1::handshake(io).await.map_err(|e| broken(&e))?;
-        let driver = tokio::spawn(connection);
+        // The connection ends with this call, however it ends (a timeout drops it).
+        let _driver = AbortOnDrop(tokio::spawn(connection));
         let path = self.uri.path_and_query().map_or("/v1/metrics", |p| p.as_str());
         let authority = self.uri.authority().map_or(self.host.clone(), |a| a.to_string());
         let mut request = hyper::Request::post(path)
@@ -328,20 +395,23 @@ impl HttpCollector {
             request.body(Full::new(body)).map_err(|e| Failure::fatal(format!("building the request: {e}")))?;
         let response = sender.send_request(request).await.map_err(|e| broken(&e))?;
         let status = response.status();
-        let retry_after = response
-            .headers()
-            .get(hyper::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
+        let retry_after =
+            response.headers().get(hyper::header::RETRY_AFTER).and_then(|v| v.to_str().ok()).map(str::to_owned);
         let body = response.into_body().collect().await.map_err(|e| broken(&e))?.to_bytes();
-        driver.abort();
         if status.is_success() {
             let response = ExportMetricsServiceResponse::decode(body).unwrap_or_default();
             return Ok(accepted(response));
         }
-        let text = String::from_utf8_lossy(&body[..body.len().min(ERROR_BODY)]).into_owned();
-        let retryable = matches!(status.as_u16(), 429 | 502 | 503 | 504);
-        Err(Failure { retryable, retry_after, message: format!("HTTP {status}: {}", text.trim()) })
+        Err(http_failure(status.as_u16(), retry_after.as_deref(), &body))
+    }
+}
+
+/// A task aborted when this is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<Result<(), hyper::Error>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -352,9 +422,33 @@ mod tests {
     #[test]
     fn only_what_the_specification_says_is_retried() {
         assert!(grpc_failure(&tonic::Status::unavailable("down")).retryable);
-        assert!(grpc_failure(&tonic::Status::resource_exhausted("slow down")).retryable);
+        assert!(!grpc_failure(&tonic::Status::resource_exhausted("full")).retryable, "no RetryInfo: not retried");
         assert!(!grpc_failure(&tonic::Status::invalid_argument("bad")).retryable);
         assert!(!grpc_failure(&tonic::Status::unauthenticated("who")).retryable);
+        // RESOURCE_EXHAUSTED with RetryInfo: retried after the delay it gives.
+        let info = RetryInfo { retry_delay: Some(RpcDuration { seconds: 3, nanos: 500_000_000 }) };
+        let details = RpcStatus {
+            code: 8,
+            message: "slow down".into(),
+            details: vec![RpcAny {
+                type_url: "type.googleapis.com/google.rpc.RetryInfo".into(),
+                value: info.encode_to_vec(),
+            }],
+        };
+        let status =
+            tonic::Status::with_details(tonic::Code::ResourceExhausted, "slow down", details.encode_to_vec().into());
+        let failure = grpc_failure(&status);
+        assert!(failure.retryable);
+        assert_eq!(failure.retry_after, Some(Duration::from_millis(3500)));
+        // HTTP: 429, 502, 503, 504 only; Retry-After in seconds.
+        for (code, retried) in
+            [(429, true), (502, true), (503, true), (504, true), (400, false), (401, false), (500, false)]
+        {
+            assert_eq!(http_failure(code, None, b"").retryable, retried, "HTTP {code}");
+        }
+        let busy = http_failure(503, Some(" 12 "), b"busy");
+        assert_eq!((busy.retry_after, busy.message.as_str()), (Some(Duration::from_secs(12)), "HTTP 503: busy"));
+        assert_eq!(http_failure(429, Some("Wed, 21 Oct 2015 07:28:00 GMT"), b"").retry_after, None, "dates ignored");
     }
 
     #[tokio::test]
@@ -376,6 +470,9 @@ mod tests {
         assert!(
             new("http://127.0.0.1:4318/v1/metrics", &[("authorization".into(), "Bearer x".into())], &none).is_none()
         );
+        let bare = Transport::new("http://c:4318", OtlpProtocol::HttpProtobuf, &[], &none, Duration::from_secs(1));
+        let Ok(Transport::Http(collector)) = bare else { panic!("an HTTP transport") };
+        assert_eq!(collector.uri.path(), "/v1/metrics", "a URL without a path gets the metrics path");
         let grpc = Transport::new("http://127.0.0.1:4317", OtlpProtocol::Grpc, &[], &none, Duration::from_secs(1));
         assert!(grpc.is_ok(), "lazy: no collector needed to start");
     }

@@ -203,19 +203,20 @@ fn fetch_watermarks(
     topics: &HashMap<String, i32>,
     offsets_topic: Option<(&str, i32)>,
 ) -> Result<(Watermarks, BTreeMap<i32, i64>), WorkerError> {
-    let mut shown: BTreeSet<String> = monitor.committed_topics().into_iter().collect();
+    let committed: BTreeSet<String> = monitor.committed_topics().into_iter().collect();
     let settings = monitor.settings();
-    if settings.every_topic_watermarks {
-        shown.extend(topics.keys().filter(|t| settings.topics.allows(t)).cloned());
-    }
-    let mut wanted: Vec<TopicPartition> = shown
-        .iter()
-        .filter_map(|t| topics.get(t).map(|&n| (t.clone(), n)))
-        .flat_map(|(t, n)| (0..n).map(move |p| TopicPartition::new(t.clone(), p)))
-        .collect();
+    let every = settings.every_topic_watermarks;
+    let shown = |topic: &str| committed.contains(topic) || (every && settings.topics.allows(topic));
+    let partitions_of = |names: &mut dyn Iterator<Item = &String>| -> Vec<TopicPartition> {
+        names
+            .filter_map(|t| topics.get(t).map(|&n| (t.clone(), n)))
+            .flat_map(|(t, n)| (0..n).map(move |p| TopicPartition::new(t.clone(), p)))
+            .collect()
+    };
+    let mut wanted = partitions_of(&mut committed.iter());
     // Asked once, when it is also shown.
     if let Some((topic, count)) = offsets_topic
-        && !shown.contains(topic)
+        && !committed.contains(topic)
     {
         wanted.extend((0..count).map(|p| TopicPartition::new(topic, p)));
     }
@@ -225,8 +226,28 @@ fn fetch_watermarks(
         if offsets_topic.is_some_and(|(t, _)| t == topic) {
             ends.insert(partition, high);
         }
-        if shown.contains(&topic) {
+        if shown(&topic) {
             watermarks.insert(&topic, partition, Watermark { low, high });
+        }
+    }
+    // Every other topic the filter allows (the kafka_exporter profile's):
+    // asked apart, so that a partition without a leader on a topic nobody
+    // reads costs those series, never the lag's refresh.
+    if every {
+        let offsets = offsets_topic.map(|(t, _)| t);
+        let mut others = topics
+            .keys()
+            .filter(|t| !committed.contains(*t) && Some(t.as_str()) != offsets && settings.topics.allows(t));
+        let others = partitions_of(&mut others);
+        match admin.watermarks(&others) {
+            Ok(answered) => {
+                for (TopicPartition { topic, partition }, (low, high)) in answered {
+                    watermarks.insert(&topic, partition, Watermark { low, high });
+                }
+            }
+            Err(e) => {
+                warn!(error = %e, partitions = others.len(), "the watermarks of topics no group reads; left out this time")
+            }
         }
     }
     debug!(partitions = watermarks.partition_count(), "watermarks refreshed");
@@ -383,6 +404,8 @@ mod tests {
         offsets: Vec<FetchedOffsets>,
         /// Partitions whose watermarks were asked for, per call.
         asked: Mutex<Vec<Vec<TopicPartition>>>,
+        /// A call asking for this topic fails (a partition without a leader).
+        leaderless: Option<&'static str>,
     }
 
     impl BrokerAdmin for Fake {
@@ -397,6 +420,9 @@ mod tests {
         }
         fn watermarks(&self, partitions: &[TopicPartition]) -> Result<crate::brokers::WatermarkMap, Error> {
             self.asked.lock().expect("lock").push(partitions.to_vec());
+            if partitions.iter().any(|tp| Some(tp.topic.as_str()) == self.leaderless) {
+                return Err(Error::Refused { step: "ListOffsets".into(), message: "no leader".into() });
+            }
             Ok(partitions.iter().filter_map(|k| self.watermarks.get(k).map(|w| (k.clone(), *w))).collect())
         }
         fn list_groups(&self) -> Result<Vec<GroupListing>, Error> {
@@ -510,6 +536,11 @@ mod tests {
         let asked = fake.asked.lock().expect("lock").concat();
         let offsets: Vec<_> = asked.iter().filter(|tp| tp.topic == "__consumer_offsets").collect();
         assert_eq!(offsets.len(), 1, "asked once: {asked:?}");
+        // A topic nobody reads whose partition has no leader costs its series only.
+        let broken = Fake { leaderless: Some("idle"), ..fake };
+        let Refreshed { watermarks, ends, .. } = r.refresh(&broken, None).expect("the refresh still succeeds");
+        assert_eq!(watermarks.get("idle", 0), None);
+        assert_eq!(ends.get(&0), Some(&7));
     }
 
     #[test]

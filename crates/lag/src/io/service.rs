@@ -147,8 +147,8 @@ pub enum ServeError {
     #[error("{0}")]
     Worker(String),
     /// The OTLP export's settings cannot work.
-    #[error("{0}")]
-    Otlp(String),
+    #[error(transparent)]
+    Otlp(#[from] crate::OtlpSettingError),
     /// The clusters given to [`run_many`] do not fit together.
     #[error("invalid clusters: {0}")]
     Clusters(String),
@@ -197,6 +197,15 @@ pub async fn run_many(
     let web = first.web_config.as_deref().map(crate::web::WebConfigFile::open).transpose()?;
     let (namespace, otlp_settings) = (first.namespace.clone(), first.otlp.clone());
     let log_counts = first.log_counts.clone();
+    // So is the OTLP collector's address and TLS files, before any cluster's
+    // workers touch Kafka.
+    let transport = match &otlp_settings {
+        None => None,
+        Some(s) => Some(
+            super::otlp_transport::Transport::new(&s.endpoint, s.protocol, &s.headers, &s.tls, s.timeout)
+                .map_err(ServeError::Otlp)?,
+        ),
+    };
     let stop = Arc::new(AtomicBool::new(false));
     let mut states = Vec::new();
     let mut workers = Vec::new();
@@ -215,25 +224,8 @@ pub async fn run_many(
     }
     let (otlp_stop, otlp_stopped) = tokio::sync::watch::channel(false);
     let mut process = http::ProcessSeries { namespace: Arc::from(namespace.as_str()), logs: log_counts, otlp: None };
-    let otlp = match otlp_settings {
-        None => None,
-        Some(settings) => {
-            // Checked before anything is served: a bad endpoint or TLS file fails naming it.
-            let transport = super::otlp_transport::Transport::new(
-                &settings.endpoint,
-                settings.protocol,
-                &settings.headers,
-                &settings.tls,
-                settings.timeout,
-            )
-            .map_err(|e| ServeError::Otlp(e.to_string()));
-            let transport = match transport {
-                Ok(t) => t,
-                Err(e) => {
-                    stop.store(true, Ordering::Release);
-                    return Err(e);
-                }
-            };
+    let otlp = match (otlp_settings, transport) {
+        (Some(settings), Some(transport)) => {
             if settings.tls.insecure_skip_verify {
                 tracing::warn!("otlp.tls.insecure_skip_verify: the collector's certificate is not checked");
             }
@@ -242,9 +234,9 @@ pub async fn run_many(
             let (all, shown) = (states.clone(), process.clone());
             let render: Arc<dyn Fn() -> Result<String, String> + Send + Sync> =
                 Arc::new(move || http::root_metrics(&all, Some(&shown)).map_err(|e| format!("rendering: {e}")));
-            let task = tokio::spawn(super::otlp_export::run(transport, settings, render, status, otlp_stopped));
-            Some(task)
+            Some(tokio::spawn(super::otlp_export::run(transport, settings, render, status, otlp_stopped)))
         }
+        _ => None,
     };
     let app = http::app(states, Some(process));
     let addr = listener.local_addr().map_err(ServeError::Http)?;
@@ -362,6 +354,13 @@ fn start(options: ServeOptions, stop: &Arc<AtomicBool>) -> Result<(http::AppStat
         supervisor::spawn(name, Arc::clone(&monitor), Arc::clone(stop), move || span.in_scope(&mut body))
             .map_err(|e| ServeError::Worker(format!("starting a worker thread: {e}")))
     };
+    // Workers whose failures are not the lag's: never on `/ready`.
+    let spawn_beside =
+        |name: &'static str, mut body: Box<dyn FnMut() -> Result<(), super::error::WorkerError> + Send>| {
+            let span = span.clone();
+            supervisor::spawn_beside(name, Arc::clone(stop), move || span.in_scope(&mut body))
+                .map_err(|e| ServeError::Worker(format!("starting a worker thread: {e}")))
+        };
     let (new_partitions_tx, new_partitions_rx) = mpsc::channel();
     let mut new_share_partitions = None;
     let mut workers = Vec::new();
@@ -442,7 +441,7 @@ fn start(options: ServeOptions, stop: &Arc<AtomicBool>) -> Result<(http::AppStat
             settings: options.cluster_info.clone(),
             stop: Arc::clone(stop),
         };
-        workers.push(spawn(crate::cluster_info::WORKER, Box::new(move || worker.run()))?);
+        workers.push(spawn_beside(crate::cluster_info::WORKER, Box::new(move || worker.run()))?);
     }
     if let Some(probe) = probe {
         let mut worker = super::end_to_end::EndToEndWorker {
@@ -452,7 +451,7 @@ fn start(options: ServeOptions, stop: &Arc<AtomicBool>) -> Result<(http::AppStat
             probe,
             stop: Arc::clone(stop),
         };
-        workers.push(spawn(super::end_to_end::WORKER, Box::new(move || worker.run()))?);
+        workers.push(spawn_beside(super::end_to_end::WORKER, Box::new(move || worker.run()))?);
     }
 
     let state = http::AppState {

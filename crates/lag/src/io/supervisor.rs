@@ -18,6 +18,14 @@ pub(crate) fn backoff(failures: u32) -> Duration {
     Duration::from_secs(1u64 << failures.saturating_sub(1).min(5)).min(Duration::from_secs(30))
 }
 
+/// Sleeps `wait`, or until `stop` is set, whichever comes first.
+pub(crate) fn sleep_unless_stopped(stop: &AtomicBool, wait: Duration) {
+    let until = Instant::now() + wait;
+    while Instant::now() < until && !stop.load(Ordering::Acquire) {
+        std::thread::sleep(Duration::from_millis(50).min(until.saturating_duration_since(Instant::now())));
+    }
+}
+
 /// Runs `body` on a thread named `name` until `stop` is set. `body` returns
 /// `Ok(())` only when it saw `stop`; an error or a panic restarts it after the
 /// backoff, which grows with failures in a row (see [`crate::Health`]). `body`
@@ -26,7 +34,33 @@ pub(crate) fn spawn(
     name: &'static str,
     monitor: Arc<Monitor>,
     stop: Arc<AtomicBool>,
+    body: impl FnMut() -> Result<(), super::error::WorkerError> + Send + 'static,
+) -> std::io::Result<JoinHandle<()>> {
+    restarting(name, stop, body, move |error| monitor.worker_failed(name, error))
+}
+
+/// [`spawn`] for a worker whose failures are not the lag's (kminion's
+/// cluster families, the end-to-end probe): logged and restarted the same
+/// way, never reported to readiness, so `/ready` does not depend on them.
+pub(crate) fn spawn_beside(
+    name: &'static str,
+    stop: Arc<AtomicBool>,
+    body: impl FnMut() -> Result<(), super::error::WorkerError> + Send + 'static,
+) -> std::io::Result<JoinHandle<()>> {
+    let mut in_a_row = 0u32;
+    restarting(name, stop, body, move |_| {
+        in_a_row = in_a_row.saturating_add(1);
+        in_a_row
+    })
+}
+
+/// The loop of [`spawn`]: `failed` hears each failure and says how many
+/// came in a row.
+fn restarting(
+    name: &'static str,
+    stop: Arc<AtomicBool>,
     mut body: impl FnMut() -> Result<(), super::error::WorkerError> + Send + 'static,
+    mut failed: impl FnMut(String) -> u32 + Send + 'static,
 ) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new().name(name.replace(' ', "-")).spawn(move || {
         while !stop.load(Ordering::Acquire) {
@@ -43,13 +77,10 @@ pub(crate) fn spawn(
                     format!("panicked: {what}")
                 }
             };
-            let failures = monitor.worker_failed(name, error.clone());
+            let failures = failed(error.clone());
             let wait = backoff(failures);
             error!(worker = name, failures, restart_in_seconds = wait.as_secs(), error = %error, "worker failed; restarting");
-            let until = Instant::now() + wait;
-            while Instant::now() < until && !stop.load(Ordering::Acquire) {
-                std::thread::sleep(Duration::from_millis(50));
-            }
+            sleep_unless_stopped(&stop, wait);
             if !stop.load(Ordering::Acquire) {
                 info!(worker = name, "restarting worker");
             }

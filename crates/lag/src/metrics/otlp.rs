@@ -200,11 +200,15 @@ type Group<'a> = (Vec<&'a (String, String)>, Vec<&'a Sample>);
 /// (`le`, `quantile`), in the order the groups first appear.
 fn grouped<'a>(family: &'a Family, special: &str) -> Vec<Group<'a>> {
     let mut groups: Vec<Group<'a>> = Vec::new();
+    let mut index: std::collections::HashMap<Vec<&'a (String, String)>, usize> = std::collections::HashMap::new();
     for sample in &family.samples {
         let labels: Vec<_> = sample.labels.iter().filter(|(k, _)| k != special).collect();
-        match groups.iter_mut().find(|(l, _)| *l == labels) {
-            Some((_, samples)) => samples.push(sample),
-            None => groups.push((labels, vec![sample])),
+        match index.get(&labels) {
+            Some(&i) => groups[i].1.push(sample),
+            None => {
+                index.insert(labels.clone(), groups.len());
+                groups.push((labels, vec![sample]));
+            }
         }
     }
     groups

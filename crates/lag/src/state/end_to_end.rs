@@ -200,7 +200,8 @@ impl EndToEnd {
     }
 
     /// An offset commit to `coordinator` took `took`: answered, or failed
-    /// for `failure` (a commit slower than the SLA failed: [`SLA_EXCEEDED`]).
+    /// for `failure`; a commit slower than the SLA failed for that
+    /// ([`SLA_EXCEEDED`]), whatever its answer.
     pub fn committed(&self, coordinator: i32, took: Duration, failure: Option<&str>) {
         self.with(|p| {
             let slow = took > p.slas.commit;
@@ -212,7 +213,8 @@ impl EndToEnd {
             });
             stats.commits += 1;
             stats.latency.observe(took.as_secs_f64());
-            let failure = failure.or(slow.then_some(SLA_EXCEEDED));
+            // Past the SLA, a commit failed for that, whatever came later (kminion's rule).
+            let failure = if slow { Some(SLA_EXCEEDED) } else { failure };
             if let Some(reason) = failure {
                 *stats.failed.entry(reason.to_owned()).or_default() += 1;
             }
@@ -349,11 +351,13 @@ mod tests {
         probe.committed(1, ms(4), None);
         probe.committed(1, Duration::from_secs(6), None);
         probe.committed(2, ms(8), Some("NOT_COORDINATOR"));
+        probe.committed(2, Duration::from_secs(9), Some("REQUEST_TIMED_OUT"));
         let s = probe.snapshot();
         assert_eq!(s.coordinators[&1].commits, 2);
         assert_eq!(s.coordinators[&1].failed, BTreeMap::from([(SLA_EXCEEDED.to_owned(), 1)]));
         assert_eq!(s.coordinators[&1].latency.buckets().last(), Some(&(f64::INFINITY, 1)), "6 s is above 5.12");
         assert_eq!(s.coordinators[&2].failed["NOT_COORDINATOR"], 1);
+        assert_eq!(s.coordinators[&2].failed[SLA_EXCEEDED], 1, "past the SLA, that is the reason");
     }
 
     #[test]
