@@ -26,6 +26,7 @@ pub(crate) struct OtlpFile {
     #[serde(default)]
     resource_attributes: BTreeMap<String, String>,
     max_data_points_per_request: Option<usize>,
+    compression: Option<String>,
     #[serde(default)]
     tls: OtlpTlsFile,
 }
@@ -179,6 +180,17 @@ pub(crate) fn otlp_settings(file: &OtlpFile, env: &dyn Fn(&str) -> Option<String
         settings.max_points_per_request = n;
     }
 
+    let compression = match either(env, "COMPRESSION") {
+        Some((name, value)) => Some((name, value)),
+        None => file.compression.clone().map(|v| ("otlp.compression".to_owned(), v)),
+    };
+    settings.gzip = match compression {
+        None => false,
+        Some((_, v)) if v == "gzip" => true,
+        Some((_, v)) if v == "none" => false,
+        Some((name, v)) => bail!("invalid {name}: {v:?} (gzip or none)"),
+    };
+
     settings.headers = file.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     if let Some((name, v)) = either(env, "HEADERS") {
         for (k, v) in pairs(&name, &v)? {
@@ -299,6 +311,7 @@ mod tests {
             ("OTEL_EXPORTER_OTLP_METRICS_TIMEOUT", "3000"),
             ("OTEL_SERVICE_NAME", "lag-eu"),
             ("OTEL_RESOURCE_ATTRIBUTES", "service.name=ignored,k8s.pod.name=kshard-0"),
+            ("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip"),
         ];
         let s = on("endpoint: http://file:4317\nheaders: {x-tenant: file}\n", &vars);
         assert_eq!(s.endpoint, "http://env:4318/v1/metrics");
@@ -310,6 +323,9 @@ mod tests {
         assert_eq!((s.interval, s.timeout), (Duration::from_secs(5), Duration::from_secs(3)));
         assert_eq!(attribute(&s, "service.name"), Some("lag-eu"), "OTEL_SERVICE_NAME wins");
         assert_eq!(attribute(&s, "k8s.pod.name"), Some("kshard-0"));
+        assert!(s.gzip, "OTEL_EXPORTER_OTLP_COMPRESSION=gzip");
+        assert!(on("endpoint: http://c\ncompression: gzip", &[]).gzip);
+        assert!(!on("endpoint: http://c", &[]).gzip, "none by default, as the specification's");
         let exact = [
             ("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "http://c:9999/custom"),
             ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
@@ -337,6 +353,7 @@ mod tests {
         assert!(err("endpoint: http://c\ninterval_seconds: 0", &[]).contains("otlp.interval_seconds"));
         assert!(err("endpoint: http://c\ntls: {insecure_skip_verify: true}", &[]).contains("otlp.tls"));
         assert!(err("endpoint: http://c\nmax_data_points_per_request: 0", &[]).contains("max_data_points"));
+        assert!(err("endpoint: http://c\ncompression: zstd", &[]).contains("otlp.compression"));
         assert!(err("endpoint: http://c\nport: 1", &[]).contains("port"), "unknown keys refused");
         assert!(
             err("{}", &[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c"), ("OTEL_METRIC_EXPORT_INTERVAL", "soon")])

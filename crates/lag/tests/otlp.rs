@@ -38,6 +38,8 @@ type Taken = (Option<String>, ExportMetricsServiceRequest);
 #[derive(Clone, Default)]
 struct Collector {
     got: Arc<Mutex<Vec<Taken>>>,
+    /// Requests that came gzip-compressed (the HTTPS collector counts them).
+    gzipped: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Collector {
@@ -72,7 +74,8 @@ fn grpc_collector(rt: &tokio::runtime::Runtime) -> (Collector, SocketAddr) {
     let collector = Collector::default();
     let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).expect("bind");
     let addr = listener.local_addr().expect("addr");
-    let service = MetricsServiceServer::new(collector.clone());
+    let service =
+        MetricsServiceServer::new(collector.clone()).accept_compressed(tonic::codec::CompressionEncoding::Gzip);
     rt.spawn(async move {
         tonic::transport::Server::builder()
             .add_service(service)
@@ -96,13 +99,13 @@ fn https_collector(
     acceptor.set_private_key(&pki.server.1).expect("key");
     let acceptor = Arc::new(acceptor.build());
     let collector = Collector::default();
-    let got = Arc::clone(&collector.got);
+    let (got, gzipped) = (Arc::clone(&collector.got), Arc::clone(&collector.gzipped));
     listener.set_nonblocking(true).expect("nonblocking");
     rt.spawn(async move {
         let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
         loop {
             let Ok((tcp, _)) = listener.accept().await else { continue };
-            let (acceptor, got) = (Arc::clone(&acceptor), Arc::clone(&got));
+            let (acceptor, got, gzipped) = (Arc::clone(&acceptor), Arc::clone(&got), Arc::clone(&gzipped));
             tokio::spawn(async move {
                 let ssl = openssl::ssl::Ssl::new(acceptor.context()).expect("ssl");
                 let mut stream = tokio_openssl::SslStream::new(ssl, tcp).expect("stream");
@@ -110,13 +113,25 @@ fn https_collector(
                     return;
                 }
                 let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-                    let got = Arc::clone(&got);
+                    let (got, gzipped) = (Arc::clone(&got), Arc::clone(&gzipped));
                     async move {
                         let auth =
                             request.headers().get("authorization").and_then(|v| v.to_str().ok()).map(str::to_owned);
                         let typed = request.headers().get("content-type").map(|v| v.as_bytes().to_vec());
+                        let gzip = request.headers().get("content-encoding").is_some_and(|v| v == "gzip");
                         let path = request.uri().path().to_owned();
                         let body = request.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+                        let body = if gzip {
+                            let mut plain = Vec::new();
+                            let read =
+                                std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&body[..]), &mut plain);
+                            read.map(|_| bytes::Bytes::from(plain)).unwrap_or_default()
+                        } else {
+                            body
+                        };
+                        if gzip {
+                            gzipped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
                         let status = if path != "/v1/metrics" || typed.as_deref() != Some(b"application/x-protobuf") {
                             400
                         } else if auth.as_deref() != Some(&format!("Bearer {token}")) {
@@ -257,6 +272,7 @@ fn a_grpc_collector_gets_what_metrics_shows_for_every_cluster() {
     otlp.resource.push(("deployment.environment".to_owned(), "test".to_owned()));
     // Small requests, so that the export is split and every piece arrives.
     otlp.max_points_per_request = 50;
+    otlp.gzip = true;
 
     // Two clusters (two offsets topics on one broker), a group each.
     let (east, west) =
@@ -399,6 +415,7 @@ fn https_with_a_token_a_wrong_token_refused_and_a_late_collector() {
     otlp.timeout = Duration::from_secs(2);
     otlp.headers = vec![("authorization".to_owned(), "Bearer right".to_owned())];
     otlp.tls = OtlpTls { ca_file: Some(pki.dir.join("ca.pem")), ..OtlpTls::default() };
+    otlp.gzip = true;
     let monitor = MonitorSettings {
         groups: NameFilter::new(&[format!("{p}-g")], &[]).expect("filter"),
         ..MonitorSettings::default()
@@ -420,6 +437,7 @@ fn https_with_a_token_a_wrong_token_refused_and_a_late_collector() {
     });
     let (auth, request) = collector.last().expect("a request");
     assert_eq!(auth.as_deref(), Some("Bearer right"));
+    assert!(collector.gzipped.load(std::sync::atomic::Ordering::Relaxed) >= 2, "compression: gzip");
     let lag = otlp_series(&request)
         .into_iter()
         .find(|((name, labels), _)| {

@@ -38,6 +38,8 @@ pub struct OtlpSettings {
     pub tls: OtlpTls,
     /// At most this many data points a request.
     pub max_points_per_request: usize,
+    /// Compress each request with gzip (`compression: gzip`).
+    pub gzip: bool,
 }
 
 impl OtlpSettings {
@@ -53,6 +55,7 @@ impl OtlpSettings {
             resource: vec![("service.name".to_owned(), "kshard".to_owned())],
             tls: OtlpTls::default(),
             max_points_per_request: 8192,
+            gzip: false,
         }
     }
 }

@@ -95,6 +95,8 @@ pub(crate) struct HttpCollector {
     verify_hostname: bool,
     headers: Vec<(hyper::header::HeaderName, hyper::header::HeaderValue)>,
     timeout: Duration,
+    /// Bodies sent gzip-compressed (`Content-Encoding: gzip`).
+    gzip: bool,
 }
 
 /// A setting that cannot work, named.
@@ -114,13 +116,15 @@ fn invalid(setting: &'static str, why: impl std::fmt::Display) -> OtlpSettingErr
 impl Transport {
     /// The transport to `endpoint`, checked now (its URL, headers and TLS
     /// files); it connects on the first export. Needs a tokio runtime.
-    pub(crate) fn new(
-        endpoint: &str,
-        protocol: OtlpProtocol,
-        headers: &[(String, String)],
-        tls: &OtlpTls,
-        timeout: Duration,
-    ) -> Result<Self, OtlpSettingError> {
+    pub(crate) fn new(settings: &super::otlp_export::OtlpSettings) -> Result<Self, OtlpSettingError> {
+        let (endpoint, protocol, headers, tls, timeout, gzip) = (
+            settings.endpoint.as_str(),
+            settings.protocol,
+            &settings.headers,
+            &settings.tls,
+            settings.timeout,
+            settings.gzip,
+        );
         let uri: Uri = endpoint.parse().map_err(|e| invalid("endpoint", format!("{endpoint:?}: {e}")))?;
         let https = match uri.scheme_str() {
             Some("https") => true,
@@ -168,7 +172,13 @@ impl Transport {
                         }))
                     }
                 };
-                Ok(Transport::Grpc { client: MetricsServiceClient::new(channel), headers: metadata, timeout })
+                let mut client = MetricsServiceClient::new(channel);
+                if gzip {
+                    client = client
+                        .send_compressed(tonic::codec::CompressionEncoding::Gzip)
+                        .accept_compressed(tonic::codec::CompressionEncoding::Gzip);
+                }
+                Ok(Transport::Grpc { client, headers: metadata, timeout })
             }
             OtlpProtocol::HttpProtobuf => {
                 let headers = headers
@@ -189,6 +199,7 @@ impl Transport {
                     verify_hostname: !tls.insecure_skip_verify,
                     headers,
                     timeout,
+                    gzip,
                 }))
             }
         }
@@ -349,7 +360,8 @@ const ERROR_BODY: usize = 512;
 
 impl HttpCollector {
     async fn post(&self, request: ExportMetricsServiceRequest) -> Result<Accepted, Failure> {
-        let body = Bytes::from(request.encode_to_vec());
+        let body = request.encode_to_vec();
+        let body = Bytes::from(if self.gzip { gzipped(&body) } else { body });
         let refused = |e: &dyn std::fmt::Display| Failure::retryable(format!("connecting to {}: {e}", self.uri));
         let tcp = TcpStream::connect((self.host.as_str(), self.port)).await.map_err(|e| refused(&e))?;
         let _ = tcp.set_nodelay(true);
@@ -387,6 +399,7 @@ impl HttpCollector {
         let mut request = hyper::Request::post(path)
             .header(hyper::header::HOST, authority)
             .header(hyper::header::CONTENT_TYPE, "application/x-protobuf")
+            .header(hyper::header::CONTENT_ENCODING, if self.gzip { "gzip" } else { "identity" })
             .header(hyper::header::USER_AGENT, concat!("kshard/", env!("CARGO_PKG_VERSION")));
         for (name, value) in &self.headers {
             request = request.header(name, value);
@@ -406,6 +419,15 @@ impl HttpCollector {
     }
 }
 
+/// `bytes`, gzip-compressed (in memory, so it cannot fail).
+fn gzipped(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut encoder = flate2::write::GzEncoder::new(Vec::with_capacity(bytes.len() / 4), flate2::Compression::fast());
+    // Writing to a Vec does not fail.
+    let _ = encoder.write_all(bytes);
+    encoder.finish().unwrap_or_default()
+}
+
 /// A task aborted when this is dropped.
 struct AbortOnDrop(tokio::task::JoinHandle<Result<(), hyper::Error>>);
 
@@ -418,6 +440,17 @@ impl Drop for AbortOnDrop {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gzip_bodies_decompress_to_what_was_sent() {
+        use std::io::Read;
+        let body = vec![7u8; 10_000];
+        let packed = gzipped(&body);
+        assert!(packed.len() < 200, "repetitive protobuf packs well: {}", packed.len());
+        let mut back = Vec::new();
+        flate2::read::GzDecoder::new(packed.as_slice()).read_to_end(&mut back).expect("gzip");
+        assert_eq!(back, body);
+    }
 
     #[test]
     fn only_what_the_specification_says_is_retried() {
@@ -453,8 +486,14 @@ mod tests {
 
     #[tokio::test]
     async fn bad_settings_name_their_field() {
+        let settings = |endpoint: &str, protocol| super::super::otlp_export::OtlpSettings::new(endpoint, protocol);
         let new = |endpoint: &str, headers: &[(String, String)], tls: &OtlpTls| {
-            Transport::new(endpoint, OtlpProtocol::HttpProtobuf, headers, tls, Duration::from_secs(1)).err()
+            let s = super::super::otlp_export::OtlpSettings {
+                headers: headers.to_vec(),
+                tls: tls.clone(),
+                ..settings(endpoint, OtlpProtocol::HttpProtobuf)
+            };
+            Transport::new(&s).err()
         };
         let none = OtlpTls::default();
         assert_eq!(new("ftp://x/v1/metrics", &[], &none).map(|e| e.setting), Some("endpoint"));
@@ -470,10 +509,10 @@ mod tests {
         assert!(
             new("http://127.0.0.1:4318/v1/metrics", &[("authorization".into(), "Bearer x".into())], &none).is_none()
         );
-        let bare = Transport::new("http://c:4318", OtlpProtocol::HttpProtobuf, &[], &none, Duration::from_secs(1));
+        let bare = Transport::new(&settings("http://c:4318", OtlpProtocol::HttpProtobuf));
         let Ok(Transport::Http(collector)) = bare else { panic!("an HTTP transport") };
         assert_eq!(collector.uri.path(), "/v1/metrics", "a URL without a path gets the metrics path");
-        let grpc = Transport::new("http://127.0.0.1:4317", OtlpProtocol::Grpc, &[], &none, Duration::from_secs(1));
+        let grpc = Transport::new(&settings("http://127.0.0.1:4317", OtlpProtocol::Grpc));
         assert!(grpc.is_ok(), "lazy: no collector needed to start");
     }
 }

@@ -201,10 +201,7 @@ pub async fn run_many(
     // workers touch Kafka.
     let transport = match &otlp_settings {
         None => None,
-        Some(s) => Some(
-            super::otlp_transport::Transport::new(&s.endpoint, s.protocol, &s.headers, &s.tls, s.timeout)
-                .map_err(ServeError::Otlp)?,
-        ),
+        Some(s) => Some(super::otlp_transport::Transport::new(s).map_err(ServeError::Otlp)?),
     };
     let stop = Arc::new(AtomicBool::new(false));
     let mut states = Vec::new();
