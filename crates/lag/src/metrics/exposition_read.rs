@@ -2,8 +2,11 @@
 //! the `# HELP`, the `# TYPE` and every sample with its labels and value.
 //! What the OTLP export sends is exactly what `/metrics` shows, so it is
 //! built from the same text. Pure; a malformed line is an error naming its
-//! number, never a panic.
+//! number, never a panic. Names and labels borrow from the text (a value
+//! is copied only to undo its escapes): a million series read back without
+//! a million allocations.
 
+use std::borrow::Cow;
 use std::fmt;
 
 /// A family's type, from its `# TYPE` line (`untyped` without one).
@@ -18,20 +21,23 @@ pub(crate) enum Kind {
 
 /// One family: the name in its `# TYPE` line, and its samples in order.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Family {
-    pub(crate) name: String,
-    pub(crate) help: String,
+pub(crate) struct Family<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) help: Cow<'a, str>,
     pub(crate) kind: Kind,
-    pub(crate) samples: Vec<Sample>,
+    pub(crate) samples: Vec<Sample<'a>>,
 }
+
+/// A label: its name and its value, unescaped.
+pub(crate) type Label<'a> = (&'a str, Cow<'a, str>);
 
 /// One sample line: `name{labels} value`.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Sample {
+pub(crate) struct Sample<'a> {
     /// The sample's own name (`x_bucket`, `x_sum`, … in a histogram).
-    pub(crate) name: String,
-    /// The labels, in the order written, values unescaped.
-    pub(crate) labels: Vec<(String, String)>,
+    pub(crate) name: &'a str,
+    /// The labels, in the order written.
+    pub(crate) labels: Vec<Label<'a>>,
     pub(crate) value: f64,
 }
 
@@ -55,8 +61,8 @@ impl std::error::Error for ReadError {}
 /// the family whose `# TYPE` or `# HELP` came last, when its name is that
 /// family's or one of its suffixed names; otherwise it starts an untyped
 /// family of its own.
-pub(crate) fn read(text: &str) -> Result<Vec<Family>, ReadError> {
-    let mut families: Vec<Family> = Vec::new();
+pub(crate) fn read(text: &str) -> Result<Vec<Family<'_>>, ReadError> {
+    let mut families: Vec<Family<'_>> = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let fail = |why: String| ReadError { line: i + 1, why };
         let line = line.trim_end();
@@ -83,11 +89,11 @@ pub(crate) fn read(text: &str) -> Result<Vec<Family>, ReadError> {
             continue;
         }
         let sample = sample(line).map_err(fail)?;
-        let belongs = families.last().is_some_and(|f| belongs_to(&sample.name, f));
+        let belongs = families.last().is_some_and(|f| belongs_to(sample.name, f));
         if !belongs {
             families.push(Family {
-                name: sample.name.clone(),
-                help: String::new(),
+                name: sample.name,
+                help: Cow::Borrowed(""),
                 kind: Kind::Untyped,
                 samples: Vec::new(),
             });
@@ -100,17 +106,17 @@ pub(crate) fn read(text: &str) -> Result<Vec<Family>, ReadError> {
 }
 
 /// The last family when it is `name`'s (a `# HELP` then a `# TYPE`), else a new one.
-fn family_named<'a>(families: &'a mut Vec<Family>, name: &str) -> &'a mut Family {
+fn family_named<'f, 'a>(families: &'f mut Vec<Family<'a>>, name: &'a str) -> &'f mut Family<'a> {
     let same = families.last().is_some_and(|f| f.name == name && f.samples.is_empty());
     if !same {
-        families.push(Family { name: name.to_owned(), help: String::new(), kind: Kind::Untyped, samples: Vec::new() });
+        families.push(Family { name, help: Cow::Borrowed(""), kind: Kind::Untyped, samples: Vec::new() });
     }
     let last = families.len() - 1;
     &mut families[last]
 }
 
-fn belongs_to(sample: &str, family: &Family) -> bool {
-    let Some(suffix) = sample.strip_prefix(family.name.as_str()) else { return false };
+fn belongs_to(sample: &str, family: &Family<'_>) -> bool {
+    let Some(suffix) = sample.strip_prefix(family.name) else { return false };
     match family.kind {
         Kind::Histogram => matches!(suffix, "_bucket" | "_sum" | "_count"),
         Kind::Summary => matches!(suffix, "" | "_sum" | "_count"),
@@ -120,7 +126,7 @@ fn belongs_to(sample: &str, family: &Family) -> bool {
 }
 
 /// `name{a="x",b="y"} value [timestamp]`.
-fn sample(line: &str) -> Result<Sample, String> {
+fn sample(line: &str) -> Result<Sample<'_>, String> {
     let end = line.find(['{', ' ', '\t']).ok_or_else(|| format!("no value in {line:?}"))?;
     let name = &line[..end];
     if !valid_name(name) {
@@ -139,11 +145,11 @@ fn sample(line: &str) -> Result<Sample, String> {
     {
         return Err(format!("{timestamp:?} is not a timestamp of {name}"));
     }
-    Ok(Sample { name: name.to_owned(), labels, value })
+    Ok(Sample { name, labels, value })
 }
 
 /// Reads `a="x",b="y"}` into `labels`; returns what follows the `}`.
-fn read_labels<'a>(mut body: &'a str, labels: &mut Vec<(String, String)>) -> Result<&'a str, String> {
+fn read_labels<'a>(mut body: &'a str, labels: &mut Vec<Label<'a>>) -> Result<&'a str, String> {
     loop {
         body = body.trim_start_matches([' ', ',']);
         if let Some(rest) = body.strip_prefix('}') {
@@ -158,26 +164,34 @@ fn read_labels<'a>(mut body: &'a str, labels: &mut Vec<(String, String)>) -> Res
             .trim_start()
             .strip_prefix('"')
             .ok_or_else(|| format!("label {key}'s value is not quoted"))?;
-        let mut value = String::new();
-        let mut chars = quoted.char_indices();
-        let after = loop {
-            match chars.next() {
-                Some((i, '"')) => break i + 1,
-                Some((_, '\\')) => match chars.next() {
-                    Some((_, 'n')) => value.push('\n'),
-                    Some((_, c @ ('\\' | '"'))) => value.push(c),
-                    Some((_, c)) => {
-                        value.push('\\');
-                        value.push(c);
-                    }
-                    None => return Err(format!("label {key}'s value does not end")),
-                },
-                Some((_, c)) => value.push(c),
-                None => return Err(format!("label {key}'s value does not end")),
-            }
-        };
-        labels.push((key.to_owned(), value));
+        let (value, after) = label_value(quoted).ok_or_else(|| format!("label {key}'s value does not end"))?;
+        labels.push((key, value));
         body = &quoted[after..];
+    }
+}
+
+/// The value at the start of `quoted` (after its opening quote), and where
+/// its closing quote ends; borrowed unless it has escapes to undo.
+fn label_value(quoted: &str) -> Option<(Cow<'_, str>, usize)> {
+    let end = quoted.find(['"', '\\'])?;
+    if quoted.as_bytes()[end] == b'"' {
+        return Some((Cow::Borrowed(&quoted[..end]), end + 1));
+    }
+    let mut value = String::from(&quoted[..end]);
+    let mut chars = quoted[end..].char_indices().map(|(i, c)| (i + end, c));
+    loop {
+        match chars.next()? {
+            (i, '"') => return Some((Cow::Owned(value), i + 1)),
+            (_, '\\') => match chars.next()? {
+                (_, 'n') => value.push('\n'),
+                (_, c @ ('\\' | '"')) => value.push(c),
+                (_, c) => {
+                    value.push('\\');
+                    value.push(c);
+                }
+            },
+            (_, c) => value.push(c),
+        }
     }
 }
 
@@ -196,7 +210,10 @@ fn parse_value(text: &str) -> Option<f64> {
     }
 }
 
-fn unescape_help(text: &str) -> String {
+fn unescape_help(text: &str) -> Cow<'_, str> {
+    if !text.contains('\\') {
+        return Cow::Borrowed(text);
+    }
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars();
     while let Some(c) = chars.next() {
@@ -212,7 +229,7 @@ fn unescape_help(text: &str) -> String {
             _ => out.push(c),
         }
     }
-    out
+    Cow::Owned(out)
 }
 
 #[cfg(test)]
@@ -238,7 +255,7 @@ stray_series 1
     #[test]
     fn families_samples_and_labels_are_read() {
         let families = read(TEXT).expect("valid");
-        let names: Vec<_> = families.iter().map(|f| (f.name.as_str(), f.kind, f.samples.len())).collect();
+        let names: Vec<_> = families.iter().map(|f| (f.name, f.kind, f.samples.len())).collect();
         assert_eq!(
             names,
             [
@@ -250,13 +267,14 @@ stray_series 1
         );
         let lag = &families[0];
         assert_eq!(lag.help, "Lag of a group, per topic");
-        assert_eq!(lag.samples[0].labels, [("group_id".into(), "g".into()), ("topic_name".into(), "t".into())]);
+        assert_eq!(lag.samples[0].labels, [("group_id", "g".into()), ("topic_name", "t".into())]);
+        assert!(matches!(lag.samples[0].labels[0].1, Cow::Borrowed(_)), "no copy without escapes");
         assert_eq!(lag.samples[0].value, 42.0);
         assert_eq!(lag.samples[1].labels[0].1, "a \"quoted\\ \nname", "escapes undone");
         assert!(lag.samples[1].value.is_nan());
         assert_eq!(families[1].help, "Records read.\nSecond line");
         assert_eq!(families[2].samples[1].value, 3.0);
-        assert_eq!(families[2].samples[1].labels, [("le".into(), "+Inf".into())]);
+        assert_eq!(families[2].samples[1].labels, [("le", "+Inf".into())]);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use opentelemetry_proto::tonic::metrics::v1::{
 };
 use opentelemetry_proto::tonic::resource::v1::Resource;
 
-use super::exposition_read::{Family, Kind, Sample};
+use super::exposition_read::{Family, Kind, Label, Sample};
 
 /// What every export carries besides the series.
 #[derive(Debug, Clone)]
@@ -35,7 +35,7 @@ const SCOPE: &str = "kshard";
 
 /// `families` as OTLP export requests of at most `max_points` data points
 /// each (one, empty of metrics, when there is nothing to send).
-pub(crate) fn requests(families: &[Family], envelope: &Envelope<'_>) -> Vec<ExportMetricsServiceRequest> {
+pub(crate) fn requests(families: &[Family<'_>], envelope: &Envelope<'_>) -> Vec<ExportMetricsServiceRequest> {
     let max = envelope.max_points.max(1);
     let mut batches: Vec<(Vec<Metric>, usize)> = vec![(Vec::new(), 0)];
     for family in families {
@@ -93,7 +93,7 @@ fn attribute(key: &str, value: &str) -> KeyValue {
     }
 }
 
-fn attributes<'a>(labels: impl IntoIterator<Item = &'a (String, String)>) -> Vec<KeyValue> {
+fn attributes<'l, 'a: 'l>(labels: impl IntoIterator<Item = &'l Label<'a>>) -> Vec<KeyValue> {
     labels.into_iter().map(|(k, v)| attribute(k, v)).collect()
 }
 
@@ -109,33 +109,53 @@ pub(crate) fn points(metric: &Metric) -> usize {
     }
 }
 
-/// `metric` in pieces of at most `max` data points, each a whole metric.
+/// `metric` in pieces of at most `max` data points, each a whole metric
+/// (the points moved, not copied).
 fn split(metric: Metric, max: usize) -> Vec<Metric> {
     if points(&metric) <= max {
         return vec![metric];
     }
-    fn pieces<T: Clone>(points: &[T], max: usize) -> Vec<Vec<T>> {
-        points.chunks(max).map(<[T]>::to_vec).collect()
+    fn pieces<T>(points: Vec<T>, max: usize) -> Vec<Vec<T>> {
+        let mut out = Vec::with_capacity(points.len().div_ceil(max));
+        let mut points = points.into_iter().peekable();
+        while points.peek().is_some() {
+            out.push(points.by_ref().take(max).collect());
+        }
+        out
     }
-    let with = |data: Data| Metric { data: Some(data), ..metric.clone() };
-    match &metric.data {
-        Some(Data::Gauge(g)) => pieces(&g.data_points, max)
+    let Metric { name, description, unit, metadata, data } = metric;
+    let with = |data: Data| Metric {
+        name: name.clone(),
+        description: description.clone(),
+        unit: unit.clone(),
+        metadata: metadata.clone(),
+        data: Some(data),
+    };
+    match data {
+        Some(Data::Gauge(g)) => {
+            pieces(g.data_points, max).into_iter().map(|data_points| with(Data::Gauge(Gauge { data_points }))).collect()
+        }
+        Some(Data::Sum(s)) => pieces(s.data_points, max)
             .into_iter()
-            .map(|data_points| with(Data::Gauge(Gauge { data_points })))
+            .map(|data_points| {
+                with(Data::Sum(Sum {
+                    data_points,
+                    aggregation_temporality: s.aggregation_temporality,
+                    is_monotonic: s.is_monotonic,
+                }))
+            })
             .collect(),
-        Some(Data::Sum(s)) => pieces(&s.data_points, max)
+        Some(Data::Histogram(h)) => pieces(h.data_points, max)
             .into_iter()
-            .map(|data_points| with(Data::Sum(Sum { data_points, ..s.clone() })))
+            .map(|data_points| {
+                with(Data::Histogram(Histogram { data_points, aggregation_temporality: h.aggregation_temporality }))
+            })
             .collect(),
-        Some(Data::Histogram(h)) => pieces(&h.data_points, max)
-            .into_iter()
-            .map(|data_points| with(Data::Histogram(Histogram { data_points, ..h.clone() })))
-            .collect(),
-        Some(Data::Summary(s)) => pieces(&s.data_points, max)
+        Some(Data::Summary(s)) => pieces(s.data_points, max)
             .into_iter()
             .map(|data_points| with(Data::Summary(Summary { data_points })))
             .collect(),
-        _ => vec![metric],
+        other => vec![Metric { name, description, unit, metadata, data: other }],
     }
 }
 
@@ -153,10 +173,10 @@ fn unit(name: &str) -> &'static str {
     }
 }
 
-fn metric(family: &Family, envelope: &Envelope<'_>) -> Metric {
+fn metric(family: &Family<'_>, envelope: &Envelope<'_>) -> Metric {
     let name = match family.kind {
-        Kind::Counter => family.name.strip_suffix("_total").unwrap_or(&family.name),
-        _ => &family.name,
+        Kind::Counter => family.name.strip_suffix("_total").unwrap_or(family.name),
+        _ => family.name,
     };
     let data = match family.kind {
         Kind::Counter => Data::Sum(Sum {
@@ -173,14 +193,14 @@ fn metric(family: &Family, envelope: &Envelope<'_>) -> Metric {
     };
     Metric {
         name: name.to_owned(),
-        description: family.help.clone(),
+        description: family.help.clone().into_owned(),
         unit: unit(name).to_owned(),
         metadata: Vec::new(),
         data: Some(data),
     }
 }
 
-fn numbers(samples: &[Sample], start_ns: u64, now_ns: u64) -> Vec<NumberDataPoint> {
+fn numbers(samples: &[Sample<'_>], start_ns: u64, now_ns: u64) -> Vec<NumberDataPoint> {
     samples
         .iter()
         .map(|s| NumberDataPoint {
@@ -194,15 +214,15 @@ fn numbers(samples: &[Sample], start_ns: u64, now_ns: u64) -> Vec<NumberDataPoin
 }
 
 /// A data point's labels and the samples that make it.
-type Group<'a> = (Vec<&'a (String, String)>, Vec<&'a Sample>);
+type Group<'f, 'a> = (Vec<&'f Label<'a>>, Vec<&'f Sample<'a>>);
 
 /// The samples of `family` grouped by their labels without `special`
 /// (`le`, `quantile`), in the order the groups first appear.
-fn grouped<'a>(family: &'a Family, special: &str) -> Vec<Group<'a>> {
-    let mut groups: Vec<Group<'a>> = Vec::new();
-    let mut index: std::collections::HashMap<Vec<&'a (String, String)>, usize> = std::collections::HashMap::new();
+fn grouped<'f, 'a>(family: &'f Family<'a>, special: &str) -> Vec<Group<'f, 'a>> {
+    let mut groups: Vec<Group<'f, 'a>> = Vec::new();
+    let mut index: std::collections::HashMap<Vec<&'f Label<'a>>, usize> = std::collections::HashMap::new();
     for sample in &family.samples {
-        let labels: Vec<_> = sample.labels.iter().filter(|(k, _)| k != special).collect();
+        let labels: Vec<_> = sample.labels.iter().filter(|(k, _)| *k != special).collect();
         match index.get(&labels) {
             Some(&i) => groups[i].1.push(sample),
             None => {
@@ -214,8 +234,8 @@ fn grouped<'a>(family: &'a Family, special: &str) -> Vec<Group<'a>> {
     groups
 }
 
-fn label<'a>(sample: &'a Sample, name: &str) -> Option<&'a str> {
-    sample.labels.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+fn label<'s>(sample: &'s Sample<'_>, name: &str) -> Option<&'s str> {
+    sample.labels.iter().find(|(k, _)| *k == name).map(|(_, v)| v.as_ref())
 }
 
 fn le(text: &str) -> Option<f64> {
@@ -225,7 +245,7 @@ fn le(text: &str) -> Option<f64> {
     }
 }
 
-fn histogram_points(family: &Family, envelope: &Envelope<'_>) -> Vec<HistogramDataPoint> {
+fn histogram_points(family: &Family<'_>, envelope: &Envelope<'_>) -> Vec<HistogramDataPoint> {
     let (bucket, sum, count) =
         (format!("{}_bucket", family.name), format!("{}_sum", family.name), format!("{}_count", family.name));
     grouped(family, "le")
@@ -262,7 +282,7 @@ fn histogram_points(family: &Family, envelope: &Envelope<'_>) -> Vec<HistogramDa
         .collect()
 }
 
-fn summary_points(family: &Family, envelope: &Envelope<'_>) -> Vec<SummaryDataPoint> {
+fn summary_points(family: &Family<'_>, envelope: &Envelope<'_>) -> Vec<SummaryDataPoint> {
     let (sum, count) = (format!("{}_sum", family.name), format!("{}_count", family.name));
     grouped(family, "quantile")
         .into_iter()
