@@ -42,16 +42,9 @@ fn value(m: &BTreeMap<String, f64>, series: &str) -> f64 {
 fn label_names(m: &BTreeMap<String, f64>, family: &str) -> Vec<String> {
     let mut names: Vec<String> = m
         .keys()
-        .filter_map(|k| k.strip_prefix(family)?.strip_prefix('{'))
-        .map(|labels| {
-            labels
-                .trim_end_matches('}')
-                .split(',')
-                .filter_map(|l| l.split_once('=').map(|(k, _)| k.to_owned()))
-                .filter(|k| k != "le")
-                .collect::<Vec<_>>()
-                .join(",")
-        })
+        .map(|k| parse_series(k))
+        .filter(|(name, labels)| name == family && !labels.is_empty())
+        .map(|(_, labels)| labels.into_keys().filter(|k| k != "le").collect::<Vec<_>>().join(","))
         .collect();
     names.sort();
     names.dedup();

@@ -68,11 +68,8 @@ fn families(text: &str) -> BTreeMap<String, BTreeSet<Vec<String>>> {
     let mut out: BTreeMap<String, BTreeSet<Vec<String>>> = BTreeMap::new();
     for line in text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
         let series = line.rsplit_once(' ').map_or(line, |(s, _)| s);
-        let (name, labels) = series.split_once('{').unwrap_or((series, ""));
-        let mut keys: Vec<String> =
-            labels.split("\",").filter_map(|l| l.split_once("=\"")).map(|(k, _)| k.to_owned()).collect();
-        keys.sort();
-        out.entry(name.to_owned()).or_default().insert(keys);
+        let (name, labels) = parse_series(series);
+        out.entry(name).or_default().insert(labels.into_keys().collect());
     }
     out
 }

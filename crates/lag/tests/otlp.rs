@@ -181,18 +181,9 @@ fn text_series(text: &str) -> BTreeSet<(String, BTreeMap<String, String>)> {
         .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
         .map(|line| {
             let (series, _) = line.rsplit_once(' ').expect("a sample");
-            let (name, labels) = match series.split_once('{') {
-                Some((name, rest)) => (name, rest.trim_end_matches('}')),
-                None => (series, ""),
-            };
-            let mut map = BTreeMap::new();
-            // kshard's label values here have no commas or quotes.
-            for pair in labels.split(',').filter(|p| !p.is_empty()) {
-                let (k, v) = pair.split_once('=').expect("k=v");
-                if k != "le" {
-                    map.insert(k.to_owned(), v.trim_matches('"').to_owned());
-                }
-            }
+            let (name, mut map) = parse_series(series);
+            map.remove("le");
+            let name = name.as_str();
             let histogram = ["_bucket", "_sum", "_count"].iter().find_map(|s| {
                 let base = name.strip_suffix(s)?;
                 (types.get(base).map(String::as_str) == Some("histogram")).then_some(base)

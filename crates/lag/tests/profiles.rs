@@ -57,19 +57,6 @@ fn documented(profile: Profile) -> Vec<(&'static str, &'static [&'static str])> 
     }
 }
 
-/// A series' name and its labels.
-fn parse_series(series: &str) -> (String, BTreeMap<String, String>) {
-    let Some((name, rest)) = series.split_once('{') else { return (series.to_owned(), BTreeMap::new()) };
-    let labels = rest
-        .trim_end_matches('}')
-        .split("\",")
-        .filter(|l| !l.is_empty())
-        .filter_map(|l| l.split_once("=\""))
-        .map(|(k, v)| (k.to_owned(), v.trim_end_matches('"').to_owned()))
-        .collect();
-    (name.to_owned(), labels)
-}
-
 /// The value of the series of `family` whose labels include `want`.
 fn value(m: &BTreeMap<String, f64>, family: &str, want: &[(&str, &str)]) -> Option<f64> {
     m.iter().find_map(|(series, v)| {

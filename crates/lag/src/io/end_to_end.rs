@@ -304,14 +304,10 @@ fn commit_until_stopped(
         if ask.send(()).is_err() {
             return;
         }
-        let result = loop {
-            match answers.recv_timeout(Duration::from_millis(50)) {
-                Ok(result) => break Some(result),
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) if stop.load(Ordering::Acquire) => return,
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) if started.elapsed() > sla => break None,
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
-            }
+        let result = match answer_within(&answers, stop, Some(started + sla)) {
+            Answer::Came(result) => Some(result),
+            Answer::Late => None,
+            Answer::Stopped => return,
         };
         let took = started.elapsed();
         // The broker that answered: the leader of the group's partition of
@@ -336,15 +332,34 @@ fn commit_until_stopped(
                 );
                 probe.committed(id, took, Some(crate::SLA_EXCEEDED));
                 // The late answer is not counted again; wait for it before the next.
-                loop {
-                    match answers.recv_timeout(Duration::from_millis(50)) {
-                        Ok(_) => break,
-                        Err(std::sync::mpsc::RecvTimeoutError::Timeout) if stop.load(Ordering::Acquire) => return,
-                        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-                        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
-                    }
+                if let Answer::Stopped = answer_within(&answers, stop, None) {
+                    return;
                 }
             }
+        }
+    }
+}
+
+/// What came of a commit asked of the commit thread.
+enum Answer<T> {
+    Came(T),
+    /// Not by the deadline.
+    Late,
+    /// The probe is stopping (or the commit thread is gone).
+    Stopped,
+}
+
+/// The commit thread's next answer, waited for until `deadline` (or for
+/// as long as it takes, without one) unless `stop` is set first.
+fn answer_within<T>(answers: &std::sync::mpsc::Receiver<T>, stop: &AtomicBool, deadline: Option<Instant>) -> Answer<T> {
+    use std::sync::mpsc::RecvTimeoutError;
+    loop {
+        match answers.recv_timeout(Duration::from_millis(50)) {
+            Ok(answer) => return Answer::Came(answer),
+            Err(RecvTimeoutError::Disconnected) => return Answer::Stopped,
+            Err(RecvTimeoutError::Timeout) if stop.load(Ordering::Acquire) => return Answer::Stopped,
+            Err(RecvTimeoutError::Timeout) if deadline.is_some_and(|d| Instant::now() > d) => return Answer::Late,
+            Err(RecvTimeoutError::Timeout) => {}
         }
     }
 }

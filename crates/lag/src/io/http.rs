@@ -105,7 +105,7 @@ impl AppState {
 }
 
 /// Every cluster's routes, and the root's (with the process's own series).
-pub(crate) fn app(clusters: Vec<AppState>, process: Option<ProcessSeries>) -> Router {
+pub(crate) fn app(clusters: Vec<AppState>, process: ProcessSeries) -> Router {
     let all: Arc<[AppState]> = clusters.into();
     let mut app = Router::new();
     for cluster in all.iter() {
@@ -119,7 +119,7 @@ pub(crate) fn app(clusters: Vec<AppState>, process: Option<ProcessSeries>) -> Ro
         }
     }
     let app = match &all[..] {
-        [one] => app.merge(cluster_routes("", AppState { process: process.clone(), ..one.clone() })),
+        [one] => app.merge(cluster_routes("", AppState { process: Some(process), ..one.clone() })),
         _ => app.merge(root_routes(Arc::clone(&all), process)),
     };
     let listed = Arc::clone(&all);
@@ -144,7 +144,7 @@ fn cluster_routes(prefix: &str, state: AppState) -> Router {
 }
 
 /// The root of a process watching several clusters.
-fn root_routes(all: Arc<[AppState]>, process: Option<ProcessSeries>) -> Router {
+fn root_routes(all: Arc<[AppState]>, process: ProcessSeries) -> Router {
     Router::new()
         .route("/", get(|| async { Html(include_str!("clusters.html")) }))
         .route("/metrics", get(move |all: State<Arc<[AppState]>>| all_metrics(all, process.clone())))
@@ -208,8 +208,8 @@ async fn metrics_text(State(state): State<AppState>) -> Response {
 }
 
 /// Every cluster's series, one family at a time.
-async fn all_metrics(State(all): State<Arc<[AppState]>>, process: Option<ProcessSeries>) -> Response {
-    metrics_reply(tokio::task::spawn_blocking(move || root_metrics(&all, process.as_ref())).await)
+async fn all_metrics(State(all): State<Arc<[AppState]>>, process: ProcessSeries) -> Response {
+    metrics_reply(tokio::task::spawn_blocking(move || root_metrics(&all, Some(&process))).await)
 }
 
 /// `/ready` of several clusters: each one's report, ready only when all are.

@@ -73,27 +73,24 @@ pub(crate) struct OtlpStatus {
 impl OtlpStatus {
     /// The export's own series, in Prometheus text, named under `namespace`.
     pub(crate) fn render(&self, namespace: &str) -> String {
-        let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let last = n(&self.last_success_ms) as f64 / 1000.0;
-        format!(
-            "# HELP {namespace}_otlp_exports_total OTLP export requests, by outcome (a failure after its retries).\n\
-             # TYPE {namespace}_otlp_exports_total counter\n\
-             {namespace}_otlp_exports_total{{outcome=\"success\"}} {}\n\
-             {namespace}_otlp_exports_total{{outcome=\"failure\"}} {}\n\
-             # HELP {namespace}_otlp_data_points_total Data points sent in accepted requests.\n\
-             # TYPE {namespace}_otlp_data_points_total counter\n\
-             {namespace}_otlp_data_points_total {}\n\
-             # HELP {namespace}_otlp_data_points_rejected_total Data points the collector refused in a partial success.\n\
-             # TYPE {namespace}_otlp_data_points_rejected_total counter\n\
-             {namespace}_otlp_data_points_rejected_total {}\n\
-             # HELP {namespace}_otlp_last_success_timestamp_seconds When an export last succeeded, Unix seconds (0: never).\n\
-             # TYPE {namespace}_otlp_last_success_timestamp_seconds gauge\n\
-             {namespace}_otlp_last_success_timestamp_seconds {last}\n",
-            n(&self.succeeded),
-            n(&self.failed),
-            n(&self.points),
-            n(&self.rejected),
-        )
+        use crate::metrics::process::family;
+        let n = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64;
+        let one = |value: f64| [(String::new(), value)];
+        let mut out = String::new();
+        let outcomes = [
+            ("outcome=\"success\"".to_owned(), n(&self.succeeded)),
+            ("outcome=\"failure\"".to_owned(), n(&self.failed)),
+        ];
+        let help = "OTLP export requests, by outcome (a failure after its retries).";
+        family(&mut out, namespace, "otlp_exports_total", help, "counter", &outcomes);
+        let help = "Data points sent in accepted requests.";
+        family(&mut out, namespace, "otlp_data_points_total", help, "counter", &one(n(&self.points)));
+        let help = "Data points the collector refused in a partial success.";
+        family(&mut out, namespace, "otlp_data_points_rejected_total", help, "counter", &one(n(&self.rejected)));
+        let help = "When an export last succeeded, Unix seconds (0: never).";
+        let last = n(&self.last_success_ms) / 1000.0;
+        family(&mut out, namespace, "otlp_last_success_timestamp_seconds", help, "gauge", &one(last));
+        out
     }
 }
 

@@ -199,9 +199,9 @@ pub async fn run_many(
     let log_counts = first.log_counts.clone();
     // So is the OTLP collector's address and TLS files, before any cluster's
     // workers touch Kafka.
-    let transport = match &otlp_settings {
+    let otlp_settings = match otlp_settings {
         None => None,
-        Some(s) => Some(super::otlp_transport::Transport::new(s).map_err(ServeError::Otlp)?),
+        Some(s) => Some((super::otlp_transport::Transport::new(&s).map_err(ServeError::Otlp)?, s)),
     };
     let stop = Arc::new(AtomicBool::new(false));
     let mut states = Vec::new();
@@ -221,8 +221,8 @@ pub async fn run_many(
     }
     let (otlp_stop, otlp_stopped) = tokio::sync::watch::channel(false);
     let mut process = http::ProcessSeries { namespace: Arc::from(namespace.as_str()), logs: log_counts, otlp: None };
-    let otlp = match (otlp_settings, transport) {
-        (Some(settings), Some(transport)) => {
+    let otlp = match otlp_settings {
+        Some((transport, settings)) => {
             if settings.tls.insecure_skip_verify {
                 tracing::warn!("otlp.tls.insecure_skip_verify: the collector's certificate is not checked");
             }
@@ -233,9 +233,9 @@ pub async fn run_many(
                 Arc::new(move || http::root_metrics(&all, Some(&shown)).map_err(|e| format!("rendering: {e}")));
             Some(tokio::spawn(super::otlp_export::run(transport, settings, render, status, otlp_stopped)))
         }
-        _ => None,
+        None => None,
     };
-    let app = http::app(states, Some(process));
+    let app = http::app(states, process);
     let addr = listener.local_addr().map_err(ServeError::Http)?;
     let served = match web {
         None => {

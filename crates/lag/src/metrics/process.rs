@@ -35,14 +35,27 @@ impl LogCounts {
 
     /// `<namespace>_log_messages_total{level}`, every level (0 included).
     pub fn render(&self, namespace: &str) -> String {
-        let mut out = format!(
-            "# HELP {namespace}_log_messages_total Log messages written, by level.\n\
-             # TYPE {namespace}_log_messages_total counter\n"
-        );
-        for (level, n) in LEVELS.iter().zip(&self.by_level) {
-            let _ = writeln!(out, "{namespace}_log_messages_total{{level=\"{level}\"}} {}", n.load(Ordering::Relaxed));
-        }
+        let mut out = String::new();
+        let rows: Vec<(String, f64)> = LEVELS
+            .iter()
+            .zip(&self.by_level)
+            .map(|(level, n)| (format!("level=\"{level}\""), n.load(Ordering::Relaxed) as f64))
+            .collect();
+        family(&mut out, namespace, "log_messages_total", "Log messages written, by level.", "counter", &rows);
         out
+    }
+}
+
+/// Appends the family `<namespace>_<name>` of `kind` (`counter`, `gauge`)
+/// to `out`: its HELP, its TYPE, then one sample per row (its labels as
+/// written between the braces, `""` for none, and its value).
+pub(crate) fn family(out: &mut String, namespace: &str, name: &str, help: &str, kind: &str, rows: &[(String, f64)]) {
+    let _ = write!(out, "# HELP {namespace}_{name} {help}\n# TYPE {namespace}_{name} {kind}\n");
+    for (labels, value) in rows {
+        let _ = match labels.as_str() {
+            "" => writeln!(out, "{namespace}_{name} {value}"),
+            labels => writeln!(out, "{namespace}_{name}{{{labels}}} {value}"),
+        };
     }
 }
 
@@ -55,10 +68,7 @@ pub(crate) fn traffic(namespace: &str, t: TrafficTotals) -> String {
         ("kafka_requests_received_total", "Answers read from the cluster's brokers.", t.responses_received),
         ("kafka_received_bytes", "Bytes of the answers read from the cluster's brokers.", t.bytes_received),
     ] {
-        let _ = write!(
-            out,
-            "# HELP {namespace}_{name} {help}\n# TYPE {namespace}_{name} counter\n{namespace}_{name} {value}\n"
-        );
+        family(&mut out, namespace, name, help, "counter", &[(String::new(), value as f64)]);
     }
     out
 }

@@ -279,3 +279,17 @@ pub fn kshard_metric_lag(service: &mut TestService, ns: &str, prefix: &str) -> B
         })
         .collect()
 }
+
+/// A series of Prometheus text, `name{a="x",b="y"}`: its name and labels
+/// (values with their quotes and the separating `",` taken off).
+pub fn parse_series(series: &str) -> (String, BTreeMap<String, String>) {
+    let Some((name, rest)) = series.split_once('{') else { return (series.to_owned(), BTreeMap::new()) };
+    let labels = rest
+        .trim_end_matches('}')
+        .split("\",")
+        .filter(|l| !l.is_empty())
+        .filter_map(|l| l.split_once("=\""))
+        .map(|(k, v)| (k.to_owned(), v.trim_end_matches('"').to_owned()))
+        .collect();
+    (name.to_owned(), labels)
+}
