@@ -28,6 +28,7 @@ mod config;
 mod error;
 mod librdkafka;
 mod reader;
+mod retry;
 mod security;
 mod topic_partition;
 mod traffic;
@@ -43,6 +44,7 @@ pub use librdkafka::groups::{FetchedOffsets, GroupDescription, GroupListing, Mem
 pub use librdkafka::timestamps::{RecordTime, TimesRead, TimestampReader};
 pub use librdkafka::writer::{Delivery, RecordWriter};
 pub use reader::{Isolation, PartitionReader, ReadEvent, ReadRecord};
+pub use retry::{Retry, retriable_code};
 pub use security::{Mechanism, Protocol, Sasl, Security, Tls};
 pub use topic_partition::{TopicPartition, TopicPartitionOffset};
 pub use traffic::{Traffic, TrafficTotals};

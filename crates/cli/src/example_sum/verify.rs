@@ -29,7 +29,7 @@ pub(crate) fn verify(settings: &ClientSettings, topic: &TopicArgs, expected: &Pa
         .context("reading the source topic")?
         .with_context(|| format!("the topic {} does not exist", topic.topic))?;
     let keys: Vec<TopicPartition> = (0..partitions).map(|p| TopicPartition::new(topic.topic.clone(), p)).collect();
-    let ends = admin.watermarks(&keys).context("reading the source's ends")?;
+    let ends = every_watermark(&admin, &keys, Instant::now() + timeout).context("reading the source's ends")?;
     let scratch = std::env::temp_dir().join(format!("kshard-sum-verify-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).with_context(|| format!("creating {}", scratch.display()))?;
     let result = compare(settings, &admin, topic, partitions, &ends, &file, &scratch, timeout);
@@ -114,8 +114,31 @@ fn compare(
 
 fn low_watermark(admin: &Admin, topic: &str, partition: i32) -> Result<i64> {
     let key = TopicPartition::new(topic, partition);
-    let marks = admin.watermarks(std::slice::from_ref(&key)).context("reading a recovery log's start")?;
+    let marks = every_watermark(admin, std::slice::from_ref(&key), Instant::now() + super::TIMEOUT)
+        .context("reading a recovery log's start")?;
     Ok(marks.get(&key).map_or(0, |(low, _)| *low))
+}
+
+/// The watermarks of every partition of `keys`: asked again while Kafka
+/// leaves some out (their leaders moving, right after a broker came back)
+/// until `deadline`. A partition Kafka did not answer for is not one with
+/// nothing in it.
+fn every_watermark(
+    admin: &Admin,
+    keys: &[TopicPartition],
+    deadline: Instant,
+) -> Result<std::collections::HashMap<TopicPartition, (i64, i64)>> {
+    loop {
+        let marks = admin.watermarks(keys)?;
+        let missing: Vec<&TopicPartition> = keys.iter().filter(|k| !marks.contains_key(k)).collect();
+        if missing.is_empty() {
+            return Ok(marks);
+        }
+        if Instant::now() >= deadline {
+            bail!("Kafka gave no watermarks of {missing:?} before the deadline");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// A fresh scratch store and a reader of the log from its start.

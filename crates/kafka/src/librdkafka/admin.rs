@@ -3,7 +3,7 @@
 //! `groups.rs`.
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::librdkafka::context::KshardContext;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -15,6 +15,7 @@ use rdkafka::{Offset, TopicPartitionList};
 
 use crate::config::ClientSettings;
 use crate::error::{Error, Result, call};
+use crate::retry::{Retry, retriable_rdkafka, retrying};
 use crate::topic_partition::TopicPartition;
 
 /// A topic to create.
@@ -51,6 +52,17 @@ pub enum OffsetSpec {
     Earliest,
     /// The high watermark.
     Latest,
+}
+
+/// How long [`Admin::list_offsets`] asks again for partitions whose own
+/// answer had a retriable error (a leader election takes about this long).
+const PARTITION_RETRY_FOR: Duration = Duration::from_secs(3);
+
+/// One round of ListOffsets: the offsets found, and the partitions that had
+/// a retriable error.
+struct Listed {
+    offsets: HashMap<TopicPartition, i64>,
+    retriable: Vec<TopicPartition>,
 }
 
 /// Blocking admin client. Calls block the calling thread up to `timeout`.
@@ -122,15 +134,18 @@ impl Admin {
         }
         // rdkafka's admin futures are completed by its own background thread, so
         // blocking this thread on them needs no async runtime.
-        let options = AdminOptions::new().operation_timeout(Some(Timeout::After(self.timeout)));
-        let results =
-            futures_executor::block_on(self.admin.create_topics([&topic], &options)).map_err(call(step.clone()))?;
-        let created = match results.into_iter().next() {
-            Some(Ok(_)) => true,
-            Some(Err((_, RDKafkaErrorCode::TopicAlreadyExists))) => false,
-            Some(Err((_, code))) => return Err(Error::Refused { step, message: code.to_string() }),
-            None => return Err(Error::Refused { step, message: "no result for the topic".into() }),
-        };
+        // A retry after a lost answer may find the topic made by the first try.
+        let created = self.retried(|left| {
+            let options = AdminOptions::new().operation_timeout(Some(Timeout::After(left)));
+            let results =
+                futures_executor::block_on(self.admin.create_topics([&topic], &options)).map_err(call(step.clone()))?;
+            match results.into_iter().next() {
+                Some(Ok(_)) => Ok(true),
+                Some(Err((_, RDKafkaErrorCode::TopicAlreadyExists))) => Ok(false),
+                Some(Err((_, code))) => Err(call(step.clone())(KafkaError::AdminOp(code))),
+                None => Err(Error::Refused { step: step.clone(), message: "no result for the topic".into() }),
+            }
+        })?;
         // The controller answers before the brokers' metadata shows the topic:
         // return once callers can use it.
         let deadline = std::time::Instant::now() + self.timeout;
@@ -147,31 +162,33 @@ impl Admin {
     /// or the broker's default): name → value (`None`: not set, or secret).
     pub fn topic_configs(&self, topic: &str) -> Result<HashMap<String, Option<String>>> {
         let step = format!("describing the configuration of topic {topic}");
-        let options = AdminOptions::new().request_timeout(Some(Timeout::After(self.timeout)));
         let resources = [rdkafka::admin::ResourceSpecifier::Topic(topic)];
-        let results = futures_executor::block_on(self.admin.describe_configs(&resources, &options))
-            .map_err(call(step.clone()))?;
-        match results.into_iter().next() {
-            Some(Ok(resource)) => Ok(resource.entries.into_iter().map(|e| (e.name, e.value)).collect()),
-            Some(Err(code)) => Err(Error::Refused { step, message: code.to_string() }),
-            None => Err(Error::Refused { step, message: "no result for the topic".into() }),
-        }
+        self.retried(|left| {
+            let options = AdminOptions::new().request_timeout(Some(Timeout::After(left)));
+            let results = futures_executor::block_on(self.admin.describe_configs(&resources, &options))
+                .map_err(call(step.clone()))?;
+            match results.into_iter().next() {
+                Some(Ok(resource)) => Ok(resource.entries.into_iter().map(|e| (e.name, e.value)).collect()),
+                Some(Err(code)) => Err(call(step.clone())(KafkaError::AdminOp(code))),
+                None => Err(Error::Refused { step: step.clone(), message: "no result for the topic".into() }),
+            }
+        })
     }
 
     /// Every consumer group of the cluster (ListGroups on every broker).
     pub fn list_groups(&self) -> Result<Vec<crate::librdkafka::groups::GroupListing>> {
-        crate::librdkafka::groups::list_groups(&self.admin, self.timeout)
+        self.retried(|left| crate::librdkafka::groups::list_groups(&self.admin, left))
     }
 
     /// The state, assignor and members of each group (DescribeGroups, or
     /// ConsumerGroupDescribe for KIP-848 groups).
     pub fn describe_groups(&self, groups: &[String]) -> Result<Vec<crate::librdkafka::groups::GroupDescription>> {
-        crate::librdkafka::groups::describe_groups(&self.admin, groups, self.timeout)
+        self.retried(|left| crate::librdkafka::groups::describe_groups(&self.admin, groups, left))
     }
 
     /// The committed offsets of each group (OffsetFetch for all its partitions).
     pub fn group_offsets(&self, groups: &[String]) -> Result<Vec<crate::librdkafka::groups::FetchedOffsets>> {
-        crate::librdkafka::groups::group_offsets(&self.admin, groups, self.timeout)
+        self.retried(|left| crate::librdkafka::groups::group_offsets(&self.admin, groups, left))
     }
 
     /// Deletes a consumer group (DeleteGroups): Kafka writes tombstones for its
@@ -198,15 +215,19 @@ impl Admin {
         let step = format!("deleting records of {topic}/{partition} before {before}");
         let mut list = TopicPartitionList::new();
         list.add_partition_offset(topic, partition, rdkafka::Offset::Offset(before)).map_err(call(step.clone()))?;
-        let options = AdminOptions::new().operation_timeout(Some(Timeout::After(self.timeout)));
-        let result =
-            futures_executor::block_on(self.admin.delete_records(&list, &options)).map_err(call(step.clone()))?;
-        let element = result.elements().into_iter().find(|e| e.topic() == topic && e.partition() == partition);
-        match element {
-            Some(e) if e.error().is_ok() => Ok(e.offset().to_raw().unwrap_or(before)),
-            Some(e) => Err(Error::Refused { step, message: format!("{:?}", e.error()) }),
-            None => Err(Error::Refused { step, message: "no result for the partition".into() }),
-        }
+        self.retried(|left| {
+            let options = AdminOptions::new().operation_timeout(Some(Timeout::After(left)));
+            let result =
+                futures_executor::block_on(self.admin.delete_records(&list, &options)).map_err(call(step.clone()))?;
+            let element = result.elements().into_iter().find(|e| e.topic() == topic && e.partition() == partition);
+            match element {
+                Some(e) => match e.error() {
+                    Ok(()) => Ok(e.offset().to_raw().unwrap_or(before)),
+                    Err(error) => Err(call(step.clone())(error)),
+                },
+                None => Err(Error::Refused { step: step.clone(), message: "no result for the partition".into() }),
+            }
+        })
     }
 
     /// Grows `topic` to `partitions` partitions (CreatePartitions); `Ok(false)`
@@ -242,7 +263,15 @@ impl Admin {
     }
 
     fn topic_metadata(&self, topic: &str) -> Result<rdkafka::metadata::Metadata> {
-        self.metadata.fetch_metadata(Some(topic), self.timeout).map_err(call(format!("fetching metadata of {topic}")))
+        self.retried(|left| {
+            self.metadata.fetch_metadata(Some(topic), left).map_err(call(format!("fetching metadata of {topic}")))
+        })
+    }
+
+    /// `call` (given the time left), tried again on retriable errors until
+    /// the timeout.
+    fn retried<T>(&self, call: impl FnMut(Duration) -> Result<T>) -> Result<T> {
+        retrying(self.timeout, std::thread::sleep, call)
     }
 
     /// The partition count of `topic`, or `None` when the topic does not exist.
@@ -258,15 +287,16 @@ impl Admin {
 
     /// The ids of the cluster's brokers.
     pub fn broker_ids(&self) -> Result<Vec<i32>> {
-        let metadata =
-            self.metadata.fetch_metadata(None, self.timeout).map_err(call("fetching the cluster's brokers"))?;
+        let metadata = self
+            .retried(|left| self.metadata.fetch_metadata(None, left).map_err(call("fetching the cluster's brokers")))?;
         Ok(metadata.brokers().iter().map(|b| b.id()).collect())
     }
 
     /// Every topic and its partition count, from one Metadata request.
     pub fn topics(&self) -> Result<HashMap<String, i32>> {
-        let metadata =
-            self.metadata.fetch_metadata(None, self.timeout).map_err(call("fetching metadata of all topics"))?;
+        let metadata = self.retried(|left| {
+            self.metadata.fetch_metadata(None, left).map_err(call("fetching metadata of all topics"))
+        })?;
         Ok(metadata
             .topics()
             .iter()
@@ -290,12 +320,46 @@ impl Admin {
     }
 
     /// The earliest or latest offset of many partitions, batched: librdkafka
-    /// sends one ListOffsets request per partition leader.
+    /// sends one ListOffsets request per partition leader. Retriable errors
+    /// (a leader that moved, a fenced epoch while a broker restarts) are
+    /// asked again until the timeout; partitions that still have no answer
+    /// then are left out.
     pub fn list_offsets(
         &self,
         partitions: &[TopicPartition],
         which: OffsetSpec,
     ) -> Result<HashMap<TopicPartition, i64>> {
+        let deadline = Instant::now() + self.timeout;
+        // Partitions whose own answer was retriable are asked again for a
+        // while only: a partition offline for minutes must not hold up
+        // every caller's answer for the others.
+        let partitions_until = Instant::now() + self.timeout.min(PARTITION_RETRY_FOR);
+        let mut found = HashMap::with_capacity(partitions.len());
+        let mut wanted = partitions.to_vec();
+        let mut retry = Retry::default();
+        while !wanted.is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let answer = match self.list_offsets_once(&wanted, which, left.max(Duration::from_millis(1))) {
+                Ok(answer) => answer,
+                Err(e) if e.is_retriable() && Instant::now() < deadline => {
+                    std::thread::sleep(retry.next_wait().min(deadline.saturating_duration_since(Instant::now())));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            wanted = answer.retriable;
+            found.extend(answer.offsets);
+            if wanted.is_empty() || Instant::now() >= partitions_until {
+                break;
+            }
+            tracing::debug!(partitions = wanted.len(), "asking again for offsets that had a retriable error");
+            std::thread::sleep(retry.next_wait().min(partitions_until.saturating_duration_since(Instant::now())));
+        }
+        Ok(found)
+    }
+
+    /// One round of [`Admin::list_offsets`].
+    fn list_offsets_once(&self, partitions: &[TopicPartition], which: OffsetSpec, timeout: Duration) -> Result<Listed> {
         let mut request = TopicPartitionList::with_capacity(partitions.len());
         let spec = match which {
             OffsetSpec::Earliest => Offset::Beginning,
@@ -306,10 +370,7 @@ impl Admin {
                 .add_partition_offset(&tp.topic, tp.partition, spec)
                 .map_err(call(format!("listing offsets of {tp}")))?;
         }
-        if partitions.is_empty() {
-            return Ok(HashMap::new());
-        }
-        let response = match self.metadata.offsets_for_times(request.clone(), self.timeout) {
+        let response = match self.metadata.offsets_for_times(request.clone(), timeout) {
             Ok(r) => Ok(r),
             // A partition added since this client last asked for its topic is
             // unknown to it: ask for the topics again, then once more.
@@ -318,19 +379,25 @@ impl Admin {
                 for topic in topics {
                     let _ = self.topic_metadata(topic);
                 }
-                self.metadata.offsets_for_times(request, self.timeout)
+                self.metadata.offsets_for_times(request, timeout)
             }
             Err(e) => Err(e),
         }
         .map_err(call(format!("listing {which:?} offsets of {} partitions", partitions.len())))?;
-        Ok(response
-            .elements()
-            .iter()
-            .filter(|e| e.error().is_ok())
-            .filter_map(|e| {
-                e.offset().to_raw().filter(|o| *o >= 0).map(|o| (TopicPartition::new(e.topic(), e.partition()), o))
-            })
-            .collect())
+        let mut listed = Listed { offsets: HashMap::with_capacity(partitions.len()), retriable: Vec::new() };
+        for e in response.elements() {
+            let key = TopicPartition::new(e.topic(), e.partition());
+            match e.error() {
+                Ok(()) => {
+                    if let Some(offset) = e.offset().to_raw().filter(|o| *o >= 0) {
+                        listed.offsets.insert(key, offset);
+                    }
+                }
+                Err(error) if error.rdkafka_error_code().is_some_and(retriable_rdkafka) => listed.retriable.push(key),
+                Err(_) => {}
+            }
+        }
+        Ok(listed)
     }
 
     /// The low and high watermarks (log start and log end offsets, whatever
