@@ -27,6 +27,9 @@ pub struct TrafficTotals {
     pub responses_received: u64,
     /// Their bytes.
     pub bytes_received: u64,
+    /// Answers of kshard's own connections refused as malformed: a frame
+    /// past the size allowed, or one whose fields do not fit its bytes.
+    pub malformed_answers: u64,
 }
 
 /// Counters shared by every client of one settings.
@@ -36,6 +39,7 @@ pub struct Traffic {
     bytes_sent: AtomicU64,
     responses_received: AtomicU64,
     bytes_received: AtomicU64,
+    malformed_answers: AtomicU64,
     /// The last totals each librdkafka client (by its instance name)
     /// reported, and when.
     reported: Mutex<HashMap<String, (TrafficTotals, Instant)>>,
@@ -52,6 +56,11 @@ impl Traffic {
     pub(crate) fn received(&self, bytes: usize) {
         self.responses_received.fetch_add(1, Ordering::Relaxed);
         self.bytes_received.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// One answer refused as malformed.
+    pub(crate) fn malformed_answer(&self) {
+        self.malformed_answers.fetch_add(1, Ordering::Relaxed);
     }
 
     /// librdkafka client `client` has sent and received `totals` since it
@@ -79,6 +88,7 @@ impl Traffic {
             bytes_sent: n(&self.bytes_sent),
             responses_received: n(&self.responses_received),
             bytes_received: n(&self.bytes_received),
+            malformed_answers: n(&self.malformed_answers),
         }
     }
 }
@@ -93,6 +103,7 @@ mod tests {
             bytes_sent: bytes,
             responses_received: requests,
             bytes_received: bytes * 2,
+            malformed_answers: 0,
         }
     }
 

@@ -55,6 +55,7 @@ impl ClientContext for KshardContext {
             bytes_sent: n(statistics.tx_bytes),
             responses_received: n(statistics.rx),
             bytes_received: n(statistics.rx_bytes),
+            malformed_answers: 0,
         };
         self.traffic.reported(&statistics.name, totals, std::time::Instant::now());
     }

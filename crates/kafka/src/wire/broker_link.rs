@@ -26,10 +26,15 @@ use openssl::x509::X509;
 use crate::config::ClientSettings;
 use crate::error::{Error, Result};
 use crate::security::{Mechanism, Sasl, Tls};
+use crate::wire::answer_shape::{self, Answer};
 use crate::wire::scram::{Scram, ScramHash};
 
-/// The largest answer accepted: what a Fetch may carry, and some.
+/// The largest Fetch answer accepted: what one may carry, and some.
 const MAX_FRAME: usize = 256 * 1024 * 1024;
+
+/// The largest answer to any other call: Metadata of 200,000 partitions
+/// with three replicas each is about 12 MB.
+const MAX_ANSWER: usize = 64 * 1024 * 1024;
 
 /// Receive-buffer low-water mark while waiting for a large answer: the
 /// process is woken once this much has arrived, not for each of the small
@@ -227,7 +232,7 @@ impl BrokerLink {
     fn authenticate(&mut self, sasl: &Sasl, timeout: Duration) -> Result<()> {
         let mechanism = sasl.mechanism.as_str();
         let handshake = SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mechanism));
-        let answer: SaslHandshakeResponse = self.call(ApiKey::SaslHandshake, &handshake, 1, timeout)?;
+        let answer: SaslHandshakeResponse = self.call(&handshake, 1, timeout)?;
         if answer.error_code != 0 {
             let enabled: Vec<&str> = answer.mechanisms.iter().map(|m| m.as_str()).collect();
             return Err(self.refusal(
@@ -259,7 +264,7 @@ impl BrokerLink {
     fn sasl_round(&mut self, bytes: Vec<u8>, timeout: Duration) -> Result<Bytes> {
         let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(bytes));
         let sent = Instant::now();
-        let answer: SaslAuthenticateResponse = self.call(ApiKey::SaslAuthenticate, &request, 2, timeout)?;
+        let answer: SaslAuthenticateResponse = self.call(&request, 2, timeout)?;
         if let Ok(lifetime) = u64::try_from(answer.session_lifetime_ms)
             && lifetime > 0
         {
@@ -274,16 +279,29 @@ impl BrokerLink {
         Ok(answer.auth_bytes)
     }
 
-    /// A request whose answer is decoded whole.
-    pub(crate) fn call<R, A>(&mut self, api: ApiKey, request: &R, version: i16, timeout: Duration) -> Result<A>
+    /// A request whose answer is decoded whole, once its bytes are checked
+    /// against its shape ([`answer_shape`](crate::wire::answer_shape)): a
+    /// frame that does not fit is an error naming the call and the field,
+    /// counted in the traffic's malformed answers.
+    pub(crate) fn call<R, A>(&mut self, request: &R, version: i16, timeout: Duration) -> Result<A>
     where
         R: Encodable + HeaderVersion,
-        A: Decodable + HeaderVersion,
+        A: Answer,
     {
-        let mut frame = Bytes::from(self.send(api, request, version, timeout)?);
+        let api = A::API;
+        let what = format!("reading a {api:?} v{version} answer");
+        let shape = A::shape(version).ok_or_else(|| self.refusal(&what, "a version kshard does not read"))?;
+        let mut frame = Bytes::from(self.exchange(api, request, version, version, MAX_ANSWER, timeout)?);
         kafka_protocol::messages::ResponseHeader::decode(&mut frame, A::header_version(version))
-            .map_err(|e| self.refusal("reading an answer", e))?;
-        A::decode(&mut frame, version).map_err(|e| self.refusal("reading an answer", e))
+            .map_err(|e| self.malformed(&what, e))?;
+        answer_shape::check(&frame, shape).map_err(|e| self.malformed(&what, e))?;
+        A::decode(&mut frame, version).map_err(|e| self.malformed(&what, e))
+    }
+
+    /// An answer that could not be read: counted, and refused.
+    fn malformed(&self, what: &str, why: impl std::fmt::Display) -> Error {
+        self.traffic.malformed_answer();
+        self.refusal(what, why)
     }
 
     /// Sends `request` as `version`, and reads its answer: the frame, from
@@ -309,6 +327,20 @@ impl BrokerLink {
         body_version: i16,
         timeout: Duration,
     ) -> Result<Vec<u8>> {
+        let most = if api == ApiKey::Fetch { MAX_FRAME } else { MAX_ANSWER };
+        self.exchange(api, request, version, body_version, most, timeout)
+    }
+
+    /// [`BrokerLink::send_as`] of an answer of at most `most` bytes.
+    fn exchange<R: Encodable + HeaderVersion>(
+        &mut self,
+        api: ApiKey,
+        request: &R,
+        version: i16,
+        body_version: i16,
+        most: usize,
+        timeout: Duration,
+    ) -> Result<Vec<u8>> {
         self.correlation = self.correlation.wrapping_add(1);
         let header = RequestHeader::default()
             .with_request_api_key(api as i16)
@@ -328,8 +360,9 @@ impl BrokerLink {
         self.traffic.sent(body.len());
         let mut size = [0u8; 4];
         self.stream.read_exact(&mut size).map_err(|e| self.refusal("reading an answer", e))?;
-        let size = usize::try_from(i32::from_be_bytes(size)).ok().filter(|&n| n <= MAX_FRAME).ok_or_else(|| {
-            self.refusal("reading an answer", format!("a frame of {} bytes", i32::from_be_bytes(size)))
+        let size = usize::try_from(i32::from_be_bytes(size)).ok().filter(|&n| n <= most).ok_or_else(|| {
+            let size = i32::from_be_bytes(size);
+            self.malformed(&format!("reading a {api:?} answer"), format!("a frame of {size} bytes (at most {most})"))
         })?;
         let mut frame = vec![0u8; size];
         let mut filled = 0;

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::{
-    ApiKey, DescribeConfigsRequest, DescribeConfigsResponse, DescribeLogDirsRequest, DescribeLogDirsResponse,
+    DescribeConfigsRequest, DescribeConfigsResponse, DescribeLogDirsRequest, DescribeLogDirsResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -185,9 +185,9 @@ impl ClusterAdmin {
                 .collect(),
         );
         let address = any_broker(brokers)?;
-        let answer: DescribeConfigsResponse = self.links.on(&address, self.timeout, |link| {
-            link.call(ApiKey::DescribeConfigs, &request, DESCRIBE_CONFIGS_VERSION, self.timeout)
-        })?;
+        let answer: DescribeConfigsResponse = self
+            .links
+            .on(&address, self.timeout, |link| link.call(&request, DESCRIBE_CONFIGS_VERSION, self.timeout))?;
         let mut by_topic: BTreeMap<String, BTreeMap<String, Option<String>>> = BTreeMap::new();
         for result in answer.results {
             if result.error_code != 0 {
@@ -214,9 +214,9 @@ impl ClusterAdmin {
         let mut sizes = LogDirSizes { complete: true, ..LogDirSizes::default() };
         for broker in brokers {
             let address = crate::wire::broker_link::broker_address(&broker.host, broker.port);
-            let answer: Result<DescribeLogDirsResponse> = self.links.on(&address, self.timeout, |link| {
-                link.call(ApiKey::DescribeLogDirs, &request, DESCRIBE_LOG_DIRS_VERSION, self.timeout)
-            });
+            let answer: Result<DescribeLogDirsResponse> = self
+                .links
+                .on(&address, self.timeout, |link| link.call(&request, DESCRIBE_LOG_DIRS_VERSION, self.timeout));
             let answer = match answer {
                 Ok(a) if a.error_code == 0 => a,
                 Ok(a) => {

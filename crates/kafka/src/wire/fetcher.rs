@@ -235,14 +235,10 @@ impl Fetcher {
             connections: AtomicUsize::new(0),
             next_reader: AtomicU64::new(1),
         });
-        let for_thread = Arc::clone(&shared);
-        std::thread::Builder::new()
-            .name("kshard-metadata".into())
-            .spawn(move || metadata_thread(&for_thread))
-            .map_err(|e| Error::Refused {
-                step: "starting the reader's metadata thread".into(),
-                message: e.to_string(),
-            })?;
+        spawn_metadata_thread(&shared).map_err(|e| Error::Refused {
+            step: "starting the reader's metadata thread".into(),
+            message: e.to_string(),
+        })?;
         Ok(Arc::new(Fetcher { shared }))
     }
 
@@ -361,10 +357,66 @@ fn connect<'a>(shared: &'a Shared, address: &str) -> Result<Counted<'a>> {
     Ok(Counted { link, shared })
 }
 
+fn spawn_metadata_thread(shared: &Arc<Shared>) -> std::io::Result<()> {
+    let for_thread = Arc::clone(shared);
+    std::thread::Builder::new().name("kshard-metadata".into()).spawn(move || metadata_thread(&for_thread))?;
+    Ok(())
+}
+
+/// Starts the metadata thread again if it ends by a panic (a bug: nothing
+/// a broker sends should make one), so that leaders are still looked up.
+struct MetadataSupervisor<'a>(&'a Arc<Shared>);
+
+impl Drop for MetadataSupervisor<'_> {
+    fn drop(&mut self) {
+        if !std::thread::panicking() || self.0.stop.load(Ordering::Acquire) {
+            return;
+        }
+        tracing::error!("the reader's metadata thread panicked; starting another");
+        self.0.lock().metadata_due = true;
+        if let Err(e) = spawn_metadata_thread(self.0) {
+            tracing::error!(error = %e, "starting the reader's metadata thread again");
+        }
+    }
+}
+
+/// A broker's place in [`State::threads`], given up when its fetch thread
+/// ends, however it ends. A thread that panicked (a bug: nothing a broker
+/// sends should make one) also hands its partitions back, for the metadata
+/// thread to start another, and their readers hear why.
+struct BrokerThreadSlot<'a> {
+    shared: &'a Arc<Shared>,
+    broker: i32,
+}
+
+impl Drop for BrokerThreadSlot<'_> {
+    fn drop(&mut self) {
+        let broker = self.broker;
+        let mut state = self.shared.lock();
+        state.threads.remove(&broker);
+        if std::thread::panicking() {
+            tracing::error!(broker, "a fetch thread panicked; its partitions go to a new one");
+            for (key, p) in state.partitions.iter_mut().filter(|(_, p)| p.leader == Some(broker)) {
+                p.leader = None;
+                for r in &p.readings {
+                    r.sink.push(Delivery::Failed(Error::Refused {
+                        step: format!("reading {}/{}", key.0, key.1),
+                        message: format!("the fetch thread of broker {broker} stopped; another takes over"),
+                    }));
+                }
+            }
+            state.metadata_due = true;
+        }
+        drop(state);
+        self.shared.changed.notify_all();
+    }
+}
+
 /// Asks for leaders when they are due (a partition without one, or a sign
 /// that they moved), and starts a thread for each broker that leads a
 /// partition read.
 fn metadata_thread(shared: &Arc<Shared>) {
+    let _supervisor = MetadataSupervisor(shared);
     let mut link: Option<Counted<'_>> = None;
     let mut backoff = FIRST_BACKOFF;
     while !shared.stop.load(Ordering::Acquire) {
@@ -422,7 +474,7 @@ fn metadata<'a>(shared: &'a Shared, link: &mut Option<Counted<'a>>, topics: &[Ar
         ))
         .with_allow_auto_topic_creation(false);
     if let Some(open) = link.as_mut() {
-        match open.link.call(ApiKey::Metadata, &request, METADATA_VERSION, REQUEST_TIMEOUT) {
+        match open.link.call(&request, METADATA_VERSION, REQUEST_TIMEOUT) {
             Ok(answer) => return Ok(answer),
             Err(_) => *link = None,
         }
@@ -431,7 +483,7 @@ fn metadata<'a>(shared: &'a Shared, link: &mut Option<Counted<'a>>, topics: &[Ar
     let mut failed = None;
     for address in known.iter().chain(&shared.bootstrap) {
         match connect(shared, address) {
-            Ok(mut open) => match open.link.call(ApiKey::Metadata, &request, METADATA_VERSION, REQUEST_TIMEOUT) {
+            Ok(mut open) => match open.link.call(&request, METADATA_VERSION, REQUEST_TIMEOUT) {
                 Ok(answer) => {
                     *link = Some(open);
                     return Ok(answer);
@@ -516,6 +568,7 @@ struct Plan {
 /// Fetches the partitions `broker` leads until none is left for a while, or
 /// the fetcher stops.
 fn broker_thread(shared: &Arc<Shared>, broker: i32) {
+    let _slot = BrokerThreadSlot { shared, broker };
     let mut link: Option<Counted<'_>> = None;
     let mut session = FetchSession::default();
     let mut backoff = FIRST_BACKOFF;
@@ -664,8 +717,7 @@ fn earliest(shared: &Shared, link: &mut BrokerLink, partitions: &[PartitionKey])
                 })
                 .collect(),
         );
-    let answer: ListOffsetsResponse =
-        link.call(ApiKey::ListOffsets, &request, LIST_OFFSETS_VERSION, REQUEST_TIMEOUT)?;
+    let answer: ListOffsetsResponse = link.call(&request, LIST_OFFSETS_VERSION, REQUEST_TIMEOUT)?;
     let mut state = shared.lock();
     for topic in &answer.topics {
         for a in &topic.partitions {
@@ -868,11 +920,8 @@ fn deliver(
 /// why (every 5 s).
 fn no_whole_batch(p: &mut Partition, key: &PartitionKey, records: &[u8], offset: i64) {
     let header = BatchHeader::parse(records);
-    if let Some(h) = &header
-        && p.max_bytes < PARTITION_MOST_BYTES
-        && h.size > p.max_bytes
-    {
-        p.max_bytes = h.size.clamp(p.max_bytes.saturating_mul(2), PARTITION_MOST_BYTES);
+    if let Some(max_bytes) = header.as_ref().and_then(|h| larger_ask(p.max_bytes, h.size)) {
+        p.max_bytes = max_bytes;
         return;
     }
     let why = match (header, magic(records)) {
@@ -888,5 +937,32 @@ fn no_whole_batch(p: &mut Partition, key: &PartitionKey, records: &[u8], offset:
             step: format!("reading {}/{}", key.0, key.1),
             message: why.clone(),
         }));
+    }
+}
+
+/// What to ask of a partition next when a batch of `batch` bytes did not
+/// fit in `asked`: at least twice as much (fewer rounds for a run of large
+/// batches), at least the batch, at most [`PARTITION_MOST_BYTES`]; `None`
+/// when no more can be asked, or more would not help.
+fn larger_ask(asked: i32, batch: i32) -> Option<i32> {
+    (asked < PARTITION_MOST_BYTES && batch > asked)
+        .then(|| batch.max(asked.saturating_mul(2)).min(PARTITION_MOST_BYTES))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_larger_batch_is_asked_for_whole_up_to_the_most() {
+        assert_eq!(larger_ask(PARTITION_MAX_BYTES, 3 << 20), Some(3 << 20));
+        assert_eq!(larger_ask(PARTITION_MAX_BYTES, PARTITION_MAX_BYTES + 1), Some(2 * PARTITION_MAX_BYTES));
+        // Asked for 5 MiB, a 6 MiB batch: twice 5 MiB is past the most
+        // (the bounds of a clamp crossed here, and the thread panicked).
+        assert_eq!(larger_ask(5 << 20, 6 << 20), Some(PARTITION_MOST_BYTES));
+        assert_eq!(larger_ask(5 << 20, 20 << 20), Some(PARTITION_MOST_BYTES));
+        assert_eq!(larger_ask(PARTITION_MOST_BYTES, 20 << 20), None, "nothing more to ask");
+        assert_eq!(larger_ask(2 << 20, 1 << 20), None, "it fitted: something else is wrong");
+        assert_eq!(larger_ask(i32::MAX - 1, i32::MAX), None);
     }
 }

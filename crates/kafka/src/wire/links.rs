@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use kafka_protocol::messages::{ApiKey, MetadataRequest, MetadataResponse};
+use kafka_protocol::messages::{MetadataRequest, MetadataResponse};
 
 use crate::config::ClientSettings;
 use crate::error::{Error, Result};
@@ -78,9 +78,8 @@ impl Links {
             self.connections.lock().unwrap_or_else(std::sync::PoisonError::into_inner).keys().cloned().collect();
         let mut failed = None;
         for address in open.iter().chain(&self.bootstrap) {
-            let metadata = self.on(address, timeout, |link| {
-                link.call::<_, MetadataResponse>(ApiKey::Metadata, &request, METADATA_VERSION, timeout)
-            });
+            let metadata =
+                self.on(address, timeout, |link| link.call::<_, MetadataResponse>(&request, METADATA_VERSION, timeout));
             match metadata {
                 Ok(metadata) => return Ok(metadata),
                 Err(e) => failed = Some(e),

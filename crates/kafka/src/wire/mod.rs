@@ -11,6 +11,7 @@
 //! Every byte of an answer is read with [`kshard_offsets::cursor::Cursor`],
 //! checked, so nothing a broker sends can make these panic.
 
+pub(crate) mod answer_shape;
 pub(crate) mod broker_link;
 pub(crate) mod cluster_admin;
 pub(crate) mod fetch_response;

@@ -129,7 +129,7 @@ impl ShareGroupsAdmin {
             .with_client_software_name(StrBytes::from_static_str("kshard"))
             .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
         let answer: ApiVersionsResponse =
-            self.links.on(address, self.timeout, |link| link.call(ApiKey::ApiVersions, &request, 3, self.timeout))?;
+            self.links.on(address, self.timeout, |link| link.call(&request, 3, self.timeout))?;
         refused_unless_ok("asking the API versions", address, answer.error_code)?;
         let max = |key: ApiKey| answer.api_keys.iter().find(|k| k.api_key == key as i16).map(|k| k.max_version);
         let at_least = |key: ApiKey, v: i16| max(key).is_some_and(|m| m >= v);
@@ -148,9 +148,8 @@ impl ShareGroupsAdmin {
             if !self.supported(address)? {
                 continue;
             }
-            let answer: ListGroupsResponse = self.links.on(address, self.timeout, |link| {
-                link.call(ApiKey::ListGroups, &request, LIST_GROUPS_VERSION, self.timeout)
-            })?;
+            let answer: ListGroupsResponse =
+                self.links.on(address, self.timeout, |link| link.call(&request, LIST_GROUPS_VERSION, self.timeout))?;
             refused_unless_ok("listing share groups", address, answer.error_code)?;
             out.extend(
                 answer.groups.into_iter().filter(|g| g.group_type.as_str() == "share").map(|g| ShareGroupListing {
@@ -178,9 +177,8 @@ impl ShareGroupsAdmin {
             step: "finding share groups' coordinators".into(),
             message: "no broker in the metadata".into(),
         })?;
-        let answer: FindCoordinatorResponse = self.links.on(&any, self.timeout, |link| {
-            link.call(ApiKey::FindCoordinator, &request, FIND_COORDINATOR_VERSION, self.timeout)
-        })?;
+        let answer: FindCoordinatorResponse =
+            self.links.on(&any, self.timeout, |link| link.call(&request, FIND_COORDINATOR_VERSION, self.timeout))?;
         for c in answer.coordinators {
             if c.error_code == 0 {
                 by_coordinator.entry(broker_address(c.host.as_str(), c.port)).or_default().push(c.key.to_string());
@@ -222,9 +220,9 @@ impl ShareGroupsAdmin {
         for (address, groups) in self.coordinators(groups)? {
             let request = ShareGroupDescribeRequest::default()
                 .with_group_ids(groups.iter().map(|g| GroupId(g.clone().into())).collect());
-            let answer: ShareGroupDescribeResponse = self.links.on(&address, self.timeout, |link| {
-                link.call(ApiKey::ShareGroupDescribe, &request, SHARE_DESCRIBE_VERSION, self.timeout)
-            })?;
+            let answer: ShareGroupDescribeResponse = self
+                .links
+                .on(&address, self.timeout, |link| link.call(&request, SHARE_DESCRIBE_VERSION, self.timeout))?;
             out.extend(answer.groups.into_iter().map(|g| {
                 ShareGroupDescription {
                     group_id: g.group_id.0.to_string(),

@@ -59,7 +59,8 @@ pub(crate) fn family(out: &mut String, namespace: &str, name: &str, help: &str, 
     }
 }
 
-/// The four traffic counters of one cluster's clients.
+/// The traffic counters of one cluster's clients: kminion's four, and the
+/// answers refused as malformed.
 pub(crate) fn traffic(namespace: &str, t: TrafficTotals) -> String {
     let mut out = String::new();
     for (name, help, value) in [
@@ -67,6 +68,11 @@ pub(crate) fn traffic(namespace: &str, t: TrafficTotals) -> String {
         ("kafka_sent_bytes", "Bytes of the requests sent to the cluster's brokers (TLS not counted).", t.bytes_sent),
         ("kafka_requests_received_total", "Answers read from the cluster's brokers.", t.responses_received),
         ("kafka_received_bytes", "Bytes of the answers read from the cluster's brokers.", t.bytes_received),
+        (
+            "kafka_malformed_answers_total",
+            "Answers from the cluster's brokers refused as malformed (too large, or fields that do not fit their bytes).",
+            t.malformed_answers,
+        ),
     ] {
         family(&mut out, namespace, name, help, "counter", &[(String::new(), value as f64)]);
     }
@@ -92,14 +98,21 @@ mod tests {
     }
 
     #[test]
-    fn traffic_is_four_counters() {
-        let totals = TrafficTotals { requests_sent: 3, bytes_sent: 300, responses_received: 2, bytes_received: 900 };
+    fn traffic_is_kminions_four_counters_and_malformed_answers() {
+        let totals = TrafficTotals {
+            requests_sent: 3,
+            bytes_sent: 300,
+            responses_received: 2,
+            bytes_received: 900,
+            malformed_answers: 1,
+        };
         let text = traffic("k", totals);
         for line in [
             "k_kafka_requests_sent_total 3",
             "k_kafka_sent_bytes 300",
             "k_kafka_requests_received_total 2",
             "k_kafka_received_bytes 900",
+            "k_kafka_malformed_answers_total 1",
         ] {
             assert!(text.contains(line), "{line}: {text}");
         }
