@@ -29,7 +29,7 @@ use crate::error::{Error, Result};
 use crate::librdkafka::timestamps::{RecordTime, TimesRead};
 use crate::wire::fetch_response::{PartitionData, read_fetch_response};
 use crate::wire::links::Links;
-use crate::wire::record_batch::{Answer, BatchHeader, after_whole_batches, first_record_from};
+use crate::wire::record_batch::{Answer, BatchHeader, after_whole_batches, first_records_from};
 
 /// Fetch v12: topic names (v13 on use topic ids), flexible encoding; every
 /// broker since Kafka 2.7 and Kafka 4.x speak it.
@@ -345,7 +345,8 @@ impl FetchTimes {
         let before = wanted.offsets.len();
         let before_first = wanted.offsets[0];
         let mut need = None;
-        wanted.offsets.retain(|&want| match first_record_from(p.records, want) {
+        let mut answers = first_records_from(p.records, &wanted.offsets).into_iter();
+        wanted.offsets.retain(|&want| match answers.next().unwrap_or(Answer::Nothing) {
             Answer::Record(offset, timestamp_ms) => {
                 read.found
                     .insert(TopicPartitionOffset::new(p.topic, p.partition, want), RecordTime { offset, timestamp_ms });
@@ -360,6 +361,17 @@ impl FetchTimes {
             Answer::NeedBatch(bytes) => {
                 need.get_or_insert(bytes);
                 true
+            }
+            // Its time stays unknown: never a guess.
+            Answer::Unreadable(why) => {
+                tracing::warn!(
+                    topic = p.topic,
+                    partition = p.partition,
+                    offset = want,
+                    error = %why,
+                    "the record batch holding a committed offset cannot be read; its time is unknown"
+                );
+                false
             }
             Answer::ControlUpTo(_) | Answer::Nothing => true,
         });

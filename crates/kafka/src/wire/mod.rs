@@ -5,11 +5,13 @@
 //! process, with Fetch sessions ([`fetch_session`], pure); [`fetch_response`]
 //! reads a Fetch answer's frame, [`record_batch`] a batch's header and
 //! [`records`] walks the batches' records in place (pure);
+//! [`inflate`] decompresses a batch as a capped stream;
 //! [`fetch_times`] reads record timestamps with Fetch requests of its own,
 //! and [`share_groups`] makes the share-group admin calls; both keep their
-//! connections in [`links`].
+//! connections in [`links`]. Every other answer is decoded by the crate
+//! only once [`answer_shape`] has checked its counts and lengths.
 //! Every byte of an answer is read with [`kshard_offsets::cursor::Cursor`],
-//! checked, so nothing a broker sends can make these panic.
+//! checked, so nothing a broker sends can make these panic or exhaust memory.
 
 pub(crate) mod answer_shape;
 pub(crate) mod broker_link;
@@ -18,6 +20,7 @@ pub(crate) mod fetch_response;
 pub(crate) mod fetch_session;
 pub(crate) mod fetch_times;
 pub(crate) mod fetcher;
+pub(crate) mod inflate;
 pub(crate) mod links;
 pub(crate) mod record_batch;
 pub(crate) mod records;

@@ -19,8 +19,7 @@
 use std::collections::HashSet;
 use std::ops::Range;
 
-use bytes::{Buf, Bytes};
-use kafka_protocol::compression::{Decompressor, Gzip, Lz4, Snappy, Zstd};
+use bytes::Bytes;
 
 use kshard_offsets::cursor::{Cursor, CursorError};
 
@@ -246,18 +245,19 @@ fn marker_of(key: Option<&[u8]>, producer_id: i64) -> Option<Transactional> {
     }
 }
 
-/// The records' bytes of a batch compressed with `codec`.
-fn decompress(codec: i16, mut records: Bytes) -> Result<Bytes, String> {
-    let whole = |b: &mut Bytes| -> anyhow::Result<Bytes> { Ok(b.copy_to_bytes(b.remaining())) };
-    let out = match codec {
-        0 => return Ok(records),
-        1 => Gzip::decompress(&mut records, whole),
-        2 => Snappy::decompress(&mut records, whole),
-        3 => Lz4::decompress(&mut records, whole),
-        4 => Zstd::decompress(&mut records, whole),
-        other => return Err(format!("compression codec {other}, which Kafka does not have")),
-    };
-    out.map_err(|e| format!("decompressing: {e}"))
+/// The most a batch's records may inflate to: eight times the most a
+/// partition's part of a Fetch may carry. A batch past it is skipped as
+/// [`Corrupt`] (counted and logged by the reader's caller), never held.
+pub(crate) const INFLATED_MOST: usize = 64 * 1024 * 1024;
+
+/// The records' bytes of a batch compressed with `codec`: in place when
+/// uncompressed, else inflated into a buffer of their own of at most
+/// [`INFLATED_MOST`] bytes.
+fn decompress(codec: i16, records: Bytes) -> Result<Bytes, String> {
+    if codec == 0 {
+        return Ok(records);
+    }
+    crate::wire::inflate::inflate(codec, &records, INFLATED_MOST).map(Bytes::from).map_err(|e| e.to_string())
 }
 
 impl BatchCursor {
@@ -419,6 +419,38 @@ mod tests {
                 "{compression:?}, from offset 1"
             );
         }
+    }
+
+    #[test]
+    fn a_batch_that_inflates_past_the_most_is_corrupt_and_the_next_is_read() {
+        // One value of zeros just past the most: a few kilobytes of zstd.
+        let zeros = Bytes::from(vec![0u8; INFLATED_MOST + 1]);
+        let record = Record {
+            transactional: false,
+            control: false,
+            partition_leader_epoch: 0,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: 0,
+            sequence: 0,
+            timestamp: 1_000,
+            key: Some(Bytes::from_static(b"k0")),
+            value: Some(zeros),
+            headers: Default::default(),
+            delete_horizon: false,
+        };
+        let mut bomb = BytesMut::new();
+        let options = RecordEncodeOptions { version: 2, compression: Compression::Zstd };
+        RecordBatchEncoder::encode(&mut bomb, &[record], &options).expect("encode");
+        assert!(bomb.len() < 64 * 1024, "{} bytes", bomb.len());
+        let bytes = join(&[bomb.freeze(), batch(&[(1, Some(b"b"))], Compression::Zstd, None)]);
+        let mut walk = PartitionRecords::new(bytes, 0, false, vec![]);
+        let e = walk.next_record().expect_err("too large");
+        assert_eq!(e.offset, 0);
+        assert!(e.what.contains("inflate past 67108864"), "{e}");
+        let next = walk.next_record().expect("the next batch").expect("a record");
+        assert_eq!(next.offset, 1);
     }
 
     #[test]
