@@ -42,6 +42,7 @@ mod cluster_view;
 mod disk;
 #[cfg(any(test, feature = "testing"))]
 pub mod faults;
+pub mod http_server;
 pub mod keyspace;
 mod member;
 mod metrics;

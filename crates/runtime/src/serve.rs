@@ -70,11 +70,11 @@ impl<K: Keyspace> Member<K> {
         let http = http.map(|listener| {
             let router = crate::node_http::router(config.member.id.clone(), shared.clone());
             tokio::spawn(async move {
-                axum::serve(listener, router)
-                    .with_graceful_shutdown(async move {
-                        let _ = http_stopped.await;
-                    })
-                    .await
+                let limits = crate::http_server::HttpLimits::default().within_descriptors();
+                crate::http_server::serve(listener, router, limits, async move {
+                    let _ = http_stopped.await;
+                })
+                .await
             })
         });
         let result = node::run(keyspace, config, application, shared, shutdown).await;

@@ -20,6 +20,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use kshard_kafka::{CONSUMER_OFFSETS_TOPIC, ClientSettings};
+use kshard_runtime::http_server::{self, HttpLimits};
 use tracing::info;
 
 use crate::brokers::{Connector, Kafka};
@@ -237,10 +238,11 @@ pub async fn run_many(
     };
     let app = http::app(states, process);
     let addr = listener.local_addr().map_err(ServeError::Http)?;
+    let limits = HttpLimits::default().within_descriptors();
     let served = match web {
         None => {
             info!(%addr, "serving /metrics, /ready, /api/groups and the web page");
-            axum::serve(listener, app).with_graceful_shutdown(shutdown).await
+            http_server::serve(listener, app, limits, shutdown).await
         }
         Some(web) => {
             let tls = web.started_with_tls;
@@ -248,9 +250,9 @@ pub async fn run_many(
             let app = app.layer(axum::middleware::from_fn_with_state(Arc::clone(&web), crate::web::guard::guard));
             if tls {
                 let listener = crate::web::tls::TlsListener::spawn(listener, web).map_err(ServeError::Http)?;
-                axum::serve(listener, app).with_graceful_shutdown(shutdown).await
+                http_server::serve(listener, app, limits, shutdown).await
             } else {
-                axum::serve(listener, app).with_graceful_shutdown(shutdown).await
+                http_server::serve(listener, app, limits, shutdown).await
             }
         }
     }

@@ -6,6 +6,7 @@
 //! `client_allowed_sans` when they are set. [`TlsListener`] hands axum the
 //! connections whose handshake succeeded.
 
+use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -24,6 +25,11 @@ use super::config::{ClientAuth, Pem, TlsServer, TlsVersion, WebConfigError};
 
 /// How long a client may take to finish its handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Handshakes under way at once: past this, the oldest is given up for the
+/// new one (a flood of clients that never finish theirs cannot keep others
+/// out, nor make the process hold thousands of half-open sessions).
+const MOST_HANDSHAKES: usize = 64;
 
 /// The acceptor last built, and what it was built from.
 #[derive(Default)]
@@ -179,31 +185,37 @@ fn allowed_san(ssl: &openssl::ssl::SslRef, allowed: &[String]) -> bool {
 /// The connections whose TLS handshake succeeded, for `axum::serve`.
 pub(crate) struct TlsListener {
     accepted: mpsc::Receiver<(SslStream<TcpStream>, SocketAddr)>,
-    local: SocketAddr,
 }
 
 impl TlsListener {
     /// Accepts on `listener` in a task of its own, until the listener is dropped.
     pub(crate) fn spawn(listener: TcpListener, web: Arc<WebConfigFile>) -> std::io::Result<TlsListener> {
-        let local = listener.local_addr()?;
         let (tx, accepted) = mpsc::channel(64);
         tokio::spawn(async move {
+            let mut handshakes: VecDeque<tokio::task::AbortHandle> = VecDeque::new();
             loop {
                 let (tcp, peer) = match listener.accept().await {
                     Ok(accepted) => accepted,
                     Err(e) => {
                         // Out of file descriptors, say: wait instead of spinning.
                         tracing::warn!(error = %e, "accepting a connection");
-                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        tokio::time::sleep(Duration::from_millis(10)).await;
                         continue;
                     }
                 };
                 if tx.is_closed() {
                     return;
                 }
+                handshakes.retain(|h| !h.is_finished());
+                if handshakes.len() >= MOST_HANDSHAKES
+                    && let Some(oldest) = handshakes.pop_front()
+                {
+                    tracing::debug!("too many TLS handshakes under way: the oldest is given up");
+                    oldest.abort();
+                }
                 let web = Arc::clone(&web);
                 let tx = tx.clone();
-                tokio::spawn(async move {
+                let task = tokio::spawn(async move {
                     match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(&web, tcp)).await {
                         Ok(Ok(stream)) => {
                             let _ = tx.send((stream, peer)).await;
@@ -212,9 +224,10 @@ impl TlsListener {
                         Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
                     }
                 });
+                handshakes.push_back(task.abort_handle());
             }
         });
-        Ok(TlsListener { accepted, local })
+        Ok(TlsListener { accepted })
     }
 }
 
@@ -235,19 +248,14 @@ async fn handshake(web: &WebConfigFile, tcp: TcpStream) -> Result<SslStream<TcpS
     Ok(stream)
 }
 
-impl axum::serve::Listener for TlsListener {
+impl kshard_runtime::http_server::Accept for TlsListener {
     type Io = SslStream<TcpStream>;
-    type Addr = SocketAddr;
 
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+    async fn accept(&mut self) -> std::io::Result<(Self::Io, SocketAddr)> {
         match self.accepted.recv().await {
-            Some(accepted) => accepted,
+            Some(accepted) => Ok(accepted),
             // The accepting task ended: no connection will ever come.
             None => std::future::pending().await,
         }
-    }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        Ok(self.local)
     }
 }
