@@ -219,6 +219,52 @@ async fn a_bad_file_fails_at_start_naming_the_field() {
     assert!(text.contains("tls_server_config.cert_file") && text.contains("/nonexistent/server.pem"), "{text}");
 }
 
+/// One plain-HTTP GET from the loopback address `from`: the status.
+async fn get_from(from: [u8; 4], port: u16, path: &str, auth: Option<&str>) -> u16 {
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket.bind((std::net::Ipv4Addr::from(from), 0).into()).expect("binds a loopback address");
+    let mut tcp = socket.connect(([127, 0, 0, 1], port).into()).await.expect("connects");
+    let auth = auth.map(|a| format!("Authorization: Basic {}\r\n", base64(a))).unwrap_or_default();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Connection: close\r\n\r\n");
+    tcp.write_all(request.as_bytes()).await.expect("writes");
+    let mut answer = String::new();
+    tcp.read_to_string(&mut answer).await.expect("reads");
+    answer.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("no status in {answer:?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rate_limit_counts_each_client_after_authentication() {
+    let dir = tempfile_dir("rate");
+    let hash = bcrypt::hash("s3cret", 4).expect("bcrypt");
+    let config = dir.join("web.yml");
+    std::fs::write(&config, format!("basic_auth_users:\n  alice: {hash}\nrate_limit:\n  interval: 1h\n  burst: 2\n"))
+        .expect("write");
+    let (port, stop, task) = serve(&config).await;
+    let mut up = false;
+    for _ in 0..100 {
+        let socket = TcpStream::connect(("127.0.0.1", port)).await;
+        if socket.is_ok() {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(up, "the service listens");
+    // Strangers are refused by authentication and take no token.
+    for _ in 0..10 {
+        assert_eq!(get_from([127, 0, 0, 1], port, "/healthz", None).await, 401);
+        assert_eq!(get_from([127, 0, 0, 1], port, "/healthz", Some("alice:guess")).await, 401);
+    }
+    let alice = Some("alice:s3cret");
+    assert_eq!(get_from([127, 0, 0, 1], port, "/healthz", alice).await, 200);
+    assert_eq!(get_from([127, 0, 0, 1], port, "/healthz", alice).await, 200);
+    assert_eq!(get_from([127, 0, 0, 1], port, "/healthz", alice).await, 429, "this client's burst is spent");
+    // Another client has a bucket of its own.
+    assert_eq!(get_from([127, 0, 0, 2], port, "/healthz", alice).await, 200);
+    let _ = stop.send(());
+    task.await.expect("join").expect("served");
+}
+
 /// A fresh directory under the system's temporary directory.
 fn tempfile_dir(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("kshard-web-{name}-{}", std::process::id()));

@@ -131,7 +131,7 @@ pub async fn serve<L: Accept>(
             tracing::debug!(%peer, "every connection is being answered: this one is closed");
             continue;
         };
-        connections.spawn(connection(io, app.clone(), slot, stopping.clone(), limits));
+        connections.spawn(connection(io, peer, app.clone(), slot, stopping.clone(), limits));
     }
     let _ = stop.send(true);
     let drained =
@@ -145,8 +145,15 @@ pub async fn serve<L: Accept>(
 
 /// Serves one connection until it ends, is evicted, or shutdown asks it
 /// to finish.
-async fn connection<I>(io: I, app: Router, slot: Slot, mut stopping: watch::Receiver<bool>, limits: HttpLimits)
-where
+/// Each request carries the peer's address as axum's `ConnectInfo`.
+async fn connection<I>(
+    io: I,
+    peer: SocketAddr,
+    app: Router,
+    slot: Slot,
+    mut stopping: watch::Receiver<bool>,
+    limits: HttpLimits,
+) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let state = Arc::clone(&slot.state);
@@ -154,7 +161,9 @@ where
         let busy = Busy::new(Arc::clone(&state));
         let app = app.clone();
         async move {
-            let answer = app.oneshot(request.map(axum::body::Body::new)).await;
+            let mut request = request.map(axum::body::Body::new);
+            request.extensions_mut().insert(axum::extract::ConnectInfo(peer));
+            let answer = app.oneshot(request).await;
             drop(busy);
             answer
         }

@@ -1,42 +1,65 @@
 //! Every request through the web configuration: its headers on every
-//! response, the rate limit (429), then basic authentication (401 with a
-//! `WWW-Authenticate` challenge). bcrypt is slow on purpose (about 70 ms at
-//! cost 10), so a checked user, hash and password is remembered, as the
-//! toolkit does, and the check runs off the async workers; an unknown user
-//! costs the same check as a known one, so timing does not tell which users
-//! exist.
+//! response, basic authentication (401 with a `WWW-Authenticate`
+//! challenge), then the rate limit (429), counted per client.
+//!
+//! The order and the buckets keep a flood from one client off the others:
+//! anonymous requests are refused by authentication before they take a
+//! token, and each client address has a bucket of its own (the toolkit
+//! has one for all), so neither a stranger nor a busy dashboard can get
+//! Prometheus or the kubelet's probes answered 429.
+//!
+//! bcrypt is slow on purpose (about 70 ms at cost 10, 280 at 12), so a
+//! checked user, hash and password is remembered (the most recently used
+//! [`CACHE_LIMIT`]), and at most [`MOST_CHECKS`] checks run at once, off
+//! the async workers: a request that would need one more is answered 503
+//! at once, so a flood of new passwords costs two cores' worth of bcrypt
+//! at most and never holds connections waiting. An unknown user is
+//! checked against the hash of the configured user whose cost is highest,
+//! so timing does not tell which users exist.
 
-use std::collections::HashMap;
+use std::net::IpAddr;
+use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use lru::LruCache;
 
 use super::WebConfigFile;
 use super::config::WebConfig;
 use super::rate_limit::TokenBucket;
 
-/// A valid bcrypt hash of a random password, checked against for users
-/// that do not exist.
-const DECOY_HASH: &str = "$2y$10$QOauhQNbBCuQDKes6eFzPeMqBSjb7Mr5DUmpZ/VcEd00UAV/LDeSi";
-
-/// Results kept at most; the cache starts over when full.
+/// bcrypt results kept: the most recently used.
 const CACHE_LIMIT: usize = 1024;
+
+/// Clients with a bucket of their own: the most recently seen.
+const CLIENTS_LIMIT: usize = 4096;
+
+/// bcrypt checks running at once.
+const MOST_CHECKS: usize = 2;
 
 /// What the guard keeps between requests.
 #[derive(Debug)]
 pub(crate) struct GuardState {
-    bucket: Mutex<TokenBucket>,
+    /// Each client address's rate-limit bucket.
+    buckets: Mutex<LruCache<IpAddr, TokenBucket>>,
     /// SHA-256 of (user, hash, password) → whether it matched.
-    checked: Mutex<HashMap<[u8; 32], bool>>,
+    checked: Mutex<LruCache<[u8; 32], bool>>,
+    /// Permits for bcrypt checks.
+    checks: Arc<tokio::sync::Semaphore>,
 }
 
 impl Default for GuardState {
     fn default() -> Self {
-        GuardState { bucket: Mutex::new(TokenBucket::new()), checked: Mutex::new(HashMap::new()) }
+        let size = |n| NonZeroUsize::new(n).unwrap_or(NonZeroUsize::MIN);
+        GuardState {
+            buckets: Mutex::new(LruCache::new(size(CLIENTS_LIMIT))),
+            checked: Mutex::new(LruCache::new(size(CACHE_LIMIT))),
+            checks: Arc::new(tokio::sync::Semaphore::new(MOST_CHECKS)),
+        }
     }
 }
 
@@ -51,22 +74,47 @@ pub(crate) async fn guard(State(web): State<Arc<WebConfigFile>>, request: Reques
         let body = "the web configuration turned TLS on or off; restart to apply it\n";
         return with_headers(&config, (StatusCode::INTERNAL_SERVER_ERROR, body).into_response());
     }
-    if let Some(limit) = config.rate_limit {
-        let allowed = web.guard.bucket.lock().unwrap_or_else(PoisonError::into_inner).allow(limit, Instant::now());
-        if !allowed {
-            return with_headers(&config, (StatusCode::TOO_MANY_REQUESTS, "too many requests\n").into_response());
-        }
-    }
     if !config.users.is_empty() {
         let Some((user, password)) = credentials(request.headers()) else {
             return with_headers(&config, unauthorized());
         };
-        if !authenticated(&web, &config, user.clone(), password).await {
-            tracing::warn!(user = %user, path = %request.uri().path(), "basic authentication refused");
-            return with_headers(&config, unauthorized());
+        match authenticated(&web, &config, user.clone(), password).await {
+            Checked::Yes => {}
+            Checked::No => {
+                tracing::warn!(user = %user, path = %request.uri().path(), "basic authentication refused");
+                return with_headers(&config, unauthorized());
+            }
+            Checked::Busy => {
+                let mut busy = (StatusCode::SERVICE_UNAVAILABLE, "too many password checks at once\n").into_response();
+                busy.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                return with_headers(&config, busy);
+            }
+        }
+    }
+    if let Some(limit) = config.rate_limit {
+        // The client's address; one bucket for all when it is not known.
+        let client = request
+            .extensions()
+            .get::<ConnectInfo<std::net::SocketAddr>>()
+            .map_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), |c| c.0.ip());
+        let allowed = {
+            let mut buckets = web.guard.buckets.lock().unwrap_or_else(PoisonError::into_inner);
+            buckets.get_or_insert_mut(client, TokenBucket::new).allow(limit, Instant::now())
+        };
+        if !allowed {
+            return with_headers(&config, (StatusCode::TOO_MANY_REQUESTS, "too many requests\n").into_response());
         }
     }
     with_headers(&config, next.run(request).await)
+}
+
+/// What a password check said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Checked {
+    Yes,
+    No,
+    /// Not checked: as many checks as allowed are running.
+    Busy,
 }
 
 fn unauthorized() -> Response {
@@ -98,9 +146,11 @@ pub(crate) fn credentials(headers: &axum::http::HeaderMap) -> Option<(String, St
     Some((user.to_owned(), password.to_owned()))
 }
 
-async fn authenticated(web: &Arc<WebConfigFile>, config: &WebConfig, user: String, password: String) -> bool {
+async fn authenticated(web: &Arc<WebConfigFile>, config: &WebConfig, user: String, password: String) -> Checked {
     let known = config.users.get(&user);
-    let hash = known.map_or(DECOY_HASH, String::as_str).trim().to_owned();
+    let Some(hash) = known.or_else(|| costliest(config)).map(|h| h.trim().to_owned()) else {
+        return Checked::No;
+    };
     let key = {
         let mut hasher = openssl::sha::Sha256::new();
         for part in [user.as_bytes(), hash.as_bytes(), password.as_bytes()] {
@@ -113,18 +163,30 @@ async fn authenticated(web: &Arc<WebConfigFile>, config: &WebConfig, user: Strin
     let matched = match cached {
         Some(matched) => matched,
         None => {
-            let verified = tokio::task::spawn_blocking(move || bcrypt::verify(password, &hash).unwrap_or(false))
-                .await
-                .unwrap_or(false);
-            let mut checked = web.guard.checked.lock().unwrap_or_else(PoisonError::into_inner);
-            if checked.len() >= CACHE_LIMIT {
-                checked.clear();
-            }
-            checked.insert(key, verified);
+            let Ok(permit) = Arc::clone(&web.guard.checks).try_acquire_owned() else { return Checked::Busy };
+            let verified = tokio::task::spawn_blocking(move || {
+                let verified = bcrypt::verify(password, &hash).unwrap_or(false);
+                drop(permit);
+                verified
+            })
+            .await
+            .unwrap_or(false);
+            web.guard.checked.lock().unwrap_or_else(PoisonError::into_inner).put(key, verified);
             verified
         }
     };
-    matched && known.is_some()
+    if matched && known.is_some() { Checked::Yes } else { Checked::No }
+}
+
+/// The configured hash of the highest cost: what an unknown user's
+/// password is checked against, so that it takes as long as a known one's.
+fn costliest(config: &WebConfig) -> Option<&String> {
+    config.users.values().max_by_key(|hash| cost_of(hash))
+}
+
+/// A bcrypt hash's cost (`$2y$12$…` → 12; 0 when it does not say).
+fn cost_of(hash: &str) -> u32 {
+    hash.trim().split('$').nth(2).and_then(|cost| cost.parse().ok()).unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -145,9 +207,12 @@ mod tests {
     }
 
     #[test]
-    fn the_decoy_is_a_bcrypt_hash() {
-        let config = format!("basic_auth_users:\n  nobody: {DECOY_HASH}\n");
-        assert!(WebConfig::parse(&config).is_ok());
-        assert_eq!(bcrypt::verify("anything", DECOY_HASH).ok(), Some(false));
+    fn an_unknown_user_is_checked_against_the_costliest_hash() {
+        let cheap = bcrypt::hash("a", 4).expect("hash");
+        let dear = bcrypt::hash("b", 6).expect("hash");
+        let config =
+            WebConfig::parse(&format!("basic_auth_users:\n  cheap: {cheap}\n  dear: {dear}\n")).expect("parses");
+        assert_eq!(costliest(&config), Some(&dear));
+        assert_eq!((cost_of(&cheap), cost_of(&dear), cost_of("nonsense")), (4, 6, 0));
     }
 }
