@@ -9,9 +9,13 @@
 //! kshard's answers are checked against. [`Etcd`] is the real etcd, the same way.
 //! [`Namespace`] runs a process in a network namespace of the test's own,
 //! reaching the host's services through [`Link`]s the test cuts and heals.
+//! [`KafkaProxy`] stands in front of the broker and freezes its clients'
+//! fetch connections only, on demand.
 
+mod kafka_proxy;
 mod netns;
 
+pub use kafka_proxy::KafkaProxy;
 pub use netns::{Link, Namespace};
 
 use std::collections::BTreeMap;

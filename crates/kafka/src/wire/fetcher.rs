@@ -131,6 +131,11 @@ impl Sink {
         if let Delivery::Records { bytes, .. } = &delivery {
             q.bytes += bytes;
         }
+        // Failures not read yet are told once: the latest replaces the one
+        // before, so a reader that is slow to poll does not pile them up.
+        if matches!(delivery, Delivery::Failed(_)) && matches!(q.items.back(), Some(Delivery::Failed(_))) {
+            q.items.pop_back();
+        }
         q.items.push_back(delivery);
         self.ready.notify_one();
         self.readable.notify_one();
@@ -627,10 +632,18 @@ fn broker_thread(shared: &Arc<Shared>, broker: i32) {
                 tracing::warn!(broker, address = %address, error = %e, "reading from a broker; connecting again");
                 link = None;
                 session.reset();
-                // Its partitions may have moved (a broker restarting).
+                // Its partitions may have moved (a broker restarting). Their
+                // readers hear why nothing comes: a reader that only waited
+                // could not tell a quiet partition from a broken connection.
                 let mut state = shared.lock();
-                for p in state.partitions.values_mut().filter(|p| p.leader == Some(broker)) {
+                for (key, p) in state.partitions.iter_mut().filter(|(_, p)| p.leader == Some(broker)) {
                     p.leader = None;
+                    for r in &p.readings {
+                        r.sink.push(Delivery::Failed(Error::Refused {
+                            step: format!("reading {}/{} from broker {broker} ({address})", key.0, key.1),
+                            message: e.to_string(),
+                        }));
+                    }
                 }
                 state.metadata_due = true;
                 drop(state);

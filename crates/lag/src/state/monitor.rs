@@ -392,10 +392,21 @@ impl Monitor {
 
     /// Records what a refresh found of the offsets topic: the leader of each
     /// partition (the coordinator of its groups) and its high watermark.
+    /// Readiness sees whether each partition's reader moved since, while
+    /// records waited for it.
     pub(crate) fn set_offsets_topic(&self, leaders: HashMap<i32, i32>, ends: BTreeMap<i32, i64>) {
+        let positions = self.units.positions().into_iter().collect();
+        let at = self.clock.now();
+        lock(&self.readiness).step(Event::Observed { at, ends: ends.clone(), positions });
         let mut refreshed = self.refreshed.write().unwrap_or_else(PoisonError::into_inner);
         refreshed.coordinators = leaders;
         refreshed.offsets_topic_ends = ends;
+    }
+
+    /// The offsets a reader of the offsets topic never delivers at rest (1
+    /// for librdkafka's, which stops before a trailing transaction marker).
+    pub(crate) fn set_read_slack(&self, slack: i64) {
+        lock(&self.readiness).set_read_slack(slack);
     }
 
     /// The latest watermarks.

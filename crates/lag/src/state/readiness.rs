@@ -15,12 +15,15 @@
 //!   lag shown is measured against watermarks no older than the state;
 //! - all along, no worker down and watermarks younger than the staleness
 //!   limit, and no transient condition (a shard moving, a fail-over) past its
-//!   grace ([`Health`]): otherwise not current, and lag is not exported.
+//!   grace ([`Health`]), and no reader of a partition of the offsets topic
+//!   stalled with records waiting for it for longer than that limit
+//!   ([`Stalls`]): otherwise not current, and lag is not exported.
 
 use std::time::{Duration, Instant};
 
 use crate::catch_up::{CatchUp, Log, PartitionProgress, Progress};
 use crate::health::Health;
+use crate::stalls::Stalls;
 
 /// What happened, as the service's parts report it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,6 +101,16 @@ pub(crate) enum Event {
     },
     /// A transient condition no longer holds.
     Release(String),
+    /// A refresh at `at` found the offsets topic's partitions' high
+    /// watermarks (`ends`), and the state at these `positions`.
+    Observed {
+        /// When the refresh began.
+        at: Instant,
+        /// Each partition's high watermark.
+        ends: std::collections::BTreeMap<i32, i64>,
+        /// Each partition's next offset to read (`None`: nothing read).
+        positions: std::collections::BTreeMap<i32, Option<i64>>,
+    },
 }
 
 /// The answer at one instant.
@@ -122,6 +135,10 @@ pub(crate) struct Readiness {
     /// Why `__share_group_state` is not read, when kshard may not.
     share_unreadable: Option<String>,
     health: Health,
+    /// Whether the offsets topic's readers move while records wait.
+    stalls: Stalls,
+    /// The staleness limit, which a stalled reader is held to as well.
+    stale_after: Duration,
     /// A refresh that began after catching up has completed (latched).
     fresh_watermarks: bool,
     waiting: Option<String>,
@@ -135,9 +152,18 @@ impl Readiness {
             share: None,
             share_unreadable: None,
             health: Health::new(stale_after),
+            stalls: Stalls::new(0),
+            stale_after,
             fresh_watermarks: false,
             waiting: None,
         }
+    }
+
+    /// The offsets a reader of the offsets topic never delivers at rest:
+    /// 1 for librdkafka's (it stops before a trailing transaction marker),
+    /// 0 for kshard's (the default).
+    pub(crate) fn set_read_slack(&mut self, slack: i64) {
+        self.stalls = Stalls::new(slack);
     }
 
     /// Takes one event.
@@ -181,6 +207,7 @@ impl Readiness {
             Event::WorkerRunning(worker) => self.health.worker_running(worker),
             Event::Hold { key, why, grace, at } => self.health.hold(&key, why, grace, at),
             Event::Release(key) => self.health.release(&key),
+            Event::Observed { at, ends, positions } => self.stalls.observe(at, &ends, &positions),
         }
     }
 
@@ -215,7 +242,7 @@ impl Readiness {
     pub(crate) fn verdict(&self, now: Instant) -> Verdict {
         let share = self.share.as_ref();
         let caught_up = self.is_caught_up();
-        let problem = self.health.problem(now);
+        let problem = self.health.problem(now).or_else(|| self.stalled(now));
         let current = problem.is_none();
         let ready = caught_up && self.fresh_watermarks && current;
         let reason = if ready {
@@ -241,6 +268,28 @@ impl Readiness {
             })
         };
         Verdict { ready, caught_up, current, reason }
+    }
+
+    /// The offsets topic's partitions whose reader has stalled, in words:
+    /// which, where, and since when.
+    fn stalled(&self, now: Instant) -> Option<String> {
+        let stalled = self.stalls.stalled(now, self.stale_after);
+        if stalled.is_empty() {
+            return None;
+        }
+        let each: Vec<String> = stalled
+            .iter()
+            .map(|s| {
+                let seconds = now.saturating_duration_since(s.since).as_secs();
+                format!("{} at offset {} with {} unread, for {seconds} s", s.partition, s.position, s.unread)
+            })
+            .collect();
+        Some(format!(
+            "the reader of {} has not moved while records wait (stale after {:.0} s): partition {}",
+            Log::Offsets.topic(),
+            self.stale_after.as_secs_f64(),
+            each.join("; partition ")
+        ))
     }
 
     /// True once the initial partitions are tracked.
@@ -308,6 +357,44 @@ mod tests {
         assert!(r.verdict(t).reason.is_some_and(|why| why.contains("the last one failed: brokers down")));
         r.step(Event::Refreshed { at: t, caught_up_before: true });
         assert_eq!(r.verdict(t), Verdict { ready: true, caught_up: true, current: true, reason: None });
+    }
+
+    #[test]
+    fn a_reader_that_stops_moving_while_records_wait_stops_serving_naming_its_partition() {
+        let t = Instant::now();
+        let s = Duration::from_secs;
+        let mut r = Readiness::new(STALE);
+        tracked(&mut r, &[(0, 0, 10), (1, 0, 5)]);
+        r.step(Event::Position { log: Log::Offsets, partition: 0, next: 10 });
+        r.step(Event::Position { log: Log::Offsets, partition: 1, next: 5 });
+        let observed = |at, end0| Event::Observed {
+            at,
+            ends: [(0, end0), (1, 5)].into_iter().collect(),
+            positions: [(0, Some(10)), (1, Some(5))].into_iter().collect(),
+        };
+        r.step(Event::Refreshed { at: t, caught_up_before: true });
+        r.step(observed(t, 10));
+        assert!(r.verdict(t).ready);
+        // Commits arrive at partition 0; its reader never reads them, while
+        // refreshes go on (the watermarks stay fresh).
+        for i in 1..=4 {
+            r.step(Event::Refreshed { at: t + s(5 * i), caught_up_before: true });
+            r.step(observed(t + s(5 * i), 14));
+        }
+        assert!(r.verdict(t + s(20)).ready, "seen behind at 5 s: not stalled before 20 s");
+        let v = r.verdict(t + s(21));
+        assert!(!v.ready && !v.current, "{v:?}");
+        let why = v.reason.expect("a reason");
+        assert!(why.contains("partition 0 at offset 10 with 4 unread, for 16 s"), "{why}");
+        assert!(!why.contains("partition 1"), "{why}");
+        // It reads them: serving again.
+        r.step(Event::Refreshed { at: t + s(25), caught_up_before: true });
+        r.step(Event::Observed {
+            at: t + s(25),
+            ends: [(0, 14), (1, 5)].into_iter().collect(),
+            positions: [(0, Some(14)), (1, Some(5))].into_iter().collect(),
+        });
+        assert!(r.verdict(t + s(26)).ready);
     }
 
     #[test]
