@@ -61,14 +61,14 @@ fn the_helm_chart_lints_and_renders_what_deploy_holds() {
     let config: Value = serde_norway::from_str(config).expect("the config is YAML");
     assert_eq!(config["brokers"].as_str(), Some("kafka-1:9092,kafka-2:9092"));
     assert_eq!(config["metrics_profile"].as_str(), Some("kafka_exporter"));
-    // The container: non-root, read-only, probes on /healthz and /ready.
+    // The container: non-root, read-only, probes on /healthz and /ready/any.
     let deployment = find("Deployment", "lag-kshard");
     let pod = &deployment["spec"]["template"]["spec"];
     assert_eq!(pod["securityContext"]["runAsNonRoot"].as_bool(), Some(true));
     let container = &pod["containers"][0];
     assert_eq!(container["securityContext"]["readOnlyRootFilesystem"].as_bool(), Some(true));
     assert_eq!(container["livenessProbe"]["httpGet"]["path"].as_str(), Some("/healthz"));
-    assert_eq!(container["readinessProbe"]["httpGet"]["path"].as_str(), Some("/ready"));
+    assert_eq!(container["readinessProbe"]["httpGet"]["path"].as_str(), Some("/ready/any"));
     let args: Vec<&str> = container["args"].as_sequence().expect("args").iter().filter_map(Value::as_str).collect();
     assert_eq!(args[..2], ["serve", "--config=/etc/kshard/kshard.yaml"]);
     // The alert rules and the dashboard are deploy/'s, unchanged.

@@ -12,7 +12,7 @@ use std::time::Duration;
 use common::*;
 use kshard_kafka::{ClientSettings, OffsetCommitter};
 use kshard_lag::service::ServeOptions;
-use kshard_testkit::{Broker, unique_name};
+use kshard_testkit::{Broker, HostileBroker, METADATA_2_POW_32_BROKERS, unique_name};
 
 fn options(name: &str, settings: &ClientSettings, prefix: &str) -> ServeOptions {
     ServeOptions {
@@ -102,6 +102,7 @@ fn two_clusters_one_broker_killed_the_other_stays_current() {
             (status, body) => Err(format!("{status}: {body}")),
         });
     assert!(!body.contains("cluster main:"), "main is fine: {body}");
+    assert_eq!(service.get("/ready/any").0, 200, "the probe keeps the process in the Service");
     assert_eq!(service.get("/clusters/main/ready").0, 200);
     assert_eq!(service.get("/clusters/spare/ready").0, 503);
     assert_eq!(service.get("/clusters/spare/api/groups").0, 503, "no stale lag served as current");
@@ -126,6 +127,55 @@ fn two_clusters_one_broker_killed_the_other_stays_current() {
     until("spare's lag is back", Duration::from_secs(60), Duration::from_millis(200), || {
         match api_lag(&mut service, "spare", &group) {
             Ok(20) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    });
+}
+
+/// A cluster whose "broker" answers every request with bytes no broker
+/// sends (a count of 2^32 − 2 in 13 bytes, which once aborted the whole
+/// process): the other cluster is served as if it were alone, and the
+/// readiness probe keeps the process in the Service.
+#[test]
+#[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
+fn a_hostile_cluster_stops_no_other_cluster() {
+    let main = Broker::from_env_or_start();
+    let hostile = HostileBroker::answering(METADATA_2_POW_32_BROKERS);
+    let p = unique_name("hostile");
+    let (topic, group) = (format!("{p}-t"), format!("{p}-g"));
+    let settings = ClientSettings::new(main.brokers());
+    create_and_fill(&settings, &topic, &[40]);
+    let committer = OffsetCommitter::new(&settings, &group).expect("committer");
+    committer.commit(&[(&topic, 0, 15)]).expect("commit");
+    let mut service = TestService::start_many(vec![
+        options("main", &settings, &p),
+        options("hostile", &ClientSettings::new(hostile.address()), &p),
+    ]);
+    until("main is ready", Duration::from_secs(60), Duration::from_millis(200), || {
+        match service.get("/clusters/main/ready") {
+            (200, _) => Ok(()),
+            (status, body) => Err(format!("{status}: {body}")),
+        }
+    });
+    until("main's lag", Duration::from_secs(30), Duration::from_millis(200), || {
+        match api_lag(&mut service, "main", &group) {
+            Ok(25) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    });
+    let (status, body) = service.get("/ready");
+    assert!(status == 503 && body.contains("cluster hostile:") && !body.contains("cluster main:"), "{status} {body}");
+    assert_eq!(service.get("/ready/any").0, 200);
+    let m = service.metrics();
+    assert_eq!(m.get(&lag_series("main", &group, &topic)), Some(&25.0));
+    assert!(
+        m.get("kshard_kafka_malformed_answers_total{cluster=\"hostile\"}").is_some_and(|n| *n >= 1.0),
+        "the hostile cluster's answers are counted as malformed"
+    );
+    committer.commit(&[(&topic, 0, 35)]).expect("commit");
+    until("main's new commit shows", Duration::from_secs(30), Duration::from_millis(200), || {
+        match api_lag(&mut service, "main", &group) {
+            Ok(5) => Ok(()),
             other => Err(format!("{other:?}")),
         }
     });

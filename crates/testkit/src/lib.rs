@@ -10,11 +10,14 @@
 //! [`Namespace`] runs a process in a network namespace of the test's own,
 //! reaching the host's services through [`Link`]s the test cuts and heals.
 //! [`KafkaProxy`] stands in front of the broker and freezes its clients'
-//! fetch connections only, on demand.
+//! fetch connections only, on demand; [`HostileBroker`] answers every
+//! request with bytes no broker sends.
 
+mod hostile_broker;
 mod kafka_proxy;
 mod netns;
 
+pub use hostile_broker::{HostileBroker, METADATA_2_POW_32_BROKERS};
 pub use kafka_proxy::KafkaProxy;
 pub use netns::{Link, Namespace};
 

@@ -6,7 +6,8 @@
 //! Watching several clusters (`clusters:`), each cluster's endpoints and page
 //! are under `/clusters/{name}/`; at the root, `/metrics` has every
 //! cluster's series (each with its `cluster` label), `/ready` is 200 only
-//! when every cluster is ready and says which is not, `/` lists the clusters,
+//! when every cluster is ready and says which is not (`/ready/any`, for
+//! probes, while at least one is), `/` lists the clusters,
 //! and the API asks which cluster is meant. `/api/clusters` lists them in
 //! every case; Burrow's `/v3/kafka` serves them all. The label is `cluster`
 //! (`cluster_name` in the kafka-lag-exporter profile, which like Burrow's
@@ -123,7 +124,9 @@ pub(crate) fn app(clusters: Vec<AppState>, process: ProcessSeries) -> Router {
         _ => app.merge(root_routes(Arc::clone(&all), process)),
     };
     let listed = Arc::clone(&all);
+    let probed = Arc::clone(&all);
     app.route("/api/clusters", get(move || async move { axum::Json(cluster_list(&listed)) }))
+        .route("/ready/any", get(move || any_ready(State(Arc::clone(&probed)))))
         .route("/healthz", get(|| async { "ok\n" }))
         .merge(super::burrow_http::routes(all))
 }
@@ -229,6 +232,19 @@ struct NamedReport {
 }
 
 async fn all_ready(State(all): State<Arc<[AppState]>>) -> Response {
+    clusters_ready(&all, false)
+}
+
+/// `/ready/any`: 200 while at least one cluster is ready. What a probe that
+/// decides whether the process gets traffic asks (the Helm chart's
+/// readiness probe): one cluster whose brokers are down or hostile must
+/// not take every other cluster's series off the scrape.
+async fn any_ready(State(all): State<Arc<[AppState]>>) -> Response {
+    clusters_ready(&all, true)
+}
+
+/// Every cluster's report; ready when all are (`any`: when one is).
+fn clusters_ready(all: &[AppState], any: bool) -> Response {
     let clusters: Vec<NamedReport> = all
         .iter()
         .map(|c| NamedReport {
@@ -241,9 +257,9 @@ async fn all_ready(State(all): State<Arc<[AppState]>>) -> Response {
         .filter(|c| !c.report.ready)
         .map(|c| format!("cluster {}: {}", c.cluster, c.report.reason.as_deref().unwrap_or("not ready")))
         .collect();
-    let ready = not_ready.is_empty();
+    let ready = if any { not_ready.len() < clusters.len() } else { not_ready.is_empty() };
     let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
-    let reason = (!ready).then(|| not_ready.join("; "));
+    let reason = (!not_ready.is_empty()).then(|| not_ready.join("; "));
     (status, axum::Json(AllReady { ready, reason, clusters })).into_response()
 }
 

@@ -1,0 +1,118 @@
+//! [`HostileBroker`]: a stand-in broker on 127.0.0.1 that answers every
+//! request but ApiVersions with the same hand-built bytes, which a real
+//! broker never sends: how tests show that nothing a broker sends can stop
+//! kshard. ApiVersions gets a sound answer: librdkafka (in kshard's process
+//! for its admin calls) aborts on an ApiVersions answer with no error and a
+//! null list of APIs (2.12.1, rdkafka_request.c: `rd_malloc` of −6 bytes),
+//! a defect of its own that this stand-in does not probe.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// A Metadata v9 body (and the start of many others): no throttle, then an
+/// array count of 2^32 − 2; 13 bytes that once made kshard ask for 412 GB.
+pub const METADATA_2_POW_32_BROKERS: &[u8] = &[0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f, 0, 0, 0, 0];
+
+/// A broker on 127.0.0.1 that answers each request with `body` after a
+/// flexible response header (the request's correlation id, no tags), until
+/// dropped.
+#[derive(Debug)]
+pub struct HostileBroker {
+    address: String,
+    stop: Arc<AtomicBool>,
+}
+
+impl HostileBroker {
+    /// Listens on a free loopback port and answers with `body`.
+    pub fn answering(body: &'static [u8]) -> HostileBroker {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("binds");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let address = listener.local_addr().expect("address").to_string();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            while !stopped.load(Ordering::Acquire) {
+                match listener.accept() {
+                    Ok((socket, _)) => {
+                        std::thread::spawn(move || answer(socket, body));
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        });
+        HostileBroker { address, stop }
+    }
+
+    /// Its `host:port`.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+}
+
+impl Drop for HostileBroker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+    }
+}
+
+fn answer(mut socket: TcpStream, body: &[u8]) {
+    socket.set_nonblocking(false).expect("blocking");
+    loop {
+        let mut size = [0u8; 4];
+        if socket.read_exact(&mut size).is_err() {
+            return;
+        }
+        let mut request = vec![0u8; i32::from_be_bytes(size).clamp(0, 1 << 20) as usize];
+        if socket.read_exact(&mut request).is_err() || request.len() < 8 {
+            return;
+        }
+        // api key (2), api version (2), correlation id (4).
+        let mut frame = request[4..8].to_vec();
+        if request[..2] == API_VERSIONS.to_be_bytes() {
+            // A sound answer (its header has no tagged fields), so that a
+            // client goes on to the calls that get `body`.
+            frame.extend(api_versions(i16::from_be_bytes([request[2], request[3]])));
+        } else {
+            frame.push(0); // the flexible header's tagged fields
+            frame.extend_from_slice(body);
+        }
+        let mut out = (frame.len() as i32).to_be_bytes().to_vec();
+        out.extend(frame);
+        if socket.write_all(&out).is_err() {
+            return;
+        }
+    }
+}
+
+/// ApiVersions' API key.
+const API_VERSIONS: i16 = 18;
+
+/// An ApiVersions answer at `version` (3 and later are flexible) that
+/// lists API keys 0 to 80, each at versions 0 to 12 (ApiVersions itself 0
+/// to 3).
+fn api_versions(version: i16) -> Vec<u8> {
+    let flexible = version >= 3;
+    let mut body = 0i16.to_be_bytes().to_vec(); // no error
+    let keys: Vec<i16> = (0..=80).collect();
+    if flexible {
+        body.push(u8::try_from(keys.len() + 1).unwrap_or(u8::MAX)); // compact count: N + 1
+    } else {
+        body.extend((keys.len() as i32).to_be_bytes());
+    }
+    for key in keys {
+        body.extend(key.to_be_bytes());
+        body.extend(0i16.to_be_bytes());
+        body.extend(if key == API_VERSIONS { 3i16 } else { 12 }.to_be_bytes());
+        if flexible {
+            body.push(0);
+        }
+    }
+    body.extend(0i32.to_be_bytes()); // throttle
+    if flexible {
+        body.push(0);
+    }
+    body
+}
