@@ -65,6 +65,9 @@ fn millis(
     Ok(Duration::from_millis(ms))
 }
 
+/// The longest `topic.reconcile_interval_seconds`: a week.
+const MOST_RECONCILE_SECONDS: u64 = 7 * 24 * 3600;
+
 /// The probe's settings, checked, each error naming its key.
 pub(crate) fn end_to_end_settings(file: &EndToEndFile) -> Result<kshard_lag::EndToEndSettings> {
     let d = kshard_lag::EndToEndSettings::default();
@@ -100,9 +103,12 @@ pub(crate) fn end_to_end_settings(file: &EndToEndFile) -> Result<kshard_lag::End
             d.partitions_per_broker,
             100,
         )?,
+        // Bounded: an instant that far ahead would overflow the clock.
         reconcile_interval: match topic.reconcile_interval_seconds {
-            Some(0) => bail!("invalid end_to_end.topic.reconcile_interval_seconds: 0 (at least 1)"),
-            Some(s) => Duration::from_secs(s),
+            Some(s @ 1..=MOST_RECONCILE_SECONDS) => Duration::from_secs(s),
+            Some(s) => bail!(
+                "invalid end_to_end.topic.reconcile_interval_seconds: {s} (between 1 and {MOST_RECONCILE_SECONDS}, a week)"
+            ),
             None => d.reconcile_interval,
         },
         all_acks: !matches!(producer.required_acks, Some(Acks::Leader)),
@@ -153,6 +159,12 @@ mod tests {
         assert!(err("topic: {name: 'a b'}").contains("end_to_end.topic.name"));
         assert!(err("topic: {partitions_per_broker: 0}").contains("end_to_end.topic.partitions_per_broker"));
         assert!(err("topic: {partitions_per_broker: 2000000000}").contains("1 to 100"));
+        // Near u64::MAX it once panicked at the first reconcile (an instant past the clock's end).
+        for seconds in ["0", "18446744073709551615", "604801"] {
+            let e = err(&format!("topic: {{reconcile_interval_seconds: {seconds}}}"));
+            assert!(e.contains("end_to_end.topic.reconcile_interval_seconds"), "{e}");
+        }
+        assert!(parse("topic: {reconcile_interval_seconds: 604800}").is_ok());
         assert!(err("consumer: {group_id_prefix: ab}").contains("end_to_end.consumer.group_id_prefix"));
         assert!(err("producer: {ack_sla_ms: 9000}\nconsumer: {roundtrip_sla_ms: 8000}").contains("roundtrip_sla_ms"));
         assert!(

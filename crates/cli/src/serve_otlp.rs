@@ -70,29 +70,40 @@ fn millis(setting: &str, value: &str, range: std::ops::RangeInclusive<f64>) -> R
 }
 
 /// `k1=v1,k2=v2` with `%`-escaped values, as the OpenTelemetry
-/// specification writes headers and resource attributes in variables.
-fn pairs(setting: &str, text: &str) -> Result<Vec<(String, String)>> {
+/// specification writes headers and resource attributes in variables. With
+/// `secret` (headers: a bearer token, an API key), an error names the
+/// pair's place and key, never its text.
+fn pairs(setting: &str, text: &str, secret: bool) -> Result<Vec<(String, String)>> {
+    let shown = |n: usize, pair: &str| if secret { format!("pair {n}") } else { format!("{pair:?}") };
     text.split(',')
         .filter(|p| !p.trim().is_empty())
-        .map(|pair| {
-            let Some((k, v)) = pair.split_once('=') else { bail!("invalid {setting}: {pair:?} is not key=value") };
+        .enumerate()
+        .map(|(i, pair)| {
+            let Some((k, v)) = pair.split_once('=') else {
+                bail!("invalid {setting}: {} is not key=value", shown(i + 1, pair))
+            };
             let key = k.trim();
             if key.is_empty() {
-                bail!("invalid {setting}: {pair:?} has no key");
+                bail!("invalid {setting}: {} has no key", shown(i + 1, pair));
             }
-            Ok((key.to_owned(), percent_decoded(setting, v.trim())?))
+            let value = percent_decoded(v.trim()).map_err(|why| {
+                let what = if secret { format!("the value of {key:?}") } else { format!("{:?}", v.trim()) };
+                anyhow::anyhow!("invalid {setting}: {what} {why}")
+            })?;
+            Ok((key.to_owned(), value))
         })
         .collect()
 }
 
-fn percent_decoded(setting: &str, text: &str) -> Result<String> {
+/// `text` with its `%XX` escapes decoded; what is wrong, when it cannot be.
+fn percent_decoded(text: &str) -> std::result::Result<String, &'static str> {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] == b'%' {
             let hex = text.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(h, 16).ok());
-            let Some(byte) = hex else { bail!("invalid {setting}: {text:?} has a bad %-escape") };
+            let Some(byte) = hex else { return Err("has a bad %-escape") };
             out.push(byte);
             i += 3;
         } else {
@@ -100,7 +111,7 @@ fn percent_decoded(setting: &str, text: &str) -> Result<String> {
             i += 1;
         }
     }
-    String::from_utf8(out).map_err(|_| anyhow::anyhow!("invalid {setting}: {text:?} is not UTF-8 once unescaped"))
+    String::from_utf8(out).map_err(|_| "is not UTF-8 once unescaped")
 }
 
 /// Puts `(key, value)` into `list`, replacing a value the key had.
@@ -193,7 +204,7 @@ pub(crate) fn otlp_settings(file: &OtlpFile, env: &dyn Fn(&str) -> Option<String
 
     settings.headers = file.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     if let Some((name, v)) = either(env, "HEADERS") {
-        for (k, v) in pairs(&name, &v)? {
+        for (k, v) in pairs(&name, &v, true)? {
             set(&mut settings.headers, &k, v);
         }
     }
@@ -207,7 +218,7 @@ pub(crate) fn otlp_settings(file: &OtlpFile, env: &dyn Fn(&str) -> Option<String
         set(resource, k, v.clone());
     }
     if let Some(v) = env("OTEL_RESOURCE_ATTRIBUTES") {
-        for (k, v) in pairs("OTEL_RESOURCE_ATTRIBUTES", &v)? {
+        for (k, v) in pairs("OTEL_RESOURCE_ATTRIBUTES", &v, false)? {
             set(resource, &k, v);
         }
     }
@@ -364,5 +375,22 @@ mod tests {
                 .contains("OTEL_EXPORTER_OTLP_HEADERS")
         );
         assert!(err("{}", &[("OTEL_METRICS_EXPORTER", "prometheus")]).contains("OTEL_METRICS_EXPORTER"));
+    }
+
+    #[test]
+    fn a_malformed_header_is_named_without_its_secret() {
+        let endpoint = ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c");
+        // A token given as `Authorization: Bearer …` instead of `key=value`.
+        for headers in ["x-tenant=t1,Authorization Bearer s3cr3t-t0ken", "authorization=Bearer%zzs3cr3t-t0ken"] {
+            let e =
+                settings("{}", &[endpoint, ("OTEL_EXPORTER_OTLP_HEADERS", headers)]).expect_err(headers).to_string();
+            assert!(e.contains("OTEL_EXPORTER_OTLP_HEADERS"), "{e}");
+            assert!(!e.contains("s3cr3t"), "the token is in the error: {e}");
+        }
+        let e = settings("{}", &[endpoint, ("OTEL_EXPORTER_OTLP_HEADERS", "a=1,oops")]).expect_err("bad").to_string();
+        assert!(e.contains("pair 2"), "{e}");
+        // Resource attributes are no secret: shown.
+        let e = settings("{}", &[endpoint, ("OTEL_RESOURCE_ATTRIBUTES", "team")]).expect_err("bad").to_string();
+        assert!(e.contains("\"team\""), "{e}");
     }
 }

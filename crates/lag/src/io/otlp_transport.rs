@@ -355,6 +355,9 @@ fn http_failure(status: u16, retry_after: Option<&str>, body: &[u8]) -> Failure 
     }
 }
 
+/// The most of a collector's answer that is read.
+const ANSWER_MOST: usize = 1024 * 1024;
+
 /// How much of an error body is kept for the log.
 const ERROR_BODY: usize = 512;
 
@@ -410,7 +413,16 @@ impl HttpCollector {
         let status = response.status();
         let retry_after =
             response.headers().get(hyper::header::RETRY_AFTER).and_then(|v| v.to_str().ok()).map(str::to_owned);
-        let body = response.into_body().collect().await.map_err(|e| broken(&e))?.to_bytes();
+        // A collector's answer is a few bytes: one past the most is not read on.
+        let body = match http_body_util::Limited::new(response.into_body(), ANSWER_MOST).collect().await {
+            Ok(body) => body.to_bytes(),
+            // Accepted whatever else it says: sending again would count twice.
+            Err(_) if status.is_success() => {
+                tracing::warn!(uri = %self.uri, "the collector's answer is over {ANSWER_MOST} bytes: not read");
+                return Ok(accepted(ExportMetricsServiceResponse::default()));
+            }
+            Err(e) => return Err(broken(&e)),
+        };
         if status.is_success() {
             let response = ExportMetricsServiceResponse::decode(body).unwrap_or_default();
             return Ok(accepted(response));
@@ -482,6 +494,42 @@ mod tests {
         let busy = http_failure(503, Some(" 12 "), b"busy");
         assert_eq!((busy.retry_after, busy.message.as_str()), (Some(Duration::from_secs(12)), "HTTP 503: busy"));
         assert_eq!(http_failure(429, Some("Wed, 21 Oct 2015 07:28:00 GMT"), b"").retry_after, None, "dates ignored");
+    }
+
+    /// A collector on loopback that answers `status` with a body that
+    /// never ends: kshard reads at most [`ANSWER_MOST`] of it.
+    async fn endless_collector(status: &'static str) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binds");
+        let address = listener.local_addr().expect("address").to_string();
+        tokio::spawn(async move {
+            let Ok((mut tcp, _)) = listener.accept().await else { return };
+            let mut request = [0u8; 4096];
+            let _ = tcp.read(&mut request).await;
+            let head = format!(
+                "HTTP/1.1 {status}\r\nContent-Type: application/x-protobuf\r\nTransfer-Encoding: chunked\r\n\r\n"
+            );
+            if tcp.write_all(head.as_bytes()).await.is_err() {
+                return;
+            }
+            let chunk = [b"10000\r\n".as_slice(), &[0u8; 0x10000], b"\r\n"].concat();
+            while tcp.write_all(&chunk).await.is_ok() {}
+        });
+        format!("http://{address}/v1/metrics")
+    }
+
+    #[tokio::test]
+    async fn an_answer_that_never_ends_is_read_no_further_than_the_most() {
+        let settings = |endpoint: String| super::super::otlp_export::OtlpSettings {
+            timeout: Duration::from_secs(600),
+            ..super::super::otlp_export::OtlpSettings::new(endpoint, OtlpProtocol::HttpProtobuf)
+        };
+        // Accepted (the collector said 200); an error would send it again.
+        let ok = Transport::new(&settings(endless_collector("200 OK").await)).expect("transport");
+        assert!(ok.export(ExportMetricsServiceRequest::default()).await.is_ok());
+        let refused = Transport::new(&settings(endless_collector("500 Oops").await)).expect("transport");
+        let failure = refused.export(ExportMetricsServiceRequest::default()).await.expect_err("refused");
+        assert!(failure.retryable, "{}", failure.message);
     }
 
     #[tokio::test]
