@@ -206,6 +206,82 @@ async fn client_certificates_are_verified_and_their_names_checked() {
     task.await.expect("join").expect("served");
 }
 
+/// The serial number of the certificate the server presents.
+async fn served_serial(port: u16, ca: &X509) -> Vec<u8> {
+    let mut connector = SslConnector::builder(SslMethod::tls_client()).expect("builder");
+    connector.cert_store_mut().add_cert(ca.clone()).expect("CA");
+    let ssl = connector.build().configure().expect("configure").into_ssl("127.0.0.1").expect("ssl");
+    let tcp = TcpStream::connect(("127.0.0.1", port)).await.expect("connects");
+    let mut stream = tokio_openssl::SslStream::new(ssl, tcp).expect("stream");
+    Pin::new(&mut stream).connect().await.expect("handshake");
+    let cert = stream.ssl().peer_certificate().expect("a certificate");
+    cert.serial_number().to_bn().expect("serial").to_vec()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewed_certificate_is_served_even_with_its_old_modification_time() {
+    let dir = tempfile_dir("renew");
+    let (ca, ca_key) = certificate("kshard test CA", "ca.kshard.test", None);
+    let write = |name: &str| {
+        let (cert, key) = certificate(name, "127.0.0.1", Some((&ca, &ca_key)));
+        std::fs::write(dir.join("server.pem"), cert.to_pem().expect("pem")).expect("write");
+        std::fs::write(dir.join("server.key"), key.private_key_to_pem_pkcs8().expect("pem")).expect("write");
+    };
+    write("127.0.0.1");
+    let config = dir.join("web.yml");
+    std::fs::write(
+        &config,
+        format!("tls_server_config:\n  cert_file: {d}/server.pem\n  key_file: {d}/server.key\n", d = dir.display()),
+    )
+    .expect("write");
+    let (port, stop, task) = serve(&config).await;
+    until_up(port, &ca, None, None).await;
+    let first = served_serial(port, &ca).await;
+    // Renewed, the files' modification times set back as `cp -p` does.
+    let mtimes: Vec<std::time::SystemTime> = ["server.pem", "server.key"]
+        .iter()
+        .map(|f| std::fs::metadata(dir.join(f)).and_then(|m| m.modified()).expect("mtime"))
+        .collect();
+    write("renewed");
+    for (f, mtime) in ["server.pem", "server.key"].iter().zip(mtimes) {
+        std::fs::File::options()
+            .write(true)
+            .open(dir.join(f))
+            .and_then(|file| file.set_modified(mtime))
+            .expect("set back");
+    }
+    let renewed = served_serial(port, &ca).await;
+    assert_ne!(first, renewed, "the renewed certificate is served");
+    let _ = stop.send(());
+    task.await.expect("join").expect("served");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_read_empty_mid_rewrite_keeps_basic_auth() {
+    let dir = tempfile_dir("rewrite");
+    let hash = bcrypt::hash("s3cret", 4).expect("bcrypt");
+    let config = dir.join("web.yml");
+    std::fs::write(&config, format!("basic_auth_users:\n  alice: {hash}\n")).expect("write");
+    let (port, stop, task) = serve(&config).await;
+    let mut up = false;
+    for _ in 0..100 {
+        if TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(up, "the service listens");
+    assert_eq!(get_from([127, 0, 0, 1], port, "/healthz", None).await, 401);
+    // Truncated, as an editor or a config tool does before writing.
+    std::fs::write(&config, "").expect("truncate");
+    assert_eq!(get_from([127, 0, 0, 1], port, "/healthz", None).await, 401, "an empty file opened the endpoint");
+    std::fs::write(&config, format!("basic_auth_users:\n  alice: {hash}\n")).expect("write");
+    assert_eq!(get_from([127, 0, 0, 1], port, "/healthz", Some("alice:s3cret")).await, 200);
+    let _ = stop.send(());
+    task.await.expect("join").expect("served");
+}
+
 #[tokio::test]
 async fn a_bad_file_fails_at_start_naming_the_field() {
     let dir = tempfile_dir("bad");

@@ -12,7 +12,7 @@ pub(crate) mod tls;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::SystemTime;
+use std::time::{Duration, Instant};
 
 pub use config::{WebConfig, WebConfigError};
 
@@ -30,13 +30,46 @@ pub struct WebConfigFile {
     pub(crate) tls: tls::AcceptorCache,
 }
 
-/// A file's modification time and size: when either changes, it is read again.
-type Stamp = Option<(SystemTime, u64)>;
+/// The web configuration file's [`FileStamp`]: when it changes, it is read again.
+type Stamp = Option<FileStamp>;
+
+/// What tells that a file changed: its device and inode (an atomic replace,
+/// as Kubernetes does for a mounted Secret, brings a new one), its size,
+/// and its modification and change times. The change time moves at every
+/// write even when a tool sets the modification time back (`cp -p`,
+/// `touch -r`, a renewed certificate written in the same second).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FileStamp {
+    device: u64,
+    inode: u64,
+    len: u64,
+    modified: (i64, i64),
+    changed: (i64, i64),
+}
+
+/// The [`FileStamp`] of `path` (following symbolic links), when it can be read.
+pub(crate) fn file_stamp(path: &Path) -> Option<FileStamp> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).ok()?;
+    Some(FileStamp {
+        device: meta.dev(),
+        inode: meta.ino(),
+        len: meta.len(),
+        modified: (meta.mtime(), meta.mtime_nsec()),
+        changed: (meta.ctime(), meta.ctime_nsec()),
+    })
+}
+
+/// How long an empty file is taken for one being rewritten (truncated,
+/// then written), while the configuration before it stays in force.
+const REWRITE_WINDOW: Duration = Duration::from_secs(5);
 
 #[derive(Debug)]
 struct Loaded {
     stamp: Stamp,
     config: Result<Arc<WebConfig>, WebConfigError>,
+    /// Since when the file has read empty while a configuration was in force.
+    empty_since: Option<Instant>,
 }
 
 impl WebConfigFile {
@@ -48,7 +81,7 @@ impl WebConfigFile {
         let started_with_tls = config.tls.is_some();
         let file = WebConfigFile {
             path: path.to_owned(),
-            loaded: Mutex::new(Loaded { stamp, config: Ok(Arc::clone(&config)) }),
+            loaded: Mutex::new(Loaded { stamp, config: Ok(Arc::clone(&config)), empty_since: None }),
             started_with_tls,
             guard: guard::GuardState::default(),
             tls: tls::AcceptorCache::default(),
@@ -64,21 +97,30 @@ impl WebConfigFile {
         let stamp = stamp(&self.path);
         let mut loaded = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
         if stamp != loaded.stamp || stamp.is_none() {
+            // An empty file is one being rewritten, for a while: the
+            // configuration in force stays (never a moment without TLS or
+            // users), and the file is read again at the next request.
+            if stamp.as_ref().is_some_and(|s| s.len == 0) && loaded.config.is_ok() {
+                let since = *loaded.empty_since.get_or_insert_with(Instant::now);
+                if since.elapsed() < REWRITE_WINDOW {
+                    return loaded.config.clone();
+                }
+                tracing::warn!(path = %self.path.display(), "the web configuration file has been empty for 5 s: applying it");
+            }
             let (stamp, config) = read(&self.path);
             if let Err(e) = &config {
                 tracing::error!(path = %self.path.display(), error = %e, "the web configuration file changed and is invalid: refusing requests until it is fixed");
             } else {
                 tracing::info!(path = %self.path.display(), "web configuration file read again");
             }
-            *loaded = Loaded { stamp, config };
+            *loaded = Loaded { stamp, config, empty_since: None };
         }
         loaded.config.clone()
     }
 }
 
 fn stamp(path: &Path) -> Stamp {
-    let meta = std::fs::metadata(path).ok()?;
-    Some((meta.modified().ok()?, meta.len()))
+    file_stamp(path)
 }
 
 fn read(path: &Path) -> (Stamp, Result<Arc<WebConfig>, WebConfigError>) {

@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use openssl::pkey::PKey;
 use openssl::ssl::{Ssl, SslAcceptor, SslMethod, SslOptions, SslVerifyMode, SslVersion};
@@ -20,8 +20,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_openssl::SslStream;
 
-use super::WebConfigFile;
 use super::config::{ClientAuth, Pem, TlsServer, TlsVersion, WebConfigError};
+use super::{FileStamp, WebConfigFile, file_stamp};
 
 /// How long a client may take to finish its handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -43,17 +43,17 @@ impl std::fmt::Debug for AcceptorCache {
     }
 }
 
-/// The settings and the files' modification times an acceptor was built from.
-type Stamp = (TlsServer, Vec<Option<SystemTime>>);
+/// The settings and the files' stamps (inode, size, times) an acceptor was built from.
+type Stamp = (TlsServer, Vec<Option<FileStamp>>);
 
 impl AcceptorCache {
     /// The acceptor for `tls`, built again if it or its files changed.
     pub(crate) fn acceptor(&self, tls: &TlsServer) -> Result<Arc<SslAcceptor>, WebConfigError> {
-        let files: Vec<Option<SystemTime>> = [Some(&tls.cert), Some(&tls.key), tls.client_ca.as_ref()]
+        let files: Vec<Option<FileStamp>> = [Some(&tls.cert), Some(&tls.key), tls.client_ca.as_ref()]
             .into_iter()
             .flatten()
             .map(|pem| match pem {
-                Pem::File(path) => std::fs::metadata(path).and_then(|m| m.modified()).ok(),
+                Pem::File(path) => file_stamp(path),
                 Pem::Inline(_) => None,
             })
             .collect();
