@@ -251,7 +251,7 @@ fn views(monitor: &Monitor, wanted: impl Fn(&str) -> bool, runs: bool, mut each:
                 lag: l,
                 commit_timestamp: c.commit_timestamp,
                 status: status.name(),
-                records_lost: w.map_or(0, |w| (w.low - c.offset).max(0)),
+                records_lost: w.map_or(0, |w| w.low.saturating_sub(c.offset).max(0)),
                 lag_seconds: age.map(|(s, _)| s),
                 lag_seconds_method: age.map(|(_, m)| m.name()),
                 commit_age_seconds: motion.commit_age_s,
@@ -268,7 +268,7 @@ fn views(monitor: &Monitor, wanted: impl Fn(&str) -> bool, runs: bool, mut each:
                 partitions.sort_by_key(|p| p.partition);
                 TopicView {
                     topic,
-                    lag: partitions.iter().filter_map(|p| p.lag).sum(),
+                    lag: crate::watermarks::total(partitions.iter().filter_map(|p| p.lag)),
                     max_lag_seconds: partitions.iter().filter_map(|p| p.lag_seconds).reduce(f64::max),
                     partitions,
                 }
@@ -282,7 +282,7 @@ fn views(monitor: &Monitor, wanted: impl Fn(&str) -> bool, runs: bool, mut each:
             protocol_type: g.info.as_ref().map(|i| i.protocol_type.to_string()).or(is_share.then(|| "share".into())),
             protocol: g.info.as_ref().and_then(|i| i.protocol.as_deref().map(str::to_owned)),
             members: g.info.as_ref().map_or(0, |i| i.members().len()),
-            lag: topics.iter().map(|t| t.lag).sum(),
+            lag: crate::watermarks::total(topics.iter().map(|t| t.lag)),
             status: group_status.name(),
             max_lag_seconds: topics.iter().filter_map(|t| t.max_lag_seconds).reduce(f64::max),
             topics,
@@ -339,7 +339,7 @@ pub fn overview(monitor: &Monitor) -> Vec<GroupSummary> {
         |g, _| {
             let partitions = || g.topics.iter().flat_map(|t| &t.partitions);
             out.push(GroupSummary {
-                records_lost: partitions().map(|p| p.records_lost).sum(),
+                records_lost: crate::watermarks::total(partitions().map(|p| p.records_lost)),
                 partitions: partitions().count(),
                 lagging_partitions: partitions().filter(|p| p.lag.is_some_and(|l| l > 0)).count(),
                 topics: g.topics.iter().map(|t| t.topic.clone()).collect(),

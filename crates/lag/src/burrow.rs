@@ -340,7 +340,7 @@ pub fn group_status(monitor: &Monitor, cluster: &str, group: &str, all: bool) ->
         status: Status::of_group(seen.iter().map(|s| s.status)).name(),
         complete: if partitions.is_empty() { 0.0 } else { complete_count as f32 / partitions.len() as f32 },
         partition_count: partitions.len(),
-        totallag: partitions.iter().map(|p| p.current_lag).sum(),
+        totallag: crate::watermarks::total(partitions.iter().map(|p| p.current_lag)),
         maxlag,
         partitions: partitions.into_iter().filter(|p| all || p.status != "OK").collect(),
     }

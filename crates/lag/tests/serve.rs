@@ -281,3 +281,36 @@ fn waits_not_ready_until_consumer_offsets_exists() {
     service.wait_ready();
     service.eventually("the first group's lag", |m| m.get(&partition_lag(ns, &g, &topic, 0)) == Some(&3.0));
 }
+
+/// A client may commit any offset: one near `i64::MIN` beside an ordinary
+/// one. Its lag saturates at `i64::MAX` (it once overflowed: a panic in a
+/// debug build, a wrapped negative lag, then 0, in a release one), and every
+/// total over it stays there rather than turn negative.
+#[test]
+#[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
+fn a_commit_near_i64_min_saturates_lag_and_its_totals() {
+    let broker = Broker::from_env_or_start();
+    let p = unique_name("lag-min");
+    let w = Writer::new(broker.brokers(), &p);
+    let topic = format!("{p}-t");
+    w.topic(&topic, &[20, 20]);
+    let g = format!("{p}-g");
+    w.commit(&g, &topic, 0, 3, i64::MIN + 1);
+    w.commit(&g, &topic, 1, 3, 5);
+    w.flush();
+    let ns = "kshard";
+    let mut service = TestService::start(options(&w, ns, only(&p)));
+    service.wait_ready();
+    let saturated = i64::MAX as f64;
+    service.eventually("lag saturated", |m| m.get(&partition_lag(ns, &g, &topic, 0)) == Some(&saturated));
+    let m = service.metrics();
+    assert_eq!(m.get(&partition_lag(ns, &g, &topic, 1)), Some(&15.0));
+    assert_eq!(m.get(&topic_series(ns, "topic_lag", &g, &topic)), Some(&saturated), "the total saturates");
+    let (status, body) = service.get("/api/groups");
+    assert_eq!(status, 200, "{body}");
+    let groups: serde_json::Value = serde_json::from_str(&body).expect("json");
+    let group = groups.as_array().and_then(|gs| gs.iter().find(|x| x["group_id"] == g.as_str())).expect("the group");
+    assert_eq!(group["topics"][0]["lag"].as_i64(), Some(i64::MAX), "{group}");
+    let (status, body) = service.get(&format!("/v3/kafka/local/consumer/{g}/lag"));
+    assert!(status == 200 && body.contains(&format!("\"totallag\":{}", i64::MAX)), "{status} {body}");
+}

@@ -18,7 +18,7 @@ pub(super) fn encode(e: &mut DescriptorEncoder<'_>, rows: &ProfileRows) -> Encod
     let mut totals: Vec<(&str, i64)> = Vec::new();
     for r in &rows.partitions {
         match totals.last_mut() {
-            Some((g, sum)) if *g == &*r.group => *sum += r.lag.max(0),
+            Some((g, sum)) if *g == &*r.group => *sum = sum.saturating_add(r.lag.max(0)),
             _ => totals.push((&r.group, r.lag.max(0))),
         }
     }

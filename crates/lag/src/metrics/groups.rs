@@ -102,7 +102,7 @@ impl Rows {
                     if !settings.topics.allows(topic) {
                         continue;
                     }
-                    let (mut topic_sum, mut offset_sum, mut any) = (0, 0, false);
+                    let (mut topic_sum, mut offset_sum, mut any) = (0i64, 0i64, false);
                     let mut max_seconds: Option<f64> = None;
                     let mut max_age: Option<f64> = None;
                     for (partition, committed) in partitions {
@@ -130,14 +130,14 @@ impl Rows {
                         }
                         group_status = Status::of_group([group_status, status]);
                         if committed.offset < w.low {
-                            let lost = w.low - committed.offset;
+                            let lost = w.low.saturating_sub(committed.offset);
                             rows.records_lost.push((Arc::clone(group), Arc::clone(topic), partition, lost));
                         }
                         if rows.per_partition {
                             rows.partition_lag.push((Arc::clone(group), Arc::clone(topic), partition, l));
                         }
-                        topic_sum += l;
-                        offset_sum += committed.offset;
+                        topic_sum = topic_sum.saturating_add(l);
+                        offset_sum = offset_sum.saturating_add(committed.offset);
                         any = true;
                     }
                     if any {

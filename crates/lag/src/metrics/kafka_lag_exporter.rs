@@ -70,7 +70,7 @@ pub(super) fn encode(e: &mut DescriptorEncoder<'_>, rows: &ProfileRows, timings:
                     (Some(a), Some(b)) => Some(a.max(b)),
                     (a, b) => a.or(b),
                 };
-                *sum += l;
+                *sum = sum.saturating_add(l);
             }
             _ => per_group.push((&r.group, l, r.lag_seconds, l)),
         }

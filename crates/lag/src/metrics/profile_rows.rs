@@ -181,7 +181,7 @@ pub(super) fn per_group_topic<'a>(
             sums.push((group, topic, 0));
             sums.len() - 1
         });
-        sums[i].2 += value;
+        sums[i].2 = sums[i].2.saturating_add(value);
     }
     sums
 }

@@ -78,7 +78,7 @@ fn roll_up(partitions: &[Exported]) -> Vec<TopicRow> {
         let seconds = x.seconds.map(|(s, _)| s);
         match topics.last_mut() {
             Some((g, t, lag, most)) if *g == x.row.group && *t == x.row.topic => {
-                *lag += x.lag;
+                *lag = lag.saturating_add(x.lag);
                 *most = crate::lag_time::max_seconds(*most, seconds);
             }
             _ => topics.push((Arc::clone(&x.row.group), Arc::clone(&x.row.topic), x.lag, seconds)),

@@ -44,7 +44,7 @@ pub(super) fn topic_watermark_sums(e: &mut DescriptorEncoder<'_>, watermarks: &W
     ] {
         let mut family = e.encode_descriptor(name, help, None, MetricType::Gauge)?;
         for (topic, partitions) in watermarks.topics() {
-            let sum: i64 = partitions.iter().flatten().map(|w| if pick { w.high } else { w.low }).sum();
+            let sum = crate::watermarks::total(partitions.iter().flatten().map(|w| if pick { w.high } else { w.low }));
             ConstGauge::new(sum).encode(family.encode_family(&[("topic_name", topic)])?)?;
         }
     }

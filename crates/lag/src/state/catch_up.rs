@@ -48,7 +48,7 @@ pub struct PartitionProgress {
 impl PartitionProgress {
     /// Offsets left to read to reach the target.
     pub fn remaining(&self) -> i64 {
-        if self.caught_up { 0 } else { (self.target - self.position.max(self.start)).max(0) }
+        if self.caught_up { 0 } else { self.target.saturating_sub(self.position.max(self.start)).max(0) }
     }
 }
 
@@ -146,9 +146,11 @@ impl CatchUp {
 
     /// A summary of where catching up stands.
     pub fn progress(&self) -> Progress {
-        let total: i64 = self.partitions.values().map(|p| (p.target - p.start).max(0)).sum();
-        let remaining: i64 = self.partitions.values().map(PartitionProgress::remaining).sum();
-        let read: i64 = self.partitions.values().map(|p| (p.position - p.start).max(0)).sum();
+        // Offsets come from the brokers: saturate rather than overflow.
+        let total = crate::watermarks::total(self.partitions.values().map(|p| p.target.saturating_sub(p.start).max(0)));
+        let remaining = crate::watermarks::total(self.partitions.values().map(PartitionProgress::remaining));
+        let read =
+            crate::watermarks::total(self.partitions.values().map(|p| p.position.saturating_sub(p.start).max(0)));
         Progress {
             ready: self.ready,
             partitions_caught_up: self.partitions.values().filter(|p| p.caught_up).count(),

@@ -254,14 +254,14 @@ impl Derived {
                 if !settings.groups.allows(group) {
                     continue;
                 }
-                let (mut total, mut most) = (0, None::<f64>);
+                let (mut total, mut most) = (0i64, None::<f64>);
                 for (topic, partition, c) in g.offsets() {
                     let Some(w) = watermarks.get(topic, partition) else { continue };
                     if !settings.topics.allows(topic) {
                         continue;
                     }
                     let lag = crate::watermarks::lag(w.high, c.offset);
-                    total += lag;
+                    total = total.saturating_add(lag);
                     if let Some((s, _)) = self.times.lag_seconds(topic, partition, c.offset, lag, now_ms) {
                         most = Some(most.map_or(s, |m| m.max(s)));
                     }
@@ -277,7 +277,7 @@ impl Derived {
             let seconds = self.times.lag_seconds(&row.topic, row.partition, row.start_offset, lag, now_ms).map(|s| s.0);
             match share_totals.last_mut() {
                 Some((g, total, most)) if *g == row.group => {
-                    *total += lag;
+                    *total = total.saturating_add(lag);
                     *most = max_seconds(*most, seconds);
                 }
                 _ => share_totals.push((Arc::clone(&row.group), lag, seconds)),

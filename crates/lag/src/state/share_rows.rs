@@ -68,7 +68,7 @@ impl ShareRow {
         if let Some(reported) = self.reported_lag {
             return (self.start_offset >= 0 && reported >= 0).then_some(reported);
         }
-        (self.start_offset >= 0).then(|| high - self.start_offset - self.complete)
+        (self.start_offset >= 0).then(|| high.saturating_sub(self.start_offset).saturating_sub(self.complete))
     }
 }
 

@@ -63,9 +63,17 @@ impl Watermarks {
 }
 
 /// Lag of a committed offset: how far behind the high watermark it is, never
-/// negative (a commit can run ahead of a stale watermark).
+/// negative (a commit can run ahead of a stale watermark), and at most
+/// `i64::MAX` (a client may commit any offset, `i64::MIN` too).
 pub fn lag(high_watermark: i64, committed: i64) -> i64 {
-    (high_watermark - committed).max(0)
+    high_watermark.saturating_sub(committed).max(0)
+}
+
+/// A sum of lags (or of records lost) that stops at `i64::MAX` rather than
+/// wrap: one commit near `i64::MIN` saturates a partition's lag, and the
+/// totals over it must not turn negative.
+pub(crate) fn total(lags: impl IntoIterator<Item = i64>) -> i64 {
+    lags.into_iter().fold(0, i64::saturating_add)
 }
 
 #[cfg(test)]
