@@ -26,6 +26,9 @@
 
 mod config;
 mod error;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzz;
 mod librdkafka;
 mod reader;
 mod retry;

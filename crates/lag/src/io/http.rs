@@ -136,7 +136,10 @@ fn cluster_routes(prefix: &str, state: AppState) -> Router {
     let at = |path: &str| format!("{prefix}{path}");
     Router::new()
         .route(&at("/"), get(page))
-        .route(&at("/metrics"), get(metrics_text))
+        .route(&at("/metrics"), {
+            let cache = Arc::new(RenderCache::default());
+            get(move |state: State<AppState>| metrics_text(state, Arc::clone(&cache)))
+        })
         .route(&at("/ready"), get(ready))
         .route(&at("/api/groups"), get(groups))
         .route(&at("/api/group"), get(group))
@@ -150,7 +153,10 @@ fn cluster_routes(prefix: &str, state: AppState) -> Router {
 fn root_routes(all: Arc<[AppState]>, process: ProcessSeries) -> Router {
     Router::new()
         .route("/", get(|| async { Html(include_str!("clusters.html")) }))
-        .route("/metrics", get(move |all: State<Arc<[AppState]>>| all_metrics(all, process.clone())))
+        .route("/metrics", {
+            let cache = Arc::new(RenderCache::default());
+            get(move |all: State<Arc<[AppState]>>| all_metrics(all, process.clone(), Arc::clone(&cache)))
+        })
         .route("/ready", get(all_ready))
         .route("/api/{*rest}", get(which_cluster))
         .with_state(all)
@@ -194,25 +200,53 @@ async fn which_cluster(State(all): State<Arc<[AppState]>>) -> Response {
 
 const TEXT_FORMAT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-fn metrics_reply(rendered: Result<Result<String, std::fmt::Error>, tokio::task::JoinError>) -> Response {
-    match rendered {
-        Ok(Ok(text)) => ([(header::CONTENT_TYPE, TEXT_FORMAT)], text).into_response(),
-        Ok(Err(_)) | Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "rendering metrics failed\n").into_response(),
+/// How often one `/metrics` route renders at most: scrapes within a second
+/// of a render get it. At 100,000 partitions a render is over 100 MB and a
+/// second of CPU; a few dashboards or a flood of scrapes must not multiply it.
+const RENDER_AT_MOST_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// One `/metrics` route's last render, and the one render in progress:
+/// concurrent scrapes wait for it and share it.
+#[derive(Default)]
+pub(crate) struct RenderCache {
+    /// When, and the text (shared by every answer: no copy per scrape).
+    last: tokio::sync::Mutex<Option<(std::time::Instant, axum::body::Bytes)>>,
+}
+
+impl RenderCache {
+    /// The text rendered less than [`RENDER_AT_MOST_EVERY`] ago, or a new
+    /// render (off the async workers: it takes tens of milliseconds at
+    /// 100,000 series).
+    async fn text(&self, render: impl FnOnce() -> Result<String, std::fmt::Error> + Send + 'static) -> Response {
+        let mut last = self.last.lock().await;
+        if let Some((at, text)) = last.as_ref()
+            && at.elapsed() < RENDER_AT_MOST_EVERY
+        {
+            return ([(header::CONTENT_TYPE, TEXT_FORMAT)], text.clone()).into_response();
+        }
+        match tokio::task::spawn_blocking(render).await {
+            Ok(Ok(text)) => {
+                let text = axum::body::Bytes::from(text);
+                *last = Some((std::time::Instant::now(), text.clone()));
+                ([(header::CONTENT_TYPE, TEXT_FORMAT)], text).into_response()
+            }
+            Ok(Err(_)) | Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "rendering metrics failed\n").into_response(),
+        }
     }
 }
 
-async fn metrics_text(State(state): State<AppState>) -> Response {
-    // Rendering 100k series takes tens of milliseconds: keep it off the async workers.
-    let rendered = tokio::task::spawn_blocking(move || {
-        let process = state.process.clone();
-        root_metrics(std::slice::from_ref(&state), process.as_ref())
-    });
-    metrics_reply(rendered.await)
+async fn metrics_text(State(state): State<AppState>, cache: Arc<RenderCache>) -> Response {
+    cache
+        .text(move || {
+            let process = state.process.clone();
+            root_metrics(std::slice::from_ref(&state), process.as_ref())
+        })
+        .await
 }
 
 /// Every cluster's series, one family at a time.
-async fn all_metrics(State(all): State<Arc<[AppState]>>, process: ProcessSeries) -> Response {
-    metrics_reply(tokio::task::spawn_blocking(move || root_metrics(&all, Some(&process))).await)
+async fn all_metrics(State(all): State<Arc<[AppState]>>, process: ProcessSeries, cache: Arc<RenderCache>) -> Response {
+    cache.text(move || root_metrics(&all, Some(&process))).await
 }
 
 /// `/ready` of several clusters: each one's report, ready only when all are.
@@ -336,4 +370,34 @@ fn not_ready(state: &AppState) -> Response {
 
 async fn page() -> Html<&'static str> {
     Html(include_str!("page.html"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_scrapes_share_one_render_and_a_second_old_one_is_kept() {
+        let cache = Arc::new(RenderCache::default());
+        let renders = Arc::new(AtomicUsize::new(0));
+        let scrape = |cache: Arc<RenderCache>, renders: Arc<AtomicUsize>| async move {
+            cache
+                .text(move || {
+                    let n = renders.fetch_add(1, Ordering::SeqCst) + 1;
+                    // As slow as a large render, so that the others arrive meanwhile.
+                    std::thread::sleep(std::time::Duration::from_millis(200));
+                    Ok(format!("render {n}\n"))
+                })
+                .await
+        };
+        let scrapes: Vec<_> = (0..20).map(|_| tokio::spawn(scrape(Arc::clone(&cache), Arc::clone(&renders)))).collect();
+        for s in scrapes {
+            assert_eq!(s.await.expect("a scrape").status(), StatusCode::OK);
+        }
+        assert_eq!(renders.load(Ordering::SeqCst), 1, "twenty scrapes at once, one render");
+        tokio::time::sleep(RENDER_AT_MOST_EVERY + std::time::Duration::from_millis(100)).await;
+        scrape(Arc::clone(&cache), Arc::clone(&renders)).await;
+        assert_eq!(renders.load(Ordering::SeqCst), 2, "a render older than the interval is not served");
+    }
 }
