@@ -96,7 +96,10 @@ pub(crate) fn end_to_end_settings(file: &EndToEndFile) -> Result<kshard_lag::End
         probe_interval: millis("probe_interval_ms", file.probe_interval_ms, d.probe_interval, 10..=3_600_000)?,
         topic: name,
         manage_topic: topic.manage.unwrap_or(d.manage_topic),
-        replication_factor: within("replication_factor", topic.replication_factor, d.replication_factor, 32)?,
+        replication_factor: topic
+            .replication_factor
+            .map(|n| within("replication_factor", Some(n), n, 32))
+            .transpose()?,
         partitions_per_broker: within(
             "partitions_per_broker",
             topic.partitions_per_broker,
@@ -145,7 +148,7 @@ mod tests {
         )
         .expect("valid");
         assert!(s.enabled && !s.manage_topic && !s.all_acks);
-        assert_eq!((s.topic.as_str(), s.replication_factor, s.partitions_per_broker), ("probe", 3, 2));
+        assert_eq!((s.topic.as_str(), s.replication_factor, s.partitions_per_broker), ("probe", Some(3), 2));
         assert_eq!((s.probe_interval, s.reconcile_interval), (Duration::from_millis(250), Duration::from_secs(60)));
         assert_eq!(s.group_prefix, "kshard-probe");
         assert_eq!(s.slas.ack, Duration::from_secs(1));

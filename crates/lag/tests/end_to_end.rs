@@ -150,3 +150,41 @@ fn a_killed_broker_shows_as_lost_messages_and_the_probe_recovers() {
         "the service did not stop within a minute of SIGTERM with its broker down"
     );
 }
+
+/// A probe group that a killed kshard (or kminion) left behind, empty, is
+/// deleted when a probe starts; a group of the prefix that has a member,
+/// and groups of other prefixes, are left alone.
+#[test]
+#[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
+fn a_probe_group_left_behind_is_deleted_at_the_next_start() {
+    let broker = Broker::from_env_or_start();
+    let settings = ClientSettings::new(broker.brokers());
+    let p = unique_name("e2e-orphan");
+    let prefix = format!("{p}-probe");
+    let topic = format!("{p}-t");
+    create_and_fill(&settings, &topic, &[5]);
+    // Left behind: a group of the prefix that committed and has no member.
+    let (orphan, other) = (format!("{prefix}-dead"), format!("{p}-other"));
+    for group in [&orphan, &other] {
+        let committer = kshard_kafka::OffsetCommitter::new(&settings, group).expect("committer");
+        committer.commit(&[(&topic, 0, 3)]).expect("commit");
+    }
+    let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
+    let listed = |admin: &Admin| -> Vec<String> {
+        admin.list_groups().expect("groups").into_iter().map(|g| g.group_id).filter(|g| g.starts_with(&p)).collect()
+    };
+    assert!(listed(&admin).contains(&orphan));
+    let mut service = TestService::start(options(&settings, &p, EndToEndSettings::default().slas));
+    service.wait_ready();
+    let groups = until(
+        "the orphan is deleted and the probe's own group joined",
+        Duration::from_secs(60),
+        Duration::from_millis(500),
+        || {
+            let groups = listed(&admin);
+            let own = groups.iter().any(|g| g.starts_with(&format!("{prefix}-")) && *g != orphan);
+            if !groups.contains(&orphan) && own { Ok(groups) } else { Err(format!("{groups:?}")) }
+        },
+    );
+    assert!(groups.contains(&other), "another prefix's group is left alone: {groups:?}");
+}

@@ -35,6 +35,14 @@ fn service(settings: &ClientSettings, prefix: &str) -> TestService {
     let options = ServeOptions {
         watermark_interval: Duration::from_millis(200),
         request_timeout: Duration::from_secs(5),
+        // The cluster families (a deleted topic's log-directory size among
+        // them) asked every second, not every 30 s: a wait of 30 s for a
+        // deleted topic's series to go passed or failed by the phase of
+        // that refresh.
+        cluster_info: kshard_lag::ClusterInfoSettings {
+            interval: Duration::from_secs(1),
+            ..kshard_lag::ClusterInfoSettings::default()
+        },
         monitor: only(prefix),
         ..ServeOptions::new(settings.clone())
     };

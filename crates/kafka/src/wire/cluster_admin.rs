@@ -237,10 +237,12 @@ impl ClusterAdmin {
                     sizes.complete = false;
                     continue;
                 }
+                // Sizes a broker reports: added without overflow.
                 for topic in dir.topics {
-                    let size: i64 = topic.partitions.iter().map(|p| p.partition_size.max(0)).sum();
-                    *sizes.by_topic.entry(topic.name.0.to_string()).or_default() += size;
-                    total += size;
+                    let size = topic.partitions.iter().map(|p| p.partition_size.max(0)).fold(0i64, i64::saturating_add);
+                    let of_topic = sizes.by_topic.entry(topic.name.0.to_string()).or_default();
+                    *of_topic = of_topic.saturating_add(size);
+                    total = total.saturating_add(size);
                 }
             }
             sizes.by_broker.insert(broker.id, total);

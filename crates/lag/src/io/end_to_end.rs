@@ -35,8 +35,10 @@ pub struct EndToEndSettings {
     pub topic: String,
     /// Create the topic when missing, and add partitions when brokers were added.
     pub manage_topic: bool,
-    /// The replication factor of a topic it creates.
-    pub replication_factor: i32,
+    /// The replication factor of a topic it creates; `None`: three, or as
+    /// many as there are brokers when fewer (kminion's 1 measures nothing of
+    /// replication, and its probe stops with that one broker).
+    pub replication_factor: Option<i32>,
     /// Partitions per broker.
     pub partitions_per_broker: i32,
     /// How often the topic is checked again.
@@ -58,7 +60,7 @@ impl Default for EndToEndSettings {
             probe_interval: Duration::from_millis(100),
             topic: "kminion-end-to-end".to_owned(),
             manage_topic: true,
-            replication_factor: 1,
+            replication_factor: None,
             partitions_per_broker: 1,
             reconcile_interval: Duration::from_secs(600),
             all_acks: true,
@@ -109,6 +111,7 @@ impl EndToEndWorker {
     /// One probe group, from joining to `stop` (then the group is deleted).
     fn session(&mut self) -> Result<(), kshard_kafka::Error> {
         let admin = Arc::new(Admin::new(&self.kafka, self.timeout)?);
+        self.delete_orphans(&admin);
         let mut partitions = self.reconcile(&admin)?;
         let minion = uuid::Uuid::new_v4().to_string();
         let group = format!("{}-{minion}", self.settings.group_prefix);
@@ -221,6 +224,24 @@ impl EndToEndWorker {
         warn!("the end-to-end probe consumer did not read its first record within 30 s; probing anyway");
     }
 
+    /// Deletes the probe groups a probe that died left behind (its group is
+    /// deleted at shutdown, but not after a kill -9 or a crash): groups of
+    /// the prefix with no member. A live probe's group (kshard's or
+    /// kminion's, which share the prefix) has its member and is left alone.
+    fn delete_orphans(&self, admin: &Admin) {
+        let prefix = format!("{}-", self.settings.group_prefix);
+        let groups = match admin.list_groups() {
+            Ok(groups) => groups,
+            Err(e) => return warn!(error = %e, "listing groups to delete the probe's orphans"),
+        };
+        for g in groups.iter().filter(|g| g.group_id.starts_with(&prefix) && g.state == "Empty") {
+            match admin.delete_group(&g.group_id) {
+                Ok(()) => info!(group = %g.group_id, "deleted a probe group left behind"),
+                Err(e) => warn!(group = %g.group_id, error = %e, "deleting a probe group left behind"),
+            }
+        }
+    }
+
     /// Makes sure the topic exists with a partition per broker (when
     /// managed), and returns its partition count.
     fn reconcile(&self, admin: &Admin) -> Result<i32, kshard_kafka::Error> {
@@ -236,11 +257,12 @@ impl EndToEndWorker {
         let wanted = brokers.saturating_mul(s.partitions_per_broker);
         match existing {
             None => {
-                let min_isr = if s.replication_factor >= 3 { 2 } else { 1 };
+                let replication = replication_for(s.replication_factor, brokers);
+                let min_isr = if replication >= 3 { 2 } else { 1 };
                 let spec = TopicSpec {
                     name: s.topic.clone(),
                     partitions: wanted.max(1),
-                    replication: s.replication_factor,
+                    replication,
                     // kminion's: kept a day, for debugging.
                     configs: [
                         ("cleanup.policy", "delete".to_owned()),
@@ -368,4 +390,22 @@ fn coordinator_of(admin: &Admin, group: &str) -> Option<i32> {
     let topic = kshard_kafka::CONSUMER_OFFSETS_TOPIC;
     let partitions = admin.partition_count(topic).ok()??;
     admin.leaders(topic).ok()?.get(&kshard_kafka::offsets_partition_for(group, partitions)).copied()
+}
+
+/// The replication factor of a probe topic created on `brokers` brokers.
+fn replication_for(configured: Option<i32>, brokers: i32) -> i32 {
+    configured.unwrap_or_else(|| brokers.clamp(1, 3))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_probe_topic_is_replicated_three_times_where_it_can_be() {
+        assert_eq!(replication_for(None, 1), 1);
+        assert_eq!(replication_for(None, 2), 2);
+        assert_eq!(replication_for(None, 5), 3);
+        assert_eq!(replication_for(Some(1), 5), 1, "as configured");
+    }
 }
