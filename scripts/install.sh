@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what kshard's development and tests need, reusing what is there:
-#   - Debian packages: etcd-server, protobuf-compiler (etcd-client's build),
+#   - Debian packages: etcd-server, etcd-client (etcdctl), protobuf-compiler
+#     (the etcd-client crate's build),
 #     openssl (the test broker's throwaway CA),
 #     libssl-dev, pkg-config, make, perl (librdkafka's build), python3, a Java 17
 #     runtime and Maven (the broker), when missing;
@@ -19,6 +20,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 need_apt=()
 command -v etcd >/dev/null 2>&1 || need_apt+=(etcd-server)
+# etcdctl: scripts/etcd.sh start --secure turns authentication on with it.
+command -v etcdctl >/dev/null 2>&1 || need_apt+=(etcd-client)
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 # etcd-client's build generates its gRPC code with protoc.
 command -v protoc >/dev/null 2>&1 || need_apt+=(protobuf-compiler)

@@ -28,6 +28,9 @@ pub(crate) struct ClusterArgs {
     /// The prefix of every key the application keeps in etcd.
     #[arg(long, env = "KSHARD_ETCD_PREFIX")]
     pub(crate) etcd_prefix: Option<String>,
+    /// TLS and a user for etcd.
+    #[command(flatten)]
+    pub(crate) etcd_access: crate::etcd_access::EtcdAccessArgs,
     /// This member's id (default: the host name); stable across restarts, so
     /// that a restarted member finds its stores.
     #[arg(long, env = "KSHARD_MEMBER_ID")]
@@ -117,7 +120,8 @@ pub(crate) fn run_member(cluster: &ClusterArgs, run: MemberRun) -> Result<()> {
         if cluster.etcd.is_empty() {
             serve(Arc::new(MemoryKeyspace::new()), config, run, listener).await
         } else {
-            let ks = EtcdKeyspace::connect(&cluster.etcd)
+            let access = cluster.etcd_access.access(&Default::default())?;
+            let ks = EtcdKeyspace::connect_with(&cluster.etcd, &access)
                 .await
                 .with_context(|| format!("invalid etcd: cannot reach {}", cluster.etcd.join(",")))?;
             serve(Arc::new(ks), config, run, listener).await

@@ -18,6 +18,7 @@ mod bench;
 mod cluster;
 mod connection;
 mod demo;
+mod etcd_access;
 mod example_sum;
 mod lag;
 mod loadgen;
@@ -61,7 +62,7 @@ enum Command {
     /// Applications of the runtime (shards with a primary and hot standbys).
     Example {
         #[command(subcommand)]
-        command: ExampleCommand,
+        command: Box<ExampleCommand>,
     },
     /// Every group's lag now (committed offset, end offset, lag, records
     /// lost, status per partition), asked of the brokers: a table or --json.
@@ -288,7 +289,10 @@ fn main() -> ExitCode {
             brokers.target().and_then(|t| loadgen_write::run(&t, &shape, offsets_partitions))
         }
         Command::Serve { args } => serve::serve(&args),
-        Command::Example { command: ExampleCommand::Sum { command } } => example_sum::run(command),
+        Command::Example { command } => {
+            let ExampleCommand::Sum { command } = *command;
+            example_sum::run(command)
+        }
         Command::Shards { command } => shards::run(&command),
         Command::Lag { args } => lag::run(&args),
         Command::Demo { brokers, seconds } => brokers.target().and_then(|t| demo::run(&t.settings, seconds)),

@@ -65,6 +65,9 @@ pub(crate) struct ServeArgs {
     /// Kafka cluster monitored.
     #[arg(long, env = "KSHARD_ETCD_PREFIX")]
     pub(crate) etcd_prefix: Option<String>,
+    /// TLS and a user for etcd.
+    #[command(flatten)]
+    pub(crate) etcd_access: crate::etcd_access::EtcdAccessArgs,
     /// This member's id (default: the host name), stable across restarts.
     #[arg(long, env = "KSHARD_MEMBER_ID")]
     pub(crate) member_id: Option<String>,
@@ -232,9 +235,27 @@ struct ClusterFile {
     #[serde(default)]
     etcd: Vec<String>,
     etcd_prefix: Option<String>,
+    etcd_ca_file: Option<std::path::PathBuf>,
+    etcd_cert_file: Option<std::path::PathBuf>,
+    etcd_key_file: Option<std::path::PathBuf>,
+    etcd_user: Option<String>,
+    etcd_password: Option<String>,
     member_id: Option<String>,
     zone: Option<String>,
     lease_ttl_seconds: Option<u64>,
+}
+
+impl ClusterFile {
+    /// Its etcd TLS and user keys.
+    fn access(&self) -> crate::etcd_access::EtcdAccessFile {
+        crate::etcd_access::EtcdAccessFile {
+            etcd_ca_file: self.etcd_ca_file.clone(),
+            etcd_cert_file: self.etcd_cert_file.clone(),
+            etcd_key_file: self.etcd_key_file.clone(),
+            etcd_user: self.etcd_user.clone(),
+            etcd_password: self.etcd_password.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -415,6 +436,12 @@ fn entry_wins(args: &ServeArgs, own: &std::collections::BTreeSet<String>) -> Ser
     if own("cluster.etcd") {
         a.etcd.clear();
     }
+    let e = &mut a.etcd_access;
+    clear(own("cluster.etcd_ca_file"), &mut e.etcd_ca_file);
+    clear(own("cluster.etcd_cert_file"), &mut e.etcd_cert_file);
+    clear(own("cluster.etcd_key_file"), &mut e.etcd_key_file);
+    clear(own("cluster.etcd_user"), &mut e.etcd_user);
+    clear(own("cluster.etcd_password"), &mut e.etcd_password);
     a
 }
 
@@ -540,8 +567,10 @@ fn cluster(
     if !(2..=3600).contains(&ttl) {
         bail!("invalid lease_ttl_seconds: {ttl} (between 2 and 3600)");
     }
+    let access = args.etcd_access.access(&file.access())?;
     Ok(Some(kshard_lag::ClusterOptions {
         etcd,
+        access,
         prefix: prefix.trim_end_matches('/').to_owned(),
         member,
         zone,

@@ -24,6 +24,9 @@ pub(crate) enum ShardsCommand {
         /// The application's prefix in etcd (default `/kshard/<app>`).
         #[arg(long, env = "KSHARD_ETCD_PREFIX")]
         etcd_prefix: Option<String>,
+        /// TLS and a user for etcd.
+        #[command(flatten)]
+        etcd_access: crate::etcd_access::EtcdAccessArgs,
         /// The application (for the default prefix).
         #[arg(long, default_value = "sum")]
         app: String,
@@ -38,7 +41,7 @@ pub(crate) enum ShardsCommand {
 }
 
 pub(crate) fn run(command: &ShardsCommand) -> Result<()> {
-    let ShardsCommand::List { etcd, etcd_prefix, app, endpoint, json } = command;
+    let ShardsCommand::List { etcd, etcd_prefix, etcd_access, app, endpoint, json } = command;
     let rows = if etcd.is_empty() {
         get_json::<Vec<ShardRow>>(endpoint, "/api/shards", Duration::from_secs(10))
             .with_context(|| format!("no answer from a member at {endpoint} (GET /api/shards)"))?
@@ -46,8 +49,9 @@ pub(crate) fn run(command: &ShardsCommand) -> Result<()> {
         let prefix = etcd_prefix.clone().unwrap_or_else(|| format!("/kshard/{app}"));
         let keys = kshard_runtime::Keys::new(&prefix);
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let access = etcd_access.access(&Default::default())?;
         let snapshot = runtime.block_on(async {
-            let ks = EtcdKeyspace::connect(etcd).await?;
+            let ks = EtcdKeyspace::connect_with(etcd, &access).await?;
             ks.get_prefix(&format!("{}/", keys.root())).await
         });
         let snapshot = snapshot.with_context(|| format!("reading {prefix} from etcd"))?;

@@ -26,6 +26,23 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+/// What a client of [`Etcd::start_secure`] needs: its CA, a client
+/// certificate and key, and the user `kshard` (who may read and write under
+/// `/kshard/` only) with its password.
+#[derive(Debug, Clone)]
+pub struct SecureEtcd {
+    /// The CA (PEM) of etcd's certificate and of the client's.
+    pub ca_file: PathBuf,
+    /// A client certificate (PEM).
+    pub cert_file: PathBuf,
+    /// Its key (PEM).
+    pub key_file: PathBuf,
+    /// The user.
+    pub user: String,
+    /// Its password.
+    pub password: String,
+}
+
 /// A broker to test against; stops it on drop when this process started it.
 #[derive(Debug)]
 pub struct Broker {
@@ -237,6 +254,23 @@ impl Etcd {
         let (started, settings) = Started::start("etcd", &[]);
         let endpoint = settings.get("KSHARD_ETCD").cloned().expect("etcd.sh prints KSHARD_ETCD=");
         Etcd { endpoint, started: Some(started) }
+    }
+
+    /// Starts an etcd of this test's own that only answers clients over TLS
+    /// with a client certificate of its CA, and with authentication on
+    /// (`scripts/etcd.sh start --secure`): its endpoint (`https://…`) and
+    /// what a client needs.
+    pub fn start_secure() -> (Self, SecureEtcd) {
+        let (started, settings) = Started::start("etcd", &["--secure"]);
+        let get = |key: &str| settings.get(key).cloned().unwrap_or_else(|| panic!("etcd.sh --secure prints {key}="));
+        let secure = SecureEtcd {
+            ca_file: get("KSHARD_ETCD_CA").into(),
+            cert_file: get("KSHARD_ETCD_CERT").into(),
+            key_file: get("KSHARD_ETCD_KEY").into(),
+            user: get("KSHARD_ETCD_USER"),
+            password: get("KSHARD_ETCD_PASSWORD"),
+        };
+        (Etcd { endpoint: get("KSHARD_ETCD"), started: Some(started) }, secure)
     }
 
     /// The client endpoint, `http://127.0.0.1:PORT`.

@@ -74,8 +74,10 @@ fn ensure_log_topic(admin: &Admin, log_topic: &str, partitions: i32) -> Result<(
 /// Several `kshard serve` processes sharing the shards through etcd.
 #[derive(Debug, Clone)]
 pub struct ClusterOptions {
-    /// etcd endpoints (`http://host:port`).
+    /// etcd endpoints (`http://host:port`, or `https://` with TLS).
     pub etcd: Vec<String>,
+    /// TLS and a user for etcd.
+    pub access: kshard_runtime::keyspace::EtcdAccess,
     /// The prefix of every key kept in etcd.
     pub prefix: String,
     /// This member's id: stable across restarts (its stores are found by it).
@@ -163,7 +165,7 @@ fn run_log<L: Layout>(reader: &mut OffsetsReader, durable: &Durable, layout: L) 
         }
         Some(cluster) => {
             let ks = runtime
-                .block_on(EtcdKeyspace::connect(&cluster.etcd))
+                .block_on(EtcdKeyspace::connect_with(&cluster.etcd, &cluster.access))
                 .map_err(|source| WorkerError::Etcd { endpoints: cluster.etcd.join(","), source })?;
             let member = MemberSpec {
                 id: cluster.member.clone(),

@@ -60,14 +60,118 @@ fn ops(ops: Vec<Op>) -> Vec<TxnOp> {
         .collect()
 }
 
-impl EtcdKeyspace {
-    /// Connects to the etcd cluster at `endpoints` (`http://host:port`).
-    pub async fn connect(endpoints: &[String]) -> Result<Self> {
-        let options = etcd_client::ConnectOptions::new()
+/// How to reach an etcd that asks for more than plain HTTP: TLS (its CA, a
+/// client certificate) and a user. With `https://` endpoints TLS is used,
+/// with the system's CAs unless `ca_file` names others; a user makes every
+/// request carry its token.
+#[derive(Clone, Default)]
+pub struct EtcdAccess {
+    /// The CA (PEM) that signed etcd's certificate.
+    pub ca_file: Option<std::path::PathBuf>,
+    /// A client certificate (PEM), for an etcd started with `--client-cert-auth`.
+    pub cert_file: Option<std::path::PathBuf>,
+    /// Its private key (PEM).
+    pub key_file: Option<std::path::PathBuf>,
+    /// A user and its password (etcd's authentication).
+    pub user: Option<(String, String)>,
+}
+
+impl std::fmt::Debug for EtcdAccess {
+    /// Everything but the password.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdAccess")
+            .field("ca_file", &self.ca_file)
+            .field("cert_file", &self.cert_file)
+            .field("key_file", &self.key_file)
+            .field("user", &self.user.as_ref().map(|(user, _)| user))
+            .finish()
+    }
+}
+
+/// An [`EtcdAccess`] that cannot work: the setting, and why.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid {setting}: {why}")]
+pub struct EtcdAccessError {
+    /// The setting, as `kshard`'s flags name it (`etcd_ca_file`, …).
+    pub setting: &'static str,
+    /// What is wrong.
+    pub why: String,
+}
+
+impl EtcdAccess {
+    /// etcd-client's options for `endpoints`, the files read now.
+    fn options(&self, endpoints: &[String]) -> std::result::Result<etcd_client::ConnectOptions, EtcdAccessError> {
+        let invalid = |setting, why: String| EtcdAccessError { setting, why };
+        let https = endpoints.iter().filter(|e| e.starts_with("https://")).count();
+        if https != 0 && https != endpoints.len() {
+            return Err(invalid("etcd", "every endpoint is https:// or none is".into()));
+        }
+        let tls_asked = self.ca_file.is_some() || self.cert_file.is_some() || self.key_file.is_some();
+        if tls_asked && https == 0 {
+            return Err(invalid(
+                "etcd",
+                "a CA or client certificate is given, but the endpoints are not https://".into(),
+            ));
+        }
+        let read = |setting, path: &std::path::Path| {
+            std::fs::read(path).map_err(|e| invalid(setting, format!("cannot read {}: {e}", path.display())))
+        };
+        let mut options = etcd_client::ConnectOptions::new()
             .with_connect_timeout(Duration::from_secs(5))
             .with_timeout(Duration::from_secs(10))
             .with_keep_alive(Duration::from_secs(5), Duration::from_secs(5));
-        let client = Client::connect(endpoints, Some(options)).await.map_err(unavailable)?;
+        if https > 0 {
+            let mut tls = etcd_client::TlsOptions::new();
+            if let Some(ca) = &self.ca_file {
+                tls = tls.ca_certificate(etcd_client::Certificate::from_pem(read("etcd_ca_file", ca)?));
+            } else {
+                tls = tls.with_native_roots();
+            }
+            match (&self.cert_file, &self.key_file) {
+                (Some(cert), Some(key)) => {
+                    let identity =
+                        etcd_client::Identity::from_pem(read("etcd_cert_file", cert)?, read("etcd_key_file", key)?);
+                    tls = tls.identity(identity);
+                }
+                (None, None) => {}
+                _ => {
+                    return Err(invalid(
+                        "etcd_cert_file",
+                        "a client certificate needs its key, and the key its certificate".into(),
+                    ));
+                }
+            }
+            options = options.with_tls(tls);
+        }
+        if let Some((user, password)) = &self.user {
+            options = options.with_user(user.clone(), password.clone());
+        }
+        Ok(options)
+    }
+}
+
+impl EtcdKeyspace {
+    /// Connects to the etcd cluster at `endpoints` (`http://host:port`).
+    pub async fn connect(endpoints: &[String]) -> Result<Self> {
+        Self::connect_with(endpoints, &EtcdAccess::default()).await
+    }
+
+    /// Connects to the etcd cluster at `endpoints` as `access` says: TLS
+    /// for `https://` endpoints, and its user. A setting that cannot work
+    /// (a file not read, TLS asked of `http://` endpoints) is
+    /// [`KeyspaceError::Invalid`], naming it; a refused password or
+    /// certificate is an error too, not a retry.
+    pub async fn connect_with(endpoints: &[String], access: &EtcdAccess) -> Result<Self> {
+        let options = access.options(endpoints).map_err(|e| KeyspaceError::Invalid(e.to_string()))?;
+        let client = Client::connect(endpoints, Some(options)).await.map_err(|e| {
+            let text = e.to_string();
+            // Credentials etcd refused: no retry makes them right.
+            if text.contains("authentication failed") || text.contains("permission denied") {
+                KeyspaceError::Invalid(format!("etcd refused the credentials: {text}"))
+            } else {
+                unavailable(e)
+            }
+        })?;
         Ok(EtcdKeyspace { client })
     }
 }

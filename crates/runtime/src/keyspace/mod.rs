@@ -25,7 +25,7 @@ pub mod conformance;
 pub(crate) mod etcd;
 pub(crate) mod memory;
 
-pub use etcd::EtcdKeyspace;
+pub use etcd::{EtcdAccess, EtcdAccessError, EtcdKeyspace};
 pub use memory::MemoryKeyspace;
 
 use std::future::Future;
