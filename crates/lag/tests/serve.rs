@@ -314,3 +314,74 @@ fn a_commit_near_i64_min_saturates_lag_and_its_totals() {
     let (status, body) = service.get(&format!("/v3/kafka/local/consumer/{g}/lag"));
     assert!(status == 200 && body.contains(&format!("\"totallag\":{}", i64::MAX)), "{status} {body}");
 }
+
+/// A group-metadata record of 10 MiB (a member's subscription with an
+/// assignor's 10 MiB of user data) in an offsets topic that allows 20 MiB
+/// records, behind other partitions' commits: the reader asks for the
+/// batch whole (its header says how large) and reads it. Before, the most
+/// it asked of a partition was 8 MiB, so the batch was never read and
+/// catch-up never ended.
+#[test]
+#[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
+fn a_ten_mib_group_metadata_record_is_read() {
+    let broker = Broker::from_env_or_start();
+    let p = unique_name("large-record");
+    let mut settings = ClientSettings::new(broker.brokers());
+    settings.properties.push(("message.max.bytes".into(), (20 << 20).to_string()));
+    let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
+    let offsets_topic = format!("{p}-offsets");
+    let mut spec = TopicSpec::compacted(&offsets_topic, 3);
+    spec.configs.push(("max.message.bytes".into(), (20 << 20).to_string()));
+    // The test broker's segments are 1 MiB: a record must fit in one.
+    spec.configs.push(("segment.bytes".into(), (64 << 20).to_string()));
+    admin.create_topic(&spec).expect("the offsets topic");
+    let topic = format!("{p}-t");
+    create_and_fill(&settings, &topic, &[30]);
+    let writer = RecordWriter::new(&settings).expect("producer");
+    let send = |partition: i32, record: &Record<'_>| {
+        let (key, value) = record.encode();
+        writer.send(&offsets_topic, partition, &key, value.as_deref()).expect("send");
+    };
+    // Small commits in partitions 0 and 2, on both sides of the large record.
+    for (i, partition) in [0, 2].into_iter().enumerate() {
+        send(partition, &commit(&format!("{p}-small{i}"), &topic, 0, 3, 10 + i as i64));
+    }
+    writer.flush(Duration::from_secs(60)).expect("flush");
+    let large = format!("{p}-large");
+    let subscription = Subscription {
+        user_data: Some(vec![7u8; 10 << 20].into()),
+        ..Subscription::to_topics(1, vec![topic.clone().into()])
+    };
+    let member = MemberMetadata {
+        subscription: subscription.to_bytes().into(),
+        ..MemberMetadata::consumer("m0", "c0", vec![topic.clone().into()], vec![])
+    };
+    let value =
+        GroupMetadataValue { current_state_timestamp: Some(0), ..GroupMetadataValue::consumer(3, 4, vec![member]) };
+    let (key, value) = Record::group_metadata(large.clone(), Some(value)).encode();
+    assert!(value.as_ref().is_some_and(|v| v.len() > 10 << 20), "a record of over 10 MiB");
+    let delivery = writer.append(&offsets_topic, 1, &key, value.as_deref()).expect("queued");
+    assert_eq!(delivery.wait(Duration::from_secs(60)).expect("the broker took the 10 MiB record"), 0);
+    send(1, &commit(&large, &topic, 0, 3, 20));
+    for (i, partition) in [0, 2].into_iter().enumerate() {
+        send(partition, &commit(&format!("{p}-after{i}"), &topic, 0, 3, 25));
+    }
+    writer.flush(Duration::from_secs(60)).expect("flush");
+
+    let options = ServeOptions {
+        offsets_topic: offsets_topic.clone(),
+        watermark_interval: Duration::from_millis(200),
+        monitor: only(&p),
+        ..ServeOptions::new(settings.clone())
+    };
+    let mut service = TestService::start(options);
+    service.wait_ready();
+    let (status, body) = service.get(&format!("/api/group?id={large}"));
+    assert_eq!(status, 200, "{body}");
+    let group: serde_json::Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(group["members"].as_u64(), Some(1), "the member of the 10 MiB record");
+    assert_eq!(group["member_list"][0]["client_id"].as_str(), Some("c0"), "{}", &body[..body.len().min(2000)]);
+    assert_eq!(group["topics"][0]["lag"].as_i64(), Some(10), "{body}");
+    let lag = partition_lag("kshard", &format!("{p}-after1"), &topic, 0);
+    service.eventually("the commit behind it in another partition", |m| m.get(&lag) == Some(&5.0));
+}

@@ -36,6 +36,10 @@ fn a_log_topic_is_made_safe_and_a_misconfigured_one_refused_by_setting() {
     assert!(!ensure_log_topic(&admin, &fresh, 2, &[]).expect("checked"), "exists already, and passes");
     let configs = admin.topic_configs(&fresh).expect("configs");
     assert_eq!(configs.get("retention.bytes").cloned().flatten().as_deref(), Some("-1"));
+    // Records as large as the writer sends, in segments that hold them
+    // (the test broker's default segments are 1 MiB).
+    assert_eq!(configs.get("max.message.bytes").cloned().flatten().as_deref(), Some("16777216"));
+    assert_eq!(configs.get("segment.bytes").cloned().flatten().as_deref(), Some("1073741824"));
     // Made by hand with the broker's defaults but a week's retention.
     let by_hand = unique_name("log-topic-by-hand");
     let spec = TopicSpec {
@@ -47,10 +51,18 @@ fn a_log_topic_is_made_safe_and_a_misconfigured_one_refused_by_setting() {
     admin.create_topic(&spec).expect("topic");
     match ensure_log_topic(&admin, &by_hand, 1, &[]) {
         Err(LogTopicError::Misconfigured(wrong)) => {
-            assert_eq!(wrong.len(), 1, "{wrong:?}");
+            let wrong: Vec<String> = wrong.iter().map(ToString::to_string).collect();
             assert_eq!(
-                wrong[0].to_string(),
-                format!("recovery-log topic {by_hand}: retention.ms=604800000, must be -1")
+                wrong,
+                [
+                    format!("recovery-log topic {by_hand}: retention.ms=604800000, must be -1"),
+                    format!(
+                        "recovery-log topic {by_hand}: max.message.bytes=1048588, must be at least 16777216 (the largest record the runtime writes)"
+                    ),
+                    format!(
+                        "recovery-log topic {by_hand}: segment.bytes=1048576, must be at least 16777216 (a record must fit in a segment)"
+                    ),
+                ]
             );
         }
         other => panic!("expected the topic refused, got {other:?}"),

@@ -57,9 +57,13 @@ const ANSWER_MAX_BYTES: i32 = 4 * 1024 * 1024;
 /// What one partition's part of an answer may carry at first; a batch
 /// larger than this is asked for whole (its size is in its header).
 const PARTITION_MAX_BYTES: i32 = 1024 * 1024;
-/// The most asked of one partition (a batch is at most the broker's
-/// `message.max.bytes`; 8 MiB leaves room for brokers that raised it).
-const PARTITION_MOST_BYTES: i32 = 8 * 1024 * 1024;
+/// The most asked of one partition: the largest batch read. A batch is at
+/// most its topic's `max.message.bytes` (1 MiB by default); kshard's own
+/// recovery logs allow 16 MiB, and brokers raised for large records rarely
+/// go past 100 MiB. Asked only of a partition whose next batch says it is
+/// that large, and read into a buffer of its size; a batch past this can
+/// never be read, and its readers hear why.
+pub(crate) const PARTITION_MOST_BYTES: i32 = 128 * 1024 * 1024;
 /// A broker that does not answer within this (beyond the long poll) is
 /// taken as failed: its connection is closed and made again.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -970,11 +974,12 @@ mod tests {
     fn a_larger_batch_is_asked_for_whole_up_to_the_most() {
         assert_eq!(larger_ask(PARTITION_MAX_BYTES, 3 << 20), Some(3 << 20));
         assert_eq!(larger_ask(PARTITION_MAX_BYTES, PARTITION_MAX_BYTES + 1), Some(2 * PARTITION_MAX_BYTES));
-        // Asked for 5 MiB, a 6 MiB batch: twice 5 MiB is past the most
-        // (the bounds of a clamp crossed here, and the thread panicked).
-        assert_eq!(larger_ask(5 << 20, 6 << 20), Some(PARTITION_MOST_BYTES));
-        assert_eq!(larger_ask(5 << 20, 20 << 20), Some(PARTITION_MOST_BYTES));
-        assert_eq!(larger_ask(PARTITION_MOST_BYTES, 20 << 20), None, "nothing more to ask");
+        // Asked for 100 MiB, a 101 MiB batch: twice 100 MiB is past the
+        // most (the bounds of a clamp crossed here, and the thread panicked).
+        assert_eq!(larger_ask(5 << 20, 6 << 20), Some(10 << 20));
+        assert_eq!(larger_ask(100 << 20, 101 << 20), Some(PARTITION_MOST_BYTES));
+        assert_eq!(larger_ask(5 << 20, 200 << 20), Some(PARTITION_MOST_BYTES));
+        assert_eq!(larger_ask(PARTITION_MOST_BYTES, 200 << 20), None, "nothing more to ask");
         assert_eq!(larger_ask(2 << 20, 1 << 20), None, "it fitted: something else is wrong");
         assert_eq!(larger_ask(i32::MAX - 1, i32::MAX), None);
     }

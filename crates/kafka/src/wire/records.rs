@@ -245,9 +245,10 @@ fn marker_of(key: Option<&[u8]>, producer_id: i64) -> Option<Transactional> {
     }
 }
 
-/// The most a batch's records may inflate to: eight times the most a
-/// partition's part of a Fetch may carry. A batch past it is skipped as
-/// [`Corrupt`] (counted and logged by the reader's caller), never held.
+/// The most a compressed batch's records may inflate to: four times the
+/// largest record kshard's own writer allows (16 MiB), and Kafka's
+/// `__consumer_offsets` is written uncompressed. A batch past it is skipped
+/// as [`Corrupt`] (logged by the reader's caller), never held whole.
 pub(crate) const INFLATED_MOST: usize = 64 * 1024 * 1024;
 
 /// The records' bytes of a batch compressed with `codec`: in place when

@@ -46,11 +46,6 @@ pub fn share_recovery_log_topic(offsets_log_topic: &str) -> String {
     format!("{offsets_log_topic}-share-state")
 }
 
-/// Recovery-log records hold a transaction (up to 512 KiB) plus the record
-/// that ended it, whose value Kafka let up to its own limit (1 MiB by
-/// default): room for both.
-const LOG_MAX_MESSAGE_BYTES: &str = "16777216";
-
 /// Makes sure the recovery-log topic exists with at least `partitions`
 /// partitions (creating it, or growing it after the log it follows grew).
 fn ensure_log_topic(admin: &Admin, log_topic: &str, partitions: i32) -> Result<(), WorkerError> {
@@ -58,8 +53,8 @@ fn ensure_log_topic(admin: &Admin, log_topic: &str, partitions: i32) -> Result<(
         // Nothing to follow yet (no share group was ever made).
         return Ok(());
     }
-    let extra = [("max.message.bytes", LOG_MAX_MESSAGE_BYTES)];
-    kshard_runtime::partitions::ensure_log_topic(admin, log_topic, partitions, &extra)?;
+    // Records up to 16 MiB, in segments that hold them: the runtime's sizes.
+    kshard_runtime::partitions::ensure_log_topic(admin, log_topic, partitions, &[])?;
     let have = admin.partition_count(log_topic)?.unwrap_or(0);
     if have < partitions {
         admin.add_partitions(log_topic, partitions).map_err(|source| WorkerError::Grow {

@@ -144,6 +144,7 @@ pub fn ensure_log_topic(
     let kafka = |step| move |source| LogTopicError::Kafka { topic: name.to_owned(), step, source: Box::new(source) };
     let configs = crate::recovery_log::topic::TOPIC_CONFIGS
         .iter()
+        .chain(&crate::recovery_log::topic::SIZE_CONFIGS)
         .chain(extra)
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect();

@@ -19,6 +19,16 @@ pub(crate) const TOPIC_CONFIGS: [(&str, &str); 4] = [
     ("unclean.leader.election.enable", "false"),
 ];
 
+/// The largest record the runtime writes to a recovery log (its writer's
+/// `message.max.bytes`), which the topic must take.
+pub(crate) const MAX_RECORD_BYTES: i64 = 16 * 1024 * 1024;
+
+/// Sizes a recovery-log topic is created with: records as large as the
+/// writer sends, and segments that hold them (a broker whose default
+/// segments are smaller than a record refuses it: "Message batch larger
+/// than configured server segment size"). Kafka's default segment is 1 GiB.
+pub(crate) const SIZE_CONFIGS: [(&str, &str); 2] = [("max.message.bytes", "16777216"), ("segment.bytes", "1073741824")];
+
 /// A setting of an existing recovery-log topic that would lose records.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("recovery-log topic {topic}: {setting}={value}, must be {want}")]
@@ -36,6 +46,45 @@ pub struct Misconfigured {
 /// Checks an existing topic's configuration (name → value, as DescribeConfigs
 /// gives it) against [`TOPIC_CONFIGS`]: every setting that differs, named.
 pub(crate) fn check(topic: &str, configs: &std::collections::HashMap<String, Option<String>>) -> Vec<Misconfigured> {
+    let mut wrong = settings_that_differ(topic, configs);
+    wrong.extend(sizes_that_do_not_fit(topic, configs));
+    wrong
+}
+
+/// The sizes of an existing topic that refuse the writer's records: a
+/// `max.message.bytes` below [`MAX_RECORD_BYTES`], or segments smaller
+/// than its own `max.message.bytes`.
+fn sizes_that_do_not_fit(
+    topic: &str,
+    configs: &std::collections::HashMap<String, Option<String>>,
+) -> Vec<Misconfigured> {
+    let number = |key: &str| configs.get(key).cloned().flatten().and_then(|v| v.trim().parse::<i64>().ok());
+    let mut wrong = Vec::new();
+    let max_message = number("max.message.bytes");
+    if let Some(max) = max_message.filter(|&m| m < MAX_RECORD_BYTES) {
+        wrong.push(Misconfigured {
+            topic: topic.to_owned(),
+            setting: "max.message.bytes".into(),
+            value: max.to_string(),
+            want: format!("at least {MAX_RECORD_BYTES} (the largest record the runtime writes)"),
+        });
+    }
+    let records = max_message.unwrap_or(MAX_RECORD_BYTES).max(MAX_RECORD_BYTES);
+    if let Some(segment) = number("segment.bytes").filter(|&s| s < records) {
+        wrong.push(Misconfigured {
+            topic: topic.to_owned(),
+            setting: "segment.bytes".into(),
+            value: segment.to_string(),
+            want: format!("at least {records} (a record must fit in a segment)"),
+        });
+    }
+    wrong
+}
+
+fn settings_that_differ(
+    topic: &str,
+    configs: &std::collections::HashMap<String, Option<String>>,
+) -> Vec<Misconfigured> {
     TOPIC_CONFIGS
         .iter()
         .filter_map(|(setting, want)| {
@@ -67,6 +116,20 @@ mod tests {
     #[test]
     fn a_topic_made_as_the_runtime_makes_it_passes() {
         assert_eq!(check("log", &configs(&TOPIC_CONFIGS)), []);
+        let made: Vec<(&str, &str)> = TOPIC_CONFIGS.iter().chain(&SIZE_CONFIGS).copied().collect();
+        assert_eq!(check("log", &configs(&made)), []);
+    }
+
+    #[test]
+    fn sizes_that_refuse_the_writers_records_are_named() {
+        let mut small: Vec<(&str, &str)> = TOPIC_CONFIGS.to_vec();
+        small.extend([("max.message.bytes", "1048588"), ("segment.bytes", "1048576")]);
+        let wrong: Vec<String> = check("log", &configs(&small)).into_iter().map(|w| w.setting).collect();
+        assert_eq!(wrong, ["max.message.bytes", "segment.bytes"]);
+        let mut roomy: Vec<(&str, &str)> = TOPIC_CONFIGS.to_vec();
+        roomy.extend([("max.message.bytes", "33554432"), ("segment.bytes", "16777216")]);
+        let wrong: Vec<String> = check("log", &configs(&roomy)).into_iter().map(|w| w.setting).collect();
+        assert_eq!(wrong, ["segment.bytes"], "segments smaller than the topic's own records");
     }
 
     #[test]
