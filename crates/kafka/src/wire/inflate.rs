@@ -112,6 +112,10 @@ impl<R: Read> Read for Capped<R> {
     }
 }
 
+/// The most a snappy block can inflate: 64 bytes of output for each 2 of
+/// input.
+const SNAPPY_MOST_RATIO: usize = 32;
+
 /// The magic that starts xerial's snappy framing, which Kafka's producers
 /// write: then a version and a compatible version (int32 each), then blocks
 /// of an int32 length and a raw snappy block.
@@ -159,6 +163,15 @@ impl<'a> XerialSnappy<'a> {
         let size = snap::raw::decompress_len(block).map_err(|e| InflateError::Corrupt(e.to_string()))?;
         if size > self.most {
             return Err(InflateError::TooLarge { most: self.most });
+        }
+        // Snappy's densest copy (64 bytes for 2 of input) inflates 32 times
+        // at most: a block that claims more lies, and is not given the
+        // memory it claims.
+        if size > block.len().saturating_mul(SNAPPY_MOST_RATIO).saturating_add(64) {
+            return Err(InflateError::Corrupt(format!(
+                "a snappy block of {} bytes claims {size} bytes, more than snappy can encode",
+                block.len()
+            )));
         }
         self.block.clear();
         self.block.resize(size, 0);
@@ -262,5 +275,9 @@ mod tests {
         let mut framed = XERIAL_MAGIC.to_vec();
         framed.extend([0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 5, 0x80, 0x80, 0x80, 0x80, 0x0f]);
         assert_eq!(inflate(2, &framed, 1 << 20), Err(InflateError::TooLarge { most: 1 << 20 }));
+        // Under the cap, but more than 5 bytes can encode: refused before
+        // its 1 MiB is allocated.
+        let claim = [0x80, 0x80, 0x40]; // 1 MiB, as a varint
+        assert!(matches!(inflate(2, &claim, 16 << 20), Err(InflateError::Corrupt(why)) if why.contains("claims")));
     }
 }
