@@ -256,3 +256,48 @@ async fn a_record_the_broker_refuses_is_that_error_not_a_fence() {
     assert_eq!(primary.store().get(b"small").expect("read").map(|v| v.len()), Some(10));
     assert_eq!(primary.store().get(b"big").expect("read"), None);
 }
+
+/// Sizes agree end to end on the real broker (whose default segments are
+/// 1 MiB): a log topic made by the runtime takes a 10 MiB record, which a
+/// new player reads back; a record past what the log takes is refused
+/// before it is written, the log and the chain as they were, and the next
+/// commit goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
+async fn a_ten_mib_record_is_written_and_read_and_a_larger_one_refused_before_it_is_written() {
+    use kshard_runtime::partitions::ensure_log_topic;
+    use kshard_runtime::recovery_log::{LogError, commit, hand_off};
+    let broker = Broker::from_env_or_start();
+    let settings = ClientSettings::new(broker.brokers());
+    let topic = unique_name("large-log");
+    let admin = Admin::new(&settings, TIMEOUT).expect("admin");
+    assert!(ensure_log_topic(&admin, &topic, 1, &[]).expect("created as the runtime makes it"));
+    let dir = std::env::temp_dir().join(unique_name("kshard-large-log"));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let player =
+        |name: &str| Player::open(RedbStore::open(&dir.join(format!("{name}.redb"))).expect("store")).expect("player");
+    let clients = Clients::new(&settings, &topic);
+    let mut primary = player("primary");
+    hand_off(&clients.log(), &mut primary, 1, TIMEOUT).await.expect("hand-off");
+    let put = |k: &str, size: usize| vec![Mutation::Put { key: k.as_bytes().to_vec(), value: vec![7u8; size] }];
+    let at = |o: i64| vec![SourceOffset { topic: "src".into(), partition: 0, offset: o }];
+    commit(&clients.log(), &mut primary, 1, put("large", 10 << 20), at(1), TIMEOUT).await.expect("a 10 MiB record");
+    let end = kshard_runtime::partitions::Partitions::ends(&clients.partitions, &[(topic.clone(), 0)])
+        .await
+        .expect("ends")[&(topic.clone(), 0)];
+    let refused = commit(&clients.log(), &mut primary, 1, put("too-large", 17 << 20), at(2), TIMEOUT).await;
+    assert!(matches!(refused, Err(LogError::TooLarge { .. })), "{refused:?}");
+    let after = kshard_runtime::partitions::Partitions::ends(&clients.partitions, &[(topic.clone(), 0)])
+        .await
+        .expect("ends")[&(topic.clone(), 0)];
+    assert_eq!(after, end, "nothing was written");
+    commit(&clients.log(), &mut primary, 1, put("small", 10), at(3), TIMEOUT).await.expect("the chain goes on");
+    // A new player reads it all back.
+    let reader = Clients::new(&settings, &topic);
+    let mut fresh = player("fresh");
+    reader.play(&mut fresh).await;
+    assert_eq!(fresh.store().get(b"large").expect("read").map(|v| v.len()), Some(10 << 20));
+    assert_eq!(fresh.store().get(b"too-large").expect("read"), None);
+    assert_eq!(fresh.offsets(), at(3).as_slice());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -37,6 +37,18 @@ pub enum LogError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A record larger than a recovery log takes (its topic's and the
+    /// writer's `max.message.bytes`, less room for the batch's header):
+    /// refused before it is written, so the log and the chain are as they
+    /// were. A transaction holding one mutation this large can never be
+    /// committed; the application must write smaller values.
+    #[error("a recovery-log record of {bytes} bytes, past the {most} a recovery log takes: not written")]
+    TooLarge {
+        /// The record's size.
+        bytes: usize,
+        /// The most a record may be.
+        most: usize,
+    },
     /// Another primary has taken the log over: this one's writes are ignored.
     #[error("fenced: the recovery log now belongs to author {current:?}")]
     Fenced {
@@ -195,6 +207,11 @@ pub(crate) async fn play_to<S: Store>(
     Ok(played)
 }
 
+/// The largest record appended: what a recovery-log topic and the writer
+/// take ([`crate::recovery_log::topic::MAX_RECORD_BYTES`]), less 4 KiB for
+/// the record batch's and the record's headers.
+const MOST_RECORD_BYTES: usize = super::topic::MAX_RECORD_BYTES as usize - 4096;
+
 /// Hand-offs a new primary appends before giving up (each lost to a racing
 /// writer): a few suffice when two promotions race.
 const MAX_HAND_OFFS: u32 = 10;
@@ -260,9 +277,13 @@ pub(crate) async fn append<S: Store>(
     }
     let record = player.chain().next(author, body);
     let seq = record.seq;
+    let bytes = record.encode();
+    if bytes.len() > MOST_RECORD_BYTES {
+        return Err(LogError::TooLarge { bytes: bytes.len(), most: MOST_RECORD_BYTES });
+    }
     // This record's own delivery, not the whole (shared) writer's: a record
     // that was not written is that error, not "fenced" when it is not read back.
-    let offset = log.append(&record.encode(), "appending", timeout).await?;
+    let offset = log.append(&bytes, "appending", timeout).await?;
     play_to(log, player, offset + 1, timeout).await?;
     // Applied when the chain went through our sequence number with us as author.
     if player.chain().seq() >= seq && player.chain().author() == Some(author) {
