@@ -29,6 +29,20 @@ pub enum Error {
         /// The broker's reason.
         message: String,
     },
+    /// A record batch that does not add up (its CRC, its header, a record
+    /// cut short, a codec's error, records that inflate past the cap): the
+    /// reader skipped it and goes on with the next one.
+    #[error("reading {topic}/{partition}: skipped {what}")]
+    CorruptBatch {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
+        /// The batch's base offset.
+        offset: i64,
+        /// What is wrong, naming the offset.
+        what: String,
+    },
 }
 
 impl Error {
@@ -41,6 +55,7 @@ impl Error {
             Error::Refused { message, .. } => {
                 return message.contains("Authorization") || message.contains("AUTHORIZATION_FAILED");
             }
+            Error::CorruptBatch { .. } => return false,
         };
         matches!(
             code,

@@ -376,8 +376,12 @@ impl OwnReader {
                     // The batch is skipped (the error says which); the walk
                     // goes on with the next one at the next poll.
                     Err(e) => {
-                        let step = format!("reading {}/{}", key.0, key.1);
-                        return Err(Error::Refused { step, message: e.to_string() });
+                        return Err(Error::CorruptBatch {
+                            topic: key.0.to_string(),
+                            partition: key.1,
+                            offset: e.offset,
+                            what: e.to_string(),
+                        });
                     }
                 }
             }

@@ -293,6 +293,13 @@ impl OffsetsReader {
         if e.is_authorization() {
             return Err(WorkerError::ReadDenied { topic: self.topic.clone(), source: Box::new(e) });
         }
+        // A batch that does not add up was skipped, the next one read: said
+        // and counted, not a failing read.
+        if let kshard_kafka::Error::CorruptBatch { partition, offset, what, .. } = &e {
+            self.monitor.counters(self.log).corrupt_batch.fetch_add(1, Ordering::Relaxed);
+            warn!(partition, offset, error = %what, topic = %self.topic, "skipped a record batch that does not add up");
+            return Ok(false);
+        }
         let since = *liveness.failing_since.get_or_insert_with(Instant::now);
         if since.elapsed() > self.monitor.stale_after() {
             let seconds = since.elapsed().as_secs_f64();
@@ -372,6 +379,8 @@ mod tests {
         Record(i32, i64, Vec<u8>, Option<Vec<u8>>),
         End(i32, Option<i64>),
         Fail(&'static str),
+        /// A batch the reader skipped as corrupt: partition, offset.
+        Corrupt(i32, i64),
     }
 
     /// A reader that delivers a script, then stops the worker.
@@ -393,6 +402,14 @@ mod tests {
                 Some(Next::End(partition, next_offset)) => take(SourceEvent::EndOfPartition { partition, next_offset }),
                 Some(Next::Fail(message)) => {
                     return Err(kshard_kafka::Error::Refused { step: "fetching".into(), message: message.into() });
+                }
+                Some(Next::Corrupt(partition, offset)) => {
+                    return Err(kshard_kafka::Error::CorruptBatch {
+                        topic: "__consumer_offsets".into(),
+                        partition,
+                        offset,
+                        what: format!("the record batch at offset {offset}: CRC-32C 0badf00d, the batch says 12345678"),
+                    });
                 }
                 None => {
                     self.stop.store(true, Ordering::Release);
@@ -463,6 +480,7 @@ mod tests {
             commit("g", 2),
             Next::Record(1, 0, k, v),
             Next::Fail("a broker restarted"),
+            Next::Corrupt(0, 3),
             Next::End(1, Some(3)),
         ]);
         let mut source = Scripted { script, stop: Arc::clone(&stop) };
@@ -471,6 +489,7 @@ mod tests {
         assert_eq!(monitor.problem(), None, "the reader showed progress");
         assert_eq!(monitor.units().counters().records.load(Ordering::Relaxed), 4);
         assert_eq!(monitor.units().counters().malformed_key.load(Ordering::Relaxed), 1);
+        assert_eq!(monitor.units().counters().corrupt_batch.load(Ordering::Relaxed), 1, "counted, not silent");
         assert_eq!(monitor.units().position(1), Some(3), "past the markers");
         assert_eq!(monitor.committed_topics(), ["t"]);
     }

@@ -58,6 +58,7 @@ fn skipped(e: &mut DescriptorEncoder<'_>, c: &crate::units::ReadCounters, name: 
         ("null_key", c.null_key.load(Ordering::Relaxed)),
         ("malformed_key", c.malformed_key.load(Ordering::Relaxed)),
         ("malformed_value", c.malformed_value.load(Ordering::Relaxed)),
+        ("corrupt_batch", c.corrupt_batch.load(Ordering::Relaxed)),
         ("unknown_type", c.unknown_type.load(Ordering::Relaxed)),
     ];
     let mut family = e.encode_descriptor(name, help, None, MetricType::Counter)?;

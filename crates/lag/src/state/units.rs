@@ -94,6 +94,10 @@ pub struct ReadCounters {
     pub malformed_key: AtomicU64,
     /// Records skipped because the value did not decode.
     pub malformed_value: AtomicU64,
+    /// Record batches skipped whole: a bad CRC, a header or record that
+    /// does not add up, a codec's error (each logged with its partition
+    /// and offset).
+    pub corrupt_batch: AtomicU64,
     /// Records of a type this version of kshard does not know.
     pub unknown_type: AtomicU64,
     /// Admin-API mode: groups whose OffsetFetch failed at a scrape (their
