@@ -146,6 +146,9 @@ fn the_leader_of_a_recovery_log_partition_killed_under_load() {
     let sampler = Sampler::start(etcd.endpoint(), &cluster.prefix);
     let admin = Admin::new(&ClientSettings::new(brokers.brokers()), Duration::from_secs(30)).expect("admin");
     let log_topic = format!("{}-log", cluster.topic);
+    // Made by the runtime on three brokers: three replicas, two in sync.
+    let configs = admin.topic_configs(&log_topic).expect("the log's configuration");
+    assert_eq!(configs.get("min.insync.replicas").cloned().flatten().as_deref(), Some("2"));
     let leaders = admin.leaders(&log_topic).expect("the log's leaders");
     let victim = leaders[&0];
     let producer = cluster.producer();

@@ -40,6 +40,7 @@ fn a_log_topic_is_made_safe_and_a_misconfigured_one_refused_by_setting() {
     // (the test broker's default segments are 1 MiB).
     assert_eq!(configs.get("max.message.bytes").cloned().flatten().as_deref(), Some("16777216"));
     assert_eq!(configs.get("segment.bytes").cloned().flatten().as_deref(), Some("1073741824"));
+    assert_eq!(configs.get("min.insync.replicas").cloned().flatten().as_deref(), Some("1"), "one broker");
     // Made by hand with the broker's defaults but a week's retention.
     let by_hand = unique_name("log-topic-by-hand");
     let spec = TopicSpec {

@@ -142,13 +142,20 @@ pub fn ensure_log_topic(
     extra: &[(&str, &str)],
 ) -> Result<bool, LogTopicError> {
     let kafka = |step| move |source| LogTopicError::Kafka { topic: name.to_owned(), step, source: Box::new(source) };
+    // Three replicas where there are three brokers, two of them in sync
+    // for a write to count: not the broker's defaults, which are often 1.
+    let brokers = admin.broker_ids().map_err(kafka("counting the brokers"))?.len();
+    let (replication, min_insync) = crate::recovery_log::topic::replication_for(brokers);
+    let min_insync = min_insync.to_string();
+    let own = [("min.insync.replicas", min_insync.as_str())];
     let configs = crate::recovery_log::topic::TOPIC_CONFIGS
         .iter()
         .chain(&crate::recovery_log::topic::SIZE_CONFIGS)
+        .chain(own.iter().filter(|(k, _)| !extra.iter().any(|(e, _)| e == k)))
         .chain(extra)
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect();
-    let spec = kshard_kafka::TopicSpec { name: name.to_owned(), partitions, replication: -1, configs };
+    let spec = kshard_kafka::TopicSpec { name: name.to_owned(), partitions, replication, configs };
     let created = admin.create_topic(&spec).map_err(kafka("creating it"))?;
     if !created {
         let found = admin.topic_configs(name).map_err(kafka("reading its configuration"))?;

@@ -29,6 +29,15 @@ pub(crate) const MAX_RECORD_BYTES: i64 = 16 * 1024 * 1024;
 /// than configured server segment size"). Kafka's default segment is 1 GiB.
 pub(crate) const SIZE_CONFIGS: [(&str, &str); 2] = [("max.message.bytes", "16777216"), ("segment.bytes", "1073741824")];
 
+/// The replication factor and `min.insync.replicas` of a recovery-log
+/// topic created on a cluster of `brokers`: three replicas (fewer only when
+/// there are fewer brokers), of which two must have a record before it
+/// counts as written, so that losing one broker loses nothing.
+pub(crate) fn replication_for(brokers: usize) -> (i32, i32) {
+    let replication = i32::try_from(brokers.clamp(1, 3)).unwrap_or(3);
+    (replication, if replication >= 3 { 2 } else { 1 })
+}
+
 /// A setting of an existing recovery-log topic that would lose records.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("recovery-log topic {topic}: {setting}={value}, must be {want}")]
@@ -118,6 +127,15 @@ mod tests {
         assert_eq!(check("log", &configs(&TOPIC_CONFIGS)), []);
         let made: Vec<(&str, &str)> = TOPIC_CONFIGS.iter().chain(&SIZE_CONFIGS).copied().collect();
         assert_eq!(check("log", &configs(&made)), []);
+    }
+
+    #[test]
+    fn three_replicas_two_in_sync_where_there_are_three_brokers() {
+        assert_eq!(replication_for(0), (1, 1));
+        assert_eq!(replication_for(1), (1, 1));
+        assert_eq!(replication_for(2), (2, 1));
+        assert_eq!(replication_for(3), (3, 2));
+        assert_eq!(replication_for(9), (3, 2));
     }
 
     #[test]
