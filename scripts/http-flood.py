@@ -51,10 +51,13 @@ def main():
     port = probe.getsockname()[1]
     probe.close()
     log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
+    # Only the flags here: no KSHARD_* setting of the caller's (KSHARD_ETCD would ask for a cluster).
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KSHARD_")}
     serve = subprocess.Popen(
         ["bash", "-c", f'ulimit -n 1024 && exec "$0" serve --brokers {brokers} --listen 127.0.0.1:{port}', binary],
-        stdout=log, stderr=subprocess.STDOUT)
-    demo = subprocess.Popen([binary, "demo", "--brokers", brokers], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        stdout=log, stderr=subprocess.STDOUT, env=env)
+    demo = subprocess.Popen([binary, "demo", "--brokers", brokers], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=env)
     try:
         deadline = time.monotonic() + 120
         while True:

@@ -13,6 +13,7 @@
 //! fetch connections only, on demand; [`HostileBroker`] answers every
 //! request with bytes no broker sends.
 
+pub mod bomb;
 mod hostile_broker;
 mod kafka_proxy;
 mod netns;
