@@ -15,7 +15,7 @@ use crate::serve_config::FileConfig;
 
 /// How to reach Kafka: the flags and environment variables every command that
 /// talks to Kafka shares, over the `--config` file's settings (flags win).
-#[derive(Debug, Clone, Default, clap::Args)]
+#[derive(Clone, Default, clap::Args)]
 pub(crate) struct KafkaArgs {
     /// YAML configuration file; flags and KSHARD_… variables override it.
     #[arg(long, env = "KSHARD_CONFIG")]
@@ -46,6 +46,23 @@ pub(crate) struct KafkaArgs {
     /// connection per broker; the default) or `librdkafka`.
     #[arg(long, env = "KSHARD_READER")]
     pub(crate) reader: Option<String>,
+}
+
+impl std::fmt::Debug for KafkaArgs {
+    /// Everything but the password.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaArgs")
+            .field("config", &self.config)
+            .field("brokers", &self.brokers)
+            .field("sasl_mechanism", &self.sasl_mechanism)
+            .field("sasl_username", &self.sasl_username)
+            .field("sasl_password", &self.sasl_password.as_ref().map(|_| "…"))
+            .field("tls_enabled", &self.tls_enabled)
+            .field("tls_ca_file", &self.tls_ca_file)
+            .field("offsets_topic", &self.offsets_topic)
+            .field("reader", &self.reader)
+            .finish()
+    }
 }
 
 /// Where and how to reach Kafka, and which topic holds the offsets.
@@ -122,12 +139,23 @@ pub(crate) struct TlsFile {
 }
 
 /// `sasl:` in the file.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct SaslFile {
     mechanism: Option<String>,
     username: Option<String>,
     password: Option<String>,
+}
+
+impl std::fmt::Debug for SaslFile {
+    /// Everything but the password.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SaslFile")
+            .field("mechanism", &self.mechanism)
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "…"))
+            .finish()
+    }
 }
 
 /// Brokers, TLS, SASL and extra properties: flags and environment over the file.
@@ -142,7 +170,7 @@ pub(crate) fn kafka_settings(args: &KafkaArgs, file: &FileConfig) -> Result<Clie
     }
     let mut kafka = ClientSettings::new(brokers);
     kafka.security = security(args, file)?;
-    kafka.properties.extend(file.kafka_properties.clone());
+    kafka.properties.extend(file.kafka_properties.0.clone());
     if let Some(reader) = args.reader.as_ref().or(file.reader.as_ref()) {
         kafka.reader = reader.parse().map_err(|e| anyhow::anyhow!("invalid reader: {e}"))?;
     }
@@ -183,4 +211,33 @@ fn security(args: &KafkaArgs, file: &FileConfig) -> Result<Security> {
         tls.verify_certificate = !file.tls.insecure_skip_verify;
     }
     Ok(security)
+}
+
+/// `kafka_properties:` in the file: librdkafka's properties, some of them
+/// secrets (`sasl.password`, `ssl.key.password`, OAuth's client secret), so
+/// their values are not shown by `Debug`.
+#[derive(Clone, Default, Deserialize)]
+#[serde(transparent)]
+pub(crate) struct Properties(pub(crate) std::collections::BTreeMap<String, String>);
+
+impl std::fmt::Debug for Properties {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(self.0.keys().map(|k| (k, "…"))).finish()
+    }
+}
+
+#[cfg(test)]
+mod secret_tests {
+    use super::*;
+
+    #[test]
+    fn debug_shows_no_secret() {
+        let args = KafkaArgs { sasl_password: Some("s3cret-1".into()), ..Default::default() };
+        let file: SaslFile =
+            serde_norway::from_str("mechanism: PLAIN\nusername: u\npassword: s3cret-2\n").expect("parses");
+        let properties: Properties = serde_norway::from_str("sasl.password: s3cret-3\n").expect("parses");
+        let text = format!("{args:?} {file:?} {properties:?}");
+        assert!(!text.contains("s3cret"), "{text}");
+        assert!(text.contains("sasl.password"), "the keys are shown: {text}");
+    }
 }

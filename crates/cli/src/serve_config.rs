@@ -127,7 +127,7 @@ pub(crate) struct FileConfig {
     pub(crate) sasl: Option<SaslFile>,
     /// Extra librdkafka properties, applied last.
     #[serde(default)]
-    pub(crate) kafka_properties: std::collections::BTreeMap<String, String>,
+    pub(crate) kafka_properties: crate::connection::Properties,
     /// `clusters:` as written (read by `serve_clusters.rs`).
     #[serde(default, rename = "clusters")]
     _clusters: Option<serde::de::IgnoredAny>,
@@ -229,7 +229,7 @@ fn history_settings(file: &HistoryFile) -> Result<kshard_lag::HistorySettings> {
 }
 
 /// `cluster:` in the file.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ClusterFile {
     #[serde(default)]
@@ -243,6 +243,19 @@ struct ClusterFile {
     member_id: Option<String>,
     zone: Option<String>,
     lease_ttl_seconds: Option<u64>,
+}
+
+impl std::fmt::Debug for ClusterFile {
+    /// Everything but the password.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterFile")
+            .field("etcd", &self.etcd)
+            .field("etcd_prefix", &self.etcd_prefix)
+            .field("etcd_user", &self.etcd_user)
+            .field("etcd_password", &self.etcd_password.as_ref().map(|_| "…"))
+            .field("member_id", &self.member_id)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ClusterFile {
