@@ -90,6 +90,15 @@ impl ClientSettings {
     /// What every client made from these settings (and their clones) has
     /// sent to brokers and received: kshard's own connections, and
     /// librdkafka's producers and consumers (not its admin clients, which
+    /// Whether partitions are read with kshard's own client: asked for
+    /// (`reader: kshard`, the default) and able to honour the security
+    /// settings (else librdkafka reads them). Its readers read past open
+    /// transactions and reach the high watermark at rest.
+    pub fn reads_with_own_client(&self) -> bool {
+        self.reader == ReaderKind::Kshard
+            && matches!(crate::wire::broker_link::LinkSecurity::from_settings(self), Ok(Some(_)))
+    }
+
     /// are not polled for their statistics).
     pub fn traffic(&self) -> Arc<crate::Traffic> {
         Arc::clone(&self.context.traffic)

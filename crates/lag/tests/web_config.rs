@@ -337,6 +337,15 @@ async fn the_rate_limit_counts_each_client_after_authentication() {
     assert_eq!(get_from([127, 0, 0, 1], port, "/healthz", alice).await, 429, "this client's burst is spent");
     // Another client has a bucket of its own.
     assert_eq!(get_from([127, 0, 0, 2], port, "/healthz", alice).await, 200);
+    // A client guessing passwords gets its first checks, then 503 without
+    // one; another client's first check still gets its turn.
+    let mut answers = Vec::new();
+    for i in 0..20 {
+        answers.push(get_from([127, 0, 0, 3], port, "/healthz", Some(&format!("alice:guess{i}"))).await);
+    }
+    assert_eq!(answers[0], 401, "{answers:?}");
+    assert!(answers.contains(&503), "guessing is held to a few checks a second: {answers:?}");
+    assert_eq!(get_from([127, 0, 0, 4], port, "/healthz", Some("alice:s3cret")).await, 200);
     let _ = stop.send(());
     task.await.expect("join").expect("served");
 }

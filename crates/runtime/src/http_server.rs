@@ -163,9 +163,10 @@ async fn connection<I>(
         async move {
             let mut request = request.map(axum::body::Body::new);
             request.extensions_mut().insert(axum::extract::ConnectInfo(peer));
-            let answer = app.oneshot(request).await;
-            drop(busy);
-            answer
+            let answer = app.oneshot(request).await?;
+            // Busy until the body is sent (a large /metrics takes a while),
+            // not only until the handler returns.
+            Ok::<_, std::convert::Infallible>(answer.map(|body| axum::body::Body::new(BusyBody { body, _busy: busy })))
         }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
@@ -257,6 +258,32 @@ impl Slots {
         });
         open.insert(id, Arc::clone(&state));
         Some(Slot { id, state, slots: Arc::clone(slots) })
+    }
+}
+
+/// An answer's body, holding its connection busy until it is sent or dropped.
+struct BusyBody {
+    body: axum::body::Body,
+    _busy: Busy,
+}
+
+impl axum::body::HttpBody for BusyBody {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
     }
 }
 

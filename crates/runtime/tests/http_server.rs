@@ -16,7 +16,13 @@ async fn started(limits: HttpLimits) -> (String, tokio::sync::oneshot::Sender<()
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("binds");
     let address = listener.local_addr().expect("address").to_string();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let app = Router::new().route("/ready", get(|| async { "ready\n" }));
+    let app = Router::new().route("/ready", get(|| async { "ready\n" })).route(
+        "/slow/{ms}",
+        get(|axum::extract::Path(ms): axum::extract::Path<u64>| async move {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            "slow\n"
+        }),
+    );
     let task = tokio::spawn(async move {
         serve(listener, app, limits, async move {
             let _ = stopped.await;
@@ -87,17 +93,41 @@ async fn past_the_cap_idle_connections_make_room_for_a_real_request() {
     task.await.expect("stops");
 }
 
+/// A GET of `path` sent now; its answer read in a task.
+async fn get_later(address: &str, path: &str) -> tokio::task::JoinHandle<String> {
+    let mut tcp = TcpStream::connect(address).await.expect("connects");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: kshard\r\nConnection: close\r\n\r\n");
+    tcp.write_all(request.as_bytes()).await.expect("writes");
+    tokio::spawn(async move {
+        let mut answer = String::new();
+        let _ = tcp.read_to_string(&mut answer).await;
+        answer
+    })
+}
+
 #[tokio::test]
-async fn shutdown_ends_within_its_grace_whatever_clients_hold() {
+async fn shutdown_lets_requests_finish_within_its_grace_and_no_longer() {
     let limits = HttpLimits {
         header_read_timeout: Duration::from_secs(3600),
-        shutdown_grace: Duration::from_millis(500),
+        shutdown_grace: Duration::from_secs(5),
         ..HttpLimits::default()
     };
     let (address, stop, task) = started(limits).await;
     let _held: Vec<TcpStream> = slow_clients(&address, 5).await;
+    let answering = get_later(&address, "/slow/300").await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
     let _ = stop.send(());
-    tokio::time::timeout(Duration::from_secs(60), task).await.expect("stopped, not held open").expect("no panic");
+    // Half-sent requests are closed at once; the one being answered finishes.
+    assert!(answering.await.expect("answer").starts_with("HTTP/1.1 200"), "answered within the grace");
+    tokio::time::timeout(Duration::from_secs(60), task).await.expect("stopped").expect("no panic");
+    // An answer that would take past the grace is cut off, and serve returns.
+    let limits = HttpLimits { shutdown_grace: Duration::from_millis(300), ..HttpLimits::default() };
+    let (address, stop, task) = started(limits).await;
+    let endless = get_later(&address, "/slow/3600000").await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let _ = stop.send(());
+    tokio::time::timeout(Duration::from_secs(60), task).await.expect("stopped after the grace").expect("no panic");
+    assert!(!endless.await.expect("read ends").contains("200"), "not answered: closed at the grace's end");
 }
 
 async fn slow_clients(address: &str, n: usize) -> Vec<TcpStream> {

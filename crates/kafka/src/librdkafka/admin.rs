@@ -320,10 +320,11 @@ impl Admin {
     }
 
     /// The earliest or latest offset of many partitions, batched: librdkafka
-    /// sends one ListOffsets request per partition leader. Retriable errors
-    /// (a leader that moved, a fenced epoch while a broker restarts) are
-    /// asked again until the timeout; partitions that still have no answer
-    /// then are left out.
+    /// sends one ListOffsets request per partition leader. A retriable error
+    /// of the whole call (a broker restarting, its partitions' leaders being
+    /// elected) is asked again until the timeout; partitions whose own
+    /// answer was retriable, for 3 s at most (a partition offline for long
+    /// must not hold up the others), and they are left out after that.
     pub fn list_offsets(
         &self,
         partitions: &[TopicPartition],

@@ -274,7 +274,8 @@ pub(crate) struct Misshapen {
 /// `Ok` when every field fits the bytes and they end with the last one.
 pub(crate) fn check(body: &[u8], shape: &[Field]) -> Result<(), Misshapen> {
     let c = &mut Cursor::new(body);
-    walk(c, shape).map_err(|(path, error)| Misshapen { field: joined(&path), error })?;
+    let mut values = MOST_VALUES;
+    walk(c, shape, &mut values).map_err(|(path, error)| Misshapen { field: joined(&path), error })?;
     if !c.is_empty() {
         let error = CursorError::InvalidLength { at: c.position(), len: c.remaining() as i64 };
         return Err(Misshapen { field: "(bytes after the last field)".into(), error });
@@ -294,12 +295,19 @@ fn joined(path: &[String]) -> String {
     out
 }
 
+/// The most values (array elements, strings, byte fields) an answer may
+/// hold. The crate gives each a struct or a `String` of its own (up to
+/// about 100 bytes where the wire has 1 to 20): a 64 MiB answer of
+/// one-byte strings would decode to gigabytes. 4 million is 30 times the
+/// values of Metadata for 100,000 partitions of three replicas.
+const MOST_VALUES: usize = 4 * 1024 * 1024;
+
 /// A failed walk: the path to the field (innermost last) and the error.
 type Failed = (Vec<String>, CursorError);
 
-fn walk(c: &mut Cursor<'_>, fields: &[Field]) -> Result<(), Failed> {
+fn walk(c: &mut Cursor<'_>, fields: &[Field], values: &mut usize) -> Result<(), Failed> {
     for f in fields {
-        walk_field(c, &f.shape).map_err(|(mut path, e)| {
+        walk_field(c, &f.shape, values).map_err(|(mut path, e)| {
             path.insert(0, f.name.to_owned());
             (path, e)
         })?;
@@ -307,21 +315,24 @@ fn walk(c: &mut Cursor<'_>, fields: &[Field]) -> Result<(), Failed> {
     Ok(())
 }
 
-fn walk_field(c: &mut Cursor<'_>, shape: &Shape) -> Result<(), Failed> {
+fn walk_field(c: &mut Cursor<'_>, shape: &Shape, values: &mut usize) -> Result<(), Failed> {
     let here = |e: CursorError| (Vec::new(), e);
+    if matches!(shape, Shape::String | Shape::CompactString | Shape::CompactBytes) {
+        take_values(c, values, 1)?;
+    }
     match shape {
         Shape::Fixed(n) => c.skip(*n).map_err(here),
         Shape::String => c.bytes16().map(drop).map_err(here),
         Shape::CompactString | Shape::CompactBytes => c.compact_bytes().map(drop).map_err(here),
         Shape::Array(of) => {
             let count = c.length32().map_err(here)?.unwrap_or(0);
-            elements(c, count, of)
+            elements(c, count, of, values)
         }
         Shape::CompactArray(of) => {
             let count = c.compact_length().map_err(here)?.unwrap_or(0);
-            elements(c, count, of)
+            elements(c, count, of, values)
         }
-        Shape::Struct(fields) => walk(c, fields),
+        Shape::Struct(fields) => walk(c, fields, values),
         Shape::Tags(known) => {
             let count = c.uvarint().map_err(here)? as usize;
             // Each tagged field takes at least two bytes (tag, size).
@@ -333,7 +344,7 @@ fn walk_field(c: &mut Cursor<'_>, shape: &Shape) -> Result<(), Failed> {
                 if let Some((_, fields)) = known.iter().find(|(t, _)| *t == tag) {
                     // The crate reads a known tag's fields from the frame
                     // itself: they must end where the tag's size says.
-                    walk(&mut inner, fields).map_err(|(mut path, e)| {
+                    walk(&mut inner, fields, values).map_err(|(mut path, e)| {
                         path.insert(0, format!("tag {tag}"));
                         (path, e)
                     })?;
@@ -350,15 +361,27 @@ fn walk_field(c: &mut Cursor<'_>, shape: &Shape) -> Result<(), Failed> {
 
 /// `count` elements of `of`, the count first checked against the least
 /// they can take.
-fn elements(c: &mut Cursor<'_>, count: usize, of: &[Field]) -> Result<(), Failed> {
+fn elements(c: &mut Cursor<'_>, count: usize, of: &[Field], values: &mut usize) -> Result<(), Failed> {
     c.fits(count, least(of).max(1)).map_err(|e| (Vec::new(), e))?;
+    take_values(c, values, count)?;
     for i in 0..count {
-        walk(c, of).map_err(|(mut path, e)| {
+        walk(c, of, values).map_err(|(mut path, e)| {
             // `[i]` goes on the array's own name, which the caller adds.
             path.insert(0, format!("[{i}]"));
             (path, e)
         })?;
     }
+    Ok(())
+}
+
+/// Counts `n` more values against what an answer may hold.
+fn take_values(c: &Cursor<'_>, values: &mut usize, n: usize) -> Result<(), Failed> {
+    *values = values.checked_sub(n).ok_or_else(|| {
+        (
+            vec!["(values past the most an answer may hold)".to_owned()],
+            CursorError::InvalidLength { at: c.position(), len: i64::try_from(n).unwrap_or(i64::MAX) },
+        )
+    })?;
     Ok(())
 }
 

@@ -223,3 +223,15 @@ fn a_sasl_mechanism_count_past_the_bytes_is_refused() {
     let e = check(&body, SaslHandshakeResponse::shape(1).expect("v1")).expect_err("refused");
     assert_eq!(e.field, "mechanisms");
 }
+
+#[test]
+fn an_answer_of_too_many_small_values_is_refused() {
+    // SaslHandshake with five million empty mechanisms: 10 MB on the wire,
+    // five million Strings decoded.
+    let n: usize = 5 << 20;
+    let mut body = vec![0, 0];
+    body.extend((n as i32).to_be_bytes());
+    body.extend(std::iter::repeat_n([0u8, 0], n).flatten());
+    let e = check(&body, SaslHandshakeResponse::shape(1).expect("v1")).expect_err("refused");
+    assert!(e.field.contains("values past the most"), "{e}");
+}

@@ -381,7 +381,9 @@ impl Drop for MetadataSupervisor<'_> {
         if !std::thread::panicking() || self.0.stop.load(Ordering::Acquire) {
             return;
         }
-        tracing::error!("the reader's metadata thread panicked; starting another");
+        tracing::error!("the reader's metadata thread panicked; starting another in a second");
+        // Not at once: a panic that repeats on the same answer must not spin.
+        std::thread::sleep(Duration::from_secs(1));
         self.0.lock().metadata_due = true;
         if let Err(e) = spawn_metadata_thread(self.0) {
             tracing::error!(error = %e, "starting the reader's metadata thread again");
@@ -389,10 +391,10 @@ impl Drop for MetadataSupervisor<'_> {
     }
 }
 
-/// A broker's place in [`State::threads`], given up when its fetch thread
-/// ends, however it ends. A thread that panicked (a bug: nothing a broker
-/// sends should make one) also hands its partitions back, for the metadata
-/// thread to start another, and their readers hear why.
+/// A broker's place in [`State::threads`] when its fetch thread panics (a
+/// bug: nothing a broker sends should make one): given up, its partitions
+/// handed back for the metadata thread to start another, and their readers
+/// told why.
 struct BrokerThreadSlot<'a> {
     shared: &'a Arc<Shared>,
     broker: i32,
@@ -400,22 +402,26 @@ struct BrokerThreadSlot<'a> {
 
 impl Drop for BrokerThreadSlot<'_> {
     fn drop(&mut self) {
+        // A thread that ends by itself gives its place up under the lock as
+        // it decides to end: done here too, a new thread started since for
+        // the same broker would lose its place, and a third would start.
+        if !std::thread::panicking() {
+            return;
+        }
         let broker = self.broker;
         let mut state = self.shared.lock();
         state.threads.remove(&broker);
-        if std::thread::panicking() {
-            tracing::error!(broker, "a fetch thread panicked; its partitions go to a new one");
-            for (key, p) in state.partitions.iter_mut().filter(|(_, p)| p.leader == Some(broker)) {
-                p.leader = None;
-                for r in &p.readings {
-                    r.sink.push(Delivery::Failed(Error::Refused {
-                        step: format!("reading {}/{}", key.0, key.1),
-                        message: format!("the fetch thread of broker {broker} stopped; another takes over"),
-                    }));
-                }
+        tracing::error!(broker, "a fetch thread panicked; its partitions go to a new one");
+        for (key, p) in state.partitions.iter_mut().filter(|(_, p)| p.leader == Some(broker)) {
+            p.leader = None;
+            for r in &p.readings {
+                r.sink.push(Delivery::Failed(Error::Refused {
+                    step: format!("reading {}/{}", key.0, key.1),
+                    message: format!("the fetch thread of broker {broker} stopped; another takes over"),
+                }));
             }
-            state.metadata_due = true;
         }
+        state.metadata_due = true;
         drop(state);
         self.shared.changed.notify_all();
     }
@@ -637,17 +643,13 @@ fn broker_thread(shared: &Arc<Shared>, broker: i32) {
                 link = None;
                 session.reset();
                 // Its partitions may have moved (a broker restarting). Their
-                // readers hear why nothing comes: a reader that only waited
-                // could not tell a quiet partition from a broken connection.
+                // readers are not told: a runtime replica ends on a read
+                // error, and a broker restarting is no reason for that. A
+                // reader frozen this way shows as a stalled partition on
+                // /ready (kshard-lag's `stalls`).
                 let mut state = shared.lock();
-                for (key, p) in state.partitions.iter_mut().filter(|(_, p)| p.leader == Some(broker)) {
+                for p in state.partitions.values_mut().filter(|p| p.leader == Some(broker)) {
                     p.leader = None;
-                    for r in &p.readings {
-                        r.sink.push(Delivery::Failed(Error::Refused {
-                            step: format!("reading {}/{} from broker {broker} ({address})", key.0, key.1),
-                            message: e.to_string(),
-                        }));
-                    }
                 }
                 state.metadata_due = true;
                 drop(state);

@@ -87,6 +87,8 @@ pub(crate) struct PartitionRecords {
     aborting: HashSet<i64>,
     /// The batch being read.
     current: Option<BatchCursor>,
+    /// The most a compressed batch's records may inflate to.
+    inflated_most: usize,
 }
 
 /// The records of one batch, as yet unread.
@@ -110,7 +112,16 @@ impl PartitionRecords {
     /// first offset), used when `committed_only`.
     pub(crate) fn new(batches: Bytes, from: i64, committed_only: bool, mut aborted: Vec<(i64, i64)>) -> Self {
         aborted.sort_unstable_by_key(|&(_, first)| std::cmp::Reverse(first));
-        PartitionRecords { batches, at: 0, from, committed_only, aborted, aborting: HashSet::new(), current: None }
+        PartitionRecords {
+            batches,
+            at: 0,
+            from,
+            committed_only,
+            aborted,
+            aborting: HashSet::new(),
+            current: None,
+            inflated_most: INFLATED_MOST,
+        }
     }
 
     /// The buffer the last record's key and value ranges point into.
@@ -200,7 +211,7 @@ impl PartitionRecords {
                 continue;
             }
             let records = self.batches.slice(start + HEADER..start + size);
-            let buffer = decompress(h.codec, records).map_err(corrupt)?;
+            let buffer = decompress(h.codec, records, self.inflated_most).map_err(corrupt)?;
             self.current = Some(BatchCursor {
                 buffer,
                 at: 0,
@@ -245,20 +256,21 @@ fn marker_of(key: Option<&[u8]>, producer_id: i64) -> Option<Transactional> {
     }
 }
 
-/// The most a compressed batch's records may inflate to: four times the
-/// largest record kshard's own writer allows (16 MiB), and Kafka's
-/// `__consumer_offsets` is written uncompressed. A batch past it is skipped
-/// as [`Corrupt`] (logged by the reader's caller), never held whole.
-pub(crate) const INFLATED_MOST: usize = 64 * 1024 * 1024;
+/// The most a compressed batch's records may inflate to: twice the largest
+/// batch the reader fetches (128 MiB), so a legitimate, well-compressed
+/// batch is read. A batch past it is skipped as [`Corrupt`] (counted and
+/// logged by the reader's caller), never held whole. Kafka writes
+/// `__consumer_offsets` uncompressed, and clients cannot write to it.
+pub(crate) const INFLATED_MOST: usize = 256 * 1024 * 1024;
 
 /// The records' bytes of a batch compressed with `codec`: in place when
 /// uncompressed, else inflated into a buffer of their own of at most
-/// [`INFLATED_MOST`] bytes.
-fn decompress(codec: i16, records: Bytes) -> Result<Bytes, String> {
+/// `most` bytes.
+fn decompress(codec: i16, records: Bytes, most: usize) -> Result<Bytes, String> {
     if codec == 0 {
         return Ok(records);
     }
-    crate::wire::inflate::inflate(codec, &records, INFLATED_MOST).map(Bytes::from).map_err(|e| e.to_string())
+    crate::wire::inflate::inflate(codec, &records, most).map(Bytes::from).map_err(|e| e.to_string())
 }
 
 impl BatchCursor {
@@ -424,8 +436,10 @@ mod tests {
 
     #[test]
     fn a_batch_that_inflates_past_the_most_is_corrupt_and_the_next_is_read() {
-        // One value of zeros just past the most: a few kilobytes of zstd.
-        let zeros = Bytes::from(vec![0u8; INFLATED_MOST + 1]);
+        // One value of zeros just past the most (4 MiB here, as a test's
+        // walk is set to): a few kilobytes of zstd.
+        let most = 4 << 20;
+        let zeros = Bytes::from(vec![0u8; most + 1]);
         let record = Record {
             transactional: false,
             control: false,
@@ -444,12 +458,12 @@ mod tests {
         let mut bomb = BytesMut::new();
         let options = RecordEncodeOptions { version: 2, compression: Compression::Zstd };
         RecordBatchEncoder::encode(&mut bomb, &[record], &options).expect("encode");
-        assert!(bomb.len() < 64 * 1024, "{} bytes", bomb.len());
+        assert!(bomb.len() < 4 * 1024, "{} bytes", bomb.len());
         let bytes = join(&[bomb.freeze(), batch(&[(1, Some(b"b"))], Compression::Zstd, None)]);
-        let mut walk = PartitionRecords::new(bytes, 0, false, vec![]);
+        let mut walk = PartitionRecords { inflated_most: most, ..PartitionRecords::new(bytes, 0, false, vec![]) };
         let e = walk.next_record().expect_err("too large");
         assert_eq!(e.offset, 0);
-        assert!(e.what.contains("inflate past 67108864"), "{e}");
+        assert!(e.what.contains("inflate past 4194304"), "{e}");
         let next = walk.next_record().expect("the next batch").expect("a record");
         assert_eq!(next.offset, 1);
     }

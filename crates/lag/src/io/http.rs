@@ -206,11 +206,13 @@ const TEXT_FORMAT: &str = "text/plain; version=0.0.4; charset=utf-8";
 const RENDER_AT_MOST_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// One `/metrics` route's last render, and the one render in progress:
-/// concurrent scrapes wait for it and share it.
+/// concurrent scrapes wait for it and share it. A render runs to its end
+/// and is kept even when the scrape that asked for it goes away, so that
+/// scrapers that give up and ask again do not pile renders up.
 #[derive(Default)]
 pub(crate) struct RenderCache {
     /// When, and the text (shared by every answer: no copy per scrape).
-    last: tokio::sync::Mutex<Option<(std::time::Instant, axum::body::Bytes)>>,
+    last: Arc<tokio::sync::Mutex<Option<(std::time::Instant, axum::body::Bytes)>>>,
 }
 
 impl RenderCache {
@@ -218,19 +220,24 @@ impl RenderCache {
     /// render (off the async workers: it takes tens of milliseconds at
     /// 100,000 series).
     async fn text(&self, render: impl FnOnce() -> Result<String, std::fmt::Error> + Send + 'static) -> Response {
-        let mut last = self.last.lock().await;
+        let mut last = Arc::clone(&self.last).lock_owned().await;
         if let Some((at, text)) = last.as_ref()
             && at.elapsed() < RENDER_AT_MOST_EVERY
         {
             return ([(header::CONTENT_TYPE, TEXT_FORMAT)], text.clone()).into_response();
         }
-        match tokio::task::spawn_blocking(render).await {
-            Ok(Ok(text)) => {
-                let text = axum::body::Bytes::from(text);
-                *last = Some((std::time::Instant::now(), text.clone()));
-                ([(header::CONTENT_TYPE, TEXT_FORMAT)], text).into_response()
-            }
-            Ok(Err(_)) | Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "rendering metrics failed\n").into_response(),
+        // Its own task, holding the lock until the render is kept.
+        let rendering = tokio::spawn(async move {
+            let text = match tokio::task::spawn_blocking(render).await {
+                Ok(Ok(text)) => axum::body::Bytes::from(text),
+                Ok(Err(_)) | Err(_) => return None,
+            };
+            *last = Some((std::time::Instant::now(), text.clone()));
+            Some(text)
+        });
+        match rendering.await {
+            Ok(Some(text)) => ([(header::CONTENT_TYPE, TEXT_FORMAT)], text).into_response(),
+            Ok(None) | Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "rendering metrics failed\n").into_response(),
         }
     }
 }

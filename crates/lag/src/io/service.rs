@@ -323,10 +323,7 @@ fn start(options: ServeOptions, stop: &Arc<AtomicBool>) -> Result<(http::AppStat
     let mut settings = options.monitor.clone();
     settings.every_topic_watermarks |= options.profile == crate::Profile::KafkaExporter;
     let monitor = Arc::new(Monitor::with_stale_after(settings, options.stale_after()));
-    if options.kafka.reader == kshard_kafka::ReaderKind::Librdkafka {
-        // It stops before a trailing transaction marker: one offset short at rest.
-        monitor.set_read_slack(1);
-    }
+    monitor.watch_stalls(options.kafka.reads_with_own_client());
     let timings = Arc::new(SelfTimings::default());
     let member = crate::LocalMember::default();
     // Shown for three intervals: one slow or failed answer does not drop the series.

@@ -403,10 +403,10 @@ impl Monitor {
         refreshed.offsets_topic_ends = ends;
     }
 
-    /// The offsets a reader of the offsets topic never delivers at rest (1
-    /// for librdkafka's, which stops before a trailing transaction marker).
-    pub(crate) fn set_read_slack(&self, slack: i64) {
-        lock(&self.readiness).set_read_slack(slack);
+    /// Whether stalled readers of the offsets topic hold `/ready` (only
+    /// when kshard's own client reads: see `Readiness::watch_stalls`).
+    pub(crate) fn watch_stalls(&self, watch: bool) {
+        lock(&self.readiness).watch_stalls(watch);
     }
 
     /// The latest watermarks.

@@ -135,8 +135,11 @@ pub(crate) struct Readiness {
     /// Why `__share_group_state` is not read, when kshard may not.
     share_unreadable: Option<String>,
     health: Health,
-    /// Whether the offsets topic's readers move while records wait.
-    stalls: Stalls,
+    /// Whether the offsets topic's readers move while records wait; `None`
+    /// when the reader cannot be held to the high watermark (librdkafka's
+    /// reads committed records only: an open transaction holds it back
+    /// for as long as the transaction lasts).
+    stalls: Option<Stalls>,
     /// The staleness limit, which a stalled reader is held to as well.
     stale_after: Duration,
     /// A refresh that began after catching up has completed (latched).
@@ -152,18 +155,17 @@ impl Readiness {
             share: None,
             share_unreadable: None,
             health: Health::new(stale_after),
-            stalls: Stalls::new(0),
+            stalls: Some(Stalls::default()),
             stale_after,
             fresh_watermarks: false,
             waiting: None,
         }
     }
 
-    /// The offsets a reader of the offsets topic never delivers at rest:
-    /// 1 for librdkafka's (it stops before a trailing transaction marker),
-    /// 0 for kshard's (the default).
-    pub(crate) fn set_read_slack(&mut self, slack: i64) {
-        self.stalls = Stalls::new(slack);
+    /// Whether stalled readers are watched: only when partitions are read
+    /// with kshard's own client, which reads past open transactions.
+    pub(crate) fn watch_stalls(&mut self, watch: bool) {
+        self.stalls = watch.then(Stalls::default);
     }
 
     /// Takes one event.
@@ -207,7 +209,11 @@ impl Readiness {
             Event::WorkerRunning(worker) => self.health.worker_running(worker),
             Event::Hold { key, why, grace, at } => self.health.hold(&key, why, grace, at),
             Event::Release(key) => self.health.release(&key),
-            Event::Observed { at, ends, positions } => self.stalls.observe(at, &ends, &positions),
+            Event::Observed { at, ends, positions } => {
+                if let Some(stalls) = &mut self.stalls {
+                    stalls.observe(at, &ends, &positions);
+                }
+            }
         }
     }
 
@@ -273,7 +279,7 @@ impl Readiness {
     /// The offsets topic's partitions whose reader has stalled, in words:
     /// which, where, and since when.
     fn stalled(&self, now: Instant) -> Option<String> {
-        let stalled = self.stalls.stalled(now, self.stale_after);
+        let stalled = self.stalls.as_ref()?.stalled(now, self.stale_after);
         if stalled.is_empty() {
             return None;
         }

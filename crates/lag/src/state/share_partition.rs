@@ -34,7 +34,7 @@ pub struct Run {
 
 impl Run {
     fn len(&self) -> u64 {
-        (self.last - self.first + 1).max(0) as u64
+        self.last.saturating_sub(self.first).saturating_add(1).max(0) as u64
     }
 
     fn from_batch(b: &StateBatch) -> Self {
@@ -127,7 +127,9 @@ impl SharePartition {
         if self.delivery_complete_count >= 0 {
             return i64::from(self.delivery_complete_count);
         }
-        self.runs.iter().filter(|r| r.is_complete()).map(|r| r.len() as i64).sum()
+        crate::watermarks::total(
+            self.runs.iter().filter(|r| r.is_complete()).map(|r| r.len().min(i64::MAX as u64) as i64),
+        )
     }
 
     /// Kafka's lag for a partition that ends at `end` (its high watermark);
@@ -136,7 +138,7 @@ impl SharePartition {
         if let Some(reported) = self.reported_lag {
             return (self.start_offset >= 0 && reported >= 0).then_some(reported);
         }
-        (self.start_offset >= 0).then(|| end - self.start_offset - self.complete())
+        (self.start_offset >= 0).then(|| end.saturating_sub(self.start_offset).saturating_sub(self.complete()))
     }
 
     /// A share-partition as DescribeShareGroupOffsets reported it: its start

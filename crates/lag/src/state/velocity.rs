@@ -27,12 +27,14 @@ impl Velocity {
         let mut it = commits.into_iter();
         let first = it.next()?;
         let last = it.last()?;
-        let window_s = (last.timestamp_ms - first.timestamp_ms) as f64 / 1000.0;
+        // Offsets and times are a client's: computed without overflow.
+        let window_s = last.timestamp_ms.saturating_sub(first.timestamp_ms) as f64 / 1000.0;
         if window_s < 1.0 {
             return None;
         }
-        let consumed = (last.offset - first.offset).max(0) as f64;
-        let produced = ((last.offset + last.lag) - (first.offset + first.lag)).max(0) as f64;
+        let consumed = last.offset.saturating_sub(first.offset).max(0) as f64;
+        let (end_last, end_first) = (last.offset.saturating_add(last.lag), first.offset.saturating_add(first.lag));
+        let produced = end_last.saturating_sub(end_first).max(0) as f64;
         Some(Velocity { window_s, consumed_per_s: consumed / window_s, produced_per_s: produced / window_s })
     }
 

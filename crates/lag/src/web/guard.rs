@@ -10,10 +10,12 @@
 //!
 //! bcrypt is slow on purpose (about 70 ms at cost 10, 280 at 12), so a
 //! checked user, hash and password is remembered (the most recently used
-//! [`CACHE_LIMIT`]), and at most [`MOST_CHECKS`] checks run at once, off
-//! the async workers: a request that would need one more is answered 503
-//! at once, so a flood of new passwords costs two cores' worth of bcrypt
-//! at most and never holds connections waiting. An unknown user is
+//! [`CACHE_LIMIT`]), at most [`MOST_CHECKS`] checks run at once, off the
+//! async workers, and a client address may start ten checks at once and
+//! five a second: a request past either is answered 503 (after a
+//! second's wait for a permit at most), so a flood of guessed passwords
+//! costs two cores' worth of bcrypt at most, holds no connection long, and
+//! leaves other clients' first checks their turn. An unknown user is
 //! checked against the hash of the configured user whose cost is highest,
 //! so timing does not tell which users exist.
 
@@ -41,6 +43,13 @@ const CLIENTS_LIMIT: usize = 4096;
 /// bcrypt checks running at once.
 const MOST_CHECKS: usize = 2;
 
+/// bcrypt checks one client address may start: ten at once, five a second.
+const CHECKS_PER_CLIENT: super::config::RateLimit =
+    super::config::RateLimit { interval: std::time::Duration::from_millis(200), burst: 10 };
+
+/// How long a check waits for a permit before the request is answered 503.
+const CHECK_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// What the guard keeps between requests.
 #[derive(Debug)]
 pub(crate) struct GuardState {
@@ -50,6 +59,8 @@ pub(crate) struct GuardState {
     checked: Mutex<LruCache<[u8; 32], bool>>,
     /// Permits for bcrypt checks.
     checks: Arc<tokio::sync::Semaphore>,
+    /// Each client address's bucket of bcrypt checks.
+    checks_per_client: Mutex<LruCache<IpAddr, TokenBucket>>,
 }
 
 impl Default for GuardState {
@@ -59,6 +70,7 @@ impl Default for GuardState {
             buckets: Mutex::new(LruCache::new(size(CLIENTS_LIMIT))),
             checked: Mutex::new(LruCache::new(size(CACHE_LIMIT))),
             checks: Arc::new(tokio::sync::Semaphore::new(MOST_CHECKS)),
+            checks_per_client: Mutex::new(LruCache::new(size(CLIENTS_LIMIT))),
         }
     }
 }
@@ -74,11 +86,16 @@ pub(crate) async fn guard(State(web): State<Arc<WebConfigFile>>, request: Reques
         let body = "the web configuration turned TLS on or off; restart to apply it\n";
         return with_headers(&config, (StatusCode::INTERNAL_SERVER_ERROR, body).into_response());
     }
+    // The client's address; one bucket for all when it is not known.
+    let client = request
+        .extensions()
+        .get::<ConnectInfo<std::net::SocketAddr>>()
+        .map_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), |c| c.0.ip());
     if !config.users.is_empty() {
         let Some((user, password)) = credentials(request.headers()) else {
             return with_headers(&config, unauthorized());
         };
-        match authenticated(&web, &config, user.clone(), password).await {
+        match authenticated(&web, &config, client, user.clone(), password).await {
             Checked::Yes => {}
             Checked::No => {
                 tracing::warn!(user = %user, path = %request.uri().path(), "basic authentication refused");
@@ -92,11 +109,6 @@ pub(crate) async fn guard(State(web): State<Arc<WebConfigFile>>, request: Reques
         }
     }
     if let Some(limit) = config.rate_limit {
-        // The client's address; one bucket for all when it is not known.
-        let client = request
-            .extensions()
-            .get::<ConnectInfo<std::net::SocketAddr>>()
-            .map_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), |c| c.0.ip());
         let allowed = {
             let mut buckets = web.guard.buckets.lock().unwrap_or_else(PoisonError::into_inner);
             buckets.get_or_insert_mut(client, TokenBucket::new).allow(limit, Instant::now())
@@ -146,7 +158,13 @@ pub(crate) fn credentials(headers: &axum::http::HeaderMap) -> Option<(String, St
     Some((user.to_owned(), password.to_owned()))
 }
 
-async fn authenticated(web: &Arc<WebConfigFile>, config: &WebConfig, user: String, password: String) -> Checked {
+async fn authenticated(
+    web: &Arc<WebConfigFile>,
+    config: &WebConfig,
+    client: IpAddr,
+    user: String,
+    password: String,
+) -> Checked {
     let known = config.users.get(&user);
     let Some(hash) = known.or_else(|| costliest(config)).map(|h| h.trim().to_owned()) else {
         return Checked::No;
@@ -163,7 +181,18 @@ async fn authenticated(web: &Arc<WebConfigFile>, config: &WebConfig, user: Strin
     let matched = match cached {
         Some(matched) => matched,
         None => {
-            let Ok(permit) = Arc::clone(&web.guard.checks).try_acquire_owned() else { return Checked::Busy };
+            // Checks not answered from the cache cost bcrypt: a client may
+            // ask for a few a second, so that one guessing passwords cannot
+            // hold the permits every other client's first check needs.
+            let allowed = {
+                let mut buckets = web.guard.checks_per_client.lock().unwrap_or_else(PoisonError::into_inner);
+                buckets.get_or_insert_mut(client, TokenBucket::new).allow(CHECKS_PER_CLIENT, Instant::now())
+            };
+            if !allowed {
+                return Checked::Busy;
+            }
+            let permit = Arc::clone(&web.guard.checks).acquire_owned();
+            let Ok(Ok(permit)) = tokio::time::timeout(CHECK_WAIT, permit).await else { return Checked::Busy };
             let verified = tokio::task::spawn_blocking(move || {
                 let verified = bcrypt::verify(password, &hash).unwrap_or(false);
                 drop(permit);

@@ -163,6 +163,12 @@ pub fn ensure_log_topic(
         if !wrong.is_empty() {
             return Err(LogTopicError::Misconfigured(wrong));
         }
+        for small in crate::recovery_log::topic::sizes_that_do_not_fit(name, &found) {
+            tracing::warn!(
+                topic = name,
+                "{small}: records that large will be refused (raise it with kafka-configs --alter --add-config)"
+            );
+        }
     }
     Ok(created)
 }
