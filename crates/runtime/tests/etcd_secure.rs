@@ -53,3 +53,29 @@ async fn wrong_credentials_and_plain_connections_are_refused_saying_why() {
     let e = EtcdKeyspace::connect_with(&endpoints, &half).await.expect_err("a certificate without its key");
     assert!(e.to_string().contains("etcd_cert_file"), "{e}");
 }
+
+/// A keyspace over TLS as a user goes on through an etcd restart. (It would
+/// log in again by itself where etcd refused its token, as a JWT past its
+/// TTL is; etcd 3.4 here took the token back after the restart, so no new
+/// login was needed: `relogins` says how many were made.)
+#[tokio::test]
+#[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
+async fn the_keyspace_goes_on_through_an_etcd_restart() {
+    let (etcd, secure) = Etcd::start_secure();
+    let endpoints = [etcd.endpoint().to_owned()];
+    let ks = EtcdKeyspace::connect_with(&endpoints, &access(&secure)).await.expect("connects");
+    let put = |k: &str| Txn::ops(vec![Op::Put { key: format!("/kshard/restart/{k}"), value: vec![1], lease: None }]);
+    ks.txn(put("before")).await.expect("writes");
+    etcd.kill();
+    etcd.resume();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        match ks.txn(put("after")).await {
+            Ok(_) => break,
+            Err(e) => assert!(tokio::time::Instant::now() < deadline, "never wrote again after the restart: {e}"),
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    eprintln!("logins made again after the restart: {}", ks.relogins());
+    assert_eq!(ks.get_prefix("/kshard/restart/").await.expect("reads").kvs.len(), 2);
+}

@@ -19,7 +19,57 @@ use super::{
 /// The keyspace on an etcd cluster.
 #[derive(Clone)]
 pub struct EtcdKeyspace {
-    client: Client,
+    connection: std::sync::Arc<Connection>,
+}
+
+/// The client, and what to make a new one from when etcd forgets the
+/// user's token (an etcd restart loses simple tokens; JWTs expire):
+/// etcd-client logs in once, when it connects.
+struct Connection {
+    client: std::sync::RwLock<Client>,
+    endpoints: Vec<String>,
+    access: EtcdAccess,
+    /// Logins made again, for the tests and the log.
+    logins: std::sync::atomic::AtomicU64,
+}
+
+/// Whether etcd refused a call for its token: log in again and retry.
+fn token_lost(e: &etcd_client::Error) -> bool {
+    let text = e.to_string();
+    text.contains("invalid auth token") || text.contains("user name is empty")
+}
+
+impl EtcdKeyspace {
+    /// The client now.
+    fn client(&self) -> Client {
+        self.connection.client.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// When `e` says the token was lost and the keyspace has a user: a new
+    /// client, logged in again (true: retry the call with it).
+    async fn relogin(&self, e: &etcd_client::Error) -> bool {
+        if !token_lost(e) || self.connection.access.user.is_none() {
+            return false;
+        }
+        let Ok(options) = self.connection.access.options(&self.connection.endpoints) else { return false };
+        match Client::connect(&self.connection.endpoints, Some(options)).await {
+            Ok(client) => {
+                *self.connection.client.write().unwrap_or_else(std::sync::PoisonError::into_inner) = client;
+                let n = self.connection.logins.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                tracing::info!(logins = n, "etcd forgot the user's token: logged in again");
+                true
+            }
+            Err(error) => {
+                tracing::warn!(%error, "logging in to etcd again");
+                false
+            }
+        }
+    }
+
+    /// How many times the keyspace logged in again (see [`EtcdAccess`]).
+    pub fn relogins(&self) -> u64 {
+        self.connection.logins.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 impl std::fmt::Debug for EtcdKeyspace {
@@ -172,14 +222,35 @@ impl EtcdKeyspace {
                 unavailable(e)
             }
         })?;
-        Ok(EtcdKeyspace { client })
+        let connection = Connection {
+            client: std::sync::RwLock::new(client),
+            endpoints: endpoints.to_vec(),
+            access: access.clone(),
+            logins: std::sync::atomic::AtomicU64::new(0),
+        };
+        Ok(EtcdKeyspace { connection: std::sync::Arc::new(connection) })
     }
+}
+
+/// A call on the keyspace's client, made again once with a new client when
+/// etcd had forgotten the user's token.
+macro_rules! with_client {
+    ($ks:expr, |$client:ident| $call:expr) => {{
+        let mut $client = $ks.client();
+        match $call.await {
+            Err(e) if $ks.relogin(&e).await => {
+                let mut $client = $ks.client();
+                $call.await
+            }
+            result => result,
+        }
+    }};
 }
 
 impl Keyspace for EtcdKeyspace {
     async fn get_prefix(&self, prefix: &str) -> Result<Snapshot> {
-        let mut client = self.client.clone();
-        let resp = client.get(prefix, Some(GetOptions::new().with_prefix())).await.map_err(unavailable)?;
+        let resp = with_client!(self, |client| client.get(prefix, Some(GetOptions::new().with_prefix())))
+            .map_err(unavailable)?;
         let revision = resp.header().map_or(0, |h| h.revision());
         Ok(Snapshot { kvs: resp.kvs().iter().map(key_value).collect(), revision })
     }
@@ -207,8 +278,7 @@ impl Keyspace for EtcdKeyspace {
             })
             .collect();
         let request = etcd_client::Txn::new().when(compares).and_then(ops(txn.success)).or_else(ops(txn.failure));
-        let mut client = self.client.clone();
-        match client.txn(request).await {
+        match with_client!(self, |client| client.txn(request.clone())) {
             Ok(resp) => {
                 Ok(TxnResponse { succeeded: resp.succeeded(), revision: resp.header().map_or(0, |h| h.revision()) })
             }
@@ -219,16 +289,14 @@ impl Keyspace for EtcdKeyspace {
 
     async fn grant(&self, ttl: Duration) -> Result<LeaseId> {
         let seconds = i64::try_from(ttl.as_secs().max(1)).unwrap_or(i64::MAX);
-        let mut client = self.client.clone();
-        Ok(client.lease_grant(seconds, None).await.map_err(unavailable)?.id())
+        Ok(with_client!(self, |client| client.lease_grant(seconds, None)).map_err(unavailable)?.id())
     }
 
     async fn keep_alive(&self, lease: LeaseId) -> Result<()> {
         let error = |e: etcd_client::Error| {
             if lease_missing(&e) { KeyspaceError::LeaseNotFound(lease) } else { unavailable(e) }
         };
-        let mut client = self.client.clone();
-        let (mut keeper, mut stream) = client.lease_keep_alive(lease).await.map_err(error)?;
+        let (mut keeper, mut stream) = with_client!(self, |client| client.lease_keep_alive(lease)).map_err(error)?;
         keeper.keep_alive().await.map_err(error)?;
         match stream.message().await.map_err(error)? {
             Some(resp) if resp.ttl() > 0 => Ok(()),
@@ -238,8 +306,7 @@ impl Keyspace for EtcdKeyspace {
     }
 
     async fn revoke(&self, lease: LeaseId) -> Result<()> {
-        let mut client = self.client.clone();
-        match client.lease_revoke(lease).await {
+        match with_client!(self, |client| client.lease_revoke(lease)) {
             Ok(_) => Ok(()),
             Err(e) if lease_missing(&e) => Err(KeyspaceError::LeaseNotFound(lease)),
             Err(e) => Err(unavailable(e)),
@@ -248,19 +315,18 @@ impl Keyspace for EtcdKeyspace {
 
     async fn watch(&self, prefix: &str, from_revision: i64) -> Result<WatchStream> {
         let (tx, rx) = mpsc::unbounded_channel();
-        let client = self.client.clone();
         let prefix = prefix.to_owned();
         // The first watch is made here, so that its errors reach the caller.
-        let first = start_watch(&client, &prefix, from_revision).await?;
-        tokio::spawn(follow(client, prefix, from_revision, first, tx));
+        let first = start_watch(self, &prefix, from_revision).await?;
+        tokio::spawn(follow(self.clone(), prefix, from_revision, first, tx));
         Ok(rx)
     }
 }
 
-async fn start_watch(client: &Client, prefix: &str, from: i64) -> Result<etcd_client::WatchStream> {
-    let mut client = client.clone();
+async fn start_watch(ks: &EtcdKeyspace, prefix: &str, from: i64) -> Result<etcd_client::WatchStream> {
     let options = WatchOptions::new().with_prefix().with_start_revision(from.max(1));
-    let (_watcher, stream) = client.watch(prefix, Some(options)).await.map_err(unavailable)?;
+    let (_watcher, stream) =
+        with_client!(ks, |client| client.watch(prefix, Some(options.clone()))).map_err(unavailable)?;
     Ok(stream)
 }
 
@@ -270,7 +336,7 @@ async fn start_watch(client: &Client, prefix: &str, from: i64) -> Result<etcd_cl
 /// stream dropped, etcd forgets the watcher): waiting for the next event to
 /// notice left one watcher in etcd per watch ever made on a quiet cluster.
 async fn follow(
-    client: Client,
+    client: EtcdKeyspace,
     prefix: String,
     mut next: i64,
     mut stream: etcd_client::WatchStream,
@@ -325,7 +391,7 @@ async fn follow(
 /// Watches again from `next`, retrying with a backoff up to 5 s while etcd is
 /// away; `None` when the receiver is gone.
 async fn reconnect(
-    client: &Client,
+    client: &EtcdKeyspace,
     prefix: &str,
     next: i64,
     tx: &mpsc::UnboundedSender<Result<WatchEvent>>,
