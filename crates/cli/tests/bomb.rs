@@ -94,18 +94,7 @@ fn a_batch_inflating_to_4_gib_committed_into_keeps_memory_and_other_lag() {
             .expect("kshard serve starts"),
     );
     let deadline = Instant::now() + Duration::from_secs(120);
-    let addr = loop {
-        let text = std::fs::read_to_string(&log_path).unwrap_or_default();
-        if let Some(a) = text
-            .lines()
-            .find(|l| l.contains("serving /metrics"))
-            .and_then(|l| l.split_whitespace().find_map(|w| w.strip_prefix("addr=")))
-        {
-            break a.to_owned();
-        }
-        assert!(Instant::now() < deadline, "no address: {}", log_path.display());
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let addr = kshard_testkit::serve_address_in_log(&log_path, deadline);
     // The time of the record the first group committed at is read (its
     // header comes before its 1 GiB value); the second one's lies past 4 GiB:
     // not read (estimated), never inflated whole.

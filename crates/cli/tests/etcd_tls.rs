@@ -60,18 +60,7 @@ fn serve_shares_its_shards_through_an_etcd_with_tls_and_a_user() {
             .expect("kshard serve starts"),
     );
     let deadline = Instant::now() + Duration::from_secs(120);
-    let addr = loop {
-        let text = std::fs::read_to_string(&log_path).unwrap_or_default();
-        if let Some(addr) = text
-            .lines()
-            .find(|l| l.contains("serving /metrics"))
-            .and_then(|l| l.split_whitespace().find_map(|w| w.strip_prefix("addr=")))
-        {
-            break addr.to_owned();
-        }
-        assert!(Instant::now() < deadline, "no address in {}", log_path.display());
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let addr = kshard_testkit::serve_address_in_log(&log_path, deadline);
     loop {
         if let Ok((200, _)) = http_get(&addr, "/ready") {
             break;

@@ -534,3 +534,21 @@ pub fn parse_metrics(text: &str) -> BTreeMap<String, f64> {
         })
         .collect()
 }
+
+/// The address a `kshard serve` says it listens on, read from its log at
+/// `log` (the line `serving /metrics … addr=HOST:PORT`), once it is there;
+/// fails at `deadline`.
+pub fn serve_address_in_log(log: &std::path::Path, deadline: std::time::Instant) -> String {
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if let Some(addr) = text
+            .lines()
+            .find(|l| l.contains("serving /metrics"))
+            .and_then(|l| l.split_whitespace().find_map(|w| w.strip_prefix("addr=")))
+        {
+            return addr.to_owned();
+        }
+        assert!(std::time::Instant::now() < deadline, "no address in {}", log.display());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
