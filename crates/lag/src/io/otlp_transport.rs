@@ -156,6 +156,18 @@ impl Transport {
                     let value = v.parse().map_err(|e| invalid("headers", format!("{k}'s value: {e}")))?;
                     metadata.insert(key, value);
                 }
+                // With TLS of our own (OpenSSL, below), tonic is given the
+                // URI as http://: tonic built with TLS (etcd-client asks for
+                // its rustls) would otherwise refuse an https:// URI without
+                // its own TLS settings, or wrap ours in a second session.
+                let uri = match &connector {
+                    Some(_) => {
+                        let mut parts = uri.into_parts();
+                        parts.scheme = Some(hyper::http::uri::Scheme::HTTP);
+                        Uri::from_parts(parts).map_err(|e| invalid("endpoint", format!("{endpoint:?}: {e}")))?
+                    }
+                    None => uri,
+                };
                 let endpoint = Endpoint::from(uri).connect_timeout(timeout).timeout(timeout);
                 let channel = match connector {
                     None => endpoint.connect_lazy(),
