@@ -47,7 +47,6 @@ pub use librdkafka::groups::{FetchedOffsets, GroupDescription, GroupListing, Mem
 pub use librdkafka::timestamps::{RecordTime, TimesRead, TimestampReader};
 pub use librdkafka::writer::{Delivery, RecordWriter};
 pub use reader::{Isolation, PartitionReader, ReadEvent, ReadRecord};
-pub use retry::{Retry, retriable_code};
 pub use security::{Mechanism, Protocol, Sasl, Security, Tls};
 pub use topic_partition::{TopicPartition, TopicPartitionOffset};
 pub use traffic::{Traffic, TrafficTotals};

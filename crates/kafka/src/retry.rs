@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 
 /// Whether Kafka's error `code` (as numbered in its protocol) is retriable:
 /// its exception extends `RetriableException` in Kafka's `Errors.java`.
-pub fn retriable_code(code: i16) -> bool {
+pub(crate) fn retriable_code(code: i16) -> bool {
     matches!(
         code,
         2   // CORRUPT_MESSAGE
@@ -81,14 +81,14 @@ pub(crate) fn retriable_rdkafka(code: Code) -> bool {
 
 /// The waits between tries: 50 ms, doubled each time, at most 1 s.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Retry {
+pub(crate) struct Retry {
     /// Tries made so far.
     tries: u32,
 }
 
 impl Retry {
     /// How long to wait before the next try; counts the try.
-    pub fn next_wait(&mut self) -> Duration {
+    pub(crate) fn next_wait(&mut self) -> Duration {
         let wait = Duration::from_millis(50).saturating_mul(1 << self.tries.min(5)).min(Duration::from_secs(1));
         self.tries = self.tries.saturating_add(1);
         wait

@@ -260,6 +260,16 @@ answer!(DescribeLogDirsResponse, DescribeLogDirs, 4 => &[
     TAGS,
 ]);
 
+/// An answer's body (after its response header) checked against `A`'s
+/// shape at `version`, then decoded by the crate: what
+/// [`crate::wire::broker_link::BrokerLink::call`] reads, and the fuzz
+/// targets drive. An error says which field did not fit, or the crate's.
+pub(crate) fn decode<A: Answer>(mut body: bytes::Bytes, version: i16) -> Result<A, String> {
+    let shape = A::shape(version).ok_or("a version kshard does not read")?;
+    check(&body, shape).map_err(|e| e.to_string())?;
+    A::decode(&mut body, version).map_err(|e| e.to_string())
+}
+
 /// A frame that does not fit its shape: which field, and how.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("field {field}: {error}")]

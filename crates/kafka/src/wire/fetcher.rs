@@ -63,7 +63,7 @@ const PARTITION_MAX_BYTES: i32 = 1024 * 1024;
 /// go past 100 MiB. Asked only of a partition whose next batch says it is
 /// that large, and read into a buffer of its size; a batch past this can
 /// never be read, and its readers hear why.
-pub(crate) const PARTITION_MOST_BYTES: i32 = 128 * 1024 * 1024;
+const PARTITION_MOST_BYTES: i32 = 128 * 1024 * 1024;
 /// A broker that does not answer within this (beyond the long poll) is
 /// taken as failed: its connection is closed and made again.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
