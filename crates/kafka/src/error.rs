@@ -43,6 +43,24 @@ pub enum Error {
         /// What is wrong, naming the offset.
         what: String,
     },
+    /// The reader's position is past the partition's end: the log was
+    /// truncated (an unclean leader election) or the topic made again. What
+    /// was read of the partition may hold records its log no longer has; the
+    /// reader reads on from the log's start, and whoever keeps state built
+    /// from it must drop that state.
+    #[error(
+        "reading {topic}/{partition}: offset {offset} is past the log's end (truncated, or the topic made again); reading again from its start, {log_start}"
+    )]
+    Truncated {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
+        /// The position the reader had.
+        offset: i64,
+        /// The log's start, where reading goes on.
+        log_start: i64,
+    },
 }
 
 impl Error {
@@ -55,7 +73,7 @@ impl Error {
             Error::Refused { message, .. } => {
                 return message.contains("Authorization") || message.contains("AUTHORIZATION_FAILED");
             }
-            Error::CorruptBatch { .. } => return false,
+            Error::CorruptBatch { .. } | Error::Truncated { .. } => return false,
         };
         matches!(
             code,

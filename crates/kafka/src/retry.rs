@@ -126,7 +126,7 @@ impl Error {
         match self {
             Error::Client { .. } => false,
             Error::Call { source, .. } => source.rdkafka_error_code().is_some_and(retriable_rdkafka),
-            Error::Refused { .. } | Error::CorruptBatch { .. } => false,
+            Error::Refused { .. } | Error::CorruptBatch { .. } | Error::Truncated { .. } => false,
         }
     }
 }

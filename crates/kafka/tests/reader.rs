@@ -8,7 +8,8 @@
 //! and handing out the markers),
 //! reading from the earliest offset, from an offset inside a batch and from
 //! one that was deleted or lies past the end (the log's start, as
-//! `auto.offset.reset=earliest`),
+//! `auto.offset.reset=earliest`; past the end, kshard's reader first says the
+//! log was truncated under it),
 //! partitions added while reading, over TLS and SASL, across a broker
 //! that is killed and started again (kshard's reader), and compacted batches. kshard's reader shares one connection
 //! per broker among every reader made from the same settings. Every read
@@ -281,8 +282,25 @@ fn deleted_offsets_added_partitions_and_one_connection() {
         assert_eq!(back.records.iter().filter(|r| r.0 == 2).count(), 20, "{kind:?}");
         // Past the end (a topic created again under a reader, say): out of
         // range, so from the log's start, also while another reader of the
-        // same partition is at its end.
+        // same partition is at its end. kshard's reader first says the log
+        // was truncated under it (what it built from the partition is to be
+        // dropped); a deleted offset (above) is no such error.
         let beyond = PartitionReader::new(&s, &topic, &[(1, Some(500))]).expect("reader");
+        if kind == ReaderKind::Kshard {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            let told = loop {
+                assert!(Instant::now() < deadline, "no word of the truncation in 60 s");
+                match beyond.poll(Duration::from_millis(500)) {
+                    Err(e) => break e,
+                    Ok(ReadEvent::Idle) => {}
+                    Ok(other) => panic!("{other:?} before the truncation was told"),
+                }
+            };
+            assert!(
+                matches!(told, kshard_kafka::Error::Truncated { partition: 1, offset: 500, log_start: 0, .. }),
+                "{told}"
+            );
+        }
         let back = read_to_end(&beyond, &[1], 20);
         assert_eq!(back.records.iter().map(|r| r.1).collect::<Vec<_>>(), (0..20).collect::<Vec<_>>(), "{kind:?}");
         drop(beyond);

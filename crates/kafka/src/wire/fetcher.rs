@@ -93,6 +93,17 @@ enum Next {
     Earliest,
     /// This offset.
     At(i64),
+    /// The log's start, to be asked for, because this offset was out of
+    /// range: below the start, it was deleted unread; otherwise the log was
+    /// truncated under the reader, who is told.
+    Lost(i64),
+}
+
+impl Next {
+    /// Waits for the log's start.
+    fn wants_start(self) -> bool {
+        matches!(self, Next::Earliest | Next::Lost(_))
+    }
 }
 
 /// What a reader is handed.
@@ -692,13 +703,13 @@ fn plan(state: &State, broker: i32) -> Plan {
         if p.not_before.is_some_and(|t| now < t) {
             continue;
         }
-        if p.readings.iter().any(|r| r.next == Next::Earliest) {
+        if p.readings.iter().any(|r| r.next.wants_start()) {
             plan.earliest.push(key.clone());
             continue;
         }
         let positions = p.readings.iter().filter(|r| !r.sink.full()).filter_map(|r| match r.next {
             Next::At(o) => Some(o),
-            Next::Earliest => None,
+            Next::Earliest | Next::Lost(_) => None,
         });
         // The lowest position, unless a reader is past the high watermark
         // last heard: then its own, for the broker to say whether it is out
@@ -747,7 +758,10 @@ fn earliest(shared: &Shared, link: &mut BrokerLink, partitions: &[PartitionKey])
                 state.metadata_due |= LEADER_MOVED.contains(&a.error_code);
                 continue;
             }
-            for r in p.readings.iter_mut().filter(|r| r.next == Next::Earliest) {
+            for r in p.readings.iter_mut().filter(|r| r.next.wants_start()) {
+                if let Next::Lost(offset) = r.next {
+                    lost(&key, r, offset, a.offset);
+                }
                 r.next = Next::At(a.offset);
             }
         }
@@ -865,18 +879,7 @@ fn hand_out(shared: &Shared, frame: &Bytes, partitions: Vec<PartitionData<'_>>, 
         let Some(p) = state.partitions.get_mut(&key) else { continue };
         match part.error_code {
             0 => deliver(p, &key, &part, ask, shared.committed_only, share),
-            OFFSET_OUT_OF_RANGE => {
-                tracing::warn!(
-                    topic = part.topic,
-                    partition = part.partition,
-                    offset = ask.offset,
-                    "offset out of range (deleted, or the log was truncated): reading on from the log's start"
-                );
-                for r in p.readings.iter_mut().filter(|r| r.next == Next::At(ask.offset)) {
-                    r.next = Next::Earliest;
-                    r.told_end = false;
-                }
-            }
+            OFFSET_OUT_OF_RANGE => out_of_range(p, &key, ask.offset),
             code => {
                 moved |= LEADER_MOVED.contains(&code);
                 moved_or_refused(p, &key, code);
@@ -888,6 +891,49 @@ fn hand_out(shared: &Shared, frame: &Bytes, partitions: Vec<PartitionData<'_>>, 
     if moved {
         shared.changed.notify_all();
     }
+}
+
+/// OFFSET_OUT_OF_RANGE for the readers at `offset`: they read on from the
+/// log's start, once it is known (see [`lost`]). The answer does not say
+/// which end the offset is out of (the broker sends -1 for both).
+fn out_of_range(p: &mut Partition, key: &PartitionKey, offset: i64) {
+    tracing::debug!(topic = &*key.0, partition = key.1, offset, "offset out of range; asking for the log's start");
+    for r in p.readings.iter_mut().filter(|r| r.next == Next::At(offset)) {
+        r.next = Next::Lost(offset);
+        r.told_end = false;
+    }
+}
+
+/// A reader's position `offset` was out of range and the log now starts at
+/// `start`. Below it, retention deleted records the reader had not read yet:
+/// what it built is as good as it was. At or past it, the offset was past the
+/// log's end: the log was truncated (an unclean leader election) or the
+/// topic made again, and the reader hears it, to drop what it built from
+/// records the log no longer has.
+fn lost(key: &PartitionKey, r: &Reading, offset: i64, start: i64) {
+    if offset < start {
+        tracing::warn!(
+            topic = &*key.0,
+            partition = key.1,
+            offset,
+            log_start = start,
+            "records deleted before they were read: reading on from the log's start"
+        );
+        return;
+    }
+    tracing::warn!(
+        topic = &*key.0,
+        partition = key.1,
+        offset,
+        log_start = start,
+        "offset past the log's end (truncated, or the topic made again): reading again from its start"
+    );
+    r.sink.push(Delivery::Failed(Error::Truncated {
+        topic: key.0.to_string(),
+        partition: key.1,
+        offset,
+        log_start: start,
+    }));
 }
 
 /// A partition's answer without an error: its end and high watermark noted,

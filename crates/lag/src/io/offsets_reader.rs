@@ -300,6 +300,20 @@ impl OffsetsReader {
             warn!(partition, offset, error = %what, topic = %self.topic, "skipped a record batch that does not add up");
             return Ok(false);
         }
+        // The log was truncated under the reader, which reads it again from
+        // its start: what the unit holds may come from records the log no
+        // longer has.
+        if let kshard_kafka::Error::Truncated { partition, offset, log_start, .. } = &e {
+            warn!(
+                partition,
+                offset,
+                log_start,
+                topic = %self.topic,
+                "the log was truncated under the reader: dropping what was read of the partition and reading it again (not ready until done)"
+            );
+            self.monitor.rebuild(self.log, *partition, *offset, *log_start);
+            return Ok(false);
+        }
         let since = *liveness.failing_since.get_or_insert_with(Instant::now);
         if since.elapsed() > self.monitor.stale_after() {
             let seconds = since.elapsed().as_secs_f64();
@@ -381,6 +395,9 @@ mod tests {
         Fail(&'static str),
         /// A batch the reader skipped as corrupt: partition, offset.
         Corrupt(i32, i64),
+        /// The log was truncated under the reader: partition, its position,
+        /// the log's start.
+        Truncated(i32, i64, i64),
     }
 
     /// A reader that delivers a script, then stops the worker.
@@ -409,6 +426,14 @@ mod tests {
                         partition,
                         offset,
                         what: format!("the record batch at offset {offset}: CRC-32C 0badf00d, the batch says 12345678"),
+                    });
+                }
+                Some(Next::Truncated(partition, offset, log_start)) => {
+                    return Err(kshard_kafka::Error::Truncated {
+                        topic: "__consumer_offsets".into(),
+                        partition,
+                        offset,
+                        log_start,
                     });
                 }
                 None => {
@@ -459,8 +484,37 @@ mod tests {
     }
 
     fn commit(group: &str, offset: i64) -> Next {
-        let (key, value) = Record::offset_commit(group, "t", 0, Some(OffsetCommitValue::new(3, offset, 0))).encode();
+        commit_to(group, "t", offset)
+    }
+
+    fn commit_to(group: &str, topic: &str, offset: i64) -> Next {
+        let (key, value) = Record::offset_commit(group, topic, 0, Some(OffsetCommitValue::new(3, offset, 0))).encode();
         Next::Record(0, offset, key, value)
+    }
+
+    #[test]
+    fn a_log_truncated_under_the_reader_is_read_again_and_not_ready_until_then() {
+        let monitor = Arc::new(Monitor::new(MonitorSettings::default()));
+        monitor.track_partition(0, 0, 3);
+        monitor.start();
+        let (reader, stop) = reader(&monitor);
+        let script = VecDeque::from([commit("g", 0), commit("g", 1), commit("g", 2), Next::End(0, Some(3))]);
+        reader.read(&mut Scripted { script, stop: Arc::clone(&stop) }, [0].into()).expect("reads");
+        assert!(monitor.is_caught_up());
+        assert_eq!(monitor.committed_topics(), ["t"]);
+        // An unclean leader election left a log of one record (offset 0, of
+        // another group): g's commits are gone from the log, and from kshard.
+        stop.store(false, Ordering::Release);
+        let script = VecDeque::from([Next::Truncated(0, 3, 0), commit_to("h", "u", 0)]);
+        reader.read(&mut Scripted { script, stop: Arc::clone(&stop) }, [0].into()).expect("reads");
+        assert_eq!(monitor.committed_topics(), ["u"], "what the log no longer has is dropped");
+        let why = monitor.problem().expect("not ready while the partition is read again");
+        assert!(why.contains("__consumer_offsets/0 is read again from offset 0"), "{why}");
+        assert!(why.contains("truncated under kshard at offset 3"), "{why}");
+        stop.store(false, Ordering::Release);
+        let script = VecDeque::from([Next::End(0, Some(1))]);
+        reader.read(&mut Scripted { script, stop }, [0].into()).expect("reads");
+        assert_eq!(monitor.problem(), None, "read to its end again");
     }
 
     #[test]

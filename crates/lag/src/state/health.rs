@@ -145,7 +145,9 @@ impl Health {
         if let Some((worker, f)) = self.failed.iter().find(|(_, f)| f.down) {
             return Some(format!("the {worker} failed ({} in a row) and is restarting: {}", f.failures, f.error));
         }
-        let overdue = self.conditions.values().find(|c| now.saturating_duration_since(c.since) > c.grace);
+        // A condition without grace is a problem from the start.
+        let overdue =
+            self.conditions.values().find(|c| c.grace.is_zero() || now.saturating_duration_since(c.since) > c.grace);
         if let Some(c) = overdue {
             return Some(format!("{} for {:.0} s", c.why, now.saturating_duration_since(c.since).as_secs_f64()));
         }

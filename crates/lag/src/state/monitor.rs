@@ -307,6 +307,17 @@ impl Monitor {
         self.end_of(Log::Offsets, partition, next_offset);
     }
 
+    /// The log of `partition` was truncated under its reader at `was_at`,
+    /// which reads it again from `from`: what was read of it is dropped, and
+    /// `/ready` says so until the reader reaches the partition's end.
+    pub(crate) fn rebuild(&self, log: Log, partition: i32, was_at: i64, from: i64) {
+        match log {
+            Log::Offsets => self.units.replace(partition, Default::default()),
+            Log::ShareState => self.share.replace(partition, Default::default()),
+        }
+        self.step(Event::Rebuilding { log, partition, from, was_at, at: self.clock.now() });
+    }
+
     /// The reader of `log` reached the end of `partition`.
     pub fn end_of(&self, log: Log, partition: i32, next_offset: Option<i64>) {
         if let Some(next) = next_offset {

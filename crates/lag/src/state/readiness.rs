@@ -101,6 +101,21 @@ pub(crate) enum Event {
     },
     /// A transient condition no longer holds.
     Release(String),
+    /// The log of `partition` was truncated under its reader at `at`: what
+    /// was read of it is dropped and it is read again from `from`, not
+    /// ready until the reader reaches its end.
+    Rebuilding {
+        /// The topic.
+        log: Log,
+        /// The partition.
+        partition: i32,
+        /// Where reading starts again.
+        from: i64,
+        /// The reader's position when it heard.
+        was_at: i64,
+        /// When.
+        at: Instant,
+    },
     /// A refresh at `at` found the offsets topic's partitions' high
     /// watermarks (`ends`), and the state at these `positions`.
     Observed {
@@ -197,6 +212,14 @@ impl Readiness {
                 if let Some(c) = self.read_log_mut(log) {
                     c.on_end_of_partition(partition, next);
                 }
+                self.health.release(&rebuilding_key(log, partition));
+            }
+            Event::Rebuilding { log, partition, from, was_at, at } => {
+                let why = format!(
+                    "{}/{partition} is read again from offset {from}: its log was truncated under kshard at offset {was_at} (an unclean leader election, or the topic made again)",
+                    log.topic()
+                );
+                self.health.hold(&rebuilding_key(log, partition), why, Duration::ZERO, at);
             }
             Event::Refreshed { at, caught_up_before } => {
                 self.health.refreshed(at);
@@ -327,6 +350,11 @@ impl Readiness {
     pub(crate) fn health(&self) -> &Health {
         &self.health
     }
+}
+
+/// The condition a partition read again after a truncation holds.
+fn rebuilding_key(log: Log, partition: i32) -> String {
+    format!("rebuilding {}/{partition}", log.topic())
 }
 
 #[cfg(test)]
