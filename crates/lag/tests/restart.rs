@@ -170,3 +170,45 @@ fn with_both_the_data_directory_and_the_recovery_logs_lost_the_offsets_topic_is_
     drop(second);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Two deployments with their own data directories and the same recovery-log
+/// topic (both with the default, of the same offsets topic) take each
+/// other's logs over: one whose writes are fenced, though it is its
+/// deployment's only member, says on `/ready` (503) that another deployment
+/// writes to its recovery-log topic.
+#[test]
+#[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
+fn two_deployments_on_one_recovery_log_topic_are_told_apart() {
+    let broker = Broker::from_env_or_start();
+    let p = unique_name("lag-two-deployments");
+    let w = Writer::new(broker.brokers(), &p);
+    let topic = format!("{p}-t");
+    w.topic(&topic, &[100]);
+    w.commit(&format!("{p}-g"), &topic, 0, 3, 1);
+    w.flush();
+    let dirs = [0, 1].map(|i| std::env::temp_dir().join(unique_name(&format!("kshard-lag-deployment-{i}"))));
+    let mut first = start(&w, &p, &dirs[0]);
+    // The second takes every shard's log over as it starts.
+    let mut second = start(&w, &p, &dirs[1]);
+    let mut offset = 2;
+    let told =
+        common::until("a deployment is told of the other", Duration::from_secs(90), Duration::from_millis(500), || {
+            // Commits make both write, and the one taken over learns it.
+            w.commit(&format!("{p}-g"), &topic, 0, 3, offset);
+            w.flush();
+            offset += 1;
+            for service in [&mut first, &mut second] {
+                let (status, body) = service.get("/ready");
+                if status == 503 && body.contains("another kshard deployment writes to the same recovery-log topic") {
+                    return Ok(body);
+                }
+            }
+            Err("neither says so yet".to_owned())
+        });
+    eprintln!("{told}");
+    drop(first);
+    drop(second);
+    for dir in dirs {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

@@ -249,6 +249,55 @@ pub(crate) fn watch_primaries(
     })
 }
 
+/// How long a shard taken over by another writer while this member is its
+/// deployment's only one keeps `/ready` 503 after it was last seen so: two
+/// deployments on one recovery-log topic take turns, each failing for a
+/// moment now and then.
+pub(crate) const FOREIGN_WRITER_HOLD: Duration = Duration::from_secs(300);
+
+/// Holds a condition ([`Event::Hold`]), at once a problem, for each
+/// partition whose shard was fenced ([`kshard_runtime::recovery_log::FENCED`])
+/// in the last [`FOREIGN_WRITER_HOLD`] while the cluster has one member: no
+/// member of this deployment took it over, so another deployment writes to
+/// the same recovery-log topic. `seen` keeps when each was last seen so;
+/// returns the partitions held.
+pub(crate) fn watch_foreign_writers(
+    log: Log,
+    monitor: &Monitor,
+    cluster: &kshard_runtime::ClusterView,
+    partitions: i32,
+    seen: &mut std::collections::BTreeMap<i32, Instant>,
+) -> Vec<i32> {
+    let now = monitor.now();
+    if cluster.members().len() <= 1 {
+        for p in 0..partitions {
+            let shard = crate::shards_reader::shard_id(log, p);
+            let fenced = cluster.replicas(&shard).is_some_and(|replicas| {
+                replicas.values().any(|r| {
+                    r.status.code == ReplicaCode::Failed
+                        && r.status.errors.iter().any(|e| e.contains(kshard_runtime::recovery_log::FENCED))
+                })
+            });
+            if fenced {
+                seen.insert(p, now);
+            }
+        }
+    }
+    seen.retain(|_, at| now.saturating_duration_since(*at) < FOREIGN_WRITER_HOLD);
+    hold_each(log, monitor, partitions, Duration::ZERO, |p, shard| {
+        let key = format!("another writer of {}", named(log, p));
+        let why = seen.contains_key(&p).then(|| {
+            format!(
+                "shard {shard} ({}) was taken over by another writer, and this member is its deployment's only one: \
+                 another kshard deployment writes to the same recovery-log topic (give each its own \
+                 `recovery_log_topic`)",
+                named(log, p)
+            )
+        });
+        (key, why)
+    })
+}
+
 /// For each partition (and its shard), holds the condition `check` names
 /// when it says why, and releases it otherwise; returns the partitions held.
 fn hold_each(

@@ -302,11 +302,13 @@ impl<K: Keyspace, L: Layout> Grower<'_, K, L> {
     /// announced partitions stay pending) and said on `/ready` meanwhile.
     fn grow(&self, announced: &std::sync::mpsc::Receiver<Vec<i32>>) -> Result<(), WorkerError> {
         let mut pending = std::collections::BTreeSet::new();
+        let mut fenced = std::collections::BTreeMap::new();
         while !self.stop.load(Ordering::Acquire) && !self.stop_growing.load(Ordering::Acquire) {
             let partitions = self.app.partitions.load(Ordering::Acquire);
             let cluster = self.shared.cluster();
             let (log, monitor) = (L::LOG, &self.app.monitor);
             crate::log_shards::watch_primaries(log, monitor, &cluster, partitions, self.no_primary_grace);
+            crate::log_shards::watch_foreign_writers(log, monitor, &cluster, partitions, &mut fenced);
             let (statuses, progress) = (self.shared.statuses(), self.shared.progress());
             crate::log_shards::watch_standbys(log, monitor, &statuses, &progress, partitions, self.app.grace);
             crate::log_shards::watch_ages(log, monitor, &statuses, &progress, partitions, self.state_grace);

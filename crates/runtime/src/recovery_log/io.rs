@@ -50,7 +50,13 @@ pub enum LogError {
         most: usize,
     },
     /// Another primary has taken the log over: this one's writes are ignored.
-    #[error("fenced: the recovery log now belongs to author {current:?}")]
+    /// Within a deployment, a new primary of the shard; when no other member
+    /// runs, another deployment writing to the same recovery-log topic.
+    #[error(
+        "fenced: another writer took the recovery log over (author {current:?}): a new primary of the shard, \
+         or, when no other member of this deployment runs, another kshard deployment writing to the same \
+         recovery-log topic (give each deployment its own)"
+    )]
     Fenced {
         /// The log's author now.
         current: Option<u64>,
@@ -206,6 +212,10 @@ pub(crate) async fn play_to<S: Store>(
     }
     Ok(played)
 }
+
+/// The words a replica's error begins with when it was fenced
+/// ([`LogError::Fenced`]), as its status in the keyspace carries them.
+pub const FENCED: &str = "fenced: another writer took the recovery log over";
 
 /// The largest record appended: what a recovery-log topic and the writer
 /// take ([`crate::recovery_log::topic::MAX_RECORD_BYTES`]), less 4 KiB for
