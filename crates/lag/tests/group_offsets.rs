@@ -90,12 +90,32 @@ fn members_and_assignments_from_consumer_group_metadata() {
         user_data: None,
     }
     .to_bytes();
-    let members = vec![member("m1", assignment.clone()), member("m2", vec![]), member("m3", vec![0xff, 0x00])];
+    // A client may put anything in its assignment: a "topic" of 30 KB, or
+    // one with bytes no topic name has, would be a label of any size.
+    let named = |topic: String| {
+        Assignment {
+            version: 0,
+            assigned_partitions: vec![
+                TopicPartitions { topic: "t".into(), partitions: vec![1] },
+                TopicPartitions { topic: topic.into(), partitions: vec![0] },
+            ],
+            user_data: None,
+        }
+        .to_bytes()
+    };
+    let members = vec![
+        member("m1", assignment.clone()),
+        member("m2", vec![]),
+        member("m3", vec![0xff, 0x00]),
+        member("m4", named("x".repeat(30_000))),
+        member("m5", named("a\"b}\n".into())),
+    ];
     apply(&mut s, 0, &metadata("g", "consumer", members)).expect("applies");
     let info = s.group("g").and_then(|g| g.info.as_ref()).expect("info");
     assert_eq!((info.generation, info.state(), info.protocol.as_deref()), (7, "Stable", Some("range")));
     let m = info.members();
-    assert_eq!(m.len(), 3);
+    assert_eq!(m.len(), 5);
+    assert!(m[3].assignment.is_empty() && m[4].assignment.is_empty(), "names no topic can have are no assignment");
     assert_eq!(m[0].assignment.len(), 1);
     assert_eq!(&*m[0].assignment[0].0, "t");
     assert_eq!(m[0].assignment[0].1, vec![0, 2]);

@@ -172,3 +172,32 @@ impl<'a> Assignment<'a> {
         w.nullable_bytes(self.user_data.as_deref(), false);
     }
 }
+
+/// The longest topic name Kafka accepts.
+pub const MAX_TOPIC_NAME: usize = 249;
+
+/// Whether Kafka would accept `name` as a topic's: 1 to [`MAX_TOPIC_NAME`]
+/// ASCII letters, digits, `.`, `_` and `-`, and neither `.` nor `..`. The
+/// consumer protocol's bytes come from clients, unchecked by the broker: a
+/// name that is not one names no topic.
+pub fn is_legal_topic_name(name: &str) -> bool {
+    (1..=MAX_TOPIC_NAME).contains(&name.len())
+        && name != "."
+        && name != ".."
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+#[cfg(test)]
+mod topic_name_tests {
+    use super::*;
+
+    #[test]
+    fn only_names_kafka_accepts_are_topic_names() {
+        for ok in ["t", "orders.v1", "__consumer_offsets", "a-b_c", &"x".repeat(MAX_TOPIC_NAME)] {
+            assert!(is_legal_topic_name(ok), "{ok}");
+        }
+        for bad in ["", ".", "..", "a b", "t\u{0}", "caf\u{e9}", "a/b", &"x".repeat(MAX_TOPIC_NAME + 1)] {
+            assert!(!is_legal_topic_name(bad), "{bad:?}");
+        }
+    }
+}

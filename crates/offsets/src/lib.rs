@@ -49,7 +49,7 @@ pub use consumer_group::{
     ConsumerGroupTargetAssignmentMetadataValue, GroupIdKey, MemberKey, PartitionMetadata, RegularExpressionKey,
     TopicIdPartitions, TopicMetadata,
 };
-pub use consumer_protocol::{Assignment, Subscription, TopicPartitions};
+pub use consumer_protocol::{Assignment, MAX_TOPIC_NAME, Subscription, TopicPartitions, is_legal_topic_name};
 pub use error::{DecodeError, ErrorKind, Part};
 pub use group_metadata::{GroupMetadataKey, GroupMetadataValue, MemberMetadata};
 pub use offset_commit::{OffsetCommitKey, OffsetCommitValue};

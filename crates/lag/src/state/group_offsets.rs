@@ -681,13 +681,18 @@ impl GroupOffsets {
             .iter()
             .map(|m| {
                 // Members' assignment bytes come from clients and are not checked by
-                // the broker: bytes that do not decode leave the assignment empty.
+                // the broker: bytes that do not decode, or that name a topic no
+                // broker would accept (a label of any length or bytes), leave the
+                // assignment empty.
                 let assignment = match (consumer, m.consumer_assignment()) {
-                    (true, Ok(Some(a))) => a
-                        .assigned_partitions
-                        .iter()
-                        .map(|tp| (self.names.intern(&tp.topic), tp.partitions.clone()))
-                        .collect(),
+                    (true, Ok(Some(a)))
+                        if a.assigned_partitions.iter().all(|tp| kshard_offsets::is_legal_topic_name(&tp.topic)) =>
+                    {
+                        a.assigned_partitions
+                            .iter()
+                            .map(|tp| (self.names.intern(&tp.topic), tp.partitions.clone()))
+                            .collect()
+                    }
                     _ => Vec::new(),
                 };
                 Member {
