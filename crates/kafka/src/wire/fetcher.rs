@@ -1031,4 +1031,39 @@ mod tests {
         assert_eq!(larger_ask(2 << 20, 1 << 20), None, "it fitted: something else is wrong");
         assert_eq!(larger_ask(i32::MAX - 1, i32::MAX), None);
     }
+
+    #[test]
+    fn a_fetch_thread_that_panics_gives_its_place_up_and_its_readers_hear_why() {
+        let settings = crate::ClientSettings::new("127.0.0.1:1");
+        let security = LinkSecurity::from_settings(&settings).expect("reads").expect("plain");
+        let fetcher = Fetcher::new("127.0.0.1:1", security, false).expect("a fetcher");
+        let (reader, sink) = fetcher.sink(1 << 20);
+        fetcher.add(reader, &sink, "t", &[(0, Some(5))]);
+        let shared = Arc::clone(&fetcher.shared);
+        {
+            let mut state = shared.lock();
+            state.partitions.values_mut().for_each(|p| p.leader = Some(7));
+            state.threads.insert(7);
+            state.metadata_due = false;
+        }
+        // Broker 7's thread, panicking (as a bug in a decoder's caller would).
+        let thread_shared = Arc::clone(&shared);
+        let ended = std::thread::spawn(move || {
+            let _slot = BrokerThreadSlot { shared: &thread_shared, broker: 7 };
+            panic!("a bug");
+        })
+        .join();
+        assert!(ended.is_err(), "it panicked");
+        {
+            let state = shared.lock();
+            assert!(!state.threads.contains(&7), "its place is free: the next round starts a new thread");
+            // (The metadata thread, which asks for them, may have taken the
+            // flag already: it cannot reach 127.0.0.1:1.)
+            assert!(state.partitions.values().all(|p| p.leader.is_none()), "its partitions' leaders are asked again");
+        }
+        match fetcher.next_delivery(&sink, Duration::from_secs(5)) {
+            Some(Delivery::Failed(e)) => assert!(e.to_string().contains("fetch thread of broker 7 stopped"), "{e}"),
+            _ => panic!("the reader was not told"),
+        }
+    }
 }
