@@ -317,10 +317,13 @@ fn a_commit_near_i64_min_saturates_lag_and_its_totals() {
 
 /// A group-metadata record of 10 MiB (a member's subscription with an
 /// assignor's 10 MiB of user data) in an offsets topic that allows 20 MiB
-/// records, behind other partitions' commits: the reader asks for the
-/// batch whole (its header says how large) and reads it. Before, the most
-/// it asked of a partition was 8 MiB, so the batch was never read and
-/// catch-up never ended.
+/// records, behind other partitions' commits: where the broker cuts the
+/// batch at the partition's limit (behind another partition's data in the
+/// same answer), the reader asks for it whole (its header says how large);
+/// where it comes first, the broker hands it whole (KIP-74). Either way it
+/// is read, and the commits behind it in the other partitions too. (The
+/// broker's KIP-74 rule also made an 8 MiB limit read it: this test shows
+/// the sizes agree end to end, not the old limit's failure.)
 #[test]
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn a_ten_mib_group_metadata_record_is_read() {
