@@ -37,12 +37,24 @@ export_settings "$broker_env"
 export_settings "$etcd_env"
 log "testing against KSHARD_BROKERS=$KSHARD_BROKERS KSHARD_ETCD=$KSHARD_ETCD"
 
+# A test is ignored only because it needs the broker or etcd, which this
+# script provides: any other reason (a helper of another test, say) would run
+# here under --include-ignored and count as a passed test that checked nothing.
+ignored_reason='#[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]'
+if odd=$(grep -rn --include='*.rs' '#\[ignore' crates fuzz | grep -vF "$ignored_reason"); then
+  die "tests ignored for another reason than needing the broker or etcd (run them, or make them no test): $odd"
+fi
+
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # Tests that need the broker or etcd are #[ignore]d for a plain `cargo test`
 # (which then says so); here they run too. A test that would skip for want
 # of a tool (promtool, say) fails instead: this script installs them all.
 export KSHARD_NO_SKIP=1
+# Every test binary runs under a deadline (scripts/test-runner.sh): a hung test
+# fails the run with its name instead of hanging it.
+runner_var="CARGO_TARGET_$(rustc -vV | sed -n 's/^host: //p' | tr 'a-z-' 'A-Z_')_RUNNER"
+export "$runner_var=$KSHARD_ROOT/scripts/test-runner.sh"
 # `cargo test` exits 0 when a filter matches nothing; count what ran so that an
 # empty run (a broken harness, a mistyped filter) fails instead of passing.
 out="$KSHARD_STATE_DIR/cargo-test.log"

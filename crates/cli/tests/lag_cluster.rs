@@ -227,12 +227,21 @@ impl Drop for LagCluster {
 }
 
 /// Scrapes member `id` until `until` returns true, checking that the series
-/// seen at the start never go missing (nor double) meanwhile.
-fn scrape_while(cluster: &LagCluster, id: &str, mut until: impl FnMut() -> bool) -> usize {
+/// seen at the start never go missing (nor double) meanwhile; fails, naming
+/// `what`, if `until` does not hold within `within`.
+fn scrape_while(
+    cluster: &LagCluster,
+    id: &str,
+    what: &str,
+    within: Duration,
+    mut until: impl FnMut() -> bool,
+) -> usize {
     let before: BTreeSet<String> = cluster.lag(id).into_keys().collect();
     assert!(!before.is_empty(), "{id} exports lag");
+    let deadline = Instant::now() + within;
     let mut scrapes = 0;
     while !until() {
+        assert!(Instant::now() < deadline, "{what}: not within {within:?} ({scrapes} scrapes of {id})");
         let now: BTreeSet<String> = cluster.lag(id).into_keys().collect();
         let missing: Vec<&String> = before.difference(&now).take(3).collect();
         assert!(missing.is_empty(), "{id} lost series during the change (scrape {scrapes}): {missing:?}");
@@ -290,7 +299,8 @@ fn three_members_share_the_shards_survive_a_kill_and_take_a_new_member() {
     let killed = Instant::now();
     cluster.kill(&victim);
     let oldest = std::cell::Cell::new(0.0f64);
-    let scrapes = scrape_while(&cluster, &survivor, || {
+    let every_shard_moved = "every shard PRIMARY on a survivor";
+    let scrapes = scrape_while(&cluster, &survivor, every_shard_moved, Duration::from_secs(120), || {
         let (_, ready) = cluster.ready(&survivor);
         oldest.set(oldest.get().max(oldest_state(&ready, Some(&victims))));
         let primaries = ready["primaries"].as_object().cloned().unwrap_or_default();
@@ -319,7 +329,7 @@ fn three_members_share_the_shards_survive_a_kill_and_take_a_new_member() {
     let mut load = cluster.load(30, 6);
     cluster.start("m4");
     let members: Vec<String> = cluster.members.keys().cloned().collect();
-    scrape_while(&cluster, &survivor, || {
+    scrape_while(&cluster, &survivor, "m4 serves, primary of 10 shards", Duration::from_secs(120), || {
         let (status, ready) = cluster.ready("m4");
         let primaries = ready["primaries"].as_object().cloned().unwrap_or_default();
         status == 200 && primaries.values().filter(|m| *m == "m4").count() >= 10
