@@ -68,10 +68,8 @@ fn two_clusters_one_broker_killed_the_other_stays_current() {
 
     // Both clusters, each series labelled, one family header each.
     let (_, text) = service.get("/metrics");
-    match kshard_testkit::promtool_check_metrics(&text) {
-        Ok(true) => {}
-        Ok(false) => kshard_testkit::skipped("promtool is not installed: /metrics was checked by this test only"),
-        Err(e) => panic!("promtool check metrics: {e}"),
+    if let Err(e) = kshard_testkit::promtool_check_metrics(&text, "the clusters' /metrics") {
+        panic!("promtool check metrics: {e}");
     }
     assert_eq!(text.matches("# TYPE kshard_kafka_consumer_group_topic_partition_lag gauge").count(), 1);
     let m = kshard_testkit::parse_metrics(&text);

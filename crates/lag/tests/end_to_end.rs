@@ -103,7 +103,7 @@ fn the_probe_round_trips_commits_and_exports_kminions_families() {
     let sum = value(&m, &format!("{roundtrip}_sum{{partition_id=\"0\"}}"));
     assert!(sum > 0.0 && sum / count < 1.0, "a round trip on loopback takes milliseconds: {}", sum / count);
     let (_, text) = service.get("/metrics");
-    kshard_testkit::promtool_check_metrics(&text).expect("promtool accepts the histograms");
+    kshard_testkit::promtool_check_metrics(&text, "the probe's histograms").expect("promtool accepts the histograms");
     // The probe's group is a consumer group like any: kshard's lag sees it.
     service.eventually("the probe's group in kshard's own families", |m| {
         m.keys().any(|k| k.starts_with("kminion_kafka_consumer_group_info{") && k.contains(&format!("{p}-probe-")))

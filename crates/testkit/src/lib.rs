@@ -475,12 +475,17 @@ pub fn promtool() -> Option<PathBuf> {
     tool("promtool", "--version")
 }
 
-/// `promtool check metrics` of an exposition: `Err` with what it says when
-/// the text is not valid Prometheus text (lint findings such as missing
-/// units are not errors); `Ok(false)` when promtool is not installed.
-pub fn promtool_check_metrics(text: &str) -> Result<bool, String> {
+/// `promtool check metrics` of an exposition (`what` names it): `Err` with
+/// what promtool says when the text is not valid Prometheus text (lint
+/// findings such as missing units are not errors). Without promtool the
+/// check is [`skipped`]: said, or a failure under `KSHARD_NO_SKIP` — never
+/// an `Ok` a caller could take for a check.
+pub fn promtool_check_metrics(text: &str, what: &str) -> Result<(), String> {
     use std::io::Write;
-    let Some(promtool) = promtool() else { return Ok(false) };
+    let Some(promtool) = promtool() else {
+        skipped(&format!("promtool is not installed: {what} was not checked by it"));
+        return Ok(());
+    };
     let mut child = std::process::Command::new(promtool)
         .args(["check", "metrics"])
         .stdin(std::process::Stdio::piped())
@@ -494,7 +499,7 @@ pub fn promtool_check_metrics(text: &str) -> Result<bool, String> {
     // Exit 3: lint findings only (no HELP, a unit not in the name, …); 1: the
     // text does not parse.
     match out.status.code() {
-        Some(0 | 3) => Ok(true),
+        Some(0 | 3) => Ok(()),
         _ => Err(said),
     }
 }
