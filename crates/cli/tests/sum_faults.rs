@@ -115,11 +115,15 @@ fn a_member_cut_off_from_kafka_but_not_etcd_fails_its_primaries_over() {
     to_kafka.cut();
     let cut = Instant::now();
     cluster.produce(2_000);
-    let rows = cluster.until(None, "a primary of every shard", Duration::from_secs(120), |r| {
-        r.iter().filter(|x| x.status == "PRIMARY" && x.member == "a").count() == 2
+    // Every FAILED replica of b seen on the way (a moment each: the
+    // allocator then moves the shard).
+    let failed = std::cell::RefCell::new(Vec::new());
+    cluster.until(None, "a primary of every shard, after b's replicas failed", Duration::from_secs(120), |r| {
+        failed.borrow_mut().extend(r.iter().filter(|x| x.member == "b" && x.status == "FAILED").cloned());
+        r.iter().filter(|x| x.status == "PRIMARY" && x.member == "a").count() == 2 && !failed.borrow().is_empty()
     });
     eprintln!("cut off from Kafka: a was primary of every shard {:.1} s after the cut", cut.elapsed().as_secs_f64());
-    let failed: Vec<_> = rows.iter().filter(|r| r.member == "b" && r.status == "FAILED").collect();
+    let failed = failed.into_inner();
     assert!(failed.iter().all(|r| !r.errors.is_empty()), "b's failed replicas say why: {failed:#?}");
     let log = std::fs::read_to_string(cluster.dir.join("b.log")).expect("b's log");
     assert!(log.contains("replica failed"), "b's primary did not fail on what it could not write: {log}");
