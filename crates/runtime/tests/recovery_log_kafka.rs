@@ -200,11 +200,24 @@ async fn racing_hand_offs_each_take_the_log_in_turn_and_every_player_agrees() {
     let (b, c) = (take_over(2), take_over(3));
     let (b, c) = (b.await.expect("task"), c.await.expect("task"));
     assert!(b.0 >= 1 && c.0 >= 1);
-    // A fresh player of the whole log agrees on who holds it last.
+    // A fresh player of the whole log agrees on who holds it last, and
+    // with that racer on the whole chain (its sequence number and checksum):
+    // nothing the other appended counts after it. The other racer's chain
+    // ends earlier on the same log.
     let (clients, mut player) = log.replica("fresh");
     clients.play(&mut player).await;
-    let last = player.chain().author().expect("an author");
-    assert!(last == 2 || last == 3, "the last hand-off is one of the racers: {last}");
+    let fresh = player.chain().clone();
+    let last = fresh.author().expect("an author");
+    let (holder, other) = match last {
+        2 => (&b, &c),
+        3 => (&c, &b),
+        _ => panic!("the last hand-off is one of the racers: {last}"),
+    };
+    assert_eq!(holder.2, fresh, "the holder and a fresh player agree on the chain");
+    assert!(other.2.seq() < fresh.seq(), "the other racer's hand-off came before: {:?} {fresh:?}", other.2);
+    // Each hand-off that counted is one a racer appended (a racer's that
+    // lost its place in the chain was skipped and appended again).
+    assert!(fresh.seq() >= 2 && fresh.seq() <= 1 + u64::from(b.0 + c.0), "{fresh:?} after {} and {}", b.0, c.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
