@@ -177,8 +177,12 @@ fn a_member_restarted_on_its_data_directory_replays_nothing_and_shutdown_leaves_
     // It played only the hand-offs written since (one per shard), not the log.
     let parsed = cluster.metrics("a");
     for shard in ["sum-000", "sum-001"] {
-        let played = parsed.get(&format!("kshard_runtime_playback_records_total{{shard=\"{shard}\"}}")).copied();
-        assert!(played.unwrap_or(0.0) <= 2.0, "{shard} replayed {played:?} records after a restart");
+        // The series must be there: a bound on a missing one checks nothing.
+        let played = parsed
+            .get(&format!("kshard_runtime_playback_records_total{{shard=\"{shard}\"}}"))
+            .copied()
+            .unwrap_or_else(|| panic!("{shard}: no playback series\n{parsed:?}"));
+        assert!(played <= 2.0, "{shard} replayed {played} records after a restart");
     }
     cluster.produce(2_000);
     cluster.assert_exact();
@@ -316,8 +320,10 @@ fn snapshots_bound_replay_and_the_log_is_truncated_behind_them() {
         .until(None, "b a standby of each shard", Duration::from_secs(60), |r| SumCluster::served(r, &["a", "b"], 1));
     let parsed = cluster.metrics("b");
     for (shard, from, high) in &hints {
-        let played = parsed.get(&format!("kshard_runtime_playback_records_total{{shard=\"{shard}\"}}")).copied();
-        let played = played.unwrap_or(0.0) as i64;
+        let played = parsed
+            .get(&format!("kshard_runtime_playback_records_total{{shard=\"{shard}\"}}"))
+            .copied()
+            .unwrap_or_else(|| panic!("{shard}: no playback series on b\n{parsed:?}")) as i64;
         assert!(
             played <= high - from + 2,
             "{shard}: played {played} records, the snapshot starts {} from the end",
