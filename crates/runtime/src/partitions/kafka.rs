@@ -91,7 +91,16 @@ async fn blocking<T: Send + 'static>(call: impl FnOnce() -> Result<T, Error> + S
 
 impl PartitionRead for PartitionReader {
     fn poll(&self, timeout: Duration) -> Result<Polled<'_>, Error> {
-        Ok(match PartitionReader::poll(self, timeout)? {
+        // The contract: past the end, a reader reads on from the start (the
+        // recovery log's chain and lineage tell a log made again, and a
+        // source's records are the application's to judge). kshard's reader
+        // says so first; said here, and read on.
+        let mut event = PartitionReader::poll(self, timeout);
+        while let Err(Error::Truncated { topic, partition, offset, log_start }) = &event {
+            tracing::warn!(topic, partition, offset, log_start, "past the log's end: reading on from its start");
+            event = PartitionReader::poll(self, timeout);
+        }
+        Ok(match event? {
             ReadEvent::Record(r) => Polled::Record(LogRecord::kafka(r)),
             ReadEvent::EndOfPartition { partition, next_offset } => Polled::EndOfPartition { partition, next_offset },
             ReadEvent::Idle => Polled::Idle,
