@@ -43,6 +43,25 @@ pub enum Error {
         /// What is wrong, naming the offset.
         what: String,
     },
+    /// The broker answered a request of kshard's own client with an error
+    /// code (`kafka_error_name` names it).
+    #[error("{step}: the broker answered {}", kafka_protocol::ResponseError::try_from_code(*code).map_or_else(|| "no error".to_owned(), |e| screaming(&e.to_string())))]
+    Kafka {
+        /// What was being done, and on which broker.
+        step: String,
+        /// Kafka's error code.
+        code: i16,
+    },
+    /// A broker of kshard's own client could not be reached, or its
+    /// connection failed mid-request: retriable, as librdkafka's transport
+    /// failures are.
+    #[error("{step}: {message}")]
+    Unreachable {
+        /// What was being done.
+        step: String,
+        /// Why.
+        message: String,
+    },
     /// The reader's position is past the partition's end: the log was
     /// truncated (an unclean leader election) or the topic made again. What
     /// was read of the partition may hold records its log no longer has; the
@@ -73,7 +92,8 @@ impl Error {
             Error::Refused { message, .. } => {
                 return message.contains("Authorization") || message.contains("AUTHORIZATION_FAILED");
             }
-            Error::CorruptBatch { .. } | Error::Truncated { .. } => return false,
+            Error::CorruptBatch { .. } | Error::Truncated { .. } | Error::Unreachable { .. } => return false,
+            Error::Kafka { code, .. } => return matches!(code, 29 | 30 | 31 | 53),
         };
         matches!(
             code,
@@ -92,6 +112,9 @@ impl Error {
     /// `REBALANCE_IN_PROGRESS`, …); `None` when the broker did not answer
     /// with one (a timeout, a dropped connection, a local failure).
     pub fn kafka_error_name(&self) -> Option<String> {
+        if let Error::Kafka { code, .. } = self {
+            return kafka_protocol::ResponseError::try_from_code(*code).map(|e| screaming(&e.to_string()));
+        }
         let (Error::Client { source, .. } | Error::Call { source, .. }) = self else { return None };
         let code = source.rdkafka_error_code()?;
         // librdkafka's own (local) errors are negative; Kafka's are its codes.
@@ -111,21 +134,25 @@ impl Error {
         if let Some(name) = renamed {
             return Some(name.to_owned());
         }
-        // `UnsupportedSASLMechanism` → `UNSUPPORTED_SASL_MECHANISM`: a word
-        // starts at a capital after a small letter, or at the last capital
-        // of a run that a small letter follows.
-        let chars: Vec<char> = format!("{code:?}").chars().collect();
-        let mut name = String::new();
-        for (i, c) in chars.iter().enumerate() {
-            let after_small = i > 0 && chars[i - 1].is_lowercase();
-            let ends_run = i > 0 && chars[i - 1].is_uppercase() && chars.get(i + 1).is_some_and(|n| n.is_lowercase());
-            if c.is_uppercase() && (after_small || ends_run) {
-                name.push('_');
-            }
-            name.push(c.to_ascii_uppercase());
-        }
-        Some(name)
+        Some(screaming(&format!("{code:?}")))
     }
+}
+
+/// `UnsupportedSASLMechanism` → `UNSUPPORTED_SASL_MECHANISM`: a word starts
+/// at a capital after a small letter, or at the last capital of a run that a
+/// small letter follows.
+fn screaming(camel: &str) -> String {
+    let chars: Vec<char> = camel.chars().collect();
+    let mut name = String::new();
+    for (i, c) in chars.iter().enumerate() {
+        let after_small = i > 0 && chars[i - 1].is_lowercase();
+        let ends_run = i > 0 && chars[i - 1].is_uppercase() && chars.get(i + 1).is_some_and(|n| n.is_lowercase());
+        if c.is_uppercase() && (after_small || ends_run) {
+            name.push('_');
+        }
+        name.push(c.to_ascii_uppercase());
+    }
+    name
 }
 
 /// Result of a Kafka-layer operation.

@@ -53,6 +53,7 @@ pub use traffic::{Traffic, TrafficTotals};
 pub use traits::{
     BrokerAdmin, ClusterDescriber, RecordSource, RecordTimes, ShareGroupAdmin, SourceEvent, TopicReader, WatermarkMap,
 };
+pub use wire::admin::WireAdmin;
 pub use wire::cluster_admin::{BrokerInfo, ClusterAdmin, ClusterInfo, LogDirSizes, PartitionReplicas, TopicInfo};
 pub use wire::fetch_times::FetchTimes;
 pub use wire::records::Transactional;

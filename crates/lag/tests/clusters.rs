@@ -12,7 +12,7 @@ use std::time::Duration;
 use common::*;
 use kshard_kafka::{ClientSettings, OffsetCommitter};
 use kshard_lag::service::ServeOptions;
-use kshard_testkit::{Broker, HostileBroker, METADATA_2_POW_32_BROKERS, unique_name};
+use kshard_testkit::{API_VERSIONS_NULL_LIST, Broker, HostileBroker, METADATA_2_POW_32_BROKERS, unique_name};
 
 fn options(name: &str, settings: &ClientSettings, prefix: &str) -> ServeOptions {
     ServeOptions {
@@ -132,13 +132,18 @@ fn two_clusters_one_broker_killed_the_other_stays_current() {
 
 /// A cluster whose "broker" answers every request with bytes no broker
 /// sends (a count of 2^32 − 2 in 13 bytes, which once aborted the whole
-/// process): the other cluster is served as if it were alone, and the
+/// process), and one whose ApiVersions answer aborts a process in which
+/// librdkafka reads it (its admin client was once in the lag monitor's
+/// path): the other cluster is served as if it were alone, and the
 /// readiness probe keeps the process in the Service.
 #[test]
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn a_hostile_cluster_stops_no_other_cluster() {
     let main = Broker::from_env_or_start();
     let hostile = HostileBroker::answering(METADATA_2_POW_32_BROKERS);
+    // And one whose ApiVersions answer aborts a process in which librdkafka
+    // reads it: the lag monitor's admin calls are kshard's own.
+    let aborting = HostileBroker::with_api_versions(API_VERSIONS_NULL_LIST, METADATA_2_POW_32_BROKERS);
     let p = unique_name("hostile");
     let (topic, group) = (format!("{p}-t"), format!("{p}-g"));
     let settings = ClientSettings::new(main.brokers());
@@ -148,6 +153,7 @@ fn a_hostile_cluster_stops_no_other_cluster() {
     let mut service = TestService::start_many(vec![
         options("main", &settings, &p),
         options("hostile", &ClientSettings::new(hostile.address()), &p),
+        options("aborting", &ClientSettings::new(aborting.address()), &p),
     ]);
     until("main is ready", Duration::from_secs(60), Duration::from_millis(200), || {
         match service.get("/clusters/main/ready") {
@@ -163,6 +169,7 @@ fn a_hostile_cluster_stops_no_other_cluster() {
     });
     let (status, body) = service.get("/ready");
     assert!(status == 503 && body.contains("cluster hostile:") && !body.contains("cluster main:"), "{status} {body}");
+    assert!(body.contains("cluster aborting:"), "{status} {body}");
     assert_eq!(service.get("/ready/any").0, 200);
     let m = service.metrics();
     assert_eq!(m.get(&lag_series("main", &group, &topic)), Some(&25.0));

@@ -1,10 +1,10 @@
 //! [`HostileBroker`]: a stand-in broker on 127.0.0.1 that answers every
 //! request but ApiVersions with the same hand-built bytes, which a real
 //! broker never sends: how tests show that nothing a broker sends can stop
-//! kshard. ApiVersions gets a sound answer: librdkafka (in kshard's process
-//! for its admin calls) aborts on an ApiVersions answer with no error and a
-//! null list of APIs (2.12.1, rdkafka_request.c: `rd_malloc` of −6 bytes),
-//! a defect of its own that this stand-in does not probe.
+//! kshard. ApiVersions gets a sound answer, or, from
+//! [`HostileBroker::with_api_versions`], bytes of the test's own:
+//! [`API_VERSIONS_NULL_LIST`] aborts a process in which librdkafka's client
+//! reads it (2.12.1, rdkafka_request.c: `rd_malloc` of −6 bytes).
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -15,6 +15,11 @@ use std::time::Duration;
 /// A Metadata v9 body (and the start of many others): no throttle, then an
 /// array count of 2^32 − 2; 13 bytes that once made kshard ask for 412 GB.
 pub const METADATA_2_POW_32_BROKERS: &[u8] = &[0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f, 0, 0, 0, 0];
+
+/// An ApiVersions v3 answer with no error and a null list of APIs (compact
+/// count 0), no throttle, no tags: librdkafka 2.12.1 takes the count, −1,
+/// for an allocation, and the process aborts.
+pub const API_VERSIONS_NULL_LIST: &[u8] = &[0, 0, 0, 0, 0, 0, 0, 0];
 
 /// A broker on 127.0.0.1 that answers each request with `body` after a
 /// flexible response header (the request's correlation id, no tags), until
@@ -28,6 +33,16 @@ pub struct HostileBroker {
 impl HostileBroker {
     /// Listens on a free loopback port and answers with `body`.
     pub fn answering(body: &'static [u8]) -> HostileBroker {
+        Self::start(None, body)
+    }
+
+    /// [`HostileBroker::answering`] `body`, and ApiVersions with
+    /// `api_versions` (after the correlation id).
+    pub fn with_api_versions(api_versions: &'static [u8], body: &'static [u8]) -> HostileBroker {
+        Self::start(Some(api_versions), body)
+    }
+
+    fn start(api_versions: Option<&'static [u8]>, body: &'static [u8]) -> HostileBroker {
         let listener = TcpListener::bind("127.0.0.1:0").expect("binds");
         listener.set_nonblocking(true).expect("nonblocking");
         let address = listener.local_addr().expect("address").to_string();
@@ -37,7 +52,7 @@ impl HostileBroker {
             while !stopped.load(Ordering::Acquire) {
                 match listener.accept() {
                     Ok((socket, _)) => {
-                        std::thread::spawn(move || answer(socket, body));
+                        std::thread::spawn(move || answer(socket, api_versions, body));
                     }
                     Err(_) => std::thread::sleep(Duration::from_millis(10)),
                 }
@@ -58,7 +73,7 @@ impl Drop for HostileBroker {
     }
 }
 
-fn answer(mut socket: TcpStream, body: &[u8]) {
+fn answer(mut socket: TcpStream, versions: Option<&[u8]>, body: &[u8]) {
     socket.set_nonblocking(false).expect("blocking");
     loop {
         let mut size = [0u8; 4];
@@ -73,8 +88,11 @@ fn answer(mut socket: TcpStream, body: &[u8]) {
         let mut frame = request[4..8].to_vec();
         if request[..2] == API_VERSIONS.to_be_bytes() {
             // A sound answer (its header has no tagged fields), so that a
-            // client goes on to the calls that get `body`.
-            frame.extend(api_versions(i16::from_be_bytes([request[2], request[3]])));
+            // client goes on to the calls that get `body`; or the test's.
+            match versions {
+                Some(versions) => frame.extend_from_slice(versions),
+                None => frame.extend(api_versions(i16::from_be_bytes([request[2], request[3]]))),
+            }
         } else {
             frame.push(0); // the flexible header's tagged fields
             frame.extend_from_slice(body);

@@ -18,7 +18,7 @@ mod hostile_broker;
 mod kafka_proxy;
 mod netns;
 
-pub use hostile_broker::{HostileBroker, METADATA_2_POW_32_BROKERS};
+pub use hostile_broker::{API_VERSIONS_NULL_LIST, HostileBroker, METADATA_2_POW_32_BROKERS};
 pub use kafka_proxy::KafkaProxy;
 pub use netns::{Link, Namespace};
 

@@ -54,10 +54,6 @@ pub enum OffsetSpec {
     Latest,
 }
 
-/// How long [`Admin::list_offsets`] asks again for partitions whose own
-/// answer had a retriable error (a leader election takes about this long).
-const PARTITION_RETRY_FOR: Duration = Duration::from_secs(3);
-
 /// One round of ListOffsets: the offsets found, and the partitions that had
 /// a retriable error.
 struct Listed {
@@ -334,7 +330,7 @@ impl Admin {
         // Partitions whose own answer was retriable are asked again for a
         // while only: a partition offline for minutes must not hold up
         // every caller's answer for the others.
-        let partitions_until = Instant::now() + self.timeout.min(PARTITION_RETRY_FOR);
+        let partitions_until = Instant::now() + self.timeout.min(crate::retry::PARTITION_RETRY_FOR);
         let mut found = HashMap::with_capacity(partitions.len());
         let mut wanted = partitions.to_vec();
         let mut retry = Retry::default();

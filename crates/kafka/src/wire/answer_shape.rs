@@ -18,9 +18,9 @@
 //! DescribeShareGroupOffsets are read in place by modules of their own.
 
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsResponse, DescribeConfigsResponse, DescribeLogDirsResponse, FindCoordinatorResponse,
-    ListGroupsResponse, ListOffsetsResponse, MetadataResponse, SaslAuthenticateResponse, SaslHandshakeResponse,
-    ShareGroupDescribeResponse,
+    ApiKey, ApiVersionsResponse, ConsumerGroupDescribeResponse, DescribeConfigsResponse, DescribeGroupsResponse,
+    DescribeLogDirsResponse, FindCoordinatorResponse, ListGroupsResponse, ListOffsetsResponse, MetadataResponse,
+    OffsetFetchResponse, SaslAuthenticateResponse, SaslHandshakeResponse, ShareGroupDescribeResponse,
 };
 use kafka_protocol::protocol::{Decodable, HeaderVersion};
 use kshard_offsets::cursor::{Cursor, CursorError};
@@ -97,12 +97,17 @@ pub(crate) trait Answer: Decodable + HeaderVersion {
 }
 
 macro_rules! answer {
-    ($answer:ty, $api:ident, $version:literal => $shape:expr) => {
+    ($answer:ty, $api:ident, $($version:literal => $shape:expr),+ $(,)?) => {
         impl Answer for $answer {
             const API: ApiKey = ApiKey::$api;
             fn shape(version: i16) -> Option<&'static [Field]> {
-                const SHAPE: &[Field] = $shape;
-                (version == $version).then_some(SHAPE)
+                match version {
+                    $($version => {
+                        const SHAPE: &[Field] = $shape;
+                        Some(SHAPE)
+                    })+
+                    _ => None,
+                }
             }
         }
     };
@@ -173,10 +178,66 @@ answer!(SaslAuthenticateResponse, SaslAuthenticate, 2 => &[
     TAGS,
 ]);
 
-answer!(ListGroupsResponse, ListGroups, 5 => &[
+answer!(ListGroupsResponse, ListGroups,
+    // v4 (Kafka 2.6+): what consumer groups are listed with, on any broker.
+    4 => &[
+        int32("throttle_time_ms"),
+        int16("error_code"),
+        carray("groups", &[cstring("group_id"), cstring("protocol_type"), cstring("group_state"), TAGS]),
+        TAGS,
+    ],
+    5 => &[
+        int32("throttle_time_ms"),
+        int16("error_code"),
+        carray("groups", &[
+            cstring("group_id"), cstring("protocol_type"), cstring("group_state"), cstring("group_type"), TAGS,
+        ]),
+        TAGS,
+    ],
+);
+
+answer!(OffsetFetchResponse, OffsetFetch, 8 => &[
     int32("throttle_time_ms"),
-    int16("error_code"),
-    carray("groups", &[cstring("group_id"), cstring("protocol_type"), cstring("group_state"), cstring("group_type"), TAGS]),
+    carray("groups", &[
+        cstring("group_id"),
+        carray("topics", &[
+            cstring("name"),
+            carray("partitions", &[
+                int32("partition_index"),
+                int64("committed_offset"),
+                int32("committed_leader_epoch"),
+                cstring("metadata"),
+                int16("error_code"),
+                TAGS,
+            ]),
+            TAGS,
+        ]),
+        int16("error_code"),
+        TAGS,
+    ]),
+    TAGS,
+]);
+
+answer!(DescribeGroupsResponse, DescribeGroups, 5 => &[
+    int32("throttle_time_ms"),
+    carray("groups", &[
+        int16("error_code"),
+        cstring("group_id"),
+        cstring("group_state"),
+        cstring("protocol_type"),
+        cstring("protocol_data"),
+        carray("members", &[
+            cstring("member_id"),
+            cstring("group_instance_id"),
+            cstring("client_id"),
+            cstring("client_host"),
+            field("member_metadata", Shape::CompactBytes),
+            field("member_assignment", Shape::CompactBytes),
+            TAGS,
+        ]),
+        int32("authorized_operations"),
+        TAGS,
+    ]),
     TAGS,
 ]);
 
@@ -209,6 +270,39 @@ answer!(ShareGroupDescribeResponse, ShareGroupDescribe, 1 => &[
                 carray("topic_partitions", &[uuid("topic_id"), cstring("topic_name"), carray("partitions", INT32), TAGS]),
                 TAGS,
             ])),
+            TAGS,
+        ]),
+        int32("authorized_operations"),
+        TAGS,
+    ]),
+    TAGS,
+]);
+
+/// A KIP-848 member's assignment, as ConsumerGroupDescribe gives it.
+const MEMBER_ASSIGNMENT: &[Field] =
+    &[carray("topic_partitions", &[uuid("topic_id"), cstring("topic_name"), carray("partitions", INT32), TAGS]), TAGS];
+
+answer!(ConsumerGroupDescribeResponse, ConsumerGroupDescribe, 0 => &[
+    int32("throttle_time_ms"),
+    carray("groups", &[
+        int16("error_code"),
+        cstring("error_message"),
+        cstring("group_id"),
+        cstring("group_state"),
+        int32("group_epoch"),
+        int32("assignment_epoch"),
+        cstring("assignor_name"),
+        carray("members", &[
+            cstring("member_id"),
+            cstring("instance_id"),
+            cstring("rack_id"),
+            int32("member_epoch"),
+            cstring("client_id"),
+            cstring("client_host"),
+            carray("subscribed_topic_names", &[cstring("name")]),
+            cstring("subscribed_topic_regex"),
+            field("assignment", Shape::Struct(MEMBER_ASSIGNMENT)),
+            field("target_assignment", Shape::Struct(MEMBER_ASSIGNMENT)),
             TAGS,
         ]),
         int32("authorized_operations"),

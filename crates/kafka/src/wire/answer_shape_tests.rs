@@ -5,9 +5,11 @@
 use super::*;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::{ApiVersion, FinalizedFeatureKey, SupportedFeatureKey};
+use kafka_protocol::messages::consumer_group_describe_response as kip848;
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
 };
+use kafka_protocol::messages::describe_groups_response::{DescribedGroup as Described, DescribedGroupMember};
 use kafka_protocol::messages::describe_log_dirs_response::{
     DescribeLogDirsPartition, DescribeLogDirsResult, DescribeLogDirsTopic,
 };
@@ -16,6 +18,9 @@ use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartitions, OffsetFetchResponseTopics,
 };
 use kafka_protocol::messages::share_group_describe_response::{Assignment, DescribedGroup, Member, TopicPartitions};
 use kafka_protocol::messages::{BrokerId, GroupId, TopicName};
@@ -105,19 +110,73 @@ fn sasl_v1_handshake_and_v2_authenticate() {
 }
 
 #[test]
-fn list_groups_v5_and_find_coordinator_v4() {
+fn list_groups_v4_and_v5_and_find_coordinator_v4() {
     let group = ListedGroup::default()
         .with_group_id(GroupId(s("g")))
         .with_protocol_type(s("share"))
         .with_group_state(s("Stable"))
         .with_group_type(s("share"));
-    fits(ListGroupsResponse::default().with_groups(vec![group.clone(), group]), 5);
+    fits(ListGroupsResponse::default().with_groups(vec![group.clone(), group.clone()]), 5);
+    fits(
+        ListGroupsResponse::default()
+            .with_groups(vec![group.clone().with_group_type(s("")), group.with_group_type(s(""))]),
+        4,
+    );
     let coordinator = Coordinator::default()
         .with_key(s("g"))
         .with_node_id(BrokerId(1))
         .with_host(s("h"))
         .with_error_message(Some(s("e")));
     fits(FindCoordinatorResponse::default().with_coordinators(vec![coordinator.clone(), coordinator]), 4);
+}
+
+#[test]
+fn offset_fetch_v8_and_describe_groups_v5() {
+    let partition = OffsetFetchResponsePartitions::default()
+        .with_partition_index(3)
+        .with_committed_offset(42)
+        .with_metadata(Some(s("m")));
+    let topic = OffsetFetchResponseTopics::default()
+        .with_name(TopicName(s("t")))
+        .with_partitions(vec![partition.clone(), partition]);
+    let group =
+        OffsetFetchResponseGroup::default().with_group_id(GroupId(s("g"))).with_topics(vec![topic.clone(), topic]);
+    fits(OffsetFetchResponse::default().with_groups(vec![group.clone(), group]), 8);
+    let member = DescribedGroupMember::default()
+        .with_member_id(s("m"))
+        .with_group_instance_id(Some(s("i")))
+        .with_client_id(s("c"))
+        .with_client_host(s("/h"))
+        .with_member_metadata(Bytes::from_static(b"meta"))
+        .with_member_assignment(Bytes::from_static(b"assignment"));
+    let group = Described::default()
+        .with_group_id(GroupId(s("g")))
+        .with_group_state(s("Stable"))
+        .with_protocol_type(s("consumer"))
+        .with_protocol_data(s("range"))
+        .with_members(vec![member.clone(), member]);
+    fits(DescribeGroupsResponse::default().with_groups(vec![group.clone(), group]), 5);
+}
+
+#[test]
+fn consumer_group_describe_v0() {
+    let partitions = kip848::TopicPartitions::default().with_topic_name(TopicName(s("t"))).with_partitions(vec![0, 1]);
+    let assignment = kip848::Assignment::default().with_topic_partitions(vec![partitions.clone(), partitions]);
+    let member = kip848::Member::default()
+        .with_member_id(s("m"))
+        .with_instance_id(Some(s("i")))
+        .with_client_id(s("c"))
+        .with_client_host(s("/h"))
+        .with_subscribed_topic_names(vec![TopicName(s("t"))])
+        .with_subscribed_topic_regex(Some(s("t.*")))
+        .with_assignment(assignment.clone())
+        .with_target_assignment(assignment);
+    let group = kip848::DescribedGroup::default()
+        .with_group_id(GroupId(s("g")))
+        .with_group_state(s("Stable"))
+        .with_assignor_name(s("uniform"))
+        .with_members(vec![member.clone(), member]);
+    fits(ConsumerGroupDescribeResponse::default().with_groups(vec![group.clone(), group]), 0);
 }
 
 #[test]

@@ -195,10 +195,10 @@ impl BrokerLink {
     pub(crate) fn connect(address: &str, security: &LinkSecurity, timeout: Duration) -> Result<BrokerLink> {
         let step = |what: &str| format!("{what} {address}");
         // Each address the name resolves to, until one answers.
-        let mut tcp = Err(Error::Refused { step: step("resolving"), message: "no address".into() });
-        for socket in address.to_socket_addrs().map_err(|e| refused(step("resolving"), e))? {
+        let mut tcp = Err(Error::Unreachable { step: step("resolving"), message: "no address".into() });
+        for socket in address.to_socket_addrs().map_err(|e| unreachable(step("resolving"), e))? {
             tcp = TcpStream::connect_timeout(&socket, timeout.max(Duration::from_millis(1)))
-                .map_err(|e| refused(step("connecting to"), e));
+                .map_err(|e| unreachable(step("connecting to"), e));
             if tcp.is_ok() {
                 break;
             }
@@ -357,11 +357,11 @@ impl BrokerLink {
         let size = i32::try_from(body.len() - 4).map_err(|_| self.refusal("encoding a request", "too large"))?;
         body[..4].copy_from_slice(&size.to_be_bytes());
         set_timeouts(self.stream.tcp(), timeout).map_err(|e| self.refusal("configuring the connection", e))?;
-        self.stream.write_all(&body).map_err(|e| self.refusal("sending a request", e))?;
-        self.stream.flush().map_err(|e| self.refusal("sending a request", e))?;
+        self.stream.write_all(&body).map_err(|e| self.lost("sending a request", e))?;
+        self.stream.flush().map_err(|e| self.lost("sending a request", e))?;
         self.traffic.sent(body.len());
         let mut size = [0u8; 4];
-        self.stream.read_exact(&mut size).map_err(|e| self.refusal("reading an answer", e))?;
+        self.stream.read_exact(&mut size).map_err(|e| self.lost("reading an answer", e))?;
         let size = usize::try_from(i32::from_be_bytes(size)).ok().filter(|&n| n <= most).ok_or_else(|| {
             let size = i32::from_be_bytes(size);
             self.malformed(&format!("reading a {api:?} answer"), format!("a frame of {size} bytes (at most {most})"))
@@ -373,13 +373,13 @@ impl BrokerLink {
             // Wake when the rest, or a good part of it, is there.
             let wake = if matches!(self.stream, Stream::Plain(_)) { WAKE_BYTES } else { TLS_WAKE_BYTES };
             if large && self.nothing_held() && !wait_for(self.stream.tcp(), (size - filled).min(wake), timeout) {
-                return Err(self.refusal("reading an answer", "timed out"));
+                return Err(self.lost("reading an answer", "timed out"));
             }
             match self.stream.read(&mut frame[filled..]) {
-                Ok(0) => return Err(self.refusal("reading an answer", "the broker closed the connection")),
+                Ok(0) => return Err(self.lost("reading an answer", "the broker closed the connection")),
                 Ok(n) => filled += n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(self.refusal("reading an answer", e)),
+                Err(e) => return Err(self.lost("reading an answer", e)),
             }
         }
         self.traffic.received(4 + size);
@@ -410,6 +410,12 @@ impl BrokerLink {
     /// `what` with this broker failed, and why.
     fn refusal(&self, what: &str, why: impl std::fmt::Display) -> Error {
         refused(format!("{what} with {}", self.address), why)
+    }
+
+    /// `what` with this broker failed because the connection did (closed,
+    /// reset, timed out): retriable.
+    fn lost(&self, what: &str, why: impl std::fmt::Display) -> Error {
+        unreachable(format!("{what} with {}", self.address), why)
     }
 }
 
@@ -485,6 +491,10 @@ fn wait_for(tcp: &TcpStream, bytes: usize, timeout: Duration) -> bool {
 
 fn refused(step: String, e: impl std::fmt::Display) -> Error {
     Error::Refused { step, message: e.to_string() }
+}
+
+fn unreachable(step: String, e: impl std::fmt::Display) -> Error {
+    Error::Unreachable { step, message: e.to_string() }
 }
 
 #[cfg(test)]

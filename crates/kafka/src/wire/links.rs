@@ -7,7 +7,9 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use kafka_protocol::messages::{MetadataRequest, MetadataResponse};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
 
 use crate::config::ClientSettings;
 use crate::error::{Error, Result};
@@ -73,7 +75,21 @@ impl Links {
     /// The cluster's metadata (every topic), from the first broker that
     /// answers: those connected first, then the bootstrap list.
     pub(crate) fn metadata(&self, timeout: Duration) -> Result<MetadataResponse> {
-        let request = MetadataRequest::default().with_topics(None).with_allow_auto_topic_creation(false);
+        self.metadata_of(None, timeout)
+    }
+
+    /// The cluster's metadata of `topics` (`None`: every topic), as
+    /// [`Links::metadata`]; a topic that does not exist is not created.
+    pub(crate) fn metadata_of(&self, topics: Option<&[&str]>, timeout: Duration) -> Result<MetadataResponse> {
+        let topics = topics.map(|names| {
+            names
+                .iter()
+                .map(|t| {
+                    MetadataRequestTopic::default().with_name(Some(TopicName(StrBytes::from_string((*t).to_owned()))))
+                })
+                .collect()
+        });
+        let request = MetadataRequest::default().with_topics(topics).with_allow_auto_topic_creation(false);
         let open: Vec<String> =
             self.connections.lock().unwrap_or_else(std::sync::PoisonError::into_inner).keys().cloned().collect();
         let mut failed = None;

@@ -7,12 +7,13 @@
 //! [`records`] walks the batches' records in place (pure);
 //! [`inflate`] decompresses a batch as a capped stream;
 //! [`fetch_times`] reads record timestamps with Fetch requests of its own,
-//! and [`share_groups`] makes the share-group admin calls; both keep their
-//! connections in [`links`]. Every other answer is decoded by the crate
+//! [`share_groups`] makes the share-group admin calls and [`admin`] the
+//! others the lag monitor makes; they keep their connections in [`links`]. Every other answer is decoded by the crate
 //! only once [`answer_shape`] has checked its counts and lengths.
 //! Every byte of an answer is read with [`kshard_offsets::cursor::Cursor`],
 //! checked, so nothing a broker sends can make these panic or exhaust memory.
 
+pub(crate) mod admin;
 pub(crate) mod answer_shape;
 pub(crate) mod broker_link;
 pub(crate) mod cluster_admin;

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use kshard_kafka::{
     Admin, ClientSettings, ClusterAdmin, ClusterDescriber, Error, FetchTimes, Isolation, PartitionReader,
-    ShareGroupsAdmin, TimestampReader, TopicReader,
+    ShareGroupsAdmin, TimestampReader, TopicReader, WireAdmin,
 };
 pub use kshard_kafka::{BrokerAdmin, RecordSource, RecordTimes, ShareGroupAdmin, SourceEvent, WatermarkMap};
 
@@ -46,12 +46,21 @@ pub struct Kafka {
 }
 
 impl Connector for Kafka {
+    /// kshard's own client, which refuses a malformed answer where
+    /// librdkafka's can abort the process; librdkafka for what only it does
+    /// (GSSAPI, OAUTHBEARER, keystores…) and for brokers older than 3.0.
     fn admin(&self) -> Result<Box<dyn BrokerAdmin>, Error> {
-        Ok(Box::new(Admin::new(&self.settings, self.timeout)?))
+        match WireAdmin::new(&self.settings, self.timeout)? {
+            Some(admin) => Ok(Box::new(admin)),
+            None => Ok(Box::new(Admin::new(&self.settings, self.timeout)?)),
+        }
     }
 
     fn checked_admin(&self) -> Result<Box<dyn BrokerAdmin>, Error> {
-        Ok(Box::new(Admin::connect(&self.settings, self.timeout)?))
+        match WireAdmin::connect(&self.settings, self.timeout)? {
+            Some(admin) => Ok(Box::new(admin)),
+            None => Ok(Box::new(Admin::connect(&self.settings, self.timeout)?)),
+        }
     }
 
     fn reader(&self, topic: &str, partitions: &[(i32, Option<i64>)]) -> Result<Box<dyn RecordSource>, Error> {

@@ -1,0 +1,671 @@
+//! [`WireAdmin`]: the calls of [`BrokerAdmin`] — metadata, watermarks and
+//! consumer groups — on kshard's own connections ([`Links`]), each answer
+//! checked by [`crate::wire::answer_shape`] before it is decoded.
+//!
+//! librdkafka's admin client, in the same process, aborts it on one
+//! malformed ApiVersions answer (no error and a null array: librdkafka
+//! 2.12.1 allocates for a count of −1); this client refuses an answer that
+//! does not fit, naming the call and the field, and the caller hears an
+//! error. So the lag monitor's calls — one round every refresh — stay out of
+//! librdkafka wherever kshard's own connections reach the brokers.
+//!
+//! Versions: Metadata 9, ListOffsets 7, ListGroups 4, FindCoordinator 4,
+//! OffsetFetch 8 and DescribeGroups 5: every Apache Kafka since 3.0. A
+//! cluster whose broker lacks one (ApiVersions, asked once) is served by
+//! librdkafka's admin client instead, said once in the log.
+//!
+//! Retries are librdkafka's admin client's: a retriable error of a whole call
+//! (a broker restarting, a coordinator loading) is asked again until the
+//! timeout; a partition's or a group's own retriable error, for 3 s at most.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse,
+    DescribeGroupsRequest, DescribeGroupsResponse, FindCoordinatorRequest, FindCoordinatorResponse, GroupId,
+    ListGroupsRequest, ListGroupsResponse, ListOffsetsRequest, ListOffsetsResponse, MetadataResponse,
+    OffsetFetchRequest, OffsetFetchResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use crate::config::ClientSettings;
+use crate::error::{Error, Result};
+use crate::librdkafka::admin::Admin;
+use crate::librdkafka::groups::{FetchedOffsets, GroupDescription, GroupListing, MemberDescription};
+use crate::retry::{PARTITION_RETRY_FOR, Retry, retriable_code, retrying};
+use crate::topic_partition::TopicPartition;
+use crate::traits::{BrokerAdmin, WatermarkMap};
+use crate::wire::broker_link::broker_address;
+use crate::wire::links::Links;
+
+const METADATA_VERSION: i16 = 9;
+const LIST_OFFSETS_VERSION: i16 = 7;
+const LIST_GROUPS_VERSION: i16 = 4;
+const FIND_COORDINATOR_VERSION: i16 = 4;
+const OFFSET_FETCH_VERSION: i16 = 8;
+const DESCRIBE_GROUPS_VERSION: i16 = 5;
+const CONSUMER_GROUP_DESCRIBE_VERSION: i16 = 0;
+
+/// The calls this client makes, at the versions it makes them.
+const NEEDED: [(ApiKey, i16); 6] = [
+    (ApiKey::Metadata, METADATA_VERSION),
+    (ApiKey::ListOffsets, LIST_OFFSETS_VERSION),
+    (ApiKey::ListGroups, LIST_GROUPS_VERSION),
+    (ApiKey::FindCoordinator, FIND_COORDINATOR_VERSION),
+    (ApiKey::OffsetFetch, OFFSET_FETCH_VERSION),
+    (ApiKey::DescribeGroups, DESCRIBE_GROUPS_VERSION),
+];
+
+/// Which client answers (decided once a broker said its versions).
+enum Backend {
+    /// kshard's own; `kip848`: the brokers describe KIP-848 consumer groups
+    /// (ConsumerGroupDescribe v0, Kafka 4.0+), which DescribeGroups calls dead.
+    Wire { kip848: bool },
+    /// librdkafka's: a broker lacks a version kshard's needs.
+    Librdkafka(Box<Admin>),
+}
+
+/// The lag monitor's admin calls over kshard's own connections.
+pub struct WireAdmin {
+    links: Links,
+    settings: ClientSettings,
+    timeout: Duration,
+    backend: OnceLock<Backend>,
+}
+
+impl std::fmt::Debug for WireAdmin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WireAdmin").field("brokers", &self.settings.brokers).finish_non_exhaustive()
+    }
+}
+
+/// The Kafka error of `code` in answer to `step`, or `Ok` for none.
+fn answered(step: impl FnOnce() -> String, code: i16) -> Result<()> {
+    if code == 0 { Ok(()) } else { Err(Error::Kafka { step: step(), code }) }
+}
+
+/// A group's error as [`FetchedOffsets`] and [`GroupDescription`] carry it.
+fn group_error(code: i16) -> Option<String> {
+    (code != 0).then(|| Error::Kafka { step: String::new(), code }.kafka_error_name().unwrap_or(code.to_string()))
+}
+
+impl WireAdmin {
+    /// Calls on `settings`' brokers, each given `timeout`; `None` where only
+    /// librdkafka can connect (GSSAPI, OAUTHBEARER, keystores…).
+    pub fn new(settings: &ClientSettings, timeout: Duration) -> Result<Option<Self>> {
+        Ok(Links::new(settings)?.map(|links| WireAdmin {
+            links,
+            settings: settings.clone(),
+            timeout,
+            backend: OnceLock::new(),
+        }))
+    }
+
+    /// [`WireAdmin::new`], once the brokers answered: a failed TLS handshake
+    /// or authentication fails at once, with its reason.
+    pub fn connect(settings: &ClientSettings, timeout: Duration) -> Result<Option<Self>> {
+        let Some(admin) = Self::new(settings, timeout)? else { return Ok(None) };
+        admin.with_backend(|_| Ok(()), |_| Ok(()))?;
+        Ok(Some(admin))
+    }
+
+    /// `wire()` when kshard's own calls serve this cluster, `rdkafka(admin)`
+    /// when librdkafka's must; asks a broker's versions first, once.
+    fn with_backend<T>(
+        &self,
+        wire: impl FnOnce(&Self) -> Result<T>,
+        rdkafka: impl FnOnce(&Admin) -> Result<T>,
+    ) -> Result<T> {
+        let backend = match self.backend.get() {
+            Some(backend) => backend,
+            None => {
+                let (lacking, kip848) = self.lacking()?;
+                let decided = match lacking {
+                    None => Backend::Wire { kip848 },
+                    Some((api, version)) => {
+                        tracing::warn!(
+                            brokers = %self.settings.brokers,
+                            "the brokers lack {api:?} v{version}: admin calls go through librdkafka"
+                        );
+                        Backend::Librdkafka(Box::new(Admin::new(&self.settings, self.timeout)?))
+                    }
+                };
+                // Two callers may both decide: the first decision stands.
+                let _ = self.backend.set(decided);
+                self.backend.get().unwrap_or(&Backend::Wire { kip848: false })
+            }
+        };
+        match backend {
+            Backend::Wire { .. } => wire(self),
+            Backend::Librdkafka(admin) => rdkafka(admin),
+        }
+    }
+
+    /// The first call [`NEEDED`] that a broker lacks at its version, from
+    /// the first broker that answers ApiVersions, and whether it has
+    /// ConsumerGroupDescribe v0.
+    fn lacking(&self) -> Result<(Option<(ApiKey, i16)>, bool)> {
+        let metadata = self.metadata(None)?;
+        let address = Links::brokers(&metadata).into_values().next().ok_or_else(|| Error::Refused {
+            step: format!("connecting to {}", self.settings.brokers),
+            message: "no broker in the metadata".into(),
+        })?;
+        let request = ApiVersionsRequest::default()
+            .with_client_software_name(StrBytes::from_static_str("kshard"))
+            .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
+        let answer: ApiVersionsResponse =
+            self.links.on(&address, self.timeout, |link| link.call(&request, 3, self.timeout))?;
+        answered(|| format!("asking {address} for its API versions"), answer.error_code)?;
+        let has = |key: ApiKey, version: i16| {
+            answer
+                .api_keys
+                .iter()
+                .any(|k| k.api_key == key as i16 && (k.min_version..=k.max_version).contains(&version))
+        };
+        Ok((
+            NEEDED.into_iter().find(|&(key, version)| !has(key, version)),
+            has(ApiKey::ConsumerGroupDescribe, CONSUMER_GROUP_DESCRIBE_VERSION),
+        ))
+    }
+
+    /// The metadata of `topics` (`None`: all), asked again on retriable
+    /// errors until the timeout.
+    fn metadata(&self, topics: Option<&[&str]>) -> Result<MetadataResponse> {
+        retrying(self.timeout, std::thread::sleep, |left| self.links.metadata_of(topics, left))
+    }
+
+    fn topic_metadata(
+        &self,
+        topic: &str,
+    ) -> Result<Option<kafka_protocol::messages::metadata_response::MetadataResponseTopic>> {
+        let metadata = self.metadata(Some(&[topic]))?;
+        let Some(t) = metadata.topics.into_iter().find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == topic))
+        else {
+            return Ok(None);
+        };
+        match t.error_code {
+            0 => Ok(Some(t)),
+            // Refused: said as such, not as a topic that is not there.
+            29 => Err(Error::Kafka { step: format!("fetching metadata of {topic}"), code: 29 }),
+            _ => Ok(None),
+        }
+    }
+
+    fn wire_partition_count(&self, topic: &str) -> Result<Option<i32>> {
+        Ok(self
+            .topic_metadata(topic)?
+            .map(|t| i32::try_from(t.partitions.len()).unwrap_or(i32::MAX))
+            .filter(|n| *n > 0))
+    }
+
+    fn wire_topics(&self) -> Result<HashMap<String, i32>> {
+        let metadata = self.metadata(None)?;
+        Ok(metadata
+            .topics
+            .into_iter()
+            .filter(|t| t.error_code == 0 && !t.partitions.is_empty())
+            .filter_map(|t| Some((t.name?.0.to_string(), i32::try_from(t.partitions.len()).unwrap_or(i32::MAX))))
+            .collect())
+    }
+
+    fn wire_leaders(&self, topic: &str) -> Result<HashMap<i32, i32>> {
+        Ok(self
+            .topic_metadata(topic)?
+            .map(|t| {
+                t.partitions.iter().filter(|p| p.leader_id.0 >= 0).map(|p| (p.partition_index, p.leader_id.0)).collect()
+            })
+            .unwrap_or_default())
+    }
+
+    /// The offsets at `timestamp` (−2: the earliest, −1: the latest) of
+    /// `partitions`, one ListOffsets request per leader; partitions the
+    /// brokers gave none for are left out.
+    fn list_offsets(&self, partitions: &[TopicPartition], timestamp: i64) -> Result<HashMap<TopicPartition, i64>> {
+        let deadline = Instant::now() + self.timeout;
+        let partitions_until = Instant::now() + self.timeout.min(PARTITION_RETRY_FOR);
+        let mut found = HashMap::with_capacity(partitions.len());
+        let mut wanted = partitions.to_vec();
+        let mut retry = Retry::default();
+        while !wanted.is_empty() {
+            let round = self.list_offsets_once(&wanted, timestamp);
+            let retriable = match round {
+                Ok((offsets, retriable)) => {
+                    found.extend(offsets);
+                    retriable
+                }
+                Err(e) if e.is_retriable() && Instant::now() < deadline => wanted,
+                Err(e) => return Err(e),
+            };
+            if retriable.is_empty() || Instant::now() >= partitions_until {
+                break;
+            }
+            wanted = retriable;
+            tracing::debug!(partitions = wanted.len(), "asking again for offsets that had a retriable error");
+            std::thread::sleep(retry.next_wait().min(partitions_until.saturating_duration_since(Instant::now())));
+        }
+        Ok(found)
+    }
+
+    /// One round of [`WireAdmin::list_offsets`]: the offsets found, and the
+    /// partitions to ask for again (no leader, a retriable error, a leader
+    /// that could not be reached).
+    fn list_offsets_once(
+        &self,
+        partitions: &[TopicPartition],
+        timestamp: i64,
+    ) -> Result<(HashMap<TopicPartition, i64>, Vec<TopicPartition>)> {
+        let mut topics: Vec<&str> = partitions.iter().map(|tp| tp.topic.as_str()).collect();
+        topics.sort_unstable();
+        topics.dedup();
+        let metadata = self.metadata(Some(&topics))?;
+        let brokers = Links::brokers(&metadata);
+        let leaders: HashMap<(&str, i32), i32> = metadata
+            .topics
+            .iter()
+            .filter_map(|t| Some((t.name.as_ref()?.0.as_str(), t)))
+            .flat_map(|(name, t)| t.partitions.iter().map(move |p| ((name, p.partition_index), p.leader_id.0)))
+            .collect();
+        let mut by_leader: BTreeMap<&str, BTreeMap<&str, Vec<i32>>> = BTreeMap::new();
+        let mut retriable = Vec::new();
+        for tp in partitions {
+            let leader = leaders.get(&(tp.topic.as_str(), tp.partition)).and_then(|id| brokers.get(id));
+            match leader {
+                Some(address) => by_leader.entry(address).or_default().entry(&tp.topic).or_default().push(tp.partition),
+                // No leader (an election under way), or a partition the
+                // metadata does not have yet: asked again.
+                None => retriable.push(tp.clone()),
+            }
+        }
+        let mut found = HashMap::with_capacity(partitions.len());
+        for (address, topics) in by_leader {
+            let request = ListOffsetsRequest::default()
+                .with_replica_id((-1).into())
+                // read_uncommitted: "latest" is the high watermark, the log
+                // end Kafka's own tools report, not the last stable offset.
+                .with_isolation_level(0)
+                .with_topics(
+                    topics
+                        .iter()
+                        .map(|(topic, ps)| {
+                            ListOffsetsTopic::default()
+                                .with_name(TopicName(StrBytes::from_string((*topic).to_owned())))
+                                .with_partitions(
+                                    ps.iter()
+                                        .map(|p| {
+                                            ListOffsetsPartition::default()
+                                                .with_partition_index(*p)
+                                                .with_current_leader_epoch(-1)
+                                                .with_timestamp(timestamp)
+                                        })
+                                        .collect(),
+                                )
+                        })
+                        .collect(),
+                );
+            let answer: Result<ListOffsetsResponse> =
+                self.links.on(address, self.timeout, |link| link.call(&request, LIST_OFFSETS_VERSION, self.timeout));
+            let answer = match answer {
+                Ok(answer) => answer,
+                Err(e) if e.is_retriable() => {
+                    self.links.drop_link(address);
+                    tracing::debug!(error = %e, "listing offsets; asking again");
+                    for (topic, ps) in topics {
+                        retriable.extend(ps.into_iter().map(|p| TopicPartition::new(topic, p)));
+                    }
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            for t in answer.topics {
+                for p in t.partitions {
+                    let key = TopicPartition::new(t.name.0.as_str(), p.partition_index);
+                    match p.error_code {
+                        0 if p.offset >= 0 => _ = found.insert(key, p.offset),
+                        0 => {}
+                        code if retriable_code(code) => retriable.push(key),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        Ok((found, retriable))
+    }
+
+    fn wire_watermarks(&self, partitions: &[TopicPartition]) -> Result<WatermarkMap> {
+        let low = self.list_offsets(partitions, -2)?;
+        let mut high = self.list_offsets(partitions, -1)?;
+        Ok(low.into_iter().filter_map(|(key, l)| high.remove(&key).map(|h| (key, (l, h)))).collect())
+    }
+
+    /// Every consumer group (classic or KIP-848) and every group that only
+    /// commits offsets, from every broker: a broker that does not answer
+    /// fails the call (its groups would be missing).
+    fn wire_list_groups(&self) -> Result<Vec<GroupListing>> {
+        retrying(self.timeout, std::thread::sleep, |left| {
+            let brokers = Links::brokers(&self.links.metadata_of(None, left)?);
+            let request = ListGroupsRequest::default();
+            let mut out: BTreeMap<String, GroupListing> = BTreeMap::new();
+            for address in brokers.values() {
+                let answer: ListGroupsResponse =
+                    self.links.on(address, left, |link| link.call(&request, LIST_GROUPS_VERSION, left))?;
+                answered(|| format!("listing groups on {address}"), answer.error_code)?;
+                for g in answer.groups {
+                    let protocol = g.protocol_type.as_str();
+                    if protocol.is_empty() || protocol == "consumer" {
+                        let group_id = g.group_id.0.to_string();
+                        let state =
+                            if g.group_state.is_empty() { "Unknown".to_owned() } else { g.group_state.to_string() };
+                        out.insert(group_id.clone(), GroupListing { group_id, state, simple: protocol.is_empty() });
+                    }
+                }
+            }
+            Ok(out.into_values().collect())
+        })
+    }
+
+    /// Each of `groups` with its coordinator's address, or the error
+    /// FindCoordinator gave it (its own retriable errors asked again for
+    /// 3 s at most).
+    fn coordinators(&self, groups: &[String]) -> Result<Vec<(String, std::result::Result<String, i16>)>> {
+        let until = Instant::now() + self.timeout.min(PARTITION_RETRY_FOR);
+        let mut retry = Retry::default();
+        let mut wanted: Vec<String> = groups.to_vec();
+        let mut out = Vec::with_capacity(groups.len());
+        while !wanted.is_empty() {
+            let request = FindCoordinatorRequest::default()
+                .with_key_type(0)
+                .with_coordinator_keys(wanted.iter().map(|g| StrBytes::from_string(g.clone())).collect());
+            let answer: FindCoordinatorResponse = retrying(self.timeout, std::thread::sleep, |left| {
+                let metadata = self.links.metadata_of(Some(&[]), left)?;
+                let any = Links::brokers(&metadata).into_values().next().ok_or_else(|| Error::Unreachable {
+                    step: "finding groups' coordinators".into(),
+                    message: "no broker in the metadata".into(),
+                })?;
+                self.links.on(&any, left, |link| link.call(&request, FIND_COORDINATOR_VERSION, left))
+            })?;
+            let mut again = Vec::new();
+            for c in answer.coordinators {
+                let group = c.key.to_string();
+                match c.error_code {
+                    0 => out.push((group, Ok(broker_address(c.host.as_str(), c.port)))),
+                    code if retriable_code(code) && Instant::now() < until => again.push(group),
+                    code => out.push((group, Err(code))),
+                }
+            }
+            wanted = again;
+            if !wanted.is_empty() {
+                std::thread::sleep(retry.next_wait().min(until.saturating_duration_since(Instant::now())));
+            }
+        }
+        Ok(out)
+    }
+
+    /// `call` on each coordinator with its groups, as `(group, answer)`;
+    /// a group whose coordinator moved, loads, or could not be reached is
+    /// asked again (3 s at most), then given `failed` with the error code.
+    fn per_coordinator<T>(
+        &self,
+        groups: &[String],
+        call: impl Fn(&str, &[String]) -> Result<Vec<(String, std::result::Result<T, i16>)>>,
+        failed: impl Fn(String, i16) -> T,
+    ) -> Result<Vec<T>> {
+        let until = Instant::now() + self.timeout.min(PARTITION_RETRY_FOR);
+        let mut retry = Retry::default();
+        let mut wanted = groups.to_vec();
+        let mut out = Vec::with_capacity(groups.len());
+        while !wanted.is_empty() {
+            let mut by_coordinator: BTreeMap<String, Vec<String>> = BTreeMap::new();
+            for (group, coordinator) in self.coordinators(&wanted)? {
+                match coordinator {
+                    Ok(address) => by_coordinator.entry(address).or_default().push(group),
+                    Err(code) => out.push(failed(group, code)),
+                }
+            }
+            let mut again = Vec::new();
+            let late = Instant::now() >= until;
+            for (address, groups) in by_coordinator {
+                match call(&address, &groups) {
+                    Ok(answers) => {
+                        for (group, answer) in answers {
+                            match answer {
+                                Ok(t) => out.push(t),
+                                Err(code) if retriable_code(code) && !late => again.push(group),
+                                Err(code) => out.push(failed(group, code)),
+                            }
+                        }
+                    }
+                    Err(e) if e.is_retriable() && !late => {
+                        self.links.drop_link(&address);
+                        tracing::debug!(error = %e, coordinator = %address, "asking again");
+                        again.extend(groups);
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            wanted = again;
+            if !wanted.is_empty() {
+                std::thread::sleep(retry.next_wait().min(until.saturating_duration_since(Instant::now())));
+            }
+        }
+        Ok(out)
+    }
+
+    fn wire_group_offsets(&self, groups: &[String]) -> Result<Vec<FetchedOffsets>> {
+        let failed = |group_id, code| FetchedOffsets { group_id, offsets: Vec::new(), error: group_error(code) };
+        self.per_coordinator(
+            groups,
+            |address, groups| {
+                let request = OffsetFetchRequest::default().with_groups(
+                    groups
+                        .iter()
+                        .map(|g| {
+                            OffsetFetchRequestGroup::default()
+                                .with_group_id(GroupId(g.clone().into()))
+                                .with_topics(None)
+                        })
+                        .collect(),
+                );
+                let answer: OffsetFetchResponse = self
+                    .links
+                    .on(address, self.timeout, |link| link.call(&request, OFFSET_FETCH_VERSION, self.timeout))?;
+                Ok(answer
+                    .groups
+                    .into_iter()
+                    .map(|g| {
+                        let group_id = g.group_id.0.to_string();
+                        if g.error_code != 0 {
+                            return (group_id, Err(g.error_code));
+                        }
+                        let offsets = g
+                            .topics
+                            .iter()
+                            .flat_map(|t| {
+                                t.partitions
+                                    .iter()
+                                    // No committed offset: -1.
+                                    .filter(|p| p.error_code == 0 && p.committed_offset >= 0)
+                                    .map(|p| (t.name.0.to_string(), p.partition_index, p.committed_offset))
+                            })
+                            .collect();
+                        (group_id.clone(), Ok(FetchedOffsets { group_id, offsets, error: None }))
+                    })
+                    .collect())
+            },
+            failed,
+        )
+    }
+
+    /// DescribeGroups: classic groups as they are; a KIP-848 group is dead to it.
+    fn classic_descriptions(&self, groups: &[String]) -> Result<Vec<GroupDescription>> {
+        let failed = |group_id, code| GroupDescription {
+            group_id,
+            state: "Unknown".into(),
+            assignor: String::new(),
+            members: Vec::new(),
+            error: group_error(code),
+        };
+        self.per_coordinator(
+            groups,
+            |address, groups| {
+                let request = DescribeGroupsRequest::default()
+                    .with_groups(groups.iter().map(|g| GroupId(g.clone().into())).collect());
+                let answer: DescribeGroupsResponse = self
+                    .links
+                    .on(address, self.timeout, |link| link.call(&request, DESCRIBE_GROUPS_VERSION, self.timeout))?;
+                Ok(answer
+                    .groups
+                    .into_iter()
+                    .map(|g| {
+                        let group_id = g.group_id.0.to_string();
+                        if g.error_code != 0 {
+                            return (group_id, Err(g.error_code));
+                        }
+                        let consumer = g.protocol_type.as_str() == "consumer";
+                        let members = g
+                            .members
+                            .iter()
+                            .map(|m| MemberDescription {
+                                member_id: m.member_id.to_string(),
+                                group_instance_id: m.group_instance_id.as_ref().map(ToString::to_string),
+                                client_id: m.client_id.to_string(),
+                                host: m.client_host.to_string(),
+                                assignment: if consumer { assigned(&m.member_assignment) } else { Vec::new() },
+                            })
+                            .collect();
+                        let description = GroupDescription {
+                            group_id: group_id.clone(),
+                            state: g.group_state.to_string(),
+                            assignor: g.protocol_data.to_string(),
+                            members,
+                            error: None,
+                        };
+                        (group_id, Ok(description))
+                    })
+                    .collect())
+            },
+            failed,
+        )
+    }
+}
+
+impl WireAdmin {
+    /// Each group's state, assignor and members: DescribeGroups, then
+    /// ConsumerGroupDescribe for those it calls dead without members (a
+    /// KIP-848 group, or none), as librdkafka describes them.
+    fn wire_describe_groups(&self, groups: &[String]) -> Result<Vec<GroupDescription>> {
+        let mut described = self.classic_descriptions(groups)?;
+        if !matches!(self.backend.get(), Some(Backend::Wire { kip848: true })) {
+            return Ok(described);
+        }
+        let dead: Vec<String> = described
+            .iter()
+            .filter(|d| d.error.is_none() && d.state == "Dead" && d.members.is_empty())
+            .map(|d| d.group_id.clone())
+            .collect();
+        if dead.is_empty() {
+            return Ok(described);
+        }
+        let kip848 = self.per_coordinator(
+            &dead,
+            |address, groups| {
+                let request = ConsumerGroupDescribeRequest::default()
+                    .with_group_ids(groups.iter().map(|g| GroupId(g.clone().into())).collect());
+                let answer: ConsumerGroupDescribeResponse = self.links.on(address, self.timeout, |link| {
+                    link.call(&request, CONSUMER_GROUP_DESCRIBE_VERSION, self.timeout)
+                })?;
+                Ok(answer
+                    .groups
+                    .into_iter()
+                    .map(|g| {
+                        let group_id = g.group_id.0.to_string();
+                        if g.error_code != 0 {
+                            return (group_id, Err(g.error_code));
+                        }
+                        let members = g
+                            .members
+                            .iter()
+                            .map(|m| MemberDescription {
+                                member_id: m.member_id.to_string(),
+                                group_instance_id: m.instance_id.as_ref().map(ToString::to_string),
+                                client_id: m.client_id.to_string(),
+                                host: m.client_host.to_string(),
+                                assignment: m
+                                    .assignment
+                                    .topic_partitions
+                                    .iter()
+                                    .flat_map(|tp| tp.partitions.iter().map(|p| (tp.topic_name.0.to_string(), *p)))
+                                    .collect(),
+                            })
+                            .collect();
+                        let description = GroupDescription {
+                            group_id: group_id.clone(),
+                            state: g.group_state.to_string(),
+                            assignor: g.assignor_name.to_string(),
+                            members,
+                            error: None,
+                        };
+                        (group_id, Ok(description))
+                    })
+                    .collect())
+            },
+            // Not a KIP-848 group (GROUP_ID_NOT_FOUND): DescribeGroups' answer stands.
+            |group_id, _| GroupDescription {
+                group_id,
+                state: String::new(),
+                assignor: String::new(),
+                members: Vec::new(),
+                error: Some(String::new()),
+            },
+        )?;
+        for found in kip848.into_iter().filter(|d| d.error.is_none()) {
+            if let Some(d) = described.iter_mut().find(|d| d.group_id == found.group_id) {
+                *d = found;
+            }
+        }
+        Ok(described)
+    }
+}
+
+/// The partitions a consumer-protocol assignment names; none for bytes
+/// that are not one (a client wrote them; the broker does not check).
+fn assigned(bytes: &[u8]) -> Vec<(String, i32)> {
+    if bytes.is_empty() {
+        return Vec::new();
+    }
+    match kshard_offsets::Assignment::decode(bytes) {
+        Ok(a) => a
+            .assigned_partitions
+            .iter()
+            .flat_map(|tp| tp.partitions.iter().map(|p| (tp.topic.to_string(), *p)))
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+impl BrokerAdmin for WireAdmin {
+    fn partition_count(&self, topic: &str) -> Result<Option<i32>> {
+        self.with_backend(|a| a.wire_partition_count(topic), |a| a.partition_count(topic))
+    }
+    fn topics(&self) -> Result<HashMap<String, i32>> {
+        self.with_backend(Self::wire_topics, Admin::topics)
+    }
+    fn leaders(&self, topic: &str) -> Result<HashMap<i32, i32>> {
+        self.with_backend(|a| a.wire_leaders(topic), |a| a.leaders(topic))
+    }
+    fn watermarks(&self, partitions: &[TopicPartition]) -> Result<WatermarkMap> {
+        self.with_backend(|a| a.wire_watermarks(partitions), |a| a.watermarks(partitions))
+    }
+    fn list_groups(&self) -> Result<Vec<GroupListing>> {
+        self.with_backend(Self::wire_list_groups, Admin::list_groups)
+    }
+    fn describe_groups(&self, groups: &[String]) -> Result<Vec<GroupDescription>> {
+        self.with_backend(|a| a.wire_describe_groups(groups), |a| a.describe_groups(groups))
+    }
+    fn group_offsets(&self, groups: &[String]) -> Result<Vec<FetchedOffsets>> {
+        self.with_backend(|a| a.wire_group_offsets(groups), |a| a.group_offsets(groups))
+    }
+}
