@@ -95,11 +95,12 @@ fn lag_in_seconds_is_the_age_of_the_first_unconsumed_record() {
 }
 
 /// A consumer that keeps committing behind a producer: its committed offset
-/// moves between kshard's refreshes, so most answers come from records read
-/// around it rather than at it — and at first through records written before
-/// kshard started, older than any high watermark it saw. Every answer must
-/// still be within 1 s of the truth (the time the test produced the record at
-/// the offset the answer is for).
+/// moves between kshard's refreshes, so many answers are estimated from the
+/// high watermarks seen at refreshes rather than read at the offset, and
+/// both kinds must come. A record's own time is within 0.5 s of the truth
+/// (the time the test produced the record at the offset the answer is for);
+/// an estimate within two refresh intervals (an estimate lies between two
+/// samples a refresh apart, and a slow machine may be late with one).
 #[test]
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn lag_in_seconds_follows_a_moving_consumer() {
@@ -150,9 +151,10 @@ fn lag_in_seconds_follows_a_moving_consumer() {
                 && committed > 0
             {
                 let truth = (now - produced[committed as usize]) as f64 / 1000.0;
+                let within = if method == "estimate" { 2.0 } else { 0.5 };
                 assert!(
-                    (secs - truth).abs() <= 1.0,
-                    "at offset {committed}: {secs} s ({method}), produced {truth:.2} s ago"
+                    (secs - truth).abs() <= within,
+                    "at offset {committed}: {secs} s ({method}), produced {truth:.2} s ago (allowed {within} s)"
                 );
                 checked += 1;
                 worst = worst.max((secs - truth).abs());
@@ -163,6 +165,10 @@ fn lag_in_seconds_follows_a_moving_consumer() {
     }
     eprintln!("{checked} answers within {worst:.3} s of the truth, by method: {methods:?}");
     assert!(checked >= 20, "only {checked} answers checked");
+    // The doc's claim, checked: both ways were used (seen: 28 estimates, 20
+    // records read at the offset).
+    assert!(methods.get("estimate").is_some_and(|n| *n >= 3), "too few estimates: {methods:?}");
+    assert!(methods.get("record").is_some_and(|n| *n >= 3), "too few records read at the offset: {methods:?}");
 }
 
 /// A record compacted away under a group's committed offset: reading there
