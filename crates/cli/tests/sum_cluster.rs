@@ -368,8 +368,20 @@ fn a_retention_cut_inside_a_snapshot_waits_for_the_next_complete_one() {
     let low = admin.delete_records(&format!("{}-log", cluster.topic), 0, cut).expect("deletes records");
     assert_eq!(low, cut);
     cluster.start("b", &[]);
-    // Nothing whole to start from: b never stands by (until a's next
-    // snapshot, which ends the watch).
+    // b is given its replica and finds nothing whole to start from: it says
+    // so (waited for: before, the watch below could end before b was even
+    // assigned, and pass).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let log = std::fs::read_to_string(cluster.dir.join("b.log")).unwrap_or_default();
+        if log.contains("holds no complete snapshot") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "b did not say why it waits within 60 s: {log}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // From then on it never stands by on the partial store, for 5 s or
+    // until a's next snapshot (which would end the wait).
     let deadline = Instant::now() + Duration::from_secs(5);
     while Instant::now() < deadline
         && hints_of(etcd.endpoint(), &cluster.prefix, "sum-000").is_some_and(|h| h.current.offset == snapshot.offset)
@@ -381,8 +393,6 @@ fn a_retention_cut_inside_a_snapshot_waits_for_the_next_complete_one() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    let log = std::fs::read_to_string(cluster.dir.join("b.log")).expect("b's log");
-    assert!(log.contains("holds no complete snapshot"), "b did not say why it waits: {log}");
     // The primary's next snapshot is complete: b starts from it.
     let deadline = Instant::now() + Duration::from_secs(60);
     while hints_of(etcd.endpoint(), &cluster.prefix, "sum-000").is_none_or(|h| h.current.offset <= cut) {

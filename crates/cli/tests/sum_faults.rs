@@ -69,11 +69,12 @@ fn a_member_cut_off_from_etcd_but_not_kafka_steps_down_and_comes_back() {
     let sampler = Sampler::start(etcd.endpoint(), &cluster.prefix);
     let producer = cluster.producer();
     let load = std::thread::spawn(move || producer.produce(20_000));
-    let a_before = logged(&cluster, "a");
+    // Lines logged after the cut only: an earlier one proves nothing of it.
+    let (a_before, b_before) = (logged(&cluster, "a"), logged(&cluster, "b"));
     to_etcd.cut();
     let cut = Instant::now();
     let timeout = Duration::from_secs(60);
-    let stepped_down = stamp(&cluster, "b", 0, &["the member's lease expired"], timeout);
+    let stepped_down = stamp(&cluster, "b", b_before, &["the member's lease expired"], timeout);
     let shard = format!("shard={of_b}");
     let taken_over = stamp(&cluster, "a", a_before, &["took the recovery log over", &shard], timeout);
     eprintln!(
@@ -157,9 +158,12 @@ fn the_leader_of_a_recovery_log_partition_killed_under_load() {
     let victim = leaders[&0];
     let producer = cluster.producer();
     let load = std::thread::spawn(move || producer.produce(30_000));
-    std::thread::sleep(Duration::from_secs(1));
+    // Killed as the load starts (a wait here could see it end first).
     brokers.kill(victim);
     let killed = Instant::now();
+    // Under load: the producer had not finished when the broker died (else
+    // this is a kill between loads, which proves less).
+    assert!(!load.is_finished(), "the load ended before broker {victim} was killed");
     // The controller fences the broker once its session times out, and the
     // log's partitions get new leaders (replication 3, two in sync).
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -252,9 +256,17 @@ fn a_quiet_cluster_holds_a_constant_number_of_etcd_watchers() {
     cluster.start("b", &[]);
     cluster.until(None, "served", Duration::from_secs(60), |r| SumCluster::served(r, &["a", "b"], 1));
     cluster.produce(1_000);
-    // Settled: every replica at its post, nothing moving.
-    std::thread::sleep(Duration::from_secs(3));
-    let first = etcd.watchers();
+    cluster.assert_exact();
+    // Settled: the count the same three seconds running (waited for, not
+    // slept: a slow machine settles later).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last = [etcd.watchers(), -1.0, -2.0];
+    while !(last[0] == last[1] && last[1] == last[2]) {
+        assert!(Instant::now() < deadline, "the watchers never settled: {last:?}");
+        std::thread::sleep(Duration::from_secs(1));
+        last = [etcd.watchers(), last[0], last[1]];
+    }
+    let first = last[0];
     let seen: Vec<f64> = (0..10)
         .map(|_| {
             std::thread::sleep(Duration::from_secs(2));
@@ -262,6 +274,7 @@ fn a_quiet_cluster_holds_a_constant_number_of_etcd_watchers() {
         })
         .collect();
     eprintln!("etcd watchers of a quiet two-member cluster, every 2 s: {first} then {seen:?}");
-    assert!(seen.iter().all(|w| *w == first), "the watchers changed on a quiet cluster: {first} then {seen:?}");
-    cluster.assert_exact();
+    // The leak opened one a second: 2 more at the first sample, 20 at the
+    // last. One status write's watch may come and go.
+    assert!(seen.iter().all(|w| *w <= first + 1.0), "the watchers grew on a quiet cluster: {first} then {seen:?}");
 }
