@@ -113,8 +113,11 @@ fn the_systemd_unit_verifies() {
     assert!(ok && said.trim().is_empty(), "systemd-analyze verify: {said}");
 }
 
+/// The Dockerfile's shape, read as text: it is not built here (no container
+/// engine on the test machines, and base images come from a registry they
+/// cannot reach), so this checks what it says, not that it builds.
 #[test]
-fn the_dockerfile_builds_with_the_pinned_toolchain_and_runs_the_binary_alone_as_non_root() {
+fn the_dockerfile_pins_the_toolchain_and_its_image_holds_the_binary_alone_run_as_non_root() {
     let text = std::fs::read_to_string(root().join("Dockerfile")).expect("Dockerfile");
     let pinned = std::fs::read_to_string(root().join("rust-toolchain.toml")).expect("toolchain");
     let pinned = pinned.lines().find_map(|l| l.strip_prefix("channel = ")).expect("channel").trim_matches('"');

@@ -40,6 +40,8 @@ struct Collector {
     got: Arc<Mutex<Vec<Taken>>>,
     /// Requests that came gzip-compressed (the HTTPS collector counts them).
     gzipped: Arc<std::sync::atomic::AtomicUsize>,
+    /// Requests the HTTPS collector refused (wrong token, path or type).
+    refused: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Collector {
@@ -99,13 +101,15 @@ fn https_collector(
     acceptor.set_private_key(&pki.server.1).expect("key");
     let acceptor = Arc::new(acceptor.build());
     let collector = Collector::default();
-    let (got, gzipped) = (Arc::clone(&collector.got), Arc::clone(&collector.gzipped));
+    let (got, gzipped, refused) =
+        (Arc::clone(&collector.got), Arc::clone(&collector.gzipped), Arc::clone(&collector.refused));
     listener.set_nonblocking(true).expect("nonblocking");
     rt.spawn(async move {
         let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
         loop {
             let Ok((tcp, _)) = listener.accept().await else { continue };
-            let (acceptor, got, gzipped) = (Arc::clone(&acceptor), Arc::clone(&got), Arc::clone(&gzipped));
+            let (acceptor, got, gzipped, refused) =
+                (Arc::clone(&acceptor), Arc::clone(&got), Arc::clone(&gzipped), Arc::clone(&refused));
             tokio::spawn(async move {
                 let ssl = openssl::ssl::Ssl::new(acceptor.context()).expect("ssl");
                 let mut stream = tokio_openssl::SslStream::new(ssl, tcp).expect("stream");
@@ -113,7 +117,7 @@ fn https_collector(
                     return;
                 }
                 let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-                    let (got, gzipped) = (Arc::clone(&got), Arc::clone(&gzipped));
+                    let (got, gzipped, refused) = (Arc::clone(&got), Arc::clone(&gzipped), Arc::clone(&refused));
                     async move {
                         let auth =
                             request.headers().get("authorization").and_then(|v| v.to_str().ok()).map(str::to_owned);
@@ -148,6 +152,7 @@ fn https_collector(
                         let reply = if status == 200 {
                             ExportMetricsServiceResponse::default().encode_to_vec()
                         } else {
+                            refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                             b"refused".to_vec()
                         };
                         let response = hyper::Response::builder()
@@ -447,6 +452,8 @@ fn https_with_a_token_a_wrong_token_refused_and_a_late_collector() {
     service.eventually("refused exports counted", |m| {
         m.get("kshard_otlp_exports_total{outcome=\"failure\"}").is_some_and(|n| *n >= 2.0)
     });
+    // The collector saw them and refused them (not: none arrived).
+    assert!(strict.refused.load(std::sync::atomic::Ordering::Relaxed) >= 2, "the refused requests reached it");
     assert_eq!(strict.requests(), 0, "nothing taken without the right token");
     let m = service.metrics();
     assert_eq!(m.get("kshard_otlp_exports_total{outcome=\"success\"}"), Some(&0.0));
