@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use kshard_kafka::{ClientSettings, Isolation};
@@ -129,12 +129,40 @@ fn a_standby_takes_over_on_the_memory_log_and_every_value_counts_once() {
         if roles && sums == expected { Ok(()) } else { Err(format!("{got:?}, {sums:?}")) }
     });
 
-    // The primary's member stops; more values come while the standby takes over.
+    // The primary's member stops mid-stream: values keep coming while it
+    // consumes them, and it stops once some of them are in the log, with
+    // the producer still going (so some are in flight); the standby takes
+    // over.
     let primary = members.iter().position(|(_, s, _, _)| status(s) == Some(ReplicaCode::Primary)).expect("a primary");
     let (_, _, stop, task) = members.remove(primary);
+    let before = expected.clone();
+    let done = Arc::new(AtomicBool::new(false));
+    let producer = {
+        let (log, done) = (log.clone(), Arc::clone(&done));
+        // Values until told to stop: in flight whenever the primary stops.
+        std::thread::spawn(move || {
+            let mut more = BTreeMap::new();
+            let mut next = 200;
+            while !done.load(Ordering::Acquire) {
+                produce(&log, next, next + 100, &mut more);
+                next += 100;
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            more
+        })
+    };
+    eventually("the primary consuming the new values", || {
+        let sums = sums_in_the_log(&log);
+        if sums != before { Ok(()) } else { Err("none of them in the log yet".to_owned()) }
+    });
     let _ = stop.send(());
     runtime.block_on(task).expect("joins").expect("stops cleanly");
-    produce(&log, 200, 300, &mut expected);
+    // More while the standby takes over, then no more.
+    std::thread::sleep(Duration::from_millis(200));
+    done.store(true, Ordering::Release);
+    for (key, sum) in producer.join().expect("the producer") {
+        *expected.entry(key).or_default() += sum;
+    }
     let (_, survivor, _, _) = &members[0];
     eventually("the standby is primary and counted every value once", || {
         let sums = sums_in_the_log(&log);
