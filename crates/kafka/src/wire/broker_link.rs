@@ -216,7 +216,12 @@ impl BrokerLink {
                 // No SNI for an IP address (RFC 6066).
                 config.set_use_server_name_indication(host.parse::<IpAddr>().is_err());
                 let tcp = BufferedTcp(std::io::BufReader::with_capacity(TLS_READ_BUFFER, tcp));
-                let tls = config.connect(host, tcp).map_err(|e| refused(step("a TLS handshake with"), e))?;
+                let tls = config.connect(host, tcp).map_err(|e| {
+                    // Worded as librdkafka's client says it (`access_problem`).
+                    let why =
+                        format!("TLS with the broker failed (check tls.ca_file and the broker's certificate): {e}");
+                    refused(step("a TLS handshake with"), why)
+                })?;
                 Stream::Tls(Box::new(tls))
             }
         };
