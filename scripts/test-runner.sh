@@ -10,11 +10,28 @@ set -uo pipefail
 minutes="${KSHARD_TEST_BINARY_MINUTES:-30}"
 binary="$1"
 out="$(mktemp "${TMPDIR:-/tmp}/kshard-test-binary.XXXXXX")"
-# libtest says "test <name> has been running for over 60 seconds" of a long
-# test; `timeout` stops the binary (TERM, then KILL 30 s later).
-timeout --kill-after=30s "${minutes}m" "$@" 2>&1 | tee "$out"
-status=${PIPESTATUS[0]}
-if [[ $status -eq 124 || $status -eq 137 ]]; then
+started=$SECONDS
+# `timeout` runs the binary in a process group of its own (so that on the
+# deadline it stops the binary's children too: TERM, then KILL 30 s later),
+# which a Ctrl-C or a TERM to scripts/test.sh does not reach: they are
+# handed on. libtest says "test <name> has been running for over 60 seconds"
+# of a long test, which names the ones left at the deadline.
+timeout --kill-after=30s "${minutes}m" "$@" > >(tee "$out") 2>&1 &
+pid=$!
+trap 'kill -TERM "$pid" 2>/dev/null' INT TERM HUP
+wait "$pid"
+status=$?
+# A signal handed on interrupts `wait`: wait for the end itself.
+while kill -0 "$pid" 2>/dev/null; do
+  wait "$pid"
+  status=$?
+done
+trap - INT TERM HUP
+# The output, all of it, before it is read (bash waits for the last
+# process substitution too).
+wait
+elapsed=$((SECONDS - started))
+if [[ ($status -eq 124 || $status -eq 137) && $elapsed -ge $(awk -v m="$minutes" 'BEGIN { printf "%d", m * 60 }') ]]; then
   {
     printf '[kshard] error: %s ran past %s minutes and was stopped.\n' "$(basename "$binary")" "$minutes"
     # Tests that started running long and never ended (ok, FAILED, ignored).
@@ -31,6 +48,9 @@ if [[ $status -eq 124 || $status -eq 137 ]]; then
   } >&2
   rm -f "$out"
   exit 1
+fi
+if [[ $status -eq 137 ]]; then
+  printf '[kshard] error: %s was killed (SIGKILL, %s s in: out of memory?)\n' "$(basename "$binary")" "$elapsed" >&2
 fi
 rm -f "$out"
 exit "$status"

@@ -45,7 +45,7 @@ pub enum Error {
     },
     /// The broker answered a request of kshard's own client with an error
     /// code (`kafka_error_name` names it).
-    #[error("{step}: the broker answered {}", kafka_protocol::ResponseError::try_from_code(*code).map_or_else(|| "no error".to_owned(), |e| screaming(&e.to_string())))]
+    #[error("{step}: the broker answered {} (error code {code})", kafka_name(*code))]
     Kafka {
         /// What was being done, and on which broker.
         step: String,
@@ -113,7 +113,7 @@ impl Error {
     /// with one (a timeout, a dropped connection, a local failure).
     pub fn kafka_error_name(&self) -> Option<String> {
         if let Error::Kafka { code, .. } = self {
-            return kafka_protocol::ResponseError::try_from_code(*code).map(|e| screaming(&e.to_string()));
+            return code_name(*code);
         }
         let (Error::Client { source, .. } | Error::Call { source, .. }) = self else { return None };
         let code = source.rdkafka_error_code()?;
@@ -136,6 +136,20 @@ impl Error {
         }
         Some(screaming(&format!("{code:?}")))
     }
+}
+
+/// Kafka's name of error `code`; `None` for no error or a code the
+/// kafka-protocol crate does not know.
+fn code_name(code: i16) -> Option<String> {
+    match kafka_protocol::ResponseError::try_from_code(code)? {
+        kafka_protocol::ResponseError::Unknown(_) => None,
+        known => Some(screaming(&known.to_string())),
+    }
+}
+
+/// Error `code` in words, for messages.
+fn kafka_name(code: i16) -> String {
+    code_name(code).unwrap_or_else(|| "an error kshard does not know".to_owned())
 }
 
 /// `UnsupportedSASLMechanism` → `UNSUPPORTED_SASL_MECHANISM`: a word starts
@@ -185,5 +199,21 @@ mod tests {
             failed(Code::CoordinatorLoadInProgress).kafka_error_name().as_deref(),
             Some("COORDINATOR_LOAD_IN_PROGRESS")
         );
+    }
+
+    #[test]
+    fn kshards_own_clients_errors_are_named_retried_and_refused_as_kafkas() {
+        let answered = |code| Error::Kafka { step: "listing groups on b:9092".into(), code };
+        assert_eq!(answered(16).kafka_error_name().as_deref(), Some("NOT_COORDINATOR"));
+        assert!(answered(16).is_retriable() && !answered(16).is_authorization());
+        assert!(answered(30).is_authorization() && !answered(30).is_retriable(), "GROUP_AUTHORIZATION_FAILED");
+        assert_eq!(
+            answered(30).to_string(),
+            "listing groups on b:9092: the broker answered GROUP_AUTHORIZATION_FAILED (error code 30)"
+        );
+        assert_eq!(answered(9_999).kafka_error_name(), None, "a code no one names");
+        assert!(answered(9_999).to_string().ends_with("an error kshard does not know (error code 9999)"));
+        let lost = Error::Unreachable { step: "reading an answer with b:9092".into(), message: "reset".into() };
+        assert!(lost.is_retriable() && !lost.is_authorization());
     }
 }

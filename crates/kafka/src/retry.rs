@@ -79,12 +79,12 @@ pub(crate) fn retriable_rdkafka(code: Code) -> bool {
     )
 }
 
-/// The waits between tries: 50 ms, doubled each time, at most 1 s.
 /// How long a partition (or a group) whose own answer had a retriable error
 /// is asked for again (a leader election takes about this long): one offline
 /// for minutes must not hold up every caller's answer for the others.
 pub(crate) const PARTITION_RETRY_FOR: Duration = Duration::from_secs(3);
 
+/// The waits between tries: 50 ms, doubled each time, at most 1 s.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Retry {
     /// Tries made so far.

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use kshard_kafka::{ClientSettings, ClusterAdmin, PartitionReader, ReadEvent};
+use kshard_kafka::{BrokerAdmin, ClientSettings, ClusterAdmin, PartitionReader, ReadEvent, WireAdmin};
 use kshard_testkit::{HostileBroker, METADATA_2_POW_32_BROKERS};
 
 #[test]
@@ -35,4 +35,19 @@ fn a_reader_whose_broker_sends_such_answers_goes_on_waiting() {
             assert!(matches!(event, ReadEvent::Idle), "nothing to read from such a broker");
         }
     }
+}
+
+/// A broker before Kafka 3.0 (no Metadata v9, no batched OffsetFetch):
+/// kshard's admin client hands its calls to librdkafka's, having asked only
+/// ApiVersions v0 (which every broker answers), and the stand-in's garbage
+/// answers are then librdkafka's to refuse: an error, not an abort.
+#[test]
+fn an_old_broker_is_served_by_librdkafkas_admin_client() {
+    let broker = HostileBroker::before_kafka_3(METADATA_2_POW_32_BROKERS);
+    let settings = ClientSettings::new(broker.address());
+    let admin = WireAdmin::new(&settings, Duration::from_secs(2)).expect("settings").expect("kshard's client");
+    assert_eq!(admin.client(), None, "nothing asked yet");
+    let asked = BrokerAdmin::topics(&admin);
+    assert_eq!(admin.client(), Some("librdkafka"), "{asked:?}");
+    assert!(asked.is_err(), "no metadata from such a broker: {asked:?}");
 }

@@ -5,6 +5,7 @@
 //! that only commits, a classic consumer group with a member, a KIP-848
 //! one), their committed offsets and their descriptions (state, assignor,
 //! members and their partitions) — and a group or topic that is not there.
+//! (Brokers before Kafka 3.0 go to librdkafka: `hostile_broker.rs`.)
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -145,4 +146,15 @@ fn kshards_admin_calls_answer_as_librdkafkas() {
     assert_eq!(classic_description.members.len(), 1);
     assert_eq!(classic_description.members[0].assignment.len(), 3, "{classic_description:?}");
     assert_eq!(ours, described(&rdkafka));
+
+    // A group that is not there: described and fetched alike by both.
+    let nobody = [format!("{p}-nobody")];
+    let (w, r) =
+        (wire.describe_groups(&nobody).expect("describes"), rdkafka.describe_groups(&nobody).expect("describes"));
+    assert_eq!(w, r);
+    assert_eq!(w.first().map(|d| (d.state.as_str(), d.members.len())), Some(("Dead", 0)), "{w:?}");
+    let (w, r) = (wire.group_offsets(&nobody).expect("fetches"), rdkafka.group_offsets(&nobody).expect("fetches"));
+    assert_eq!(w, r);
+    assert!(w.iter().all(|g| g.offsets.is_empty()), "{w:?}");
+    assert_eq!(wire.client(), Some("kshard"), "a broker of today is served by kshard's own calls");
 }

@@ -42,6 +42,12 @@ impl HostileBroker {
         Self::start(Some(api_versions), body)
     }
 
+    /// [`HostileBroker::answering`] `body`, with sound ApiVersions answers
+    /// of a broker before Kafka 3.0 (Metadata to v8, OffsetFetch to v7).
+    pub fn before_kafka_3(body: &'static [u8]) -> HostileBroker {
+        Self::start(Some(OLD_BROKER), body)
+    }
+
     fn start(api_versions: Option<&'static [u8]>, body: &'static [u8]) -> HostileBroker {
         let listener = TcpListener::bind("127.0.0.1:0").expect("binds");
         listener.set_nonblocking(true).expect("nonblocking");
@@ -89,9 +95,11 @@ fn answer(mut socket: TcpStream, versions: Option<&[u8]>, body: &[u8]) {
         if request[..2] == API_VERSIONS.to_be_bytes() {
             // A sound answer (its header has no tagged fields), so that a
             // client goes on to the calls that get `body`; or the test's.
+            let version = i16::from_be_bytes([request[2], request[3]]);
             match versions {
+                Some(OLD_BROKER) => frame.extend(api_versions_of(version, &[(3, 8), (9, 7)])),
                 Some(versions) => frame.extend_from_slice(versions),
-                None => frame.extend(api_versions(i16::from_be_bytes([request[2], request[3]]))),
+                None => frame.extend(api_versions(version)),
             }
         } else {
             frame.push(0); // the flexible header's tagged fields
@@ -108,10 +116,19 @@ fn answer(mut socket: TcpStream, versions: Option<&[u8]>, body: &[u8]) {
 /// ApiVersions' API key.
 const API_VERSIONS: i16 = 18;
 
+/// The marker of [`HostileBroker::before_kafka_3`]'s ApiVersions answers.
+const OLD_BROKER: &[u8] = b"old broker";
+
 /// An ApiVersions answer at `version` (3 and later are flexible) that
 /// lists API keys 0 to 80, each at versions 0 to 12 (ApiVersions itself 0
 /// to 3).
 fn api_versions(version: i16) -> Vec<u8> {
+    api_versions_of(version, &[])
+}
+
+/// [`api_versions`], with the highest version of each key in `highest`
+/// (key, version) instead.
+fn api_versions_of(version: i16, highest: &[(i16, i16)]) -> Vec<u8> {
     let flexible = version >= 3;
     let mut body = 0i16.to_be_bytes().to_vec(); // no error
     let keys: Vec<i16> = (0..=80).collect();
@@ -123,12 +140,15 @@ fn api_versions(version: i16) -> Vec<u8> {
     for key in keys {
         body.extend(key.to_be_bytes());
         body.extend(0i16.to_be_bytes());
-        body.extend(if key == API_VERSIONS { 3i16 } else { 12 }.to_be_bytes());
+        let max = highest.iter().find(|(k, _)| *k == key).map_or(12, |(_, v)| *v);
+        body.extend(if key == API_VERSIONS { 3i16 } else { max }.to_be_bytes());
         if flexible {
             body.push(0);
         }
     }
-    body.extend(0i32.to_be_bytes()); // throttle
+    if version >= 1 {
+        body.extend(0i32.to_be_bytes()); // throttle (from v1)
+    }
     if flexible {
         body.push(0);
     }

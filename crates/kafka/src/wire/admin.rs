@@ -14,9 +14,11 @@
 //! cluster whose broker lacks one (ApiVersions, asked once) is served by
 //! librdkafka's admin client instead, said once in the log.
 //!
-//! Retries are librdkafka's admin client's: a retriable error of a whole call
-//! (a broker restarting, a coordinator loading) is asked again until the
-//! timeout; a partition's or a group's own retriable error, for 3 s at most.
+//! Retries as librdkafka's admin client makes them: a retriable error of a
+//! whole call (a broker restarting) is asked again until the timeout; a
+//! partition's or a group's own retriable error (a coordinator loading or
+//! down), for 3 s at most, and then that partition is left out, that group
+//! given the error: one broker down never fails the others' answers.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::OnceLock;
@@ -49,6 +51,8 @@ const FIND_COORDINATOR_VERSION: i16 = 4;
 const OFFSET_FETCH_VERSION: i16 = 8;
 const DESCRIBE_GROUPS_VERSION: i16 = 5;
 const CONSUMER_GROUP_DESCRIBE_VERSION: i16 = 0;
+/// The error a group whose coordinator does not answer is given.
+const COORDINATOR_NOT_AVAILABLE: i16 = 15;
 
 /// The calls this client makes, at the versions it makes them.
 const NEEDED: [(ApiKey, i16); 6] = [
@@ -113,6 +117,15 @@ impl WireAdmin {
         Ok(Some(admin))
     }
 
+    /// Which client answers the calls: `Some("kshard")` or
+    /// `Some("librdkafka")` once a broker said its versions, `None` before.
+    pub fn client(&self) -> Option<&'static str> {
+        self.backend.get().map(|b| match b {
+            Backend::Wire { .. } => "kshard",
+            Backend::Librdkafka(_) => "librdkafka",
+        })
+    }
+
     /// `wire()` when kshard's own calls serve this cluster, `rdkafka(admin)`
     /// when librdkafka's must; asks a broker's versions first, once.
     fn with_backend<T>(
@@ -145,21 +158,16 @@ impl WireAdmin {
         }
     }
 
-    /// The first call [`NEEDED`] that a broker lacks at its version, from
-    /// the first broker that answers ApiVersions, and whether it has
-    /// ConsumerGroupDescribe v0.
+    /// The first call [`NEEDED`] that a broker lacks at its version, and
+    /// whether it has ConsumerGroupDescribe v0: ApiVersions v0 (which every
+    /// broker answers) of the first broker that answers, before any other
+    /// call, asked again on retriable errors until the timeout.
     fn lacking(&self) -> Result<(Option<(ApiKey, i16)>, bool)> {
-        let metadata = self.metadata(None)?;
-        let address = Links::brokers(&metadata).into_values().next().ok_or_else(|| Error::Refused {
-            step: format!("connecting to {}", self.settings.brokers),
-            message: "no broker in the metadata".into(),
+        let request = ApiVersionsRequest::default();
+        let answer: ApiVersionsResponse = retrying(self.timeout, std::thread::sleep, |left| {
+            self.links.any(left, |link| link.call(&request, 0, left))
         })?;
-        let request = ApiVersionsRequest::default()
-            .with_client_software_name(StrBytes::from_static_str("kshard"))
-            .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
-        let answer: ApiVersionsResponse =
-            self.links.on(&address, self.timeout, |link| link.call(&request, 3, self.timeout))?;
-        answered(|| format!("asking {address} for its API versions"), answer.error_code)?;
+        answered(|| format!("asking {} for their API versions", self.settings.brokers), answer.error_code)?;
         let has = |key: ApiKey, version: i16| {
             answer
                 .api_keys
@@ -442,6 +450,13 @@ impl WireAdmin {
                         self.links.drop_link(&address);
                         tracing::debug!(error = %e, coordinator = %address, "asking again");
                         again.extend(groups);
+                    }
+                    // One coordinator down does not take the other groups
+                    // with it: its groups are told COORDINATOR_NOT_AVAILABLE.
+                    Err(e) if e.is_retriable() => {
+                        self.links.drop_link(&address);
+                        tracing::warn!(error = %e, coordinator = %address, groups = groups.len(), "a coordinator did not answer");
+                        out.extend(groups.into_iter().map(|g| failed(g, COORDINATOR_NOT_AVAILABLE)));
                     }
                     Err(e) => return Err(e),
                 }

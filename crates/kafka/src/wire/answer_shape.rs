@@ -113,7 +113,14 @@ macro_rules! answer {
     };
 }
 
-answer!(ApiVersionsResponse, ApiVersions, 3 => &[
+answer!(ApiVersionsResponse, ApiVersions,
+    // v0: what every broker answers, whatever it supports (kshard's admin
+    // client asks it to choose between its own calls and librdkafka's).
+    0 => &[
+        int16("error_code"),
+        field("api_keys", Shape::Array(&[int16("api_key"), int16("min_version"), int16("max_version")])),
+    ],
+    3 => &[
     int16("error_code"),
     carray("api_keys", &[int16("api_key"), int16("min_version"), int16("max_version"), TAGS]),
     int32("throttle_time_ms"),
@@ -125,7 +132,8 @@ answer!(ApiVersionsResponse, ApiVersions, 3 => &[
         ])]),
         (3, &[int8("zk_migration_ready")]),
     ])),
-]);
+],
+);
 
 answer!(MetadataResponse, Metadata, 9 => &[
     int32("throttle_time_ms"),

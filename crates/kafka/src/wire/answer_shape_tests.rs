@@ -95,6 +95,16 @@ fn api_versions_v3_with_its_known_tags() {
             .with_zk_migration_ready(true),
         3,
     );
+    fits(
+        ApiVersionsResponse::default().with_api_keys(vec![
+            ApiVersion::default()
+                .with_api_key(1)
+                .with_min_version(4)
+                .with_max_version(17);
+            2
+        ]),
+        0,
+    );
 }
 
 #[test]

@@ -187,6 +187,10 @@ pub(crate) struct BrokerLink {
     /// connect again before.
     expires: Option<Instant>,
     traffic: std::sync::Arc<crate::Traffic>,
+    /// The broker has answered on this connection: a connection closed
+    /// before it ever did is a refusal (a listener of another security
+    /// protocol), not a network failure.
+    answered: bool,
 }
 
 impl BrokerLink {
@@ -226,7 +230,8 @@ impl BrokerLink {
             }
         };
         let traffic = std::sync::Arc::clone(&security.traffic);
-        let mut link = BrokerLink { address: address.to_owned(), stream, correlation: 0, expires: None, traffic };
+        let mut link =
+            BrokerLink { address: address.to_owned(), stream, correlation: 0, expires: None, traffic, answered: false };
         if let Some(sasl) = &security.sasl {
             link.authenticate(sasl, timeout)?;
         }
@@ -366,7 +371,14 @@ impl BrokerLink {
         self.stream.flush().map_err(|e| self.lost("sending a request", e))?;
         self.traffic.sent(body.len());
         let mut size = [0u8; 4];
-        self.stream.read_exact(&mut size).map_err(|e| self.lost("reading an answer", e))?;
+        self.stream.read_exact(&mut size).map_err(|e| {
+            if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) {
+                // Slow, not refused.
+                unreachable(format!("reading an answer with {}", self.address), e)
+            } else {
+                self.lost("reading an answer", e)
+            }
+        })?;
         let size = usize::try_from(i32::from_be_bytes(size)).ok().filter(|&n| n <= most).ok_or_else(|| {
             let size = i32::from_be_bytes(size);
             self.malformed(&format!("reading a {api:?} answer"), format!("a frame of {size} bytes (at most {most})"))
@@ -378,7 +390,8 @@ impl BrokerLink {
             // Wake when the rest, or a good part of it, is there.
             let wake = if matches!(self.stream, Stream::Plain(_)) { WAKE_BYTES } else { TLS_WAKE_BYTES };
             if large && self.nothing_held() && !wait_for(self.stream.tcp(), (size - filled).min(wake), timeout) {
-                return Err(self.lost("reading an answer", "timed out"));
+                // Slow, not refused: retriable whether or not it answered before.
+                return Err(unreachable(format!("reading an answer with {}", self.address), "timed out"));
             }
             match self.stream.read(&mut frame[filled..]) {
                 Ok(0) => return Err(self.lost("reading an answer", "the broker closed the connection")),
@@ -388,6 +401,7 @@ impl BrokerLink {
             }
         }
         self.traffic.received(4 + size);
+        self.answered = true;
         // Every response header starts with the request's correlation id.
         let answered = Cursor::new(&frame).i32().ok();
         if answered != Some(self.correlation) {
@@ -418,9 +432,18 @@ impl BrokerLink {
     }
 
     /// `what` with this broker failed because the connection did (closed,
-    /// reset, timed out): retriable.
+    /// reset, timed out): retriable, once the broker has answered on it.
+    /// Before its first answer, it is a refusal with a hint: a listener of
+    /// another security protocol (TLS, SASL) closes such a connection, and
+    /// trying again until the timeout would only hide that.
     fn lost(&self, what: &str, why: impl std::fmt::Display) -> Error {
-        unreachable(format!("{what} with {}", self.address), why)
+        if self.answered {
+            return unreachable(format!("{what} with {}", self.address), why);
+        }
+        let why = format!(
+            "{why}, before any answer on a new connection (check security_protocol and sasl.mechanism against the broker's listener)"
+        );
+        refused(format!("{what} with {}", self.address), why)
     }
 }
 

@@ -147,8 +147,12 @@ impl Sink {
             q.bytes += bytes;
         }
         // Failures not read yet are told once: the latest replaces the one
-        // before, so a reader that is slow to poll does not pile them up.
-        if matches!(delivery, Delivery::Failed(_)) && matches!(q.items.back(), Some(Delivery::Failed(_))) {
+        // before, so a reader that is slow to poll does not pile them up. A
+        // truncation is no passing failure: each is a partition whose state
+        // the reader must drop, and none is replaced (one per partition at
+        // most, at each truncation).
+        let passing = |d: &Delivery| matches!(d, Delivery::Failed(e) if !matches!(e, Error::Truncated { .. }));
+        if passing(&delivery) && q.items.back().is_some_and(passing) {
             q.items.pop_back();
         }
         q.items.push_back(delivery);
@@ -1030,6 +1034,28 @@ mod tests {
         assert_eq!(larger_ask(PARTITION_MOST_BYTES, 200 << 20), None, "nothing more to ask");
         assert_eq!(larger_ask(2 << 20, 1 << 20), None, "it fitted: something else is wrong");
         assert_eq!(larger_ask(i32::MAX - 1, i32::MAX), None);
+    }
+
+    #[test]
+    fn every_truncation_is_told_and_passing_failures_once() {
+        let settings = crate::ClientSettings::new("127.0.0.1:1");
+        let security = LinkSecurity::from_settings(&settings).expect("reads").expect("plain");
+        let fetcher = Fetcher::new("127.0.0.1:1", security, false).expect("a fetcher");
+        let (_, sink) = fetcher.sink(1 << 20);
+        let refused = |n: i32| Delivery::Failed(Error::Refused { step: format!("fetch {n}"), message: "no".into() });
+        let truncated =
+            |p: i32| Delivery::Failed(Error::Truncated { topic: "t".into(), partition: p, offset: 50, log_start: 0 });
+        for d in [refused(1), refused(2), truncated(0), truncated(1), refused(3), refused(4), truncated(2)] {
+            sink.push(d);
+        }
+        let mut told = Vec::new();
+        while let Some(Delivery::Failed(e)) = fetcher.next_delivery(&sink, Duration::from_millis(10)) {
+            told.push(e.to_string());
+        }
+        let truncations = told.iter().filter(|t| t.contains("past the log's end")).count();
+        assert_eq!(truncations, 3, "every partition's truncation: {told:?}");
+        assert_eq!(told.len(), 5, "two runs of passing failures, the latest of each: {told:?}");
+        assert!(told[0].contains("fetch 2") && told[3].contains("fetch 4"), "{told:?}");
     }
 
     #[test]

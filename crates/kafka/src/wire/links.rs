@@ -90,19 +90,23 @@ impl Links {
                 .collect()
         });
         let request = MetadataRequest::default().with_topics(topics).with_allow_auto_topic_creation(false);
+        self.any(timeout, |link| link.call::<_, MetadataResponse>(&request, METADATA_VERSION, timeout))
+    }
+
+    /// `request` on the first broker that answers it: those connected first,
+    /// then the bootstrap list; the last error when none does.
+    pub(crate) fn any<T>(&self, timeout: Duration, request: impl Fn(&mut BrokerLink) -> Result<T>) -> Result<T> {
         let open: Vec<String> =
             self.connections.lock().unwrap_or_else(std::sync::PoisonError::into_inner).keys().cloned().collect();
         let mut failed = None;
         for address in open.iter().chain(&self.bootstrap) {
-            let metadata =
-                self.on(address, timeout, |link| link.call::<_, MetadataResponse>(&request, METADATA_VERSION, timeout));
-            match metadata {
-                Ok(metadata) => return Ok(metadata),
+            match self.on(address, timeout, &request) {
+                Ok(answer) => return Ok(answer),
                 Err(e) => failed = Some(e),
             }
         }
         Err(failed.unwrap_or_else(|| Error::Refused {
-            step: "fetching the cluster's metadata".into(),
+            step: "asking the cluster's brokers".into(),
             message: "no bootstrap broker".into(),
         }))
     }

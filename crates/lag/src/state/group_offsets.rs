@@ -756,7 +756,10 @@ impl GroupOffsets {
             .iter()
             .map(|&DescribedMember { member_id, instance, client_id, host, assigned }| {
                 let mut by_topic: Vec<(Arc<str>, Vec<i32>)> = Vec::new();
-                for (topic, partition) in assigned {
+                // As from the offsets topic: an assignment naming a topic no
+                // broker would accept (client bytes, unchecked) is none.
+                let legal = assigned.iter().all(|(topic, _)| kshard_offsets::is_legal_topic_name(topic));
+                for (topic, partition) in assigned.iter().filter(|_| legal) {
                     match by_topic.iter_mut().find(|(t, _)| **t == **topic) {
                         Some((_, partitions)) => partitions.push(*partition),
                         None => by_topic.push((self.names.intern(topic), vec![*partition])),
