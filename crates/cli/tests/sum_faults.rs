@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use common::primaries::Sampler;
 use common::sum_cluster::SumCluster;
-use kshard_kafka::{Admin, ClientSettings};
+use kshard_kafka::{Admin, ClientSettings, TopicPartition};
 use kshard_testkit::{Cluster, Etcd, Namespace};
 
 const LEASE_TTL: u64 = 3;
@@ -157,8 +157,23 @@ fn the_leader_of_a_recovery_log_partition_killed_under_load() {
     let leaders = admin.leaders(&log_topic).expect("the log's leaders");
     let victim = leaders[&0];
     let producer = cluster.producer();
-    let load = std::thread::spawn(move || producer.produce(30_000));
-    // Killed as the load starts (a wait here could see it end first).
+    let source: Vec<TopicPartition> =
+        (0..cluster.partitions).map(|p| TopicPartition::new(cluster.topic.clone(), p)).collect();
+    let produced = || -> i64 { admin.watermarks(&source).map_or(0, |w| w.values().map(|(_, high)| high).sum()) };
+    let before = produced();
+    // Load for some seconds (one run of 30,000 is over in a blink).
+    let load = std::thread::spawn(move || {
+        for _ in 0..10 {
+            producer.produce(3_000);
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    });
+    // Killed once the load's first records are in, while it goes on.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while produced() <= before {
+        assert!(Instant::now() < deadline, "the load wrote nothing within 60 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     brokers.kill(victim);
     let killed = Instant::now();
     // Under load: the producer had not finished when the broker died (else
