@@ -1,5 +1,6 @@
 //! The answers kshard decodes with the kafka-protocol crate (Metadata,
-//! ListOffsets, ApiVersions, SASL, ListGroups, FindCoordinator,
+//! ListOffsets, ApiVersions v0 and v3, SASL, ListGroups v4 and v5,
+//! FindCoordinator, OffsetFetch, DescribeGroups, ConsumerGroupDescribe,
 //! ShareGroupDescribe, DescribeConfigs, DescribeLogDirs): the first byte
 //! picks one, the rest is its body. Checked against its shape, then decoded
 //! when it fits: neither may panic or abort.

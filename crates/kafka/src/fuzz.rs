@@ -6,8 +6,9 @@
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
-    ApiVersionsResponse, DescribeConfigsResponse, DescribeLogDirsResponse, FindCoordinatorResponse, ListGroupsResponse,
-    ListOffsetsResponse, MetadataResponse, SaslAuthenticateResponse, SaslHandshakeResponse, ShareGroupDescribeResponse,
+    ApiVersionsResponse, ConsumerGroupDescribeResponse, DescribeConfigsResponse, DescribeGroupsResponse,
+    DescribeLogDirsResponse, FindCoordinatorResponse, ListGroupsResponse, ListOffsetsResponse, MetadataResponse,
+    OffsetFetchResponse, SaslAuthenticateResponse, SaslHandshakeResponse, ShareGroupDescribeResponse,
 };
 
 use crate::wire::answer_shape::{self, Answer};
@@ -61,11 +62,11 @@ pub fn inflate(codec: i16, compressed: &[u8], most: usize) {
     }
 }
 
-/// An answer to the call `which` selects (of the ten kshard decodes with
-/// the kafka-protocol crate): checked against its shape and, when it fits,
-/// decoded, as `BrokerLink::call` does.
+/// An answer to the call `which` selects (of the answers, at the versions,
+/// kshard decodes with the kafka-protocol crate): checked against its shape
+/// and, when it fits, decoded, as `BrokerLink::call` does.
 pub fn answer(which: u8, body: &[u8]) {
-    match which % 10 {
+    match which % 15 {
         0 => checked::<MetadataResponse>(body, 9),
         1 => checked::<ListOffsetsResponse>(body, 7),
         2 => checked::<ApiVersionsResponse>(body, 3),
@@ -75,7 +76,12 @@ pub fn answer(which: u8, body: &[u8]) {
         6 => checked::<FindCoordinatorResponse>(body, 4),
         7 => checked::<ShareGroupDescribeResponse>(body, 1),
         8 => checked::<DescribeConfigsResponse>(body, 4),
-        _ => checked::<DescribeLogDirsResponse>(body, 4),
+        9 => checked::<DescribeLogDirsResponse>(body, 4),
+        10 => checked::<ApiVersionsResponse>(body, 0),
+        11 => checked::<ListGroupsResponse>(body, 4),
+        12 => checked::<OffsetFetchResponse>(body, 8),
+        13 => checked::<DescribeGroupsResponse>(body, 5),
+        _ => checked::<ConsumerGroupDescribeResponse>(body, 0),
     }
 }
 
