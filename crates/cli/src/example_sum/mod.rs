@@ -125,9 +125,14 @@ fn ensure_topics(settings: &ClientSettings, topic: &TopicArgs) -> Result<i32> {
     if topic.partitions < 1 {
         bail!("invalid partitions: {} (at least 1)", topic.partitions);
     }
-    let source =
-        TopicSpec { name: topic.topic.clone(), partitions: topic.partitions, replication: -1, configs: vec![] };
-    admin.create_topic(&source).with_context(|| format!("creating {}", topic.topic))?;
+    // Created only when missing: a topic that exists is looked up on any
+    // live broker, so that a broker down (the controller, say) stops no
+    // producer or member from starting.
+    if admin.partition_count(&topic.topic).context("looking up the source topic")?.is_none() {
+        let source =
+            TopicSpec { name: topic.topic.clone(), partitions: topic.partitions, replication: -1, configs: vec![] };
+        admin.create_topic(&source).with_context(|| format!("creating {}", topic.topic))?;
+    }
     let partitions = admin
         .partition_count(&topic.topic)
         .context("reading the source topic")?

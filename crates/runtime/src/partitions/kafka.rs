@@ -151,21 +151,11 @@ pub fn ensure_log_topic(
     extra: &[(&str, &str)],
 ) -> Result<bool, LogTopicError> {
     let kafka = |step| move |source| LogTopicError::Kafka { topic: name.to_owned(), step, source: Box::new(source) };
-    // Three replicas where there are three brokers, two of them in sync
-    // for a write to count: not the broker's defaults, which are often 1.
-    let brokers = admin.broker_ids().map_err(kafka("counting the brokers"))?.len();
-    let (replication, min_insync) = crate::recovery_log::topic::replication_for(brokers);
-    let min_insync = min_insync.to_string();
-    let own = [("min.insync.replicas", min_insync.as_str())];
-    let configs = crate::recovery_log::topic::TOPIC_CONFIGS
-        .iter()
-        .chain(&crate::recovery_log::topic::SIZE_CONFIGS)
-        .chain(own.iter().filter(|(k, _)| !extra.iter().any(|(e, _)| e == k)))
-        .chain(extra)
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
-    let spec = kshard_kafka::TopicSpec { name: name.to_owned(), partitions, replication, configs };
-    let created = admin.create_topic(&spec).map_err(kafka("creating it"))?;
+    // There already (the common case): checked, not created. Asking any
+    // live broker's metadata, not the controller, so that a start with a
+    // broker down (the controller, say) does not time out on CreateTopics.
+    let exists = admin.partition_count(name).map_err(kafka("looking it up"))?.is_some();
+    let created = !exists && create_log_topic(admin, name, partitions, extra).map_err(kafka("creating it"))?;
     if !created {
         let found = admin.topic_configs(name).map_err(kafka("reading its configuration"))?;
         let wrong = crate::recovery_log::topic::check(name, &found);
@@ -180,4 +170,24 @@ pub fn ensure_log_topic(
         }
     }
     Ok(created)
+}
+
+/// Creates `name` as [`ensure_log_topic`] wants it; `Ok(false)` when it was
+/// made meanwhile.
+fn create_log_topic(admin: &Admin, name: &str, partitions: i32, extra: &[(&str, &str)]) -> Result<bool, Error> {
+    // Three replicas where there are three brokers, two of them in sync
+    // for a write to count: not the broker's defaults, which are often 1.
+    let brokers = admin.broker_ids()?.len();
+    let (replication, min_insync) = crate::recovery_log::topic::replication_for(brokers);
+    let min_insync = min_insync.to_string();
+    let own = [("min.insync.replicas", min_insync.as_str())];
+    let configs = crate::recovery_log::topic::TOPIC_CONFIGS
+        .iter()
+        .chain(&crate::recovery_log::topic::SIZE_CONFIGS)
+        .chain(own.iter().filter(|(k, _)| !extra.iter().any(|(e, _)| e == k)))
+        .chain(extra)
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    let spec = kshard_kafka::TopicSpec { name: name.to_owned(), partitions, replication, configs };
+    admin.create_topic(&spec)
 }
