@@ -108,6 +108,13 @@ impl Error {
 }
 
 impl Error {
+    /// True when a writer with a newer epoch took this producer's
+    /// transactional id over (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH):
+    /// nothing this producer writes will be written.
+    pub fn is_fenced(&self) -> bool {
+        matches!(self, Error::Kafka { code: 47 | 90, .. })
+    }
+
     /// The broker's error, in Kafka's own name (`NOT_COORDINATOR`,
     /// `REBALANCE_IN_PROGRESS`, …); `None` when the broker did not answer
     /// with one (a timeout, a dropped connection, a local failure).
@@ -140,7 +147,7 @@ impl Error {
 
 /// Kafka's name of error `code`; `None` for no error or a code the
 /// kafka-protocol crate does not know.
-fn code_name(code: i16) -> Option<String> {
+pub(crate) fn code_name(code: i16) -> Option<String> {
     match kafka_protocol::ResponseError::try_from_code(code)? {
         kafka_protocol::ResponseError::Unknown(_) => None,
         known => Some(screaming(&known.to_string())),

@@ -6,9 +6,10 @@
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
-    ApiVersionsResponse, ConsumerGroupDescribeResponse, DescribeConfigsResponse, DescribeGroupsResponse,
-    DescribeLogDirsResponse, FindCoordinatorResponse, ListGroupsResponse, ListOffsetsResponse, MetadataResponse,
-    OffsetFetchResponse, SaslAuthenticateResponse, SaslHandshakeResponse, ShareGroupDescribeResponse,
+    AddPartitionsToTxnResponse, ApiVersionsResponse, ConsumerGroupDescribeResponse, DescribeConfigsResponse,
+    DescribeGroupsResponse, DescribeLogDirsResponse, EndTxnResponse, FindCoordinatorResponse, InitProducerIdResponse,
+    ListGroupsResponse, ListOffsetsResponse, MetadataResponse, OffsetFetchResponse, ProduceResponse,
+    SaslAuthenticateResponse, SaslHandshakeResponse, ShareGroupDescribeResponse,
 };
 
 use crate::wire::answer_shape::{self, Answer};
@@ -66,7 +67,7 @@ pub fn inflate(codec: i16, compressed: &[u8], most: usize) {
 /// kshard decodes with the kafka-protocol crate): checked against its shape
 /// and, when it fits, decoded, as `BrokerLink::call` does.
 pub fn answer(which: u8, body: &[u8]) {
-    match which % 15 {
+    match which % 19 {
         0 => checked::<MetadataResponse>(body, 9),
         1 => checked::<ListOffsetsResponse>(body, 7),
         2 => checked::<ApiVersionsResponse>(body, 3),
@@ -81,7 +82,11 @@ pub fn answer(which: u8, body: &[u8]) {
         11 => checked::<ListGroupsResponse>(body, 4),
         12 => checked::<OffsetFetchResponse>(body, 8),
         13 => checked::<DescribeGroupsResponse>(body, 5),
-        _ => checked::<ConsumerGroupDescribeResponse>(body, 0),
+        14 => checked::<ConsumerGroupDescribeResponse>(body, 0),
+        15 => checked::<ProduceResponse>(body, 9),
+        16 => checked::<InitProducerIdResponse>(body, 4),
+        17 => checked::<AddPartitionsToTxnResponse>(body, 3),
+        _ => checked::<EndTxnResponse>(body, 3),
     }
 }
 

@@ -4,8 +4,10 @@
 //! - `wire/`: kshard's own requests (Fetch, ListOffsets, Metadata, SASL, TLS
 //!   on `kafka-protocol`'s messages). The default [`PartitionReader`] (one
 //!   connection per broker shared by every reader of a process, Fetch
-//!   sessions, batches walked in place) and [`FetchTimes`] (record
-//!   timestamps).
+//!   sessions, batches walked in place), [`FetchTimes`] (record
+//!   timestamps), and the [`Writer`] with its [`Producer`]s: idempotent and
+//!   transactional Produce (InitProducerId, AddPartitionsToTxn, EndTxn),
+//!   one connection per broker for every producer of a process.
 //! - `librdkafka/`: rdkafka with its bundled librdkafka (Debian's 2.0.2
 //!   cannot talk to every broker kshard supports), behind small blocking
 //!   types: [`Admin`] (topics, metadata, batched watermarks, and
@@ -25,6 +27,7 @@
 //! that is `kshard-offsets`' job.
 
 mod config;
+mod delivery;
 mod error;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
@@ -39,13 +42,14 @@ mod traits;
 mod wire;
 
 pub use config::{ClientSettings, ReaderKind};
+pub use delivery::Delivery;
 pub use error::{Error, Result};
 pub use librdkafka::admin::{Admin, OffsetSpec, TopicSpec};
 pub use librdkafka::committer::{OffsetCommitter, Offsets, TransactionEnd, TransactionalCommitter};
 pub use librdkafka::group_consumer::{GroupConsumer, GroupProtocol};
 pub use librdkafka::groups::{FetchedOffsets, GroupDescription, GroupListing, MemberDescription};
 pub use librdkafka::timestamps::{RecordTime, TimesRead, TimestampReader};
-pub use librdkafka::writer::{Delivery, RecordWriter};
+pub use librdkafka::writer::RecordWriter;
 pub use reader::{Isolation, PartitionReader, ReadEvent, ReadRecord};
 pub use security::{Mechanism, Protocol, Sasl, Security, Tls};
 pub use topic_partition::{TopicPartition, TopicPartitionOffset};
@@ -56,10 +60,13 @@ pub use traits::{
 pub use wire::admin::WireAdmin;
 pub use wire::cluster_admin::{BrokerInfo, ClusterAdmin, ClusterInfo, LogDirSizes, PartitionReplicas, TopicInfo};
 pub use wire::fetch_times::FetchTimes;
+pub use wire::produce::OutRecord;
+pub use wire::producer::{Producer, TRANSACTION_TIMEOUT};
 pub use wire::records::Transactional;
 pub use wire::share_groups::{
     ShareGroupDescription, ShareGroupListing, ShareGroupOffsets, ShareGroupsAdmin, ShareMember, ShareOffset,
 };
+pub use wire::writer::{DELIVERY_TIMEOUT, Writer};
 
 /// The topic Kafka keeps committed offsets and group metadata in.
 pub const CONSUMER_OFFSETS_TOPIC: &str = "__consumer_offsets";

@@ -76,9 +76,9 @@ impl ClientContext for KshardContext {
 impl ConsumerContext for KshardContext {}
 
 impl ProducerContext for KshardContext {
-    /// Where the record's delivery result goes: a [`Delivered`] a writer
+    /// Where the record's delivery result goes: a slot a writer
     /// waits on, or the writer's shared untracked one (results logged).
-    type DeliveryOpaque = Arc<Delivered>;
+    type DeliveryOpaque = Arc<crate::delivery::Delivered>;
 
     fn delivery(&self, result: &DeliveryResult<'_>, delivered: Self::DeliveryOpaque) {
         use rdkafka::message::Message;
@@ -92,25 +92,8 @@ impl ProducerContext for KshardContext {
             }
             return;
         }
-        let _ = delivered.at.set(std::time::Instant::now());
-        *delivered.outcome.lock().unwrap_or_else(PoisonError::into_inner) = Some(outcome);
-        delivered.done.notify_all();
-        delivered.arrived.notify_one();
+        delivered.resolve(outcome.map_err(crate::delivery::Failure::Other));
     }
-}
-
-/// The delivery result of one produced record, filled by librdkafka's
-/// delivery callback: its offset, or why it was not written.
-#[derive(Debug, Default)]
-pub(crate) struct Delivered {
-    /// Someone waits for this record (else its result is only logged).
-    pub(crate) tracked: bool,
-    pub(crate) outcome: Mutex<Option<Result<i64, String>>>,
-    /// When librdkafka reported the outcome (set before it).
-    pub(crate) at: std::sync::OnceLock<std::time::Instant>,
-    pub(crate) done: std::sync::Condvar,
-    /// Wakes the task awaiting the outcome ([`crate::Delivery::delivered`]).
-    pub(crate) arrived: tokio::sync::Notify,
 }
 
 /// What kind of access problem `error` is, when it is one that retrying cannot

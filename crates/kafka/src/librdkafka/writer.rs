@@ -1,13 +1,14 @@
 //! Producing keyed records to explicit partitions.
 
-use std::sync::{Arc, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 
 use crate::config::ClientSettings;
-use crate::error::{Error, Result, call};
-use crate::librdkafka::context::{Delivered, KshardContext};
+use crate::delivery::{Delivered, Delivery};
+use crate::error::{Result, call};
+use crate::librdkafka::context::KshardContext;
 
 /// A producer that writes records to explicit partitions and waits for them
 /// with [`RecordWriter::flush`], or for one record with
@@ -18,71 +19,6 @@ pub struct RecordWriter {
     producer: ThreadedProducer<KshardContext>,
     /// The delivery slot of records nobody waits for (their failures are logged).
     untracked: Arc<Delivered>,
-}
-
-/// One appended record's delivery: wait for its offset, or why it failed.
-/// Waiting for one record does not wait for the others a shared writer
-/// holds (a member's 50 shards append through one writer).
-#[derive(Debug)]
-pub struct Delivery {
-    slot: Arc<Delivered>,
-    /// Where it went, for errors.
-    to: String,
-}
-
-impl Delivery {
-    /// The record's offset once the broker acknowledged it; an error naming
-    /// librdkafka's reason when it was not written (too large, no leader
-    /// within the producer's timeout, refused), or when `timeout` passed.
-    pub fn wait(&self, timeout: Duration) -> Result<i64> {
-        let deadline = Instant::now() + timeout;
-        let mut outcome = self.slot.outcome.lock().unwrap_or_else(PoisonError::into_inner);
-        loop {
-            if let Some(result) = self.result(outcome.as_ref()) {
-                return result;
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(Error::Refused {
-                    step: format!("delivering a record to {}", self.to),
-                    message: format!("not acknowledged within {} ms", timeout.as_millis()),
-                });
-            }
-            outcome = self.slot.done.wait_timeout(outcome, left).unwrap_or_else(PoisonError::into_inner).0;
-        }
-    }
-
-    /// [`Delivery::wait`] for an async task, without a timeout of its own
-    /// (librdkafka's `message.timeout.ms` ends every record's wait; the
-    /// caller may bound it with its own timer). Cancel-safe.
-    pub async fn delivered(&self) -> Result<i64> {
-        loop {
-            // Asked for before looking, so an outcome set between the look
-            // and the wait still wakes it.
-            let arrived = self.slot.arrived.notified();
-            if let Some(result) = self.result(self.slot.outcome.lock().unwrap_or_else(PoisonError::into_inner).as_ref())
-            {
-                return result;
-            }
-            arrived.await;
-        }
-    }
-
-    /// The outcome and when librdkafka reported it, if it has; never waits.
-    pub fn answered(&self) -> Option<(Result<i64>, Instant)> {
-        let outcome = self.slot.outcome.lock().unwrap_or_else(PoisonError::into_inner);
-        let result = self.result(outcome.as_ref())?;
-        Some((result, self.slot.at.get().copied().unwrap_or_else(Instant::now)))
-    }
-
-    fn result(&self, outcome: Option<&std::result::Result<i64, String>>) -> Option<Result<i64>> {
-        match outcome? {
-            Ok(offset) => Some(Ok(*offset)),
-            Err(why) => {
-                Some(Err(Error::Refused { step: format!("delivering a record to {}", self.to), message: why.clone() }))
-            }
-        }
-    }
 }
 
 impl std::fmt::Debug for RecordWriter {
@@ -144,9 +80,9 @@ impl RecordWriter {
 
     /// Queues one record and returns its [`Delivery`] to wait on.
     pub fn append(&self, topic: &str, partition: i32, key: &[u8], value: Option<&[u8]>) -> Result<Delivery> {
-        let slot = Arc::new(Delivered { tracked: true, ..Delivered::default() });
+        let slot = Delivered::tracked();
         self.produce(topic, partition, key, value, Arc::clone(&slot))?;
-        Ok(Delivery { slot, to: format!("{topic}/{partition}") })
+        Ok(Delivery::new(slot, 0, format!("{topic}/{partition}")))
     }
 
     /// Queues one record; `value: None` produces a null value (a tombstone).

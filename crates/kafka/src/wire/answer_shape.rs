@@ -18,9 +18,10 @@
 //! DescribeShareGroupOffsets are read in place by modules of their own.
 
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsResponse, ConsumerGroupDescribeResponse, DescribeConfigsResponse, DescribeGroupsResponse,
-    DescribeLogDirsResponse, FindCoordinatorResponse, ListGroupsResponse, ListOffsetsResponse, MetadataResponse,
-    OffsetFetchResponse, SaslAuthenticateResponse, SaslHandshakeResponse, ShareGroupDescribeResponse,
+    AddPartitionsToTxnResponse, ApiKey, ApiVersionsResponse, ConsumerGroupDescribeResponse, DescribeConfigsResponse,
+    DescribeGroupsResponse, DescribeLogDirsResponse, EndTxnResponse, FindCoordinatorResponse, InitProducerIdResponse,
+    ListGroupsResponse, ListOffsetsResponse, MetadataResponse, OffsetFetchResponse, ProduceResponse,
+    SaslAuthenticateResponse, SaslHandshakeResponse, ShareGroupDescribeResponse,
 };
 use kafka_protocol::protocol::{Decodable, HeaderVersion};
 use kshard_offsets::cursor::{Cursor, CursorError};
@@ -256,6 +257,42 @@ answer!(FindCoordinatorResponse, FindCoordinator, 4 => &[
     ]),
     TAGS,
 ]);
+
+// The writer's answers (wire/produce.rs, wire/producer.rs).
+answer!(ProduceResponse, Produce, 9 => &[
+    carray("responses", &[
+        cstring("name"),
+        carray("partition_responses", &[
+            int32("index"),
+            int16("error_code"),
+            int64("base_offset"),
+            int64("log_append_time_ms"),
+            int64("log_start_offset"),
+            carray("record_errors", &[int32("batch_index"), cstring("batch_index_error_message"), TAGS]),
+            cstring("error_message"),
+            TAGS,
+        ]),
+        TAGS,
+    ]),
+    int32("throttle_time_ms"),
+    TAGS,
+]);
+
+answer!(InitProducerIdResponse, InitProducerId, 4 => &[
+    int32("throttle_time_ms"), int16("error_code"), int64("producer_id"), int16("producer_epoch"), TAGS,
+]);
+
+answer!(AddPartitionsToTxnResponse, AddPartitionsToTxn, 3 => &[
+    int32("throttle_time_ms"),
+    carray("results_by_topic_v3_and_below", &[
+        cstring("name"),
+        carray("results_by_partition", &[int32("partition_index"), int16("partition_error_code"), TAGS]),
+        TAGS,
+    ]),
+    TAGS,
+]);
+
+answer!(EndTxnResponse, EndTxn, 3 => &[int32("throttle_time_ms"), int16("error_code"), TAGS]);
 
 answer!(ShareGroupDescribeResponse, ShareGroupDescribe, 1 => &[
     int32("throttle_time_ms"),

@@ -237,6 +237,51 @@ fn describe_configs_v4_and_describe_log_dirs_v4() {
 }
 
 #[test]
+fn the_writers_answers_produce_v9_init_producer_id_v4_add_partitions_v3_end_txn_v3() {
+    use kafka_protocol::messages::add_partitions_to_txn_response::{
+        AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
+    };
+    use kafka_protocol::messages::produce_response::{
+        BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+    };
+    use kafka_protocol::messages::{
+        AddPartitionsToTxnResponse, EndTxnResponse, InitProducerIdResponse, ProduceResponse, ProducerId,
+    };
+    let partition = PartitionProduceResponse::default()
+        .with_index(2)
+        .with_error_code(18)
+        .with_base_offset(40)
+        .with_log_start_offset(3)
+        .with_record_errors(vec![
+            BatchIndexAndErrorMessage::default().with_batch_index(1).with_batch_index_error_message(Some(s("bad"))),
+        ])
+        .with_error_message(Some(s("record too large")));
+    fits(
+        ProduceResponse::default()
+            .with_responses(vec![
+                TopicProduceResponse::default()
+                    .with_name(TopicName(s("log")))
+                    .with_partition_responses(vec![partition, PartitionProduceResponse::default()]),
+            ])
+            .with_throttle_time_ms(5),
+        9,
+    );
+    fits(
+        InitProducerIdResponse::default().with_error_code(51).with_producer_id(ProducerId(7)).with_producer_epoch(3),
+        4,
+    );
+    fits(
+        AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(vec![
+            AddPartitionsToTxnTopicResult::default().with_name(TopicName(s("out"))).with_results_by_partition(vec![
+                AddPartitionsToTxnPartitionResult::default().with_partition_index(1).with_partition_error_code(51),
+            ]),
+        ]),
+        3,
+    );
+    fits(EndTxnResponse::default().with_error_code(90).with_throttle_time_ms(1), 3);
+}
+
+#[test]
 fn versions_not_asked_for_have_no_shape() {
     assert!(MetadataResponse::shape(12).is_none());
     assert!(ListOffsetsResponse::shape(6).is_none());

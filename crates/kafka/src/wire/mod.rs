@@ -8,7 +8,10 @@
 //! [`inflate`] decompresses a batch as a capped stream;
 //! [`fetch_times`] reads record timestamps with Fetch requests of its own,
 //! [`share_groups`] makes the share-group admin calls and [`admin`] the
-//! others the lag monitor makes; they keep their connections in [`links`]. Every other answer is decoded by the crate
+//! others the lag monitor makes; they keep their connections in [`links`].
+//! The [`writer`] is the producer side: a sender thread per broker writes
+//! the batches every [`producer`] (idempotent or transactional) queues in
+//! its [`lanes`], in Produce requests built by [`produce`] (pure). Every other answer is decoded by the crate
 //! only once [`answer_shape`] has checked its counts and lengths.
 //! Every byte of an answer is read with [`kshard_offsets::cursor::Cursor`],
 //! checked, so nothing a broker sends can make these panic or exhaust memory.
@@ -22,8 +25,12 @@ pub(crate) mod fetch_session;
 pub(crate) mod fetch_times;
 pub(crate) mod fetcher;
 pub(crate) mod inflate;
+pub(crate) mod lanes;
 pub(crate) mod links;
+pub(crate) mod produce;
+pub(crate) mod producer;
 pub(crate) mod record_batch;
 pub(crate) mod records;
 pub(crate) mod scram;
 pub(crate) mod share_groups;
+pub(crate) mod writer;
