@@ -122,6 +122,15 @@ pub(crate) fn shard_id(p: i32) -> String {
 /// partition count.
 fn ensure_topics(settings: &ClientSettings, topic: &TopicArgs) -> Result<i32> {
     let admin = Admin::new(settings, TIMEOUT).context("connecting to Kafka")?;
+    let partitions = ensure_source(&admin, topic)?;
+    kshard_runtime::partitions::ensure_log_topic(&admin, &topic.log_topic(), partitions, &[])?;
+    Ok(partitions)
+}
+
+/// Creates the source topic when missing; returns its partition count. All
+/// a producer needs: the log topic is the members' (checking its
+/// configuration asks DescribeConfigs of a broker that may be the one down).
+fn ensure_source(admin: &Admin, topic: &TopicArgs) -> Result<i32> {
     if topic.partitions < 1 {
         bail!("invalid partitions: {} (at least 1)", topic.partitions);
     }
@@ -137,7 +146,6 @@ fn ensure_topics(settings: &ClientSettings, topic: &TopicArgs) -> Result<i32> {
         .partition_count(&topic.topic)
         .context("reading the source topic")?
         .with_context(|| format!("the topic {} does not exist", topic.topic))?;
-    kshard_runtime::partitions::ensure_log_topic(&admin, &topic.log_topic(), partitions, &[])?;
     Ok(partitions)
 }
 
@@ -164,7 +172,8 @@ pub(crate) fn run(command: SumCommand) -> Result<()> {
     match command {
         SumCommand::Produce { kafka, topic, streams, records, expected } => {
             let settings = kafka.target()?.settings;
-            let partitions = ensure_topics(&settings, &topic)?;
+            let admin = Admin::new(&settings, TIMEOUT).context("connecting to Kafka")?;
+            let partitions = ensure_source(&admin, &topic)?;
             produce::produce(&settings, &topic.topic, partitions, streams, records, &expected)
         }
         SumCommand::Run { kafka, topic, cluster, shard } => {
