@@ -14,7 +14,7 @@ async fn kafka_keeps_the_contract() {
     let broker = Broker::from_env_or_start();
     let settings = ClientSettings::new(broker.brokers());
     let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
-    let topics: [String; 4] = std::array::from_fn(|i| unique_name(&format!("partitions-{i}")));
+    let topics: [String; 6] = std::array::from_fn(|i| unique_name(&format!("partitions-{i}")));
     for name in &topics {
         admin
             .create_topic(&TopicSpec { name: name.clone(), partitions: 1, replication: 1, configs: vec![] })

@@ -11,7 +11,9 @@ use kshard_kafka::{Error, Isolation};
 use tokio::sync::watch;
 
 use super::{Closed, Gate, Passage};
-use crate::partitions::{Appended, AppendedOf, Ends, PartitionRead, Partitions, Pending, Polled, Readable};
+use crate::partitions::{
+    Appended, AppendedOf, Ends, OutRecord, PartitionRead, Partitions, Pending, Polled, Readable, TxnWrite,
+};
 
 fn refused(step: &str) -> Error {
     Error::Refused { step: step.to_owned(), message: Closed.to_string() }
@@ -138,6 +140,55 @@ impl Partitions for GatedPartitions {
             self.inner.delete_before(topic, partition, offset).await
         })
     }
+
+    fn transactional<'a>(&'a self, transactional_id: &'a str) -> Pending<'a, Box<dyn TxnWrite>> {
+        Box::pin(async move {
+            self.gate.pass().await.map_err(|_| refused("initializing a transactional writer"))?;
+            self.writes.pass().await.map_err(|_| refused("initializing a transactional writer"))?;
+            let inner = self.inner.transactional(transactional_id).await?;
+            Ok(Box::new(GatedTxn { inner, gate: self.gate.clone(), writes: self.writes.clone() }) as Box<dyn TxnWrite>)
+        })
+    }
+}
+
+/// A transactional writer behind the gates: each call waits while one is
+/// held (a paused process's writes, made when it resumes) and fails when
+/// one is closed.
+#[derive(Debug)]
+struct GatedTxn {
+    inner: Box<dyn TxnWrite>,
+    gate: Gate,
+    writes: Gate,
+}
+
+impl GatedTxn {
+    async fn pass(&self, step: &str) -> Result<(), Error> {
+        self.gate.pass().await.map_err(|_| refused(step))?;
+        self.writes.pass().await.map_err(|_| refused(step))
+    }
+}
+
+impl TxnWrite for GatedTxn {
+    fn send<'a>(&'a mut self, topic: &'a str, partition: i32, records: &'a [OutRecord]) -> Pending<'a, Appended> {
+        Box::pin(async move {
+            self.pass("appending").await?;
+            self.inner.send(topic, partition, records).await
+        })
+    }
+
+    fn commit(&mut self) -> Pending<'_, ()> {
+        Box::pin(async move {
+            self.pass("committing a transaction").await?;
+            self.inner.commit().await
+        })
+    }
+
+    fn abort(&mut self) -> Pending<'_, ()> {
+        Box::pin(async move {
+            self.pass("aborting a transaction").await?;
+            self.inner.abort().await
+        })
+    }
 }
 
 /// A reader behind a gate: nothing comes while it is held; closed, it fails.
@@ -198,7 +249,7 @@ mod tests {
     #[tokio::test]
     async fn open_gates_keep_the_contract() {
         let (_, gated, _, _) = gated();
-        crate::partitions::conformance::run_all(&gated, &["a".into(), "b".into(), "c".into(), "d".into()]).await;
+        crate::partitions::conformance::run_all(&gated, &["a", "b", "c", "d", "e", "f"].map(String::from)).await;
     }
 
     #[tokio::test(start_paused = true)]

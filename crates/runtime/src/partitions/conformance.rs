@@ -9,7 +9,7 @@ use std::time::Duration;
 use kshard_kafka::Isolation;
 use tokio::time::Instant;
 
-use super::{PartitionRead, Partitions, Polled, next_event};
+use super::{OutRecord, PartitionRead, Partitions, Polled, next_event};
 
 /// A record as read: offset, key, value.
 type Read = (i64, Option<Vec<u8>>, Option<Vec<u8>>);
@@ -51,12 +51,84 @@ async fn append_all(log: &dyn Partitions, topic: &str, values: &[Option<&[u8]>])
     offsets
 }
 
-/// Runs every check, each on its own topic of `topics` (four).
-pub async fn run_all(log: &dyn Partitions, topics: &[String; 4]) {
+/// Runs every check, each on its own topic of `topics` (the last two
+/// for transactions).
+pub async fn run_all(log: &dyn Partitions, topics: &[String; 6]) {
     appends_read_back_in_order(log, &topics[0]).await;
     a_waiting_reader_gets_what_comes(log, &topics[1]).await;
     deleted_records_are_gone_and_reading_resumes_at_the_start(log, &topics[2]).await;
     a_reader_past_the_end_reads_from_the_start(log, &topics[3]).await;
+    transactions_are_read_whole_or_never_and_a_new_writer_fences(log, &topics[4], &topics[5]).await;
+}
+
+fn out(key: &str, value: &str) -> OutRecord {
+    OutRecord::new(Some(key.as_bytes()), Some(value.as_bytes()))
+}
+
+/// The values a reader of `isolation` reads from `topic`'s partition 0
+/// once it has read at least `at_least`: (offset, value).
+async fn values(log: &dyn Partitions, topic: &str, isolation: Isolation, at_least: usize) -> Vec<(i64, String)> {
+    let reader = log.reader(topic, &[(0, None)], 256, isolation).expect("reader");
+    let (read, _) = read_to_end(reader.as_ref(), at_least).await;
+    read.into_iter()
+        .map(|(offset, _, v)| (offset, String::from_utf8_lossy(&v.unwrap_or_default()).into_owned()))
+        .collect()
+}
+
+/// A transaction over two topics is read by committed readers whole, once
+/// committed, and an aborted one never, while uncommitted readers read
+/// every record; each end takes an offset (a marker). A second writer of
+/// the transactional id fences the first: the first's open transaction is
+/// aborted, its writes and commit refused.
+pub async fn transactions_are_read_whole_or_never_and_a_new_writer_fences(log: &dyn Partitions, a: &str, b: &str) {
+    let id = format!("{a}-shard");
+    let mut first = log.transactional(&id).await.expect("a writer");
+    let sent = first.send(a, 0, &[out("k", "r1")]).await.expect("sends");
+    tokio::time::timeout(Duration::from_secs(30), sent.delivered()).await.expect("in time").expect("written");
+    first.send(b, 0, &[out("k", "r2"), out("k", "r3")]).await.expect("sends");
+    // Open: an uncommitted reader reads it, a committed one not yet.
+    assert_eq!(values(log, a, Isolation::Uncommitted, 1).await, [(0, "r1".to_owned())]);
+    assert_eq!(values(log, a, Isolation::Committed, 0).await, [], "not before the commit");
+    first.commit().await.expect("commits");
+    assert_eq!(values(log, b, Isolation::Committed, 2).await, [(0, "r2".to_owned()), (1, "r3".to_owned())]);
+    // Aborted: never read by a committed reader.
+    let sent = first.send(a, 0, &[out("k", "r4")]).await.expect("sends");
+    tokio::time::timeout(Duration::from_secs(30), sent.delivered()).await.expect("in time").expect("written");
+    first.abort().await.expect("aborts");
+    // Left open, then fenced by a second writer of the id.
+    let sent = first.send(a, 0, &[out("k", "r5")]).await.expect("sends");
+    tokio::time::timeout(Duration::from_secs(30), sent.delivered()).await.expect("in time").expect("written");
+    let mut second = log.transactional(&id).await.expect("a second writer");
+    let late = match first.send(a, 0, &[out("k", "late")]).await {
+        Ok(sent) => tokio::time::timeout(Duration::from_secs(30), sent.delivered()).await.expect("in time").map(|_| ()),
+        Err(e) => Err(e),
+    };
+    assert!(late.expect_err("fenced").is_fenced());
+    assert!(first.commit().await.expect_err("fenced").is_fenced());
+    second.send(a, 0, &[out("k", "r6")]).await.expect("sends");
+    second.commit().await.expect("commits");
+    // r1, its commit's marker, r4, its abort's marker, r5, its abort's marker, r6.
+    assert_eq!(values(log, a, Isolation::Committed, 2).await, [(0, "r1".to_owned()), (6, "r6".to_owned())]);
+    // An uncommitted reader reads every record, and each marker, told apart.
+    let reader = log.reader(a, &[(0, None)], 256, Isolation::Uncommitted).expect("reader");
+    let mut every = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while every.len() < 8 {
+        assert!(Instant::now() < deadline, "read {every:?}");
+        if let Polled::Record(r) = next_event(reader.as_ref(), Duration::from_secs(1)).await.expect("poll") {
+            let what = match r.transactional() {
+                Some(kshard_kafka::Transactional::Marker { committed: true, .. }) => "COMMIT".to_owned(),
+                Some(kshard_kafka::Transactional::Marker { committed: false, .. }) => "ABORT".to_owned(),
+                Some(kshard_kafka::Transactional::Record { .. }) => {
+                    String::from_utf8_lossy(r.value().unwrap_or_default()).into_owned()
+                }
+                None => panic!("offset {}: a transaction's record without its part in it", r.offset()),
+            };
+            every.push((r.offset(), what));
+        }
+    }
+    let want = [(0, "r1"), (1, "COMMIT"), (2, "r4"), (3, "ABORT"), (4, "r5"), (5, "ABORT"), (6, "r6"), (7, "COMMIT")];
+    assert_eq!(every, want.map(|(o, w)| (o, w.to_owned())), "written, if not committed, and the markers");
 }
 
 /// Appends land at consecutive offsets from 0 and read back in order, from

@@ -2,14 +2,21 @@
 //! connection per broker among a member's replicas); one writer and one admin
 //! client serve every replica of the member, made on first use (a librdkafka
 //! client costs threads and buffers, and a member may hold hundreds of
-//! replicas). The admin calls run on tokio's blocking pool.
+//! replicas). The admin calls run on tokio's blocking pool. Transactional
+//! writers are kshard's own ([`kshard_kafka::Writer`], one per member, its
+//! connections shared by every shard's producer).
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use kshard_kafka::{Admin, ClientSettings, Error, Isolation, PartitionReader, ReadEvent, RecordWriter, TopicPartition};
+use kshard_kafka::{
+    Admin, ClientSettings, Error, Isolation, PartitionReader, Producer, ReadEvent, RecordWriter, TRANSACTION_TIMEOUT,
+    TopicPartition, Writer,
+};
 
-use super::{Appended, AppendedOf, Ends, LogRecord, PartitionRead, Partitions, Pending, Polled, Readable};
+use super::{
+    Appended, AppendedOf, Ends, LogRecord, OutRecord, PartitionRead, Partitions, Pending, Polled, Readable, TxnWrite,
+};
 
 /// Kafka, as `settings` reach it.
 pub struct KafkaPartitions {
@@ -17,6 +24,9 @@ pub struct KafkaPartitions {
     /// Each admin call's timeout.
     timeout: Duration,
     clients: Mutex<Option<(Arc<RecordWriter>, Arc<Admin>)>>,
+    /// kshard's own writer, made on first use (`None` inside: the settings'
+    /// security is one only librdkafka speaks).
+    writer: std::sync::OnceLock<Option<Arc<Writer>>>,
 }
 
 impl std::fmt::Debug for KafkaPartitions {
@@ -28,7 +38,7 @@ impl std::fmt::Debug for KafkaPartitions {
 impl KafkaPartitions {
     /// Kafka through `settings`, each admin call waiting up to `timeout`.
     pub fn new(settings: ClientSettings, timeout: Duration) -> Self {
-        KafkaPartitions { settings, timeout, clients: Mutex::new(None) }
+        KafkaPartitions { settings, timeout, clients: Mutex::new(None), writer: std::sync::OnceLock::new() }
     }
 
     /// The member's writer and admin client, made on first use.
@@ -78,6 +88,53 @@ impl Partitions for KafkaPartitions {
             let admin = self.clients()?.1;
             blocking(move || admin.delete_records(&topic, partition, offset)).await
         })
+    }
+
+    fn transactional<'a>(&'a self, transactional_id: &'a str) -> Pending<'a, Box<dyn TxnWrite>> {
+        Box::pin(async move {
+            let writer = match self.writer.get_or_init(|| match Writer::new(&self.settings) {
+                Ok(writer) => writer.map(Arc::new),
+                Err(e) => {
+                    tracing::error!(error = %e, "kshard's writer could not be made");
+                    None
+                }
+            }) {
+                Some(writer) => Arc::clone(writer),
+                None => {
+                    return Err(Error::Refused {
+                        step: format!("writing as transactional id {transactional_id}"),
+                        message: "transactions need kshard's own client: PLAINTEXT, TLS, SASL PLAIN or SCRAM".into(),
+                    });
+                }
+            };
+            let producer = writer.transactional(transactional_id, TRANSACTION_TIMEOUT).await?;
+            Ok(Box::new(KafkaTxn { producer, _writer: writer }) as Box<dyn TxnWrite>)
+        })
+    }
+}
+
+/// A transactional id's producer on kshard's own writer.
+#[derive(Debug)]
+struct KafkaTxn {
+    producer: Producer,
+    /// Kept alive while its producer writes.
+    _writer: Arc<Writer>,
+}
+
+impl TxnWrite for KafkaTxn {
+    fn send<'a>(&'a mut self, topic: &'a str, partition: i32, records: &'a [OutRecord]) -> Pending<'a, Appended> {
+        Box::pin(async move {
+            let delivery = self.producer.send(topic, partition, records).await?;
+            Ok(Appended(AppendedOf::Kafka(delivery)))
+        })
+    }
+
+    fn commit(&mut self) -> Pending<'_, ()> {
+        Box::pin(self.producer.commit())
+    }
+
+    fn abort(&mut self) -> Pending<'_, ()> {
+        Box::pin(self.producer.abort())
     }
 }
 

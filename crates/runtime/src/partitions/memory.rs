@@ -8,14 +8,24 @@
 //! being when first written or read (as a topic created before use).
 //! [`MemoryPartitions::set_available`] makes every call fail, as when the
 //! brokers cannot be reached.
+//!
+//! Transactions are Kafka's: a transactional id's writer fences the ones
+//! before it (their open transaction aborted, their writes refused with
+//! PRODUCER_FENCED); a commit or abort appends a marker to each partition
+//! the transaction wrote (an offset no reader is given); a committed
+//! reader skips aborted records and stops at the first record of an open
+//! transaction (the last stable offset), an uncommitted one reads them all.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
-use kshard_kafka::{Error, Isolation};
+use kshard_kafka::{Error, Isolation, Transactional};
 
-use super::{Appended, AppendedOf, Ends, LogRecord, PartitionRead, Partitions, Pending, Polled, Readable, RecordOf};
+use super::{
+    Appended, AppendedOf, Ends, LogRecord, OutRecord, PartitionRead, Partitions, Pending, Polled, Readable, RecordOf,
+    TxnWrite,
+};
 
 /// A record kept.
 #[derive(Debug)]
@@ -23,6 +33,42 @@ pub(crate) struct Stored {
     pub(crate) offset: i64,
     pub(crate) key: Option<Vec<u8>>,
     pub(crate) value: Option<Vec<u8>>,
+    /// The transaction that wrote it (`None`: no transaction).
+    txn: Option<u64>,
+    /// Its part in that transaction: a record of it, or the marker that
+    /// ended it (read by uncommitted readers only, as Kafka's are).
+    pub(crate) transactional: Option<Transactional>,
+}
+
+/// Where a transaction stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Open,
+    Committed,
+    Aborted,
+}
+
+/// A transactional id's current writer, and its open transaction.
+#[derive(Debug, Default)]
+struct TxnProducer {
+    /// Its producer id, as Kafka's: one per transactional id.
+    id: i64,
+    epoch: u64,
+    open: Option<u64>,
+}
+
+/// A transaction: where it stands, its producer, the partitions it wrote.
+#[derive(Debug)]
+struct Txn {
+    outcome: Outcome,
+    producer_id: i64,
+    partitions: Vec<(Arc<str>, i32)>,
+}
+
+/// A control record's key as Kafka writes it: version 0, then the type
+/// (0 ABORT, 1 COMMIT).
+fn marker_key(committed: bool) -> Vec<u8> {
+    vec![0, 0, 0, u8::from(committed)]
 }
 
 #[derive(Debug, Default)]
@@ -42,6 +88,47 @@ impl Partition {
 struct State {
     partitions: HashMap<(Arc<str>, i32), Partition>,
     available: bool,
+    /// Every transactional id's writer.
+    producers: HashMap<String, TxnProducer>,
+    /// Every transaction.
+    txns: HashMap<u64, Txn>,
+    next_txn: u64,
+}
+
+impl State {
+    /// Appends a record to `topic`/`partition`: its offset.
+    fn push(
+        &mut self,
+        (topic, partition): (&str, i32),
+        key: Option<Vec<u8>>,
+        value: Option<Vec<u8>>,
+        txn: Option<u64>,
+        transactional: Option<Transactional>,
+    ) -> i64 {
+        let p = self.partitions.entry((Arc::from(topic), partition)).or_default();
+        let offset = p.end();
+        p.records.push_back(Arc::new(Stored { offset, key, value, txn, transactional }));
+        offset
+    }
+
+    /// Ends `txn`: its markers appended, its records visible or not.
+    fn end_txn(&mut self, txn: u64, outcome: Outcome) {
+        let Some(t) = self.txns.get_mut(&txn) else { return };
+        t.outcome = outcome;
+        let (partitions, producer_id) = (t.partitions.clone(), t.producer_id);
+        let committed = outcome == Outcome::Committed;
+        let marker = Transactional::Marker { producer_id, committed };
+        for (topic, partition) in partitions {
+            let value = Some(vec![0; 6]);
+            self.push((&topic, partition), Some(marker_key(committed)), value, Some(txn), Some(marker));
+        }
+    }
+
+    /// The error of a writer of `id` at `epoch` that is no longer the current one.
+    fn fenced(&self, id: &str, epoch: u64) -> Option<Error> {
+        (self.producers.get(id).map(|p| p.epoch) != Some(epoch))
+            .then(|| Error::Kafka { step: format!("writing as transactional id {id}"), code: 90 })
+    }
 }
 
 #[derive(Debug)]
@@ -81,7 +168,13 @@ pub struct MemoryPartitions {
 
 impl Default for MemoryPartitions {
     fn default() -> Self {
-        let state = State { partitions: HashMap::new(), available: true };
+        let state = State {
+            partitions: HashMap::new(),
+            available: true,
+            producers: HashMap::new(),
+            txns: HashMap::new(),
+            next_txn: 1,
+        };
         let shared = Shared { state: Mutex::new(state), appended: Condvar::new(), waiters: Mutex::new(Vec::new()) };
         MemoryPartitions { shared: Arc::new(shared) }
     }
@@ -113,11 +206,12 @@ impl Partitions for MemoryPartitions {
         topic: &str,
         start: &[(i32, Option<i64>)],
         _queue_kbytes: u32,
-        _isolation: Isolation,
+        isolation: Isolation,
     ) -> Result<Box<dyn PartitionRead>, Error> {
         let readable = Arc::new(tokio::sync::Notify::new());
         self.shared.waiters.lock().unwrap_or_else(PoisonError::into_inner).push(Arc::downgrade(&readable));
-        let reader = MemoryReader { shared: Arc::clone(&self.shared), reading: Mutex::new(Vec::new()), readable };
+        let reader =
+            MemoryReader { shared: Arc::clone(&self.shared), reading: Mutex::new(Vec::new()), readable, isolation };
         reader.add_partitions(topic, start)?;
         Ok(Box::new(reader))
     }
@@ -127,12 +221,14 @@ impl Partitions for MemoryPartitions {
         if !state.available {
             return Err(unavailable("appending"));
         }
-        let p = state.partitions.entry((Arc::from(topic), partition)).or_default();
-        let offset = p.end();
-        p.records.push_back(Arc::new(Stored { offset, key: Some(key.to_vec()), value: value.map(<[u8]>::to_vec) }));
+        let offset = state.push((topic, partition), Some(key.to_vec()), value.map(<[u8]>::to_vec), None, None);
         drop(state);
         self.shared.ring();
         Ok(Appended(AppendedOf::Done(Ok(offset))))
+    }
+
+    fn transactional<'a>(&'a self, transactional_id: &'a str) -> Pending<'a, Box<dyn TxnWrite>> {
+        Box::pin(std::future::ready(self.fence(transactional_id)))
     }
 
     fn ends<'a>(&'a self, partitions: &'a [(String, i32)]) -> Pending<'a, Ends> {
@@ -145,6 +241,27 @@ impl Partitions for MemoryPartitions {
 }
 
 impl MemoryPartitions {
+    /// A new writer of `id`: the one before is fenced, its open transaction aborted.
+    fn fence(&self, id: &str) -> Result<Box<dyn TxnWrite>, Error> {
+        let mut state = self.shared.lock();
+        if !state.available {
+            return Err(unavailable("initializing a transactional writer"));
+        }
+        let next_id = i64::try_from(state.producers.len()).unwrap_or(i64::MAX) + 1000;
+        let producer = state
+            .producers
+            .entry(id.to_owned())
+            .or_insert_with(|| TxnProducer { id: next_id, ..TxnProducer::default() });
+        producer.epoch += 1;
+        let (epoch, open) = (producer.epoch, producer.open.take());
+        if let Some(txn) = open {
+            state.end_txn(txn, Outcome::Aborted);
+        }
+        drop(state);
+        self.shared.ring();
+        Ok(Box::new(MemoryTxn { shared: Arc::clone(&self.shared), id: id.to_owned(), epoch }))
+    }
+
     /// Every partition asked for has ends: one never used comes into being,
     /// empty (as a topic created before use).
     fn ends_now(&self, partitions: &[(String, i32)]) -> Result<Ends, Error> {
@@ -181,13 +298,99 @@ impl MemoryPartitions {
     }
 }
 
+/// A transactional id's writer in memory.
+#[derive(Debug)]
+struct MemoryTxn {
+    shared: Arc<Shared>,
+    id: String,
+    epoch: u64,
+}
+
+impl MemoryTxn {
+    fn send_now(&self, topic: &str, partition: i32, records: &[OutRecord]) -> Result<Appended, Error> {
+        let mut state = self.shared.lock();
+        if !state.available {
+            return Err(unavailable("appending"));
+        }
+        if let Some(fenced) = state.fenced(&self.id, self.epoch) {
+            return Err(fenced);
+        }
+        let (producer_id, open) = state.producers.get(&self.id).map_or((0, None), |p| (p.id, p.open));
+        let txn = match open {
+            Some(txn) => txn,
+            None => {
+                let txn = state.next_txn;
+                state.next_txn += 1;
+                state.txns.insert(txn, Txn { outcome: Outcome::Open, producer_id, partitions: Vec::new() });
+                if let Some(p) = state.producers.get_mut(&self.id) {
+                    p.open = Some(txn);
+                }
+                txn
+            }
+        };
+        if let Some(t) = state.txns.get_mut(&txn) {
+            let tp = (Arc::from(topic), partition);
+            if !t.partitions.contains(&tp) {
+                t.partitions.push(tp);
+            }
+        }
+        let bytes = |b: Option<&[u8]>| b.map(<[u8]>::to_vec);
+        let part = Some(Transactional::Record { producer_id });
+        let first = records
+            .iter()
+            .map(|r| {
+                state.push((topic, partition), bytes(r.key.as_deref()), bytes(r.value.as_deref()), Some(txn), part)
+            })
+            .min()
+            .ok_or_else(|| Error::Refused {
+                step: format!("writing to {topic}/{partition}"),
+                message: "no records".into(),
+            })?;
+        drop(state);
+        self.shared.ring();
+        Ok(Appended(AppendedOf::Done(Ok(first))))
+    }
+
+    fn end_now(&self, outcome: Outcome) -> Result<(), Error> {
+        let mut state = self.shared.lock();
+        if !state.available {
+            return Err(unavailable("ending a transaction"));
+        }
+        if let Some(fenced) = state.fenced(&self.id, self.epoch) {
+            return Err(fenced);
+        }
+        let open = state.producers.get_mut(&self.id).and_then(|p| p.open.take());
+        if let Some(txn) = open {
+            state.end_txn(txn, outcome);
+        }
+        drop(state);
+        self.shared.ring();
+        Ok(())
+    }
+}
+
+impl TxnWrite for MemoryTxn {
+    fn send<'a>(&'a mut self, topic: &'a str, partition: i32, records: &'a [OutRecord]) -> Pending<'a, Appended> {
+        Box::pin(std::future::ready(self.send_now(topic, partition, records)))
+    }
+
+    fn commit(&mut self) -> Pending<'_, ()> {
+        Box::pin(std::future::ready(self.end_now(Outcome::Committed)))
+    }
+
+    fn abort(&mut self) -> Pending<'_, ()> {
+        Box::pin(std::future::ready(self.end_now(Outcome::Aborted)))
+    }
+}
+
 /// One partition a reader reads.
 #[derive(Debug)]
 struct Reading {
     key: (Arc<str>, i32),
     /// The next offset (`None`: the partition's start).
     next: Option<i64>,
-    told_end: bool,
+    /// The position its end was last told at.
+    told_end: Option<i64>,
 }
 
 /// A reader of [`MemoryPartitions`].
@@ -197,6 +400,8 @@ struct MemoryReader {
     reading: Mutex<Vec<Reading>>,
     /// Rung on every append (see [`Shared::ring`]).
     readable: Arc<tokio::sync::Notify>,
+    /// Committed records only, or every record.
+    isolation: Isolation,
 }
 
 impl MemoryReader {
@@ -205,21 +410,41 @@ impl MemoryReader {
         let mut reading = self.reading.lock().unwrap_or_else(PoisonError::into_inner);
         // Each partition in turn: the one served goes last.
         let (mut served, mut event) = (None, None);
+        let committed = self.isolation == Isolation::Committed;
+        let State { partitions, txns, .. } = state;
         for (i, r) in reading.iter_mut().enumerate() {
-            let p = state.partitions.entry(r.key.clone()).or_default();
+            let p = partitions.entry(r.key.clone()).or_default();
             // Before the start (deleted) or past the end: from the start.
-            let next = match r.next {
+            let mut next = match r.next {
                 Some(n) if n >= p.start && n <= p.end() => n,
                 _ => p.start,
             };
+            // A committed reader skips markers and aborted records and
+            // stops at an open transaction's first; an uncommitted one reads
+            // them all.
+            let mut found = None;
+            while next < p.end() {
+                let record = &p.records[usize::try_from(next - p.start).unwrap_or_default()];
+                let outcome = record.txn.and_then(|t| txns.get(&t)).map(|t| t.outcome);
+                let marker = matches!(record.transactional, Some(Transactional::Marker { .. }));
+                match (marker, outcome) {
+                    (true, _) if committed => next += 1,
+                    (false, Some(Outcome::Open)) if committed => break,
+                    (false, Some(Outcome::Aborted)) if committed => next += 1,
+                    _ => {
+                        found = Some(Arc::clone(record));
+                        break;
+                    }
+                }
+            }
             r.next = Some(next);
-            if next < p.end() {
-                let record = Arc::clone(&p.records[usize::try_from(next - p.start).unwrap_or_default()]);
+            if let Some(record) = found {
                 r.next = Some(next + 1);
-                r.told_end = false;
-                event = Some(Polled::Record(LogRecord(RecordOf::Memory(Arc::clone(&r.key.0), r.key.1, record))));
-            } else if !r.told_end {
-                r.told_end = true;
+                r.told_end = None;
+                let every = !committed;
+                event = Some(Polled::Record(LogRecord(RecordOf::Memory(Arc::clone(&r.key.0), r.key.1, record, every))));
+            } else if r.told_end != Some(next) {
+                r.told_end = Some(next);
                 event = Some(Polled::EndOfPartition { partition: r.key.1, next_offset: Some(next) });
             }
             if event.is_some() {
@@ -260,7 +485,7 @@ impl PartitionRead for MemoryReader {
     fn add_partitions(&self, topic: &str, start: &[(i32, Option<i64>)]) -> Result<(), Error> {
         let mut reading = self.reading.lock().unwrap_or_else(PoisonError::into_inner);
         for (partition, next) in start {
-            reading.push(Reading { key: (Arc::from(topic), *partition), next: *next, told_end: false });
+            reading.push(Reading { key: (Arc::from(topic), *partition), next: *next, told_end: None });
         }
         // Its records (or its end) may be there to read already.
         self.readable.notify_one();
@@ -279,7 +504,7 @@ mod tests {
     #[tokio::test]
     async fn memory_partitions_keep_the_contract() {
         let log = MemoryPartitions::default();
-        super::super::conformance::run_all(&log, &["a".into(), "b".into(), "c".into(), "d".into()]).await;
+        super::super::conformance::run_all(&log, &["a", "b", "c", "d", "e", "f"].map(String::from)).await;
     }
 
     #[test]

@@ -22,6 +22,7 @@ pub(crate) mod kafka;
 pub(crate) mod memory;
 
 pub use kafka::{KafkaPartitions, LogTopicError, ensure_log_topic};
+pub use kshard_kafka::OutRecord;
 pub use memory::MemoryPartitions;
 
 use std::collections::HashMap;
@@ -65,6 +66,31 @@ pub trait Partitions: Send + Sync + std::fmt::Debug + 'static {
     /// Deletes the records of `topic`/`partition` before `offset`: the
     /// partition's start after it. An offset past the end is refused.
     fn delete_before<'a>(&'a self, topic: &'a str, partition: i32, offset: i64) -> Pending<'a, i64>;
+
+    /// The writer of `transactional_id` (a shard's), fencing every earlier
+    /// one: a transaction an earlier writer left open is aborted, and its
+    /// writes and commits are refused from now on ([`Error::is_fenced`]).
+    fn transactional<'a>(&'a self, transactional_id: &'a str) -> Pending<'a, Box<dyn TxnWrite>>;
+}
+
+/// One transactional id's writer (see [`Partitions::transactional`]):
+/// records sent between two commits are one transaction — a reader of
+/// committed records ([`Isolation::Committed`]) sees all of them, once the
+/// commit returns, or none. Each commit and abort takes an offset in every
+/// partition the transaction wrote (Kafka's markers, never read), so
+/// committed readers see gaps between offsets; and they read no further
+/// than the first record of a transaction still open (the partition's last
+/// stable offset), so an open transaction holds them back until it ends.
+pub trait TxnWrite: Send + Sync + std::fmt::Debug {
+    /// Writes `records` to `topic`/`partition` in the open transaction
+    /// (opening one), as one batch: the first record's delivery (the others
+    /// land at the offsets after it).
+    fn send<'a>(&'a mut self, topic: &'a str, partition: i32, records: &'a [OutRecord]) -> Pending<'a, Appended>;
+    /// Waits for every record sent, then commits the open transaction (none
+    /// open: nothing to do). An error leaves it to [`TxnWrite::abort`].
+    fn commit(&mut self) -> Pending<'_, ()>;
+    /// Abandons the open transaction, if any: committed readers never see it.
+    fn abort(&mut self) -> Pending<'_, ()>;
 }
 
 /// Reads partitions from chosen offsets, with an event when each reaches its
@@ -123,7 +149,9 @@ pub struct LogRecord<'a>(RecordOf<'a>);
 #[derive(Debug)]
 enum RecordOf<'a> {
     Kafka(ReadRecord<'a>),
-    Memory(Arc<str>, i32, Arc<memory::Stored>),
+    /// A record of the memory log, and whether it was read with every
+    /// record (uncommitted ones and markers too).
+    Memory(Arc<str>, i32, Arc<memory::Stored>, bool),
 }
 
 impl<'a> LogRecord<'a> {
@@ -135,7 +163,7 @@ impl<'a> LogRecord<'a> {
     pub fn topic(&self) -> &str {
         match &self.0 {
             RecordOf::Kafka(r) => r.topic(),
-            RecordOf::Memory(topic, _, _) => topic,
+            RecordOf::Memory(topic, ..) => topic,
         }
     }
 
@@ -143,7 +171,7 @@ impl<'a> LogRecord<'a> {
     pub fn partition(&self) -> i32 {
         match &self.0 {
             RecordOf::Kafka(r) => r.partition(),
-            RecordOf::Memory(_, partition, _) => *partition,
+            RecordOf::Memory(_, partition, ..) => *partition,
         }
     }
 
@@ -151,7 +179,7 @@ impl<'a> LogRecord<'a> {
     pub fn offset(&self) -> i64 {
         match &self.0 {
             RecordOf::Kafka(r) => r.offset(),
-            RecordOf::Memory(_, _, s) => s.offset,
+            RecordOf::Memory(_, _, s, _) => s.offset,
         }
     }
 
@@ -159,7 +187,7 @@ impl<'a> LogRecord<'a> {
     pub fn key(&self) -> Option<&[u8]> {
         match &self.0 {
             RecordOf::Kafka(r) => r.key(),
-            RecordOf::Memory(_, _, s) => s.key.as_deref(),
+            RecordOf::Memory(_, _, s, _) => s.key.as_deref(),
         }
     }
 
@@ -167,16 +195,16 @@ impl<'a> LogRecord<'a> {
     pub fn value(&self) -> Option<&[u8]> {
         match &self.0 {
             RecordOf::Kafka(r) => r.value(),
-            RecordOf::Memory(_, _, s) => s.value.as_deref(),
+            RecordOf::Memory(_, _, s, _) => s.value.as_deref(),
         }
     }
 
-    /// Its part in a transaction (see [`ReadRecord::transactional`]; the
-    /// memory log has no transactions).
+    /// Its part in a transaction, for a reader of every record (see
+    /// [`ReadRecord::transactional`]).
     pub fn transactional(&self) -> Option<Transactional> {
         match &self.0 {
             RecordOf::Kafka(r) => r.transactional(),
-            RecordOf::Memory(..) => None,
+            RecordOf::Memory(_, _, s, every) => s.transactional.filter(|_| *every),
         }
     }
 }

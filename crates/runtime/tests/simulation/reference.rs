@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use kshard_kafka::{Error, Isolation};
 use kshard_runtime::partitions::MemoryPartitions;
-use kshard_runtime::partitions::{Appended, Ends, PartitionRead, Partitions, Pending};
+use kshard_runtime::partitions::{Appended, Ends, PartitionRead, Partitions, Pending, TxnWrite};
 use kshard_runtime::recovery_log::Player;
 use kshard_runtime::{Checkpoint, MemoryStore, Store};
 
@@ -59,6 +59,10 @@ impl Partitions for Recording {
 
     fn delete_before<'a>(&'a self, topic: &'a str, partition: i32, offset: i64) -> Pending<'a, i64> {
         self.log.delete_before(topic, partition, offset)
+    }
+
+    fn transactional<'a>(&'a self, transactional_id: &'a str) -> Pending<'a, Box<dyn TxnWrite>> {
+        self.log.transactional(transactional_id)
     }
 }
 
