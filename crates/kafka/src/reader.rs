@@ -22,6 +22,7 @@ use crate::librdkafka::rdkafka_reader::RdkafkaReader;
 use crate::wire::broker_link::LinkSecurity;
 use crate::wire::fetch_session::PartitionKey;
 use crate::wire::fetcher::{Delivery, Fetcher, Sink};
+use crate::wire::records::Headers;
 use crate::wire::records::{PartitionRecords, RecordAt, Transactional};
 
 /// Which records a reader hands out.
@@ -148,6 +149,34 @@ impl<'a> ReadRecord<'a> {
             (RecordOf::Librdkafka(m), _) => m.key(),
             (_, Some((_, buffer, r))) => r.key.clone().and_then(|k| buffer.get(k)),
             (_, None) => None,
+        }
+    }
+
+    /// The record's timestamp, milliseconds since the epoch, and whether the
+    /// broker set it when appending (LogAppendTime) rather than the producer
+    /// when creating it (CreateTime).
+    pub fn timestamp(&self) -> (i64, bool) {
+        match &self.record {
+            RecordOf::Librdkafka(m) => match m.timestamp() {
+                rdkafka::Timestamp::LogAppendTime(ms) => (ms, true),
+                rdkafka::Timestamp::CreateTime(ms) => (ms, false),
+                rdkafka::Timestamp::NotAvailable => (-1, false),
+            },
+            RecordOf::Kshard { record, .. } => (record.timestamp_ms, record.log_append_time),
+        }
+    }
+
+    /// The record's headers, in order: name and value (`None`: null).
+    pub fn headers(&self) -> Vec<(&str, Option<&[u8]>)> {
+        match (&self.record, self.record.kshard()) {
+            (RecordOf::Librdkafka(m), _) => {
+                use rdkafka::message::Headers as _;
+                m.headers().map(|h| h.iter().map(|h| (h.key, h.value)).collect()).unwrap_or_default()
+            }
+            (_, Some((_, buffer, r))) => {
+                buffer.get(r.headers.clone()).map(|section| Headers::read(section).collect()).unwrap_or_default()
+            }
+            (_, None) => Vec::new(),
         }
     }
 

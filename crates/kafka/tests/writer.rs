@@ -133,6 +133,20 @@ fn an_idempotent_producers_batches_land_in_order_with_headers_and_timestamps() {
     let read: Vec<(String, Option<Vec<u8>>)> =
         headers.iter().map(|h| (h.key.to_owned(), h.value.map(<[u8]>::to_vec))).collect();
     assert_eq!(read, [("reason".to_owned(), Some(b"refused".to_vec())), ("empty".to_owned(), None)]);
+    // kshard's own reader reads them the same, in place.
+    let reader = PartitionReader::new(&settings, &t, &[(0, Some(15))]).expect("a reader");
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        assert!(Instant::now() < deadline, "the record with headers was not read by kshard's reader");
+        if let ReadEvent::Record(r) = reader.poll(Duration::from_millis(200)).expect("reads") {
+            assert_eq!(r.timestamp(), (1_600_000_000_123, false), "the producer's CreateTime");
+            let headers: Vec<(String, Option<Vec<u8>>)> =
+                r.headers().into_iter().map(|(k, v)| (k.to_owned(), v.map(<[u8]>::to_vec))).collect();
+            assert_eq!(headers, read);
+            assert_eq!(r.value(), None);
+            break;
+        }
+    }
 }
 
 #[test]

@@ -29,6 +29,7 @@ use std::collections::BTreeMap;
 pub use kshard_kafka::{Isolation, Transactional};
 
 use crate::model::ShardSpec;
+pub use crate::partitions::OutRecord;
 use crate::recovery_log::record::{Mutation, SourceOffset};
 use crate::store::{Store, StoreError};
 
@@ -41,6 +42,13 @@ pub struct Message<'a> {
     pub partition: i32,
     /// Its offset.
     pub offset: i64,
+    /// Its timestamp, milliseconds since the epoch (−1: none).
+    pub timestamp_ms: i64,
+    /// The broker set the timestamp when it appended the record
+    /// (LogAppendTime); else its producer did (CreateTime).
+    pub log_append_time: bool,
+    /// Its headers, in order: name and value (`None`: null).
+    pub headers: &'a [(&'a str, Option<&'a [u8]>)],
     /// Its key.
     pub key: Option<&'a [u8]>,
     /// Its value.
@@ -50,6 +58,24 @@ pub struct Message<'a> {
     /// a record of a producer's open transaction, or the marker ending it
     /// (whose key and value are the marker's own). `None` otherwise.
     pub transactional: Option<Transactional>,
+}
+
+impl<'a> Message<'a> {
+    /// A message of `topic`/`partition` at `offset` with `key` and `value`,
+    /// no timestamp, no headers, outside any transaction (for tests).
+    pub fn new(topic: &'a str, partition: i32, offset: i64, key: Option<&'a [u8]>, value: Option<&'a [u8]>) -> Self {
+        Message {
+            topic,
+            partition,
+            offset,
+            timestamp_ms: -1,
+            log_append_time: false,
+            headers: &[],
+            key,
+            value,
+            transactional: None,
+        }
+    }
 }
 
 /// Why an application refused a message or could not build its view of a
@@ -140,11 +166,25 @@ pub trait Application: Send + Sync + 'static {
     }
 }
 
+/// A record an application publishes in a transaction, for `topic`/`partition`.
+#[derive(Debug, Clone)]
+pub struct Output {
+    /// The topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: i32,
+    /// The record.
+    pub record: OutRecord,
+}
+
 /// A consumer transaction's view of the store: reads see the store as of the
-/// transaction's own writes; writes become the recovery-log record's mutations.
+/// transaction's own writes; writes become the recovery-log record's
+/// mutations; records published go to Kafka in the same Kafka transaction
+/// as that record.
 pub struct Transaction<'a> {
     store: &'a dyn Store,
     writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    outputs: Vec<Output>,
     messages: usize,
     bytes: usize,
 }
@@ -158,7 +198,7 @@ impl std::fmt::Debug for Transaction<'_> {
 impl<'a> Transaction<'a> {
     /// A transaction over `store`.
     pub fn new(store: &'a dyn Store) -> Self {
-        Transaction { store, writes: BTreeMap::new(), messages: 0, bytes: 0 }
+        Transaction { store, writes: BTreeMap::new(), outputs: Vec::new(), messages: 0, bytes: 0 }
     }
 
     /// The value of `key`, as of this transaction's writes.
@@ -213,6 +253,22 @@ impl<'a> Transaction<'a> {
         self.writes.insert(key, None);
     }
 
+    /// Publishes `record` to `topic`/`partition`, exactly once: it is
+    /// written in the Kafka transaction that commits this transaction's
+    /// recovery-log record, so a reader of committed records sees it once
+    /// the transaction commits, and never if it does not (a replica that
+    /// fails, a primary fenced by a newer one). Records published to one
+    /// partition land in the order published.
+    pub fn publish(&mut self, topic: &str, partition: i32, record: OutRecord) {
+        self.bytes += record.key.as_ref().map_or(0, |k| k.len()) + record.value.as_ref().map_or(0, |v| v.len()) + 16;
+        self.outputs.push(Output { topic: topic.to_owned(), partition, record });
+    }
+
+    /// Records published so far.
+    pub fn published(&self) -> usize {
+        self.outputs.len()
+    }
+
     /// Counts one message taken (the runtime does, after `consume`).
     pub(crate) fn count_message(&mut self) {
         self.messages += 1;
@@ -232,13 +288,20 @@ impl<'a> Transaction<'a> {
 
     /// The mutations to log and apply, one per key written (the last write wins).
     pub fn into_mutations(self) -> Vec<Mutation> {
-        self.writes
+        self.into_parts().0
+    }
+
+    /// The mutations (see [`Transaction::into_mutations`]) and the records published.
+    pub(crate) fn into_parts(self) -> (Vec<Mutation>, Vec<Output>) {
+        let mutations = self
+            .writes
             .into_iter()
             .map(|(key, value)| match value {
                 Some(value) => Mutation::Put { key, value },
                 None => Mutation::Delete { key },
             })
-            .collect()
+            .collect();
+        (mutations, self.outputs)
     }
 }
 

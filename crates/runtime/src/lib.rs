@@ -59,7 +59,7 @@ mod status_writer;
 mod store;
 
 pub use allocator_runner::{AllocatorRunner, Round, failure_backoff};
-pub use application::{AppError, Application, Isolation, Message, Transaction, Transactional};
+pub use application::{AppError, Application, Isolation, Message, OutRecord, Output, Transaction, Transactional};
 pub use cluster_view::{ClusterView, ReplicaView};
 pub use disk::{Disk, MemoryDisk, RedbDisk};
 pub use keyspace::{EtcdKeyspace, Keyspace, KeyspaceError, MemoryKeyspace};

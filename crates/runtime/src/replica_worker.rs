@@ -177,6 +177,7 @@ async fn serve(
                 // What is played from here on is read back as the primary's.
                 log.follow = false;
                 let me = random_author();
+                log.io.fence(spec).await?;
                 let attempts = hand_off(&log.io.clients(spec), &mut log.player, me, KAFKA_TIMEOUT).await?;
                 log.mark_applied();
                 tracing::info!(shard = %spec.id, author = me, attempts, "took the recovery log over");
@@ -300,10 +301,15 @@ impl Sources {
                         continue;
                     }
                     *next = r.offset() + 1;
+                    let headers = r.headers();
+                    let (timestamp_ms, log_append_time) = r.timestamp();
                     let message = Message {
                         topic: r.topic(),
                         partition: r.partition(),
                         offset: r.offset(),
+                        timestamp_ms,
+                        log_append_time,
+                        headers: &headers,
                         key: r.key(),
                         value: r.value(),
                         transactional: r.transactional(),
@@ -346,9 +352,9 @@ impl Sources {
         if !policy::commits(messages, moved, self.committed.elapsed()) {
             return log.refresh_end(false).await;
         }
-        let mutations = txn.into_mutations();
+        let (mutations, outputs) = txn.into_parts();
         let offsets = self.offsets();
-        log.commit(author, mutations, offsets).await?;
+        log.commit(author, mutations, offsets, outputs).await?;
         self.committed = Instant::now();
         // A heartbeat is not a consumer transaction.
         if messages > 0 || moved {

@@ -41,7 +41,7 @@ fn produce(log: &MemoryPartitions, from: u64, to: u64, expected: &mut BTreeMap<V
 /// The sums the recovery log holds, played from its start into a fresh store.
 fn sums_in_the_log(log: &MemoryPartitions) -> BTreeMap<Vec<u8>, u64> {
     let reader = log.reader("log", &[(0, None)], 256, Isolation::Committed).expect("reader");
-    let clients = LogClients { topic: "log", partition: 0, reader: reader.as_ref(), partitions: log };
+    let clients = LogClients { topic: "log", partition: 0, reader: reader.as_ref(), partitions: log, writer: None };
     let mut player = Player::open(MemoryStore::default()).expect("player");
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio");
     runtime.block_on(play_to_head(&clients, &mut player, Duration::from_secs(10))).expect("plays");

@@ -109,7 +109,13 @@ impl Clients {
     }
 
     fn log(&self) -> LogClients<'_> {
-        LogClients { topic: &self.topic, partition: 0, reader: &self.reader, partitions: &self.partitions }
+        LogClients {
+            topic: &self.topic,
+            partition: 0,
+            reader: &self.reader,
+            partitions: &self.partitions,
+            writer: None,
+        }
     }
 
     /// Reads to the end of the log into `player`.

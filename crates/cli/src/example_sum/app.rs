@@ -76,8 +76,7 @@ mod tests {
 
     fn take(txn: &mut Transaction<'_>, seq: u64, inc: i64) -> Result<(), AppError> {
         let value = encode_increment(seq, inc);
-        let m =
-            Message { topic: "t", partition: 0, offset: 0, key: Some(b"s1"), value: Some(&value), transactional: None };
+        let m = Message::new("t", 0, 0, Some(b"s1"), Some(&value));
         Sum.consume(&spec(), txn, &m)
     }
 
@@ -93,14 +92,7 @@ mod tests {
         assert!(repeat.contains("a repeat: sequence 2 after 2"), "{repeat}");
         let gap = take(&mut txn, 4, 1).expect_err("a gap").to_string();
         assert!(gap.contains("a gap: sequence 4 after 2"), "{gap}");
-        let m = Message {
-            topic: "t",
-            partition: 0,
-            offset: 0,
-            key: Some(b"s1"),
-            value: Some(b"short"),
-            transactional: None,
-        };
+        let m = Message::new("t", 0, 0, Some(b"s1"), Some(b"short"));
         assert!(Sum.consume(&spec(), &mut txn, &m).is_err());
     }
 }

@@ -62,10 +62,14 @@ fn compare(
         // again if the primary deletes more meanwhile).
         let (mut player, mut reader) = open_at_start(settings, admin, &log_topic, p, scratch, &shard)?;
         loop {
-            let log = LogClients { topic: &log_topic, partition: p, reader: &reader, partitions: &kafka };
+            let log = LogClients { topic: &log_topic, partition: p, reader: &reader, partitions: &kafka, writer: None };
             let played = match runtime.block_on(play_to_head(&log, &mut player, super::TIMEOUT)) {
-                // Deleted under us: a primary snapshotted and truncated meanwhile.
-                Err(LogError::Gap { .. }) => {
+                // Deleted under us: a primary snapshotted and truncated
+                // meanwhile (the records after the player's are missing).
+                Err(e @ LogError::ChainBroken { .. }) => {
+                    if Instant::now() >= deadline {
+                        return Err(e).with_context(|| format!("playing the log of {shard}"));
+                    }
                     (player, reader) = open_at_start(settings, admin, &log_topic, p, scratch, &shard)?;
                     continue;
                 }

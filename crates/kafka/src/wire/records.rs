@@ -41,8 +41,12 @@ pub(crate) struct Corrupt {
 pub(crate) struct RecordAt {
     pub(crate) offset: i64,
     pub(crate) timestamp_ms: i64,
+    /// The broker set the timestamp when it appended the batch (LogAppendTime).
+    pub(crate) log_append_time: bool,
     pub(crate) key: Option<Range<usize>>,
     pub(crate) value: Option<Range<usize>>,
+    /// The headers section (a count, then each header), read when asked.
+    pub(crate) headers: Range<usize>,
     /// Its part in a transaction, when reading every record (never when
     /// reading committed records only).
     pub(crate) transactional: Option<Transactional>,
@@ -66,6 +70,51 @@ pub enum Transactional {
         /// COMMIT (true) or ABORT.
         committed: bool,
     },
+}
+
+/// A record's headers, read in place from its headers section: each
+/// header's name and value (`None`: null), in order. A section that does
+/// not add up ends the walk where it stops adding up (its batch's CRC
+/// matched, so only a writer's bug makes one).
+pub(crate) struct Headers<'a> {
+    section: Option<Cursor<'a>>,
+    left: u32,
+}
+
+impl<'a> Headers<'a> {
+    /// The headers in `section` (a varint count, then each header).
+    pub(crate) fn read(section: &'a [u8]) -> Self {
+        let mut c = Cursor::new(section);
+        match c.varint() {
+            Ok(n) if n > 0 => Headers { section: Some(c), left: n.unsigned_abs() },
+            _ => Headers { section: None, left: 0 },
+        }
+    }
+}
+
+impl<'a> Iterator for Headers<'a> {
+    type Item = (&'a str, Option<&'a [u8]>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let c = self.section.as_mut()?;
+        let header = (|| {
+            let name_len = usize::try_from(c.varint().ok()?).ok()?;
+            let name = c.utf8(name_len).ok()?;
+            let value = match c.varint().ok()? {
+                ..0 => None,
+                n => Some(c.take(usize::try_from(n).ok()?).ok()?),
+            };
+            Some((name, value))
+        })();
+        if header.is_none() {
+            self.left = 0;
+        }
+        header
+    }
 }
 
 /// A walk over the batches of one partition's answer.
@@ -275,7 +324,7 @@ fn decompress(codec: i16, records: Bytes, most: usize) -> Result<Bytes, String> 
 
 impl BatchCursor {
     /// The next record of the batch: length, attributes, timestamp delta,
-    /// offset delta, key, value, headers (skipped).
+    /// offset delta, key, value, headers (kept as a range, read when asked).
     fn next(&mut self) -> Result<Option<RecordAt>, Corrupt> {
         if self.left <= 0 {
             return Ok(None);
@@ -306,6 +355,7 @@ impl BatchCursor {
         };
         let key = bytes()?;
         let value = bytes()?;
+        let headers = record.take_range(record.remaining()).map_err(within)?;
         self.at = batch.position();
         let offset = self.base_offset.checked_add(offset_delta).ok_or_else(|| corrupt("an offset past i64"))?;
         let timestamp_ms = if self.log_append_time {
@@ -318,7 +368,8 @@ impl BatchCursor {
             Some(producer_id) => Some(Transactional::Record { producer_id }),
             None => None,
         };
-        Ok(Some(RecordAt { offset, timestamp_ms, key, value, transactional }))
+        let log_append_time = self.log_append_time;
+        Ok(Some(RecordAt { offset, timestamp_ms, log_append_time, key, value, headers, transactional }))
     }
 }
 

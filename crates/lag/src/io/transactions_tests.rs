@@ -183,12 +183,8 @@ proptest! {
                     Op::Delete(g, p) => { let (k, v) = raw(g, p, None); (Some(k), v, None) }
                 };
                 let message = Message {
-                    topic: "__consumer_offsets",
-                    partition: 0,
-                    offset: at,
-                    key: key.as_deref(),
-                    value: value.as_deref(),
                     transactional,
+                    ..Message::new("__consumer_offsets", 0, at, key.as_deref(), value.as_deref())
                 };
                 app.consume(&spec, &mut txn, &message).expect("consumes");
             }

@@ -61,8 +61,13 @@ pub async fn run_all(log: &dyn Partitions, topics: &[String; 6]) {
     transactions_are_read_whole_or_never_and_a_new_writer_fences(log, &topics[4], &topics[5]).await;
 }
 
+/// A record with a header and a timestamp of its own, which readers give back.
 fn out(key: &str, value: &str) -> OutRecord {
-    OutRecord::new(Some(key.as_bytes()), Some(value.as_bytes()))
+    OutRecord {
+        headers: vec![("source".into(), Some(value.as_bytes().to_vec().into())), ("none".into(), None)],
+        timestamp_ms: 1_700_000_000_000,
+        ..OutRecord::new(Some(key.as_bytes()), Some(value.as_bytes()))
+    }
 }
 
 /// The values a reader of `isolation` reads from `topic`'s partition 0
@@ -109,6 +114,15 @@ pub async fn transactions_are_read_whole_or_never_and_a_new_writer_fences(log: &
     second.commit().await.expect("commits");
     // r1, its commit's marker, r4, its abort's marker, r5, its abort's marker, r6.
     assert_eq!(values(log, a, Isolation::Committed, 2).await, [(0, "r1".to_owned()), (6, "r6".to_owned())]);
+    // Each record's headers and timestamp, as written.
+    let reader = log.reader(a, &[(0, None)], 256, Isolation::Committed).expect("reader");
+    loop {
+        if let Polled::Record(r) = next_event(reader.as_ref(), Duration::from_secs(30)).await.expect("poll") {
+            assert_eq!(r.timestamp(), (1_700_000_000_000, false));
+            assert_eq!(r.headers(), [("source", Some(&b"r1"[..])), ("none", None)]);
+            break;
+        }
+    }
     // An uncommitted reader reads every record, and each marker, told apart.
     let reader = log.reader(a, &[(0, None)], 256, Isolation::Uncommitted).expect("reader");
     let mut every = Vec::new();

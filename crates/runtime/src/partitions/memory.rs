@@ -33,6 +33,10 @@ pub(crate) struct Stored {
     pub(crate) offset: i64,
     pub(crate) key: Option<Vec<u8>>,
     pub(crate) value: Option<Vec<u8>>,
+    /// Its headers, in order.
+    pub(crate) headers: Vec<(String, Option<Vec<u8>>)>,
+    /// Its timestamp (the writer's; the append's time for a plain append).
+    pub(crate) timestamp_ms: i64,
     /// The transaction that wrote it (`None`: no transaction).
     txn: Option<u64>,
     /// Its part in that transaction: a record of it, or the marker that
@@ -47,6 +51,9 @@ enum Outcome {
     Committed,
     Aborted,
 }
+
+/// A record as [`MemoryPartitions::read_committed`] reads it: offset, key, value.
+pub type ReadBack = (i64, Option<Vec<u8>>, Option<Vec<u8>>);
 
 /// A transactional id's current writer, and its open transaction.
 #[derive(Debug, Default)]
@@ -100,14 +107,22 @@ impl State {
     fn push(
         &mut self,
         (topic, partition): (&str, i32),
-        key: Option<Vec<u8>>,
-        value: Option<Vec<u8>>,
+        record: OutRecord,
         txn: Option<u64>,
         transactional: Option<Transactional>,
     ) -> i64 {
         let p = self.partitions.entry((Arc::from(topic), partition)).or_default();
         let offset = p.end();
-        p.records.push_back(Arc::new(Stored { offset, key, value, txn, transactional }));
+        let bytes = |b: Option<&[u8]>| b.map(<[u8]>::to_vec);
+        p.records.push_back(Arc::new(Stored {
+            offset,
+            key: bytes(record.key.as_deref()),
+            value: bytes(record.value.as_deref()),
+            headers: record.headers.iter().map(|(k, v)| (k.clone(), bytes(v.as_deref()))).collect(),
+            timestamp_ms: record.timestamp_ms,
+            txn,
+            transactional,
+        }));
         offset
     }
 
@@ -119,8 +134,8 @@ impl State {
         let committed = outcome == Outcome::Committed;
         let marker = Transactional::Marker { producer_id, committed };
         for (topic, partition) in partitions {
-            let value = Some(vec![0; 6]);
-            self.push((&topic, partition), Some(marker_key(committed)), value, Some(txn), Some(marker));
+            let record = OutRecord::new(Some(&marker_key(committed)), Some(&[0; 6]));
+            self.push((&topic, partition), record, Some(txn), Some(marker));
         }
     }
 
@@ -221,7 +236,7 @@ impl Partitions for MemoryPartitions {
         if !state.available {
             return Err(unavailable("appending"));
         }
-        let offset = state.push((topic, partition), Some(key.to_vec()), value.map(<[u8]>::to_vec), None, None);
+        let offset = state.push((topic, partition), OutRecord::new(Some(key), value), None, None);
         drop(state);
         self.shared.ring();
         Ok(Appended(AppendedOf::Done(Ok(offset))))
@@ -241,6 +256,20 @@ impl Partitions for MemoryPartitions {
 }
 
 impl MemoryPartitions {
+    /// Every record of `topic`/`partition` a reader of committed records
+    /// reads now, from its start — whether or not the log is available (for
+    /// a test's checks): (offset, key, value).
+    pub fn read_committed(&self, topic: &str, partition: i32) -> Vec<ReadBack> {
+        let state = self.shared.lock();
+        let Some(p) = state.partitions.get(&(Arc::from(topic), partition)) else { return Vec::new() };
+        let (mut next, mut out) = (p.start, Vec::new());
+        while let (at, Some(record)) = next_visible(p, &state.txns, next, true) {
+            out.push((at, record.key.clone(), record.value.clone()));
+            next = at + 1;
+        }
+        out
+    }
+
     /// A new writer of `id`: the one before is fenced, its open transaction aborted.
     fn fence(&self, id: &str) -> Result<Box<dyn TxnWrite>, Error> {
         let mut state = self.shared.lock();
@@ -298,6 +327,25 @@ impl MemoryPartitions {
     }
 }
 
+/// From `next`, the next record of `p` a reader reads, and its offset (or
+/// where it stops): a committed reader skips markers and aborted records
+/// and stops at an open transaction's first; an uncommitted one reads them
+/// all.
+fn next_visible(p: &Partition, txns: &HashMap<u64, Txn>, mut next: i64, committed: bool) -> (i64, Option<Arc<Stored>>) {
+    while next < p.end() {
+        let record = &p.records[usize::try_from(next - p.start).unwrap_or_default()];
+        let outcome = record.txn.and_then(|t| txns.get(&t)).map(|t| t.outcome);
+        let marker = matches!(record.transactional, Some(Transactional::Marker { .. }));
+        match (marker, outcome) {
+            (true, _) if committed => next += 1,
+            (false, Some(Outcome::Open)) if committed => break,
+            (false, Some(Outcome::Aborted)) if committed => next += 1,
+            _ => return (next, Some(Arc::clone(record))),
+        }
+    }
+    (next, None)
+}
+
 /// A transactional id's writer in memory.
 #[derive(Debug)]
 struct MemoryTxn {
@@ -334,18 +382,11 @@ impl MemoryTxn {
                 t.partitions.push(tp);
             }
         }
-        let bytes = |b: Option<&[u8]>| b.map(<[u8]>::to_vec);
         let part = Some(Transactional::Record { producer_id });
-        let first = records
-            .iter()
-            .map(|r| {
-                state.push((topic, partition), bytes(r.key.as_deref()), bytes(r.value.as_deref()), Some(txn), part)
-            })
-            .min()
-            .ok_or_else(|| Error::Refused {
-                step: format!("writing to {topic}/{partition}"),
-                message: "no records".into(),
-            })?;
+        let first =
+            records.iter().map(|r| state.push((topic, partition), r.clone(), Some(txn), part)).min().ok_or_else(
+                || Error::Refused { step: format!("writing to {topic}/{partition}"), message: "no records".into() },
+            )?;
         drop(state);
         self.shared.ring();
         Ok(Appended(AppendedOf::Done(Ok(first))))
@@ -415,28 +456,11 @@ impl MemoryReader {
         for (i, r) in reading.iter_mut().enumerate() {
             let p = partitions.entry(r.key.clone()).or_default();
             // Before the start (deleted) or past the end: from the start.
-            let mut next = match r.next {
+            let next = match r.next {
                 Some(n) if n >= p.start && n <= p.end() => n,
                 _ => p.start,
             };
-            // A committed reader skips markers and aborted records and
-            // stops at an open transaction's first; an uncommitted one reads
-            // them all.
-            let mut found = None;
-            while next < p.end() {
-                let record = &p.records[usize::try_from(next - p.start).unwrap_or_default()];
-                let outcome = record.txn.and_then(|t| txns.get(&t)).map(|t| t.outcome);
-                let marker = matches!(record.transactional, Some(Transactional::Marker { .. }));
-                match (marker, outcome) {
-                    (true, _) if committed => next += 1,
-                    (false, Some(Outcome::Open)) if committed => break,
-                    (false, Some(Outcome::Aborted)) if committed => next += 1,
-                    _ => {
-                        found = Some(Arc::clone(record));
-                        break;
-                    }
-                }
-            }
+            let (next, found) = next_visible(p, txns, next, committed);
             r.next = Some(next);
             if let Some(record) = found {
                 r.next = Some(next + 1);

@@ -23,7 +23,7 @@ pub(crate) mod memory;
 
 pub use kafka::{KafkaPartitions, LogTopicError, ensure_log_topic};
 pub use kshard_kafka::OutRecord;
-pub use memory::MemoryPartitions;
+pub use memory::{MemoryPartitions, ReadBack};
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -196,6 +196,23 @@ impl<'a> LogRecord<'a> {
         match &self.0 {
             RecordOf::Kafka(r) => r.value(),
             RecordOf::Memory(_, _, s, _) => s.value.as_deref(),
+        }
+    }
+
+    /// Its timestamp (milliseconds since the epoch) and whether the broker
+    /// set it on append (LogAppendTime) rather than its producer (CreateTime).
+    pub fn timestamp(&self) -> (i64, bool) {
+        match &self.0 {
+            RecordOf::Kafka(r) => r.timestamp(),
+            RecordOf::Memory(_, _, s, _) => (s.timestamp_ms, false),
+        }
+    }
+
+    /// Its headers, in order: name and value (`None`: null).
+    pub fn headers(&self) -> Vec<(&str, Option<&[u8]>)> {
+        match &self.0 {
+            RecordOf::Kafka(r) => r.headers(),
+            RecordOf::Memory(_, _, s, _) => s.headers.iter().map(|(k, v)| (k.as_str(), v.as_deref())).collect(),
         }
     }
 

@@ -9,12 +9,23 @@
 //! again at the new head. An append reads back only to its own record (its
 //! delivery says where it landed): no request for the log's end per
 //! transaction.
+//!
+//! A primary writes through its shard's transactional writer
+//! ([`TxnWrite`], made by [`Partitions::transactional`] before the
+//! hand-off, which fences the writers before it at the broker): each
+//! record is a Kafka transaction of its own (with the transaction's
+//! outputs, when the application has any), read back by committed readers
+//! once committed. Commit markers take offsets no reader is given, so a
+//! player's position jumps past them ([`Player::skip_to`], on each end of
+//! the partition heard); a record missing from the chain is told by its
+//! sequence number, not its offset.
 
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::partitions::{LogRecord, PartitionRead, Partitions, Polled, next_event};
+use crate::application::Output;
+use crate::partitions::{LogRecord, OutRecord, PartitionRead, Partitions, Polled, TxnWrite, next_event};
 
 use super::chain::Skip;
 
@@ -61,15 +72,6 @@ pub enum LogError {
         /// The log's author now.
         current: Option<u64>,
     },
-    /// Records the player had not read were deleted (the reader jumped past
-    /// them): it must start again from a snapshot.
-    #[error("recovery log: records from offset {position} were deleted before they were read (next record: {got})")]
-    Gap {
-        /// The player's position.
-        position: i64,
-        /// The offset read instead.
-        got: i64,
-    },
     /// A record past the chain's next sequence number: no writer of this
     /// chain wrote it, so nothing after it will continue the chain.
     #[error(
@@ -103,6 +105,35 @@ pub struct LogClients<'a> {
     pub reader: &'a dyn PartitionRead,
     /// Appends to it, and says where its end is.
     pub partitions: &'a dyn Partitions,
+    /// The shard's transactional writer, once it is primary (`None`: plain
+    /// appends, as a test's player or a log no writer fences).
+    pub writer: Option<&'a WriterSlot>,
+}
+
+/// A primary's transactional writer, which its appends take in turn.
+pub type WriterSlot = tokio::sync::Mutex<Box<dyn TxnWrite>>;
+
+/// The most bytes of records sent as one batch (Kafka's default
+/// `max.message.bytes` is 1 MiB).
+const BATCH_BYTES: usize = 512 * 1024;
+
+/// `outputs` as batches: consecutive records of one partition, up to
+/// [`BATCH_BYTES`] each, in the order published.
+fn batches(outputs: Vec<Output>) -> Vec<(String, i32, Vec<OutRecord>)> {
+    let mut out: Vec<(String, i32, Vec<OutRecord>, usize)> = Vec::new();
+    for o in outputs {
+        let size = o.record.key.as_ref().map_or(0, |k| k.len()) + o.record.value.as_ref().map_or(0, |v| v.len()) + 16;
+        match out.last_mut() {
+            Some((topic, partition, batch, bytes))
+                if *topic == o.topic && *partition == o.partition && *bytes + size <= BATCH_BYTES =>
+            {
+                batch.push(o.record);
+                *bytes += size;
+            }
+            _ => out.push((o.topic, o.partition, vec![o.record], size)),
+        }
+    }
+    out.into_iter().map(|(t, p, b, _)| (t, p, b)).collect()
 }
 
 impl LogClients<'_> {
@@ -111,15 +142,43 @@ impl LogClients<'_> {
         Ok(ends(self.partitions, self.topic, self.partition).await?.1)
     }
 
-    /// Appends `record` and awaits its delivery, for at most `timeout`: the
-    /// offset it landed at.
-    async fn append(&self, record: &[u8], step: &'static str, timeout: Duration) -> Result<i64, LogError> {
-        let delivery = self
-            .partitions
-            .append(self.topic, self.partition, b"", Some(record))
-            .map_err(|source| LogError::Kafka { step, source })?;
-        match tokio::time::timeout(timeout, delivery.delivered()).await {
-            Ok(delivered) => delivered.map_err(|source| LogError::Kafka { step, source }),
+    /// Appends `record` and awaits its delivery (and, through the shard's
+    /// writer, its transaction's commit), for at most `timeout`: the offset
+    /// it landed at. A writer fenced at the broker is [`LogError::Fenced`].
+    async fn append(
+        &self,
+        record: &[u8],
+        outputs: Vec<Output>,
+        step: &'static str,
+        timeout: Duration,
+    ) -> Result<i64, LogError> {
+        let kafka = |source: kshard_kafka::Error| {
+            if source.is_fenced() { LogError::Fenced { current: None } } else { LogError::Kafka { step, source } }
+        };
+        let written = async {
+            let Some(slot) = self.writer else {
+                if !outputs.is_empty() {
+                    return Err(kafka(kshard_kafka::Error::Refused {
+                        step: "publishing a transaction's records".into(),
+                        message: "records are published only through the shard's transactional writer".into(),
+                    }));
+                }
+                let delivery = self.partitions.append(self.topic, self.partition, b"", Some(record)).map_err(kafka)?;
+                return delivery.delivered().await.map_err(kafka);
+            };
+            let mut writer = slot.lock().await;
+            // The outputs first, each partition's in order, in batches.
+            for (topic, partition, batch) in batches(outputs) {
+                writer.send(&topic, partition, &batch).await.map_err(kafka)?;
+            }
+            let out = [OutRecord::new(Some(b""), Some(record))];
+            let sent = writer.send(self.topic, self.partition, &out).await.map_err(kafka)?;
+            let offset = sent.delivered().await.map_err(kafka)?;
+            writer.commit().await.map_err(kafka)?;
+            Ok(offset)
+        };
+        match tokio::time::timeout(timeout, written).await {
+            Ok(written) => written,
             Err(_) => Err(LogError::Timeout(timeout)),
         }
     }
@@ -163,12 +222,8 @@ pub(crate) fn offer<S: Store>(
     applied: impl FnOnce(&[Mutation], &[SourceOffset]),
 ) -> Result<Option<Played>, LogError> {
     let offset = record.offset();
-    // The writers are not transactional, so a log's offsets have no gaps: a
-    // jump means the reader was reset past records deleted before it read them.
-    if offset > player.next_offset() {
-        return Err(LogError::Gap { position: player.next_offset(), got: offset });
-    }
-    // A record past the chain's next: records of this chain are missing, and
+    // Offsets jump past commit markers and aborted records: a record missing
+    // from the chain is told by its sequence number below. A record past the chain's next: records of this chain are missing, and
     // nothing after it continues what the player holds. Not so for a player
     // that holds nothing yet (a new store, from the log's start): there, a
     // record that does not begin a chain is a writer's of another incarnation
@@ -204,10 +259,15 @@ pub(crate) async fn play_to<S: Store>(
         let event = next_event(log.reader, left.min(Duration::from_secs(1)))
             .await
             .map_err(|source| LogError::Kafka { step: "reading", source })?;
-        if let Polled::Record(r) = event
-            && let Some(p) = offer(player, &r, |_, _| {})?
-        {
-            played.push(p);
+        match event {
+            Polled::Record(r) => {
+                if let Some(p) = offer(player, &r, |_, _| {})? {
+                    played.push(p);
+                }
+            }
+            // Past the markers after the last record.
+            Polled::EndOfPartition { next_offset: Some(next), .. } => player.skip_to(next),
+            _ => {}
         }
     }
     Ok(played)
@@ -246,7 +306,7 @@ pub async fn hand_off<S: Store>(
             return Err(LogError::HandOffRace(attempts - 1));
         }
         let record = player.chain().next(author, Body::HandOff).encode();
-        let offset = log.append(&record, "appending a hand-off", timeout).await?;
+        let offset = log.append(&record, Vec::new(), "appending a hand-off", timeout).await?;
         // Read back through it. Ours was applied when the player applied a
         // hand-off by this author (one by someone else before it fences us,
         // and our writes will be skipped from there).
@@ -270,16 +330,31 @@ pub async fn commit<S: Store>(
     offsets: Vec<SourceOffset>,
     timeout: Duration,
 ) -> Result<(), LogError> {
-    append(log, player, author, Body::Transaction { mutations, offsets }, timeout).await
+    append(log, player, author, Body::Transaction { mutations, offsets }, Vec::new(), timeout).await
 }
 
-/// Appends one record of `body` as `author` on the head of the log and reads
-/// back to it; [`LogError::Fenced`] when it was not applied.
+/// [`commit`] with the records the transaction published: written in the
+/// same Kafka transaction as its log record, through the shard's writer.
+pub(crate) async fn commit_with<S: Store>(
+    log: &LogClients<'_>,
+    player: &mut Player<S>,
+    author: u64,
+    (mutations, offsets): (Vec<Mutation>, Vec<SourceOffset>),
+    outputs: Vec<Output>,
+    timeout: Duration,
+) -> Result<(), LogError> {
+    append(log, player, author, Body::Transaction { mutations, offsets }, outputs, timeout).await
+}
+
+/// Appends one record of `body` as `author` on the head of the log (with
+/// `outputs`, in one Kafka transaction) and reads back to it;
+/// [`LogError::Fenced`] when it was not applied.
 pub(crate) async fn append<S: Store>(
     log: &LogClients<'_>,
     player: &mut Player<S>,
     author: u64,
     body: Body,
+    outputs: Vec<Output>,
     timeout: Duration,
 ) -> Result<(), LogError> {
     if player.chain().author() != Some(author) {
@@ -293,7 +368,7 @@ pub(crate) async fn append<S: Store>(
     }
     // This record's own delivery, not the whole (shared) writer's: a record
     // that was not written is that error, not "fenced" when it is not read back.
-    let offset = log.append(&bytes, "appending", timeout).await?;
+    let offset = log.append(&bytes, outputs, "appending", timeout).await?;
     play_to(log, player, offset + 1, timeout).await?;
     // Applied when the chain went through our sequence number with us as author.
     if player.chain().seq() >= seq && player.chain().author() == Some(author) {

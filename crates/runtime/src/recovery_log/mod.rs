@@ -23,7 +23,8 @@ pub(crate) mod start;
 pub(crate) mod topic;
 
 pub use chain::{Chain, Skip};
-pub use io::{FENCED, LogClients, LogError, commit, hand_off, play_to_head};
+pub use io::{FENCED, LogClients, LogError, WriterSlot, commit, hand_off, play_to_head};
 pub use player::{Played, Player};
 pub use policy::HEARTBEAT;
 pub use record::{Body, LogRecord, Mutation, SourceOffset};
+pub use replica::transactional_id;

@@ -157,6 +157,14 @@ impl<S: Store> Player<S> {
         self.offer_with(offset, bytes, |_, _| {})
     }
 
+    /// Moves the position past offsets a committed reader skipped after the
+    /// last record offered (transaction markers, aborted records): the
+    /// reader's next offset at the partition's end. Never backwards; the
+    /// store's checkpoint stays after the record it applied last.
+    pub fn skip_to(&mut self, offset: i64) {
+        self.next_offset = self.next_offset.max(offset);
+    }
+
     /// [`Player::offer`], calling `applied` with a transaction's mutations and
     /// source offsets once they are in the store.
     pub fn offer_with(

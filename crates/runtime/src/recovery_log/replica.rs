@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::io::{LogClients, LogError, append, commit, ends, offer};
+use super::io::{LogClients, LogError, WriterSlot, append, commit, commit_with, ends, offer};
 use super::lineage::{applied_last, holds_snapshot, record_at};
 use super::player::{Played, Player};
 use super::record::{Body, Mutation, SourceOffset};
@@ -98,11 +98,21 @@ pub(crate) fn kafka(step: &'static str) -> impl FnOnce(kshard_kafka::Error) -> L
 /// the disk: see [`crate::faults::GatedDisk`]).
 pub(crate) type ReplicaStore = Box<dyn Store>;
 
+/// Why one record could not be played: its chain broken (records missing
+/// from `position` on), or anything else.
+enum PlayError {
+    Broken(LogError, i64),
+    Other(ReplicaError),
+}
+use PlayError::{Broken, Other};
+
 /// The clients of a replica's log.
 pub(crate) struct LogIo {
     reader: Box<dyn PartitionRead>,
     /// The member's, shared by its replicas.
     partitions: Arc<dyn Partitions>,
+    /// The shard's transactional writer, once primary.
+    writer: Option<WriterSlot>,
 }
 
 impl LogIo {
@@ -112,8 +122,32 @@ impl LogIo {
             partition: spec.recovery_log.partition,
             reader: self.reader.as_ref(),
             partitions: self.partitions.as_ref(),
+            writer: self.writer.as_ref(),
         }
     }
+
+    /// Becomes the writer of `spec`'s log: its transactional id's writer
+    /// is made, which fences every earlier one at the broker (a zombie
+    /// primary's open transaction aborted, its writes refused from now on).
+    pub(crate) async fn fence(&mut self, spec: &ShardSpec) -> Result<(), ReplicaError> {
+        let id = transactional_id(&spec.recovery_log);
+        let writer = self.partitions.transactional(&id).await.map_err(|source| {
+            if source.is_fenced() {
+                ReplicaError::Log(LogError::Fenced { current: None })
+            } else {
+                ReplicaError::Log(LogError::Kafka { step: "becoming the log's transactional writer", source })
+            }
+        })?;
+        self.writer = Some(tokio::sync::Mutex::new(writer));
+        Ok(())
+    }
+}
+
+/// The transactional id of the writer of `log`: one per recovery log, so
+/// that whoever writes it fences whoever wrote it before (needs Write on
+/// the transactional ids `kshard/<topic>/` begins: see docs/security.md).
+pub fn transactional_id(log: &crate::model::RecoveryLog) -> String {
+    format!("kshard/{}/{}", log.topic, log.partition)
 }
 
 /// The log, its clients and the player, with what a replica tracks of them.
@@ -208,15 +242,16 @@ impl<'a> Log<'a> {
             }
         };
         let start = [(log.partition, Some(player.next_offset()))];
-        // The log's writer is not transactional, so either isolation reads
-        // the same records: the sources' one shares their connections.
+        // Committed records only: a zombie's transaction aborted when a new
+        // primary fenced it must never be played.
         let queue = crate::replica_worker::READER_QUEUE_KBYTES;
-        let reader =
-            partitions.reader(&log.topic, &start, queue, ctx.app.isolation()).map_err(kafka("opening a reader"))?;
+        let reader = partitions
+            .reader(&log.topic, &start, queue, kshard_kafka::Isolation::Committed)
+            .map_err(kafka("opening a reader"))?;
         Ok(Log {
             ctx,
             spec,
-            io: LogIo { reader, partitions },
+            io: LogIo { reader, partitions, writer: None },
             player,
             end: 0,
             end_asked: None,
@@ -287,20 +322,39 @@ impl<'a> Log<'a> {
     /// Plays the next record arriving within `wait`, if any; the player's
     /// position when the record was past it (a gap).
     async fn play_next(&mut self, wait: Duration) -> Result<Option<i64>, ReplicaError> {
+        let broken = match self.play_one(wait).await {
+            Ok(()) => return Ok(None),
+            Err(Other(e)) => return Err(e),
+            Err(Broken(e, position)) => (e, position),
+        };
+        let (e, position) = broken;
+        let (low, _) = watermarks(self.io.partitions.as_ref(), self.spec).await?;
+        if low > position { Ok(Some(position)) } else { Err(e.into()) }
+    }
+
+    /// Plays the next record arriving within `wait`, if any (see [`Log::play_next`]).
+    async fn play_one(&mut self, wait: Duration) -> Result<(), PlayError> {
         // The record borrows the reader until it is dropped, below.
-        if let Polled::Record(r) = next_event(self.io.reader.as_ref(), wait).await.map_err(kafka("reading"))? {
+        let event = next_event(self.io.reader.as_ref(), wait).await.map_err(|e| Other(kafka("reading")(e).into()))?;
+        if let Polled::EndOfPartition { next_offset: Some(next), .. } = event {
+            // Past the markers after the last record.
+            self.player.skip_to(next);
+        }
+        if let Polled::Record(r) = event {
             let (offset, size) = (r.offset(), r.value().map_or(0, <[u8]>::len));
             let (app, spec, follow) = (&self.ctx.app, self.spec, self.follow);
+            let position = self.player.next_offset();
             let played = offer(&mut self.player, &r, |mutations, offsets| {
                 if follow {
                     app.followed(spec, mutations, offsets);
                 }
             });
             let played = match played {
-                // Records were deleted before this replica read them (it was
-                // further behind than the previous snapshot).
-                Err(LogError::Gap { position, .. }) => return Ok(Some(position)),
-                played => played?,
+                // Records of the chain are missing: deleted before this
+                // replica read them (it was further behind than the
+                // previous snapshot) when the log starts past its position.
+                Err(e @ LogError::ChainBroken { .. }) => return Err(Broken(e, position)),
+                played => played.map_err(|e| Other(e.into()))?,
             };
             if played.is_some() {
                 self.playback.played(size);
@@ -325,7 +379,7 @@ impl<'a> Log<'a> {
                 _ => {}
             }
         }
-        Ok(None)
+        Ok(())
     }
 
     /// Plays to the end the log has now; `false` when `stop` said to stop first.
@@ -373,6 +427,7 @@ impl<'a> Log<'a> {
         author: u64,
         mutations: Vec<Mutation>,
         offsets: Vec<SourceOffset>,
+        outputs: Vec<crate::application::Output>,
     ) -> Result<(), ReplicaError> {
         // The record's size: an idle primary's empty transactions count too,
         // so that they are truncated behind snapshots like any other.
@@ -385,7 +440,8 @@ impl<'a> Log<'a> {
             .chain(offsets.iter().map(|o| 14 + o.topic.len()))
             .sum::<usize>()
             + 38;
-        commit(&self.io.clients(self.spec), &mut self.player, author, mutations, offsets, KAFKA_TIMEOUT).await?;
+        let clients = self.io.clients(self.spec);
+        commit_with(&clients, &mut self.player, author, (mutations, offsets), outputs, KAFKA_TIMEOUT).await?;
         self.mark_applied();
         self.since_snapshot += size as u64;
         Ok(())
@@ -405,7 +461,7 @@ impl<'a> Log<'a> {
         let started = Instant::now();
         let spec = self.spec;
         let clients = self.io.clients(spec);
-        append(&clients, &mut self.player, author, Body::SnapshotStart, KAFKA_TIMEOUT).await?;
+        append(&clients, &mut self.player, author, Body::SnapshotStart, Vec::new(), KAFKA_TIMEOUT).await?;
         // Where the snapshot-start record was applied (not where it was meant
         // to go: a fenced writer's record may have landed first).
         let Some(start) = self.player.snapshot_start() else { return Ok(()) };
@@ -425,7 +481,7 @@ impl<'a> Log<'a> {
             }
         }
         // Complete: a replica starting at the log's start may begin here.
-        append(&clients, &mut self.player, author, Body::SnapshotEnd, KAFKA_TIMEOUT).await?;
+        append(&clients, &mut self.player, author, Body::SnapshotEnd, Vec::new(), KAFKA_TIMEOUT).await?;
         self.mark_applied();
         self.ctx.metrics.snapshot(&spec.id, bytes);
         let hint = Hint { offset: start.offset, seq: start.seq, checksum: start.checksum, author: Some(author), bytes };

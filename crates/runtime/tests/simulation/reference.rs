@@ -1,6 +1,8 @@
 //! What the logs hold, kept whole: every record appended to the shared
-//! in-memory log is recorded (deletes do not touch the record), and each
-//! recovery log is played from its first record by a reference player. Every
+//! in-memory log, or committed through a transactional writer, is recorded
+//! by its offset (deletes do not touch the record; aborted transactions and
+//! a fenced writer's never count), and each recovery log is played from its
+//! first record by a reference player. Every
 //! store a member holds must be a state of that one chain: at its
 //! checkpoint's offset, the reference's chain position, and only the
 //! reference's values (all of them, once the replica serves).
@@ -10,11 +12,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use kshard_kafka::{Error, Isolation};
 use kshard_runtime::partitions::MemoryPartitions;
-use kshard_runtime::partitions::{Appended, Ends, PartitionRead, Partitions, Pending, TxnWrite};
+use kshard_runtime::partitions::{Appended, Ends, OutRecord, PartitionRead, Partitions, Pending, TxnWrite};
 use kshard_runtime::recovery_log::Player;
 use kshard_runtime::{Checkpoint, MemoryStore, Store};
 
-type Records = HashMap<(String, i32), Vec<Vec<u8>>>;
+/// Each partition's committed records: value by offset.
+type Records = HashMap<(String, i32), BTreeMap<i64, Vec<u8>>>;
 
 /// The shared log, recording every append.
 #[derive(Debug, Clone, Default)]
@@ -24,10 +27,66 @@ pub(crate) struct Recording {
 }
 
 impl Recording {
-    /// Every record appended to `topic`/`partition`, by offset.
-    pub(crate) fn records(&self, topic: &str, partition: i32) -> Vec<Vec<u8>> {
+    /// Every record of `topic`/`partition` appended or committed: (offset, value).
+    pub(crate) fn records(&self, topic: &str, partition: i32) -> Vec<(i64, Vec<u8>)> {
         let records = self.records.lock().unwrap_or_else(PoisonError::into_inner);
-        records.get(&(topic.to_owned(), partition)).cloned().unwrap_or_default()
+        records.get(&(topic.to_owned(), partition)).map(|r| r.clone().into_iter().collect()).unwrap_or_default()
+    }
+
+    /// The offset after the last record of `topic`/`partition` recorded.
+    pub(crate) fn end(&self, topic: &str, partition: i32) -> i64 {
+        let records = self.records.lock().unwrap_or_else(PoisonError::into_inner);
+        records.get(&(topic.to_owned(), partition)).and_then(|r| r.keys().next_back()).map_or(0, |last| last + 1)
+    }
+}
+
+/// How long each call of a transactional writer takes (a broker's round
+/// trip), on the paused clock: a crash or a fault can land between the
+/// calls of one commit.
+const ROUND_TRIP: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// A transactional writer whose records are recorded once committed.
+#[derive(Debug)]
+struct RecordingTxn {
+    inner: Box<dyn TxnWrite>,
+    records: Arc<Mutex<Records>>,
+    /// Sent in the open transaction: (topic, partition), offset, value.
+    pending: Vec<((String, i32), i64, Vec<u8>)>,
+}
+
+impl TxnWrite for RecordingTxn {
+    fn send<'a>(&'a mut self, topic: &'a str, partition: i32, records: &'a [OutRecord]) -> Pending<'a, Appended> {
+        Box::pin(async move {
+            tokio::time::sleep(ROUND_TRIP).await;
+            let appended = self.inner.send(topic, partition, records).await?;
+            // The memory log lands a send at once.
+            let first = appended.wait(std::time::Duration::ZERO)?;
+            for (i, r) in records.iter().enumerate() {
+                let value = r.value.as_deref().unwrap_or_default().to_vec();
+                self.pending.push(((topic.to_owned(), partition), first + i as i64, value));
+            }
+            Ok(appended)
+        })
+    }
+
+    fn commit(&mut self) -> Pending<'_, ()> {
+        Box::pin(async move {
+            tokio::time::sleep(ROUND_TRIP).await;
+            let committed = self.inner.commit().await;
+            let pending = std::mem::take(&mut self.pending);
+            if committed.is_ok() {
+                let mut kept = self.records.lock().unwrap_or_else(PoisonError::into_inner);
+                for (key, offset, value) in pending {
+                    kept.entry(key).or_default().insert(offset, value);
+                }
+            }
+            committed
+        })
+    }
+
+    fn abort(&mut self) -> Pending<'_, ()> {
+        self.pending.clear();
+        self.inner.abort()
     }
 }
 
@@ -47,9 +106,7 @@ impl Partitions for Recording {
         // The memory log lands an append at once.
         let offset = appended.wait(std::time::Duration::ZERO)?;
         let mut records = self.records.lock().unwrap_or_else(PoisonError::into_inner);
-        let kept = records.entry((topic.to_owned(), partition)).or_default();
-        assert_eq!(usize::try_from(offset).ok(), Some(kept.len()), "the memory log's offsets have no gaps");
-        kept.push(value.unwrap_or_default().to_vec());
+        records.entry((topic.to_owned(), partition)).or_default().insert(offset, value.unwrap_or_default().to_vec());
         Ok(appended)
     }
 
@@ -62,7 +119,11 @@ impl Partitions for Recording {
     }
 
     fn transactional<'a>(&'a self, transactional_id: &'a str) -> Pending<'a, Box<dyn TxnWrite>> {
-        self.log.transactional(transactional_id)
+        Box::pin(async move {
+            let inner = self.log.transactional(transactional_id).await?;
+            Ok(Box::new(RecordingTxn { inner, records: Arc::clone(&self.records), pending: Vec::new() })
+                as Box<dyn TxnWrite>)
+        })
     }
 }
 
@@ -87,12 +148,12 @@ fn contents(store: &dyn Store) -> BTreeMap<Vec<u8>, Vec<u8>> {
 }
 
 impl Chain {
-    /// Plays `records` from the log's first.
-    pub(crate) fn play(records: &[Vec<u8>]) -> Chain {
+    /// Plays `records` (offset, value) from the log's first.
+    pub(crate) fn play(records: &[(i64, Vec<u8>)]) -> Chain {
         let mut player = Player::open(MemoryStore::default()).expect("a memory store");
         let mut chain = Chain::default();
-        for (offset, bytes) in records.iter().enumerate() {
-            let offset = offset as i64;
+        for (offset, bytes) in records {
+            let offset = *offset;
             let played = player.offer(offset, bytes).expect("a memory store applies");
             let applied = played.is_some_and(|p| {
                 !matches!(

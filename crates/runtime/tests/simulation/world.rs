@@ -22,7 +22,7 @@ use kshard_runtime::{NodeConfig, NodeError, NodeShared};
 use tokio::task::JoinHandle;
 
 use super::reference::{Chain, Recording};
-use super::sum::{Sum, decode};
+use super::sum::{SUMS, Sum, decode};
 
 /// The lease of every member.
 pub(crate) const TTL: Duration = Duration::from_secs(3);
@@ -103,6 +103,9 @@ pub(crate) struct World {
     pub(crate) members: Vec<Member>,
     /// Each shard's sums, as produced.
     pub(crate) expected: Vec<BTreeMap<Vec<u8>, u64>>,
+    /// Each shard's running sums per key, in the order produced: what its
+    /// published updates must be.
+    pub(crate) running: Vec<BTreeMap<Vec<u8>, Vec<u64>>>,
     next_value: u64,
 }
 
@@ -137,6 +140,7 @@ impl World {
             })
             .collect();
         let expected = vec![BTreeMap::new(); shards.len()];
+        let running = vec![BTreeMap::new(); shards.len()];
         let mut world = World {
             ks,
             keyspace_for_all: Gate::default(),
@@ -145,6 +149,7 @@ impl World {
             shards,
             members,
             expected,
+            running,
             next_value: 1,
         };
         for m in 0..world.members.len() {
@@ -235,7 +240,9 @@ impl World {
             self.next_value += 1;
             let key = format!("k{}", value % 3).into_bytes();
             self.log.log.append(SOURCE, s as i32, &key, Some(&value.to_be_bytes())).expect("the source takes values");
-            *self.expected[s].entry(key).or_default() += value;
+            let sum = self.expected[s].entry(key.clone()).or_default();
+            *sum += value;
+            self.running[s].entry(key).or_default().push(*sum);
         }
     }
 
@@ -255,7 +262,7 @@ impl World {
 
     /// Each shard's log's end.
     pub(crate) fn log_end(&self, s: usize) -> i64 {
-        self.log.records(LOG, self.shards[s].recovery_log.partition).len() as i64
+        self.log.end(LOG, self.shards[s].recovery_log.partition)
     }
 
     /// The replicas' statuses as their members hold them: (member, code).
@@ -307,8 +314,28 @@ impl World {
                     return Some(format!("{}'s store of {name} ({statuses:?}): {why}", member.id));
                 }
             }
+            // What a reader of committed records sees of the published sums:
+            // each key's running sums, in order, none twice, none missing.
+            for (key, published) in self.published(s) {
+                let running = self.running[s].get(&key).map_or(&[][..], Vec::as_slice);
+                if !running.starts_with(&published) {
+                    let key = String::from_utf8_lossy(&key);
+                    return Some(format!("shard {s} published {key}'s sums {published:?}, produced {running:?}"));
+                }
+            }
         }
         None
+    }
+
+    /// The sums shard `s` published, per key in order, as a reader of
+    /// committed records reads them.
+    pub(crate) fn published(&self, s: usize) -> BTreeMap<Vec<u8>, Vec<u64>> {
+        let mut out: BTreeMap<Vec<u8>, Vec<u64>> = BTreeMap::new();
+        for (_, key, value) in self.log.log.read_committed(SUMS, s as i32) {
+            let (Some(key), Some(sum)) = (key, value.as_deref().and_then(decode)) else { continue };
+            out.entry(key).or_default().push(sum);
+        }
+        out
     }
 
     /// True when every shard has one PRIMARY whose store holds every value
@@ -338,6 +365,9 @@ impl World {
                 logged.into_iter().filter_map(|(k, v)| Some((k, decode(&v)?))).collect();
             if logged != self.expected[s] {
                 return Err(format!("{name}: the log's chain holds {logged:?}, produced {:?}", self.expected[s]));
+            }
+            if self.published(s) != self.running[s] {
+                return Err(format!("{name}: published {:?}, produced {:?}", self.published(s), self.running[s]));
             }
         }
         Ok(())

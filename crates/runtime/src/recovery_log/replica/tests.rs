@@ -58,7 +58,7 @@ fn spec() -> ShardSpec {
 /// A primary `author` writes a hand-off and a transaction per key to the log.
 async fn write_chain(log: &MemoryPartitions, author: u64, keys: &[&str]) {
     let reader = log.reader("log", &[(0, None)], 64, Isolation::Committed).expect("a reader");
-    let clients = LogClients { topic: "log", partition: 0, reader: reader.as_ref(), partitions: log };
+    let clients = LogClients { topic: "log", partition: 0, reader: reader.as_ref(), partitions: log, writer: None };
     let mut player = Player::open(MemoryStore::default()).expect("a player");
     hand_off(&clients, &mut player, author, KAFKA_TIMEOUT).await.expect("hands off");
     for key in keys {
