@@ -6,7 +6,8 @@
 //! - `kshard lag`: every group's lag now, asked of the brokers (`lag.rs`);
 //! - `kshard shards list|apply`: a runtime application's shards (`shards.rs`);
 //! - `kshard example sum produce|run|verify`: the runtime's first
-//!   application, streams summed exactly once (`example_sum/`);
+//!   application, streams summed exactly once (`example_sum/`), and words
+//!   counted exactly once in two stages (`example_wordcount/`);
 //! - `kshard offsets decode|dump`: `__consumer_offsets` records as JSON
 //!   (`offsets_dump.rs`, `offsets_json.rs`);
 //! - `kshard demo`: live demo groups of every kind (`demo.rs`);
@@ -20,6 +21,7 @@ mod connection;
 mod demo;
 mod etcd_access;
 mod example_sum;
+mod example_wordcount;
 mod lag;
 mod loadgen;
 mod loadgen_write;
@@ -111,6 +113,12 @@ enum ExampleCommand {
     Sum {
         #[command(subcommand)]
         command: example_sum::SumCommand,
+    },
+    /// Words counted exactly once in two stages (split, then count):
+    /// `produce` lines, `run` members, `verify` every count's update.
+    Wordcount {
+        #[command(subcommand)]
+        command: example_wordcount::WordCountCommand,
     },
 }
 
@@ -289,10 +297,10 @@ fn main() -> ExitCode {
             brokers.target().and_then(|t| loadgen_write::run(&t, &shape, offsets_partitions))
         }
         Command::Serve { args } => serve::serve(&args),
-        Command::Example { command } => {
-            let ExampleCommand::Sum { command } = *command;
-            example_sum::run(command)
-        }
+        Command::Example { command } => match *command {
+            ExampleCommand::Sum { command } => example_sum::run(command),
+            ExampleCommand::Wordcount { command } => example_wordcount::run(command),
+        },
         Command::Shards { command } => shards::run(&command),
         Command::Lag { args } => lag::run(&args),
         Command::Demo { brokers, seconds } => brokers.target().and_then(|t| demo::run(&t.settings, seconds)),

@@ -1,30 +1,99 @@
 //! The [`Application`] contract: what an application of the runtime writes,
 //! and what the runtime guarantees it.
 //!
-//! The runtime guarantees:
-//! - only the shard's primary calls [`Application::consume`], from one thread,
-//!   with the shard's source messages in offset order per source partition;
-//! - messages are grouped into consumer transactions that last between the
-//!   shard's minimum and maximum transaction duration (a transaction holding no
-//!   message is committed only to move a source's position past transaction
-//!   markers at its end);
-//! - a transaction's store mutations and the next offset of every source go to
-//!   the recovery log in one record and into the store in one store
-//!   transaction: after any crash, fail-over or restart the store holds the
-//!   effects of exactly the messages before its source offsets — each message
-//!   counts once;
-//! - [`Transaction::get`] reads the store as of the transaction's own writes.
+//! An [`Application`] makes a [`ShardApp`] for each replica a member runs
+//! (primary or standby): that replica's own object, called from its task
+//! only, one call at a time (`&mut self`, no locks), dropped when the
+//! replica stops.
+//!
+//! The runtime guarantees, on the primary:
+//! - each consumer transaction calls [`ShardApp::begin`], then
+//!   [`ShardApp::consume`] with each source message in offset order per
+//!   source partition (awaiting [`ShardApp::consume_async`] instead for an
+//!   application that [`awaits`](ShardApp::awaits)), then
+//!   [`ShardApp::finalize`], then commits, then [`ShardApp::committed`];
+//! - a transaction lasts between the shard's minimum and maximum transaction
+//!   duration (one holding no message is committed only to move a source's
+//!   position past transaction markers at its end, or as a heartbeat);
+//! - a transaction's store mutations, the next offset of every source and
+//!   the records published ([`Transaction::publish`]) are one unit: one
+//!   recovery-log record and its outputs in one Kafka transaction, and one
+//!   store transaction. After any crash, fail-over, zombie or restart the
+//!   store holds the effects of exactly the messages before its source
+//!   offsets, and a reader of committed records sees each published record
+//!   exactly once — never one of a transaction that did not commit;
+//! - [`Transaction::get`] reads the store as of the transaction's own writes;
+//! - a message the application refuses ([`AppError::refused`]) is undone
+//!   (its writes and publishes in the transaction rolled back) and handled
+//!   as the shard's [`Refusals`](crate::Refusals) policy says: the replica fails (the
+//!   default), or the message is skipped and counted, or it is published to
+//!   a dead-letter topic with the reason in its headers — exactly once, in
+//!   the same transaction. Any other error fails the replica: its
+//!   transaction is not committed, and the allocator retries the shard with
+//!   a crash-loop backoff.
+//!
+//! On a standby: [`ShardApp::following`] once it reached its log's head,
+//! then [`ShardApp::followed`] with each transaction it plays; on promotion
+//! [`ShardApp::recovered`] before the first transaction. Every replica ends
+//! with [`ShardApp::stopped`] when it stops in order.
 //!
 //! The application must:
 //! - keep every piece of state it needs in the store, through the
 //!   [`Transaction`] (anything kept elsewhere is lost on fail-over);
-//! - be deterministic in the store's contents: no reads of clocks or of other
-//!   processes decide what it writes, except through messages;
-//! - return an error for a message it cannot take: the replica then fails
-//!   (FAILED with that error), its transaction is not committed, and the
-//!   allocator retries the shard with a crash-loop backoff.
+//! - be deterministic in the store's contents and outputs: no reads of
+//!   clocks or of other processes decide what it writes, except through
+//!   messages (an application that calls out must make the answer part of
+//!   its state, or accept that a replayed transaction may get another one);
+//! - publish only through [`Transaction::publish`]: a record produced any
+//!   other way is written even when its transaction never commits.
+//!
+//! # Example
+//!
+//! Counting words, and publishing each count as it changes:
+//!
+//! ```
+//! use kshard_runtime::{AppError, Application, Message, MemoryStore, OutRecord, ShardApp, ShardSpec, Transaction};
+//!
+//! struct WordCount;
+//!
+//! impl Application for WordCount {
+//!     fn shard(&self, _: &ShardSpec) -> Result<Box<dyn ShardApp>, AppError> {
+//!         Ok(Box::new(Counter))
+//!     }
+//! }
+//!
+//! struct Counter;
+//!
+//! impl ShardApp for Counter {
+//!     fn consume(&mut self, txn: &mut Transaction<'_>, message: &Message<'_>) -> Result<(), AppError> {
+//!         let text = message.value.ok_or_else(|| AppError::refused("a null line"))?;
+//!         let text = std::str::from_utf8(text).map_err(|_| AppError::refused("not UTF-8"))?;
+//!         for word in text.split_whitespace() {
+//!             let count = txn.get(word.as_bytes())?.map_or(0, |c| u64::from_be_bytes(c.try_into().unwrap_or_default()));
+//!             let count = (count + 1).to_be_bytes();
+//!             txn.put(word.as_bytes(), count);
+//!             txn.publish("word-counts", message.partition, OutRecord::new(Some(word.as_bytes()), Some(&count)));
+//!         }
+//!         Ok(())
+//!     }
+//! }
+//!
+//! // What the runtime does with one message, on a store of its own:
+//! let store = MemoryStore::default();
+//! let mut txn = Transaction::new(&store);
+//! let mut counter = WordCount.shard(&serde_json::from_str(
+//!     r#"{"id":"words-0","sources":[],"recovery_log":{"topic":"log","partition":0}}"#,
+//! ).unwrap()).unwrap();
+//! counter.consume(&mut txn, &Message::new("lines", 0, 0, None, Some(b"to be or not to be"))).unwrap();
+//! assert_eq!(txn.get(b"be").unwrap(), Some(2u64.to_be_bytes().to_vec()));
+//! assert_eq!(txn.published(), 6);
+//! let refused = counter.consume(&mut txn, &Message::new("lines", 0, 1, None, None)).unwrap_err();
+//! assert!(refused.is_refusal());
+//! ```
 
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
 
 pub use kshard_kafka::{Isolation, Transactional};
 
@@ -83,39 +152,55 @@ impl<'a> Message<'a> {
 /// replica, which says where (the message's topic, partition and offset, or
 /// the step) around it.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct AppError(Box<dyn std::error::Error + Send + Sync>);
+#[error("{error}")]
+pub struct AppError {
+    error: Box<dyn std::error::Error + Send + Sync>,
+    /// The message is bad, not the application: the shard's [`Refusals`]
+    /// policy decides.
+    refusal: bool,
+}
 
 impl AppError {
-    /// `error` as the application's.
+    /// `error` as the application's: it fails the replica.
     pub fn new(error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
-        AppError(error.into())
+        AppError { error: error.into(), refusal: false }
+    }
+
+    /// The application refuses the message, for `reason`: the shard's
+    /// [`Refusals`](crate::Refusals) policy decides what becomes of it (see the module's doc).
+    pub fn refused(reason: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        AppError { error: reason.into(), refusal: true }
+    }
+
+    /// Whether this is a refusal of the message ([`AppError::refused`]).
+    pub fn is_refusal(&self) -> bool {
+        self.refusal
     }
 }
 
 impl From<String> for AppError {
     fn from(message: String) -> Self {
-        AppError(message.into())
+        AppError::new(message)
     }
 }
 
 impl From<&str> for AppError {
     fn from(message: &str) -> Self {
-        AppError(message.into())
+        AppError::new(message)
     }
 }
 
 impl From<StoreError> for AppError {
     fn from(error: StoreError) -> Self {
-        AppError(Box::new(error))
+        AppError::new(error)
     }
 }
 
-/// An application of the runtime.
+/// An application of the runtime: makes each replica's [`ShardApp`].
 pub trait Application: Send + Sync + 'static {
-    /// Takes one message into the transaction `txn` of `shard`. An error fails
-    /// the replica (the transaction is not committed).
-    fn consume(&self, shard: &ShardSpec, txn: &mut Transaction<'_>, message: &Message<'_>) -> Result<(), AppError>;
+    /// The application's object for a replica of `shard` starting on this
+    /// member (primary or standby). An error fails the replica.
+    fn shard(&self, shard: &ShardSpec) -> Result<Box<dyn ShardApp>, AppError>;
 
     /// The records the application's sources are read for: committed ones
     /// (the default), or every record with its part in a transaction and
@@ -124,46 +209,87 @@ pub trait Application: Send + Sync + 'static {
     fn isolation(&self) -> Isolation {
         Isolation::Committed
     }
+}
 
-    /// The replica of `shard` is about to become primary: `store` holds the
-    /// shard's state as of its checkpoint (`offsets`, each source's next
-    /// offset), and sources are read from there next. Applications that keep
-    /// a view of their state outside the store (to serve it) rebuild it here.
-    /// An error fails the replica.
-    fn recovered(&self, shard: &ShardSpec, store: &dyn Store, offsets: &[SourceOffset]) -> Result<(), AppError> {
-        let _ = (shard, store, offsets);
+/// What [`ShardApp::consume_async`] returns: the message's consumption, to await.
+pub type Consuming<'a> = Pin<Box<dyn Future<Output = Result<(), AppError>> + Send + 'a>>;
+
+/// One replica's application object (see the module's doc for the order
+/// of calls and what is guaranteed).
+pub trait ShardApp: Send + 'static {
+    /// A transaction begins (on the primary).
+    fn begin(&mut self, txn: &mut Transaction<'_>) -> Result<(), AppError> {
+        let _ = txn;
         Ok(())
     }
 
-    /// A standby of `shard` reached its log's head: `store` holds the shard's
-    /// state as of `offsets`. Applications that serve a view of every shard
-    /// (from standbys as well as primaries) build it here; the runtime then
-    /// calls [`Application::followed`] with each transaction the standby plays,
-    /// until it is promoted ([`Application::recovered`]) or stops
-    /// ([`Application::stopped`]). An error fails the replica.
-    fn following(&self, shard: &ShardSpec, store: &dyn Store, offsets: &[SourceOffset]) -> Result<(), AppError> {
-        let _ = (shard, store, offsets);
+    /// Takes one message into the transaction. An error fails the replica;
+    /// a refusal ([`AppError::refused`]) goes to the shard's [`Refusals`](crate::Refusals).
+    fn consume(&mut self, txn: &mut Transaction<'_>, message: &Message<'_>) -> Result<(), AppError> {
+        let _ = (txn, message);
+        Err(AppError::new("this application consumes through consume_async (its awaits() must say so)"))
+    }
+
+    /// Whether the runtime awaits [`ShardApp::consume_async`] for each
+    /// message, rather than calling [`ShardApp::consume`]: for an
+    /// application that calls out (the next message waits for the future).
+    fn awaits(&self) -> bool {
+        false
+    }
+
+    /// [`ShardApp::consume`] for an application that awaits.
+    fn consume_async<'a>(&'a mut self, txn: &'a mut Transaction<'_>, message: &'a Message<'a>) -> Consuming<'a> {
+        Box::pin(std::future::ready(self.consume(txn, message)))
+    }
+
+    /// The transaction is about to commit: last writes and publishes (the
+    /// final value of each key it touched, say). An error fails the replica.
+    fn finalize(&mut self, txn: &mut Transaction<'_>) -> Result<(), AppError> {
+        let _ = txn;
         Ok(())
     }
 
-    /// A standby of `shard` applied a transaction of its primary's to its
-    /// store: `mutations` (one per key) are in the store now, and `offsets` is
-    /// its new checkpoint. Snapshots come as transactions too (puts of what
-    /// the store holds already).
-    fn followed(&self, shard: &ShardSpec, mutations: &[Mutation], offsets: &[SourceOffset]) {
-        let _ = (shard, mutations, offsets);
+    /// The transaction committed: `offsets` is each source's next offset.
+    fn committed(&mut self, offsets: &[SourceOffset]) {
+        let _ = offsets;
     }
 
-    /// The primary of `shard` read everything `topic`/`partition` holds now;
+    /// The replica is about to become primary: `store` holds the shard's
+    /// state as of its checkpoint (`offsets`, each source's next offset),
+    /// and sources are read from there next. Applications that keep a view
+    /// of their state outside the store (to serve it) rebuild it here. An
+    /// error fails the replica.
+    fn recovered(&mut self, store: &dyn Store, offsets: &[SourceOffset]) -> Result<(), AppError> {
+        let _ = (store, offsets);
+        Ok(())
+    }
+
+    /// A standby reached its log's head: `store` holds the shard's state as
+    /// of `offsets`. Applications that serve a view of every shard (from
+    /// standbys as well as primaries) build it here; [`ShardApp::followed`]
+    /// then comes with each transaction the standby plays, until it is
+    /// promoted ([`ShardApp::recovered`]) or stops. An error fails the replica.
+    fn following(&mut self, store: &dyn Store, offsets: &[SourceOffset]) -> Result<(), AppError> {
+        let _ = (store, offsets);
+        Ok(())
+    }
+
+    /// A standby applied a transaction of its primary's to its store:
+    /// `mutations` (one per key) are in the store now, and `offsets` is its
+    /// new checkpoint. Snapshots come as transactions too (puts of what the
+    /// store holds already).
+    fn followed(&mut self, mutations: &[Mutation], offsets: &[SourceOffset]) {
+        let _ = (mutations, offsets);
+    }
+
+    /// The primary read everything `topic`/`partition` holds now;
     /// `next_offset` is its position when the client knows it.
-    fn end_of_source(&self, shard: &ShardSpec, topic: &str, partition: i32, next_offset: Option<i64>) {
-        let _ = (shard, topic, partition, next_offset);
+    fn end_of_source(&mut self, topic: &str, partition: i32, next_offset: Option<i64>) {
+        let _ = (topic, partition, next_offset);
     }
 
-    /// The replica of `shard` stopped (torn down or failed), primary or standby.
-    fn stopped(&self, shard: &ShardSpec) {
-        let _ = shard;
-    }
+    /// The replica stopped (torn down or failed), primary or standby.
+    fn stopped(&mut self) {}
 }
 
 /// A record an application publishes in a transaction, for `topic`/`partition`.
@@ -187,6 +313,22 @@ pub struct Transaction<'a> {
     outputs: Vec<Output>,
     messages: usize,
     bytes: usize,
+    /// What the message being consumed changed, to undo it if refused
+    /// (kept only when the shard's refusals are not `Fail`).
+    undo: Option<Undo>,
+}
+
+/// A write of a transaction: a value, or a delete (`None`).
+type Write = Option<Vec<u8>>;
+
+/// A message's changes to a transaction, newest last: each key's entry in
+/// the writes before it, and the outputs and bytes before the message.
+#[derive(Debug, Default)]
+struct Undo {
+    /// Each key written, and its entry in the writes before (`None`: none).
+    writes: Vec<(Vec<u8>, Option<Write>)>,
+    outputs: usize,
+    bytes: usize,
 }
 
 impl std::fmt::Debug for Transaction<'_> {
@@ -198,7 +340,7 @@ impl std::fmt::Debug for Transaction<'_> {
 impl<'a> Transaction<'a> {
     /// A transaction over `store`.
     pub fn new(store: &'a dyn Store) -> Self {
-        Transaction { store, writes: BTreeMap::new(), outputs: Vec::new(), messages: 0, bytes: 0 }
+        Transaction { store, writes: BTreeMap::new(), outputs: Vec::new(), messages: 0, bytes: 0, undo: None }
     }
 
     /// The value of `key`, as of this transaction's writes.
@@ -243,14 +385,40 @@ impl<'a> Transaction<'a> {
     pub fn put(&mut self, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) {
         let (key, value) = (key.into(), value.into());
         self.bytes += key.len() + value.len() + 9;
-        self.writes.insert(key, Some(value));
+        self.write(key, Some(value));
     }
 
     /// Deletes `key`.
     pub fn delete(&mut self, key: impl Into<Vec<u8>>) {
         let key = key.into();
         self.bytes += key.len() + 5;
-        self.writes.insert(key, None);
+        self.write(key, None);
+    }
+
+    fn write(&mut self, key: Vec<u8>, value: Option<Vec<u8>>) {
+        let before = self.writes.insert(key.clone(), value);
+        if let Some(undo) = &mut self.undo {
+            undo.writes.push((key, before));
+        }
+    }
+
+    /// Starts keeping what the next message changes, so that a refusal can
+    /// undo it (the runtime does, when the shard's refusals are not `Fail`).
+    pub(crate) fn mark(&mut self) {
+        self.undo = Some(Undo { writes: Vec::new(), outputs: self.outputs.len(), bytes: self.bytes });
+    }
+
+    /// Undoes what was changed since [`Transaction::mark`].
+    pub(crate) fn undo(&mut self) {
+        let Some(undo) = self.undo.take() else { return };
+        for (key, before) in undo.writes.into_iter().rev() {
+            match before {
+                Some(value) => self.writes.insert(key, value),
+                None => self.writes.remove(&key),
+            };
+        }
+        self.outputs.truncate(undo.outputs);
+        self.bytes = undo.bytes;
     }
 
     /// Publishes `record` to `topic`/`partition`, exactly once: it is
@@ -351,6 +519,24 @@ mod tests {
             .collect();
         let want = [("p", "p"), ("p/2", "p/2"), ("p/3", "new")].map(|(k, v)| (k.to_owned(), v.to_owned()));
         assert_eq!(keys, want);
+    }
+
+    #[test]
+    fn a_refused_message_is_undone_and_what_came_before_it_stays() {
+        let store = Fixed;
+        let mut txn = Transaction::new(&store);
+        txn.put(b"a".to_vec(), b"1".to_vec());
+        txn.publish("out", 0, OutRecord::new(None, Some(b"kept")));
+        txn.mark();
+        txn.put(b"a".to_vec(), b"2".to_vec());
+        txn.put(b"b".to_vec(), b"new".to_vec());
+        txn.delete(b"a".to_vec());
+        txn.publish("out", 0, OutRecord::new(None, Some(b"undone")));
+        txn.undo();
+        assert_eq!(txn.get(b"a").expect("reads"), Some(b"1".to_vec()));
+        assert_eq!(txn.get(b"b").expect("reads"), None);
+        assert_eq!(txn.published(), 1);
+        assert_eq!(txn.into_mutations(), [Mutation::Put { key: b"a".to_vec(), value: b"1".to_vec() }]);
     }
 
     #[test]

@@ -59,15 +59,17 @@ mod status_writer;
 mod store;
 
 pub use allocator_runner::{AllocatorRunner, Round, failure_backoff};
-pub use application::{AppError, Application, Isolation, Message, OutRecord, Output, Transaction, Transactional};
+pub use application::{
+    AppError, Application, Consuming, Isolation, Message, OutRecord, Output, ShardApp, Transaction, Transactional,
+};
 pub use cluster_view::{ClusterView, ReplicaView};
 pub use disk::{Disk, MemoryDisk, RedbDisk};
 pub use keyspace::{EtcdKeyspace, Keyspace, KeyspaceError, MemoryKeyspace};
 pub use member::{Leadership, MemberError, Membership, become_leader};
 pub use metrics::{Metrics, Playback};
 pub use model::{
-    Assignment, AssignmentKey, AssignmentValue, Hint, Hints, KeyError, Keys, MemberSpec, RecoveryLog, ShardSpec,
-    Source, valid_id,
+    Assignment, AssignmentKey, AssignmentValue, Hint, Hints, KeyError, Keys, MemberSpec, RecoveryLog, Refusals,
+    ShardSpec, Source, valid_id,
 };
 pub use node::{Created, NodeConfig, NodeError, NodeShared, ShardRow, create_shard, run as run_node};
 pub use node_http::{

@@ -12,6 +12,7 @@
 //! | `kshard_runtime_replica_failures_total{shard}` | counter | replicas of the shard that failed here |
 //! | `kshard_runtime_snapshots_total{shard}` | counter | snapshots this member wrote as primary |
 //! | `kshard_runtime_snapshot_bytes{shard}` | gauge | the last one's size: the live state |
+//! | `kshard_runtime_messages_refused_total{shard,outcome}` | counter | messages the application refused, `skipped` or `dead_lettered` (committed transactions only) |
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -24,6 +25,12 @@ use crate::status::ReplicaCode;
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ShardLabel {
     shard: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RefusedLabels {
+    shard: String,
+    outcome: &'static str,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -61,6 +68,7 @@ pub struct Metrics {
     failures: Family<ShardLabel, Counter>,
     snapshots: Family<ShardLabel, Counter>,
     snapshot_bytes: Family<ShardLabel, Gauge>,
+    refused: Family<RefusedLabels, Counter>,
 }
 
 const CODES: [ReplicaCode; 5] =
@@ -81,6 +89,7 @@ impl Default for Metrics {
             failures: Family::default(),
             snapshots: Family::default(),
             snapshot_bytes: Family::default(),
+            refused: Family::default(),
         };
         registry.register("transactions", "Consumer transactions committed", m.transactions.clone());
         registry.register(
@@ -104,6 +113,11 @@ impl Default for Metrics {
         registry.register("replica_failures", "Replicas of the shard that failed on this member", m.failures.clone());
         registry.register("snapshots", "Snapshots of the store written by this member as primary", m.snapshots.clone());
         registry.register("snapshot_bytes", "The size of the last snapshot: the live state", m.snapshot_bytes.clone());
+        registry.register(
+            "messages_refused",
+            "Messages the application refused: skipped or dead-lettered, in committed transactions",
+            m.refused.clone(),
+        );
         Metrics { registry, ..m }
     }
 }
@@ -160,6 +174,16 @@ impl Metrics {
     pub fn snapshot(&self, s: &str, bytes: u64) {
         self.snapshots.get_or_create(&shard(s)).inc();
         self.snapshot_bytes.get_or_create(&shard(s)).set(i64::try_from(bytes).unwrap_or(i64::MAX));
+    }
+
+    /// A committed transaction refused `skipped` messages and sent
+    /// `dead_lettered` to the dead-letter topic.
+    pub fn refused(&self, s: &str, skipped: u64, dead_lettered: u64) {
+        for (outcome, n) in [("skipped", skipped), ("dead_lettered", dead_lettered)] {
+            if n > 0 {
+                self.refused.get_or_create(&RefusedLabels { shard: s.to_owned(), outcome }).inc_by(n);
+            }
+        }
     }
 
     /// The metrics in Prometheus' text format (0.0.4, no `# EOF`: it can be

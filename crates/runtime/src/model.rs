@@ -74,6 +74,43 @@ pub struct ShardSpec {
     /// plus `snapshot_factor` times its size (or this many bytes) of records.
     #[serde(default = "default_snapshot_min_bytes")]
     pub snapshot_min_bytes: u64,
+    /// What becomes of a message the application refuses.
+    #[serde(default, skip_serializing_if = "Refusals::is_fail")]
+    pub refusals: Refusals,
+}
+
+/// What becomes of a message the application refuses
+/// ([`crate::AppError::refused`]); its writes and publishes in the
+/// transaction are undone first.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "policy")]
+pub enum Refusals {
+    /// The replica fails, naming the message and the reason; the allocator
+    /// retries the shard with a crash-loop backoff (until someone changes
+    /// the policy or the application).
+    #[default]
+    Fail,
+    /// The message is skipped: logged with its topic, partition, offset and
+    /// reason, and counted (`kshard_runtime_messages_refused_total`).
+    Skip,
+    /// The message is published, exactly once, in the same transaction, to
+    /// `topic` — the source's partition, or `partition` when set — with its
+    /// key, value and headers and these headers more: `kshard.refused`
+    /// (the reason), `kshard.source.topic`, `kshard.source.partition`,
+    /// `kshard.source.offset` and `kshard.shard`. Counted too.
+    DeadLetter {
+        /// The dead-letter topic.
+        topic: String,
+        /// Its partition (default: the source message's).
+        #[serde(default)]
+        partition: Option<i32>,
+    },
+}
+
+impl Refusals {
+    fn is_fail(&self) -> bool {
+        *self == Refusals::Fail
+    }
 }
 
 fn default_max_txn_ms() -> u64 {
@@ -132,6 +169,7 @@ impl ShardSpec {
             labels: Default::default(),
             snapshot_factor: default_snapshot_factor(),
             snapshot_min_bytes: default_snapshot_min_bytes(),
+            refusals: Refusals::Fail,
         }
     }
 

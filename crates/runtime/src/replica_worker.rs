@@ -16,16 +16,17 @@
 //! longer holds what follows the checkpoint (see [`crate::recovery_log::replica`]).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::mpsc::error::TryRecvError;
 use tokio::time::Instant;
 
-use crate::application::{Application, Message, Transaction};
+use crate::application::{Application, Message, OutRecord, ShardApp, Transaction};
 use crate::disk::Disk;
 use crate::metrics::Metrics;
+use crate::model::Refusals;
 use crate::model::ShardSpec;
 use crate::partitions::{PartitionRead, Partitions, Polled, next_event};
 use crate::recovery_log::io::hand_off;
@@ -134,7 +135,6 @@ pub(crate) fn spawn(ctx: Arc<WorkerContext>, spec: ShardSpec, commands: Unbounde
             tracing::error!(shard = %spec.id, error = %e, "replica failed");
             report(Event::Failed(e));
         }
-        ctx.app.stopped(&spec);
         ctx.progress.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&spec.id);
         report(Event::TornDown);
     });
@@ -148,10 +148,23 @@ fn torn_down(commands: &mut UnboundedReceiver<Command>) -> bool {
 async fn serve(
     ctx: &WorkerContext,
     spec: &ShardSpec,
-    mut commands: UnboundedReceiver<Command>,
+    commands: UnboundedReceiver<Command>,
     report: &(dyn Fn(Event) + Send + Sync),
 ) -> Result<(), ReplicaError> {
     let mut log = Log::open(ctx, spec).await?;
+    let served = run(ctx, spec, &mut log, commands, report).await;
+    log.app.get_mut().unwrap_or_else(PoisonError::into_inner).stopped();
+    served
+}
+
+/// The replica's life once its log is open (see [`serve`]).
+async fn run(
+    ctx: &WorkerContext,
+    spec: &ShardSpec,
+    log: &mut Log<'_>,
+    mut commands: UnboundedReceiver<Command>,
+    report: &(dyn Fn(Event) + Send + Sync),
+) -> Result<(), ReplicaError> {
     if !log.play_to_head(|| torn_down(&mut commands)).await? {
         return Ok(());
     }
@@ -168,8 +181,10 @@ async fn serve(
         match command {
             Ok(Command::TearDown) | Err(TryRecvError::Disconnected) => return Ok(()),
             Ok(Command::Follow) => {
-                ctx.app.following(spec, log.player.store(), log.player.offsets()).map_err(|error| {
-                    ReplicaError::Application { at: "following the shard as a standby".into(), error }
+                let app = log.app.get_mut().unwrap_or_else(PoisonError::into_inner);
+                app.following(log.player.store(), log.player.offsets()).map_err(|error| ReplicaError::Application {
+                    at: "following the shard as a standby".into(),
+                    error,
                 })?;
                 log.follow = true;
             }
@@ -188,8 +203,10 @@ async fn serve(
             }
             // The store is the one playback filled; its checkpoint is the player's.
             Ok(Command::OpenStore) => {
-                ctx.app.recovered(spec, log.player.store(), log.player.offsets()).map_err(|error| {
-                    ReplicaError::Application { at: "recovering the application's state".into(), error }
+                let app = log.app.get_mut().unwrap_or_else(PoisonError::into_inner);
+                app.recovered(log.player.store(), log.player.offsets()).map_err(|error| ReplicaError::Application {
+                    at: "recovering the application's state".into(),
+                    error,
                 })?;
                 report(Event::Recovered);
             }
@@ -212,7 +229,7 @@ async fn serve(
                         _ = tokio::time::timeout(IDLE_WAIT, s.reader.readable()) => {}
                     }
                 }
-                s.transaction(&mut log, author).await?;
+                s.transaction(log, author).await?;
             }
             _ => tokio::select! {
                 command = commands.recv() => taken = Some(command.unwrap_or(Command::TearDown)),
@@ -286,7 +303,13 @@ impl Sources {
         let timing = Timing::of(spec);
         let started = Instant::now();
         let mut txn = Transaction::new(log.player.store());
+        let app = log.app.get_mut().unwrap_or_else(PoisonError::into_inner);
         let mut moved = false;
+        let mut refused = Refused::default();
+        // A message for an application that awaits, taken out of the reader.
+        let mut awaiting: Option<OwnedMessage> = None;
+        // Begun at the first message: a heartbeat is no transaction of the application's.
+        let mut begun = false;
         self.drained = false;
         loop {
             let elapsed = started.elapsed();
@@ -301,20 +324,31 @@ impl Sources {
                         continue;
                     }
                     *next = r.offset() + 1;
-                    let headers = r.headers();
-                    let (timestamp_ms, log_append_time) = r.timestamp();
-                    let message = Message {
-                        topic: r.topic(),
-                        partition: r.partition(),
-                        offset: r.offset(),
-                        timestamp_ms,
-                        log_append_time,
-                        headers: &headers,
-                        key: r.key(),
-                        value: r.value(),
-                        transactional: r.transactional(),
-                    };
-                    spec_consume(log.ctx, spec, &mut txn, &message)?;
+                    if !begun {
+                        app.begin(&mut txn).map_err(application("beginning a transaction"))?;
+                        begun = true;
+                    }
+                    if app.awaits() {
+                        // Owned, and awaited below once the record's borrow
+                        // of the reader is gone.
+                        awaiting = Some(OwnedMessage::of(&r));
+                    } else {
+                        let headers = r.headers();
+                        let (timestamp_ms, log_append_time) = r.timestamp();
+                        let message = Message {
+                            topic: r.topic(),
+                            partition: r.partition(),
+                            offset: r.offset(),
+                            timestamp_ms,
+                            log_append_time,
+                            headers: &headers,
+                            key: r.key(),
+                            value: r.value(),
+                            transactional: r.transactional(),
+                        };
+                        txn.count_message();
+                        consume_now(app.as_mut(), spec, &mut txn, &message, &mut refused)?;
+                    }
                     policy::Polled::Message { bytes: txn.bytes() }
                 }
                 Polled::EndOfPartition { partition, next_offset } => {
@@ -337,16 +371,29 @@ impl Sources {
                             *next = end;
                             moved = true;
                         }
-                        log.ctx.app.end_of_source(spec, topic, partition, next_offset);
+                        app.end_of_source(topic, partition, next_offset);
                     }
                     policy::Polled::EndOfSource
                 }
                 Polled::Idle => policy::Polled::Idle,
             };
+            if let Some(owned) = awaiting.take() {
+                let headers = owned.headers();
+                let message = owned.message(&headers);
+                txn.count_message();
+                consume(app.as_mut(), spec, &mut txn, &message, &mut refused).await?;
+            }
+            let polled = match polled {
+                policy::Polled::Message { .. } => policy::Polled::Message { bytes: txn.bytes() },
+                other => other,
+            };
             if let Some(end) = timing.after_poll(elapsed, polled) {
                 self.drained = end.drained;
                 break;
             }
+        }
+        if begun {
+            app.finalize(&mut txn).map_err(application("finalizing a transaction"))?;
         }
         let messages = txn.messages();
         if !policy::commits(messages, moved, self.committed.elapsed()) {
@@ -356,9 +403,13 @@ impl Sources {
         let offsets = self.offsets();
         log.commit(author, mutations, offsets, outputs).await?;
         self.committed = Instant::now();
+        if begun {
+            log.app.get_mut().unwrap_or_else(PoisonError::into_inner).committed(&self.offsets());
+        }
         // A heartbeat is not a consumer transaction.
         if messages > 0 || moved {
             log.ctx.metrics.transaction(&spec.id, messages);
+            log.ctx.metrics.refused(&spec.id, refused.skipped, refused.dead_lettered);
         }
         if log.snapshot_due() {
             log.snapshot(author, &self.offsets()).await?;
@@ -368,16 +419,146 @@ impl Sources {
     }
 }
 
-fn spec_consume(
-    ctx: &WorkerContext,
+/// Messages a transaction refused, by what became of them.
+#[derive(Debug, Default)]
+struct Refused {
+    skipped: u64,
+    dead_lettered: u64,
+}
+
+/// An application's error at `at`, failing the replica.
+fn application(at: &'static str) -> impl FnOnce(crate::application::AppError) -> ReplicaError {
+    move |error| ReplicaError::Application { at: at.to_owned(), error }
+}
+
+/// Where a message is, for errors and logs.
+fn at(message: &Message<'_>) -> String {
+    format!("{}/{} offset {}", message.topic, message.partition, message.offset)
+}
+
+/// Takes `message` into `txn` through the application's `consume`,
+/// handling a refusal as the shard's policy says.
+fn consume_now(
+    app: &mut dyn ShardApp,
     spec: &ShardSpec,
     txn: &mut Transaction<'_>,
     message: &Message<'_>,
+    refused: &mut Refused,
 ) -> Result<(), ReplicaError> {
-    ctx.app.consume(spec, txn, message).map_err(|error| ReplicaError::Application {
-        at: format!("{}/{} offset {}", message.topic, message.partition, message.offset),
-        error,
-    })?;
-    txn.count_message();
-    Ok(())
+    let undoable = spec.refusals != Refusals::Fail;
+    if undoable {
+        txn.mark();
+    }
+    let consumed = app.consume(txn, message);
+    settle(spec, txn, message, consumed, refused)
+}
+
+/// [`consume_now`] through the application's `consume_async`, awaited.
+async fn consume(
+    app: &mut dyn ShardApp,
+    spec: &ShardSpec,
+    txn: &mut Transaction<'_>,
+    message: &Message<'_>,
+    refused: &mut Refused,
+) -> Result<(), ReplicaError> {
+    if spec.refusals != Refusals::Fail {
+        txn.mark();
+    }
+    let consumed = app.consume_async(txn, message).await;
+    settle(spec, txn, message, consumed, refused)
+}
+
+/// What the application's answer to `message` makes of it: taken, refused
+/// (undone, then skipped or dead-lettered), or the replica's failure.
+fn settle(
+    spec: &ShardSpec,
+    txn: &mut Transaction<'_>,
+    message: &Message<'_>,
+    consumed: Result<(), crate::application::AppError>,
+    refused: &mut Refused,
+) -> Result<(), ReplicaError> {
+    let error = match consumed {
+        Ok(()) => return Ok(()),
+        Err(error) => error,
+    };
+    match &spec.refusals {
+        _ if !error.is_refusal() => Err(ReplicaError::Application { at: at(message), error }),
+        Refusals::Fail => Err(ReplicaError::Application { at: format!("{} (refused)", at(message)), error }),
+        Refusals::Skip => {
+            txn.undo();
+            tracing::warn!(shard = %spec.id, topic = message.topic, partition = message.partition, offset = message.offset, reason = %error, "skipping a message the application refused");
+            refused.skipped += 1;
+            Ok(())
+        }
+        Refusals::DeadLetter { topic, partition } => {
+            txn.undo();
+            tracing::warn!(shard = %spec.id, topic = message.topic, partition = message.partition, offset = message.offset, reason = %error, dead_letter = %topic, "publishing a message the application refused to the dead-letter topic");
+            let bytes = |b: Option<&[u8]>| b.map(bytes::Bytes::copy_from_slice);
+            let mut headers: Vec<(String, Option<bytes::Bytes>)> =
+                message.headers.iter().map(|(k, v)| ((*k).to_owned(), bytes(*v))).collect();
+            for (name, value) in [
+                ("kshard.refused", error.to_string()),
+                ("kshard.source.topic", message.topic.to_owned()),
+                ("kshard.source.partition", message.partition.to_string()),
+                ("kshard.source.offset", message.offset.to_string()),
+                ("kshard.shard", spec.id.clone()),
+            ] {
+                headers.push((name.to_owned(), Some(bytes::Bytes::from(value))));
+            }
+            let record = OutRecord {
+                key: bytes(message.key),
+                value: bytes(message.value),
+                headers,
+                timestamp_ms: message.timestamp_ms,
+            };
+            txn.publish(topic, partition.unwrap_or(message.partition), record);
+            refused.dead_lettered += 1;
+            Ok(())
+        }
+    }
+}
+
+/// A message copied out of its reader's buffer, for an application that awaits.
+struct OwnedMessage {
+    topic: String,
+    partition: i32,
+    offset: i64,
+    timestamp: (i64, bool),
+    headers: Vec<(String, Option<Vec<u8>>)>,
+    key: Option<Vec<u8>>,
+    value: Option<Vec<u8>>,
+    transactional: Option<crate::application::Transactional>,
+}
+
+impl OwnedMessage {
+    fn of(r: &crate::partitions::LogRecord<'_>) -> Self {
+        OwnedMessage {
+            topic: r.topic().to_owned(),
+            partition: r.partition(),
+            offset: r.offset(),
+            timestamp: r.timestamp(),
+            headers: r.headers().into_iter().map(|(k, v)| (k.to_owned(), v.map(<[u8]>::to_vec))).collect(),
+            key: r.key().map(<[u8]>::to_vec),
+            value: r.value().map(<[u8]>::to_vec),
+            transactional: r.transactional(),
+        }
+    }
+
+    fn headers(&self) -> Vec<(&str, Option<&[u8]>)> {
+        self.headers.iter().map(|(k, v)| (k.as_str(), v.as_deref())).collect()
+    }
+
+    fn message<'a>(&'a self, headers: &'a [(&'a str, Option<&'a [u8]>)]) -> Message<'a> {
+        Message {
+            topic: &self.topic,
+            partition: self.partition,
+            offset: self.offset,
+            timestamp_ms: self.timestamp.0,
+            log_append_time: self.timestamp.1,
+            headers,
+            key: self.key.as_deref(),
+            value: self.value.as_deref(),
+            transactional: self.transactional,
+        }
+    }
 }

@@ -5,9 +5,16 @@
 //! sum; a record that does not continue its stream's sequence (a gap, or one
 //! counted twice) fails the replica — so a replayed or lost message cannot go
 //! unnoticed, and the final sums equal the producer's exactly.
+//!
+//! Each transaction publishes, exactly once, the latest sum of every stream
+//! it changed to `<topic>-sums` (the source's partition; key the stream,
+//! value its sequence number and sum): a reader of committed records sees
+//! each stream's sums in strictly increasing sequence, its final one once.
+
+use std::collections::BTreeMap;
 
 use kshard_runtime::ShardSpec;
-use kshard_runtime::{AppError, Application, Message, Transaction};
+use kshard_runtime::{AppError, Application, Message, OutRecord, ShardApp, Transaction};
 
 /// One stream's state: the last sequence number taken and the running sum.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -36,12 +43,47 @@ pub(crate) fn encode_increment(seq: u64, increment: i64) -> [u8; 16] {
     StreamSum { seq, sum: increment }.encode()
 }
 
-/// The application.
+/// The application: its sums go to `sums` (the topic).
 #[derive(Debug, Default)]
-pub(crate) struct Sum;
+pub(crate) struct Sum {
+    pub(crate) sums: String,
+}
+
+/// The topic `topic`'s sums are published to.
+pub(crate) fn sums_topic(topic: &str) -> String {
+    format!("{topic}-sums")
+}
 
 impl Application for Sum {
-    fn consume(&self, _: &ShardSpec, txn: &mut Transaction<'_>, message: &Message<'_>) -> Result<(), AppError> {
+    fn shard(&self, shard: &ShardSpec) -> Result<Box<dyn ShardApp>, AppError> {
+        let partition = shard.sources.first().map_or(0, |s| s.partition);
+        Ok(Box::new(SumShard { sums: self.sums.clone(), partition, changed: BTreeMap::new() }))
+    }
+}
+
+/// One replica's object: the streams the open transaction changed.
+#[derive(Debug, Default)]
+pub(crate) struct SumShard {
+    sums: String,
+    partition: i32,
+    changed: BTreeMap<Vec<u8>, StreamSum>,
+}
+
+impl ShardApp for SumShard {
+    fn begin(&mut self, _: &mut Transaction<'_>) -> Result<(), AppError> {
+        self.changed.clear();
+        Ok(())
+    }
+
+    /// Each stream's latest sum, once per transaction.
+    fn finalize(&mut self, txn: &mut Transaction<'_>) -> Result<(), AppError> {
+        for (stream, sum) in std::mem::take(&mut self.changed) {
+            txn.publish(&self.sums, self.partition, OutRecord::new(Some(&stream), Some(&sum.encode())));
+        }
+        Ok(())
+    }
+
+    fn consume(&mut self, txn: &mut Transaction<'_>, message: &Message<'_>) -> Result<(), AppError> {
         let stream = message.key.ok_or("a record without a stream id")?;
         let StreamSum { seq, sum: increment } =
             message.value.and_then(StreamSum::decode).ok_or("a value that is not 16 bytes of (seq, increment)")?;
@@ -61,6 +103,7 @@ impl Application for Sum {
         }
         let next = StreamSum { seq, sum: current.sum.wrapping_add(increment) };
         txn.put(stream.to_vec(), next.encode().to_vec());
+        self.changed.insert(stream.to_vec(), next);
         Ok(())
     }
 }
@@ -70,14 +113,10 @@ mod tests {
     use super::*;
     use kshard_runtime::MemoryStore;
 
-    fn spec() -> ShardSpec {
-        serde_json::from_str(r#"{"id":"s","sources":[],"recovery_log":{"topic":"l","partition":0}}"#).expect("spec")
-    }
-
     fn take(txn: &mut Transaction<'_>, seq: u64, inc: i64) -> Result<(), AppError> {
         let value = encode_increment(seq, inc);
         let m = Message::new("t", 0, 0, Some(b"s1"), Some(&value));
-        Sum.consume(&spec(), txn, &m)
+        SumShard::default().consume(txn, &m)
     }
 
     #[test]
@@ -93,6 +132,6 @@ mod tests {
         let gap = take(&mut txn, 4, 1).expect_err("a gap").to_string();
         assert!(gap.contains("a gap: sequence 4 after 2"), "{gap}");
         let m = Message::new("t", 0, 0, Some(b"s1"), Some(b"short"));
-        assert!(Sum.consume(&spec(), &mut txn, &m).is_err());
+        assert!(SumShard::default().consume(&mut txn, &m).is_err());
     }
 }

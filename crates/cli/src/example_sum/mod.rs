@@ -69,6 +69,13 @@ pub(crate) enum SumCommand {
         /// Give up waiting for the shards after this many seconds.
         #[arg(long, default_value_t = 120)]
         timeout: u64,
+        /// The recovery log was deleted since the sums were first published
+        /// (an operator's act, not a fault): its record of what was
+        /// published went with it, and the shards publish again as they read
+        /// their sources from the start. Only the last sum published per
+        /// stream is checked then.
+        #[arg(long)]
+        replayed_outputs: bool,
     },
 }
 
@@ -78,20 +85,46 @@ pub(crate) enum SumCommand {
 pub(crate) struct ShardFlags {
     /// Standbys per shard besides the primary.
     #[arg(long, default_value_t = 1)]
-    hot_standbys: u32,
+    pub(crate) hot_standbys: u32,
     /// A transaction lasts at least this long (ms).
     #[arg(long, default_value_t = 0)]
-    min_txn_ms: u64,
+    pub(crate) min_txn_ms: u64,
     /// and at most this long (ms).
     #[arg(long, default_value_t = 500)]
-    max_txn_ms: u64,
+    pub(crate) max_txn_ms: u64,
     /// Snapshot a shard's store when the log written since its last snapshot
     /// exceeds this multiple of the snapshot's size …
     #[arg(long, default_value_t = 2)]
-    snapshot_factor: u32,
+    pub(crate) snapshot_factor: u32,
     /// … and this many bytes.
     #[arg(long, default_value_t = 8 << 20)]
-    snapshot_min_bytes: u64,
+    pub(crate) snapshot_min_bytes: u64,
+}
+
+impl ShardFlags {
+    /// Refuses flags no shard can run with, naming the flag.
+    pub(crate) fn check(&self) -> Result<()> {
+        if self.max_txn_ms == 0 || self.min_txn_ms > self.max_txn_ms {
+            bail!("invalid max_txn_ms: must be at least 1 and at least min_txn_ms ({})", self.min_txn_ms);
+        }
+        if self.snapshot_factor == 0 {
+            bail!("invalid snapshot_factor: at least 1");
+        }
+        Ok(())
+    }
+
+    /// `spec` served as these flags say, labelled `app`.
+    pub(crate) fn apply(&self, app: &str, spec: ShardSpec) -> ShardSpec {
+        ShardSpec {
+            hot_standbys: self.hot_standbys,
+            min_txn_duration_ms: self.min_txn_ms,
+            max_txn_duration_ms: self.max_txn_ms,
+            labels: [("app".to_owned(), app.to_owned())].into(),
+            snapshot_factor: self.snapshot_factor,
+            snapshot_min_bytes: self.snapshot_min_bytes,
+            ..spec
+        }
+    }
 }
 
 /// The source topic.
@@ -111,7 +144,7 @@ impl TopicArgs {
     }
 }
 
-const TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The shard of source partition `p`.
 pub(crate) fn shard_id(p: i32) -> String {
@@ -124,6 +157,12 @@ fn ensure_topics(settings: &ClientSettings, topic: &TopicArgs) -> Result<i32> {
     let admin = Admin::new(settings, TIMEOUT).context("connecting to Kafka")?;
     let partitions = ensure_source(&admin, topic)?;
     kshard_runtime::partitions::ensure_log_topic(&admin, &topic.log_topic(), partitions, &[])?;
+    // The sums: a partition per source partition.
+    let sums = app::sums_topic(&topic.topic);
+    if admin.partition_count(&sums).context("looking up the sums topic")?.is_none() {
+        let spec = TopicSpec { name: sums.clone(), partitions, replication: -1, configs: vec![] };
+        admin.create_topic(&spec).with_context(|| format!("creating {sums}"))?;
+    }
     Ok(partitions)
 }
 
@@ -151,17 +190,14 @@ fn ensure_source(admin: &Admin, topic: &TopicArgs) -> Result<i32> {
 
 fn shards(topic: &TopicArgs, partitions: i32, flags: &ShardFlags) -> Vec<ShardSpec> {
     (0..partitions)
-        .map(|p| ShardSpec {
-            hot_standbys: flags.hot_standbys,
-            min_txn_duration_ms: flags.min_txn_ms,
-            max_txn_duration_ms: flags.max_txn_ms,
-            labels: [("app".to_owned(), "sum".to_owned())].into(),
-            snapshot_factor: flags.snapshot_factor,
-            snapshot_min_bytes: flags.snapshot_min_bytes,
-            ..ShardSpec::new(
-                shard_id(p),
-                vec![Source { topic: topic.topic.clone(), partition: p, min_offset: 0 }],
-                RecoveryLog { topic: topic.log_topic(), partition: p },
+        .map(|p| {
+            flags.apply(
+                "sum",
+                ShardSpec::new(
+                    shard_id(p),
+                    vec![Source { topic: topic.topic.clone(), partition: p, min_offset: 0 }],
+                    RecoveryLog { topic: topic.log_topic(), partition: p },
+                ),
             )
         })
         .collect()
@@ -178,25 +214,20 @@ pub(crate) fn run(command: SumCommand) -> Result<()> {
         }
         SumCommand::Run { kafka, topic, cluster, shard } => {
             let _ = crate::serve::init_logging(crate::serve_config::LogFormat::Text);
-            if shard.max_txn_ms == 0 || shard.min_txn_ms > shard.max_txn_ms {
-                bail!("invalid max_txn_ms: must be at least 1 and at least min_txn_ms ({})", shard.min_txn_ms);
-            }
-            if shard.snapshot_factor == 0 {
-                bail!("invalid snapshot_factor: at least 1");
-            }
+            shard.check()?;
             let settings = kafka.target()?.settings;
             let partitions = ensure_topics(&settings, &topic)?;
             let run = MemberRun {
                 app_name: "sum",
-                app: Arc::new(app::Sum),
+                app: Arc::new(app::Sum { sums: app::sums_topic(&topic.topic) }),
                 shards: shards(&topic, partitions, &shard),
                 settings,
             };
             run_member(&cluster, run)
         }
-        SumCommand::Verify { kafka, topic, cluster: _, expected, timeout } => {
+        SumCommand::Verify { kafka, topic, cluster: _, expected, timeout, replayed_outputs } => {
             let settings = kafka.target()?.settings;
-            verify::verify(&settings, &topic, &expected, Duration::from_secs(timeout))
+            verify::verify(&settings, &topic, &expected, Duration::from_secs(timeout), replayed_outputs)
         }
     }
 }

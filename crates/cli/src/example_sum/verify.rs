@@ -1,7 +1,11 @@
 //! `kshard example sum verify`: reads every shard's recovery log — what the
 //! application made durable, whoever wrote it — into a scratch store, waits
 //! until each shard's checkpoint covers everything produced to its source
-//! partition, and compares every stream's sum and count with the true ones.
+//! partition, and compares every stream's sum and count with the true ones;
+//! then reads what the shards published to `<topic>-sums` as a consumer of
+//! committed records does: each stream's sums in strictly increasing
+//! sequence (none published twice, none from a transaction that did not
+//! commit), the last one the true one.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -18,7 +22,13 @@ use super::TopicArgs;
 use super::app::StreamSum;
 use super::produce::ExpectedFile;
 
-pub(crate) fn verify(settings: &ClientSettings, topic: &TopicArgs, expected: &Path, timeout: Duration) -> Result<()> {
+pub(crate) fn verify(
+    settings: &ClientSettings,
+    topic: &TopicArgs,
+    expected: &Path,
+    timeout: Duration,
+    replayed_outputs: bool,
+) -> Result<()> {
     let file = ExpectedFile::load(expected)?.with_context(|| format!("{} does not exist", expected.display()))?;
     if file.topic != topic.topic {
         bail!("{} holds the sums of topic {}, not {}", expected.display(), file.topic, topic.topic);
@@ -32,7 +42,7 @@ pub(crate) fn verify(settings: &ClientSettings, topic: &TopicArgs, expected: &Pa
     let ends = every_watermark(&admin, &keys, Instant::now() + timeout).context("reading the source's ends")?;
     let scratch = std::env::temp_dir().join(format!("kshard-sum-verify-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).with_context(|| format!("creating {}", scratch.display()))?;
-    let result = compare(settings, &admin, topic, partitions, &ends, &file, &scratch, timeout);
+    let result = compare(settings, &admin, topic, partitions, &ends, &file, &scratch, (timeout, replayed_outputs));
     let _ = std::fs::remove_dir_all(&scratch);
     result
 }
@@ -46,7 +56,7 @@ fn compare(
     ends: &std::collections::HashMap<TopicPartition, (i64, i64)>,
     file: &ExpectedFile,
     scratch: &Path,
-    timeout: Duration,
+    (timeout, replayed_outputs): (Duration, bool),
 ) -> Result<()> {
     let deadline = Instant::now() + timeout;
     let log_topic = topic.log_topic();
@@ -109,11 +119,66 @@ fn compare(
         }
         bail!("{} of {} streams differ", differences.len(), file.streams.len());
     }
+    let published = published(settings, &admin, &super::app::sums_topic(&topic.topic), partitions, timeout)?;
+    let mut wrong = Vec::new();
+    for (id, want) in &file.streams {
+        let sums = published.get(id.as_bytes()).map_or(&[][..], Vec::as_slice);
+        if let Some(w) = sums.windows(2).find(|w| w[1].seq <= w[0].seq).filter(|_| !replayed_outputs) {
+            wrong.push(format!("{id}: published sequence {} after {}", w[1].seq, w[0].seq));
+        } else if sums.last().is_none_or(|last| (last.seq, last.sum) != (want.count, want.sum)) {
+            let last = sums.last().map(|l| (l.seq, l.sum));
+            wrong.push(format!("{id}: last published {last:?}, expected ({}, {})", want.count, want.sum));
+        }
+    }
+    if !wrong.is_empty() {
+        for w in wrong.iter().take(20) {
+            println!("PUBLISHED {w}");
+        }
+        bail!("{} of {} streams' published sums are wrong", wrong.len(), file.streams.len());
+    }
+    let outputs: usize = published.values().map(Vec::len).sum();
     println!(
-        "verified: {} streams, {records} records, every sum exact ({skipped} recovery-log records of fenced writers skipped)",
+        "verified: {} streams, {records} records, every sum exact ({skipped} recovery-log records of fenced writers skipped); {outputs} sums published, each stream's once per transaction in order, the last exact",
         file.streams.len()
     );
     Ok(())
+}
+
+/// Every sum published to `sums` (its `partitions`), as a reader of
+/// committed records reads them to each partition's end: by stream, in order.
+fn published(
+    settings: &ClientSettings,
+    admin: &Admin,
+    sums: &str,
+    partitions: i32,
+    timeout: Duration,
+) -> Result<std::collections::BTreeMap<Vec<u8>, Vec<StreamSum>>> {
+    if admin.partition_count(sums).context("looking up the sums topic")?.is_none() {
+        bail!("the sums topic {sums} does not exist");
+    }
+    let start: Vec<(i32, Option<i64>)> = (0..partitions).map(|p| (p, Some(0))).collect();
+    let reader = PartitionReader::new(settings, sums, &start).context("reading the published sums")?;
+    let (mut out, mut ended) =
+        (std::collections::BTreeMap::<Vec<u8>, Vec<StreamSum>>::new(), std::collections::BTreeSet::new());
+    let deadline = Instant::now() + timeout;
+    while ended.len() < usize::try_from(partitions).unwrap_or(0) {
+        if Instant::now() >= deadline {
+            bail!("read {} of {partitions} partitions of {sums} to their end within {timeout:?}", ended.len());
+        }
+        match reader.poll(Duration::from_millis(500)).context("reading the published sums")? {
+            kshard_kafka::ReadEvent::Record(r) => {
+                let (Some(stream), Some(sum)) = (r.key(), r.value().and_then(StreamSum::decode)) else {
+                    bail!("{sums}/{} offset {}: not a stream's sum", r.partition(), r.offset());
+                };
+                out.entry(stream.to_vec()).or_default().push(sum);
+            }
+            kshard_kafka::ReadEvent::EndOfPartition { partition, .. } => {
+                ended.insert(partition);
+            }
+            _ => {}
+        }
+    }
+    Ok(out)
 }
 
 fn low_watermark(admin: &Admin, topic: &str, partition: i32) -> Result<i64> {

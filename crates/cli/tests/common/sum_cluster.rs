@@ -24,6 +24,10 @@ pub(crate) struct SumCluster {
     pub(crate) lease_ttl: u64,
     /// More flags for `run` (snapshot policy, …).
     pub(crate) run_args: Vec<String>,
+    /// The example: `sum` (the default), or `wordcount`.
+    pub(crate) app: &'static str,
+    /// More flags for `verify`.
+    pub(crate) verify_args: Vec<String>,
     members: BTreeMap<String, (Child, String)>,
 }
 
@@ -54,6 +58,8 @@ impl SumCluster {
             partitions,
             lease_ttl,
             run_args: Vec::new(),
+            app: "sum",
+            verify_args: Vec::new(),
             members: BTreeMap::new(),
         }
     }
@@ -92,7 +98,7 @@ impl SumCluster {
         let path = self.dir.join(format!("{id}.log"));
         let logged_before = std::fs::read_to_string(&path).map(|t| t.len()).unwrap_or(0);
         let log = std::fs::OpenOptions::new().create(true).append(true).open(&path).expect("member log");
-        command.args(["example", "sum", "run"]);
+        command.args(["example", self.app, "run"]);
         self.common(&mut command);
         self.cluster(&mut command);
         command
@@ -165,20 +171,24 @@ impl SumCluster {
 
     /// What produces to this cluster, to hand to another thread.
     pub(crate) fn producer(&self) -> Producer {
-        let mut args: Vec<String> = ["example", "sum", "produce", "--streams", "40"].map(str::to_owned).to_vec();
+        let mut args: Vec<String> = ["example", self.app, "produce"].map(str::to_owned).to_vec();
+        if self.app == "sum" {
+            args.extend(["--streams".to_owned(), "40".to_owned()]);
+        }
         for (flag, value) in [("--brokers", &self.brokers), ("--topic", &self.topic)] {
             args.extend([flag.to_owned(), value.clone()]);
         }
         args.extend(["--partitions".to_owned(), self.partitions.to_string()]);
         args.extend(["--expected".to_owned(), self.dir.join("expected.json").display().to_string()]);
-        Producer { args }
+        Producer { args, count: if self.app == "sum" { "--records" } else { "--lines" } }
     }
 
     /// `kshard example sum verify`.
     pub(crate) fn verify(&self) -> Output {
         let mut command = kshard();
-        command.args(["example", "sum", "verify", "--timeout", "120"]);
+        command.args(["example", self.app, "verify", "--timeout", "120"]);
         self.common(&mut command);
+        command.args(&self.verify_args);
         command.arg("--expected").arg(self.dir.join("expected.json")).output().expect("verify runs")
     }
 
@@ -192,7 +202,7 @@ impl SumCluster {
             String::from_utf8_lossy(&out.stderr),
             self.dir.display()
         );
-        assert!(stdout.contains("every sum exact"), "{stdout}");
+        assert!(stdout.contains("every sum exact") || stdout.contains("every count exact"), "{stdout}");
         eprint!("{stdout}");
     }
 
@@ -269,12 +279,14 @@ impl SumCluster {
 /// Runs `kshard example sum produce` for one cluster.
 pub(crate) struct Producer {
     args: Vec<String>,
+    /// The flag that says how many: `--records` (sum) or `--lines` (wordcount).
+    count: &'static str,
 }
 
 impl Producer {
     /// Writes `records` increments.
     pub(crate) fn produce(&self, records: u64) {
-        let out = kshard().args(&self.args).args(["--records", &records.to_string()]).output().expect("produce runs");
+        let out = kshard().args(&self.args).args([self.count, &records.to_string()]).output().expect("produce runs");
         assert!(out.status.success(), "produce: {}", String::from_utf8_lossy(&out.stderr));
     }
 }

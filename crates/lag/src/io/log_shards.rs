@@ -29,7 +29,7 @@ use kshard_runtime::ReplicaCode;
 use kshard_runtime::ShardSpec;
 use kshard_runtime::Store;
 use kshard_runtime::recovery_log::{Mutation, SourceOffset};
-use kshard_runtime::{AppError, Application, Isolation, Message, Transaction};
+use kshard_runtime::{AppError, Application, Isolation, Message, ShardApp, Transaction};
 use tracing::info;
 
 use crate::catch_up::Log;
@@ -147,13 +147,56 @@ fn partition_of(shard: &ShardSpec) -> Result<i32, AppError> {
     shard.sources.first().map(|s| s.partition).ok_or_else(|| format!("shard {} has no source", shard.id).into())
 }
 
-impl<L: Layout> Application for LogShards<L> {
-    fn consume(&self, _: &ShardSpec, txn: &mut Transaction<'_>, m: &Message<'_>) -> Result<(), AppError> {
-        self.layout.consume(&self.monitor, txn, m)
+/// The lag monitor as an application of the runtime: each replica's object
+/// ([`LogShard`]) hands its calls to the shared [`LogShards`].
+pub(crate) struct LogApp<L: Layout>(pub(crate) Arc<LogShards<L>>);
+
+impl<L: Layout> Application for LogApp<L> {
+    fn shard(&self, shard: &ShardSpec) -> Result<Box<dyn ShardApp>, AppError> {
+        Ok(Box::new(LogShard { shards: Arc::clone(&self.0), spec: shard.clone() }))
     }
 
     fn isolation(&self) -> Isolation {
-        self.layout.isolation()
+        self.0.layout.isolation()
+    }
+}
+
+/// One replica's object: its shard, and the monitor's shared state.
+struct LogShard<L: Layout> {
+    shards: Arc<LogShards<L>>,
+    spec: ShardSpec,
+}
+
+impl<L: Layout> ShardApp for LogShard<L> {
+    fn consume(&mut self, txn: &mut Transaction<'_>, m: &Message<'_>) -> Result<(), AppError> {
+        self.shards.consume(txn, m)
+    }
+
+    fn recovered(&mut self, store: &dyn Store, offsets: &[SourceOffset]) -> Result<(), AppError> {
+        self.shards.recovered(&self.spec, store, offsets)
+    }
+
+    fn following(&mut self, store: &dyn Store, offsets: &[SourceOffset]) -> Result<(), AppError> {
+        self.shards.following(&self.spec, store, offsets)
+    }
+
+    fn followed(&mut self, mutations: &[Mutation], offsets: &[SourceOffset]) {
+        self.shards.followed(&self.spec, mutations, offsets);
+    }
+
+    fn end_of_source(&mut self, _: &str, partition: i32, next_offset: Option<i64>) {
+        self.shards.end_of_source(partition, next_offset);
+    }
+
+    fn stopped(&mut self) {
+        self.shards.stopped(&self.spec);
+    }
+}
+
+impl<L: Layout> LogShards<L> {
+    /// Takes one record of the log into the transaction.
+    pub(crate) fn consume(&self, txn: &mut Transaction<'_>, m: &Message<'_>) -> Result<(), AppError> {
+        self.layout.consume(&self.monitor, txn, m)
     }
 
     fn recovered(&self, shard: &ShardSpec, store: &dyn Store, offsets: &[SourceOffset]) -> Result<(), AppError> {
@@ -208,7 +251,7 @@ impl<L: Layout> Application for LogShards<L> {
         L::units(&self.monitor).update(partition, |unit| L::follow(unit, mutations, next));
     }
 
-    fn end_of_source(&self, _: &ShardSpec, _: &str, partition: i32, next_offset: Option<i64>) {
+    fn end_of_source(&self, partition: i32, next_offset: Option<i64>) {
         self.monitor.end_of(L::LOG, partition, next_offset);
         if self.recovering.lock().unwrap_or_else(PoisonError::into_inner).remove(&partition) {
             self.monitor.step(Event::Release(recovering_key(L::LOG, partition)));

@@ -234,7 +234,7 @@ fn run_on<K: Keyspace, L: Layout>(
         let member = Member {
             keyspace: Arc::clone(&ks),
             config,
-            application: Arc::clone(&app) as Arc<dyn Application>,
+            application: Arc::new(super::log_shards::LogApp(Arc::clone(&app))) as Arc<dyn Application>,
             shards,
             shared: shared.clone(),
         };

@@ -12,9 +12,8 @@ use std::sync::atomic::AtomicBool;
 
 use kshard_offsets::{OffsetCommitKey, OffsetCommitValue, Record, RecordKey, RecordValue};
 use kshard_runtime::recovery_log::SourceOffset;
-use kshard_runtime::{Application, Message, Transaction, Transactional};
 use kshard_runtime::{Checkpoint, LogPosition, MemoryStore, Store};
-use kshard_runtime::{RecoveryLog, ShardSpec, Source};
+use kshard_runtime::{Message, Transaction, Transactional};
 use proptest::prelude::*;
 
 use crate::group_offsets::GroupOffsets;
@@ -161,11 +160,6 @@ proptest! {
     ) {
         let monitor = Arc::new(Monitor::new(MonitorSettings::default()));
         let app = OffsetsShards::new(OffsetsLayout::default(), Arc::clone(&monitor), 1, Arc::new(AtomicBool::new(false)));
-        let spec = ShardSpec::new(
-            "offsets-000",
-            vec![Source { topic: "__consumer_offsets".into(), partition: 0, min_offset: 0 }],
-            RecoveryLog { topic: "log".into(), partition: 0 },
-        );
         let (mut store, mut standby, mut kafka) = (MemoryStore::default(), GroupOffsets::default(), Kafka::default());
         for (n, chunk) in ops.chunks(batch).enumerate() {
             let first = (n * batch) as i64;
@@ -186,7 +180,7 @@ proptest! {
                     transactional,
                     ..Message::new("__consumer_offsets", 0, at, key.as_deref(), value.as_deref())
                 };
-                app.consume(&spec, &mut txn, &message).expect("consumes");
+                app.consume(&mut txn, &message).expect("consumes");
             }
             let mutations = txn.into_mutations();
             let next = first + chunk.len() as i64;

@@ -169,6 +169,13 @@ impl GatedTxn {
 }
 
 impl TxnWrite for GatedTxn {
+    fn add_partitions<'a>(&'a mut self, partitions: &'a [(&'a str, i32)]) -> Pending<'a, ()> {
+        Box::pin(async move {
+            self.pass("adding partitions to a transaction").await?;
+            self.inner.add_partitions(partitions).await
+        })
+    }
+
     fn send<'a>(&'a mut self, topic: &'a str, partition: i32, records: &'a [OutRecord]) -> Pending<'a, Appended> {
         Box::pin(async move {
             self.pass("appending").await?;

@@ -122,6 +122,10 @@ struct KafkaTxn {
 }
 
 impl TxnWrite for KafkaTxn {
+    fn add_partitions<'a>(&'a mut self, partitions: &'a [(&'a str, i32)]) -> Pending<'a, ()> {
+        Box::pin(self.producer.add_partitions(partitions))
+    }
+
     fn send<'a>(&'a mut self, topic: &'a str, partition: i32, records: &'a [OutRecord]) -> Pending<'a, Appended> {
         Box::pin(async move {
             let delivery = self.producer.send(topic, partition, records).await?;

@@ -411,6 +411,12 @@ impl MemoryTxn {
 }
 
 impl TxnWrite for MemoryTxn {
+    // A partition joins the transaction when first written: a marker is
+    // written to partitions that got records.
+    fn add_partitions<'a>(&'a mut self, _: &'a [(&'a str, i32)]) -> Pending<'a, ()> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+
     fn send<'a>(&'a mut self, topic: &'a str, partition: i32, records: &'a [OutRecord]) -> Pending<'a, Appended> {
         Box::pin(std::future::ready(self.send_now(topic, partition, records)))
     }

@@ -82,6 +82,11 @@ pub trait Partitions: Send + Sync + std::fmt::Debug + 'static {
 /// than the first record of a transaction still open (the partition's last
 /// stable offset), so an open transaction holds them back until it ends.
 pub trait TxnWrite: Send + Sync + std::fmt::Debug {
+    /// Adds `partitions` to the open transaction (opening one) in one call,
+    /// before records are sent to them ([`TxnWrite::send`] adds a partition
+    /// itself otherwise, one call each).
+    fn add_partitions<'a>(&'a mut self, partitions: &'a [(&'a str, i32)]) -> Pending<'a, ()>;
+
     /// Writes `records` to `topic`/`partition` in the open transaction
     /// (opening one), as one batch: the first record's delivery (the others
     /// land at the offsets after it).

@@ -117,23 +117,57 @@ pub type WriterSlot = tokio::sync::Mutex<Box<dyn TxnWrite>>;
 /// `max.message.bytes` is 1 MiB).
 const BATCH_BYTES: usize = 512 * 1024;
 
-/// `outputs` as batches: consecutive records of one partition, up to
-/// [`BATCH_BYTES`] each, in the order published.
+/// `outputs` as batches: each partition's records in the order published,
+/// up to [`BATCH_BYTES`] a batch (Kafka keeps no order across partitions, so
+/// records of one partition interleaved with another's still go together).
 fn batches(outputs: Vec<Output>) -> Vec<(String, i32, Vec<OutRecord>)> {
     let mut out: Vec<(String, i32, Vec<OutRecord>, usize)> = Vec::new();
+    // Where each partition's open batch is in `out`.
+    let mut open: std::collections::HashMap<(String, i32), usize> = std::collections::HashMap::new();
     for o in outputs {
         let size = o.record.key.as_ref().map_or(0, |k| k.len()) + o.record.value.as_ref().map_or(0, |v| v.len()) + 16;
-        match out.last_mut() {
-            Some((topic, partition, batch, bytes))
-                if *topic == o.topic && *partition == o.partition && *bytes + size <= BATCH_BYTES =>
-            {
-                batch.push(o.record);
-                *bytes += size;
+        let key = (o.topic, o.partition);
+        match open.get(&key).copied() {
+            Some(i) if out[i].3 + size <= BATCH_BYTES => {
+                out[i].2.push(o.record);
+                out[i].3 += size;
             }
-            _ => out.push((o.topic, o.partition, vec![o.record], size)),
+            _ => {
+                open.insert(key.clone(), out.len());
+                out.push((key.0, key.1, vec![o.record], size));
+            }
         }
     }
     out.into_iter().map(|(t, p, b, _)| (t, p, b)).collect()
+}
+
+#[cfg(test)]
+mod batch_tests {
+    use super::*;
+
+    fn output(partition: i32, value: &str) -> Output {
+        Output { topic: "t".into(), partition, record: OutRecord::new(None, Some(value.as_bytes())) }
+    }
+
+    #[test]
+    fn each_partitions_records_go_together_in_order() {
+        let outputs = vec![output(0, "a"), output(1, "b"), output(0, "c"), output(1, "d"), output(2, "e")];
+        let grouped: Vec<(i32, Vec<String>)> = batches(outputs)
+            .into_iter()
+            .map(|(_, p, b)| {
+                (
+                    p,
+                    b.iter()
+                        .map(|r| String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into_owned())
+                        .collect(),
+                )
+            })
+            .collect();
+        let want = [(0, vec!["a", "c"]), (1, vec!["b", "d"]), (2, vec!["e"])];
+        assert_eq!(grouped, want.map(|(p, v)| (p, v.into_iter().map(String::from).collect::<Vec<_>>())));
+        let big = "x".repeat(300 * 1024);
+        assert_eq!(batches(vec![output(0, &big), output(0, &big), output(0, "y")]).len(), 2, "split past 512 KiB");
+    }
 }
 
 impl LogClients<'_> {
@@ -167,9 +201,14 @@ impl LogClients<'_> {
                 return delivery.delivered().await.map_err(kafka);
             };
             let mut writer = slot.lock().await;
-            // The outputs first, each partition's in order, in batches.
-            for (topic, partition, batch) in batches(outputs) {
-                writer.send(&topic, partition, &batch).await.map_err(kafka)?;
+            // Every partition in one call, then the outputs, each
+            // partition's in order, in batches, then the log record.
+            let batches = batches(outputs);
+            let mut partitions: Vec<(&str, i32)> = batches.iter().map(|(t, p, _)| (t.as_str(), *p)).collect();
+            partitions.push((self.topic, self.partition));
+            writer.add_partitions(&partitions).await.map_err(kafka)?;
+            for (topic, partition, batch) in &batches {
+                writer.send(topic, *partition, batch).await.map_err(kafka)?;
             }
             let out = [OutRecord::new(Some(b""), Some(record))];
             let sent = writer.send(self.topic, self.partition, &out).await.map_err(kafka)?;

@@ -167,8 +167,12 @@ pub(crate) struct Log<'a> {
     /// from then): on tokio's clock, stepped in the simulation.
     applied: Option<std::time::Instant>,
     /// A standby the application follows: transactions played go to
-    /// [`crate::application::Application::followed`].
+    /// [`crate::application::ShardApp::followed`].
     pub(crate) follow: bool,
+    /// The application's object for this replica: only ever reached with
+    /// `&mut` (`Mutex::get_mut`, no lock taken), the mutex making the log
+    /// `Sync` without asking it of the application.
+    pub(crate) app: std::sync::Mutex<Box<dyn crate::application::ShardApp>>,
 }
 
 impl<'a> Log<'a> {
@@ -193,6 +197,10 @@ impl<'a> Log<'a> {
     pub(crate) async fn open(ctx: &'a WorkerContext, spec: &'a ShardSpec) -> Result<Self, ReplicaError> {
         let partitions = Arc::clone(&ctx.partitions);
         let log = &spec.recovery_log;
+        let app = ctx.app.shard(spec).map_err(|error| ReplicaError::Application {
+            at: "starting the application's object for the replica".into(),
+            error,
+        })?;
         let hints = ctx.hints.read(&spec.id).await?.map(|(h, _)| h);
         let store = Self::open_store(ctx, spec, false)?;
         let checkpoint = store.checkpoint()?.map(|c| c.log);
@@ -260,6 +268,7 @@ impl<'a> Log<'a> {
             since_snapshot: 0,
             applied: Some(Instant::now().into_std()),
             follow: false,
+            app: std::sync::Mutex::new(app),
         })
     }
 
@@ -342,11 +351,11 @@ impl<'a> Log<'a> {
         }
         if let Polled::Record(r) = event {
             let (offset, size) = (r.offset(), r.value().map_or(0, <[u8]>::len));
-            let (app, spec, follow) = (&self.ctx.app, self.spec, self.follow);
+            let (app, follow) = (self.app.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner), self.follow);
             let position = self.player.next_offset();
             let played = offer(&mut self.player, &r, |mutations, offsets| {
                 if follow {
-                    app.followed(spec, mutations, offsets);
+                    app.followed(mutations, offsets);
                 }
             });
             let played = match played {

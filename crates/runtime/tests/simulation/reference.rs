@@ -55,6 +55,10 @@ struct RecordingTxn {
 }
 
 impl TxnWrite for RecordingTxn {
+    fn add_partitions<'a>(&'a mut self, partitions: &'a [(&'a str, i32)]) -> Pending<'a, ()> {
+        self.inner.add_partitions(partitions)
+    }
+
     fn send<'a>(&'a mut self, topic: &'a str, partition: i32, records: &'a [OutRecord]) -> Pending<'a, Appended> {
         Box::pin(async move {
             tokio::time::sleep(ROUND_TRIP).await;

@@ -5,7 +5,7 @@
 //! running sums of its values in order — none twice, none missing.
 
 use kshard_runtime::ShardSpec;
-use kshard_runtime::{AppError, Application, Message, OutRecord, Transaction};
+use kshard_runtime::{AppError, Application, Message, OutRecord, ShardApp, Transaction};
 
 /// The topic each update of a sum is published to.
 pub(crate) const SUMS: &str = "sums";
@@ -19,7 +19,13 @@ pub(crate) fn decode(value: &[u8]) -> Option<u64> {
 }
 
 impl Application for Sum {
-    fn consume(&self, _: &ShardSpec, txn: &mut Transaction<'_>, m: &Message<'_>) -> Result<(), AppError> {
+    fn shard(&self, _: &ShardSpec) -> Result<Box<dyn ShardApp>, AppError> {
+        Ok(Box::new(Sum))
+    }
+}
+
+impl ShardApp for Sum {
+    fn consume(&mut self, txn: &mut Transaction<'_>, m: &Message<'_>) -> Result<(), AppError> {
         let key = m.key.ok_or("a record without a key")?;
         let value = m.value.and_then(decode).ok_or("no value")?;
         let sum = txn.get(key)?.and_then(|s| decode(&s));

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use kshard_kafka::Isolation;
 
 use super::*;
-use crate::application::{AppError, Application, Message, Transaction};
+use crate::application::{AppError, Application, Message, ShardApp, Transaction};
 use crate::disk::MemoryDisk;
 use crate::model::{RecoveryLog, Source};
 use crate::partitions::memory::MemoryPartitions;
@@ -34,7 +34,13 @@ impl HintBoard for Board {
 struct Nothing;
 
 impl Application for Nothing {
-    fn consume(&self, _: &ShardSpec, _: &mut Transaction<'_>, _: &Message<'_>) -> Result<(), AppError> {
+    fn shard(&self, _: &ShardSpec) -> Result<Box<dyn ShardApp>, AppError> {
+        Ok(Box::new(Nothing))
+    }
+}
+
+impl ShardApp for Nothing {
+    fn consume(&mut self, _: &mut Transaction<'_>, _: &Message<'_>) -> Result<(), AppError> {
         Ok(())
     }
 }

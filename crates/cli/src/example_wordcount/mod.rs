@@ -1,0 +1,160 @@
+//! `kshard example wordcount produce|run|verify`: words counted exactly
+//! once, in two stages (see [`app`]), after Gazette's and Kafka Streams'
+//! word counts.
+//!
+//! Topics, each of the lines topic's partition count P (default
+//! `kshard-lines`, 4): the lines, `<topic>-words` (the repartition),
+//! `<topic>-counts` (every count's update), and `<topic>-log` of 2P
+//! partitions: `split-<p>` logs to p, `count-<p>` to P + p.
+
+mod app;
+mod check;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use kshard_kafka::{Admin, ClientSettings, TopicSpec};
+use kshard_runtime::{RecoveryLog, ShardSpec, Source};
+
+use crate::cluster::{ClusterArgs, MemberRun, run_member};
+use crate::example_sum::{ShardFlags, TIMEOUT};
+use crate::serve_config::KafkaArgs;
+
+/// The lines topic.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct LinesArgs {
+    /// The lines topic (the others are named after it).
+    #[arg(long, default_value = "kshard-lines")]
+    topic: String,
+    /// Partitions (of each topic; shards per stage) when the topics are created.
+    #[arg(long, default_value_t = 4)]
+    partitions: i32,
+}
+
+/// The word-count application's commands.
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum WordCountCommand {
+    /// Write lines of random words to the lines topic and record the true
+    /// counts in --expected (a later run goes on from that file).
+    Produce {
+        #[command(flatten)]
+        kafka: KafkaArgs,
+        #[command(flatten)]
+        topic: LinesArgs,
+        /// Words to draw from.
+        #[arg(long, default_value_t = 500)]
+        vocabulary: u32,
+        /// Lines to write.
+        #[arg(long, default_value_t = 10_000)]
+        lines: u64,
+        /// The file of true counts (JSON).
+        #[arg(long)]
+        expected: PathBuf,
+    },
+    /// Run a member: its share of both stages' shards, each a primary or a hot standby.
+    Run {
+        #[command(flatten)]
+        kafka: KafkaArgs,
+        #[command(flatten)]
+        topic: LinesArgs,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+        #[command(flatten)]
+        shard: ShardFlags,
+    },
+    /// Read every count's update as a consumer of committed records, until
+    /// each word reaches its true count: each update exactly once and in
+    /// order, or a non-zero exit naming the first that is not.
+    Verify {
+        #[command(flatten)]
+        kafka: KafkaArgs,
+        #[command(flatten)]
+        topic: LinesArgs,
+        /// The file of true counts `produce` wrote.
+        #[arg(long)]
+        expected: PathBuf,
+        /// Give up after this many seconds.
+        #[arg(long, default_value_t = 120)]
+        timeout: u64,
+    },
+}
+
+/// Runs one command.
+pub(crate) fn run(command: WordCountCommand) -> Result<()> {
+    match command {
+        WordCountCommand::Produce { kafka, topic, vocabulary, lines, expected } => {
+            let settings = kafka.target()?.settings;
+            let partitions = ensure_topics(&settings, &topic, false)?;
+            check::produce(&settings, &topic.topic, partitions, vocabulary, lines, &expected)
+        }
+        WordCountCommand::Run { kafka, topic, cluster, shard } => {
+            let _ = crate::serve::init_logging(crate::serve_config::LogFormat::Text);
+            shard.check()?;
+            let settings = kafka.target()?.settings;
+            let partitions = ensure_topics(&settings, &topic, true)?;
+            let run = MemberRun {
+                app_name: "wordcount",
+                app: Arc::new(app::WordCount { topic: topic.topic.clone(), partitions }),
+                shards: shards(&topic.topic, partitions, &shard),
+                settings,
+            };
+            run_member(&cluster, run)
+        }
+        WordCountCommand::Verify { kafka, topic, expected, timeout } => {
+            let settings = kafka.target()?.settings;
+            let partitions = ensure_topics(&settings, &topic, false)?;
+            check::verify(&settings, &topic.topic, partitions, &expected, Duration::from_secs(timeout))
+        }
+    }
+}
+
+/// Creates the topics that are missing (the log's only for a member);
+/// returns the lines topic's partition count.
+fn ensure_topics(settings: &ClientSettings, topic: &LinesArgs, log: bool) -> Result<i32> {
+    if topic.partitions < 1 {
+        bail!("invalid partitions: {} (at least 1)", topic.partitions);
+    }
+    let admin = Admin::new(settings, TIMEOUT).context("connecting to Kafka")?;
+    let made = |name: &str, partitions: i32| -> Result<i32> {
+        if let Some(n) = admin.partition_count(name).with_context(|| format!("looking up {name}"))? {
+            return Ok(n);
+        }
+        let spec = TopicSpec { name: name.to_owned(), partitions, replication: -1, configs: vec![] };
+        admin.create_topic(&spec).with_context(|| format!("creating {name}"))?;
+        admin.partition_count(name)?.with_context(|| format!("{name} does not exist"))
+    };
+    let partitions = made(&topic.topic, topic.partitions)?;
+    for name in [app::words_topic(&topic.topic), app::counts_topic(&topic.topic)] {
+        let n = made(&name, partitions)?;
+        if n != partitions {
+            bail!("{name} has {n} partitions, the lines topic {partitions}: they must match");
+        }
+    }
+    if log {
+        kshard_runtime::partitions::ensure_log_topic(&admin, &format!("{}-log", topic.topic), 2 * partitions, &[])?;
+    }
+    Ok(partitions)
+}
+
+/// Both stages' shards.
+fn shards(topic: &str, partitions: i32, flags: &ShardFlags) -> Vec<ShardSpec> {
+    let log = format!("{topic}-log");
+    let words = app::words_topic(topic);
+    (0..partitions)
+        .flat_map(|p| {
+            let split = ShardSpec::new(
+                format!("split-{p:03}"),
+                vec![Source { topic: topic.to_owned(), partition: p, min_offset: 0 }],
+                RecoveryLog { topic: log.clone(), partition: p },
+            );
+            let count = ShardSpec::new(
+                format!("count-{p:03}"),
+                vec![Source { topic: words.clone(), partition: p, min_offset: 0 }],
+                RecoveryLog { topic: log.clone(), partition: partitions + p },
+            );
+            [flags.apply("wordcount", split), flags.apply("wordcount", count)]
+        })
+        .collect()
+}
