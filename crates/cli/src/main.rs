@@ -112,13 +112,13 @@ enum ExampleCommand {
     /// `verify` the sums.
     Sum {
         #[command(subcommand)]
-        command: example_sum::SumCommand,
+        command: Box<example_sum::SumCommand>,
     },
     /// Words counted exactly once in two stages (split, then count):
     /// `produce` lines, `run` members, `verify` every count's update.
     Wordcount {
         #[command(subcommand)]
-        command: example_wordcount::WordCountCommand,
+        command: Box<example_wordcount::WordCountCommand>,
     },
 }
 
@@ -298,8 +298,8 @@ fn main() -> ExitCode {
         }
         Command::Serve { args } => serve::serve(&args),
         Command::Example { command } => match *command {
-            ExampleCommand::Sum { command } => example_sum::run(command),
-            ExampleCommand::Wordcount { command } => example_wordcount::run(command),
+            ExampleCommand::Sum { command } => example_sum::run(*command),
+            ExampleCommand::Wordcount { command } => example_wordcount::run(*command),
         },
         Command::Shards { command } => shards::run(&command),
         Command::Lag { args } => lag::run(&args),

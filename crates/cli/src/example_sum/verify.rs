@@ -119,7 +119,7 @@ fn compare(
         }
         bail!("{} of {} streams differ", differences.len(), file.streams.len());
     }
-    let published = published(settings, &admin, &super::app::sums_topic(&topic.topic), partitions, timeout)?;
+    let published = published(settings, admin, &super::app::sums_topic(&topic.topic), partitions, timeout)?;
     let mut wrong = Vec::new();
     for (id, want) in &file.streams {
         let sums = published.get(id.as_bytes()).map_or(&[][..], Vec::as_slice);

@@ -59,8 +59,9 @@ pub(crate) enum WordCountCommand {
         kafka: KafkaArgs,
         #[command(flatten)]
         topic: LinesArgs,
+        /// (Boxed: the largest variant by far.)
         #[command(flatten)]
-        cluster: ClusterArgs,
+        cluster: Box<ClusterArgs>,
         #[command(flatten)]
         shard: ShardFlags,
     },

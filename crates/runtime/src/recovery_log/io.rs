@@ -141,35 +141,6 @@ fn batches(outputs: Vec<Output>) -> Vec<(String, i32, Vec<OutRecord>)> {
     out.into_iter().map(|(t, p, b, _)| (t, p, b)).collect()
 }
 
-#[cfg(test)]
-mod batch_tests {
-    use super::*;
-
-    fn output(partition: i32, value: &str) -> Output {
-        Output { topic: "t".into(), partition, record: OutRecord::new(None, Some(value.as_bytes())) }
-    }
-
-    #[test]
-    fn each_partitions_records_go_together_in_order() {
-        let outputs = vec![output(0, "a"), output(1, "b"), output(0, "c"), output(1, "d"), output(2, "e")];
-        let grouped: Vec<(i32, Vec<String>)> = batches(outputs)
-            .into_iter()
-            .map(|(_, p, b)| {
-                (
-                    p,
-                    b.iter()
-                        .map(|r| String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into_owned())
-                        .collect(),
-                )
-            })
-            .collect();
-        let want = [(0, vec!["a", "c"]), (1, vec!["b", "d"]), (2, vec!["e"])];
-        assert_eq!(grouped, want.map(|(p, v)| (p, v.into_iter().map(String::from).collect::<Vec<_>>())));
-        let big = "x".repeat(300 * 1024);
-        assert_eq!(batches(vec![output(0, &big), output(0, &big), output(0, "y")]).len(), 2, "split past 512 KiB");
-    }
-}
-
 impl LogClients<'_> {
     /// The partition's end now (its high watermark).
     async fn end(&self) -> Result<i64, LogError> {
@@ -414,5 +385,34 @@ pub(crate) async fn append<S: Store>(
         Ok(())
     } else {
         Err(LogError::Fenced { current: player.chain().author() })
+    }
+}
+
+#[cfg(test)]
+mod batch_tests {
+    use super::*;
+
+    fn output(partition: i32, value: &str) -> Output {
+        Output { topic: "t".into(), partition, record: OutRecord::new(None, Some(value.as_bytes())) }
+    }
+
+    #[test]
+    fn each_partitions_records_go_together_in_order() {
+        let outputs = vec![output(0, "a"), output(1, "b"), output(0, "c"), output(1, "d"), output(2, "e")];
+        let grouped: Vec<(i32, Vec<String>)> = batches(outputs)
+            .into_iter()
+            .map(|(_, p, b)| {
+                (
+                    p,
+                    b.iter()
+                        .map(|r| String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into_owned())
+                        .collect(),
+                )
+            })
+            .collect();
+        let want = [(0, vec!["a", "c"]), (1, vec!["b", "d"]), (2, vec!["e"])];
+        assert_eq!(grouped, want.map(|(p, v)| (p, v.into_iter().map(String::from).collect::<Vec<_>>())));
+        let big = "x".repeat(300 * 1024);
+        assert_eq!(batches(vec![output(0, &big), output(0, &big), output(0, "y")]).len(), 2, "split past 512 KiB");
     }
 }
