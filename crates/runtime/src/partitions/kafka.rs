@@ -101,15 +101,83 @@ impl Partitions for KafkaPartitions {
             }) {
                 Some(writer) => Arc::clone(writer),
                 None => {
-                    return Err(Error::Refused {
-                        step: format!("writing as transactional id {transactional_id}"),
-                        message: "transactions need kshard's own client: PLAINTEXT, TLS, SASL PLAIN or SCRAM".into(),
-                    });
+                    // Security only librdkafka speaks (GSSAPI, OAUTHBEARER,
+                    // keystores): its idempotent producer, without Kafka
+                    // transactions — the chain rule alone fences a zombie,
+                    // and nothing may be published.
+                    tracing::warn!(
+                        transactional_id,
+                        "kshard's writer does not speak these settings' security: recovery-log records are written without Kafka transactions, and applications may not publish"
+                    );
+                    let (writer, _) = self.clients()?;
+                    return Ok(Box::new(PlainAppends { writer, sent: Vec::new() }) as Box<dyn TxnWrite>);
                 }
             };
             let producer = writer.transactional(transactional_id, TRANSACTION_TIMEOUT).await?;
             Ok(Box::new(KafkaTxn { producer, _writer: writer }) as Box<dyn TxnWrite>)
         })
+    }
+}
+
+/// Appends through librdkafka's idempotent producer, as a transactional
+/// writer that has no transactions: what is sent is written whatever
+/// happens after; "commit" waits for it. Only for the recovery log's own
+/// records (outputs are refused before they get here).
+#[derive(Debug)]
+struct PlainAppends {
+    writer: Arc<RecordWriter>,
+    /// Sent since the last commit, to wait for.
+    sent: Vec<kshard_kafka::Delivery>,
+}
+
+impl TxnWrite for PlainAppends {
+    fn add_partitions<'a>(&'a mut self, partitions: &'a [(&'a str, i32)]) -> Pending<'a, ()> {
+        // Only the log's own partition: anything else would be an output.
+        let outputs = partitions.len() > 1;
+        Box::pin(async move {
+            if outputs {
+                return Err(Error::Refused {
+                    step: "publishing a transaction's records".into(),
+                    message: "publishing needs kshard's own client (PLAINTEXT, TLS, SASL PLAIN or SCRAM)".into(),
+                });
+            }
+            Ok(())
+        })
+    }
+
+    fn send<'a>(&'a mut self, topic: &'a str, partition: i32, records: &'a [OutRecord]) -> Pending<'a, Appended> {
+        Box::pin(async move {
+            // The first record's delivery goes back (its offset is the
+            // caller's); the others are waited for at the commit.
+            let mut first = None;
+            for r in records {
+                let delivery =
+                    self.writer.append(topic, partition, r.key.as_deref().unwrap_or_default(), r.value.as_deref())?;
+                match first {
+                    None => first = Some(delivery),
+                    Some(_) => self.sent.push(delivery),
+                }
+            }
+            let first = first.ok_or_else(|| Error::Refused {
+                step: format!("writing to {topic}/{partition}"),
+                message: "no records".into(),
+            })?;
+            Ok(Appended(AppendedOf::Kafka(first)))
+        })
+    }
+
+    fn commit(&mut self) -> Pending<'_, ()> {
+        Box::pin(async move {
+            for sent in std::mem::take(&mut self.sent) {
+                sent.delivered().await?;
+            }
+            Ok(())
+        })
+    }
+
+    fn abort(&mut self) -> Pending<'_, ()> {
+        self.sent.clear();
+        Box::pin(std::future::ready(Ok(())))
     }
 }
 
