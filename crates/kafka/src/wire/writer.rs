@@ -258,8 +258,13 @@ impl Shared {
 /// A sender's loop: calls, then Produce requests, until the writer closes.
 fn send(shared: &Arc<Shared>, sender: &Sender, address: &str) {
     let mut link: Option<BrokerLink> = None;
+    // The last turn sent something: batches queued behind it in their
+    // lanes may go at once, without waiting to be woken.
+    let mut busy = false;
     while !shared.stopping.load(Ordering::SeqCst) {
-        sender.signal.wait(IDLE);
+        if !busy {
+            sender.signal.wait(IDLE);
+        }
         loop {
             let call = sender.calls.lock().unwrap_or_else(PoisonError::into_inner).pop_front();
             let Some(call) = call else { break };
@@ -280,6 +285,7 @@ fn send(shared: &Arc<Shared>, sender: &Sender, address: &str) {
             };
             shared.lanes().take(leads)
         };
+        busy = !requests.is_empty();
         for request in requests {
             produce_once(shared, &mut link, address, &request);
         }
