@@ -157,18 +157,24 @@ impl Producer {
             .with_v3_and_below_producer_epoch(self.identity.epoch)
             .with_v3_and_below_topics(topics);
         let step = format!("adding {} partition(s) to transaction {id}", wanted.len());
-        self.on_coordinator(&step, request, ADD_PARTITIONS_VERSION, |answer: &AddPartitionsToTxnResponse| {
-            // Every partition's code: the first that is not 0 (others may
-            // say OPERATION_NOT_ATTEMPTED because of it).
-            let codes = answer.results_by_topic_v3_and_below.iter().flat_map(|t| &t.results_by_partition);
-            let codes: Vec<i16> = codes.map(|p| p.partition_error_code).collect();
-            codes
-                .iter()
-                .copied()
-                .find(|c| *c != 0 && *c != 55)
-                .or_else(|| codes.into_iter().find(|c| *c != 0))
-                .unwrap_or(0)
-        })
+        self.retrying(
+            &step,
+            |_| None,
+            request,
+            ADD_PARTITIONS_VERSION,
+            |answer: &AddPartitionsToTxnResponse| {
+                // Every partition's code: the first that is not 0 (others may
+                // say OPERATION_NOT_ATTEMPTED because of it).
+                let codes = answer.results_by_topic_v3_and_below.iter().flat_map(|t| &t.results_by_partition);
+                let codes: Vec<i16> = codes.map(|p| p.partition_error_code).collect();
+                codes
+                    .iter()
+                    .copied()
+                    .find(|c| *c != 0 && *c != 55)
+                    .or_else(|| codes.into_iter().find(|c| *c != 0))
+                    .unwrap_or(0)
+            },
+        )
         .await?;
         if let Some(open) = &mut self.open {
             open.added.extend(wanted);
@@ -244,7 +250,7 @@ impl Producer {
             .with_producer_epoch(self.identity.epoch)
             .with_committed(commit);
         let step = format!("{} transaction {id}", if commit { "committing" } else { "aborting" });
-        let ended = self.on_coordinator(&step, request, END_TXN_VERSION, |a: &EndTxnResponse| a.error_code).await;
+        let ended = self.retrying(&step, |_| None, request, END_TXN_VERSION, |a: &EndTxnResponse| a.error_code).await;
         if ended.is_err() && self.fenced.is_none() {
             self.open = Some(Open::default());
         }
@@ -269,7 +275,7 @@ impl Producer {
             None => "initializing an idempotent producer".to_owned(),
         };
         let answer = if self.transactional_id.is_some() {
-            self.on_coordinator(&step, request, INIT_PRODUCER_ID_VERSION, |a: &InitProducerIdResponse| a.error_code)
+            self.retrying(&step, |_| None, request, INIT_PRODUCER_ID_VERSION, |a: &InitProducerIdResponse| a.error_code)
                 .await?
         } else {
             let any = self.shared.any_broker();
@@ -296,22 +302,6 @@ impl Producer {
             }),
             None => Ok(()),
         }
-    }
-
-    /// `request` on the transaction coordinator, found first; retried while
-    /// the coordinator moves, loads, or finishes the last transaction.
-    async fn on_coordinator<R, A>(
-        &mut self,
-        step: &str,
-        request: R,
-        version: i16,
-        code: impl Fn(&A) -> i16,
-    ) -> Result<A>
-    where
-        R: Encodable + HeaderVersion + Clone + Send + 'static,
-        A: Answer + Send + 'static,
-    {
-        self.retrying(step, |_| None, request, version, code).await
     }
 
     /// `request` on the broker `broker` names (`None`: the transaction
