@@ -320,3 +320,26 @@ fn create_log_topic(admin: &Admin, name: &str, partitions: i32, extra: &[(&str, 
     let spec = kshard_kafka::TopicSpec { name: name.to_owned(), partitions, replication, configs };
     admin.create_topic(&spec)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Settings whose security only librdkafka speaks: no kshard writer, so
+    /// a primary's log goes through librdkafka's producer, and nothing may
+    /// be published (no broker is reached to tell).
+    #[tokio::test]
+    async fn security_only_librdkafka_speaks_writes_the_log_plainly_and_refuses_outputs() {
+        let mut settings = ClientSettings::new("127.0.0.1:1");
+        settings.properties = vec![
+            ("security.protocol".into(), "SASL_PLAINTEXT".into()),
+            ("sasl.mechanism".into(), "OAUTHBEARER".into()),
+            ("enable.sasl.oauthbearer.unsecure.jwt".into(), "true".into()),
+        ];
+        let partitions = KafkaPartitions::new(settings, Duration::from_secs(1));
+        let mut writer = partitions.transactional("kshard/log/0").await.expect("a plain writer");
+        writer.add_partitions(&[("log", 0)]).await.expect("the log's own partition");
+        let refused = writer.add_partitions(&[("out", 0), ("log", 0)]).await.expect_err("outputs refused");
+        assert!(refused.to_string().contains("publishing needs kshard's own client"), "{refused}");
+    }
+}
