@@ -9,29 +9,32 @@ use kshard_runtime::recovery_log::Chain;
 use kshard_runtime::recovery_log::{Body, LogRecord, Mutation, SourceOffset};
 use proptest::prelude::*;
 
+fn mutations() -> impl Strategy<Value = Vec<Mutation>> {
+    proptest::collection::vec(
+        prop_oneof![
+            (proptest::collection::vec(any::<u8>(), 0..8), proptest::collection::vec(any::<u8>(), 0..8))
+                .prop_map(|(key, value)| Mutation::Put { key, value }),
+            proptest::collection::vec(any::<u8>(), 0..8).prop_map(|key| Mutation::Delete { key }),
+        ],
+        0..4,
+    )
+}
+
 fn body() -> impl Strategy<Value = Body> {
     prop_oneof![
         Just(Body::HandOff),
         Just(Body::SnapshotStart),
         Just(Body::SnapshotEnd),
-        (
-            proptest::collection::vec(
-                prop_oneof![
-                    (proptest::collection::vec(any::<u8>(), 0..8), proptest::collection::vec(any::<u8>(), 0..8))
-                        .prop_map(|(key, value)| Mutation::Put { key, value }),
-                    proptest::collection::vec(any::<u8>(), 0..8).prop_map(|key| Mutation::Delete { key }),
-                ],
-                0..4
-            ),
-            proptest::collection::vec(("[a-z]{0,6}", any::<i32>(), any::<i64>()), 0..3)
-        )
-            .prop_map(|(mutations, offsets)| Body::Transaction {
+        mutations().prop_map(|mutations| Body::TransactionPart { mutations }),
+        (mutations(), proptest::collection::vec(("[a-z]{0,6}", any::<i32>(), any::<i64>()), 0..3)).prop_map(
+            |(mutations, offsets)| Body::Transaction {
                 mutations,
                 offsets: offsets
                     .into_iter()
                     .map(|(topic, partition, offset)| SourceOffset { topic, partition, offset })
                     .collect(),
-            }),
+            }
+        ),
     ]
 }
 
@@ -138,7 +141,7 @@ proptest! {
             prop_assert_eq!(r.seq, i as u64 + 1, "applied records form one chain");
             match r.body {
                 Body::HandOff => author = Some(r.author),
-                Body::Transaction { .. } | Body::SnapshotStart | Body::SnapshotEnd => {
+                Body::Transaction { .. } | Body::TransactionPart { .. } | Body::SnapshotStart | Body::SnapshotEnd => {
                     prop_assert_eq!(Some(r.author), author, "a transaction by the current author")
                 }
             }

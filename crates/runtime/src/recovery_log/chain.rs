@@ -100,12 +100,12 @@ impl Chain {
         }
         match record.body {
             Body::HandOff => self.author = Some(record.author),
-            Body::Transaction { .. } | Body::SnapshotStart | Body::SnapshotEnd
+            Body::Transaction { .. } | Body::TransactionPart { .. } | Body::SnapshotStart | Body::SnapshotEnd
                 if self.author != Some(record.author) =>
             {
                 return Err(Skip::NotTheAuthor { current: self.author, got: record.author });
             }
-            Body::Transaction { .. } | Body::SnapshotStart | Body::SnapshotEnd => {}
+            Body::Transaction { .. } | Body::TransactionPart { .. } | Body::SnapshotStart | Body::SnapshotEnd => {}
         }
         self.seq = expected;
         self.checksum = checksum(self.checksum, bytes);

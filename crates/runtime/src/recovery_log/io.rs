@@ -152,7 +152,7 @@ impl LogClients<'_> {
     /// it landed at. A writer fenced at the broker is [`LogError::Fenced`].
     async fn append(
         &self,
-        record: &[u8],
+        records: &[Vec<u8>],
         outputs: Vec<Output>,
         step: &'static str,
         timeout: Duration,
@@ -168,8 +168,16 @@ impl LogClients<'_> {
                         message: "records are published only through the shard's transactional writer".into(),
                     }));
                 }
-                let delivery = self.partitions.append(self.topic, self.partition, b"", Some(record)).map_err(kafka)?;
-                return delivery.delivered().await.map_err(kafka);
+                let mut last = None;
+                for record in records {
+                    let delivery =
+                        self.partitions.append(self.topic, self.partition, b"", Some(record)).map_err(kafka)?;
+                    last = Some(delivery.delivered().await.map_err(kafka)?);
+                }
+                return last.ok_or_else(|| LogError::Kafka {
+                    step,
+                    source: kshard_kafka::Error::Refused { step: step.into(), message: "no record".into() },
+                });
             };
             let mut writer = slot.lock().await;
             // Every partition in one call, then the outputs, each
@@ -181,9 +189,18 @@ impl LogClients<'_> {
             for (topic, partition, batch) in &batches {
                 writer.send(topic, *partition, batch).await.map_err(kafka)?;
             }
-            let out = [OutRecord::new(Some(b""), Some(record))];
-            let sent = writer.send(self.topic, self.partition, &out).await.map_err(kafka)?;
-            let offset = sent.delivered().await.map_err(kafka)?;
+            // Each record a batch of its own (a topic's size limit is per
+            // batch); the last one's offset is the caller's.
+            let mut last = None;
+            for record in records {
+                let out = [OutRecord::new(Some(b""), Some(record))];
+                last = Some(writer.send(self.topic, self.partition, &out).await.map_err(kafka)?);
+            }
+            let last = last.ok_or_else(|| LogError::Kafka {
+                step,
+                source: kshard_kafka::Error::Refused { step: step.into(), message: "no record".into() },
+            })?;
+            let offset = last.delivered().await.map_err(kafka)?;
             writer.commit().await.map_err(kafka)?;
             Ok(offset)
         };
@@ -292,6 +309,43 @@ pub const FENCED: &str = "fenced: another writer took the recovery log over";
 /// the record batch's and the record's headers.
 const MOST_RECORD_BYTES: usize = super::topic::MAX_RECORD_BYTES as usize - 4096;
 
+/// The most bytes of mutations in one record of a transaction split in
+/// parts: under a topic's default limit of 1 MiB a batch, with room for the
+/// batch's and the record's headers.
+const PART_BYTES: usize = 900 * 1024;
+
+/// `body` as the records that carry it: itself, or, for a transaction whose
+/// mutations pass [`PART_BYTES`], parts of at most that many bytes (one
+/// mutation larger goes alone) and a last record with the rest and the
+/// source offsets.
+fn in_parts(body: Body) -> Vec<Body> {
+    let Body::Transaction { mutations, offsets } = body else { return vec![body] };
+    let size = |m: &Mutation| match m {
+        Mutation::Put { key, value } => 9 + key.len() + value.len(),
+        Mutation::Delete { key } => 5 + key.len(),
+    };
+    if mutations.iter().map(size).sum::<usize>() <= PART_BYTES {
+        return vec![Body::Transaction { mutations, offsets }];
+    }
+    let mut chunks: Vec<Vec<Mutation>> = vec![Vec::new()];
+    let mut bytes = 0;
+    for m in mutations {
+        let n = size(&m);
+        if bytes + n > PART_BYTES && chunks.last().is_some_and(|c| !c.is_empty()) {
+            chunks.push(Vec::new());
+            bytes = 0;
+        }
+        bytes += n;
+        if let Some(chunk) = chunks.last_mut() {
+            chunk.push(m);
+        }
+    }
+    let last = chunks.pop().unwrap_or_default();
+    let mut bodies: Vec<Body> = chunks.into_iter().map(|mutations| Body::TransactionPart { mutations }).collect();
+    bodies.push(Body::Transaction { mutations: last, offsets });
+    bodies
+}
+
 /// Hand-offs a new primary appends before giving up (each lost to a racing
 /// writer): a few suffice when two promotions race.
 const MAX_HAND_OFFS: u32 = 10;
@@ -316,7 +370,7 @@ pub async fn hand_off<S: Store>(
             return Err(LogError::HandOffRace(attempts - 1));
         }
         let record = player.chain().next(author, Body::HandOff).encode();
-        let offset = log.append(&record, Vec::new(), "appending a hand-off", timeout).await?;
+        let offset = log.append(&[record], Vec::new(), "appending a hand-off", timeout).await?;
         // Read back through it. Ours was applied when the player applied a
         // hand-off by this author (one by someone else before it fences us,
         // and our writes will be skipped from there).
@@ -370,15 +424,25 @@ pub(crate) async fn append<S: Store>(
     if player.chain().author() != Some(author) {
         return Err(LogError::Fenced { current: player.chain().author() });
     }
-    let record = player.chain().next(author, body);
-    let seq = record.seq;
-    let bytes = record.encode();
-    if bytes.len() > MOST_RECORD_BYTES {
-        return Err(LogError::TooLarge { bytes: bytes.len(), most: MOST_RECORD_BYTES });
+    // A transaction too large for one record goes as parts, then its last
+    // record, each continuing the chain as the player will see it.
+    let mut chain = player.chain().clone();
+    let mut records = Vec::new();
+    let mut seq = 0;
+    for body in in_parts(body) {
+        let record = chain.next(author, body);
+        let bytes = record.encode();
+        if bytes.len() > MOST_RECORD_BYTES {
+            return Err(LogError::TooLarge { bytes: bytes.len(), most: MOST_RECORD_BYTES });
+        }
+        seq = record.seq;
+        // Our own record continues our own view of the chain.
+        let _ = chain.offer(&record, &bytes);
+        records.push(bytes);
     }
-    // This record's own delivery, not the whole (shared) writer's: a record
+    // The records' own delivery, not the whole (shared) writer's: a record
     // that was not written is that error, not "fenced" when it is not read back.
-    let offset = log.append(&bytes, outputs, "appending", timeout).await?;
+    let offset = log.append(&records, outputs, "appending", timeout).await?;
     play_to(log, player, offset + 1, timeout).await?;
     // Applied when the chain went through our sequence number with us as author.
     if player.chain().seq() >= seq && player.chain().author() == Some(author) {

@@ -31,6 +31,8 @@ pub enum Played {
     },
     /// A transaction was applied to the store.
     Transaction,
+    /// A part of a large transaction, held until its last record.
+    TransactionPart,
     /// A snapshot begins.
     SnapshotStart,
     /// A snapshot ends.
@@ -52,6 +54,9 @@ pub struct Player<S: Store> {
     bootstrap: Option<Bootstrap>,
     /// The last snapshot start applied: its offset, and the chain before it.
     snapshot_start: Option<SnapshotStart>,
+    /// The parts of a large transaction read so far, applied with its last
+    /// record ([`Body::TransactionPart`]).
+    pending: Vec<super::record::Mutation>,
 }
 
 /// A player started at a truncated log's start, until its store is whole.
@@ -87,7 +92,7 @@ impl<S: Store> Player<S> {
             ),
             None => (Chain::default(), 0, Vec::new(), None),
         };
-        Ok(Player { store, chain, next_offset, offsets, bootstrap, snapshot_start: None })
+        Ok(Player { store, chain, next_offset, offsets, bootstrap, snapshot_start: None, pending: Vec::new() })
     }
 
     /// A player on a new `store` starting at `hint`: the first record of a
@@ -101,6 +106,7 @@ impl<S: Store> Player<S> {
             offsets: Vec::new(),
             bootstrap: None,
             snapshot_start: None,
+            pending: Vec::new(),
         }
     }
 
@@ -117,6 +123,7 @@ impl<S: Store> Player<S> {
             offsets: Vec::new(),
             bootstrap: Some(Bootstrap::Seeking),
             snapshot_start: None,
+            pending: Vec::new(),
         }
     }
 
@@ -220,13 +227,34 @@ impl<S: Store> Player<S> {
             (Some(Bootstrap::Playing(_)), Body::HandOff) => Some(Bootstrap::Playing(Partial { snapshot: None })),
             (other, _) => other,
         };
+        // A part of a large transaction: held, the chain moved on, the store
+        // not (its checkpoint stays before the parts, so that a player
+        // reopened on it reads them again).
+        if let Body::TransactionPart { mutations } = record.body {
+            self.pending.extend(mutations);
+            self.chain = chain;
+            self.bootstrap = bootstrap;
+            self.next_offset = offset + 1;
+            return Ok(Some(Played::TransactionPart));
+        }
+        // The parts before a transaction's last record are applied with it;
+        // any other record ends parts that had no last record (none should).
+        let parts = std::mem::take(&mut self.pending);
+        let whole: Vec<super::record::Mutation>;
         // Every applied record moves the store's checkpoint, so that a player
         // reopened on it replays nothing it has applied (hand-offs included).
         let (mutations, offsets, played) = match &record.body {
             Body::HandOff => (&[][..], &self.offsets, Played::HandOff { author: record.author }),
             Body::SnapshotStart => (&[][..], &self.offsets, Played::SnapshotStart),
             Body::SnapshotEnd => (&[][..], &self.offsets, Played::SnapshotEnd),
-            Body::Transaction { mutations, offsets } => (&mutations[..], offsets, Played::Transaction),
+            Body::TransactionPart { .. } => (&[][..], &self.offsets, Played::TransactionPart),
+            Body::Transaction { mutations, offsets } if parts.is_empty() => {
+                (&mutations[..], offsets, Played::Transaction)
+            }
+            Body::Transaction { mutations, offsets } => {
+                whole = parts.into_iter().chain(mutations.iter().cloned()).collect();
+                (&whole[..], offsets, Played::Transaction)
+            }
         };
         let checkpoint = Checkpoint {
             log: LogPosition {
@@ -285,6 +313,44 @@ mod tests {
                 bytes
             })
             .collect()
+    }
+
+    #[test]
+    fn a_large_transactions_parts_are_applied_with_its_last_record_and_replayed_after_a_stop_between() {
+        let part = |k: &str| Body::TransactionPart {
+            mutations: vec![Mutation::Put { key: k.as_bytes().to_vec(), value: b"v".to_vec() }],
+        };
+        let offsets = vec![crate::recovery_log::record::SourceOffset { topic: "t".into(), partition: 0, offset: 9 }];
+        let last = Body::Transaction {
+            mutations: vec![Mutation::Put { key: b"c".to_vec(), value: b"v".to_vec() }],
+            offsets: offsets.clone(),
+        };
+        let records = log(vec![Body::HandOff, part("a"), part("b"), last]);
+        let mut player = Player::open(MemoryStore::default()).expect("opens");
+        let mut followed = Vec::new();
+        let mut played = Vec::new();
+        for (offset, bytes) in records.iter().enumerate().take(3) {
+            played.push(player.offer(offset as i64, bytes).expect("plays"));
+        }
+        assert_eq!(
+            played,
+            [Some(Played::HandOff { author: 7 }), Some(Played::TransactionPart), Some(Played::TransactionPart)]
+        );
+        assert_eq!(player.store().get(b"a").expect("reads"), None, "held until the last record");
+        assert_eq!(player.store().checkpoint().expect("reads").map(|c| c.log.next_offset), Some(1), "before the parts");
+        // Stopped here: a player reopened on the store reads the parts again.
+        let mut reopened = Player::open(player.into_store()).expect("reopens");
+        assert_eq!(reopened.next_offset(), 1);
+        for (offset, bytes) in records.iter().enumerate().skip(1) {
+            reopened
+                .offer_with(offset as i64, bytes, |mutations, o| followed.push((mutations.len(), o.to_vec())))
+                .expect("plays");
+        }
+        for key in [b"a", b"b", b"c"] {
+            assert_eq!(reopened.store().get(key).expect("reads"), Some(b"v".to_vec()));
+        }
+        assert_eq!(followed, [(3, offsets)], "one transaction, every mutation");
+        assert_eq!(reopened.next_offset(), 4);
     }
 
     #[test]

@@ -12,9 +12,11 @@ use crate::model::ShardSpec;
 /// [`crate::replica_worker::Progress::applied`]).
 pub const HEARTBEAT: Duration = Duration::from_secs(2);
 
-/// A transaction ends once its writes reach this size (a recovery-log record
-/// must stay under Kafka's default limit of 1 MiB).
-pub(crate) const MAX_TRANSACTION_BYTES: usize = 512 << 10;
+/// A transaction ends once its writes and outputs reach this size: what a
+/// primary holds in memory before it commits (its log records are split in
+/// parts of under 1 MiB, and go to Kafka with its outputs in one Kafka
+/// transaction, whatever their number).
+pub(crate) const MAX_TRANSACTION_BYTES: usize = 64 << 20;
 
 /// The longest a transaction waits for one event before it looks at the
 /// time again.

@@ -69,6 +69,15 @@ pub enum Body {
         /// The source offsets after the transaction.
         offsets: Vec<SourceOffset>,
     },
+    /// The first mutations of a transaction too large for one record: the
+    /// parts come in order, each right after the one before, and the
+    /// transaction's [`Body::Transaction`] record ends them (all in one
+    /// Kafka transaction, so a reader of committed records sees all or
+    /// none). A player applies them together with that record.
+    TransactionPart {
+        /// The mutations, in order.
+        mutations: Vec<Mutation>,
+    },
 }
 
 /// One record.
@@ -110,22 +119,13 @@ impl LogRecord {
             Body::HandOff => out.push(0),
             Body::SnapshotStart => out.push(2),
             Body::SnapshotEnd => out.push(3),
+            Body::TransactionPart { mutations } => {
+                out.push(4);
+                encode_mutations(&mut out, mutations);
+            }
             Body::Transaction { mutations, offsets } => {
                 out.push(1);
-                out.extend_from_slice(&len32(mutations.len()).to_be_bytes());
-                for m in mutations {
-                    match m {
-                        Mutation::Put { key, value } => {
-                            out.push(0);
-                            bytes32(&mut out, key);
-                            bytes32(&mut out, value);
-                        }
-                        Mutation::Delete { key } => {
-                            out.push(1);
-                            bytes32(&mut out, key);
-                        }
-                    }
-                }
+                encode_mutations(&mut out, mutations);
                 out.extend_from_slice(&len32(offsets.len()).to_be_bytes());
                 for o in offsets {
                     let topic = o.topic.as_bytes();
@@ -159,12 +159,30 @@ impl LogRecord {
                 let (mutations, offsets) = (r.mutations()?, r.offsets()?);
                 Body::Transaction { mutations, offsets }
             }
+            4 => Body::TransactionPart { mutations: r.mutations()? },
             _ => return Err(RecordError { what: "unknown record kind", at: r.0.position() - 1 }),
         };
         if !r.0.is_empty() {
             return Err(RecordError { what: "trailing bytes", at: r.0.position() });
         }
         Ok(LogRecord { author, seq, prev, body })
+    }
+}
+
+fn encode_mutations(out: &mut Vec<u8>, mutations: &[Mutation]) {
+    out.extend_from_slice(&len32(mutations.len()).to_be_bytes());
+    for m in mutations {
+        match m {
+            Mutation::Put { key, value } => {
+                out.push(0);
+                bytes32(out, key);
+                bytes32(out, value);
+            }
+            Mutation::Delete { key } => {
+                out.push(1);
+                bytes32(out, key);
+            }
+        }
     }
 }
 

@@ -175,3 +175,29 @@ async fn hints_of_a_recreated_log_are_replaced_not_obeyed() {
     let stored = ctx.hints.read("s").await.expect("reads").map(|(h, _)| h);
     assert_eq!(stored, Some(Hints { current: new, previous: None }));
 }
+
+/// A transaction of 3 MiB, past what one record takes under a topic's
+/// default limit, goes as parts and a last record in one Kafka transaction:
+/// a reader of committed records plays all of it as one transaction.
+#[tokio::test]
+async fn a_transaction_too_large_for_one_record_is_committed_in_parts_and_played_whole() {
+    let log = MemoryPartitions::default();
+    let reader = log.reader("log", &[(0, None)], 64, Isolation::Committed).expect("a reader");
+    let writer: crate::recovery_log::io::WriterSlot =
+        tokio::sync::Mutex::new(log.transactional("kshard/log/0").await.expect("a writer"));
+    let clients =
+        LogClients { topic: "log", partition: 0, reader: reader.as_ref(), partitions: &log, writer: Some(&writer) };
+    let mut player = Player::open(MemoryStore::default()).expect("a player");
+    hand_off(&clients, &mut player, 7, KAFKA_TIMEOUT).await.expect("hands off");
+    let puts: Vec<Mutation> = (0..30u8).map(|i| Mutation::Put { key: vec![i], value: vec![i; 100 * 1024] }).collect();
+    commit(&clients, &mut player, 7, puts, vec![], KAFKA_TIMEOUT).await.expect("commits");
+    // Played from the log's start by another player: every key, as one transaction.
+    let fresh = log.reader("log", &[(0, None)], 64, Isolation::Committed).expect("a reader");
+    let other = LogClients { topic: "log", partition: 0, reader: fresh.as_ref(), partitions: &log, writer: None };
+    let mut standby = Player::open(MemoryStore::default()).expect("a player");
+    let played = crate::recovery_log::io::play_to_head(&other, &mut standby, KAFKA_TIMEOUT).await.expect("plays");
+    let parts = played.iter().filter(|p| **p == Played::TransactionPart).count();
+    assert_eq!((parts, played.last()), (3, Some(&Played::Transaction)), "{played:?}");
+    assert_eq!(standby.store().scan(None, usize::MAX).expect("scans").len(), 30);
+    assert_eq!(standby.chain().seq(), player.chain().seq());
+}
