@@ -11,7 +11,11 @@
 //!   [`ShardApp::consume`] with each source message in offset order per
 //!   source partition (awaiting [`ShardApp::consume_async`] instead for an
 //!   application that [`awaits`](ShardApp::awaits)), then
-//!   [`ShardApp::finalize`], then commits, then [`ShardApp::committed`];
+//!   [`ShardApp::finalize`], then commits, then [`ShardApp::committed`].
+//!   Commits are pipelined: while Kafka commits one transaction, the next is
+//!   taken (its reads see the one before's writes), and it commits only once
+//!   the one before is committed and in the store — so `committed` for a
+//!   transaction may come after the next one's `finalize`, always in order;
 //! - a transaction lasts between the shard's minimum and maximum transaction
 //!   duration (one holding no message is committed only to move a source's
 //!   position past transaction markers at its end, or as a heartbeat);
@@ -309,6 +313,9 @@ pub struct Output {
 /// as that record.
 pub struct Transaction<'a> {
     store: &'a dyn Store,
+    /// The writes of the transaction before, still being committed: read
+    /// over the store (see `Log::start_commit`).
+    before: Option<&'a BTreeMap<Vec<u8>, Option<Vec<u8>>>>,
     writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
     outputs: Vec<Output>,
     messages: usize,
@@ -340,12 +347,26 @@ impl std::fmt::Debug for Transaction<'_> {
 impl<'a> Transaction<'a> {
     /// A transaction over `store`.
     pub fn new(store: &'a dyn Store) -> Self {
-        Transaction { store, writes: BTreeMap::new(), outputs: Vec::new(), messages: 0, bytes: 0, undo: None }
+        Transaction {
+            store,
+            before: None,
+            writes: BTreeMap::new(),
+            outputs: Vec::new(),
+            messages: 0,
+            bytes: 0,
+            undo: None,
+        }
+    }
+
+    /// A transaction over `store` with `before`'s writes (the transaction
+    /// before it, not yet in the store) over it.
+    pub(crate) fn over(store: &'a dyn Store, before: Option<&'a BTreeMap<Vec<u8>, Option<Vec<u8>>>>) -> Self {
+        Transaction { before, ..Transaction::new(store) }
     }
 
     /// The value of `key`, as of this transaction's writes.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        match self.writes.get(key) {
+        match self.writes.get(key).or_else(|| self.before.and_then(|b| b.get(key))) {
             Some(v) => Ok(v.clone()),
             None => self.store.get(key),
         }
@@ -372,11 +393,13 @@ impl<'a> Transaction<'a> {
             }
             after = last;
         }
-        for (key, write) in self.writes.range(prefix.to_vec()..).take_while(|(k, _)| k.starts_with(prefix)) {
-            match write {
-                Some(value) => found.insert(key.clone(), value.clone()),
-                None => found.remove(key),
-            };
+        for writes in self.before.into_iter().chain([&self.writes]) {
+            for (key, write) in writes.range(prefix.to_vec()..).take_while(|(k, _)| k.starts_with(prefix)) {
+                match write {
+                    Some(value) => found.insert(key.clone(), value.clone()),
+                    None => found.remove(key),
+                };
+            }
         }
         Ok(found.into_iter().collect())
     }

@@ -32,7 +32,7 @@ use crate::partitions::{PartitionRead, Partitions, Polled, next_event};
 use crate::recovery_log::io::hand_off;
 use crate::recovery_log::policy::{self, Timing};
 use crate::recovery_log::record::SourceOffset;
-use crate::recovery_log::replica::{HintBoard, KAFKA_TIMEOUT, Log, ReplicaError, kafka};
+use crate::recovery_log::replica::{Done, HintBoard, KAFKA_TIMEOUT, Log, ReplicaError, kafka};
 use crate::replica::Event;
 
 /// What the state machine tells the worker to do next.
@@ -179,7 +179,8 @@ async fn run(
             None => commands.try_recv(),
         };
         match command {
-            Ok(Command::TearDown) | Err(TryRecvError::Disconnected) => return Ok(()),
+            // The transaction in flight is committed and in the store first.
+            Ok(Command::TearDown) | Err(TryRecvError::Disconnected) => return log.finish_commit().await,
             Ok(Command::Follow) => {
                 let app = log.app.get_mut().unwrap_or_else(PoisonError::into_inner);
                 app.following(log.player.store(), log.player.offsets()).map_err(|error| ReplicaError::Application {
@@ -221,6 +222,8 @@ async fn run(
         match (&mut sources, author) {
             (Some(s), Some(author)) => {
                 if s.drained {
+                    // Nothing to take meanwhile: the last commit is waited for now.
+                    log.finish_commit().await?;
                     tokio::select! {
                         command = commands.recv() => {
                             taken = Some(command.unwrap_or(Command::TearDown));
@@ -302,7 +305,8 @@ impl Sources {
         let spec = log.spec;
         let timing = Timing::of(spec);
         let started = Instant::now();
-        let mut txn = Transaction::new(log.player.store());
+        // Over the transaction before, while Kafka commits it.
+        let mut txn = Transaction::over(log.player.store(), log.in_flight.as_ref().map(|f| &f.overlay));
         let app = log.app.get_mut().unwrap_or_else(PoisonError::into_inner);
         let mut moved = false;
         let mut refused = Refused::default();
@@ -401,16 +405,16 @@ impl Sources {
         }
         let (mutations, outputs) = txn.into_parts();
         let offsets = self.offsets();
-        log.commit(author, mutations, offsets, outputs).await?;
+        let done = Done {
+            begun: begun.then(|| offsets.clone()),
+            messages,
+            moved,
+            refused: (refused.skipped, refused.dead_lettered),
+        };
+        // Committed while the next transaction is taken (the one before it
+        // is committed and in the store first).
+        log.start_commit(author, (mutations, offsets), outputs, done).await?;
         self.committed = Instant::now();
-        if begun {
-            log.app.get_mut().unwrap_or_else(PoisonError::into_inner).committed(&self.offsets());
-        }
-        // A heartbeat is not a consumer transaction.
-        if messages > 0 || moved {
-            log.ctx.metrics.transaction(&spec.id, messages);
-            log.ctx.metrics.refused(&spec.id, refused.skipped, refused.dead_lettered);
-        }
         if log.snapshot_due() {
             log.snapshot(author, &self.offsets()).await?;
         }

@@ -233,13 +233,32 @@ impl WireAdmin {
     /// `partitions`, one ListOffsets request per leader; partitions the
     /// brokers gave none for are left out.
     fn list_offsets(&self, partitions: &[TopicPartition], timestamp: i64) -> Result<HashMap<TopicPartition, i64>> {
+        self.list_offsets_at(partitions, timestamp, 0)
+    }
+
+    /// The last stable offset of each of `partitions`: where a reader of
+    /// committed records ends now (before the first record of a
+    /// transaction still open; the high watermark when none is). A
+    /// partition with no leader for 3 s is left out.
+    pub fn stable_ends(&self, partitions: &[TopicPartition]) -> Result<HashMap<TopicPartition, i64>> {
+        self.list_offsets_at(partitions, -1, 1)
+    }
+
+    /// [`WireAdmin::list_offsets`] as a reader of `isolation_level` sees
+    /// the partitions (0: every record, 1: committed ones).
+    fn list_offsets_at(
+        &self,
+        partitions: &[TopicPartition],
+        timestamp: i64,
+        isolation_level: i8,
+    ) -> Result<HashMap<TopicPartition, i64>> {
         let deadline = Instant::now() + self.timeout;
         let partitions_until = Instant::now() + self.timeout.min(PARTITION_RETRY_FOR);
         let mut found = HashMap::with_capacity(partitions.len());
         let mut wanted = partitions.to_vec();
         let mut retry = Retry::default();
         while !wanted.is_empty() {
-            let round = self.list_offsets_once(&wanted, timestamp);
+            let round = self.list_offsets_once(&wanted, timestamp, isolation_level);
             let retriable = match round {
                 Ok((offsets, retriable)) => {
                     found.extend(offsets);
@@ -265,6 +284,7 @@ impl WireAdmin {
         &self,
         partitions: &[TopicPartition],
         timestamp: i64,
+        isolation_level: i8,
     ) -> Result<(HashMap<TopicPartition, i64>, Vec<TopicPartition>)> {
         let mut topics: Vec<&str> = partitions.iter().map(|tp| tp.topic.as_str()).collect();
         topics.sort_unstable();
@@ -293,8 +313,9 @@ impl WireAdmin {
             let request = ListOffsetsRequest::default()
                 .with_replica_id((-1).into())
                 // read_uncommitted: "latest" is the high watermark, the log
-                // end Kafka's own tools report, not the last stable offset.
-                .with_isolation_level(0)
+                // end Kafka's own tools report; read_committed: the last
+                // stable offset.
+                .with_isolation_level(isolation_level)
                 .with_topics(
                     topics
                         .iter()

@@ -141,6 +141,13 @@ impl Partitions for GatedPartitions {
         })
     }
 
+    fn stable_end<'a>(&'a self, topic: &'a str, partition: i32) -> Pending<'a, i64> {
+        Box::pin(async move {
+            self.gate.pass().await.map_err(|_| refused("finding the last stable offset"))?;
+            self.inner.stable_end(topic, partition).await
+        })
+    }
+
     fn transactional<'a>(&'a self, transactional_id: &'a str) -> Pending<'a, Box<dyn TxnWrite>> {
         Box::pin(async move {
             self.gate.pass().await.map_err(|_| refused("initializing a transactional writer"))?;

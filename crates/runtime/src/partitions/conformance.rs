@@ -91,10 +91,18 @@ pub async fn transactions_are_read_whole_or_never_and_a_new_writer_fences(log: &
     let sent = first.send(a, 0, &[out("k", "r1")]).await.expect("sends");
     tokio::time::timeout(Duration::from_secs(30), sent.delivered()).await.expect("in time").expect("written");
     first.send(b, 0, &[out("k", "r2"), out("k", "r3")]).await.expect("sends");
-    // Open: an uncommitted reader reads it, a committed one not yet.
+    // Open: an uncommitted reader reads it, a committed one not yet, and
+    // committed readers end before it (the last stable offset).
     assert_eq!(values(log, a, Isolation::Uncommitted, 1).await, [(0, "r1".to_owned())]);
     assert_eq!(values(log, a, Isolation::Committed, 0).await, [], "not before the commit");
+    assert_eq!(log.stable_end(a, 0).await.expect("the last stable offset"), 0, "before the open transaction");
     first.commit().await.expect("commits");
+    // Past the commit's marker (Kafka writes it just after the commit returns).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while log.stable_end(a, 0).await.expect("the last stable offset") != 2 {
+        assert!(Instant::now() < deadline, "the last stable offset did not pass the commit");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert_eq!(values(log, b, Isolation::Committed, 2).await, [(0, "r2".to_owned()), (1, "r3".to_owned())]);
     // Aborted: never read by a committed reader.
     let sent = first.send(a, 0, &[out("k", "r4")]).await.expect("sends");

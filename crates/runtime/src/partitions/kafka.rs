@@ -27,6 +27,9 @@ pub struct KafkaPartitions {
     /// kshard's own writer, made on first use (`None` inside: the settings'
     /// security is one only librdkafka speaks).
     writer: std::sync::OnceLock<Option<Arc<Writer>>>,
+    /// kshard's own admin client, for last stable offsets (`None` inside:
+    /// librdkafka's high watermarks serve, as they do without transactions).
+    wire_admin: std::sync::OnceLock<Option<Arc<kshard_kafka::WireAdmin>>>,
 }
 
 impl std::fmt::Debug for KafkaPartitions {
@@ -38,7 +41,13 @@ impl std::fmt::Debug for KafkaPartitions {
 impl KafkaPartitions {
     /// Kafka through `settings`, each admin call waiting up to `timeout`.
     pub fn new(settings: ClientSettings, timeout: Duration) -> Self {
-        KafkaPartitions { settings, timeout, clients: Mutex::new(None), writer: std::sync::OnceLock::new() }
+        KafkaPartitions {
+            settings,
+            timeout,
+            clients: Mutex::new(None),
+            writer: std::sync::OnceLock::new(),
+            wire_admin: std::sync::OnceLock::new(),
+        }
     }
 
     /// The member's writer and admin client, made on first use.
@@ -87,6 +96,30 @@ impl Partitions for KafkaPartitions {
         Box::pin(async move {
             let admin = self.clients()?.1;
             blocking(move || admin.delete_records(&topic, partition, offset)).await
+        })
+    }
+
+    fn stable_end<'a>(&'a self, topic: &'a str, partition: i32) -> Pending<'a, i64> {
+        Box::pin(async move {
+            let wire = self
+                .wire_admin
+                .get_or_init(|| kshard_kafka::WireAdmin::new(&self.settings, self.timeout).ok().flatten().map(Arc::new))
+                .clone();
+            let Some(wire) = wire else {
+                let key = [(topic.to_owned(), partition)];
+                let ends = self.ends(&key).await?;
+                return ends.get(&key[0]).map(|(_, high)| *high).ok_or_else(|| Error::Refused {
+                    step: format!("listing offsets of {topic}/{partition}"),
+                    message: "no leader, or no such partition".into(),
+                });
+            };
+            let tp = TopicPartition::new(topic.to_owned(), partition);
+            let key = tp.clone();
+            let found = blocking(move || wire.stable_ends(&[tp])).await?;
+            found.get(&key).copied().ok_or_else(|| Error::Refused {
+                step: format!("listing the last stable offset of {topic}/{partition}"),
+                message: "no leader, or no such partition".into(),
+            })
         })
     }
 

@@ -246,6 +246,18 @@ impl Partitions for MemoryPartitions {
         Box::pin(std::future::ready(self.fence(transactional_id)))
     }
 
+    fn stable_end<'a>(&'a self, topic: &'a str, partition: i32) -> Pending<'a, i64> {
+        let mut state = self.shared.lock();
+        let end = if state.available {
+            let State { partitions, txns, .. } = &mut *state;
+            let p = partitions.entry((Arc::from(topic), partition)).or_default();
+            Ok(last_stable(p, txns))
+        } else {
+            Err(unavailable("finding the last stable offset"))
+        };
+        Box::pin(std::future::ready(end))
+    }
+
     fn ends<'a>(&'a self, partitions: &'a [(String, i32)]) -> Pending<'a, Ends> {
         Box::pin(std::future::ready(self.ends_now(partitions)))
     }
@@ -344,6 +356,14 @@ fn next_visible(p: &Partition, txns: &HashMap<u64, Txn>, mut next: i64, committe
         }
     }
     (next, None)
+}
+
+/// The offset of `p`'s first record of a transaction still open, or its end.
+fn last_stable(p: &Partition, txns: &HashMap<u64, Txn>) -> i64 {
+    p.records
+        .iter()
+        .find(|r| r.txn.and_then(|t| txns.get(&t)).is_some_and(|t| t.outcome == Outcome::Open))
+        .map_or(p.end(), |r| r.offset)
 }
 
 /// A transactional id's writer in memory.
@@ -523,7 +543,10 @@ impl PartitionRead for MemoryReader {
     }
 
     fn known_end(&self, topic: &str, partition: i32) -> Option<i64> {
-        self.shared.lock().partitions.get(&(Arc::from(topic), partition)).map(Partition::end)
+        let state = self.shared.lock();
+        let p = state.partitions.get(&(Arc::from(topic), partition))?;
+        // A committed reader ends at the last stable offset, as Kafka's.
+        Some(if self.isolation == Isolation::Committed { last_stable(p, &state.txns) } else { p.end() })
     }
 }
 

@@ -67,6 +67,13 @@ pub trait Partitions: Send + Sync + std::fmt::Debug + 'static {
     /// partition's start after it. An offset past the end is refused.
     fn delete_before<'a>(&'a self, topic: &'a str, partition: i32, offset: i64) -> Pending<'a, i64>;
 
+    /// Where a reader of committed records of `topic`/`partition` ends now:
+    /// its last stable offset — before the first record of a transaction
+    /// still open, the high watermark when none is. What "the head" of a
+    /// recovery log is to its players: a transaction a crashed primary left
+    /// open holds the rest back until a new primary's writer aborts it.
+    fn stable_end<'a>(&'a self, topic: &'a str, partition: i32) -> Pending<'a, i64>;
+
     /// The writer of `transactional_id` (a shard's), fencing every earlier
     /// one: a transaction an earlier writer left open is aborted, and its
     /// writes and commits are refused from now on ([`Error::is_fenced`]).

@@ -144,7 +144,10 @@ fn batches(outputs: Vec<Output>) -> Vec<(String, i32, Vec<OutRecord>)> {
 impl LogClients<'_> {
     /// The partition's end now (its high watermark).
     async fn end(&self) -> Result<i64, LogError> {
-        Ok(ends(self.partitions, self.topic, self.partition).await?.1)
+        self.partitions
+            .stable_end(self.topic, self.partition)
+            .await
+            .map_err(|source| LogError::Kafka { step: "finding the log's last stable offset", source })
     }
 
     /// Appends `record` and awaits its delivery (and, through the shard's
@@ -179,30 +182,7 @@ impl LogClients<'_> {
                     source: kshard_kafka::Error::Refused { step: step.into(), message: "no record".into() },
                 });
             };
-            let mut writer = slot.lock().await;
-            // Every partition in one call, then the outputs, each
-            // partition's in order, in batches, then the log record.
-            let batches = batches(outputs);
-            let mut partitions: Vec<(&str, i32)> = batches.iter().map(|(t, p, _)| (t.as_str(), *p)).collect();
-            partitions.push((self.topic, self.partition));
-            writer.add_partitions(&partitions).await.map_err(kafka)?;
-            for (topic, partition, batch) in &batches {
-                writer.send(topic, *partition, batch).await.map_err(kafka)?;
-            }
-            // Each record a batch of its own (a topic's size limit is per
-            // batch); the last one's offset is the caller's.
-            let mut last = None;
-            for record in records {
-                let out = [OutRecord::new(Some(b""), Some(record))];
-                last = Some(writer.send(self.topic, self.partition, &out).await.map_err(kafka)?);
-            }
-            let last = last.ok_or_else(|| LogError::Kafka {
-                step,
-                source: kshard_kafka::Error::Refused { step: step.into(), message: "no record".into() },
-            })?;
-            let offset = last.delivered().await.map_err(kafka)?;
-            writer.commit().await.map_err(kafka)?;
-            Ok(offset)
+            write_transaction(slot, self.topic, self.partition, records, outputs, step).await
         };
         match tokio::time::timeout(timeout, written).await {
             Ok(written) => written,
@@ -229,8 +209,9 @@ pub(crate) async fn ends(partitions: &dyn Partitions, topic: &str, partition: i3
 }
 
 /// Reads the log from the player's position to the end the partition has now
-/// (its high watermark, asked first: a reader cannot tell by itself that it
-/// is at the end already), offering every record; returns what was played.
+/// for a reader of committed records (its last stable offset, asked first: a
+/// reader cannot tell by itself that it is at the end already), offering
+/// every record; returns what was played.
 pub async fn play_to_head<S: Store>(
     log: &LogClients<'_>,
     player: &mut Player<S>,
@@ -308,6 +289,45 @@ pub const FENCED: &str = "fenced: another writer took the recovery log over";
 /// take ([`crate::recovery_log::topic::MAX_RECORD_BYTES`]), less 4 KiB for
 /// the record batch's and the record's headers.
 const MOST_RECORD_BYTES: usize = super::topic::MAX_RECORD_BYTES as usize - 4096;
+
+/// Writes `records` to the log's `topic`/`partition` and `outputs` to
+/// theirs, in one Kafka transaction through `writer`: the last record's
+/// offset once committed. A writer fenced at the broker is [`LogError::Fenced`].
+pub(crate) async fn write_transaction(
+    writer: &WriterSlot,
+    topic: &str,
+    partition: i32,
+    records: &[Vec<u8>],
+    outputs: Vec<Output>,
+    step: &'static str,
+) -> Result<i64, LogError> {
+    let kafka = |source: kshard_kafka::Error| {
+        if source.is_fenced() { LogError::Fenced { current: None } } else { LogError::Kafka { step, source } }
+    };
+    let mut writer = writer.lock().await;
+    // Every partition in one call, then the outputs, each partition's in
+    // order, in batches, then the log's records, each a batch of its own (a
+    // topic's size limit is per batch); the last one's offset is the caller's.
+    let batches = batches(outputs);
+    let mut partitions: Vec<(&str, i32)> = batches.iter().map(|(t, p, _)| (t.as_str(), *p)).collect();
+    partitions.push((topic, partition));
+    writer.add_partitions(&partitions).await.map_err(kafka)?;
+    for (t, p, batch) in &batches {
+        writer.send(t, *p, batch).await.map_err(kafka)?;
+    }
+    let mut last = None;
+    for record in records {
+        let out = [OutRecord::new(Some(b""), Some(record))];
+        last = Some(writer.send(topic, partition, &out).await.map_err(kafka)?);
+    }
+    let last = last.ok_or_else(|| LogError::Kafka {
+        step,
+        source: kshard_kafka::Error::Refused { step: step.into(), message: "no record".into() },
+    })?;
+    let offset = last.delivered().await.map_err(kafka)?;
+    writer.commit().await.map_err(kafka)?;
+    Ok(offset)
+}
 
 /// The most bytes of mutations in one record of a transaction split in
 /// parts: under a topic's default limit of 1 MiB a batch, with room for the
@@ -421,12 +441,26 @@ pub(crate) async fn append<S: Store>(
     outputs: Vec<Output>,
     timeout: Duration,
 ) -> Result<(), LogError> {
-    if player.chain().author() != Some(author) {
-        return Err(LogError::Fenced { current: player.chain().author() });
+    let (records, seq) = records_of(player.chain(), author, body)?;
+    // The records' own delivery, not the whole (shared) writer's: a record
+    // that was not written is that error, not "fenced" when it is not read back.
+    let offset = log.append(&records, outputs, "appending", timeout).await?;
+    read_back(log, player, author, seq, offset, timeout).await
+}
+
+/// The records that carry `body` as `author`'s next on `chain` (a large
+/// transaction's parts and last record, each continuing the chain), and the
+/// last one's sequence number; [`LogError::Fenced`] when `author` does not
+/// hold the chain.
+pub(crate) fn records_of(
+    chain: &super::chain::Chain,
+    author: u64,
+    body: Body,
+) -> Result<(Vec<Vec<u8>>, u64), LogError> {
+    if chain.author() != Some(author) {
+        return Err(LogError::Fenced { current: chain.author() });
     }
-    // A transaction too large for one record goes as parts, then its last
-    // record, each continuing the chain as the player will see it.
-    let mut chain = player.chain().clone();
+    let mut chain = chain.clone();
     let mut records = Vec::new();
     let mut seq = 0;
     for body in in_parts(body) {
@@ -440,11 +474,21 @@ pub(crate) async fn append<S: Store>(
         let _ = chain.offer(&record, &bytes);
         records.push(bytes);
     }
-    // The records' own delivery, not the whole (shared) writer's: a record
-    // that was not written is that error, not "fenced" when it is not read back.
-    let offset = log.append(&records, outputs, "appending", timeout).await?;
+    Ok((records, seq))
+}
+
+/// Reads the log back through `offset` (where `author`'s record numbered
+/// `seq` landed): applied when the chain went through it with `author` as
+/// its author, else [`LogError::Fenced`].
+pub(crate) async fn read_back<S: Store>(
+    log: &LogClients<'_>,
+    player: &mut Player<S>,
+    author: u64,
+    seq: u64,
+    offset: i64,
+    timeout: Duration,
+) -> Result<(), LogError> {
     play_to(log, player, offset + 1, timeout).await?;
-    // Applied when the chain went through our sequence number with us as author.
     if player.chain().seq() >= seq && player.chain().author() == Some(author) {
         Ok(())
     } else {

@@ -20,7 +20,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::io::{LogClients, LogError, WriterSlot, append, commit, commit_with, ends, offer};
+use super::io::{
+    LogClients, LogError, WriterSlot, append, commit, commit_with, ends, offer, read_back, records_of,
+    write_transaction,
+};
 use super::lineage::{applied_last, holds_snapshot, record_at};
 use super::player::{Played, Player};
 use super::record::{Body, Mutation, SourceOffset};
@@ -98,6 +101,33 @@ pub(crate) fn kafka(step: &'static str) -> impl FnOnce(kshard_kafka::Error) -> L
 /// the disk: see [`crate::faults::GatedDisk`]).
 pub(crate) type ReplicaStore = Box<dyn Store>;
 
+/// A transaction being committed while the next is taken.
+pub(crate) struct InFlight {
+    /// Writes it to Kafka: the last record's offset.
+    task: tokio::task::JoinHandle<Result<i64, LogError>>,
+    author: u64,
+    /// Its last record's sequence number.
+    seq: u64,
+    /// Its writes, by key (`None`: deleted): what the next transaction
+    /// reads over the store until this one is in it.
+    pub(crate) overlay: std::collections::BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    size: usize,
+    done: Done,
+}
+
+/// What to do once a transaction is committed.
+#[derive(Debug, Default)]
+pub(crate) struct Done {
+    /// The application began it: its hook gets these source offsets.
+    pub(crate) begun: Option<Vec<SourceOffset>>,
+    /// Messages it took.
+    pub(crate) messages: usize,
+    /// A source's position moved past markers.
+    pub(crate) moved: bool,
+    /// Messages refused: skipped, dead-lettered.
+    pub(crate) refused: (u64, u64),
+}
+
 /// Why one record could not be played: its chain broken (records missing
 /// from `position` on), or anything else.
 enum PlayError {
@@ -111,8 +141,9 @@ pub(crate) struct LogIo {
     reader: Box<dyn PartitionRead>,
     /// The member's, shared by its replicas.
     partitions: Arc<dyn Partitions>,
-    /// The shard's transactional writer, once primary.
-    writer: Option<WriterSlot>,
+    /// The shard's transactional writer, once primary (shared with the
+    /// task writing a transaction in flight).
+    writer: Option<Arc<WriterSlot>>,
 }
 
 impl LogIo {
@@ -122,7 +153,7 @@ impl LogIo {
             partition: spec.recovery_log.partition,
             reader: self.reader.as_ref(),
             partitions: self.partitions.as_ref(),
-            writer: self.writer.as_ref(),
+            writer: self.writer.as_deref(),
         }
     }
 
@@ -138,7 +169,7 @@ impl LogIo {
                 ReplicaError::Log(LogError::Kafka { step: "becoming the log's transactional writer", source })
             }
         })?;
-        self.writer = Some(tokio::sync::Mutex::new(writer));
+        self.writer = Some(Arc::new(tokio::sync::Mutex::new(writer)));
         Ok(())
     }
 }
@@ -169,6 +200,9 @@ pub(crate) struct Log<'a> {
     /// A standby the application follows: transactions played go to
     /// [`crate::application::ShardApp::followed`].
     pub(crate) follow: bool,
+    /// The primary's last transaction, while Kafka commits it (the next one
+    /// is taken meanwhile: see [`Log::start_commit`]).
+    pub(crate) in_flight: Option<InFlight>,
     /// The application's object for this replica: only ever reached with
     /// `&mut` (`Mutex::get_mut`, no lock taken), the mutex making the log
     /// `Sync` without asking it of the application.
@@ -268,6 +302,7 @@ impl<'a> Log<'a> {
             since_snapshot: 0,
             applied: Some(Instant::now().into_std()),
             follow: false,
+            in_flight: None,
             app: std::sync::Mutex::new(app),
         })
     }
@@ -290,7 +325,9 @@ impl<'a> Log<'a> {
             // Never below an end the broker gave: an answer heard before it
             // may be older.
             Some(end) => end.max(self.end),
-            None => watermarks(self.io.partitions.as_ref(), self.spec).await?.1,
+            // Where committed readers end: a transaction a crashed primary
+            // left open is not waited for (the next primary aborts it).
+            None => stable_end(self.io.partitions.as_ref(), self.spec).await?,
         };
         self.end_asked = Some(Instant::now());
         self.publish();
@@ -430,14 +467,20 @@ impl<'a> Log<'a> {
         Ok(holds_snapshot(self.io.partitions.as_ref(), &self.spec.recovery_log, hint, KAFKA_TIMEOUT).await?)
     }
 
-    /// Commits one transaction as `author` (see [`commit`]).
-    pub(crate) async fn commit(
+    /// Starts committing one transaction as `author`: its records (and
+    /// `outputs`) go to Kafka in one Kafka transaction on a task of their
+    /// own, while the caller takes the next transaction, reading through
+    /// [`InFlight::overlay`]. [`Log::finish_commit`] waits for it, reads it
+    /// back into the store (fenced if it was not applied) and runs `done`.
+    /// Without a transactional writer (a test's log), it commits here.
+    pub(crate) async fn start_commit(
         &mut self,
         author: u64,
-        mutations: Vec<Mutation>,
-        offsets: Vec<SourceOffset>,
+        (mutations, offsets): (Vec<Mutation>, Vec<SourceOffset>),
         outputs: Vec<crate::application::Output>,
+        done: Done,
     ) -> Result<(), ReplicaError> {
+        self.finish_commit().await?;
         // The record's size: an idle primary's empty transactions count too,
         // so that they are truncated behind snapshots like any other.
         let size: usize = mutations
@@ -449,11 +492,58 @@ impl<'a> Log<'a> {
             .chain(offsets.iter().map(|o| 14 + o.topic.len()))
             .sum::<usize>()
             + 38;
+        let Some(writer) = self.io.writer.clone() else {
+            let clients = self.io.clients(self.spec);
+            commit_with(&clients, &mut self.player, author, (mutations, offsets), outputs, KAFKA_TIMEOUT).await?;
+            self.applied_commit(size, done);
+            return Ok(());
+        };
+        let overlay = mutations
+            .iter()
+            .map(|m| match m {
+                Mutation::Put { key, value } => (key.clone(), Some(value.clone())),
+                Mutation::Delete { key } => (key.clone(), None),
+            })
+            .collect();
+        let (records, seq) = records_of(self.player.chain(), author, Body::Transaction { mutations, offsets })?;
+        let (topic, partition) = (self.spec.recovery_log.topic.clone(), self.spec.recovery_log.partition);
+        let task = tokio::spawn(async move {
+            let written = write_transaction(&writer, &topic, partition, &records, outputs, "appending");
+            tokio::time::timeout(KAFKA_TIMEOUT, written).await.unwrap_or(Err(LogError::Timeout(KAFKA_TIMEOUT)))
+        });
+        self.in_flight = Some(InFlight { task, author, seq, overlay, size, done });
+        Ok(())
+    }
+
+    /// Waits for the transaction in flight, if any, to be committed, reads
+    /// it back into the store and runs what follows a commit.
+    pub(crate) async fn finish_commit(&mut self) -> Result<(), ReplicaError> {
+        let Some(f) = self.in_flight.take() else { return Ok(()) };
+        let offset = f.task.await.map_err(|e| {
+            ReplicaError::Log(LogError::Kafka {
+                step: "committing",
+                source: kshard_kafka::Error::Refused { step: "committing".into(), message: e.to_string() },
+            })
+        })??;
         let clients = self.io.clients(self.spec);
-        commit_with(&clients, &mut self.player, author, (mutations, offsets), outputs, KAFKA_TIMEOUT).await?;
+        read_back(&clients, &mut self.player, f.author, f.seq, offset, KAFKA_TIMEOUT).await?;
+        self.applied_commit(f.size, f.done);
+        Ok(())
+    }
+
+    /// What follows a transaction's commit: its age, its share of the log
+    /// since the snapshot, the application's hook and the metrics.
+    fn applied_commit(&mut self, size: usize, done: Done) {
         self.mark_applied();
         self.since_snapshot += size as u64;
-        Ok(())
+        if let Some(offsets) = &done.begun {
+            self.app.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner).committed(offsets);
+        }
+        // A heartbeat is not a consumer transaction.
+        if done.messages > 0 || done.moved {
+            self.ctx.metrics.transaction(&self.spec.id, done.messages);
+            self.ctx.metrics.refused(&self.spec.id, done.refused.0, done.refused.1);
+        }
     }
 
     /// True when the log since the last snapshot has outgrown the policy.
@@ -467,6 +557,8 @@ impl<'a> Log<'a> {
     /// be read or written (etcd away, say), the log is kept whole and the next
     /// transaction tries again.
     pub(crate) async fn snapshot(&mut self, author: u64, offsets: &[SourceOffset]) -> Result<(), ReplicaError> {
+        // Of the store with every transaction in it.
+        self.finish_commit().await?;
         let started = Instant::now();
         let spec = self.spec;
         let clients = self.io.clients(spec);
@@ -548,6 +640,20 @@ impl<'a> Log<'a> {
 /// The log partition's (low, high) watermarks (see [`ends`]). Retried for up
 /// to 30 s: a log topic just created, or in a leader election, answers "not
 /// leader" for a moment.
+/// The log's last stable offset (see [`Partitions::stable_end`]), asked
+/// again for 30 s while the broker cannot tell.
+async fn stable_end(partitions: &dyn Partitions, spec: &ShardSpec) -> Result<i64, ReplicaError> {
+    let log = &spec.recovery_log;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match partitions.stable_end(&log.topic, log.partition).await {
+            Ok(end) => return Ok(end),
+            Err(_) if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(200)).await,
+            Err(source) => return Err(LogError::Kafka { step: "finding the log's last stable offset", source }.into()),
+        }
+    }
+}
+
 async fn watermarks(partitions: &dyn Partitions, spec: &ShardSpec) -> Result<(i64, i64), ReplicaError> {
     let log = &spec.recovery_log;
     let deadline = Instant::now() + Duration::from_secs(30);

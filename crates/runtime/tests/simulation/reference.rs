@@ -122,6 +122,10 @@ impl Partitions for Recording {
         self.log.delete_before(topic, partition, offset)
     }
 
+    fn stable_end<'a>(&'a self, topic: &'a str, partition: i32) -> Pending<'a, i64> {
+        self.log.stable_end(topic, partition)
+    }
+
     fn transactional<'a>(&'a self, transactional_id: &'a str) -> Pending<'a, Box<dyn TxnWrite>> {
         Box::pin(async move {
             let inner = self.log.transactional(transactional_id).await?;
