@@ -449,10 +449,7 @@ fn consume_now(
     message: &Message<'_>,
     refused: &mut Refused,
 ) -> Result<(), ReplicaError> {
-    let undoable = spec.refusals != Refusals::Fail;
-    if undoable {
-        txn.mark();
-    }
+    mark_undoable(spec, txn);
     let consumed = app.consume(txn, message);
     settle(spec, txn, message, consumed, refused)
 }
@@ -465,11 +462,17 @@ async fn consume(
     message: &Message<'_>,
     refused: &mut Refused,
 ) -> Result<(), ReplicaError> {
+    mark_undoable(spec, txn);
+    let consumed = app.consume_async(txn, message).await;
+    settle(spec, txn, message, consumed, refused)
+}
+
+/// Keeps what the next message changes, so that a refusal can undo it —
+/// only where a refusal is not the replica's end.
+fn mark_undoable(spec: &ShardSpec, txn: &mut Transaction<'_>) {
     if spec.refusals != Refusals::Fail {
         txn.mark();
     }
-    let consumed = app.consume_async(txn, message).await;
-    settle(spec, txn, message, consumed, refused)
 }
 
 /// What the application's answer to `message` makes of it: taken, refused

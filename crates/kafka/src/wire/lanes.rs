@@ -79,7 +79,7 @@ impl Lanes {
 
     /// The head batch of every idle lane whose partition `leads` says this
     /// sender leads, marked in flight: one request per producer.
-    pub(crate) fn take(&mut self, leads: impl Fn(&str, i32) -> bool) -> Vec<Request> {
+    pub(crate) fn take(&mut self, leads: impl Fn(&Arc<str>, i32) -> bool) -> Vec<Request> {
         let mut requests: BTreeMap<u64, Request> = BTreeMap::new();
         for (key, lane) in &mut self.lanes {
             let Some(head) = lane.batches.front() else { continue };
@@ -98,7 +98,7 @@ impl Lanes {
 
     /// The partitions of lanes with batches to send, led by nobody `leads`
     /// knows of (their leader is to be looked up).
-    pub(crate) fn unrouted(&self, leads: impl Fn(&str, i32) -> bool) -> Vec<(Arc<str>, i32)> {
+    pub(crate) fn unrouted(&self, leads: impl Fn(&Arc<str>, i32) -> bool) -> Vec<(Arc<str>, i32)> {
         self.lanes
             .iter()
             .filter(|(key, lane)| !lane.batches.is_empty() && !leads(&key.topic, key.partition))

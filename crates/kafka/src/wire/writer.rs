@@ -280,8 +280,9 @@ fn send(shared: &Arc<Shared>, sender: &Sender, address: &str) {
         }
         let requests = {
             let leaders = shared.leaders.lock().unwrap_or_else(PoisonError::into_inner);
-            let leads = |topic: &str, partition: i32| {
-                leaders.get(&(Arc::from(topic), partition)).is_some_and(|leader| leader == address)
+            // The lane's own name, shared: a lookup per lane per turn allocates nothing.
+            let leads = |topic: &Arc<str>, partition: i32| {
+                leaders.get(&(Arc::clone(topic), partition)).is_some_and(|leader| leader == address)
             };
             shared.lanes().take(leads)
         };
@@ -357,7 +358,7 @@ fn route(shared: &Arc<Shared>) {
         let unrouted = {
             let leaders = shared.leaders.lock().unwrap_or_else(PoisonError::into_inner);
             let lanes = shared.lanes();
-            lanes.unrouted(|topic, partition| leaders.contains_key(&(Arc::from(topic), partition)))
+            lanes.unrouted(|topic, partition| leaders.contains_key(&(Arc::clone(topic), partition)))
         };
         if unrouted.is_empty() {
             retry = crate::retry::Retry::default();
