@@ -131,9 +131,10 @@ else
   install_kafka
 fi
 
-# Kafka Streams (its one jar: the rest is Kafka's), for the test application
-# on the streams rebalance protocol; RocksDB is left out (its stores are in memory).
-if [[ -f "$KAFKA_STREAMS_HOME/.complete" ]]; then
+# Kafka Streams (its jar and RocksDB's: the rest is Kafka's), for the test
+# application on the streams rebalance protocol and the side-by-side bench
+# (`kshard bench runtime --streams`, whose stores are RocksDB's).
+if [[ -f "$KAFKA_STREAMS_HOME/.complete" && -n "$(ls "$KAFKA_STREAMS_HOME"/rocksdbjni-*.jar 2>/dev/null)" ]]; then
   log "Kafka Streams $KAFKA_VERSION found at $KAFKA_STREAMS_HOME"
 else
   log "fetching Kafka Streams $KAFKA_VERSION from Maven Central into $KAFKA_STREAMS_HOME (done once)"
@@ -141,6 +142,8 @@ else
   mkdir -p "$KAFKA_STREAMS_HOME"
   mvn -q -B dependency:copy -Dartifact="org.apache.kafka:kafka-streams:$KAFKA_VERSION" \
     -DoutputDirectory="$KAFKA_STREAMS_HOME" || die "Maven could not fetch Kafka Streams $KAFKA_VERSION (see above)"
+  mvn -q -B dependency:copy -Dartifact="org.rocksdb:rocksdbjni:$ROCKSDB_VERSION" \
+    -DoutputDirectory="$KAFKA_STREAMS_HOME" || die "Maven could not fetch RocksDB for Kafka Streams (see above)"
   [[ -f "$KAFKA_STREAMS_HOME/kafka-streams-$KAFKA_VERSION.jar" ]] || die "Kafka Streams did not install to $KAFKA_STREAMS_HOME"
   touch "$KAFKA_STREAMS_HOME/.complete"
 fi

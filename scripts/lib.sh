@@ -13,6 +13,8 @@ KAFKA_VERSION="4.4.0"
 KAFKA_HOME="$KSHARD_TOOLS_DIR/kafka-$KAFKA_VERSION"
 # The Kafka Streams library, for the tests' streams application (not the broker's).
 KAFKA_STREAMS_HOME="$KSHARD_TOOLS_DIR/kafka-streams-$KAFKA_VERSION"
+# The RocksDB that Kafka Streams $KAFKA_VERSION's POM names (its stores' engine).
+ROCKSDB_VERSION="10.1.3"
 # The library that drives Debian's chromium in the web page's test.
 PLAYWRIGHT_VERSION="1.64.1"
 # Helm, built from the Go module proxy, for the chart's lint and render test.

@@ -183,34 +183,52 @@ enum BenchCommand {
         #[arg(long, default_value_t = 10)]
         lease_ttl: u64,
     },
-    /// The runtime's targets with `kshard example sum` members: restart on the
-    /// data directory, cold start without it, and (with --etcd) fail-over
-    /// after kill -9; medians.
+    /// The runtime beside Kafka Streams (with --streams-app), on the same
+    /// broker and data: `example sum` and `example wordcount` at steady state
+    /// (records/s, CPU-s per million, peak RSS, end-to-end latency), restart
+    /// on kept state, and (with --etcd) fail-over after kill -9; medians.
     Runtime {
         #[command(flatten)]
         brokers: serve_config::KafkaArgs,
-        /// etcd endpoints, for the fail-over (two members).
+        /// etcd endpoints, for kshard's fail-over (two members).
         #[arg(long, env = "KSHARD_ETCD", value_delimiter = ',')]
         etcd: Vec<String>,
-        /// Source records produced first.
-        #[arg(long, default_value_t = 1_000_000)]
+        /// Sum: records in the backlog each system drains.
+        #[arg(long, default_value_t = 2_000_000)]
         records: u64,
-        /// Runs of each measurement.
+        /// Word count: lines in the backlog (1 to 12 words each).
+        #[arg(long, default_value_t = 250_000)]
+        lines: u64,
+        /// Sum: the keys of state a restart keeps.
+        #[arg(long, default_value_t = 1_000_000)]
+        keys: u32,
+        /// Runs of the restart and of the fail-over.
         #[arg(long, default_value_t = 3)]
         runs: usize,
-        /// The members' lease TTL (seconds).
+        /// kshard's lease TTL and Kafka Streams' session timeout (seconds).
         #[arg(long, default_value_t = 10)]
         lease_ttl: u64,
-        /// Source partitions (= shards).
-        #[arg(long, default_value_t = 8)]
+        /// Source partitions (= kshard's shards, Kafka Streams' tasks).
+        #[arg(long, default_value_t = 4)]
         partitions: i32,
-        /// Streams (the state: one key each).
-        #[arg(long, default_value_t = 100_000)]
+        /// Sum: streams (keys) of the steady-state load.
+        #[arg(long, default_value_t = 1_000)]
         streams: u32,
-        /// Batches the records are produced in, while a member consumes (each
-        /// batch at least one transaction per shard: the recovery logs' length).
-        #[arg(long, default_value_t = 200)]
-        batches: u64,
+        /// Word count: distinct words.
+        #[arg(long, default_value_t = 500)]
+        vocabulary: u32,
+        /// Records a second while latency is timed (and during fail-overs).
+        #[arg(long, default_value_t = 5_000)]
+        rate: u64,
+        /// Seconds latency is timed.
+        #[arg(long, default_value_t = 20)]
+        latency_seconds: u64,
+        /// scripts/streams-bench.sh: run Kafka Streams beside kshard.
+        #[arg(long)]
+        streams_app: Option<std::path::PathBuf>,
+        /// Kafka Streams' stream threads.
+        #[arg(long, default_value_t = 2)]
+        threads: u32,
     },
     /// Memory per tracked group-partition and /metrics render time, without a broker.
     State {
@@ -318,16 +336,38 @@ fn main() -> ExitCode {
             bench::catch_up::catch_up(&brokers, runs, kminion.as_deref())
         }
         Command::Bench {
-            command: BenchCommand::Runtime { brokers, etcd, records, runs, lease_ttl, partitions, streams, batches },
+            command:
+                BenchCommand::Runtime {
+                    brokers,
+                    etcd,
+                    records,
+                    lines,
+                    keys,
+                    runs,
+                    lease_ttl,
+                    partitions,
+                    streams,
+                    vocabulary,
+                    rate,
+                    latency_seconds,
+                    streams_app,
+                    threads,
+                },
         } => bench::runtime::runtime(&bench::runtime::RuntimeBench {
             kafka: brokers,
             etcd,
             records,
+            lines,
+            keys,
             runs,
             lease_ttl,
             partitions,
             streams,
-            batches,
+            vocabulary,
+            rate,
+            latency_seconds,
+            streams_app,
+            threads,
         }),
         Command::Bench { command: BenchCommand::State { groups, partitions, topics, max_partition_series } } => {
             bench::state::state(groups, partitions, topics, max_partition_series)

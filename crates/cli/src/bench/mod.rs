@@ -10,20 +10,24 @@
 //! - [`state`]: memory per tracked group-partition and `/metrics` render time;
 //! - [`record_times`]: one refresh's read of record times for lag in seconds;
 //! - [`restart`]: `serve --data-dir`'s cold start and restarts (after `kill -9`);
-//! - [`runtime`]: a runtime application's restart, cold start and fail-over.
+//! - [`runtime`]: the runtime's examples beside Kafka Streams: steady state,
+//!   latency, restart and fail-over.
 //!
 //! CPU and memory come from `/proc/<pid>/stat` (utime + stime, in USER_HZ = 100
 //! ticks per second on Linux) and `/proc/<pid>/status` (`VmHWM`, the peak RSS).
 
 pub(crate) mod catch_up;
+pub(crate) mod contender;
 pub(crate) mod drain;
 pub(crate) mod failover;
 pub(crate) mod idle;
 pub(crate) mod kminion;
+pub(crate) mod outputs;
 pub(crate) mod record_times;
 pub(crate) mod restart;
 pub(crate) mod runtime;
 pub(crate) mod state;
+pub(crate) mod workload;
 
 use std::process::Child;
 
@@ -165,13 +169,4 @@ pub(crate) fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, String)>
 /// A free address on loopback for a child to listen on.
 pub(crate) fn free_addr() -> Result<String> {
     Ok(format!("127.0.0.1:{}", std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port()))
-}
-
-/// The sum of every sample of `family` (its name up to the labels) in a
-/// Prometheus text exposition.
-pub(crate) fn metric_sum(text: &str, family: &str) -> f64 {
-    text.lines()
-        .filter(|l| l.strip_prefix(family).is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' ')))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
 }

@@ -1,24 +1,35 @@
-//! `kshard bench runtime`: the runtime's targets, measured with `kshard
-//! example sum` members as child processes on the real broker (and etcd):
+//! `kshard bench runtime`: kshard's runtime beside Kafka Streams, on the same
+//! broker and the same data, each system a child process: `kshard example
+//! sum` and `example wordcount` members, and scripts/java/StreamsBench.java
+//! (with `--streams-app`; exactly-once v2, one standby, RocksDB). Every
+//! output is read back as a consumer of committed records reads it and
+//! checked (each sum in sequence and the last exact, each count's update
+//! once), so both sides are measured doing the same, correct work:
 //!
-//! - restart: a member stopped (SIGTERM) and started again on its data
-//!   directory, from spawn to every shard PRIMARY — it plays only what follows
-//!   its stores' checkpoints, whatever the size of the log;
-//! - cold start: the same with the data directory deleted — the stores are
-//!   rebuilt from the recovery logs (from their newest snapshots);
-//! - fail-over (with `--etcd`): two members, `kill -9` of the one holding
-//!   primaries, until every shard is PRIMARY on the other — bounded by the
-//!   member lease's TTL, after which the standbys take over.
+//! - steady state: a backlog of records drained by one instance — records
+//!   per second and CPU-seconds per million from processing (every shard
+//!   PRIMARY; RUNNING) to the last output, the process's peak RSS;
+//! - end-to-end latency, input append to committed output (the output
+//!   carries its input's timestamp), at a steady rate once caught up;
+//! - restart on kept state of `--keys` keys (sum): SIGTERM, start, until
+//!   processing (kshard: every shard PRIMARY; Kafka Streams: RUNNING) and
+//!   until the first committed output of a record written after the start;
+//! - fail-over (sum; kshard with `--etcd`): two instances, `kill -9` of the
+//!   one processing partition 0, until the first committed output of a
+//!   partition-0 record written after the kill — the lease (kshard) or
+//!   session timeout (Kafka Streams) is the same `--lease-ttl`.
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use kshard_runtime::ShardRow;
-use kshard_runtime::get_json;
+use kshard_kafka::{Admin, ClientSettings, TopicSpec};
 
-use super::{KillOnDrop, free_addr, http_get, median, metric_sum};
+use super::contender::{App, Deployment, Instance, System};
+use super::median;
+use super::outputs::{Load, Shared, Tail, lock, now_ms, quantile};
+use super::workload::{CountWorkload, SumWorkload, Workload};
 use crate::serve_config::KafkaArgs;
 
 /// What `bench runtime` measures with.
@@ -26,234 +37,332 @@ pub(crate) struct RuntimeBench {
     pub(crate) kafka: KafkaArgs,
     pub(crate) etcd: Vec<String>,
     pub(crate) records: u64,
+    pub(crate) lines: u64,
+    pub(crate) keys: u32,
     pub(crate) runs: usize,
     pub(crate) lease_ttl: u64,
     pub(crate) partitions: i32,
     pub(crate) streams: u32,
-    pub(crate) batches: u64,
+    pub(crate) vocabulary: u32,
+    pub(crate) rate: u64,
+    pub(crate) latency_seconds: u64,
+    pub(crate) streams_app: Option<PathBuf>,
+    pub(crate) threads: u32,
 }
 
-struct Setup<'a> {
+const LIMIT: Duration = Duration::from_secs(900);
+
+/// A steady-state run's figures.
+struct Steady {
+    records_per_second: f64,
+    cpu_per_million: f64,
+    peak_rss_mb: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+}
+
+struct Bench<'a> {
     bench: &'a RuntimeBench,
-    topic: String,
+    settings: ClientSettings,
+    admin: Admin,
     dir: PathBuf,
+    run: String,
 }
 
-impl Setup<'_> {
-    fn kshard(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(std::env::current_exe().unwrap_or_else(|_| "kshard".into()));
-        command.args(["example", "sum"]).args(args);
-        self.bench.kafka.pass_to(&mut command);
-        command.args(["--topic", &self.topic, "--partitions", &self.bench.partitions.to_string()]);
-        command
+impl Bench<'_> {
+    fn deployment(&self, system: System, app: App, phase: &str, etcd: bool) -> Deployment<'_> {
+        let tag = if system == System::Kshard { "kshard" } else { "streams" };
+        Deployment {
+            system,
+            app,
+            kafka: &self.bench.kafka,
+            bootstrap: self.settings.brokers.clone(),
+            topic: format!("{}-{}-{phase}-{tag}", self.run, app.name()),
+            partitions: self.bench.partitions,
+            dir: self.dir.clone(),
+            etcd: if etcd { self.bench.etcd.clone() } else { Vec::new() },
+            lease_ttl: self.bench.lease_ttl,
+            streams_script: self.bench.streams_app.clone().unwrap_or_default(),
+            threads: self.bench.threads,
+        }
     }
 
-    fn produce(&self, records: u64) -> Result<()> {
-        let expected = self.dir.join("expected.json");
-        let out = self
-            .kshard(&["produce", "--streams", &self.bench.streams.to_string(), "--records", &records.to_string()])
-            .arg("--expected")
-            .arg(&expected)
-            .output()
-            .context("running produce")?;
-        if !out.status.success() {
-            bail!("produce failed: {}", String::from_utf8_lossy(&out.stderr));
+    fn workload(&self, app: App, streams: u32, every_stream: bool) -> Result<Shared> {
+        let w: Box<dyn Workload> = match app {
+            App::Sum => Box::new(SumWorkload::new(self.bench.partitions, streams, every_stream)?),
+            App::WordCount => Box::new(CountWorkload::new(self.bench.partitions, self.bench.vocabulary)?),
+        };
+        Ok(Arc::new(Mutex::new(w)))
+    }
+
+    /// The input and output topics (the outputs read from their start).
+    fn topics(&self, d: &Deployment<'_>) -> Result<()> {
+        for name in [d.topic.clone(), d.app.output(&d.topic)] {
+            let spec = TopicSpec { name: name.clone(), partitions: d.partitions, replication: -1, configs: vec![] };
+            self.admin.create_topic(&spec).with_context(|| format!("creating {name}"))?;
         }
         Ok(())
     }
 
-    /// Starts member `id` on etcd (`clustered`) or alone; its HTTP address.
-    fn start(&self, id: &str, clustered: bool) -> Result<(KillOnDrop, String)> {
-        let listen = free_addr()?;
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join(format!("{id}.log")))?;
-        let mut command = self.kshard(&["run", "--member-id", id, "--listen", &listen]);
-        command.arg("--data-dir").arg(self.dir.join(id)).args(["--lease-ttl", &self.bench.lease_ttl.to_string()]);
-        // Snapshots from 1 MiB of log (not 8): the bench's logs are a few MB.
-        command.args(["--snapshot-min-bytes", "1048576"]);
-        command.env_remove("KSHARD_ETCD").env_remove("KSHARD_ETCD_PREFIX");
-        if clustered {
-            command.args([
-                "--etcd",
-                &self.bench.etcd.join(","),
-                "--etcd-prefix",
-                &format!("/kshard-bench/{}", self.topic),
-            ]);
-        }
-        let child = command.stdout(Stdio::null()).stderr(log).spawn().context("starting a member")?;
-        Ok((KillOnDrop(child), listen))
-    }
-
-    /// Waits until every shard is PRIMARY on a member of `members` (and, with
-    /// `standbys`, has a STANDBY), asking the member at `via`.
-    fn served(&self, via: &str, members: &[&str], standbys: bool, limit: Duration) -> Result<()> {
+    fn steady(&self, system: System, app: App) -> Result<Steady> {
+        let d = self.deployment(system, app, "steady", false);
+        self.topics(&d)?;
+        let workload = self.workload(app, self.bench.streams, false)?;
+        let load = Load::new(&self.settings, &d.topic, Arc::clone(&workload))?;
+        let records = if app == App::Sum { self.bench.records } else { self.bench.lines };
+        load.bulk(records)?;
+        let tail = Tail::start(&self.settings, &app.output(&d.topic), d.partitions, Arc::clone(&workload))?;
+        let units = lock(&workload).units();
+        let mut instance = d.start("solo")?;
         let started = Instant::now();
+        // From processing (every shard PRIMARY, or RUNNING) to the last
+        // output: the start-up of neither system counted.
+        let mut processing = None;
         loop {
-            let rows: Vec<ShardRow> = get_json(via, "/api/shards", Duration::from_secs(2)).unwrap_or_default();
-            let shards: std::collections::BTreeSet<&str> = rows.iter().map(|r| r.shard.as_str()).collect();
-            let ok = !rows.is_empty()
-                && shards.iter().all(|s| {
-                    let of = |status: &str| {
-                        rows.iter().any(|r| r.shard == *s && r.status == status && members.contains(&r.member.as_str()))
-                    };
-                    of("PRIMARY") && (!standbys || of("STANDBY"))
-                });
-            if ok {
-                return Ok(());
+            let reflected = tail.reflected()?;
+            if processing.is_none() && instance.serving(&[&instance], false) {
+                processing = Some((Instant::now(), instance.stats().cpu_seconds));
             }
-            if started.elapsed() > limit {
-                bail!("not served within {limit:?} (member logs in {})", self.dir.display());
+            if reflected >= units {
+                break;
             }
+            if started.elapsed() > LIMIT {
+                bail!("{}: {reflected} of {units} input units out after {LIMIT:?}", system.name());
+            }
+            instance.alive()?;
             std::thread::sleep(Duration::from_millis(20));
         }
+        let (since, cpu_then) = processing.unwrap_or((started, 0.0));
+        let seconds = since.elapsed().as_secs_f64();
+        let records_per_second = records as f64 / seconds.max(1e-3);
+        let cpu_per_million = (instance.stats().cpu_seconds - cpu_then) / records as f64 * 1e6;
+        println!(
+            "  {}: processing after {:.1} s, then {records} records drained in {seconds:.2} s: {records_per_second:.0} records/s, {cpu_per_million:.2} CPU-s per million",
+            system.name(),
+            since.duration_since(started).as_secs_f64()
+        );
+        // Caught up: a steady rate, timed from two seconds in.
+        tail.time_from(Some(now_ms() + 2_000));
+        let paced = load.paced(self.bench.rate);
+        std::thread::sleep(Duration::from_secs(self.bench.latency_seconds + 2));
+        paced.finish()?;
+        tail.wait_for(units_of(&workload), Duration::from_secs(120))?;
+        let mut latencies = tail.latencies();
+        lock(&workload).exact().map_err(anyhow::Error::msg).context("the outputs are not exact")?;
+        let peak_rss_mb = instance.stats().peak_rss_mb;
+        instance.stop()?;
+        let (p50_ms, p99_ms) = (quantile(&mut latencies, 0.5), quantile(&mut latencies, 0.99));
+        println!(
+            "  {}: at {} records/s, {} outputs timed: p50 {p50_ms:.0} ms, p99 {p99_ms:.0} ms; peak RSS {peak_rss_mb:.1} MB; outputs exact",
+            system.name(),
+            self.bench.rate,
+            latencies.len()
+        );
+        Ok(Steady { records_per_second, cpu_per_million, peak_rss_mb, p50_ms, p99_ms })
     }
 
-    fn stop(&self, mut member: KillOnDrop) -> Result<()> {
-        let pid = member.0.id().to_string();
-        Command::new("kill").args(["-TERM", &pid]).status().context("kill -TERM")?;
-        let status = member.0.wait()?;
-        if !status.success() {
-            bail!("the member exited with {status}");
+    /// Restarts on `--keys` keys: (until processing, until the first new
+    /// output), medians.
+    fn restart(&self, system: System) -> Result<(f64, f64)> {
+        let d = self.deployment(system, App::Sum, "restart", false);
+        self.topics(&d)?;
+        let workload = self.workload(App::Sum, self.bench.keys, true)?;
+        let load = Load::new(&self.settings, &d.topic, Arc::clone(&workload))?;
+        load.bulk(u64::from(self.bench.keys))?;
+        let tail = Tail::start(&self.settings, &App::Sum.output(&d.topic), d.partitions, Arc::clone(&workload))?;
+        let started = Instant::now();
+        let mut instance = d.start("solo")?;
+        tail.wait_for(units_of(&workload), LIMIT)?;
+        instance.wait("processing", LIMIT, |i| i.serving(&[i], false))?;
+        println!(
+            "  {}: {} keys' state built in {:.1} s",
+            system.name(),
+            self.bench.keys,
+            started.elapsed().as_secs_f64()
+        );
+        instance.stop()?;
+        let paced = load.paced(self.bench.rate.min(1_000));
+        let (mut ready, mut first) = (Vec::new(), Vec::new());
+        for run in 0..self.bench.runs {
+            tail.watch(None, now_ms());
+            let spawned = Instant::now();
+            let mut instance = d.start("solo")?;
+            instance.wait("processing", LIMIT, |i| i.serving(&[i], false))?;
+            ready.push(spawned.elapsed().as_secs_f64());
+            first.push(tail.watched(LIMIT)?.duration_since(spawned).as_secs_f64());
+            println!(
+                "  {} restart {}: processing after {:.2} s, first new output after {:.2} s",
+                system.name(),
+                run + 1,
+                ready[run],
+                first[run]
+            );
+            instance.stop()?;
         }
-        Ok(())
+        paced.finish()?;
+        let instance = d.start("solo")?;
+        tail.wait_for(units_of(&workload), LIMIT)?;
+        lock(&workload).exact().map_err(anyhow::Error::msg).context("the outputs are not exact")?;
+        instance.stop()?;
+        Ok((median(ready), median(first)))
+    }
+
+    /// Fail-overs after `kill -9`: the first new output of partition 0, median.
+    fn failover(&self, system: System) -> Result<f64> {
+        let d = self.deployment(system, App::Sum, "failover", true);
+        self.topics(&d)?;
+        let workload = self.workload(App::Sum, self.bench.streams, false)?;
+        let load = Load::new(&self.settings, &d.topic, Arc::clone(&workload))?;
+        load.bulk(self.bench.records / 10)?;
+        let tail = Tail::start(&self.settings, &App::Sum.output(&d.topic), d.partitions, Arc::clone(&workload))?;
+        let mut members = vec![d.start("a")?, d.start("b")?];
+        wait_served(&mut members, &tail, &workload)?;
+        let paced = load.paced(self.bench.rate);
+        let mut times = Vec::new();
+        for run in 0..self.bench.runs {
+            let victim = members.iter().position(|m| m.holds_first(App::Sum)).context("nobody holds partition 0")?;
+            let dead = members.remove(victim);
+            let name = dead.name.clone();
+            dead.kill();
+            let killed = Instant::now();
+            tail.watch(Some(0), now_ms());
+            let took = tail.watched(LIMIT)?.duration_since(killed).as_secs_f64();
+            println!("  {} fail-over {}: first output of partition 0 after {took:.2} s", system.name(), run + 1);
+            times.push(took);
+            members.push(d.start(&name)?);
+            wait_served(&mut members, &tail, &workload)?;
+        }
+        paced.finish()?;
+        tail.wait_for(units_of(&workload), LIMIT)?;
+        lock(&workload).exact().map_err(anyhow::Error::msg).context("the outputs are not exact")?;
+        for m in members {
+            m.stop()?;
+        }
+        Ok(median(times))
     }
 }
 
-fn played(addr: &str) -> u64 {
-    let Ok((200, text)) = http_get(addr, "/metrics") else { return 0 };
-    metric_sum(&text, "kshard_runtime_playback_records_total") as u64
+/// The input units produced so far (the lock let go before the tail,
+/// which takes it for every output, is waited on).
+fn units_of(workload: &Shared) -> u64 {
+    lock(workload).units()
+}
+
+/// Waits until both members serve every partition with a standby, and the
+/// outputs are caught up; then lets the standbys settle.
+fn wait_served(members: &mut [Instance], tail: &Tail, workload: &Shared) -> Result<()> {
+    let (first, rest) = members.split_first_mut().context("no member")?;
+    let others: Vec<&Instance> = rest.iter().collect();
+    first.wait("served with standbys", LIMIT, |i| {
+        let mut all = vec![i];
+        all.extend(others.iter().copied());
+        i.serving(&all, true) && others.iter().all(|o| o.serving(&all, true))
+    })?;
+    tail.wait_for(units_of(workload), LIMIT)?;
+    std::thread::sleep(Duration::from_secs(3));
+    Ok(())
 }
 
 /// `bench runtime`.
 pub(crate) fn runtime(bench: &RuntimeBench) -> Result<()> {
-    let topic = format!("kshard-bench-sum-{}", std::process::id());
-    let dir = std::env::temp_dir().join(&topic);
+    let settings = bench.kafka.target()?.settings;
+    let admin = Admin::new(&settings, Duration::from_secs(30))?;
+    let run = format!("kshard-bench-rt-{}", std::process::id());
+    let dir = std::env::temp_dir().join(&run);
     std::fs::create_dir_all(&dir)?;
-    let setup = Setup { bench, topic, dir };
-    let result = measure(&setup);
+    let mut systems = vec![System::Kshard];
+    if let Some(script) = &bench.streams_app {
+        let compiled = std::process::Command::new("bash").arg(script).arg("--compile").status();
+        if !compiled.is_ok_and(|s| s.success()) {
+            bail!("{} --compile failed (is Kafka Streams installed? scripts/install.sh)", script.display());
+        }
+        systems.push(System::Streams);
+    }
+    let b = Bench { bench, settings, admin, dir, run };
+    let result = measure(&b, &systems);
     if result.is_ok() {
-        let _ = std::fs::remove_dir_all(&setup.dir);
+        let _ = std::fs::remove_dir_all(&b.dir);
+    } else {
+        eprintln!("logs in {}", b.dir.display());
     }
     result
 }
 
-fn measure(setup: &Setup<'_>) -> Result<()> {
-    let bench = setup.bench;
-    let limit = Duration::from_secs(300);
-    let (member, addr) = setup.start("solo", false)?;
-    setup.served(&addr, &["solo"], false, limit)?;
+fn measure(b: &Bench<'_>, systems: &[System]) -> Result<()> {
+    let bench = b.bench;
     println!(
-        "producing {} records of {} streams to {} ({} partitions = shards) in {} batches while a member consumes",
-        bench.records, bench.streams, setup.topic, bench.partitions, bench.batches
+        "{} partitions; sum: {} records of {} streams; word count: {} lines of a {}-word vocabulary; latency at {} records/s for {} s",
+        bench.partitions,
+        bench.records,
+        bench.streams,
+        bench.lines,
+        bench.vocabulary,
+        bench.rate,
+        bench.latency_seconds
     );
-    let started = Instant::now();
-    let batches = bench.batches.max(1);
-    for b in 0..batches {
-        setup.produce(bench.records / batches + u64::from(b < bench.records % batches))?;
+    let mut rows = Vec::new();
+    for app in [App::Sum, App::WordCount] {
+        println!("{}, steady state:", app.name());
+        for &system in systems {
+            rows.push((app, system, b.steady(system, app)?));
+        }
     }
-    wait_consumed(setup, &addr)?;
-    println!("produced and consumed in {:.1} s", started.elapsed().as_secs_f64());
-    setup.stop(member)?;
-    let (log_records, log_total) = log_records(setup)?;
-    println!("recovery logs: {log_records} records now ({log_total} written; the rest deleted behind snapshots)");
-
-    let (mut restarts, mut colds, mut restart_played, mut cold_played) = (vec![], vec![], vec![], vec![]);
-    for _ in 0..bench.runs {
-        let started = Instant::now();
-        let (member, addr) = setup.start("solo", false)?;
-        setup.served(&addr, &["solo"], false, limit)?;
-        restarts.push(started.elapsed().as_secs_f64());
-        restart_played.push(played(&addr) as f64);
-        setup.stop(member)?;
-        std::fs::remove_dir_all(setup.dir.join("solo")).context("deleting the data directory")?;
-        let started = Instant::now();
-        let (member, addr) = setup.start("solo", false)?;
-        setup.served(&addr, &["solo"], false, limit)?;
-        colds.push(started.elapsed().as_secs_f64());
-        cold_played.push(played(&addr) as f64);
-        setup.stop(member)?;
+    println!("{}, restart with {} keys of state:", App::Sum.name(), bench.keys);
+    let mut restarts = Vec::new();
+    for &system in systems {
+        restarts.push((system, b.restart(system)?));
     }
-    println!(
-        "restart on the data directory: {:.2} s median of {} (records replayed: {}); cold start without it: {:.2} s (replayed {})",
-        median(restarts),
-        bench.runs,
-        median(restart_played),
-        median(colds),
-        median(cold_played)
-    );
+    let mut failovers = Vec::new();
     if bench.etcd.is_empty() {
         println!("fail-over: not measured (give --etcd)");
-        return Ok(());
+    } else {
+        println!("{}, fail-over after kill -9 (lease / session timeout {} s):", App::Sum.name(), bench.lease_ttl);
+        for &system in systems {
+            failovers.push((system, b.failover(system)?));
+        }
     }
-    let mut members = vec![Some(setup.start("a", true)?), Some(setup.start("b", true)?)];
-    setup.served(&members[0].as_ref().map_or(String::new(), |m| m.1.clone()), &["a", "b"], true, limit)?;
-    let mut failovers = Vec::new();
-    for run in 0..bench.runs {
-        // Kill whoever holds the first shard's primary.
-        let (victim, survivor) = primary_of_first(setup, &members)?;
-        let (child, _) = members[victim].take().context("a running member")?;
-        let mut child = child;
-        let _ = child.0.kill();
-        let killed = Instant::now();
-        let _ = child.0.wait();
-        let names = ["a", "b"];
-        let survivor_addr = members[survivor].as_ref().map_or(String::new(), |m| m.1.clone());
-        setup.served(&survivor_addr, &[names[survivor]], false, limit)?;
-        failovers.push(killed.elapsed().as_secs_f64());
-        println!("  fail-over {}: {:.2} s", run + 1, killed.elapsed().as_secs_f64());
-        // Start the killed member again: it joins once its old lease expires.
-        members[victim] = Some(setup.start(names[victim], true)?);
-        setup.served(&survivor_addr, &["a", "b"], true, limit)?;
+    println!();
+    println!("| app | system | records/s | CPU-s per million | peak RSS | e2e p50 | e2e p99 |");
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    for (app, system, s) in &rows {
+        println!(
+            "| {} | {} | {:.0} | {:.2} | {:.1} MB | {:.0} ms | {:.0} ms |",
+            app.name(),
+            system.name(),
+            s.records_per_second,
+            s.cpu_per_million,
+            s.peak_rss_mb,
+            s.p50_ms,
+            s.p99_ms
+        );
     }
-    println!(
-        "fail-over after kill -9: {:.2} s median of {} (lease TTL {} s)",
-        median(failovers),
-        bench.runs,
-        bench.lease_ttl
-    );
+    for app in [App::Sum, App::WordCount] {
+        let of = |system| rows.iter().find(|r| r.0 == app && r.1 == system).map(|r| &r.2);
+        if let (Some(k), Some(s)) = (of(System::Kshard), of(System::Streams)) {
+            println!(
+                "{}: kshard / Kafka Streams: records per CPU-second {:.1}x, peak RSS {:.2}x, p99 {:.2}x",
+                app.name(),
+                (1.0 / k.cpu_per_million) / (1.0 / s.cpu_per_million),
+                k.peak_rss_mb / s.peak_rss_mb,
+                k.p99_ms / s.p99_ms
+            );
+        }
+    }
+    for (system, (ready, first)) in &restarts {
+        println!(
+            "restart with {} keys, {}: processing after {ready:.2} s, first new output after {first:.2} s (median of {})",
+            bench.keys,
+            system.name(),
+            bench.runs
+        );
+    }
+    for (system, took) in &failovers {
+        println!(
+            "fail-over, {}: first output of the successor {took:.2} s after kill -9 (median of {}; lease / session {} s)",
+            system.name(),
+            bench.runs,
+            bench.lease_ttl
+        );
+    }
     Ok(())
-}
-
-/// Waits until the member has consumed every source record.
-fn wait_consumed(setup: &Setup<'_>, addr: &str) -> Result<()> {
-    let started = Instant::now();
-    loop {
-        if started.elapsed() > Duration::from_secs(600) {
-            bail!("the member did not consume {} records in 600 s", setup.bench.records);
-        }
-        let Ok((200, text)) = http_get(addr, "/metrics") else {
-            std::thread::sleep(Duration::from_millis(100));
-            continue;
-        };
-        let consumed = metric_sum(&text, "kshard_runtime_transaction_messages_total");
-        if consumed as u64 >= setup.bench.records {
-            return Ok(());
-        }
-        if started.elapsed() > Duration::from_secs(600) {
-            bail!("consumed {consumed} of {} records in 600 s", setup.bench.records);
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// Records in the recovery logs now, and ever written.
-fn log_records(setup: &Setup<'_>) -> Result<(i64, i64)> {
-    let settings = setup.bench.kafka.target()?.settings;
-    let admin = kshard_kafka::Admin::new(&settings, Duration::from_secs(30))?;
-    let keys: Vec<kshard_kafka::TopicPartition> = (0..setup.bench.partitions)
-        .map(|p| kshard_kafka::TopicPartition::new(format!("{}-log", setup.topic), p))
-        .collect();
-    let marks = admin.watermarks(&keys)?;
-    Ok((marks.values().map(|(low, high)| high - low).sum(), marks.values().map(|(_, high)| high).sum()))
-}
-
-/// (index of the member holding sum-000's primary, index of the other).
-fn primary_of_first(setup: &Setup<'_>, members: &[Option<(KillOnDrop, String)>]) -> Result<(usize, usize)> {
-    let addr = members.iter().flatten().next().map(|m| m.1.clone()).context("no member")?;
-    let rows: Vec<ShardRow> = get_json(&addr, "/api/shards", Duration::from_secs(2)).context("no answer")?;
-    let holder = rows
-        .iter()
-        .find(|r| r.shard == crate::example_sum::shard_id(0) && r.status == "PRIMARY")
-        .map(|r| r.member.clone())
-        .with_context(|| format!("no primary (logs in {})", setup.dir.display()))?;
-    Ok(if holder == "a" { (0, 1) } else { (1, 0) })
 }

@@ -8,8 +8,10 @@
 //!
 //! Each transaction publishes, exactly once, the latest sum of every stream
 //! it changed to `<topic>-sums` (the source's partition; key the stream,
-//! value its sequence number and sum): a reader of committed records sees
-//! each stream's sums in strictly increasing sequence, its final one once.
+//! value its sequence number and sum; timestamp that of the latest increment
+//! in it, as Kafka Streams stamps an aggregate's update): a reader of
+//! committed records sees each stream's sums in strictly increasing sequence,
+//! its final one once.
 
 use std::collections::BTreeMap;
 
@@ -61,12 +63,13 @@ impl Application for Sum {
     }
 }
 
-/// One replica's object: the streams the open transaction changed.
+/// One replica's object: the streams the open transaction changed (each
+/// with its latest increment's timestamp).
 #[derive(Debug, Default)]
 pub(crate) struct SumShard {
     sums: String,
     partition: i32,
-    changed: BTreeMap<Vec<u8>, StreamSum>,
+    changed: BTreeMap<Vec<u8>, (StreamSum, i64)>,
 }
 
 impl ShardApp for SumShard {
@@ -77,8 +80,9 @@ impl ShardApp for SumShard {
 
     /// Each stream's latest sum, once per transaction.
     fn finalize(&mut self, txn: &mut Transaction<'_>) -> Result<(), AppError> {
-        for (stream, sum) in std::mem::take(&mut self.changed) {
-            txn.publish(&self.sums, self.partition, OutRecord::new(Some(&stream), Some(&sum.encode())));
+        for (stream, (sum, timestamp_ms)) in std::mem::take(&mut self.changed) {
+            let record = OutRecord::new(Some(&stream), Some(&sum.encode())).at(timestamp_ms);
+            txn.publish(&self.sums, self.partition, record);
         }
         Ok(())
     }
@@ -103,7 +107,7 @@ impl ShardApp for SumShard {
         }
         let next = StreamSum { seq, sum: current.sum.wrapping_add(increment) };
         txn.put(stream.to_vec(), next.encode().to_vec());
-        self.changed.insert(stream.to_vec(), next);
+        self.changed.insert(stream.to_vec(), (next, message.timestamp_ms));
         Ok(())
     }
 }

@@ -10,6 +10,9 @@ mod app;
 mod produce;
 mod verify;
 
+pub(crate) use app::StreamSum;
+pub(crate) use produce::{ExpectedFile, Increments, stream_index};
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;

@@ -6,7 +6,8 @@
 //! count's update to `<topic>-counts` (the same partition). Both publish in
 //! their consumer transactions, so a reader of committed records sees each
 //! word once per line it was in, and each count's update once, in order:
-//! 1, 2, 3 … for every word.
+//! 1, 2, 3 … for every word. Words and updates carry their line's timestamp,
+//! as Kafka Streams' records do.
 
 use kshard_runtime::{AppError, Application, Message, OutRecord, ShardApp, ShardSpec, Transaction};
 
@@ -58,7 +59,8 @@ impl ShardApp for Split {
         let line = std::str::from_utf8(line).map_err(|_| AppError::refused("a line that is not UTF-8"))?;
         for word in line.split_whitespace() {
             let word = word.to_lowercase();
-            txn.publish(&self.words, partition_of(&word, self.partitions), OutRecord::new(Some(word.as_bytes()), None));
+            let record = OutRecord::new(Some(word.as_bytes()), None).at(message.timestamp_ms);
+            txn.publish(&self.words, partition_of(&word, self.partitions), record);
         }
         Ok(())
     }
@@ -83,7 +85,8 @@ impl ShardApp for Count {
             None => 0,
         } + 1;
         txn.put(word, count.to_be_bytes());
-        txn.publish(&self.counts, self.partition, OutRecord::new(Some(word), Some(&count.to_be_bytes())));
+        let record = OutRecord::new(Some(word), Some(&count.to_be_bytes())).at(message.timestamp_ms);
+        txn.publish(&self.counts, self.partition, record);
         Ok(())
     }
 }

@@ -33,9 +33,71 @@ impl Counts {
     }
 }
 
-/// Writes `lines` lines of 1 to 12 words drawn from `vocabulary` words to
-/// `topic`'s `partitions` in turn, and adds their words to the counts in
-/// `expected`.
+/// Lines of 1 to 12 words drawn from a vocabulary (some words far more
+/// common than others), to a topic's partitions in turn, and the true counts
+/// they make: what `produce` writes, and the bench's loads.
+pub(crate) struct Lines {
+    file: Counts,
+    vocabulary: u64,
+    partitions: u64,
+    rng: u64,
+    sent: u64,
+    words: u64,
+}
+
+impl Lines {
+    /// Lines of `vocabulary` words, continuing the counts in `file`; `seed`
+    /// fixes the draw.
+    pub(crate) fn new(file: Counts, partitions: i32, vocabulary: u32, seed: u64) -> Result<Self> {
+        if vocabulary == 0 {
+            bail!("invalid vocabulary: at least 1");
+        }
+        let partitions = u64::try_from(partitions.max(1)).unwrap_or(1);
+        Ok(Lines { file, vocabulary: u64::from(vocabulary), partitions, rng: seed | 1, sent: 0, words: 0 })
+    }
+
+    fn draw(&mut self) -> u64 {
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// The next line and its partition.
+    pub(crate) fn next(&mut self) -> (i32, String) {
+        let words = 1 + self.draw() % 12;
+        let mut line = Vec::new();
+        for _ in 0..words {
+            // Squared: some words far more common than others.
+            let r = self.draw() % self.vocabulary;
+            let word = format!("w{:04}", r * r / self.vocabulary);
+            *self.file.counts.entry(word.clone()).or_default() += 1;
+            line.push(word);
+        }
+        self.words += words;
+        let partition = i32::try_from(self.sent % self.partitions).unwrap_or(0);
+        self.sent += 1;
+        (partition, line.join(" "))
+    }
+
+    /// Words in the lines so far.
+    pub(crate) fn words(&self) -> u64 {
+        self.words
+    }
+
+    /// The true counts so far.
+    pub(crate) fn counts(&self) -> &Counts {
+        &self.file
+    }
+
+    fn save(&self, path: &Path) -> Result<()> {
+        let json = serde_json::to_vec_pretty(&self.file).context("encoding the counts")?;
+        std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))
+    }
+}
+
+/// Writes `lines` [`Lines`] of `vocabulary` words to `topic`'s `partitions`
+/// in turn, and adds their words to the counts in `expected`.
 pub(crate) fn produce(
     settings: &ClientSettings,
     topic: &str,
@@ -44,43 +106,24 @@ pub(crate) fn produce(
     lines: u64,
     expected: &Path,
 ) -> Result<()> {
-    if vocabulary == 0 {
-        bail!("invalid vocabulary: at least 1");
-    }
-    let mut file = Counts::load(expected)?.unwrap_or_else(|| Counts { topic: topic.to_owned(), ..Counts::default() });
+    let file = Counts::load(expected)?.unwrap_or_else(|| Counts { topic: topic.to_owned(), ..Counts::default() });
     if file.topic != topic {
         bail!("{} holds the counts of topic {}, not {topic}", expected.display(), file.topic);
     }
     let writer = RecordWriter::new(settings).context("connecting a producer")?;
     let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
-    let mut rng = seed as u64 | 1;
-    let mut next = move || {
-        rng ^= rng >> 12;
-        rng ^= rng << 25;
-        rng ^= rng >> 27;
-        rng.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    };
+    let mut generator = Lines::new(file, partitions, vocabulary, seed as u64)?;
     let started = Instant::now();
-    for n in 0..lines {
-        let words = 1 + next() % 12;
-        let mut line = Vec::new();
-        for _ in 0..words {
-            // Squared: some words far more common than others.
-            let r = next() % u64::from(vocabulary);
-            let word = format!("w{:04}", r * r / u64::from(vocabulary));
-            *file.counts.entry(word.clone()).or_default() += 1;
-            line.push(word);
-        }
-        let partition = i32::try_from(n % u64::try_from(partitions.max(1)).unwrap_or(1)).unwrap_or(0);
-        writer.send(topic, partition, b"", Some(line.join(" ").as_bytes())).context("producing")?;
+    for _ in 0..lines {
+        let (partition, line) = generator.next();
+        writer.send(topic, partition, b"", Some(line.as_bytes())).context("producing")?;
     }
     writer.flush(Duration::from_secs(120)).context("waiting for the lines to be written")?;
-    let json = serde_json::to_vec_pretty(&file).context("encoding the counts")?;
-    std::fs::write(expected, json).with_context(|| format!("writing {}", expected.display()))?;
+    generator.save(expected)?;
     println!(
         "produced {lines} lines to {topic} in {:.1} s; true counts of {} words in {}",
         started.elapsed().as_secs_f64(),
-        file.counts.len(),
+        generator.counts().counts.len(),
         expected.display()
     );
     Ok(())

@@ -10,6 +10,9 @@
 mod app;
 mod check;
 
+pub(crate) use app::decode_count;
+pub(crate) use check::{Counts, Lines};
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;

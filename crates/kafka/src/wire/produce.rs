@@ -48,6 +48,14 @@ impl OutRecord {
         }
     }
 
+    /// The record stamped with `timestamp_ms` (an input's, say, as Kafka
+    /// Streams carries event time through), or left at its creation time
+    /// when that is unknown (negative, as for a record without a timestamp).
+    #[must_use]
+    pub fn at(self, timestamp_ms: i64) -> Self {
+        if timestamp_ms >= 0 { OutRecord { timestamp_ms, ..self } } else { self }
+    }
+
     /// The bytes it takes in a batch, about (for sizing requests).
     pub(crate) fn size(&self) -> usize {
         let header = |(name, value): &(String, Option<Bytes>)| name.len() + value.as_ref().map_or(0, Bytes::len) + 4;
@@ -217,6 +225,12 @@ mod tests {
             headers: vec![("reason".into(), Some(Bytes::from_static(b"why"))), ("empty".into(), None)],
             timestamp_ms: 1_700_000_000_000,
         }
+    }
+
+    #[test]
+    fn a_record_takes_a_known_timestamp_and_keeps_its_own_for_an_unknown_one() {
+        assert_eq!(record("a", None).at(5).timestamp_ms, 5);
+        assert_eq!(record("a", None).at(-1).timestamp_ms, 1_700_000_000_000);
     }
 
     #[test]
