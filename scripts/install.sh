@@ -133,7 +133,7 @@ fi
 
 # Kafka Streams (its jar and RocksDB's: the rest is Kafka's), for the test
 # application on the streams rebalance protocol and the side-by-side bench
-# (`kshard bench runtime --streams`, whose stores are RocksDB's).
+# (`kshard bench runtime --streams-app`, whose stores are RocksDB's).
 if [[ -f "$KAFKA_STREAMS_HOME/.complete" && -n "$(ls "$KAFKA_STREAMS_HOME"/rocksdbjni-*.jar 2>/dev/null)" ]]; then
   log "Kafka Streams $KAFKA_VERSION found at $KAFKA_STREAMS_HOME"
 else

@@ -3,7 +3,7 @@
 # (scripts/java/StreamsBench.java: the sum and the word count, exactly-once v2,
 # one standby, RocksDB stores) against a local broker:
 #   scripts/streams-bench.sh sum|wordcount BOOTSTRAP APPLICATION_ID INPUT OUTPUT \
-#     STATE_DIR THREADS SESSION_TIMEOUT_MS REPLICATION
+#     STATE_DIR THREADS SESSION_TIMEOUT_MS REPLICATION COMMIT_INTERVAL_MS
 #   scripts/streams-bench.sh --compile      (compiles it, and stops)
 # Java runs it, compiled once, with Kafka's jars and Kafka Streams'
 # (both from scripts/install.sh) as its classpath, on the JVM's default

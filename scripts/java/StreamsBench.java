@@ -34,13 +34,14 @@ import org.apache.kafka.streams.state.KeyValueStore;
  *   repartitioned by word, counted in a RocksDB store, every count's update
  *   published (record cache off), value 8 bytes big-endian as kshard's.
  *
- * Exactly-once v2, one standby replica, the given number of stream threads;
+ * Exactly-once v2, one standby replica, the given number of stream threads
+ * and commit interval (100 ms is Kafka Streams' default under exactly-once);
  * output timestamps are the inputs' (Kafka Streams' default), which the bench
  * uses for end-to-end latency. Prints "RUNNING active=<tasks> standby=<tasks>" at every
  * transition to RUNNING; closes cleanly on SIGTERM, leaving the group.
  *
  * Usage: scripts/streams-bench.sh sum|wordcount BOOTSTRAP APPLICATION_ID INPUT
- *        OUTPUT STATE_DIR THREADS SESSION_TIMEOUT_MS REPLICATION
+ *        OUTPUT STATE_DIR THREADS SESSION_TIMEOUT_MS REPLICATION COMMIT_INTERVAL_MS
  */
 public class StreamsBench {
   public static void main(String[] args) throws Exception {
@@ -53,6 +54,7 @@ public class StreamsBench {
     p.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, StreamsConfig.EXACTLY_ONCE_V2);
     p.put(StreamsConfig.NUM_STANDBY_REPLICAS_CONFIG, 1);
     p.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, Integer.parseInt(args[8]));
+    p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, Long.parseLong(args[9]));
     int session = Integer.parseInt(args[7]);
     p.put(StreamsConfig.consumerPrefix(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG), session);
     p.put(StreamsConfig.consumerPrefix(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG), Math.max(session / 3, 100));

@@ -229,6 +229,10 @@ enum BenchCommand {
         /// Kafka Streams' stream threads.
         #[arg(long, default_value_t = 2)]
         threads: u32,
+        /// kshard's longest transaction and Kafka Streams' commit interval
+        /// (ms; 100 is Kafka Streams' default under exactly-once).
+        #[arg(long, default_value_t = 100)]
+        commit_ms: u64,
     },
     /// Memory per tracked group-partition and /metrics render time, without a broker.
     State {
@@ -352,6 +356,7 @@ fn main() -> ExitCode {
                     latency_seconds,
                     streams_app,
                     threads,
+                    commit_ms,
                 },
         } => bench::runtime::runtime(&bench::runtime::RuntimeBench {
             kafka: brokers,
@@ -368,6 +373,7 @@ fn main() -> ExitCode {
             latency_seconds,
             streams_app,
             threads,
+            commit_ms,
         }),
         Command::Bench { command: BenchCommand::State { groups, partitions, topics, max_partition_series } } => {
             bench::state::state(groups, partitions, topics, max_partition_series)

@@ -296,11 +296,15 @@ pub trait ShardApp: Send + 'static {
     fn stopped(&mut self) {}
 }
 
+/// The memory an output holds beside its key, value and headers: the
+/// record and its allocations (counted in [`Transaction::bytes`]).
+const OUTPUT_OVERHEAD: usize = std::mem::size_of::<Output>() + 64;
+
 /// A record an application publishes in a transaction, for `topic`/`partition`.
 #[derive(Debug, Clone)]
 pub struct Output {
-    /// The topic.
-    pub topic: String,
+    /// The topic (shared by the transaction's outputs to it).
+    pub topic: std::sync::Arc<str>,
     /// The partition.
     pub partition: i32,
     /// The record.
@@ -318,6 +322,8 @@ pub struct Transaction<'a> {
     before: Option<&'a BTreeMap<Vec<u8>, Option<Vec<u8>>>>,
     writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
     outputs: Vec<Output>,
+    /// The topics published to, each name allocated once.
+    topics: Vec<std::sync::Arc<str>>,
     messages: usize,
     bytes: usize,
     /// What the message being consumed changed, to undo it if refused
@@ -352,6 +358,7 @@ impl<'a> Transaction<'a> {
             before: None,
             writes: BTreeMap::new(),
             outputs: Vec::new(),
+            topics: Vec::new(),
             messages: 0,
             bytes: 0,
             undo: None,
@@ -451,8 +458,22 @@ impl<'a> Transaction<'a> {
     /// fails, a primary fenced by a newer one). Records published to one
     /// partition land in the order published.
     pub fn publish(&mut self, topic: &str, partition: i32, record: OutRecord) {
-        self.bytes += record.key.as_ref().map_or(0, |k| k.len()) + record.value.as_ref().map_or(0, |v| v.len()) + 16;
-        self.outputs.push(Output { topic: topic.to_owned(), partition, record });
+        let headers: usize = record.headers.iter().map(|(n, v)| n.len() + v.as_ref().map_or(0, |v| v.len()) + 64).sum();
+        // What it holds in memory until the commit: its bytes, and the
+        // record's and its allocations' own (one name per topic, shared).
+        self.bytes += record.key.as_ref().map_or(0, |k| k.len())
+            + record.value.as_ref().map_or(0, |v| v.len())
+            + headers
+            + OUTPUT_OVERHEAD;
+        let topic = match self.topics.iter().find(|t| ***t == *topic) {
+            Some(t) => std::sync::Arc::clone(t),
+            None => {
+                let t: std::sync::Arc<str> = std::sync::Arc::from(topic);
+                self.topics.push(std::sync::Arc::clone(&t));
+                t
+            }
+        };
+        self.outputs.push(Output { topic, partition, record });
     }
 
     /// Records published so far.

@@ -32,7 +32,7 @@ use crate::partitions::{PartitionRead, Partitions, Polled, next_event};
 use crate::recovery_log::io::hand_off;
 use crate::recovery_log::policy::{self, Timing};
 use crate::recovery_log::record::SourceOffset;
-use crate::recovery_log::replica::{Done, HintBoard, KAFKA_TIMEOUT, Log, ReplicaError, kafka};
+use crate::recovery_log::replica::{Done, HintBoard, InFlight, KAFKA_TIMEOUT, Log, ReplicaError, kafka};
 use crate::replica::Event;
 
 /// What the state machine tells the worker to do next.
@@ -317,7 +317,8 @@ impl Sources {
         self.drained = false;
         loop {
             let elapsed = started.elapsed();
-            let Some(wait) = timing.before_poll(elapsed) else { break };
+            let committing = log.in_flight.as_ref().is_some_and(InFlight::committing);
+            let Some(wait) = timing.before_poll(elapsed, committing) else { break };
             let polled = match next_event(self.reader.as_ref(), wait).await.map_err(kafka("reading a source"))? {
                 Polled::Record(r) => {
                     // Not a source, or before the position (a re-read after a
@@ -391,7 +392,7 @@ impl Sources {
                 policy::Polled::Message { .. } => policy::Polled::Message { bytes: txn.bytes() },
                 other => other,
             };
-            if let Some(end) = timing.after_poll(elapsed, polled) {
+            if let Some(end) = timing.after_poll(elapsed, polled, committing) {
                 self.drained = end.drained;
                 break;
             }

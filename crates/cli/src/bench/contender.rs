@@ -71,6 +71,8 @@ pub(crate) struct Deployment<'a> {
     pub(crate) lease_ttl: u64,
     pub(crate) streams_script: PathBuf,
     pub(crate) threads: u32,
+    /// kshard's longest transaction, Kafka Streams' commit interval (ms).
+    pub(crate) commit_ms: u64,
 }
 
 /// One running instance.
@@ -100,7 +102,7 @@ impl Deployment<'_> {
                 self.kafka.pass_to(&mut command);
                 command.args(["--topic", &self.topic, "--partitions", &self.partitions.to_string()]);
                 command.args(["--member-id", name, "--listen", &listen, "--lease-ttl", &self.lease_ttl.to_string()]);
-                command.arg("--data-dir").arg(&data);
+                command.arg("--data-dir").arg(&data).args(["--max-txn-ms", &self.commit_ms.to_string()]);
                 command.env_remove("KSHARD_ETCD").env_remove("KSHARD_ETCD_PREFIX");
                 if !self.etcd.is_empty() {
                     let prefix = format!("/kshard-bench/{}", self.topic);
@@ -121,7 +123,7 @@ impl Deployment<'_> {
                     .args([self.app.name(), &self.bootstrap, &format!("{}-app", self.topic), &self.topic])
                     .arg(self.app.output(&self.topic))
                     .arg(&data)
-                    .args([&self.threads.to_string(), &session_ms, "1"])
+                    .args([&self.threads.to_string(), &session_ms, "1", &self.commit_ms.to_string()])
                     .stdout(Stdio::piped())
                     .stderr(log)
                     .spawn()

@@ -6,6 +6,11 @@
 //! checked (each sum in sequence and the last exact, each count's update
 //! once), so both sides are measured doing the same, correct work:
 //!
+//! Both commit at least every `--commit-ms` (kshard's longest transaction,
+//! Kafka Streams' commit interval; 100 ms, Kafka Streams' default under
+//! exactly-once) and publish alike: the latest sum per stream per commit
+//! (Kafka Streams' record cache, flushed at each commit), every count.
+//!
 //! - steady state: a backlog of records drained by one instance — records
 //!   per second and CPU-seconds per million from processing (every shard
 //!   PRIMARY; RUNNING) to the last output, the process's peak RSS;
@@ -48,6 +53,7 @@ pub(crate) struct RuntimeBench {
     pub(crate) latency_seconds: u64,
     pub(crate) streams_app: Option<PathBuf>,
     pub(crate) threads: u32,
+    pub(crate) commit_ms: u64,
 }
 
 const LIMIT: Duration = Duration::from_secs(900);
@@ -84,6 +90,7 @@ impl Bench<'_> {
             lease_ttl: self.bench.lease_ttl,
             streams_script: self.bench.streams_app.clone().unwrap_or_default(),
             threads: self.bench.threads,
+            commit_ms: self.bench.commit_ms,
         }
     }
 

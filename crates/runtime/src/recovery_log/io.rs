@@ -123,7 +123,7 @@ const BATCH_BYTES: usize = 512 * 1024;
 fn batches(outputs: Vec<Output>) -> Vec<(String, i32, Vec<OutRecord>)> {
     let mut out: Vec<(String, i32, Vec<OutRecord>, usize)> = Vec::new();
     // Where each partition's open batch is in `out`.
-    let mut open: std::collections::HashMap<(String, i32), usize> = std::collections::HashMap::new();
+    let mut open: std::collections::HashMap<(std::sync::Arc<str>, i32), usize> = std::collections::HashMap::new();
     for o in outputs {
         let size = o.record.key.as_ref().map_or(0, |k| k.len()) + o.record.value.as_ref().map_or(0, |v| v.len()) + 16;
         let key = (o.topic, o.partition);
@@ -134,7 +134,7 @@ fn batches(outputs: Vec<Output>) -> Vec<(String, i32, Vec<OutRecord>)> {
             }
             _ => {
                 open.insert(key.clone(), out.len());
-                out.push((key.0, key.1, vec![o.record], size));
+                out.push((key.0.to_string(), key.1, vec![o.record], size));
             }
         }
     }

@@ -115,6 +115,13 @@ pub(crate) struct InFlight {
     done: Done,
 }
 
+impl InFlight {
+    /// Whether Kafka is still committing it.
+    pub(crate) fn committing(&self) -> bool {
+        !self.task.is_finished()
+    }
+}
+
 /// What to do once a transaction is committed.
 #[derive(Debug, Default)]
 pub(crate) struct Done {
