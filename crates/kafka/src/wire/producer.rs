@@ -14,9 +14,12 @@
 //! AddPartitionsToTxn (v3) before a partition's first batch in a
 //! transaction, Produce (v9) with the transactional id, EndTxn (v3).
 //! InitProducerId v4, FindCoordinator v4. A transaction that fails is
-//! abandoned with [`Producer::abort`], which bumps the epoch again
-//! (InitProducerId with the current id and epoch, KIP-360): the
-//! coordinator aborts it, and sequences start over.
+//! abandoned with [`Producer::abort`], as Kafka's own producer does it:
+//! its batches on the wire answered, EndTxn (abort), then the epoch bumped
+//! (InitProducerId with the current id and epoch, KIP-360), so sequences
+//! start over. (Kafka 4 would also take the bump alone, aborting the
+//! transaction itself; Kafka 3 fences the producer then: it raises the
+//! epoch to abort, and takes the retried bump for a zombie's.)
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -218,14 +221,37 @@ impl Producer {
     }
 
     /// Abandons the open transaction, if any: its records are never visible
-    /// to `read_committed` readers. Bumps the producer's epoch (a failed
-    /// batch may have left the broker's sequence where this producer
-    /// cannot know it), so this producer goes on with sequences from 0.
+    /// to `read_committed` readers. Its batches not yet sent are dropped,
+    /// those on the wire waited for (answered or failed, within the
+    /// request timeout: none lands after the abort), then the coordinator
+    /// aborts it (EndTxn). Then bumps the producer's epoch (a failed batch
+    /// may have left the broker's sequence where this producer cannot know
+    /// it), so this producer goes on with sequences from 0. An error leaves
+    /// the transaction to abort again (or to the coordinator's timeout).
     pub async fn abort(&mut self) -> Result<()> {
         self.usable()?;
-        self.open = None;
-        self.shared.drop_producer(self.lane, "the transaction was aborted");
-        self.lane = self.shared.next_producer();
+        if let Some(open) = self.open.take() {
+            self.shared.drop_producer(self.lane, "the transaction was aborted");
+            self.lane = self.shared.next_producer();
+            for sent in &open.sent {
+                let _ = sent.delivered().await;
+            }
+            let added = open.added;
+            if let Err(e) = self.end_at_coordinator(false).await {
+                // INVALID_TXN_STATE: the coordinator has no transaction
+                // open (it timed out and was aborted, or no partition was
+                // added yet): nothing left to abort.
+                if !matches!(e, Error::Kafka { code: 48, .. }) {
+                    if self.fenced.is_none() {
+                        self.open = Some(Open { added, sent: Vec::new() });
+                    }
+                    return Err(e);
+                }
+            }
+        } else {
+            self.shared.drop_producer(self.lane, "the transaction was aborted");
+            self.lane = self.shared.next_producer();
+        }
         let current = self.identity;
         self.init(Some(current)).await
     }
@@ -233,16 +259,32 @@ impl Producer {
     async fn end(&mut self, commit: bool) -> Result<()> {
         self.usable()?;
         let Some(open) = self.open.take() else { return Ok(()) };
+        let mut failed = None;
         for sent in &open.sent {
             if let Err(e) = sent.delivered().await {
-                if e.is_fenced() {
-                    self.fenced = Some(47);
-                }
-                // Open still, to abort.
-                self.open = Some(Open::default());
-                return Err(e);
+                failed = Some(e);
+                break;
             }
         }
+        if let Some(e) = failed {
+            if e.is_fenced() {
+                self.fenced = Some(47);
+            }
+            // Open still, to abort (its batches with it: some may be on
+            // the wire still).
+            self.open = Some(open);
+            return Err(e);
+        }
+        let ended = self.end_at_coordinator(commit).await;
+        if ended.is_err() && self.fenced.is_none() {
+            self.open = Some(Open { added: open.added, sent: Vec::new() });
+        }
+        ended
+    }
+
+    /// EndTxn: the coordinator commits or aborts the transaction (nothing
+    /// for an idempotent producer).
+    async fn end_at_coordinator(&mut self, commit: bool) -> Result<()> {
         let Some(id) = self.transactional_id.clone() else { return Ok(()) };
         let request = EndTxnRequest::default()
             .with_transactional_id(TransactionalId(StrBytes::from_string(id.to_string())))
@@ -250,11 +292,7 @@ impl Producer {
             .with_producer_epoch(self.identity.epoch)
             .with_committed(commit);
         let step = format!("{} transaction {id}", if commit { "committing" } else { "aborting" });
-        let ended = self.retrying(&step, |_| None, request, END_TXN_VERSION, |a: &EndTxnResponse| a.error_code).await;
-        if ended.is_err() && self.fenced.is_none() {
-            self.open = Some(Open::default());
-        }
-        ended.map(|_| ())
+        self.retrying(&step, |_| None, request, END_TXN_VERSION, |a: &EndTxnResponse| a.error_code).await.map(|_| ())
     }
 
     /// InitProducerId: a new producer id (idempotent), or the transactional
