@@ -162,7 +162,10 @@ make_certificates() {
 # The ACLs of the SASL users (see the header), through Kafka's own kafka-acls.
 create_acls() {
   local bootstrap="127.0.0.1:$1"
-  acl() { kafka_tool org.apache.kafka.tools.AclCommand --bootstrap-server "$bootstrap" --add --force "$@" >>"$dir/acls.log" 2>&1; }
+  # (Kafka 3 has it in Scala, under kafka.admin.)
+  local class=org.apache.kafka.tools.AclCommand
+  [[ "$KAFKA_VERSION" == 3.* ]] && class=kafka.admin.AclCommand
+  acl() { kafka_tool "$class" --bootstrap-server "$bootstrap" --add --force "$@" >>"$dir/acls.log" 2>&1; }
   local pids=() pid
   acl --allow-principal User:kshard --operation Read --operation Describe --topic __consumer_offsets &
   pids+=($!)

@@ -5,9 +5,12 @@
 #     openssl (the test broker's throwaway CA),
 #     libssl-dev, pkg-config, make, perl (librdkafka's build), python3, a Java 17
 #     runtime and Maven (the broker), when missing;
-#   - Apache Kafka $KAFKA_VERSION: the broker's jars and their dependencies,
-#     fetched from Maven Central with Maven into $KSHARD_TOOLS_DIR once (about
-#     55 MB), plus log4j2 configurations for the broker and Kafka's tools;
+#   - Apache Kafka $KAFKA_DEFAULT_VERSION and $KAFKA_3_VERSION (the Kafka 3 broker
+#     the suite also tests the transactional writer on; and $KAFKA_VERSION when
+#     the environment names another): each broker's jars and their
+#     dependencies, fetched from Maven Central with Maven into
+#     $KSHARD_TOOLS_DIR once (about 55 MB each), plus log4j2 configurations
+#     for the broker and Kafka's tools;
 #   - the pinned Rust toolchain, linked to the machine's own stable when rustup
 #     has no toolchain of that name (nothing is downloaded);
 #   - helm $HELM_VERSION, built from the Go module proxy with the machine's Go
@@ -58,12 +61,15 @@ if command -v rustup >/dev/null 2>&1 && ! rustup toolchain list | grep -q "^$pin
   fi
 fi
 
+# Installs broker $1 into $2.
 install_kafka() {
-  local work
+  local version="$1" home="$2" work
   work="$(mktemp -d "${TMPDIR:-/tmp}/kshard-kafka-install.XXXXXX")"
   trap 'rm -rf "$work"' RETURN
   # The broker (kafka_2.13), Kafka's command-line tools (kafka-consumer-groups,
-  # kafka-acls) and log4j2 behind slf4j 1.x, which Kafka 4 logs through.
+  # kafka-acls) and log4j2 behind slf4j 1.x, which Kafka 4 logs through; and
+  # Kafka 3 too, its slf4j binding to reload4j left out (slf4j would pick one
+  # of two at random): one log configuration for both.
   cat >"$work/pom.xml" <<POM
 <project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
@@ -72,20 +78,22 @@ install_kafka() {
   <version>1</version>
   <packaging>pom</packaging>
   <dependencies>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>$KAFKA_VERSION</version></dependency>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-tools</artifactId><version>$KAFKA_VERSION</version></dependency>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>$version</version>
+      <exclusions><exclusion><groupId>org.slf4j</groupId><artifactId>slf4j-reload4j</artifactId></exclusion></exclusions></dependency>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-tools</artifactId><version>$version</version>
+      <exclusions><exclusion><groupId>org.slf4j</groupId><artifactId>slf4j-reload4j</artifactId></exclusion></exclusions></dependency>
     <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-core</artifactId><version>2.24.3</version></dependency>
     <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j-impl</artifactId><version>2.24.3</version></dependency>
   </dependencies>
 </project>
 POM
-  log "fetching Apache Kafka $KAFKA_VERSION from Maven Central into $KAFKA_HOME (done once)"
-  rm -rf "$KAFKA_HOME"
-  mkdir -p "$KAFKA_HOME/libs" "$KAFKA_HOME/config"
+  log "fetching Apache Kafka $version from Maven Central into $home (done once)"
+  rm -rf "$home"
+  mkdir -p "$home/libs" "$home/config"
   (cd "$work" && mvn -q -B dependency:copy-dependencies -DincludeScope=runtime \
-    -DoutputDirectory="$KAFKA_HOME/libs") || die "Maven could not fetch Kafka $KAFKA_VERSION (see above)"
+    -DoutputDirectory="$home/libs") || die "Maven could not fetch Kafka $version (see above)"
   # The broker logs to its data directory; tools log warnings to stderr only.
-  cat >"$KAFKA_HOME/config/log4j2.xml" <<'XML'
+  cat >"$home/config/log4j2.xml" <<'XML'
 <?xml version="1.0" encoding="UTF-8"?>
 <Configuration status="warn">
   <Appenders>
@@ -103,7 +111,7 @@ POM
   </Loggers>
 </Configuration>
 XML
-  cat >"$KAFKA_HOME/config/log4j2-tools.xml" <<'XML'
+  cat >"$home/config/log4j2-tools.xml" <<'XML'
 <?xml version="1.0" encoding="UTF-8"?>
 <Configuration status="warn">
   <Appenders>
@@ -116,35 +124,37 @@ XML
   </Loggers>
 </Configuration>
 XML
-  [[ -f "$KAFKA_HOME/libs/kafka_2.13-$KAFKA_VERSION.jar" ]] || die "Kafka's jars did not install to $KAFKA_HOME/libs"
-  touch "$KAFKA_HOME/.complete"
+  [[ -f "$home/libs/kafka_2.13-$version.jar" ]] || die "Kafka's jars did not install to $home/libs"
+  touch "$home/.complete"
 }
 
-(($(java_major || echo 0) >= 17)) || die "Kafka $KAFKA_VERSION needs Java 17 or newer; java -version says $(java_major)"
+(($(java_major || echo 0) >= 17)) || die "Kafka $KAFKA_DEFAULT_VERSION needs Java 17 or newer; java -version says $(java_major)"
 mkdir -p "$KSHARD_TOOLS_DIR"
 # One install at a time: a second run waits, then finds Kafka installed.
 exec 9>"$KSHARD_TOOLS_DIR/.install.lock"
 flock 9
-if [[ -f "$KAFKA_HOME/.complete" ]]; then
-  log "Apache Kafka $KAFKA_VERSION found at $KAFKA_HOME"
-else
-  install_kafka
-fi
+for version in $(printf '%s\n' "$KAFKA_DEFAULT_VERSION" "$KAFKA_3_VERSION" "$KAFKA_VERSION" | sort -u); do
+  if [[ -f "$KSHARD_TOOLS_DIR/kafka-$version/.complete" ]]; then
+    log "Apache Kafka $version found at $KSHARD_TOOLS_DIR/kafka-$version"
+  else
+    install_kafka "$version" "$KSHARD_TOOLS_DIR/kafka-$version"
+  fi
+done
 
 # Kafka Streams (its jar and RocksDB's: the rest is Kafka's), for the test
 # application on the streams rebalance protocol and the side-by-side bench
 # (`kshard bench runtime --streams-app`, whose stores are RocksDB's).
 if [[ -f "$KAFKA_STREAMS_HOME/.complete" && -n "$(ls "$KAFKA_STREAMS_HOME"/rocksdbjni-*.jar 2>/dev/null)" ]]; then
-  log "Kafka Streams $KAFKA_VERSION found at $KAFKA_STREAMS_HOME"
+  log "Kafka Streams $KAFKA_DEFAULT_VERSION found at $KAFKA_STREAMS_HOME"
 else
-  log "fetching Kafka Streams $KAFKA_VERSION from Maven Central into $KAFKA_STREAMS_HOME (done once)"
+  log "fetching Kafka Streams $KAFKA_DEFAULT_VERSION from Maven Central into $KAFKA_STREAMS_HOME (done once)"
   rm -rf "$KAFKA_STREAMS_HOME"
   mkdir -p "$KAFKA_STREAMS_HOME"
-  mvn -q -B dependency:copy -Dartifact="org.apache.kafka:kafka-streams:$KAFKA_VERSION" \
-    -DoutputDirectory="$KAFKA_STREAMS_HOME" || die "Maven could not fetch Kafka Streams $KAFKA_VERSION (see above)"
+  mvn -q -B dependency:copy -Dartifact="org.apache.kafka:kafka-streams:$KAFKA_DEFAULT_VERSION" \
+    -DoutputDirectory="$KAFKA_STREAMS_HOME" || die "Maven could not fetch Kafka Streams $KAFKA_DEFAULT_VERSION (see above)"
   mvn -q -B dependency:copy -Dartifact="org.rocksdb:rocksdbjni:$ROCKSDB_VERSION" \
     -DoutputDirectory="$KAFKA_STREAMS_HOME" || die "Maven could not fetch RocksDB for Kafka Streams (see above)"
-  [[ -f "$KAFKA_STREAMS_HOME/kafka-streams-$KAFKA_VERSION.jar" ]] || die "Kafka Streams did not install to $KAFKA_STREAMS_HOME"
+  [[ -f "$KAFKA_STREAMS_HOME/kafka-streams-$KAFKA_DEFAULT_VERSION.jar" ]] || die "Kafka Streams did not install to $KAFKA_STREAMS_HOME"
   touch "$KAFKA_STREAMS_HOME/.complete"
 fi
 

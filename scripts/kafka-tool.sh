@@ -17,5 +17,9 @@ case "${1:-}" in
   features) class=org.apache.kafka.tools.FeatureCommand ;;
   *) die "usage: scripts/kafka-tool.sh consumer-groups|acls|topics|delete-records|get-offsets|share-groups|console-share-consumer|configs|features ARGS…" ;;
 esac
+# Kafka 3 has these two in Scala, under kafka.admin.
+if [[ "$KAFKA_VERSION" == 3.* && ( "$1" == acls || "$1" == configs ) ]]; then
+  class="kafka.admin.${class##*.}"
+fi
 shift
 kafka_tool "$class" "$@"

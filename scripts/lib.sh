@@ -9,11 +9,18 @@ KSHARD_TOOLS_DIR="${KSHARD_TOOLS_DIR:-$HOME/.cache/kshard-tools}"
 # Where running services keep their data directories, PID files and logs.
 KSHARD_STATE_DIR="${KSHARD_STATE_DIR:-$KSHARD_ROOT/.kshard}"
 # The test and demo broker: Apache Kafka in KRaft mode, jars from Maven Central.
-KAFKA_VERSION="4.4.0"
+KAFKA_DEFAULT_VERSION="4.4.0"
+# The Kafka 3 broker scripts/test.sh also runs kshard's transactional writer
+# against (the last 3.x release; scripts/install.sh installs both).
+KAFKA_3_VERSION="3.9.1"
+# The broker the scripts run (broker.sh, cluster.sh, Kafka's tools):
+# KAFKA_VERSION=$KAFKA_3_VERSION in the environment runs the Kafka 3 one.
+KAFKA_VERSION="${KAFKA_VERSION:-$KAFKA_DEFAULT_VERSION}"
 KAFKA_HOME="$KSHARD_TOOLS_DIR/kafka-$KAFKA_VERSION"
-# The Kafka Streams library, for the tests' streams application (not the broker's).
-KAFKA_STREAMS_HOME="$KSHARD_TOOLS_DIR/kafka-streams-$KAFKA_VERSION"
-# The RocksDB that Kafka Streams $KAFKA_VERSION's POM names (its stores' engine).
+# The Kafka Streams library, for the tests' streams application (not the
+# broker's): of the default version only.
+KAFKA_STREAMS_HOME="$KSHARD_TOOLS_DIR/kafka-streams-$KAFKA_DEFAULT_VERSION"
+# The RocksDB that Kafka Streams $KAFKA_DEFAULT_VERSION's POM names (its stores' engine).
 ROCKSDB_VERSION="10.1.3"
 # The library that drives Debian's chromium in the web page's test.
 PLAYWRIGHT_VERSION="1.64.1"
