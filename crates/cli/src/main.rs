@@ -187,53 +187,7 @@ enum BenchCommand {
     /// broker and data: `example sum` and `example wordcount` at steady state
     /// (records/s, CPU-s per million, peak RSS, end-to-end latency), restart
     /// on kept state, and (with --etcd) fail-over after kill -9; medians.
-    Runtime {
-        #[command(flatten)]
-        brokers: serve_config::KafkaArgs,
-        /// etcd endpoints, for kshard's fail-over (two members).
-        #[arg(long, env = "KSHARD_ETCD", value_delimiter = ',')]
-        etcd: Vec<String>,
-        /// Sum: records in the backlog each system drains.
-        #[arg(long, default_value_t = 2_000_000)]
-        records: u64,
-        /// Word count: lines in the backlog (1 to 12 words each).
-        #[arg(long, default_value_t = 250_000)]
-        lines: u64,
-        /// Sum: the keys of state a restart keeps.
-        #[arg(long, default_value_t = 1_000_000)]
-        keys: u32,
-        /// Runs of the restart and of the fail-over.
-        #[arg(long, default_value_t = 3)]
-        runs: usize,
-        /// kshard's lease TTL and Kafka Streams' session timeout (seconds).
-        #[arg(long, default_value_t = 10)]
-        lease_ttl: u64,
-        /// Source partitions (= kshard's shards, Kafka Streams' tasks).
-        #[arg(long, default_value_t = 4)]
-        partitions: i32,
-        /// Sum: streams (keys) of the steady-state load.
-        #[arg(long, default_value_t = 1_000)]
-        streams: u32,
-        /// Word count: distinct words.
-        #[arg(long, default_value_t = 500)]
-        vocabulary: u32,
-        /// Records a second while latency is timed (and during fail-overs).
-        #[arg(long, default_value_t = 5_000)]
-        rate: u64,
-        /// Seconds latency is timed.
-        #[arg(long, default_value_t = 20)]
-        latency_seconds: u64,
-        /// scripts/streams-bench.sh: run Kafka Streams beside kshard.
-        #[arg(long)]
-        streams_app: Option<std::path::PathBuf>,
-        /// Kafka Streams' stream threads.
-        #[arg(long, default_value_t = 2)]
-        threads: u32,
-        /// kshard's longest transaction and Kafka Streams' commit interval
-        /// (ms; 100 is Kafka Streams' default under exactly-once).
-        #[arg(long, default_value_t = 100)]
-        commit_ms: u64,
-    },
+    Runtime(Box<bench::runtime::RuntimeBench>),
     /// Memory per tracked group-partition and /metrics render time, without a broker.
     State {
         /// Groups.
@@ -339,42 +293,7 @@ fn main() -> ExitCode {
         Command::Bench { command: BenchCommand::CatchUp { brokers, runs, kminion } } => {
             bench::catch_up::catch_up(&brokers, runs, kminion.as_deref())
         }
-        Command::Bench {
-            command:
-                BenchCommand::Runtime {
-                    brokers,
-                    etcd,
-                    records,
-                    lines,
-                    keys,
-                    runs,
-                    lease_ttl,
-                    partitions,
-                    streams,
-                    vocabulary,
-                    rate,
-                    latency_seconds,
-                    streams_app,
-                    threads,
-                    commit_ms,
-                },
-        } => bench::runtime::runtime(&bench::runtime::RuntimeBench {
-            kafka: brokers,
-            etcd,
-            records,
-            lines,
-            keys,
-            runs,
-            lease_ttl,
-            partitions,
-            streams,
-            vocabulary,
-            rate,
-            latency_seconds,
-            streams_app,
-            threads,
-            commit_ms,
-        }),
+        Command::Bench { command: BenchCommand::Runtime(bench) } => bench::runtime::runtime(&bench),
         Command::Bench { command: BenchCommand::State { groups, partitions, topics, max_partition_series } } => {
             bench::state::state(groups, partitions, topics, max_partition_series)
         }

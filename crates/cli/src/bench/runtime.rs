@@ -38,21 +38,52 @@ use super::workload::{CountWorkload, SumWorkload, Workload};
 use crate::serve_config::KafkaArgs;
 
 /// What `bench runtime` measures with.
+#[derive(Debug, clap::Args)]
 pub(crate) struct RuntimeBench {
+    #[command(flatten)]
     pub(crate) kafka: KafkaArgs,
+    /// etcd endpoints, for kshard's fail-over (two members).
+    #[arg(long, env = "KSHARD_ETCD", value_delimiter = ',')]
     pub(crate) etcd: Vec<String>,
+    /// Sum: records in the backlog each system drains.
+    #[arg(long, default_value_t = 2_000_000)]
     pub(crate) records: u64,
+    /// Word count: lines in the backlog (1 to 12 words each).
+    #[arg(long, default_value_t = 250_000)]
     pub(crate) lines: u64,
+    /// Sum: the keys of state a restart keeps.
+    #[arg(long, default_value_t = 1_000_000)]
     pub(crate) keys: u32,
+    /// Runs of the restart and of the fail-over.
+    #[arg(long, default_value_t = 3)]
     pub(crate) runs: usize,
+    /// kshard's lease TTL and Kafka Streams' session timeout (seconds).
+    #[arg(long, default_value_t = 10)]
     pub(crate) lease_ttl: u64,
+    /// Source partitions (= kshard's shards, Kafka Streams' tasks).
+    #[arg(long, default_value_t = 4)]
     pub(crate) partitions: i32,
+    /// Sum: streams (keys) of the steady-state load.
+    #[arg(long, default_value_t = 1_000)]
     pub(crate) streams: u32,
+    /// Word count: distinct words.
+    #[arg(long, default_value_t = 500)]
     pub(crate) vocabulary: u32,
+    /// Records a second while latency is timed (and during fail-overs).
+    #[arg(long, default_value_t = 5_000)]
     pub(crate) rate: u64,
+    /// Seconds latency is timed.
+    #[arg(long, default_value_t = 20)]
     pub(crate) latency_seconds: u64,
-    pub(crate) streams_app: Option<PathBuf>,
+    /// scripts/streams-bench.sh: run Kafka Streams beside kshard.
+    #[arg(long)]
+    pub(crate) streams_app: Option<std::path::PathBuf>,
+    /// Kafka Streams' stream threads.
+    #[arg(long, default_value_t = 2)]
     pub(crate) threads: u32,
+    /// kshard's longest transaction and Kafka Streams' commit interval
+    /// (ms; 100 is Kafka Streams' default under exactly-once).
+    #[arg(long, default_value_t = 100)]
     pub(crate) commit_ms: u64,
 }
 
