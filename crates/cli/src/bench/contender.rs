@@ -215,9 +215,7 @@ impl Instance {
             if ready(self) {
                 return Ok(());
             }
-            if let Some(status) = self.child.0.try_wait()? {
-                bail!("{} exited with {status} before {what}", self.name);
-            }
+            self.alive().with_context(|| format!("before {what}"))?;
             if started.elapsed() > limit {
                 bail!("{} not {what} within {limit:?}", self.name);
             }

@@ -19,8 +19,10 @@ use super::workload::Workload;
 /// A workload shared by the load and the tail.
 pub(crate) type Shared = Arc<Mutex<Box<dyn Workload>>>;
 
-pub(crate) fn lock(w: &Shared) -> MutexGuard<'_, Box<dyn Workload>> {
-    w.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+/// A mutex's guard, poisoned or not (a panicked holder left nothing half-done
+/// that matters to a bench).
+pub(crate) fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Milliseconds since the epoch, as record timestamps count.
@@ -62,35 +64,35 @@ impl Tail {
                     Ok(ReadEvent::Record(r)) => r,
                     Ok(_) => continue,
                     Err(e) => {
-                        *inner.error.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
-                            Some(format!("reading {topic}: {e:#}"));
+                        *lock(&inner.error) = Some(format!("reading {topic}: {e:#}"));
                         return;
                     }
                 };
                 let arrived = (Instant::now(), now_ms());
                 let (input_ms, _) = record.timestamp();
-                let taken = lock(&workload).take(record.key(), record.value());
-                let partition = record.key().and_then(|k| lock(&workload).source_partition(k));
+                let (taken, partition) = {
+                    let mut w = lock(&workload);
+                    (w.take(record.key(), record.value()), record.key().and_then(|k| w.source_partition(k)))
+                };
                 match taken {
                     Ok(units) => inner.reflected.fetch_add(units, Ordering::Relaxed),
                     Err(e) => {
                         let at = format!("{topic}/{} offset {}", record.partition(), record.offset());
-                        *inner.error.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
-                            Some(format!("{at}: {e}"));
+                        *lock(&inner.error) = Some(format!("{at}: {e}"));
                         return;
                     }
                 };
                 let from = inner.timed_from.load(Ordering::Relaxed);
                 if from >= 0 && input_ms >= from {
-                    let mut l = inner.latencies.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    let mut l = lock(&inner.latencies);
                     l.push((arrived.1 - input_ms) as f64);
                 }
-                let mut watch = inner.watch.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let mut watch = lock(&inner.watch);
                 if let Some((want, after)) = *watch
                     && input_ms >= after
                     && (want.is_none() || want == partition)
                 {
-                    *inner.seen_at.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(arrived.0);
+                    *lock(&inner.seen_at) = Some(arrived.0);
                     *watch = None;
                 }
             }
@@ -100,7 +102,7 @@ impl Tail {
 
     /// Input units reflected so far; an error once an output was wrong.
     pub(crate) fn reflected(&self) -> Result<u64> {
-        if let Some(e) = self.seen.error.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone() {
+        if let Some(e) = lock(&self.seen.error).clone() {
             bail!("{e}");
         }
         Ok(self.seen.reflected.load(Ordering::Relaxed))
@@ -128,14 +130,14 @@ impl Tail {
 
     /// The latencies timed so far (ms), taken.
     pub(crate) fn latencies(&self) -> Vec<f64> {
-        std::mem::take(&mut *self.seen.latencies.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+        std::mem::take(&mut *lock(&self.seen.latencies))
     }
 
     /// Watches for the first output of an input of `partition` (any: `None`)
     /// appended at or after `after_ms`.
     pub(crate) fn watch(&self, partition: Option<i32>, after_ms: i64) {
-        *self.seen.seen_at.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
-        *self.seen.watch.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some((partition, after_ms));
+        *lock(&self.seen.seen_at) = None;
+        *lock(&self.seen.watch) = Some((partition, after_ms));
     }
 
     /// When the watched output arrived, waiting up to `limit`.
@@ -143,7 +145,7 @@ impl Tail {
         let started = Instant::now();
         loop {
             self.reflected()?;
-            if let Some(at) = *self.seen.seen_at.lock().unwrap_or_else(std::sync::PoisonError::into_inner) {
+            if let Some(at) = *lock(&self.seen.seen_at) {
                 return Ok(at);
             }
             if started.elapsed() > limit {

@@ -11,7 +11,7 @@ mod produce;
 mod verify;
 
 pub(crate) use app::StreamSum;
-pub(crate) use produce::{ExpectedFile, Increments, stream_index};
+pub(crate) use produce::{ExpectedFile, Increments, Rng, stream_index};
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -37,11 +37,12 @@ impl ExpectedFile {
     }
 }
 
-/// A small, fast, seeded generator (xorshift64*): the load needs variety, not secrecy.
-struct Rng(u64);
+/// A small, fast, seeded generator (xorshift64*): the load needs variety, not
+/// secrecy. Both examples' loads draw from it.
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;

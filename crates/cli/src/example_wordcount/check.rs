@@ -13,6 +13,7 @@ use kshard_kafka::{ClientSettings, PartitionReader, ReadEvent, RecordWriter};
 use serde::{Deserialize, Serialize};
 
 use super::app::{counts_topic, decode_count};
+use crate::example_sum::Rng;
 
 /// The file `produce` writes and `verify` reads: the true counts.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -40,7 +41,7 @@ pub(crate) struct Lines {
     file: Counts,
     vocabulary: u64,
     partitions: u64,
-    rng: u64,
+    rng: Rng,
     sent: u64,
     words: u64,
 }
@@ -53,23 +54,16 @@ impl Lines {
             bail!("invalid vocabulary: at least 1");
         }
         let partitions = u64::try_from(partitions.max(1)).unwrap_or(1);
-        Ok(Lines { file, vocabulary: u64::from(vocabulary), partitions, rng: seed | 1, sent: 0, words: 0 })
-    }
-
-    fn draw(&mut self) -> u64 {
-        self.rng ^= self.rng >> 12;
-        self.rng ^= self.rng << 25;
-        self.rng ^= self.rng >> 27;
-        self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        Ok(Lines { file, vocabulary: u64::from(vocabulary), partitions, rng: Rng(seed | 1), sent: 0, words: 0 })
     }
 
     /// The next line and its partition.
     pub(crate) fn next(&mut self) -> (i32, String) {
-        let words = 1 + self.draw() % 12;
+        let words = 1 + self.rng.next() % 12;
         let mut line = Vec::new();
         for _ in 0..words {
             // Squared: some words far more common than others.
-            let r = self.draw() % self.vocabulary;
+            let r = self.rng.next() % self.vocabulary;
             let word = format!("w{:04}", r * r / self.vocabulary);
             *self.file.counts.entry(word.clone()).or_default() += 1;
             line.push(word);
