@@ -60,6 +60,7 @@ pub use traits::{
 pub use wire::admin::WireAdmin;
 pub use wire::cluster_admin::{BrokerInfo, ClusterAdmin, ClusterInfo, LogDirSizes, PartitionReplicas, TopicInfo};
 pub use wire::fetch_times::FetchTimes;
+pub use wire::out_batch::{BatchMark, OutBatch};
 pub use wire::produce::OutRecord;
 pub use wire::producer::{Producer, TRANSACTION_TIMEOUT};
 pub use wire::records::Transactional;

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kshard_kafka::{
-    Admin, ClientSettings, Isolation, OutRecord, PartitionReader, ReadEvent, TRANSACTION_TIMEOUT, TopicSpec, Writer,
+    Admin, ClientSettings, Isolation, OutBatch, OutRecord, PartitionReader, ReadEvent, TRANSACTION_TIMEOUT, TopicSpec,
+    Writer,
 };
 use kshard_testkit::{Broker, unique_name};
 
@@ -75,7 +76,8 @@ fn an_idempotent_producers_batches_land_in_order_with_headers_and_timestamps() {
             for partition in 0..2 {
                 let records: Vec<OutRecord> =
                     (0..3).map(|i| record(&format!("k{batch}-{i}"), &format!("v{partition}-{batch}-{i}"))).collect();
-                deliveries.push((partition, producer.send(&t, partition, &records).await.expect("queued")));
+                deliveries
+                    .push((partition, producer.send(&t, partition, OutBatch::of(&records)).await.expect("queued")));
             }
         }
         let mut offsets = Vec::new();
@@ -105,7 +107,7 @@ fn an_idempotent_producers_batches_land_in_order_with_headers_and_timestamps() {
         timestamp_ms: 1_600_000_000_123,
     };
     let at = runtime().block_on(async {
-        let d = producer.send(&t, 0, &[with_headers]).await.expect("queued");
+        let d = producer.send(&t, 0, OutBatch::of(&[with_headers])).await.expect("queued");
         d.delivered().await.expect("written")
     });
     assert_eq!(at, 15);
@@ -164,21 +166,24 @@ fn a_committed_transaction_is_read_whole_and_an_aborted_one_never() {
         let mut producer = writer.transactional(&format!("{p}-shard-0"), TRANSACTION_TIMEOUT).await.expect("init");
         assert!(!producer.in_transaction());
         // Committed: a log record and outputs on three partitions.
-        producer.send(&log, 0, &[record("txn", "1")]).await.expect("queued");
+        producer.send(&log, 0, OutBatch::of(&[record("txn", "1")])).await.expect("queued");
         for partition in 0..3 {
-            producer.send(&out, partition, &[record("a", &format!("committed-{partition}"))]).await.expect("queued");
+            producer
+                .send(&out, partition, OutBatch::of(&[record("a", &format!("committed-{partition}"))]))
+                .await
+                .expect("queued");
         }
         assert!(producer.in_transaction());
         producer.commit().await.expect("commits");
         assert!(!producer.in_transaction());
         // Aborted, after its batches were written.
-        let d = producer.send(&log, 0, &[record("txn", "2")]).await.expect("queued");
-        producer.send(&out, 1, &[record("b", "aborted")]).await.expect("queued");
+        let d = producer.send(&log, 0, OutBatch::of(&[record("txn", "2")])).await.expect("queued");
+        producer.send(&out, 1, OutBatch::of(&[record("b", "aborted")])).await.expect("queued");
         d.delivered().await.expect("written, not yet committed");
         producer.abort().await.expect("aborts");
         // Committed again, after the abort bumped the epoch.
-        producer.send(&log, 0, &[record("txn", "3")]).await.expect("queued");
-        producer.send(&out, 2, &[record("c", "committed-again")]).await.expect("queued");
+        producer.send(&log, 0, OutBatch::of(&[record("txn", "3")])).await.expect("queued");
+        producer.send(&out, 2, OutBatch::of(&[record("c", "committed-again")])).await.expect("queued");
         producer.commit().await.expect("commits");
     });
     let values = |rows: Vec<(i32, i64, String, String)>| -> Vec<String> { rows.into_iter().map(|r| r.3).collect() };
@@ -205,7 +210,7 @@ fn a_new_producer_of_a_transactional_id_fences_the_old_one_at_the_broker() {
     let other = Writer::new(&settings).expect("settings").expect("PLAINTEXT is kshard's own");
     runtime().block_on(async {
         let mut zombie = other.transactional(&id, TRANSACTION_TIMEOUT).await.expect("init");
-        let d = zombie.send(&t, 0, &[record("z", "zombie-open")]).await.expect("queued");
+        let d = zombie.send(&t, 0, OutBatch::of(&[record("z", "zombie-open")])).await.expect("queued");
         d.delivered().await.expect("written inside its transaction");
         let zombie_epoch = zombie.id_and_epoch();
 
@@ -214,7 +219,7 @@ fn a_new_producer_of_a_transactional_id_fences_the_old_one_at_the_broker() {
         assert!(primary.id_and_epoch().1 > zombie_epoch.1, "a newer epoch");
 
         // The zombie's late write and its commit are refused by the broker.
-        let late = zombie.send(&t, 0, &[record("z", "zombie-late")]).await;
+        let late = zombie.send(&t, 0, OutBatch::of(&[record("z", "zombie-late")])).await;
         let commit = match late {
             Ok(d) => {
                 let e = d.delivered().await.expect_err("refused");
@@ -224,9 +229,11 @@ fn a_new_producer_of_a_transactional_id_fences_the_old_one_at_the_broker() {
             Err(e) => e,
         };
         assert!(commit.is_fenced(), "{commit}");
-        assert!(zombie.send(&t, 0, &[record("z", "again")]).await.expect_err("fenced for good").is_fenced());
+        assert!(
+            zombie.send(&t, 0, OutBatch::of(&[record("z", "again")])).await.expect_err("fenced for good").is_fenced()
+        );
 
-        primary.send(&t, 0, &[record("p", "primary")]).await.expect("queued");
+        primary.send(&t, 0, OutBatch::of(&[record("p", "primary")])).await.expect("queued");
         primary.commit().await.expect("commits");
     });
     let read: Vec<String> = read_all(&settings, &t, &[0], Isolation::Committed).into_iter().map(|r| r.3).collect();
@@ -249,10 +256,10 @@ fn hundreds_of_transactions_back_to_back_each_seen_once() {
         let mut producer = writer.transactional(&format!("{p}-shard"), TRANSACTION_TIMEOUT).await.expect("init");
         for n in 0..TRANSACTIONS {
             producer.add_partitions(&[(&log, 0), (&out, 0), (&out, 1)]).await.expect("adds");
-            producer.send(&log, 0, &[record("txn", &n.to_string())]).await.expect("queued");
+            producer.send(&log, 0, OutBatch::of(&[record("txn", &n.to_string())])).await.expect("queued");
             let partition = i32::try_from(n % 2).expect("small");
             let outputs: Vec<OutRecord> = (0..10).map(|i| record(&format!("{n}"), &format!("{n}-{i}"))).collect();
-            producer.send(&out, partition, &outputs).await.expect("queued");
+            producer.send(&out, partition, OutBatch::of(&outputs)).await.expect("queued");
             producer.commit().await.expect("commits");
         }
     });

@@ -296,20 +296,7 @@ pub trait ShardApp: Send + 'static {
     fn stopped(&mut self) {}
 }
 
-/// The memory an output holds beside its key, value and headers: the
-/// record and its allocations (counted in [`Transaction::bytes`]).
-const OUTPUT_OVERHEAD: usize = std::mem::size_of::<Output>() + 64;
-
-/// A record an application publishes in a transaction, for `topic`/`partition`.
-#[derive(Debug, Clone)]
-pub struct Output {
-    /// The topic (shared by the transaction's outputs to it).
-    pub topic: std::sync::Arc<str>,
-    /// The partition.
-    pub partition: i32,
-    /// The record.
-    pub record: OutRecord,
-}
+pub use crate::outputs::Output;
 
 /// A consumer transaction's view of the store: reads see the store as of the
 /// transaction's own writes; writes become the recovery-log record's
@@ -321,9 +308,7 @@ pub struct Transaction<'a> {
     /// over the store (see `Log::start_commit`).
     before: Option<&'a BTreeMap<Vec<u8>, Option<Vec<u8>>>>,
     writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
-    outputs: Vec<Output>,
-    /// The topics published to, each name allocated once.
-    topics: Vec<std::sync::Arc<str>>,
+    outputs: crate::outputs::Outputs,
     messages: usize,
     bytes: usize,
     /// What the message being consumed changed, to undo it if refused
@@ -340,7 +325,6 @@ type Write = Option<Vec<u8>>;
 struct Undo {
     /// Each key written, and its entry in the writes before (`None`: none).
     writes: Vec<(Vec<u8>, Option<Write>)>,
-    outputs: usize,
     bytes: usize,
 }
 
@@ -357,8 +341,7 @@ impl<'a> Transaction<'a> {
             store,
             before: None,
             writes: BTreeMap::new(),
-            outputs: Vec::new(),
-            topics: Vec::new(),
+            outputs: crate::outputs::Outputs::default(),
             messages: 0,
             bytes: 0,
             undo: None,
@@ -435,7 +418,8 @@ impl<'a> Transaction<'a> {
     /// Starts keeping what the next message changes, so that a refusal can
     /// undo it (the runtime does, when the shard's refusals are not `Fail`).
     pub(crate) fn mark(&mut self) {
-        self.undo = Some(Undo { writes: Vec::new(), outputs: self.outputs.len(), bytes: self.bytes });
+        self.undo = Some(Undo { writes: Vec::new(), bytes: self.bytes });
+        self.outputs.mark();
     }
 
     /// Undoes what was changed since [`Transaction::mark`].
@@ -447,7 +431,7 @@ impl<'a> Transaction<'a> {
                 None => self.writes.remove(&key),
             };
         }
-        self.outputs.truncate(undo.outputs);
+        self.outputs.undo();
         self.bytes = undo.bytes;
     }
 
@@ -458,27 +442,13 @@ impl<'a> Transaction<'a> {
     /// fails, a primary fenced by a newer one). Records published to one
     /// partition land in the order published.
     pub fn publish(&mut self, topic: &str, partition: i32, record: OutRecord) {
-        let headers: usize = record.headers.iter().map(|(n, v)| n.len() + v.as_ref().map_or(0, |v| v.len()) + 64).sum();
-        // What it holds in memory until the commit: its bytes, and the
-        // record's and its allocations' own (one name per topic, shared).
-        self.bytes += record.key.as_ref().map_or(0, |k| k.len())
-            + record.value.as_ref().map_or(0, |v| v.len())
-            + headers
-            + OUTPUT_OVERHEAD;
-        let topic = match self.topics.iter().find(|t| ***t == *topic) {
-            Some(t) => std::sync::Arc::clone(t),
-            None => {
-                let t: std::sync::Arc<str> = std::sync::Arc::from(topic);
-                self.topics.push(std::sync::Arc::clone(&t));
-                t
-            }
-        };
-        self.outputs.push(Output { topic, partition, record });
+        // What it holds until the commit: the record as it goes out.
+        self.bytes += self.outputs.publish(topic, partition, &record);
     }
 
     /// Records published so far.
     pub fn published(&self) -> usize {
-        self.outputs.len()
+        self.outputs.records()
     }
 
     /// Counts one message taken (the runtime does, after `consume`).
@@ -513,7 +483,7 @@ impl<'a> Transaction<'a> {
                 None => Mutation::Delete { key },
             })
             .collect();
-        (mutations, self.outputs)
+        (mutations, self.outputs.into_batches())
     }
 }
 

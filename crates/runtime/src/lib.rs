@@ -49,6 +49,7 @@ mod metrics;
 mod model;
 mod node;
 mod node_http;
+mod outputs;
 pub mod partitions;
 pub mod recovery_log;
 pub mod replica;

@@ -27,6 +27,7 @@ pub(crate) mod fetcher;
 pub(crate) mod inflate;
 pub(crate) mod lanes;
 pub(crate) mod links;
+pub(crate) mod out_batch;
 pub(crate) mod produce;
 pub(crate) mod producer;
 pub(crate) mod record_batch;

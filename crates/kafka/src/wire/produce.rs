@@ -10,14 +10,11 @@
 
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use kafka_protocol::indexmap::IndexMap;
+use bytes::Bytes;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName, TransactionalId};
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
 
-use crate::error::{Error, Result};
 use crate::retry::retriable_code;
 
 /// Produce v9.
@@ -55,15 +52,6 @@ impl OutRecord {
     pub fn at(self, timestamp_ms: i64) -> Self {
         if timestamp_ms >= 0 { OutRecord { timestamp_ms, ..self } } else { self }
     }
-
-    /// The bytes it takes in a batch, about (for sizing requests).
-    pub(crate) fn size(&self) -> usize {
-        let header = |(name, value): &(String, Option<Bytes>)| name.len() + value.as_ref().map_or(0, Bytes::len) + 4;
-        self.key.as_ref().map_or(0, Bytes::len)
-            + self.value.as_ref().map_or(0, Bytes::len)
-            + self.headers.iter().map(header).sum::<usize>()
-            + 16
-    }
 }
 
 /// Milliseconds since the epoch, now.
@@ -86,50 +74,6 @@ pub(crate) fn sequence_after(sequence: i32, records: usize) -> i32 {
     let records = i32::try_from(records).unwrap_or(i32::MAX);
     let next = i64::from(sequence) + i64::from(records);
     i32::try_from(next % (i64::from(i32::MAX) + 1)).unwrap_or(0)
-}
-
-/// `records` as one uncompressed record batch of `producer`, its first
-/// record numbered `sequence`.
-pub(crate) fn encode_batch(
-    records: &[OutRecord],
-    producer: Identity,
-    sequence: i32,
-    transactional: bool,
-) -> Result<Bytes> {
-    let encoded: Vec<Record> = records
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            let index = i32::try_from(i).unwrap_or(i32::MAX);
-            Record {
-                transactional,
-                control: false,
-                delete_horizon: false,
-                partition_leader_epoch: -1,
-                producer_id: producer.id,
-                producer_epoch: producer.epoch,
-                timestamp_type: TimestampType::Creation,
-                offset: i64::from(index),
-                // Only the batch's base sequence goes on the wire; the
-                // broker wraps past i32::MAX to 0 itself. Kept in step with
-                // the offsets so that the encoder makes one batch.
-                sequence: sequence.wrapping_add(index),
-                timestamp: r.timestamp_ms,
-                key: r.key.clone(),
-                value: r.value.clone(),
-                headers: r
-                    .headers
-                    .iter()
-                    .map(|(name, value)| (StrBytes::from_string(name.clone()), value.clone()))
-                    .collect::<IndexMap<_, _>>(),
-            }
-        })
-        .collect();
-    let mut buf = BytesMut::with_capacity(records.iter().map(OutRecord::size).sum::<usize>() + 64);
-    let options = RecordEncodeOptions { version: 2, compression: Compression::None };
-    RecordBatchEncoder::encode(&mut buf, &encoded, &options)
-        .map_err(|e| Error::Refused { step: "encoding a record batch".into(), message: e.to_string() })?;
-    Ok(buf.freeze())
 }
 
 /// A Produce request of `batches` (topic, partition, one batch each) for
@@ -215,8 +159,8 @@ pub(crate) fn outcomes(answer: &ProduceResponse) -> Vec<(String, i32, Landed)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::BytesMut;
     use kafka_protocol::protocol::{Decodable, Encodable};
-    use kafka_protocol::records::RecordBatchDecoder;
 
     fn record(key: &str, value: Option<&str>) -> OutRecord {
         OutRecord {
@@ -234,46 +178,10 @@ mod tests {
     }
 
     #[test]
-    fn a_batch_carries_its_producer_sequence_and_records() {
-        let producer = Identity { id: 4_000, epoch: 7 };
-        let records = [record("a", Some("1")), record("b", None), record("c", Some("3"))];
-        let batch = encode_batch(&records, producer, 41, true).expect("encodes");
-        // Kafka's own walk of it, and kshard's reader's.
-        let decoded = RecordBatchDecoder::decode(&mut batch.clone()).expect("decodes");
-        assert_eq!(decoded.records.len(), 3);
-        for (i, r) in decoded.records.iter().enumerate() {
-            assert_eq!((r.producer_id, r.producer_epoch, r.transactional), (4_000, 7, true));
-            assert_eq!(r.sequence, 41 + i32::try_from(i).expect("small"));
-            assert_eq!(r.offset, i64::try_from(i).expect("small"));
-            assert_eq!(r.key, records[i].key);
-            assert_eq!(r.value, records[i].value);
-            assert_eq!(r.timestamp, 1_700_000_000_000);
-            assert_eq!(r.headers.get(&StrBytes::from_static_str("reason")), Some(&Some(Bytes::from_static(b"why"))));
-            assert_eq!(r.headers.get(&StrBytes::from_static_str("empty")), Some(&None));
-        }
-        // The header kshard's reader reads.
-        let header = crate::wire::record_batch::BatchHeader::parse(&batch).expect("a header");
-        assert_eq!((header.producer_id, header.transactional, header.count), (4_000, true, 3));
-        assert_eq!(i64::from(header.size), i64::try_from(batch.len()).expect("small"));
-    }
-
-    #[test]
     fn sequences_wrap_past_the_largest_int32() {
         assert_eq!(sequence_after(0, 3), 3);
         assert_eq!(sequence_after(i32::MAX, 1), 0);
         assert_eq!(sequence_after(i32::MAX - 1, 5), 3);
-        let producer = Identity { id: 1, epoch: 0 };
-        let batch = encode_batch(&[record("a", None), record("b", None)], producer, i32::MAX, false).expect("encodes");
-        let header = crate::wire::record_batch::BatchHeader::parse(&batch).expect("a header");
-        assert_eq!(
-            (header.count, i64::from(header.size)),
-            (2, i64::try_from(batch.len()).expect("small")),
-            "one batch"
-        );
-        // The base sequence: after the base offset, length, leader epoch,
-        // magic, CRC, attributes, last offset delta, two timestamps, the
-        // producer id and its epoch.
-        assert_eq!(batch[53..57], i32::MAX.to_be_bytes());
     }
 
     #[test]

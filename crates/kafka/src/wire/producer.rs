@@ -36,7 +36,8 @@ use crate::delivery::{Delivered, Delivery};
 use crate::error::{Error, Result};
 use crate::wire::answer_shape::Answer;
 use crate::wire::broker_link::broker_address;
-use crate::wire::produce::{Identity, OutRecord, encode_batch, sequence_after};
+use crate::wire::out_batch::OutBatch;
+use crate::wire::produce::{Identity, sequence_after};
 use crate::wire::writer::{Shared, Writer, delivery};
 
 const INIT_PRODUCER_ID_VERSION: i16 = 4;
@@ -189,7 +190,7 @@ impl Producer {
     /// transaction, opening one, for a transactional producer): returns the
     /// first record's delivery — the others land at the offsets after it.
     /// Queued at once; [`Producer::commit`] waits for every batch sent.
-    pub async fn send(&mut self, topic: &str, partition: i32, records: &[OutRecord]) -> Result<Delivery> {
+    pub async fn send(&mut self, topic: &str, partition: i32, records: OutBatch) -> Result<Delivery> {
         self.usable()?;
         if records.is_empty() {
             return Err(Error::Refused {
@@ -202,8 +203,9 @@ impl Producer {
         }
         let topic: Arc<str> = Arc::from(topic);
         let sequence = self.sequences.entry((Arc::clone(&topic), partition)).or_insert(0);
-        let batch = encode_batch(records, self.identity, *sequence, self.transactional_id.is_some())?;
-        *sequence = sequence_after(*sequence, records.len());
+        let count = records.len();
+        let batch = records.seal(self.identity, *sequence, self.transactional_id.is_some());
+        *sequence = sequence_after(*sequence, count);
         let slot = Delivered::tracked();
         self.shared.push(self.lane, self.transactional_id.clone(), &topic, partition, batch, Arc::clone(&slot));
         if let Some(open) = &mut self.open {

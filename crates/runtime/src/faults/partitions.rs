@@ -12,7 +12,7 @@ use tokio::sync::watch;
 
 use super::{Closed, Gate, Passage};
 use crate::partitions::{
-    Appended, AppendedOf, Ends, OutRecord, PartitionRead, Partitions, Pending, Polled, Readable, TxnWrite,
+    Appended, AppendedOf, Ends, OutBatch, PartitionRead, Partitions, Pending, Polled, Readable, TxnWrite,
 };
 
 fn refused(step: &str) -> Error {
@@ -183,7 +183,7 @@ impl TxnWrite for GatedTxn {
         })
     }
 
-    fn send<'a>(&'a mut self, topic: &'a str, partition: i32, records: &'a [OutRecord]) -> Pending<'a, Appended> {
+    fn send<'a>(&'a mut self, topic: &'a str, partition: i32, records: OutBatch) -> Pending<'a, Appended> {
         Box::pin(async move {
             self.pass("appending").await?;
             self.inner.send(topic, partition, records).await

@@ -9,7 +9,7 @@ use std::time::Duration;
 use kshard_kafka::Isolation;
 use tokio::time::Instant;
 
-use super::{OutRecord, PartitionRead, Partitions, Polled, next_event};
+use super::{OutBatch, OutRecord, PartitionRead, Partitions, Polled, next_event};
 
 /// A record as read: offset, key, value.
 type Read = (i64, Option<Vec<u8>>, Option<Vec<u8>>);
@@ -88,9 +88,9 @@ async fn values(log: &dyn Partitions, topic: &str, isolation: Isolation, at_leas
 pub async fn transactions_are_read_whole_or_never_and_a_new_writer_fences(log: &dyn Partitions, a: &str, b: &str) {
     let id = format!("{a}-shard");
     let mut first = log.transactional(&id).await.expect("a writer");
-    let sent = first.send(a, 0, &[out("k", "r1")]).await.expect("sends");
+    let sent = first.send(a, 0, OutBatch::of(&[out("k", "r1")])).await.expect("sends");
     tokio::time::timeout(Duration::from_secs(30), sent.delivered()).await.expect("in time").expect("written");
-    first.send(b, 0, &[out("k", "r2"), out("k", "r3")]).await.expect("sends");
+    first.send(b, 0, OutBatch::of(&[out("k", "r2"), out("k", "r3")])).await.expect("sends");
     // Open: an uncommitted reader reads it, a committed one not yet, and
     // committed readers end before it (the last stable offset).
     assert_eq!(values(log, a, Isolation::Uncommitted, 1).await, [(0, "r1".to_owned())]);
@@ -105,20 +105,20 @@ pub async fn transactions_are_read_whole_or_never_and_a_new_writer_fences(log: &
     }
     assert_eq!(values(log, b, Isolation::Committed, 2).await, [(0, "r2".to_owned()), (1, "r3".to_owned())]);
     // Aborted: never read by a committed reader.
-    let sent = first.send(a, 0, &[out("k", "r4")]).await.expect("sends");
+    let sent = first.send(a, 0, OutBatch::of(&[out("k", "r4")])).await.expect("sends");
     tokio::time::timeout(Duration::from_secs(30), sent.delivered()).await.expect("in time").expect("written");
     first.abort().await.expect("aborts");
     // Left open, then fenced by a second writer of the id.
-    let sent = first.send(a, 0, &[out("k", "r5")]).await.expect("sends");
+    let sent = first.send(a, 0, OutBatch::of(&[out("k", "r5")])).await.expect("sends");
     tokio::time::timeout(Duration::from_secs(30), sent.delivered()).await.expect("in time").expect("written");
     let mut second = log.transactional(&id).await.expect("a second writer");
-    let late = match first.send(a, 0, &[out("k", "late")]).await {
+    let late = match first.send(a, 0, OutBatch::of(&[out("k", "late")])).await {
         Ok(sent) => tokio::time::timeout(Duration::from_secs(30), sent.delivered()).await.expect("in time").map(|_| ()),
         Err(e) => Err(e),
     };
     assert!(late.expect_err("fenced").is_fenced());
     assert!(first.commit().await.expect_err("fenced").is_fenced());
-    second.send(a, 0, &[out("k", "r6")]).await.expect("sends");
+    second.send(a, 0, OutBatch::of(&[out("k", "r6")])).await.expect("sends");
     second.commit().await.expect("commits");
     // r1, its commit's marker, r4, its abort's marker, r5, its abort's marker, r6.
     assert_eq!(values(log, a, Isolation::Committed, 2).await, [(0, "r1".to_owned()), (6, "r6".to_owned())]);

@@ -15,7 +15,7 @@ use kshard_kafka::{
 };
 
 use super::{
-    Appended, AppendedOf, Ends, LogRecord, OutRecord, PartitionRead, Partitions, Pending, Polled, Readable, TxnWrite,
+    Appended, AppendedOf, Ends, LogRecord, OutBatch, PartitionRead, Partitions, Pending, Polled, Readable, TxnWrite,
 };
 
 /// Kafka, as `settings` reach it.
@@ -178,12 +178,12 @@ impl TxnWrite for PlainAppends {
         })
     }
 
-    fn send<'a>(&'a mut self, topic: &'a str, partition: i32, records: &'a [OutRecord]) -> Pending<'a, Appended> {
+    fn send<'a>(&'a mut self, topic: &'a str, partition: i32, records: OutBatch) -> Pending<'a, Appended> {
         Box::pin(async move {
             // The first record's delivery goes back (its offset is the
             // caller's); the others are waited for at the commit.
             let mut first = None;
-            for r in records {
+            for r in records.records()? {
                 let delivery =
                     self.writer.append(topic, partition, r.key.as_deref().unwrap_or_default(), r.value.as_deref())?;
                 match first {
@@ -227,7 +227,7 @@ impl TxnWrite for KafkaTxn {
         Box::pin(self.producer.add_partitions(partitions))
     }
 
-    fn send<'a>(&'a mut self, topic: &'a str, partition: i32, records: &'a [OutRecord]) -> Pending<'a, Appended> {
+    fn send<'a>(&'a mut self, topic: &'a str, partition: i32, records: OutBatch) -> Pending<'a, Appended> {
         Box::pin(async move {
             let delivery = self.producer.send(topic, partition, records).await?;
             Ok(Appended(AppendedOf::Kafka(delivery)))

@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 use kshard_kafka::{Error, Isolation, Transactional};
 
 use super::{
-    Appended, AppendedOf, Ends, LogRecord, OutRecord, PartitionRead, Partitions, Pending, Polled, Readable, RecordOf,
-    TxnWrite,
+    Appended, AppendedOf, Ends, LogRecord, OutBatch, OutRecord, PartitionRead, Partitions, Pending, Polled, Readable,
+    RecordOf, TxnWrite,
 };
 
 /// A record kept.
@@ -375,7 +375,8 @@ struct MemoryTxn {
 }
 
 impl MemoryTxn {
-    fn send_now(&self, topic: &str, partition: i32, records: &[OutRecord]) -> Result<Appended, Error> {
+    fn send_now(&self, topic: &str, partition: i32, batch: &OutBatch) -> Result<Appended, Error> {
+        let records = batch.records()?;
         let mut state = self.shared.lock();
         if !state.available {
             return Err(unavailable("appending"));
@@ -404,9 +405,9 @@ impl MemoryTxn {
         }
         let part = Some(Transactional::Record { producer_id });
         let first =
-            records.iter().map(|r| state.push((topic, partition), r.clone(), Some(txn), part)).min().ok_or_else(
-                || Error::Refused { step: format!("writing to {topic}/{partition}"), message: "no records".into() },
-            )?;
+            records.into_iter().map(|r| state.push((topic, partition), r, Some(txn), part)).min().ok_or_else(|| {
+                Error::Refused { step: format!("writing to {topic}/{partition}"), message: "no records".into() }
+            })?;
         drop(state);
         self.shared.ring();
         Ok(Appended(AppendedOf::Done(Ok(first))))
@@ -437,8 +438,8 @@ impl TxnWrite for MemoryTxn {
         Box::pin(std::future::ready(Ok(())))
     }
 
-    fn send<'a>(&'a mut self, topic: &'a str, partition: i32, records: &'a [OutRecord]) -> Pending<'a, Appended> {
-        Box::pin(std::future::ready(self.send_now(topic, partition, records)))
+    fn send<'a>(&'a mut self, topic: &'a str, partition: i32, records: OutBatch) -> Pending<'a, Appended> {
+        Box::pin(std::future::ready(self.send_now(topic, partition, &records)))
     }
 
     fn commit(&mut self) -> Pending<'_, ()> {

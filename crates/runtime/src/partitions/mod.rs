@@ -22,7 +22,7 @@ pub(crate) mod kafka;
 pub(crate) mod memory;
 
 pub use kafka::{KafkaPartitions, LogTopicError, ensure_log_topic};
-pub use kshard_kafka::OutRecord;
+pub use kshard_kafka::{OutBatch, OutRecord};
 pub use memory::{MemoryPartitions, ReadBack};
 
 use std::collections::HashMap;
@@ -97,7 +97,7 @@ pub trait TxnWrite: Send + Sync + std::fmt::Debug {
     /// Writes `records` to `topic`/`partition` in the open transaction
     /// (opening one), as one batch: the first record's delivery (the others
     /// land at the offsets after it).
-    fn send<'a>(&'a mut self, topic: &'a str, partition: i32, records: &'a [OutRecord]) -> Pending<'a, Appended>;
+    fn send<'a>(&'a mut self, topic: &'a str, partition: i32, records: OutBatch) -> Pending<'a, Appended>;
     /// Waits for every record sent, then commits the open transaction (none
     /// open: nothing to do). An error leaves it to [`TxnWrite::abort`].
     fn commit(&mut self) -> Pending<'_, ()>;

@@ -20,12 +20,13 @@
 //! the partition heard); a record missing from the chain is told by its
 //! sequence number, not its offset.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use crate::application::Output;
-use crate::partitions::{LogRecord, OutRecord, PartitionRead, Partitions, Polled, TxnWrite, next_event};
+use crate::partitions::{LogRecord, OutBatch, OutRecord, PartitionRead, Partitions, Polled, TxnWrite, next_event};
 
 use super::chain::Skip;
 
@@ -112,34 +113,6 @@ pub struct LogClients<'a> {
 
 /// A primary's transactional writer, which its appends take in turn.
 pub type WriterSlot = tokio::sync::Mutex<Box<dyn TxnWrite>>;
-
-/// The most bytes of records sent as one batch (Kafka's default
-/// `max.message.bytes` is 1 MiB).
-const BATCH_BYTES: usize = 512 * 1024;
-
-/// `outputs` as batches: each partition's records in the order published,
-/// up to [`BATCH_BYTES`] a batch (Kafka keeps no order across partitions, so
-/// records of one partition interleaved with another's still go together).
-fn batches(outputs: Vec<Output>) -> Vec<(String, i32, Vec<OutRecord>)> {
-    let mut out: Vec<(String, i32, Vec<OutRecord>, usize)> = Vec::new();
-    // Where each partition's open batch is in `out`.
-    let mut open: std::collections::HashMap<(std::sync::Arc<str>, i32), usize> = std::collections::HashMap::new();
-    for o in outputs {
-        let size = o.record.key.as_ref().map_or(0, |k| k.len()) + o.record.value.as_ref().map_or(0, |v| v.len()) + 16;
-        let key = (o.topic, o.partition);
-        match open.get(&key).copied() {
-            Some(i) if out[i].3 + size <= BATCH_BYTES => {
-                out[i].2.push(o.record);
-                out[i].3 += size;
-            }
-            _ => {
-                open.insert(key.clone(), out.len());
-                out.push((key.0.to_string(), key.1, vec![o.record], size));
-            }
-        }
-    }
-    out.into_iter().map(|(t, p, b, _)| (t, p, b)).collect()
-}
 
 impl LogClients<'_> {
     /// The partition's end now (its high watermark).
@@ -305,20 +278,22 @@ pub(crate) async fn write_transaction(
         if source.is_fenced() { LogError::Fenced { current: None } } else { LogError::Kafka { step, source } }
     };
     let mut writer = writer.lock().await;
-    // Every partition in one call, then the outputs, each partition's in
-    // order, in batches, then the log's records, each a batch of its own (a
+    // Every partition in one call, then the outputs, each partition's
+    // batches in order, then the log's records, each a batch of its own (a
     // topic's size limit is per batch); the last one's offset is the caller's.
-    let batches = batches(outputs);
-    let mut partitions: Vec<(&str, i32)> = batches.iter().map(|(t, p, _)| (t.as_str(), *p)).collect();
-    partitions.push((topic, partition));
-    writer.add_partitions(&partitions).await.map_err(kafka)?;
-    for (t, p, batch) in &batches {
-        writer.send(t, *p, batch).await.map_err(kafka)?;
+    let mut partitions: Vec<(Arc<str>, i32)> = outputs.iter().map(|o| (Arc::clone(&o.topic), o.partition)).collect();
+    partitions.sort_unstable();
+    partitions.dedup();
+    let mut named: Vec<(&str, i32)> = partitions.iter().map(|(t, p)| (&**t, *p)).collect();
+    named.push((topic, partition));
+    writer.add_partitions(&named).await.map_err(kafka)?;
+    for o in outputs {
+        writer.send(&o.topic, o.partition, o.batch).await.map_err(kafka)?;
     }
     let mut last = None;
     for record in records {
-        let out = [OutRecord::new(Some(b""), Some(record))];
-        last = Some(writer.send(topic, partition, &out).await.map_err(kafka)?);
+        let out = OutBatch::of(&[OutRecord::new(Some(b""), Some(record))]);
+        last = Some(writer.send(topic, partition, out).await.map_err(kafka)?);
     }
     let last = last.ok_or_else(|| LogError::Kafka {
         step,
@@ -493,34 +468,5 @@ pub(crate) async fn read_back<S: Store>(
         Ok(())
     } else {
         Err(LogError::Fenced { current: player.chain().author() })
-    }
-}
-
-#[cfg(test)]
-mod batch_tests {
-    use super::*;
-
-    fn output(partition: i32, value: &str) -> Output {
-        Output { topic: "t".into(), partition, record: OutRecord::new(None, Some(value.as_bytes())) }
-    }
-
-    #[test]
-    fn each_partitions_records_go_together_in_order() {
-        let outputs = vec![output(0, "a"), output(1, "b"), output(0, "c"), output(1, "d"), output(2, "e")];
-        let grouped: Vec<(i32, Vec<String>)> = batches(outputs)
-            .into_iter()
-            .map(|(_, p, b)| {
-                (
-                    p,
-                    b.iter()
-                        .map(|r| String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into_owned())
-                        .collect(),
-                )
-            })
-            .collect();
-        let want = [(0, vec!["a", "c"]), (1, vec!["b", "d"]), (2, vec!["e"])];
-        assert_eq!(grouped, want.map(|(p, v)| (p, v.into_iter().map(String::from).collect::<Vec<_>>())));
-        let big = "x".repeat(300 * 1024);
-        assert_eq!(batches(vec![output(0, &big), output(0, &big), output(0, "y")]).len(), 2, "split past 512 KiB");
     }
 }

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use kshard_kafka::{Error, Isolation};
 use kshard_runtime::partitions::MemoryPartitions;
-use kshard_runtime::partitions::{Appended, Ends, OutRecord, PartitionRead, Partitions, Pending, TxnWrite};
+use kshard_runtime::partitions::{Appended, Ends, OutBatch, PartitionRead, Partitions, Pending, TxnWrite};
 use kshard_runtime::recovery_log::Player;
 use kshard_runtime::{Checkpoint, MemoryStore, Store};
 
@@ -59,10 +59,11 @@ impl TxnWrite for RecordingTxn {
         self.inner.add_partitions(partitions)
     }
 
-    fn send<'a>(&'a mut self, topic: &'a str, partition: i32, records: &'a [OutRecord]) -> Pending<'a, Appended> {
+    fn send<'a>(&'a mut self, topic: &'a str, partition: i32, batch: OutBatch) -> Pending<'a, Appended> {
         Box::pin(async move {
             tokio::time::sleep(ROUND_TRIP).await;
-            let appended = self.inner.send(topic, partition, records).await?;
+            let records = batch.records()?;
+            let appended = self.inner.send(topic, partition, batch).await?;
             // The memory log lands a send at once.
             let first = appended.wait(std::time::Duration::ZERO)?;
             for (i, r) in records.iter().enumerate() {
