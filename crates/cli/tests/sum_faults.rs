@@ -12,6 +12,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::leader_kill::leader_killed_under_load;
 use common::primaries::Sampler;
 use common::sum_cluster::SumCluster;
 use kshard_kafka::{Admin, ClientSettings, TopicPartition};
@@ -148,62 +149,9 @@ fn the_leader_of_a_recovery_log_partition_killed_under_load() {
     cluster.start("a", &[]);
     cluster.start("b", &[]);
     cluster.until(None, "served", Duration::from_secs(90), |r| SumCluster::served(r, &["a", "b"], 1));
-    let sampler = Sampler::start(etcd.endpoint(), &cluster.prefix);
-    let admin = Admin::new(&ClientSettings::new(brokers.brokers()), Duration::from_secs(30)).expect("admin");
     let log_topic = format!("{}-log", cluster.topic);
-    // Made by the runtime on three brokers: three replicas, two in sync.
-    let configs = admin.topic_configs(&log_topic).expect("the log's configuration");
-    assert_eq!(configs.get("min.insync.replicas").cloned().flatten().as_deref(), Some("2"));
-    let leaders = admin.leaders(&log_topic).expect("the log's leaders");
-    let victim = leaders[&0];
-    let producer = cluster.producer();
-    let source: Vec<TopicPartition> =
-        (0..cluster.partitions).map(|p| TopicPartition::new(cluster.topic.clone(), p)).collect();
-    let produced = || -> i64 { admin.watermarks(&source).map_or(0, |w| w.values().map(|(_, high)| high).sum()) };
-    let before = produced();
-    // Load for some seconds (one run of 30,000 is over in a blink).
-    let load = std::thread::spawn(move || {
-        for _ in 0..10 {
-            producer.produce(3_000);
-            std::thread::sleep(Duration::from_millis(300));
-        }
-    });
-    // Killed once the load's first records are in, while it goes on.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while produced() <= before {
-        assert!(Instant::now() < deadline, "the load wrote nothing within 60 s");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    brokers.kill(victim);
-    let killed = Instant::now();
-    // Under load: the producer had not finished when the broker died (else
-    // this is a kill between loads, which proves less).
-    assert!(!load.is_finished(), "the load ended before broker {victim} was killed");
-    // The controller fences the broker once its session times out, and the
-    // log's partitions get new leaders (replication 3, two in sync).
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while admin.leaders(&log_topic).ok().and_then(|l| l.get(&0).copied()).is_none_or(|l| l == victim) {
-        assert!(Instant::now() < deadline, "partition 0 of the log kept its dead leader {victim}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    let moved = killed.elapsed();
-    // Every shard served on the other two brokers, and written: the load
-    // (one producer at a time: the streams' sequences are checked) and a
-    // batch after it are summed with the broker still down.
-    load.join().expect("the load");
-    cluster.produce(2_000);
-    cluster
-        .until(None, "served with a broker down", Duration::from_secs(90), |r| SumCluster::served(r, &["a", "b"], 1));
-    eprintln!(
-        "broker {victim} killed: the log's leader moved after {:.1} s; served on the other two at {:.1} s",
-        moved.as_secs_f64(),
-        killed.elapsed().as_secs_f64()
-    );
-    brokers.resume(victim);
-    cluster.produce(2_000);
-    cluster.until(None, "served", Duration::from_secs(90), |r| SumCluster::served(r, &["a", "b"], 1));
-    cluster.assert_exact();
-    sampler.assert_one_primary_at_a_time();
+    let source = (0..cluster.partitions).map(|p| TopicPartition::new(cluster.topic.clone(), p)).collect();
+    leader_killed_under_load(&brokers, etcd.endpoint(), &mut cluster, &log_topic, source, 3_000, 2_000);
 }
 
 /// The recovery-log topic is deleted and created again while member `b` is

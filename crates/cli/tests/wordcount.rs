@@ -12,9 +12,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::primaries::Sampler;
+use common::leader_kill::leader_killed_under_load;
 use common::sum_cluster::SumCluster;
-use kshard_kafka::{Admin, ClientSettings, TopicPartition};
+use kshard_kafka::TopicPartition;
 use kshard_testkit::{Cluster, Etcd};
 
 const LEASE_TTL: u64 = 3;
@@ -68,64 +68,16 @@ fn words_are_counted_exactly_once_through_kill_9_and_a_zombie() {
 #[test]
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn the_leader_of_an_output_partition_killed_under_load() {
-    let brokers = Cluster::start(&[]);
+    // A default of one replica in sync: the outputs must not take it.
+    let brokers = Cluster::start(&["min.insync.replicas=1"]);
     let etcd = Etcd::from_env_or_start();
     let mut cluster = SumCluster::on(brokers.brokers(), "wordcount-leader", Some(etcd.endpoint()), 3, LEASE_TTL);
     cluster.app = "wordcount";
     cluster.start("a", &[]);
     cluster.start("b", &[]);
     cluster.until(None, "served", Duration::from_secs(90), |r| SumCluster::served(r, &["a", "b"], 1));
-    let sampler = Sampler::start(etcd.endpoint(), &cluster.prefix);
-    let admin = Admin::new(&ClientSettings::new(brokers.brokers()), Duration::from_secs(30)).expect("admin");
+    // Killed once the split stage publishes the load's words to partition 0.
     let words = format!("{}-words", cluster.topic);
-    // Created with the cluster's defaults (scripts/cluster.sh): three
-    // replicas, two in sync for a write to count — a leader can move, and
-    // no acknowledged write lives on the dead broker alone.
-    let configs = admin.topic_configs(&words).expect("the words topic's configuration");
-    assert_eq!(configs.get("min.insync.replicas").cloned().flatten().as_deref(), Some("2"));
-    let victim = admin.leaders(&words).expect("the words topic's leaders")[&0];
-    let first = [TopicPartition::new(words.clone(), 0)];
-    let published = || -> i64 { admin.watermarks(&first).map_or(0, |w| w.values().map(|(_, high)| high).sum()) };
-    let before = published();
-    let producer = cluster.producer();
-    // Load for some seconds (one run of lines is over in a blink).
-    let load = std::thread::spawn(move || {
-        for _ in 0..10 {
-            producer.produce(400);
-            std::thread::sleep(Duration::from_millis(300));
-        }
-    });
-    // Killed once the split stage publishes the load's words to partition
-    // 0, while the load goes on.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while published() <= before {
-        assert!(Instant::now() < deadline, "no word of the load was published to {words}/0 within 60 s");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    brokers.kill(victim);
-    let killed = Instant::now();
-    assert!(!load.is_finished(), "the load ended before broker {victim} was killed");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while admin.leaders(&words).ok().and_then(|l| l.get(&0).copied()).is_none_or(|l| l == victim) {
-        assert!(Instant::now() < deadline, "partition 0 of {words} kept its dead leader {victim}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    let moved = killed.elapsed();
-    // The load and a batch after it, with the broker still down: counted
-    // exactly once on the other two.
-    load.join().expect("the load");
-    cluster.produce(1_000);
-    cluster
-        .until(None, "served with a broker down", Duration::from_secs(90), |r| SumCluster::served(r, &["a", "b"], 1));
-    cluster.assert_exact();
-    eprintln!(
-        "broker {victim} killed: {words}/0's leader moved after {:.1} s; every count exact on the other two at {:.1} s",
-        moved.as_secs_f64(),
-        killed.elapsed().as_secs_f64()
-    );
-    brokers.resume(victim);
-    cluster.produce(1_000);
-    cluster.until(None, "served", Duration::from_secs(90), |r| SumCluster::served(r, &["a", "b"], 1));
-    cluster.assert_exact();
-    sampler.assert_one_primary_at_a_time();
+    let watch = vec![TopicPartition::new(words.clone(), 0)];
+    leader_killed_under_load(&brokers, etcd.endpoint(), &mut cluster, &words, watch, 400, 1_000);
 }

@@ -160,12 +160,8 @@ fn ensure_topics(settings: &ClientSettings, topic: &TopicArgs) -> Result<i32> {
     let admin = Admin::new(settings, TIMEOUT).context("connecting to Kafka")?;
     let partitions = ensure_source(&admin, topic)?;
     kshard_runtime::partitions::ensure_log_topic(&admin, &topic.log_topic(), partitions, &[])?;
-    // The sums: a partition per source partition.
-    let sums = app::sums_topic(&topic.topic);
-    if admin.partition_count(&sums).context("looking up the sums topic")?.is_none() {
-        let spec = TopicSpec { name: sums.clone(), partitions, replication: -1, configs: vec![] };
-        admin.create_topic(&spec).with_context(|| format!("creating {sums}"))?;
-    }
+    // The sums: a partition per source partition, as durable as the log.
+    kshard_runtime::partitions::ensure_output_topic(&admin, &app::sums_topic(&topic.topic), partitions)?;
     Ok(partitions)
 }
 

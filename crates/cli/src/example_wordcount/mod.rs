@@ -130,8 +130,9 @@ fn ensure_topics(settings: &ClientSettings, topic: &LinesArgs, log: bool) -> Res
         admin.partition_count(name)?.with_context(|| format!("{name} does not exist"))
     };
     let partitions = made(&topic.topic, topic.partitions)?;
+    // The outputs, as durable as the log (their records commit with its).
     for name in [app::words_topic(&topic.topic), app::counts_topic(&topic.topic)] {
-        let n = made(&name, partitions)?;
+        let n = kshard_runtime::partitions::ensure_output_topic(&admin, &name, partitions)?;
         if n != partitions {
             bail!("{name} has {n} partitions, the lines topic {partitions}: they must match");
         }

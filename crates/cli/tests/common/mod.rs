@@ -2,5 +2,6 @@
 //! part of it.
 #![allow(dead_code)]
 
+pub(crate) mod leader_kill;
 pub(crate) mod primaries;
 pub(crate) mod sum_cluster;

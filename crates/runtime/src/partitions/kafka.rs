@@ -334,6 +334,29 @@ pub fn ensure_log_topic(
     Ok(created)
 }
 
+/// Makes `name` ready for a shard's outputs: created when missing with the
+/// durability of a recovery log (three replicas where there are three
+/// brokers, two in sync for a write to count), so that an output committed
+/// with its transaction outlives a broker as the transaction's log record
+/// does; a topic that exists is left as it is (an application's own).
+/// Returns its partition count.
+pub fn ensure_output_topic(admin: &Admin, name: &str, partitions: i32) -> Result<i32, LogTopicError> {
+    let kafka = |step| move |source| LogTopicError::Kafka { topic: name.to_owned(), step, source: Box::new(source) };
+    if let Some(n) = admin.partition_count(name).map_err(kafka("looking it up"))? {
+        return Ok(n);
+    }
+    let brokers = admin.broker_ids().map_err(kafka("counting the brokers"))?.len();
+    let (replication, min_insync) = crate::recovery_log::topic::replication_for(brokers);
+    let configs = vec![("min.insync.replicas".to_owned(), min_insync.to_string())];
+    let spec = kshard_kafka::TopicSpec { name: name.to_owned(), partitions, replication, configs };
+    admin.create_topic(&spec).map_err(kafka("creating it"))?;
+    admin.partition_count(name).map_err(kafka("looking it up"))?.ok_or_else(|| LogTopicError::Kafka {
+        topic: name.to_owned(),
+        step: "looking it up",
+        source: Box::new(Error::Refused { step: "creating it".into(), message: "created, then not found".into() }),
+    })
+}
+
 /// Creates `name` as [`ensure_log_topic`] wants it; `Ok(false)` when it was
 /// made meanwhile.
 fn create_log_topic(admin: &Admin, name: &str, partitions: i32, extra: &[(&str, &str)]) -> Result<bool, Error> {

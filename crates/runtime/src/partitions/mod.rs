@@ -21,7 +21,7 @@ pub mod conformance;
 pub(crate) mod kafka;
 pub(crate) mod memory;
 
-pub use kafka::{KafkaPartitions, LogTopicError, ensure_log_topic};
+pub use kafka::{KafkaPartitions, LogTopicError, ensure_log_topic, ensure_output_topic};
 pub use kshard_kafka::{OutBatch, OutRecord};
 pub use memory::{MemoryPartitions, ReadBack};
 
