@@ -33,6 +33,12 @@
 //!   lease, leadership); `node_http` and `metrics` show it to operators;
 //! - for tests only (feature `testing`): `faults`, wrappers that hold back
 //!   or fail what passes through them.
+//!
+//! Features: `etcd` (on by default) is the keyspace on etcd, for members of
+//! a deployment; without it (`default-features = false`) a single process
+//! with the embedded keyspace builds without etcd-client, tonic or protoc.
+//! `testing` adds the conformance suites and the fault wrappers. Minimum
+//! Rust: 1.95 (`rust-version`).
 
 pub mod allocator;
 mod allocator_runner;
@@ -65,7 +71,9 @@ pub use application::{
 };
 pub use cluster_view::{ClusterView, ReplicaView};
 pub use disk::{Disk, MemoryDisk, RedbDisk};
-pub use keyspace::{EtcdKeyspace, Keyspace, KeyspaceError, MemoryKeyspace};
+#[cfg(feature = "etcd")]
+pub use keyspace::EtcdKeyspace;
+pub use keyspace::{Keyspace, KeyspaceError, MemoryKeyspace};
 pub use member::{Leadership, MemberError, Membership, become_leader};
 pub use metrics::{Metrics, Playback};
 pub use model::{

@@ -22,9 +22,11 @@
 
 #[cfg(any(test, feature = "testing"))]
 pub mod conformance;
+#[cfg(feature = "etcd")]
 pub(crate) mod etcd;
 pub(crate) mod memory;
 
+#[cfg(feature = "etcd")]
 pub use etcd::{EtcdAccess, EtcdAccessError, EtcdKeyspace};
 pub use memory::MemoryKeyspace;
 
