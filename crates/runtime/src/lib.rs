@@ -61,6 +61,8 @@ pub mod recovery_log;
 pub mod replica;
 mod replica_worker;
 mod serve;
+#[cfg(any(test, feature = "testing"))]
+pub mod simulation;
 mod status;
 mod status_writer;
 mod store;

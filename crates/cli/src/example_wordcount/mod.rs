@@ -163,3 +163,39 @@ fn shards(topic: &str, partitions: i32, flags: &ShardFlags) -> Vec<ShardSpec> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod simulation {
+    use kshard_runtime::simulation::{Input, Simulation};
+
+    use super::*;
+    use crate::example_sum::ShardFlags;
+
+    /// Both stages through seeded schedules of faults (crashes, pauses past
+    /// the lease, the keyspace or the log cut off or down, retention), two
+    /// partitions of lines: after every step the words and every count's
+    /// update are a prefix of a run without faults' (each key's, in order),
+    /// and once healed every store and output is that run's.
+    #[test]
+    fn word_count_keeps_every_count_exact_through_a_thousand_schedules_of_faults() {
+        let flags =
+            ShardFlags { hot_standbys: 1, min_txn_ms: 0, max_txn_ms: 50, snapshot_factor: 2, snapshot_min_bytes: 300 };
+        let mut lines = check::Lines::new(check::Counts::default(), 2, 12, 7).expect("a generator");
+        let input: Vec<Input> = (0..24)
+            .map(|_| {
+                let (partition, line) = lines.next();
+                Input { topic: "lines".into(), partition, key: None, value: Some(line.into_bytes()) }
+            })
+            .collect();
+        let report =
+            Simulation::new(app::WordCount { topic: "lines".into(), partitions: 2 }, shards("lines", 2, &flags))
+                .input(input)
+                .outputs([app::words_topic("lines"), app::counts_topic("lines")])
+                .schedules(1_000)
+                .run()
+                .unwrap_or_else(|failed| panic!("{failed}"));
+        let words: usize = lines.counts().counts.values().map(|&n| usize::try_from(n).unwrap_or(0)).sum();
+        assert_eq!(report.outputs, 2 * words, "each word once to the words topic, each count once");
+        eprintln!("{} schedules in {:.1} s", report.schedules, report.elapsed.as_secs_f64());
+    }
+}

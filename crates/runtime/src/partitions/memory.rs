@@ -207,6 +207,14 @@ impl MemoryPartitions {
         self.shared.ring();
     }
 
+    /// The partitions of `topic` written to (or read) so far, in order.
+    pub fn partitions_of(&self, topic: &str) -> Vec<i32> {
+        let mut partitions: Vec<i32> =
+            self.shared.lock().partitions.keys().filter(|(t, _)| &**t == topic).map(|(_, p)| *p).collect();
+        partitions.sort_unstable();
+        partitions
+    }
+
     /// Deletes every partition of `topic`, as deleting a Kafka topic does:
     /// the next use creates it anew, empty, from offset 0.
     pub fn delete_topic(&self, topic: &str) {

@@ -10,24 +10,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kshard_kafka::ClientSettings;
-use kshard_runtime::MemoryDisk;
-use kshard_runtime::ReplicaCode;
-use kshard_runtime::Store;
-use kshard_runtime::faults::{Gate, GatedDisk, GatedKeyspace, GatedPartitions, Passage};
-use kshard_runtime::keyspace::MemoryKeyspace;
-use kshard_runtime::keyspace::{Keyspace, LeaseId, Result as KsResult, Snapshot, Txn, TxnResponse, WatchStream};
-use kshard_runtime::partitions::Partitions;
-use kshard_runtime::{AssignmentValue, Hints, Keys, MemberSpec, RecoveryLog, ShardSpec, Source};
-use kshard_runtime::{NodeConfig, NodeError, NodeShared};
 use tokio::task::JoinHandle;
 
 use super::reference::{Chain, Recording};
-use super::sum::{SUMS, Sum, decode};
+use super::{Contents, Input, Outputs, Reference};
+use crate::application::Application;
+use crate::faults::{Gate, GatedDisk, GatedKeyspace, GatedPartitions, Passage};
+use crate::keyspace::MemoryKeyspace;
+use crate::keyspace::{Keyspace, LeaseId, Result as KsResult, Snapshot, Txn, TxnResponse, WatchStream};
+use crate::partitions::Partitions;
+use crate::{AssignmentValue, Hints, Keys, MemberSpec, ShardSpec};
+use crate::{MemoryDisk, ReplicaCode, Store};
+use crate::{NodeConfig, NodeError, NodeShared};
 
 /// The lease of every member.
-pub(crate) const TTL: Duration = Duration::from_secs(3);
-pub(crate) const SOURCE: &str = "events";
-pub(crate) const LOG: &str = "log";
+pub(super) const TTL: Duration = Duration::from_secs(3);
 
 /// One run of a member process.
 struct Life {
@@ -40,8 +37,8 @@ struct Life {
     task: JoinHandle<Result<(), NodeError>>,
 }
 
-pub(crate) struct Member {
-    pub(crate) id: String,
+pub(super) struct Member {
+    pub(super) id: String,
     zone: String,
     disk: MemoryDisk,
     life: Option<Life>,
@@ -51,9 +48,9 @@ pub(crate) struct Member {
 /// clock before it is made, so a member paused or cut off can be caught with
 /// a call in flight (between the allocator's read and its write, say).
 #[derive(Debug, Clone)]
-pub(crate) struct Distant(MemoryKeyspace);
+pub(super) struct Distant(MemoryKeyspace);
 
-pub(crate) const LATENCY: Duration = Duration::from_millis(3);
+pub(super) const LATENCY: Duration = Duration::from_millis(3);
 
 impl Keyspace for Distant {
     async fn get_prefix(&self, prefix: &str) -> KsResult<Snapshot> {
@@ -84,7 +81,7 @@ impl Keyspace for Distant {
 
 /// Which of a member's passages a fault acts on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Link {
+pub(super) enum Link {
     Keyspace,
     Log,
     Writes,
@@ -92,44 +89,32 @@ pub(crate) enum Link {
     All,
 }
 
-pub(crate) struct World {
-    pub(crate) ks: MemoryKeyspace,
+pub(super) struct World {
+    pub(super) ks: MemoryKeyspace,
     /// Every member's way to the keyspace passes it too: closed, the
     /// keyspace is down for all.
-    pub(crate) keyspace_for_all: Gate,
-    pub(crate) log: Recording,
-    pub(crate) keys: Keys,
-    pub(crate) shards: Vec<ShardSpec>,
-    pub(crate) members: Vec<Member>,
-    /// Each shard's sums, as produced.
-    pub(crate) expected: Vec<BTreeMap<Vec<u8>, u64>>,
-    /// Each shard's running sums per key, in the order produced: what its
-    /// published updates must be.
-    pub(crate) running: Vec<BTreeMap<Vec<u8>, Vec<u64>>>,
-    next_value: u64,
+    pub(super) keyspace_for_all: Gate,
+    pub(super) log: Recording,
+    pub(super) keys: Keys,
+    pub(super) shards: Vec<ShardSpec>,
+    pub(super) members: Vec<Member>,
+    app: Arc<dyn Application>,
+    input: Arc<[Input]>,
+    /// Records of `input` appended so far.
+    produced: usize,
 }
 
 impl World {
-    pub(crate) async fn new(members: usize, shards: usize) -> World {
+    pub(super) async fn new(
+        members: usize,
+        shards: Vec<ShardSpec>,
+        app: Arc<dyn Application>,
+        input: Arc<[Input]>,
+    ) -> World {
         let ks = MemoryKeyspace::new();
         let keys = Keys::new("/sim");
-        let shards: Vec<ShardSpec> = (0..shards)
-            .map(|i| ShardSpec {
-                hot_standbys: 1,
-                max_txn_duration_ms: 50,
-                // Snapshots (and the log deleted before the previous one)
-                // every few transactions.
-                snapshot_min_bytes: 300,
-                snapshot_factor: 2,
-                ..ShardSpec::new(
-                    format!("sum-{i}"),
-                    vec![Source { topic: SOURCE.into(), partition: i as i32, min_offset: 0 }],
-                    RecoveryLog { topic: LOG.into(), partition: i as i32 },
-                )
-            })
-            .collect();
         for spec in &shards {
-            kshard_runtime::create_shard(&ks, &keys, spec).await.expect("the embedded keyspace takes a shard");
+            crate::create_shard(&ks, &keys, spec).await.expect("the embedded keyspace takes a shard");
         }
         let members = (0..members)
             .map(|i| Member {
@@ -139,8 +124,6 @@ impl World {
                 life: None,
             })
             .collect();
-        let expected = vec![BTreeMap::new(); shards.len()];
-        let running = vec![BTreeMap::new(); shards.len()];
         let mut world = World {
             ks,
             keyspace_for_all: Gate::default(),
@@ -148,9 +131,9 @@ impl World {
             keys,
             shards,
             members,
-            expected,
-            running,
-            next_value: 1,
+            app,
+            input,
+            produced: 0,
         };
         for m in 0..world.members.len() {
             world.start(m);
@@ -159,7 +142,7 @@ impl World {
     }
 
     /// Starts member `m` (if it is not running).
-    pub(crate) fn start(&mut self, m: usize) {
+    pub(super) fn start(&mut self, m: usize) {
         let member = &mut self.members[m];
         if member.life.is_some() {
             return;
@@ -182,7 +165,7 @@ impl World {
         let shared = NodeShared::default();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task =
-            tokio::spawn(kshard_runtime::run_node(Arc::new(ks), config, Arc::new(Sum), shared.clone(), async move {
+            tokio::spawn(crate::run_node(Arc::new(ks), config, Arc::clone(&self.app), shared.clone(), async move {
                 let _ = stopped.await;
             }));
         member.life = Some(Life { keyspace, log, writes, disk, shared, stop: Some(stop), task });
@@ -190,7 +173,7 @@ impl World {
 
     /// Kills member `m` at once (kill -9): nothing it does from now reaches
     /// anything; its disk stays as it is.
-    pub(crate) fn crash(&mut self, m: usize) {
+    pub(super) fn crash(&mut self, m: usize) {
         if let Some(life) = self.members[m].life.take() {
             for gate in [&life.keyspace, &life.log, &life.writes, &life.disk] {
                 gate.set(Passage::Closed);
@@ -200,7 +183,7 @@ impl World {
     }
 
     /// Stops member `m` cleanly (it tears down and leaves).
-    pub(crate) async fn stop(&mut self, m: usize) {
+    pub(super) async fn stop(&mut self, m: usize) {
         if let Some(mut life) = self.members[m].life.take() {
             if let Some(stop) = life.stop.take() {
                 let _ = stop.send(());
@@ -210,7 +193,7 @@ impl World {
     }
 
     /// Sets `link` of member `m`, if it runs.
-    pub(crate) fn set(&self, m: usize, link: Link, passage: Passage) {
+    pub(super) fn set(&self, m: usize, link: Link, passage: Passage) {
         let Some(life) = &self.members[m].life else { return };
         let gates = match link {
             Link::Keyspace => vec![&life.keyspace],
@@ -224,7 +207,7 @@ impl World {
     }
 
     /// Opens every running member's links, and the keyspace and log for all.
-    pub(crate) fn heal(&self) {
+    pub(super) fn heal(&self) {
         self.keyspace_for_all.set(Passage::Open);
         self.log.log.set_available(true);
         for m in 0..self.members.len() {
@@ -233,23 +216,25 @@ impl World {
         }
     }
 
-    /// Appends `n` values to shard `s`'s source.
-    pub(crate) fn produce(&mut self, s: usize, n: u64) {
-        for _ in 0..n {
-            let value = self.next_value;
-            self.next_value += 1;
-            let key = format!("k{}", value % 3).into_bytes();
-            self.log.log.append(SOURCE, s as i32, &key, Some(&value.to_be_bytes())).expect("the source takes values");
-            let sum = self.expected[s].entry(key.clone()).or_default();
-            *sum += value;
-            self.running[s].entry(key).or_default().push(*sum);
+    /// Appends the next `n` records of the input (fewer when it runs out).
+    pub(super) fn produce(&mut self, n: usize) {
+        let end = (self.produced + n).min(self.input.len());
+        for r in &self.input[self.produced..end] {
+            let key = r.key.as_deref().unwrap_or_default();
+            self.log.log.append(&r.topic, r.partition, key, r.value.as_deref()).expect("the memory log takes input");
         }
+        self.produced = end;
+    }
+
+    /// Records of the input not appended yet.
+    pub(super) fn unproduced(&self) -> usize {
+        self.input.len() - self.produced
     }
 
     /// Retention deletes shard `s`'s log before `offset`, but not past its
     /// newest snapshot (what is needed to rebuild the shard stays: a cut
     /// past it loses the shard's state, which no runtime can help).
-    pub(crate) async fn cut_log(&self, s: usize, offset: i64) {
+    pub(super) async fn cut_log(&self, s: usize, offset: i64) {
         let key = self.keys.hints(&self.shards[s].id);
         let hints = self.ks.get_prefix(&key).await.expect("the embedded keyspace reads");
         let newest =
@@ -260,13 +245,20 @@ impl World {
         }
     }
 
-    /// Each shard's log's end.
-    pub(crate) fn log_end(&self, s: usize) -> i64 {
-        self.log.end(LOG, self.shards[s].recovery_log.partition)
+    /// Shard `s`'s log's end.
+    pub(super) fn log_end(&self, s: usize) -> i64 {
+        let log = &self.shards[s].recovery_log;
+        self.log.end(&log.topic, log.partition)
+    }
+
+    /// Every record shard `s`'s log holds: (offset, value).
+    fn log_records(&self, s: usize) -> Vec<(i64, Vec<u8>)> {
+        let log = &self.shards[s].recovery_log;
+        self.log.records(&log.topic, log.partition)
     }
 
     /// The replicas' statuses as their members hold them: (member, code).
-    pub(crate) fn statuses(&self, s: usize) -> Vec<(usize, ReplicaCode)> {
+    pub(super) fn statuses(&self, s: usize) -> Vec<(usize, ReplicaCode)> {
         let id = &self.shards[s].id;
         (0..self.members.len())
             .filter_map(|m| {
@@ -281,8 +273,9 @@ impl World {
         format!("{}@{}-{}", spec.id, spec.recovery_log.topic, spec.recovery_log.partition)
     }
 
-    /// What breaks an invariant now, if anything.
-    pub(crate) async fn broken(&self) -> Option<String> {
+    /// What breaks an invariant now, if anything (the outputs checked
+    /// against `reference`'s, when there is one).
+    pub(super) async fn broken(&self, reference: Option<&Reference>) -> Option<String> {
         // At most one slot-0 assignment per shard.
         let assignments = self.ks.get_prefix(&self.keys.assignments()).await.expect("the embedded keyspace reads");
         let mut primaries: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -302,7 +295,7 @@ impl World {
         // Every store on every disk is a state of its log's one chain; the
         // store of a replica serving (STANDBY or PRIMARY) holds all of it.
         for s in 0..self.shards.len() {
-            let chain = Chain::play(&self.log.records(LOG, self.shards[s].recovery_log.partition));
+            let chain = Chain::play(&self.log_records(s));
             let name = self.store_name(s);
             let statuses = self.statuses(s);
             for (m, member) in self.members.iter().enumerate() {
@@ -314,62 +307,105 @@ impl World {
                     return Some(format!("{}'s store of {name} ({statuses:?}): {why}", member.id));
                 }
             }
-            // What a reader of committed records sees of the published sums:
-            // each key's running sums, in order, none twice, none missing.
-            for (key, published) in self.published(s) {
-                let running = self.running[s].get(&key).map_or(&[][..], Vec::as_slice);
-                if !running.starts_with(&published) {
-                    let key = String::from_utf8_lossy(&key);
-                    return Some(format!("shard {s} published {key}'s sums {published:?}, produced {running:?}"));
-                }
+        }
+        // What a reader of committed records sees of the outputs: each key's
+        // records in each partition, in order, as far as the run without
+        // faults went — none twice, none missing before the last.
+        let reference = reference?;
+        for (at, published) in self.published(&reference.outputs) {
+            let want = reference.outputs.get(&at).map_or(&[][..], Vec::as_slice);
+            if !want.starts_with(&published) {
+                let (topic, partition, key) = &at;
+                return Some(format!(
+                    "{topic}/{partition} key {:?}: published {} records, not the first of the {} without faults ({:?} against {:?})",
+                    String::from_utf8_lossy(key.as_deref().unwrap_or_default()),
+                    published.len(),
+                    want.len(),
+                    published.iter().zip(want).find(|(p, w)| p != w).map(|(p, _)| p),
+                    published.iter().zip(want).find(|(p, w)| p != w).map(|(_, w)| w),
+                ));
             }
         }
         None
     }
 
-    /// The sums shard `s` published, per key in order, as a reader of
-    /// committed records reads them.
-    pub(crate) fn published(&self, s: usize) -> BTreeMap<Vec<u8>, Vec<u64>> {
-        let mut out: BTreeMap<Vec<u8>, Vec<u64>> = BTreeMap::new();
-        for (_, key, value) in self.log.log.read_committed(SUMS, s as i32) {
-            let (Some(key), Some(sum)) = (key, value.as_deref().and_then(decode)) else { continue };
-            out.entry(key).or_default().push(sum);
+    /// What a reader of committed records reads of the output topics that
+    /// `like` names (or, for the run without faults, of every partition of
+    /// the topics given).
+    pub(super) fn published(&self, like: &Outputs) -> Outputs {
+        let mut topics: Vec<&str> = like.keys().map(|(t, _, _)| t.as_str()).collect();
+        topics.dedup();
+        self.read_outputs(&topics)
+    }
+
+    /// Every committed record of `topics`, by (topic, partition, key), in order.
+    pub(super) fn read_outputs(&self, topics: &[&str]) -> Outputs {
+        let mut out = Outputs::new();
+        for topic in topics {
+            for partition in self.log.log.partitions_of(topic) {
+                for (_, key, value) in self.log.log.read_committed(topic, partition) {
+                    out.entry(((*topic).to_owned(), partition, key)).or_default().push(value);
+                }
+            }
         }
         out
     }
 
-    /// True when every shard has one PRIMARY whose store holds every value
-    /// produced, counted once, and the log's chain says the same.
-    pub(crate) fn settled(&self) -> Result<(), String> {
-        for s in 0..self.shards.len() {
+    /// Each shard's store as its one PRIMARY holds it (an error names a
+    /// shard without exactly one).
+    pub(super) fn primaries_stores(&self) -> Result<Vec<Contents>, String> {
+        (0..self.shards.len())
+            .map(|s| {
+                let name = self.store_name(s);
+                let statuses = self.statuses(s);
+                let primaries: Vec<usize> =
+                    statuses.iter().filter(|(_, c)| *c == ReplicaCode::Primary).map(|(m, _)| *m).collect();
+                let [primary] = primaries[..] else {
+                    return Err(format!("{name}: primaries {primaries:?} ({statuses:?})"));
+                };
+                let store = self.members[primary].disk.store(&name).ok_or("the primary has no store")?;
+                Ok(store.scan(None, usize::MAX).map_err(|e| e.to_string())?.into_iter().collect())
+            })
+            .collect()
+    }
+
+    /// Whether every shard has one PRIMARY whose store, and the log's
+    /// chain, hold what the run without faults ended with, and the outputs
+    /// are that run's.
+    pub(super) fn settled(&self, reference: &Reference) -> Result<(), String> {
+        let stores = self.primaries_stores()?;
+        for (s, store) in stores.iter().enumerate() {
             let name = self.store_name(s);
-            let statuses = self.statuses(s);
-            let primaries: Vec<usize> =
-                statuses.iter().filter(|(_, c)| *c == ReplicaCode::Primary).map(|(m, _)| *m).collect();
-            let [primary] = primaries[..] else {
-                return Err(format!("{name}: primaries {primaries:?} ({statuses:?})"));
-            };
-            let store = self.members[primary].disk.store(&name).ok_or("the primary has no store")?;
-            let sums: BTreeMap<Vec<u8>, u64> = store
-                .scan(None, usize::MAX)
-                .map_err(|e| e.to_string())?
-                .into_iter()
-                .filter_map(|(k, v)| Some((k, decode(&v)?)))
-                .collect();
-            if sums != self.expected[s] {
-                return Err(format!("{name}: the primary holds {sums:?}, produced {:?}", self.expected[s]));
+            if *store != reference.stores[s] {
+                return Err(format!("{name}: the primary holds {}", difference(store, &reference.stores[s])));
             }
-            let chain = Chain::play(&self.log.records(LOG, self.shards[s].recovery_log.partition));
+            let chain = Chain::play(&self.log_records(s));
             let logged = chain.last.map(|c| c.data).unwrap_or_default();
-            let logged: BTreeMap<Vec<u8>, u64> =
-                logged.into_iter().filter_map(|(k, v)| Some((k, decode(&v)?))).collect();
-            if logged != self.expected[s] {
-                return Err(format!("{name}: the log's chain holds {logged:?}, produced {:?}", self.expected[s]));
-            }
-            if self.published(s) != self.running[s] {
-                return Err(format!("{name}: published {:?}, produced {:?}", self.published(s), self.running[s]));
+            if logged != reference.stores[s] {
+                return Err(format!("{name}: the log's chain holds {}", difference(&logged, &reference.stores[s])));
             }
         }
+        let published = self.published(&reference.outputs);
+        if published != reference.outputs {
+            let differ = reference.outputs.iter().find(|(k, v)| published.get(*k) != Some(*v));
+            return Err(format!("outputs differ from the run without faults, first at {differ:?}"));
+        }
         Ok(())
+    }
+}
+
+/// The first entry where `got` and `want` differ, said.
+fn difference(got: &Contents, want: &Contents) -> String {
+    let key = got.keys().chain(want.keys()).find(|k| got.get(*k) != want.get(*k));
+    match key {
+        Some(k) => format!(
+            "{}={:?} where the run without faults has {:?} ({} keys against {})",
+            String::from_utf8_lossy(k),
+            got.get(k),
+            want.get(k),
+            got.len(),
+            want.len()
+        ),
+        None => "the same".into(),
     }
 }

@@ -11,30 +11,31 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use kshard_kafka::{Error, Isolation};
-use kshard_runtime::partitions::MemoryPartitions;
-use kshard_runtime::partitions::{Appended, Ends, OutBatch, PartitionRead, Partitions, Pending, TxnWrite};
-use kshard_runtime::recovery_log::Player;
-use kshard_runtime::{Checkpoint, MemoryStore, Store};
+
+use crate::partitions::MemoryPartitions;
+use crate::partitions::{Appended, Ends, OutBatch, PartitionRead, Partitions, Pending, TxnWrite};
+use crate::recovery_log::{Played, Player};
+use crate::{Checkpoint, MemoryStore, Store};
 
 /// Each partition's committed records: value by offset.
 type Records = HashMap<(String, i32), BTreeMap<i64, Vec<u8>>>;
 
 /// The shared log, recording every append.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Recording {
-    pub(crate) log: MemoryPartitions,
+pub(super) struct Recording {
+    pub(super) log: MemoryPartitions,
     records: Arc<Mutex<Records>>,
 }
 
 impl Recording {
     /// Every record of `topic`/`partition` appended or committed: (offset, value).
-    pub(crate) fn records(&self, topic: &str, partition: i32) -> Vec<(i64, Vec<u8>)> {
+    pub(super) fn records(&self, topic: &str, partition: i32) -> Vec<(i64, Vec<u8>)> {
         let records = self.records.lock().unwrap_or_else(PoisonError::into_inner);
         records.get(&(topic.to_owned(), partition)).map(|r| r.clone().into_iter().collect()).unwrap_or_default()
     }
 
     /// The offset after the last record of `topic`/`partition` recorded.
-    pub(crate) fn end(&self, topic: &str, partition: i32) -> i64 {
+    pub(super) fn end(&self, topic: &str, partition: i32) -> i64 {
         let records = self.records.lock().unwrap_or_else(PoisonError::into_inner);
         records.get(&(topic.to_owned(), partition)).and_then(|r| r.keys().next_back()).map_or(0, |last| last + 1)
     }
@@ -138,18 +139,18 @@ impl Partitions for Recording {
 
 /// A state of the chain: after the record before `next_offset`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ChainState {
-    pub(crate) seq: u64,
-    pub(crate) checksum: u64,
-    pub(crate) data: BTreeMap<Vec<u8>, Vec<u8>>,
+pub(super) struct ChainState {
+    pub(super) seq: u64,
+    pub(super) checksum: u64,
+    pub(super) data: BTreeMap<Vec<u8>, Vec<u8>>,
 }
 
 /// The chain of one recovery log, by the offset after each applied record.
 #[derive(Debug, Default)]
-pub(crate) struct Chain {
+pub(super) struct Chain {
     states: BTreeMap<i64, ChainState>,
     /// The state after the last applied record.
-    pub(crate) last: Option<ChainState>,
+    pub(super) last: Option<ChainState>,
 }
 
 fn contents(store: &dyn Store) -> BTreeMap<Vec<u8>, Vec<u8>> {
@@ -158,19 +159,13 @@ fn contents(store: &dyn Store) -> BTreeMap<Vec<u8>, Vec<u8>> {
 
 impl Chain {
     /// Plays `records` (offset, value) from the log's first.
-    pub(crate) fn play(records: &[(i64, Vec<u8>)]) -> Chain {
+    pub(super) fn play(records: &[(i64, Vec<u8>)]) -> Chain {
         let mut player = Player::open(MemoryStore::default()).expect("a memory store");
         let mut chain = Chain::default();
         for (offset, bytes) in records {
             let offset = *offset;
             let played = player.offer(offset, bytes).expect("a memory store applies");
-            let applied = played.is_some_and(|p| {
-                !matches!(
-                    p,
-                    kshard_runtime::recovery_log::Played::Skipped(_)
-                        | kshard_runtime::recovery_log::Played::Malformed(_)
-                )
-            });
+            let applied = played.is_some_and(|p| !matches!(p, Played::Skipped(_) | Played::Malformed(_)));
             if applied {
                 let state = ChainState {
                     seq: player.chain().seq(),
@@ -186,7 +181,7 @@ impl Chain {
 
     /// Why `store` (checkpointed at `checkpoint`) is not a state of this
     /// chain; `whole`: it must hold every value, not only reference ones.
-    pub(crate) fn disagrees(&self, checkpoint: &Checkpoint, store: &dyn Store, whole: bool) -> Option<String> {
+    pub(super) fn disagrees(&self, checkpoint: &Checkpoint, store: &dyn Store, whole: bool) -> Option<String> {
         let at = checkpoint.log.next_offset;
         let Some(reference) = self.states.get(&at) else {
             return Some(format!("its checkpoint at {at} is after no record the chain applies: another branch"));
