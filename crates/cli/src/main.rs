@@ -33,6 +33,7 @@ mod serve_config;
 mod serve_end_to_end;
 mod serve_otlp;
 mod shards;
+mod shards_file;
 
 use std::io::Write;
 use std::process::ExitCode;

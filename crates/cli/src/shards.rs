@@ -1,64 +1,176 @@
-//! `kshard shards list`: every shard of a runtime application, each replica's
-//! member, slot and status, and how far a replica is behind its recovery log —
-//! from etcd (`--etcd`), or from any member's `/api/shards` (`--endpoint`, the
-//! only way into a single process's embedded keyspace).
+//! `kshard shards …`: a runtime application's shards, as `gazctl shards`
+//! manages Gazette's. `list` shows every shard (or those a label selector
+//! picks) with each replica's member, slot, status and how far it is behind
+//! its recovery log — from etcd (`--etcd`), or from any member's
+//! `/api/shards` (`--endpoint`, the only way into a single process's
+//! embedded keyspace); `--format yaml` writes the specs as a file `apply`
+//! takes back, each at the revision it was read at. `apply` makes etcd hold
+//! the specs of a file (created, updated or deleted; `--dry-run` prints the
+//! difference), every write checked against the revision it read, so that
+//! two operators cannot overwrite each other; `edit` does the same through
+//! `$EDITOR`.
 
 use std::io::Write;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
-use kshard_runtime::ClusterView;
-use kshard_runtime::ShardRow;
+use anyhow::{Context, Result, bail};
 use kshard_runtime::keyspace::EtcdKeyspace;
 use kshard_runtime::keyspace::Keyspace;
+use kshard_runtime::shard_specs::{self, Current, Desired};
+use kshard_runtime::{ClusterView, Keys, Selector, ShardRow};
 use kshard_runtime::{get_json, shard_table};
+
+/// Where an application's shards are kept.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct Target {
+    /// etcd endpoints (`http://host:port`, comma-separated).
+    #[arg(long, env = "KSHARD_ETCD", value_delimiter = ',')]
+    etcd: Vec<String>,
+    /// The application's prefix in etcd (default `/kshard/<app>`).
+    #[arg(long, env = "KSHARD_ETCD_PREFIX")]
+    etcd_prefix: Option<String>,
+    /// TLS and a user for etcd.
+    #[command(flatten)]
+    etcd_access: crate::etcd_access::EtcdAccessArgs,
+    /// The application (for the default prefix).
+    #[arg(long, default_value = "sum")]
+    app: String,
+}
+
+impl Target {
+    fn keys(&self) -> Keys {
+        Keys::new(&self.etcd_prefix.clone().unwrap_or_else(|| format!("/kshard/{}", self.app)))
+    }
+
+    /// Runs `work` on the application's etcd.
+    fn on_etcd<T>(&self, work: impl AsyncFnOnce(&EtcdKeyspace, &Keys) -> Result<T>) -> Result<T> {
+        if self.etcd.is_empty() {
+            bail!("--etcd (KSHARD_ETCD) is needed: shard specs live in etcd");
+        }
+        let keys = self.keys();
+        let access = self.etcd_access.access(&Default::default())?;
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        runtime.block_on(async {
+            let ks = EtcdKeyspace::connect_with(&self.etcd, &access)
+                .await
+                .with_context(|| format!("connecting to etcd at {}", self.etcd.join(",")))?;
+            work(&ks, &keys).await
+        })
+    }
+}
+
+/// How `list` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Format {
+    /// A table of replicas.
+    Table,
+    /// The replicas as JSON.
+    Json,
+    /// The specs as a file `apply` takes (with each one's revision).
+    Yaml,
+}
 
 /// `kshard shards …`.
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum ShardsCommand {
-    /// List shards and replicas (a table, or JSON with --json).
+    /// List shards and replicas (a table, JSON, or the specs as YAML).
     List {
-        /// etcd endpoints (`http://host:port`, comma-separated).
-        #[arg(long, env = "KSHARD_ETCD", value_delimiter = ',')]
-        etcd: Vec<String>,
-        /// The application's prefix in etcd (default `/kshard/<app>`).
-        #[arg(long, env = "KSHARD_ETCD_PREFIX")]
-        etcd_prefix: Option<String>,
-        /// TLS and a user for etcd.
         #[command(flatten)]
-        etcd_access: crate::etcd_access::EtcdAccessArgs,
-        /// The application (for the default prefix).
-        #[arg(long, default_value = "sum")]
-        app: String,
+        target: Target,
+        /// Only the shards whose labels match (`app=sum,env in (a,b),!canary`;
+        /// the shard's id is the label `id`).
+        #[arg(long, short = 'l', default_value = "")]
+        selector: String,
         /// Without --etcd: a member's HTTP address (`host:port`; then
         /// `/clusters/NAME` for one of the clusters a `serve` watches).
         #[arg(long, default_value = "127.0.0.1:9096")]
         endpoint: String,
-        /// Print JSON instead of a table.
+        /// What to print.
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+        /// Print JSON (the same as --format json).
         #[arg(long)]
         json: bool,
+    },
+    /// Make etcd hold the shard specs of a file: create, update or delete
+    /// each one named, checked against the revision read (or the file's).
+    Apply {
+        #[command(flatten)]
+        target: Target,
+        /// The spec file (YAML; `-` for standard input).
+        #[arg(long, short = 'f')]
+        file: String,
+        /// Print the changes, write nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Edit the specs a selector picks in $EDITOR, then apply them,
+    /// checked against the revisions they were read at.
+    Edit {
+        #[command(flatten)]
+        target: Target,
+        /// Only the shards whose labels match.
+        #[arg(long, short = 'l', default_value = "")]
+        selector: String,
     },
 }
 
 pub(crate) fn run(command: &ShardsCommand) -> Result<()> {
-    let ShardsCommand::List { etcd, etcd_prefix, etcd_access, app, endpoint, json } = command;
-    let rows = if etcd.is_empty() {
-        get_json::<Vec<ShardRow>>(endpoint, "/api/shards", Duration::from_secs(10))
-            .with_context(|| format!("no answer from a member at {endpoint} (GET /api/shards)"))?
-    } else {
-        let prefix = etcd_prefix.clone().unwrap_or_else(|| format!("/kshard/{app}"));
-        let keys = kshard_runtime::Keys::new(&prefix);
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        let access = etcd_access.access(&Default::default())?;
-        let snapshot = runtime.block_on(async {
-            let ks = EtcdKeyspace::connect_with(etcd, &access).await?;
-            ks.get_prefix(&format!("{}/", keys.root())).await
-        });
-        let snapshot = snapshot.with_context(|| format!("reading {prefix} from etcd"))?;
-        shard_table(&ClusterView::from_snapshot(&keys, &snapshot), None)
-    };
+    match command {
+        ShardsCommand::List { target, selector, endpoint, format, json } => {
+            let selector: Selector = selector.parse().map_err(anyhow::Error::msg)?;
+            let format = if *json { Format::Json } else { *format };
+            list(target, &selector, endpoint, format)
+        }
+        ShardsCommand::Apply { target, file, dry_run } => {
+            let text = if file == "-" {
+                std::io::read_to_string(std::io::stdin()).context("reading standard input")?
+            } else {
+                std::fs::read_to_string(file).with_context(|| format!("reading {file}"))?
+            };
+            let desired = crate::shards_file::parse(&text).with_context(|| format!("reading {file}"))?;
+            apply(target, &desired, *dry_run)
+        }
+        ShardsCommand::Edit { target, selector } => {
+            let selector: Selector = selector.parse().map_err(anyhow::Error::msg)?;
+            edit(target, &selector)
+        }
+    }
+}
+
+fn picked(shards: Vec<Current>, selector: &Selector) -> Vec<Current> {
+    shards.into_iter().filter(|c| selector.matches(&c.spec.id, &c.spec.labels)).collect()
+}
+
+fn list(target: &Target, selector: &Selector, endpoint: &str, format: Format) -> Result<()> {
     let mut out = std::io::stdout().lock();
-    if *json {
+    if format == Format::Yaml {
+        let shards = target.on_etcd(async |ks, keys| Ok(shard_specs::read(ks, keys).await?))?;
+        write!(out, "{}", crate::shards_file::write(&picked(shards, selector))?)?;
+        return Ok(());
+    }
+    let (rows, specs) = if target.etcd.is_empty() {
+        let rows = get_json::<Vec<ShardRow>>(endpoint, "/api/shards", Duration::from_secs(10))
+            .with_context(|| format!("no answer from a member at {endpoint} (GET /api/shards)"))?;
+        (rows, None)
+    } else {
+        target.on_etcd(async |ks, keys| {
+            let snapshot = ks.get_prefix(&format!("{}/", keys.root())).await?;
+            let view = ClusterView::from_snapshot(keys, &snapshot);
+            Ok((shard_table(&view, None), Some(shard_specs::read(ks, keys).await?)))
+        })?
+    };
+    let rows: Vec<ShardRow> = match specs {
+        // The table's rows carry no labels: the specs say which shards match.
+        Some(specs) => {
+            let ids: std::collections::BTreeSet<String> =
+                picked(specs, selector).into_iter().map(|c| c.spec.id).collect();
+            rows.into_iter().filter(|r| ids.contains(&r.shard)).collect()
+        }
+        None if *selector != Selector::default() => bail!("--selector needs --etcd (the specs' labels live there)"),
+        None => rows,
+    };
+    if format == Format::Json {
         writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
         return Ok(());
     }
@@ -83,4 +195,47 @@ pub(crate) fn run(command: &ShardsCommand) -> Result<()> {
         )?;
     }
     Ok(())
+}
+
+fn apply(target: &Target, desired: &[Desired], dry_run: bool) -> Result<()> {
+    target.on_etcd(async |ks, keys| {
+        let current = shard_specs::read(ks, keys).await?;
+        let changes = shard_specs::plan(&current, desired)?;
+        let mut out = std::io::stdout().lock();
+        for change in &changes {
+            writeln!(out, "{change}")?;
+        }
+        if dry_run {
+            writeln!(out, "{} changes (dry run: nothing written)", changes.len())?;
+            return Ok(());
+        }
+        let applied = shard_specs::apply(ks, keys, &changes).await?;
+        writeln!(out, "{} changes applied (revision {})", applied.written, applied.revision)?;
+        Ok(())
+    })
+}
+
+fn edit(target: &Target, selector: &Selector) -> Result<()> {
+    let shards = target.on_etcd(async |ks, keys| Ok(shard_specs::read(ks, keys).await?))?;
+    let text = crate::shards_file::write(&picked(shards, selector))?;
+    let file = tempfile::Builder::new().prefix("kshard-shards-").suffix(".yaml").tempfile()?;
+    std::fs::write(file.path(), &text)?;
+    let editor = std::env::var("EDITOR").unwrap_or_else(|_| "vi".into());
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("{editor} \"$1\""))
+        .arg("sh")
+        .arg(file.path())
+        .status()
+        .with_context(|| format!("running {editor}"))?;
+    if !status.success() {
+        bail!("{editor} exited with {status}: nothing applied");
+    }
+    let edited = std::fs::read_to_string(file.path())?;
+    if edited == text {
+        println!("no change");
+        return Ok(());
+    }
+    let desired = crate::shards_file::parse(&edited).context("the edited specs")?;
+    apply(target, &desired, false)
 }

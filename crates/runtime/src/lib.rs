@@ -60,7 +60,9 @@ pub mod partitions;
 pub mod recovery_log;
 pub mod replica;
 mod replica_worker;
+mod selector;
 mod serve;
+pub mod shard_specs;
 #[cfg(any(test, feature = "testing"))]
 pub mod simulation;
 mod status;
@@ -87,6 +89,7 @@ pub use node_http::{
     fetch_progress, get_json, http_get, replicas_response, router as http_router, shard_table, shards_response,
 };
 pub use replica_worker::{Progress, ProgressMap};
+pub use selector::Selector;
 pub use serve::{Member, ServeError};
 pub use status::{ReplicaCode, ReplicaStatus};
 pub use status_writer::{StatusWriteError, Written, write_status};

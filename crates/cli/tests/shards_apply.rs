@@ -1,0 +1,97 @@
+//! `kshard shards apply`, `list --format yaml --selector` and `edit` on the
+//! real etcd: a dry run prints the difference and writes nothing; specs are
+//! created, updated and deleted; two operators who read the same revisions
+//! cannot overwrite each other (the second apply is refused, naming the
+//! shard); a typo in a file is refused by name.
+
+use std::process::{Command, Output};
+
+use kshard_testkit::Etcd;
+
+fn kshard(etcd: &Etcd, prefix: &str, args: &[&str], editor: Option<&str>) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_kshard"));
+    command.args(["shards"]).args(args).args(["--etcd", etcd.endpoint(), "--etcd-prefix", prefix]);
+    if let Some(editor) = editor {
+        command.env("EDITOR", editor);
+    }
+    command.output().expect("kshard runs")
+}
+
+fn said(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+fn ok(out: Output) -> String {
+    assert!(out.status.success(), "{}", said(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+const SPECS: &str = "common:
+  labels: {app: sum}
+shards:
+  - id: sum-000
+    sources: [{topic: events, partition: 0}]
+    recovery_log: {topic: sum-log, partition: 0}
+  - id: sum-001
+    sources: [{topic: events, partition: 1}]
+    recovery_log: {topic: sum-log, partition: 1}
+    labels: {canary: 'yes'}
+";
+
+#[test]
+#[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
+fn specs_are_applied_against_the_revisions_read_and_listed_by_label() {
+    let etcd = Etcd::from_env_or_start();
+    let prefix = format!("/kshard-test/shards-apply-{}", std::process::id());
+    let dir = tempfile::tempdir().expect("a directory");
+    let file = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).expect("writes");
+        path.to_str().expect("UTF-8").to_owned()
+    };
+    let specs = file("specs.yaml", SPECS);
+
+    let dry = ok(kshard(&etcd, &prefix, &["apply", "-f", &specs, "--dry-run"], None));
+    assert!(dry.contains("+ sum-000: created") && dry.contains("+ sum-001: created"), "{dry}");
+    assert!(dry.contains("2 changes (dry run: nothing written)"), "{dry}");
+    assert!(!ok(kshard(&etcd, &prefix, &["list", "--format", "yaml"], None)).contains("sum-000"), "nothing written");
+
+    assert!(ok(kshard(&etcd, &prefix, &["apply", "-f", &specs], None)).contains("2 changes applied"));
+    assert!(ok(kshard(&etcd, &prefix, &["apply", "-f", &specs, "--dry-run"], None)).contains("0 changes"));
+    let canary = ok(kshard(&etcd, &prefix, &["list", "--format", "yaml", "-l", "app=sum,canary"], None));
+    assert!(canary.contains("sum-001") && !canary.contains("sum-000"), "{canary}");
+
+    // Two operators read the same revisions and change the same shard.
+    let read = ok(kshard(&etcd, &prefix, &["list", "--format", "yaml", "-l", "id=sum-000"], None));
+    assert!(read.contains("revision:"), "{read}");
+    let first = file("first.yaml", &read.replace("hot_standbys: 0", "hot_standbys: 1"));
+    let second = file("second.yaml", &read.replace("hot_standbys: 0", "hot_standbys: 2"));
+    assert!(ok(kshard(&etcd, &prefix, &["apply", "-f", &first], None)).contains("~ sum-000: hot_standbys 0 -> 1;"));
+    let refused = kshard(&etcd, &prefix, &["apply", "-f", &second], None);
+    assert!(!refused.status.success(), "{}", said(&refused));
+    assert!(said(&refused).contains("shard sum-000 is at revision"), "{}", said(&refused));
+    let now = ok(kshard(&etcd, &prefix, &["list", "--format", "yaml", "-l", "id=sum-000"], None));
+    assert!(now.contains("hot_standbys: 1"), "the first operator's: {now}");
+
+    // Edited in $EDITOR (a script here), applied at the revisions read.
+    let editor =
+        file("editor.sh", "#!/bin/sh\nsed -i 's/max_txn_duration_ms: 1000/max_txn_duration_ms: 250/' \"$1\"\n");
+    let edited = ok(kshard(&etcd, &prefix, &["edit", "-l", "canary=yes"], Some(&format!("sh {editor}"))));
+    assert!(
+        edited.contains("~ sum-001: max_txn_duration_ms 1000 -> 250;") && edited.contains("1 changes applied"),
+        "{edited}"
+    );
+
+    let typo = file("typo.yaml", "shards:\n  - id: sum-000\n    hot_standby: 3\n");
+    let refused = kshard(&etcd, &prefix, &["apply", "-f", &typo], None);
+    assert!(
+        !refused.status.success() && said(&refused).contains("unknown field \"hot_standby\""),
+        "{}",
+        said(&refused)
+    );
+
+    let delete = file("delete.yaml", "shards:\n  - id: sum-001\n    delete: true\n");
+    assert!(ok(kshard(&etcd, &prefix, &["apply", "-f", &delete], None)).contains("- sum-001: deleted"));
+    let left = ok(kshard(&etcd, &prefix, &["list", "--format", "yaml"], None));
+    assert!(left.contains("sum-000") && !left.contains("sum-001"), "{left}");
+}
