@@ -17,6 +17,7 @@ use anyhow::{Context, Result, bail};
 use kshard_runtime::keyspace::EtcdKeyspace;
 use kshard_runtime::keyspace::Keyspace;
 use kshard_runtime::shard_specs::{self, Current, Desired};
+use kshard_runtime::unassign::Unassign;
 use kshard_runtime::{ClusterView, Keys, Selector, ShardRow};
 use kshard_runtime::{get_json, shard_table};
 
@@ -104,6 +105,29 @@ pub(crate) enum ShardsCommand {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Move primaries away (the allocator promotes a ready standby): of the
+    /// shards a selector picks, or every one on --member (for maintenance);
+    /// or remove FAILED replicas, to start them again now.
+    Unassign {
+        #[command(flatten)]
+        target: Target,
+        /// Only the shards whose labels match.
+        #[arg(long, short = 'l', default_value = "")]
+        selector: String,
+        /// Only primaries on this member.
+        #[arg(long)]
+        member: Option<String>,
+        /// FAILED replicas instead of primaries.
+        #[arg(long)]
+        failed: bool,
+        /// Move a primary even without a STANDBY ready (the shard is down
+        /// until a new replica rebuilds its state).
+        #[arg(long)]
+        force: bool,
+        /// Print what would move, write nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Edit the specs a selector picks in $EDITOR, then apply them,
     /// checked against the revisions they were read at.
     Edit {
@@ -130,6 +154,11 @@ pub(crate) fn run(command: &ShardsCommand) -> Result<()> {
             };
             let desired = crate::shards_file::parse(&text).with_context(|| format!("reading {file}"))?;
             apply(target, &desired, *dry_run)
+        }
+        ShardsCommand::Unassign { target, selector, member, failed, force, dry_run } => {
+            let selector: Selector = selector.parse().map_err(anyhow::Error::msg)?;
+            let what = Unassign { shards: None, member: member.clone(), failed: *failed, force: *force };
+            unassign(target, &selector, what, *dry_run)
         }
         ShardsCommand::Edit { target, selector } => {
             let selector: Selector = selector.parse().map_err(anyhow::Error::msg)?;
@@ -211,6 +240,32 @@ fn apply(target: &Target, desired: &[Desired], dry_run: bool) -> Result<()> {
         }
         let applied = shard_specs::apply(ks, keys, &changes).await?;
         writeln!(out, "{} changes applied (revision {})", applied.written, applied.revision)?;
+        Ok(())
+    })
+}
+
+fn unassign(target: &Target, selector: &Selector, mut what: Unassign, dry_run: bool) -> Result<()> {
+    target.on_etcd(async |ks, keys| {
+        let shards = picked(shard_specs::read(ks, keys).await?, selector);
+        what.shards = Some(shards.into_iter().map(|c| c.spec.id).collect());
+        let (remove, kept) = kshard_runtime::unassign::pick(&kshard_runtime::unassign::read(ks, keys).await?, &what);
+        let mut out = std::io::stdout().lock();
+        for a in &remove {
+            let which = if what.failed { "FAILED replica" } else { "primary" };
+            writeln!(out, "- {}: its {which} on {}", a.key.shard, a.key.member)?;
+        }
+        for why in &kept {
+            writeln!(out, "= {why}")?;
+        }
+        if dry_run {
+            writeln!(out, "{} to unassign (dry run: nothing written)", remove.len())?;
+            return Ok(());
+        }
+        let removed = kshard_runtime::unassign::remove(ks, keys, &remove).await?;
+        writeln!(out, "{removed} unassigned")?;
+        if removed < remove.len() {
+            bail!("{} changed since they were read and stay: run it again", remove.len() - removed);
+        }
         Ok(())
     })
 }

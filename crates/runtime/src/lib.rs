@@ -68,6 +68,7 @@ pub mod simulation;
 mod status;
 mod status_writer;
 mod store;
+pub mod unassign;
 
 pub use allocator_runner::{AllocatorRunner, Round, failure_backoff};
 pub use application::{
