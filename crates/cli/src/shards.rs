@@ -128,6 +128,37 @@ pub(crate) enum ShardsCommand {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Write a shard's store, rebuilt from its recovery log (from its newest
+    /// snapshot), to DIR/<shard>.redb: to read, back up or seed.
+    Recover {
+        #[command(flatten)]
+        target: Target,
+        /// Kafka, where the recovery log is.
+        #[command(flatten)]
+        kafka: crate::connection::KafkaArgs,
+        /// The shard.
+        #[arg(long)]
+        shard: String,
+        /// The directory (the store's file must not exist yet).
+        #[arg(long)]
+        dir: std::path::PathBuf,
+    },
+    /// Delete each picked shard's recovery-log records that no replica needs:
+    /// those before the previous snapshot its hints name (the newest stays,
+    /// and the one before as a backup), as a primary does after a snapshot.
+    Prune {
+        #[command(flatten)]
+        target: Target,
+        /// Kafka, where the recovery logs are.
+        #[command(flatten)]
+        kafka: crate::connection::KafkaArgs,
+        /// Only the shards whose labels match.
+        #[arg(long, short = 'l', default_value = "")]
+        selector: String,
+        /// Print what would be deleted, delete nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Edit the specs a selector picks in $EDITOR, then apply them,
     /// checked against the revisions they were read at.
     Edit {
@@ -159,6 +190,11 @@ pub(crate) fn run(command: &ShardsCommand) -> Result<()> {
             let selector: Selector = selector.parse().map_err(anyhow::Error::msg)?;
             let what = Unassign { shards: None, member: member.clone(), failed: *failed, force: *force };
             unassign(target, &selector, what, *dry_run)
+        }
+        ShardsCommand::Recover { target, kafka, shard, dir } => recover(target, kafka, shard, dir),
+        ShardsCommand::Prune { target, kafka, selector, dry_run } => {
+            let selector: Selector = selector.parse().map_err(anyhow::Error::msg)?;
+            prune(target, kafka, &selector, *dry_run)
         }
         ShardsCommand::Edit { target, selector } => {
             let selector: Selector = selector.parse().map_err(anyhow::Error::msg)?;
@@ -265,6 +301,86 @@ fn unassign(target: &Target, selector: &Selector, mut what: Unassign, dry_run: b
         writeln!(out, "{removed} unassigned")?;
         if removed < remove.len() {
             bail!("{} changed since they were read and stay: run it again", remove.len() - removed);
+        }
+        Ok(())
+    })
+}
+
+fn recover(target: &Target, kafka: &crate::connection::KafkaArgs, shard: &str, dir: &std::path::Path) -> Result<()> {
+    let settings = kafka.target()?.settings;
+    let path = dir.join(format!("{shard}.redb"));
+    if path.exists() {
+        bail!("{} exists: recover into a new file", path.display());
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    target.on_etcd(async |ks, keys| {
+        let specs = shard_specs::read(ks, keys).await?;
+        let spec = specs.into_iter().find(|c| c.spec.id == shard).with_context(|| format!("no shard {shard}"))?.spec;
+        let hints = ks.get_prefix(&keys.hints(shard)).await?.kvs.into_iter().find(|kv| kv.key == keys.hints(shard));
+        let hints: Option<kshard_runtime::Hints> = hints.and_then(|kv| serde_json::from_slice(&kv.value).ok());
+        let partitions = kshard_runtime::partitions::KafkaPartitions::new(settings, Duration::from_secs(30));
+        let store = kshard_runtime::RedbStore::open(&path)?;
+        let recovered =
+            kshard_runtime::recovery_log::recover(&partitions, &spec, hints.as_ref(), store, Duration::from_secs(120))
+                .await;
+        let (player, recovered) = match recovered {
+            Ok(done) => done,
+            Err(e) => {
+                let _ = std::fs::remove_file(&path);
+                return Err(e).with_context(|| format!("recovering {shard}"));
+            }
+        };
+        let keys_held = kshard_runtime::Store::scan(player.store(), None, usize::MAX)?.len();
+        drop(player);
+        let from = if recovered.from_snapshot { "its newest snapshot" } else { "the log's first record" };
+        println!(
+            "{shard}: {} records of {}/{} played from offset {} ({from}) to {}: {keys_held} keys in {}",
+            recovered.records,
+            spec.recovery_log.topic,
+            spec.recovery_log.partition,
+            recovered.from,
+            recovered.to,
+            path.display()
+        );
+        Ok(())
+    })
+}
+
+fn prune(target: &Target, kafka: &crate::connection::KafkaArgs, selector: &Selector, dry_run: bool) -> Result<()> {
+    use kshard_runtime::partitions::Partitions;
+    let settings = kafka.target()?.settings;
+    target.on_etcd(async |ks, keys| {
+        let partitions = kshard_runtime::partitions::KafkaPartitions::new(settings, Duration::from_secs(30));
+        let (mut out, mut pruned) = (std::io::stdout().lock(), 0);
+        for c in picked(shard_specs::read(ks, keys).await?, selector) {
+            let (id, log) = (&c.spec.id, &c.spec.recovery_log);
+            let hints = ks.get_prefix(&keys.hints(id)).await?.kvs.into_iter().find(|kv| kv.key == keys.hints(id));
+            let Some(hints) = hints.and_then(|kv| serde_json::from_slice::<kshard_runtime::Hints>(&kv.value).ok())
+            else {
+                writeln!(out, "= {id}: no snapshot yet, nothing to prune")?;
+                continue;
+            };
+            let keep = hints.previous.map_or(hints.current.offset, |p| p.offset);
+            let ends = partitions.ends(&[(log.topic.clone(), log.partition)]).await?;
+            let low = ends.get(&(log.topic.clone(), log.partition)).map_or(0, |(low, _)| *low);
+            if low >= keep {
+                writeln!(
+                    out,
+                    "= {id}: {}/{} starts at {low}, nothing before {keep} to prune",
+                    log.topic, log.partition
+                )?;
+                continue;
+            }
+            writeln!(out, "- {id}: {}/{} records {low} to {} deleted", log.topic, log.partition, keep - 1)?;
+            if !dry_run {
+                partitions.delete_before(&log.topic, log.partition, keep).await?;
+                pruned += 1;
+            }
+        }
+        if dry_run {
+            writeln!(out, "(dry run: nothing deleted)")?;
+        } else {
+            writeln!(out, "{pruned} logs pruned")?;
         }
         Ok(())
     })

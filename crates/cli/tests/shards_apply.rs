@@ -146,3 +146,69 @@ fn unassign_moves_a_members_primaries_to_their_standbys_under_load() {
     cluster.assert_exact();
     sampler.assert_one_primary_at_a_time();
 }
+
+/// `recover` rebuilds a shard's store from its recovery log alone: the same
+/// entries as the member's own store, once the member has stopped.
+#[test]
+#[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
+fn recover_rebuilds_a_store_equal_to_the_live_one() {
+    use kshard_runtime::{RedbStore, Store};
+    let etcd = Etcd::from_env_or_start();
+    let mut cluster = SumCluster::new("shards-recover", Some(etcd.endpoint()), 2, 3);
+    // Small snapshots: the recovery starts from one, not the log's start.
+    cluster.run_args.extend(["--snapshot-min-bytes".to_owned(), "2000".to_owned()]);
+    cluster.start("a", &[]);
+    cluster.until(None, "served", Duration::from_secs(90), |r| SumCluster::served(r, &["a"], 0));
+    for _ in 0..4 {
+        cluster.produce(2_000);
+    }
+    cluster.assert_exact();
+    cluster.signal("a", "TERM");
+    assert!(cluster.reap("a").success(), "an orderly exit");
+    let dir = tempfile::tempdir().expect("a directory");
+    let out = kshard_with(
+        &etcd,
+        &cluster.prefix,
+        &["recover", "--shard", "sum-000", "--dir", dir.path().to_str().expect("UTF-8")],
+        &cluster.brokers,
+    );
+    let said = ok(out);
+    assert!(said.contains("sum-000:") && said.contains("keys in"), "{said}");
+    eprintln!("{said}");
+    let recovered = RedbStore::open(&dir.path().join("sum-000.redb")).expect("the recovered store");
+    let live_file = std::fs::read_dir(cluster.dir.join("a"))
+        .expect("a's data directory")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("sum-000@") && n.ends_with(".redb"))
+        })
+        .expect("a's store of sum-000");
+    let live = RedbStore::open(&live_file).expect("the live store");
+    let entries = |s: &RedbStore| s.scan(None, usize::MAX).expect("scans");
+    assert!(!entries(&live).is_empty());
+    assert_eq!(entries(&recovered), entries(&live), "{said}");
+    let position = |s: &RedbStore| s.checkpoint().expect("reads").map(|c| c.log.next_offset);
+    assert_eq!(position(&recovered), position(&live), "played to where the member stopped");
+    // A prune deletes nothing a recovery needs.
+    let dry = ok(kshard_with(&etcd, &cluster.prefix, &["prune", "--dry-run"], &cluster.brokers));
+    assert!(dry.contains("sum-000") && dry.contains("(dry run: nothing deleted)"), "{dry}");
+    let pruned = ok(kshard_with(&etcd, &cluster.prefix, &["prune"], &cluster.brokers));
+    assert!(pruned.contains("logs pruned"), "{pruned}");
+    let again = tempfile::tempdir().expect("a directory");
+    let out = kshard_with(
+        &etcd,
+        &cluster.prefix,
+        &["recover", "--shard", "sum-000", "--dir", again.path().to_str().expect("UTF-8")],
+        &cluster.brokers,
+    );
+    ok(out);
+    let after = RedbStore::open(&again.path().join("sum-000.redb")).expect("recovered after the prune");
+    assert_eq!(entries(&after), entries(&live), "{pruned}");
+}
+
+fn kshard_with(etcd: &Etcd, prefix: &str, args: &[&str], brokers: &str) -> Output {
+    let mut all = args.to_vec();
+    all.extend(["--brokers", brokers]);
+    kshard(etcd, prefix, &all, None)
+}

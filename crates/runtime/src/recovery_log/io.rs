@@ -93,6 +93,9 @@ pub enum LogError {
     /// The end of the log was not reached in time.
     #[error("recovery log: the end of the partition was not reached within {0:?}")]
     Timeout(Duration),
+    /// What the log holds is not a whole state (see `recover`).
+    #[error("recovery log: {0}")]
+    Incomplete(String),
 }
 
 /// The log's partition and the clients that read and write it.

@@ -18,6 +18,7 @@ pub(crate) mod lineage;
 pub(crate) mod player;
 pub(crate) mod policy;
 pub(crate) mod record;
+pub(crate) mod recover;
 pub(crate) mod replica;
 pub(crate) mod start;
 pub(crate) mod topic;
@@ -27,4 +28,5 @@ pub use io::{FENCED, LogClients, LogError, WriterSlot, commit, hand_off, play_to
 pub use player::{Played, Player};
 pub use policy::HEARTBEAT;
 pub use record::{Body, LogRecord, Mutation, SourceOffset};
+pub use recover::{Recovered, prune_before, recover};
 pub use replica::transactional_id;
