@@ -111,4 +111,12 @@ KSHARD_STATE_DIR="$kafka3_state" "$KSHARD_ROOT/scripts/broker.sh" stop || true
 ran3=$(awk '/^test result: /{for(i=1;i<=NF;i++) if($i=="passed;") n+=$(i-1)} END{print n+0}' "$kafka3_out")
 [[ "$ran3" -gt 0 ]] || die "no tests ran against Kafka $KAFKA_3_VERSION"
 cargo test --workspace --doc --locked
+# The example application of docs/first-application.md, a crate of its own
+# outside the workspace, on the library's public surface only: linted, built
+# and run through its simulation test (kshard's target directory, so that
+# what it shares with kshard's build is built once).
+first_app=(--manifest-path "$KSHARD_ROOT/examples/first-app/Cargo.toml" --locked)
+CARGO_TARGET_DIR="$KSHARD_ROOT/target" cargo fmt --manifest-path "$KSHARD_ROOT/examples/first-app/Cargo.toml" -- --check
+CARGO_TARGET_DIR="$KSHARD_ROOT/target" cargo clippy "${first_app[@]}" --all-targets -- -D warnings
+CARGO_TARGET_DIR="$KSHARD_ROOT/target" cargo test "${first_app[@]}"
 log "all $ran tests passed, and $ran3 of them again on Kafka $KAFKA_3_VERSION"

@@ -270,3 +270,28 @@ fn broken_links_bad_anchors_and_orphans_are_named() {
         ]
     );
 }
+
+/// Every Rust block of docs/first-application.md is the example crate's
+/// code (its lines, trimmed, in order in one of its files): the guide shows
+/// what `scripts/test.sh` compiles and runs.
+#[test]
+fn the_guides_code_is_the_example_crates() {
+    let root = root();
+    let guide = std::fs::read_to_string(root.join("docs/first-application.md")).expect("the guide");
+    let example = root.join("examples/first-app");
+    let sources: Vec<String> = ["src/lib.rs", "src/main.rs", "tests/faults.rs"]
+        .iter()
+        .map(|f| std::fs::read_to_string(example.join(f)).unwrap_or_else(|e| panic!("{f}: {e}")))
+        .map(|text| text.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("\n"))
+        .collect();
+    let blocks: Vec<String> = guide
+        .split("```rust\n")
+        .skip(1)
+        .map(|b| b.split("```").next().unwrap_or_default())
+        .map(|b| b.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("\n"))
+        .collect();
+    assert!(blocks.len() >= 3, "the guide's Rust blocks: {blocks:?}");
+    for block in &blocks {
+        assert!(sources.iter().any(|s| s.contains(block.as_str())), "not in examples/first-app:\n{block}");
+    }
+}

@@ -71,6 +71,9 @@ mod store;
 pub mod unassign;
 
 pub use allocator_runner::{AllocatorRunner, Round, failure_backoff};
+// The Kafka types the API names (a member's settings, the log topic's admin).
+pub use kshard_kafka::{Admin, ClientSettings, TopicSpec};
+
 pub use application::{
     AppError, Application, Consuming, Isolation, Message, OutRecord, Output, ShardApp, Transaction, Transactional,
 };
