@@ -457,11 +457,30 @@ pub(crate) fn records_of(
     author: u64,
     body: Body,
 ) -> Result<(Vec<Vec<u8>>, u64), LogError> {
+    records_keeping(chain, author, body).map(|e| (e.records, e.seq))
+}
+
+/// A body's records, ready to append, and the mutations they carry.
+#[derive(Debug)]
+pub(crate) struct Encoded {
+    /// The records' bytes, in order.
+    pub(crate) records: Vec<Vec<u8>>,
+    /// The last one's sequence number.
+    pub(crate) seq: u64,
+    /// The mutations the records carry, in order.
+    pub(crate) mutations: Vec<Mutation>,
+}
+
+/// [`records_of`], with the mutations `body` carried handed back once
+/// encoded (a primary reads its next transaction over them: moved, not
+/// copied).
+pub(crate) fn records_keeping(chain: &super::chain::Chain, author: u64, body: Body) -> Result<Encoded, LogError> {
     if chain.author() != Some(author) {
         return Err(LogError::Fenced { current: chain.author() });
     }
     let mut chain = chain.clone();
     let mut records = Vec::new();
+    let mut carried = Vec::new();
     let mut seq = 0;
     for body in in_parts(body) {
         let record = chain.next(author, body);
@@ -473,8 +492,11 @@ pub(crate) fn records_of(
         // Our own record continues our own view of the chain.
         let _ = chain.offer(&record, &bytes);
         records.push(bytes);
+        if let Body::Transaction { mutations, .. } | Body::TransactionPart { mutations } = record.body {
+            carried.extend(mutations);
+        }
     }
-    Ok((records, seq))
+    Ok(Encoded { records, seq, mutations: carried })
 }
 
 /// Reads the log back through `offset` (where `author`'s record numbered
@@ -522,5 +544,32 @@ mod batch_tests {
         assert_eq!(grouped, want.map(|(p, v)| (p, v.into_iter().map(String::from).collect::<Vec<_>>())));
         let big = "x".repeat(300 * 1024);
         assert_eq!(batches(vec![output(0, &big), output(0, &big), output(0, "y")]).len(), 2, "split past 512 KiB");
+    }
+}
+
+#[cfg(test)]
+mod record_tests {
+    use super::*;
+    use crate::recovery_log::chain::Chain;
+
+    #[test]
+    fn the_mutations_a_transaction_carried_come_back_in_order_whatever_its_parts() {
+        let put = |i: usize, size: usize| Mutation::Put { key: format!("k{i:04}").into_bytes(), value: vec![7; size] };
+        let offsets = vec![SourceOffset { topic: "t".into(), partition: 0, offset: 9 }];
+        let chain = Chain::resume(3, 4, Some(5));
+        for mutations in [
+            vec![put(0, 10), Mutation::Delete { key: b"k0001".to_vec() }, put(2, 10)],
+            // Past PART_BYTES: parts, then the transaction's last record.
+            (0..5).map(|i| put(i, 300 * 1024)).collect(),
+        ] {
+            let body = Body::Transaction { mutations: mutations.clone(), offsets: offsets.clone() };
+            let Encoded { records, seq, mutations: carried } =
+                records_keeping(&chain, 5, body.clone()).expect("encodes");
+            assert_eq!(carried, mutations);
+            assert_eq!((records.clone(), seq), records_of(&chain, 5, body).expect("encodes"));
+            assert_eq!(seq, 3 + records.len() as u64);
+        }
+        let body = Body::Transaction { mutations: vec![], offsets };
+        assert!(matches!(records_keeping(&chain, 6, body), Err(LogError::Fenced { current: Some(5) })));
     }
 }
