@@ -1086,6 +1086,74 @@ mod tests {
         assert_eq!(larger_ask(i32::MAX - 1, i32::MAX), None);
     }
 
+    /// A partition led by broker 1, read by `reading` from offset 0.
+    fn partition(reading: (u64, Arc<Sink>)) -> Partition {
+        Partition {
+            readings: vec![Reading { reader: reading.0, sink: reading.1, next: Next::At(0), told_end: false }],
+            leader: Some(1),
+            end: None,
+            high_watermark: None,
+            max_bytes: PARTITION_MAX_BYTES,
+            least: 0,
+            not_before: None,
+        }
+    }
+
+    /// A v2 batch header at offset 0 that says the batch is `size` bytes.
+    fn header_of(size: i32) -> Vec<u8> {
+        let mut h = Vec::new();
+        h.extend_from_slice(&0i64.to_be_bytes());
+        h.extend_from_slice(&(size - 12).to_be_bytes());
+        h.extend_from_slice(&0i32.to_be_bytes());
+        h.push(2);
+        h.extend_from_slice(&[0; 4 + 2 + 4 + 8 + 8 + 8 + 6]);
+        h.extend_from_slice(&1i32.to_be_bytes());
+        h
+    }
+
+    fn records(bytes: usize) -> Delivery {
+        let key: PartitionKey = (Arc::from("t"), 9);
+        Delivery::Records { key, records: PartitionRecords::new(Bytes::new(), 0, false, Vec::new()), bytes }
+    }
+
+    #[test]
+    fn past_the_read_ahead_only_readers_that_hold_nothing_are_fetched_for_up_to_their_limit() {
+        let settings = crate::ClientSettings::new("127.0.0.1:1");
+        let security = LinkSecurity::from_settings(&settings).expect("reads").expect("plain");
+        let fetcher = Fetcher::new("127.0.0.1:1", security, false).expect("a fetcher");
+        let (waiting, holding) = (fetcher.sink(256 << 10), fetcher.sink(256 << 10));
+        holding.1.push(records(100));
+        let (a, b): (PartitionKey, PartitionKey) = ((Arc::from("t"), 0), (Arc::from("t"), 1));
+        let mut state = State::default();
+        state.partitions.insert(a.clone(), partition(waiting.clone()));
+        state.partitions.insert(b.clone(), partition(holding.clone()));
+        // With room, both, as asked; the answer up to the room.
+        let with_room = plan(&state, 1, answer_room(holding.1.queued.get()));
+        assert_eq!(with_room.wanted.keys().collect::<Vec<_>>(), [&a, &b]);
+        assert_eq!(with_room.wanted[&a].max_bytes, PARTITION_MAX_BYTES);
+        assert_eq!(with_room.answer_bytes, ANSWER_MAX_BYTES);
+        // Without (other readers hold the budget): only the reader that
+        // holds nothing, for no more than its queue's limit.
+        let other = fetcher.sink(1 << 30);
+        other.1.push(records(crate::wire::read_ahead::READ_AHEAD_BYTES));
+        let room = answer_room(fetcher.shared.queued.get());
+        assert_eq!(room, None);
+        let without = plan(&state, 1, room);
+        assert_eq!(without.wanted.keys().collect::<Vec<_>>(), [&a]);
+        assert_eq!(without.wanted[&a].max_bytes, 256 << 10);
+        // A batch of 300 KiB that limit cut short: asked for whole from then on.
+        let p = state.partitions.get_mut(&a).expect("the partition");
+        no_whole_batch(p, &a, &header_of(300 << 10), &without.wanted[&a]);
+        assert!(p.not_before.is_none(), "not refused");
+        assert_eq!(p.max_bytes, PARTITION_MAX_BYTES);
+        assert_eq!(plan(&state, 1, room).wanted[&a].max_bytes, 300 << 10);
+        // Read down, room again.
+        assert!(fetcher.next_delivery(&other.1, Duration::ZERO).is_some());
+        assert_eq!(fetcher.shared.queued.get(), 100);
+        drop((holding, state));
+        assert_eq!(fetcher.shared.queued.get(), 0, "what a dropped reader held goes with it");
+    }
+
     #[test]
     fn every_truncation_is_told_and_passing_failures_once() {
         let settings = crate::ClientSettings::new("127.0.0.1:1");
