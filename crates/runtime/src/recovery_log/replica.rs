@@ -678,3 +678,6 @@ async fn watermarks(partitions: &dyn Partitions, spec: &ShardSpec) -> Result<(i6
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod overlay_tests;
