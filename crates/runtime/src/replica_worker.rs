@@ -315,8 +315,13 @@ impl Sources {
         // Begun at the first message: a heartbeat is no transaction of the application's.
         let mut begun = false;
         self.drained = false;
+        // The transaction's age, as last read (see `policy::ClockReads`).
+        let (mut elapsed, mut clock) = (Duration::ZERO, policy::ClockReads::default());
         loop {
-            let elapsed = started.elapsed();
+            if clock.due() {
+                elapsed = started.elapsed();
+                clock.read(elapsed);
+            }
             let committing = log.in_flight.as_ref().is_some_and(InFlight::committing);
             let Some(wait) = timing.before_poll(elapsed, committing) else { break };
             let polled = match next_event(self.reader.as_ref(), wait).await.map_err(kafka("reading a source"))? {
@@ -324,8 +329,14 @@ impl Sources {
                     // Not a source, or before the position (a re-read after a
                     // reset): taking it would count a message twice.
                     let next = self.next.get_mut(r.topic()).and_then(|p| p.get_mut(&r.partition()));
-                    let Some(next) = next else { continue };
+                    // (Counted as one taken for the clock: a long re-read
+                    // reads it too.)
+                    let Some(next) = next else {
+                        clock.polled(policy::Polled::Message { bytes: 0 });
+                        continue;
+                    };
                     if r.offset() < *next {
+                        clock.polled(policy::Polled::Message { bytes: 0 });
                         continue;
                     }
                     *next = r.offset() + 1;
@@ -392,6 +403,7 @@ impl Sources {
                 policy::Polled::Message { .. } => policy::Polled::Message { bytes: txn.bytes() },
                 other => other,
             };
+            clock.polled(polled);
             if let Some(end) = timing.after_poll(elapsed, polled, committing) {
                 self.drained = end.drained;
                 break;

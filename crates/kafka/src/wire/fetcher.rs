@@ -13,7 +13,9 @@
 //! is out of range (deleted, or a log truncated), starts at the log's start
 //! (ListOffsets), as librdkafka's `auto.offset.reset=earliest`. A reader
 //! whose queue is over its limit is not fetched for until it has read it
-//! down: memory stays bounded whatever the reader's speed.
+//! down, and no reader is while all of them together hold the fetcher's
+//! read-ahead ([`crate::wire::read_ahead`]): memory stays bounded whatever
+//! the readers' speed and number.
 //!
 //! Every partition's end (its last stable offset, when reading committed
 //! records only) is known from the answers, so each reader hears once that
@@ -38,6 +40,7 @@ use crate::error::{Error, Result};
 use crate::wire::broker_link::{BrokerLink, LinkSecurity};
 use crate::wire::fetch_response::{PartitionData, read_fetch_response};
 use crate::wire::fetch_session::{Ask, FetchSession, PartitionKey, SESSION_ERRORS, SessionRequest};
+use crate::wire::read_ahead::{Queued, answer_room, ask_bytes};
 use crate::wire::record_batch::{BatchHeader, after_whole_batches, magic};
 use crate::wire::records::PartitionRecords;
 
@@ -53,10 +56,10 @@ const METADATA_VERSION: i16 = 9;
 /// first answer, and four requests a second per broker when all is quiet.
 const LONG_POLL_MS: i32 = 250;
 /// What one answer may carry.
-const ANSWER_MAX_BYTES: i32 = 4 * 1024 * 1024;
+pub(crate) const ANSWER_MAX_BYTES: i32 = 4 * 1024 * 1024;
 /// What one partition's part of an answer may carry at first; a batch
 /// larger than this is asked for whole (its size is in its header).
-const PARTITION_MAX_BYTES: i32 = 1024 * 1024;
+pub(crate) const PARTITION_MAX_BYTES: i32 = 1024 * 1024;
 /// The most asked of one partition: the largest batch read. A batch is at
 /// most its topic's `max.message.bytes` (1 MiB by default); kshard's own
 /// recovery logs allow 16 MiB, and brokers raised for large records rarely
@@ -124,6 +127,17 @@ pub(crate) struct Sink {
     readable: tokio::sync::Notify,
     /// Bytes queued past which the reader's partitions are not fetched for.
     limit: usize,
+    /// What every reader of the fetcher holds queued (see
+    /// [`crate::wire::read_ahead`]).
+    queued: Arc<Queued>,
+}
+
+impl Drop for Sink {
+    fn drop(&mut self) {
+        // What a reader leaves unread goes with it.
+        let left = self.lock().bytes;
+        self.queued.remove(left);
+    }
 }
 
 #[derive(Default)]
@@ -141,10 +155,15 @@ impl Sink {
         self.lock().bytes >= self.limit
     }
 
+    fn empty(&self) -> bool {
+        self.lock().bytes == 0
+    }
+
     fn push(&self, delivery: Delivery) {
         let mut q = self.lock();
         if let Delivery::Records { bytes, .. } = &delivery {
             q.bytes += bytes;
+            self.queued.add(*bytes);
         }
         // Failures not read yet are told once: the latest replaces the one
         // before, so a reader that is slow to poll does not pile them up. A
@@ -188,6 +207,9 @@ struct Partition {
     high_watermark: Option<i64>,
     /// What to ask of it.
     max_bytes: i32,
+    /// The largest batch met that a reader's queue limit cut short: asked
+    /// for whole from then on (see [`ask_bytes`]).
+    least: i32,
     /// Not asked for before this (the broker refused it).
     not_before: Option<Instant>,
 }
@@ -205,6 +227,8 @@ struct Shared {
     /// Connections open now (fetch and metadata).
     connections: AtomicUsize,
     next_reader: AtomicU64,
+    /// What the readers hold queued, together.
+    queued: Arc<Queued>,
 }
 
 #[derive(Default)]
@@ -258,6 +282,7 @@ impl Fetcher {
             stop: AtomicBool::new(false),
             connections: AtomicUsize::new(0),
             next_reader: AtomicU64::new(1),
+            queued: Arc::new(Queued::default()),
         });
         spawn_metadata_thread(&shared).map_err(|e| Error::Refused {
             step: "starting the reader's metadata thread".into(),
@@ -274,6 +299,7 @@ impl Fetcher {
             ready: Condvar::new(),
             readable: tokio::sync::Notify::new(),
             limit,
+            queued: Arc::clone(&self.shared.queued),
         };
         (id, Arc::new(sink))
     }
@@ -291,6 +317,7 @@ impl Fetcher {
                 end: None,
                 high_watermark: None,
                 max_bytes: PARTITION_MAX_BYTES,
+                least: 0,
                 not_before: None,
             });
             p.readings.retain(|r| r.reader != reader);
@@ -323,10 +350,12 @@ impl Fetcher {
         loop {
             if let Some(d) = q.items.pop_front() {
                 let was_full = q.bytes >= sink.limit;
+                let mut room_made = false;
                 if let Delivery::Records { bytes, .. } = &d {
                     q.bytes -= bytes;
+                    room_made = sink.queued.remove(*bytes);
                 }
-                if was_full && q.bytes < sink.limit {
+                if (was_full && q.bytes < sink.limit) || room_made {
                     drop(q);
                     self.shared.changed.notify_all();
                 }
@@ -593,6 +622,8 @@ fn apply_metadata(shared: &Arc<Shared>, answer: &MetadataResponse) {
 struct Plan {
     wanted: BTreeMap<PartitionKey, Ask>,
     earliest: Vec<PartitionKey>,
+    /// The most the answer may carry.
+    answer_bytes: i32,
 }
 
 /// Fetches the partitions `broker` leads until none is left for a while, or
@@ -612,7 +643,7 @@ fn broker_thread(shared: &Arc<Shared>, broker: i32) {
                     return;
                 }
                 tell_ends(&mut state, broker);
-                let next = plan(&state, broker);
+                let next = plan(&state, broker, answer_room(shared.queued.get()));
                 if !next.wanted.is_empty() || !next.earliest.is_empty() {
                     idle_since = Instant::now();
                     break next;
@@ -647,7 +678,7 @@ fn broker_thread(shared: &Arc<Shared>, broker: i32) {
                 earliest(shared, &mut open.link, &next.earliest)?;
             }
             if !next.wanted.is_empty() {
-                fetch(shared, &mut open.link, &mut session, next.wanted)?;
+                fetch(shared, &mut open.link, &mut session, next.wanted, next.answer_bytes)?;
             }
             Ok(())
         })();
@@ -698,11 +729,13 @@ fn tell_ends(state: &mut State, broker: i32) {
 }
 
 /// What to ask `broker` for: each partition it leads at the lowest
-/// position of its readers whose queues have room, and the partitions whose
-/// start is to be asked for.
-fn plan(state: &State, broker: i32) -> Plan {
+/// position of its readers whose queues have room (when the read-ahead has
+/// no `room` for an answer, of its readers that hold nothing: see
+/// [`ask_bytes`]), and the partitions whose start is to be asked for.
+fn plan(state: &State, broker: i32, room: Option<i32>) -> Plan {
     let now = Instant::now();
-    let mut plan = Plan { wanted: BTreeMap::new(), earliest: Vec::new() };
+    let answer_bytes = room.unwrap_or(ANSWER_MAX_BYTES);
+    let mut plan = Plan { wanted: BTreeMap::new(), earliest: Vec::new(), answer_bytes };
     for (key, p) in state.partitions.iter().filter(|(_, p)| p.leader == Some(broker)) {
         if p.not_before.is_some_and(|t| now < t) {
             continue;
@@ -711,7 +744,10 @@ fn plan(state: &State, broker: i32) -> Plan {
             plan.earliest.push(key.clone());
             continue;
         }
-        let positions = p.readings.iter().filter(|r| !r.sink.full()).filter_map(|r| match r.next {
+        let fetched_for = |r: &&Reading| if room.is_some() { !r.sink.full() } else { r.sink.empty() };
+        let empty_limit = p.readings.iter().filter(|r| r.sink.empty()).map(|r| r.sink.limit).min();
+        let Some(max_bytes) = ask_bytes(p.max_bytes, p.least, room.is_some(), empty_limit) else { continue };
+        let positions = p.readings.iter().filter(fetched_for).filter_map(|r| match r.next {
             Next::At(o) => Some(o),
             Next::Earliest | Next::Lost(_) => None,
         });
@@ -721,7 +757,7 @@ fn plan(state: &State, broker: i32) -> Plan {
         let past = |o: &i64| p.high_watermark.is_some_and(|hw| *o > hw);
         let ahead = positions.clone().filter(past).min();
         if let Some(offset) = ahead.or_else(|| positions.min()) {
-            plan.wanted.insert(key.clone(), Ask { offset, max_bytes: p.max_bytes });
+            plan.wanted.insert(key.clone(), Ask { offset, max_bytes });
         }
     }
     plan
@@ -804,9 +840,10 @@ fn fetch(
     link: &mut BrokerLink,
     session: &mut FetchSession,
     wanted: BTreeMap<PartitionKey, Ask>,
+    answer_bytes: i32,
 ) -> Result<()> {
     let sent = session.request(&wanted);
-    let request = fetch_request(&sent, shared.committed_only);
+    let request = fetch_request(&sent, shared.committed_only, answer_bytes);
     let timeout = REQUEST_TIMEOUT + Duration::from_millis(LONG_POLL_MS as u64);
     let frame = Bytes::from(link.send(ApiKey::Fetch, &request, FETCH_VERSION, timeout)?);
     let answer = read_fetch_response(&frame)
@@ -826,8 +863,10 @@ fn fetch(
     Ok(())
 }
 
-/// The Fetch request for what `sent` asks for and forgets, in its session.
-fn fetch_request(sent: &SessionRequest, committed_only: bool) -> FetchRequest {
+/// The Fetch request for what `sent` asks for and forgets, in its session,
+/// its answer carrying up to `answer_bytes` (and at least a partition's
+/// first batch, whatever its size).
+fn fetch_request(sent: &SessionRequest, committed_only: bool, answer_bytes: i32) -> FetchRequest {
     let mut topics: BTreeMap<&str, Vec<FetchPartition>> = BTreeMap::new();
     for ((topic, partition), ask) in &sent.asks {
         topics.entry(topic).or_default().push(
@@ -848,7 +887,7 @@ fn fetch_request(sent: &SessionRequest, committed_only: bool) -> FetchRequest {
         .with_replica_id((-1).into())
         .with_max_wait_ms(LONG_POLL_MS)
         .with_min_bytes(1)
-        .with_max_bytes(ANSWER_MAX_BYTES)
+        .with_max_bytes(answer_bytes)
         .with_isolation_level(i8::from(committed_only))
         .with_session_id(sent.session_id)
         .with_session_epoch(sent.epoch)
@@ -962,7 +1001,7 @@ fn deliver(
     }
     let Some(after) = after_whole_batches(part.records).filter(|&a| a > ask.offset) else {
         if !part.records.is_empty() {
-            no_whole_batch(p, key, part.records, ask.offset);
+            no_whole_batch(p, key, part.records, ask);
         }
         return;
     };
@@ -987,8 +1026,19 @@ fn deliver(
 /// than asked for is asked for whole next time; one that is not v2, does not
 /// add up or is larger than the most asked is refused, and the readers hear
 /// why (every 5 s).
-fn no_whole_batch(p: &mut Partition, key: &PartitionKey, records: &[u8], offset: i64) {
+fn no_whole_batch(p: &mut Partition, key: &PartitionKey, records: &[u8], ask: &Ask) {
+    let offset = ask.offset;
     let header = BatchHeader::parse(records);
+    // Cut short by a reader's queue limit (see `plan`), not by what the
+    // partition is asked for: asked for whole from now on.
+    if let Some(h) = &header
+        && ask.max_bytes < p.max_bytes
+        && h.size > ask.max_bytes
+        && h.size <= p.max_bytes
+    {
+        p.least = p.least.max(h.size);
+        return;
+    }
     if let Some(max_bytes) = header.as_ref().and_then(|h| larger_ask(p.max_bytes, h.size)) {
         p.max_bytes = max_bytes;
         return;
@@ -1034,6 +1084,74 @@ mod tests {
         assert_eq!(larger_ask(PARTITION_MOST_BYTES, 200 << 20), None, "nothing more to ask");
         assert_eq!(larger_ask(2 << 20, 1 << 20), None, "it fitted: something else is wrong");
         assert_eq!(larger_ask(i32::MAX - 1, i32::MAX), None);
+    }
+
+    /// A partition led by broker 1, read by `reading` from offset 0.
+    fn partition(reading: (u64, Arc<Sink>)) -> Partition {
+        Partition {
+            readings: vec![Reading { reader: reading.0, sink: reading.1, next: Next::At(0), told_end: false }],
+            leader: Some(1),
+            end: None,
+            high_watermark: None,
+            max_bytes: PARTITION_MAX_BYTES,
+            least: 0,
+            not_before: None,
+        }
+    }
+
+    /// A v2 batch header at offset 0 that says the batch is `size` bytes.
+    fn header_of(size: i32) -> Vec<u8> {
+        let mut h = Vec::new();
+        h.extend_from_slice(&0i64.to_be_bytes());
+        h.extend_from_slice(&(size - 12).to_be_bytes());
+        h.extend_from_slice(&0i32.to_be_bytes());
+        h.push(2);
+        h.extend_from_slice(&[0; 4 + 2 + 4 + 8 + 8 + 8 + 6]);
+        h.extend_from_slice(&1i32.to_be_bytes());
+        h
+    }
+
+    fn records(bytes: usize) -> Delivery {
+        let key: PartitionKey = (Arc::from("t"), 9);
+        Delivery::Records { key, records: PartitionRecords::new(Bytes::new(), 0, false, Vec::new()), bytes }
+    }
+
+    #[test]
+    fn past_the_read_ahead_only_readers_that_hold_nothing_are_fetched_for_up_to_their_limit() {
+        let settings = crate::ClientSettings::new("127.0.0.1:1");
+        let security = LinkSecurity::from_settings(&settings).expect("reads").expect("plain");
+        let fetcher = Fetcher::new("127.0.0.1:1", security, false).expect("a fetcher");
+        let (waiting, holding) = (fetcher.sink(256 << 10), fetcher.sink(256 << 10));
+        holding.1.push(records(100));
+        let (a, b): (PartitionKey, PartitionKey) = ((Arc::from("t"), 0), (Arc::from("t"), 1));
+        let mut state = State::default();
+        state.partitions.insert(a.clone(), partition(waiting.clone()));
+        state.partitions.insert(b.clone(), partition(holding.clone()));
+        // With room, both, as asked; the answer up to the room.
+        let with_room = plan(&state, 1, answer_room(holding.1.queued.get()));
+        assert_eq!(with_room.wanted.keys().collect::<Vec<_>>(), [&a, &b]);
+        assert_eq!(with_room.wanted[&a].max_bytes, PARTITION_MAX_BYTES);
+        assert_eq!(with_room.answer_bytes, ANSWER_MAX_BYTES);
+        // Without (other readers hold the budget): only the reader that
+        // holds nothing, for no more than its queue's limit.
+        let other = fetcher.sink(1 << 30);
+        other.1.push(records(crate::wire::read_ahead::READ_AHEAD_BYTES));
+        let room = answer_room(fetcher.shared.queued.get());
+        assert_eq!(room, None);
+        let without = plan(&state, 1, room);
+        assert_eq!(without.wanted.keys().collect::<Vec<_>>(), [&a]);
+        assert_eq!(without.wanted[&a].max_bytes, 256 << 10);
+        // A batch of 300 KiB that limit cut short: asked for whole from then on.
+        let p = state.partitions.get_mut(&a).expect("the partition");
+        no_whole_batch(p, &a, &header_of(300 << 10), &without.wanted[&a]);
+        assert!(p.not_before.is_none(), "not refused");
+        assert_eq!(p.max_bytes, PARTITION_MAX_BYTES);
+        assert_eq!(plan(&state, 1, room).wanted[&a].max_bytes, 300 << 10);
+        // Read down, room again.
+        assert!(fetcher.next_delivery(&other.1, Duration::ZERO).is_some());
+        assert_eq!(fetcher.shared.queued.get(), 100);
+        drop((holding, state));
+        assert_eq!(fetcher.shared.queued.get(), 0, "what a dropped reader held goes with it");
     }
 
     #[test]

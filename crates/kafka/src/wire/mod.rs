@@ -6,6 +6,7 @@
 //! reads a Fetch answer's frame, [`record_batch`] a batch's header and
 //! [`records`] walks the batches' records in place (pure);
 //! [`inflate`] decompresses a batch as a capped stream;
+//! [`read_ahead`] bounds what the fetcher holds for its readers together;
 //! [`fetch_times`] reads record timestamps with Fetch requests of its own,
 //! [`share_groups`] makes the share-group admin calls and [`admin`] the
 //! others the lag monitor makes; they keep their connections in [`links`].
@@ -30,6 +31,7 @@ pub(crate) mod links;
 pub(crate) mod out_batch;
 pub(crate) mod produce;
 pub(crate) mod producer;
+pub(crate) mod read_ahead;
 pub(crate) mod record_batch;
 pub(crate) mod records;
 pub(crate) mod scram;

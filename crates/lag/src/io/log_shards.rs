@@ -46,8 +46,21 @@ pub(crate) trait Layout: Send + Sync + 'static {
     const LOG: Log;
     /// The monitor's units of the log.
     fn units(monitor: &Monitor) -> &Units<Self::Unit>;
-    /// Applies `m` to its unit, and to the store what it keeps of it.
-    fn consume(&self, monitor: &Monitor, txn: &mut Transaction<'_>, m: &Message<'_>) -> Result<(), AppError>;
+    /// What a replica's transaction sets aside until it ends, to write it
+    /// once ([`Layout::finalize`]) rather than per record.
+    type Pending: Default + Send + 'static;
+    /// Applies `m` to its unit, and to the store (or to `pending`) what it
+    /// keeps of it.
+    fn consume(
+        &self,
+        monitor: &Monitor,
+        pending: &mut Self::Pending,
+        txn: &mut Transaction<'_>,
+        m: &Message<'_>,
+    ) -> Result<(), AppError>;
+    /// The transaction ends: what `pending` holds goes to the store, and
+    /// `pending` is empty again.
+    fn finalize(pending: &mut Self::Pending, txn: &mut Transaction<'_>);
     /// The unit of `partition` rebuilt from its store, at `next` (the store's
     /// checkpoint).
     fn rebuild(&self, store: &dyn Store, next: Option<i64>, partition: i32) -> Result<Self::Unit, AppError>;
@@ -153,7 +166,7 @@ pub(crate) struct LogApp<L: Layout>(pub(crate) Arc<LogShards<L>>);
 
 impl<L: Layout> Application for LogApp<L> {
     fn shard(&self, shard: &ShardSpec) -> Result<Box<dyn ShardApp>, AppError> {
-        Ok(Box::new(LogShard { shards: Arc::clone(&self.0), spec: shard.clone() }))
+        Ok(Box::new(LogShard { shards: Arc::clone(&self.0), spec: shard.clone(), pending: L::Pending::default() }))
     }
 
     fn isolation(&self) -> Isolation {
@@ -165,11 +178,25 @@ impl<L: Layout> Application for LogApp<L> {
 struct LogShard<L: Layout> {
     shards: Arc<LogShards<L>>,
     spec: ShardSpec,
+    /// What the transaction under way set aside (see [`Layout::Pending`]).
+    pending: L::Pending,
 }
 
 impl<L: Layout> ShardApp for LogShard<L> {
+    fn begin(&mut self, _: &mut Transaction<'_>) -> Result<(), AppError> {
+        // Nothing of a transaction that was not committed (the replica
+        // failed before) is written by the next.
+        self.pending = L::Pending::default();
+        Ok(())
+    }
+
     fn consume(&mut self, txn: &mut Transaction<'_>, m: &Message<'_>) -> Result<(), AppError> {
-        self.shards.consume(txn, m)
+        self.shards.consume(&mut self.pending, txn, m)
+    }
+
+    fn finalize(&mut self, txn: &mut Transaction<'_>) -> Result<(), AppError> {
+        L::finalize(&mut self.pending, txn);
+        Ok(())
     }
 
     fn recovered(&mut self, store: &dyn Store, offsets: &[SourceOffset]) -> Result<(), AppError> {
@@ -194,9 +221,15 @@ impl<L: Layout> ShardApp for LogShard<L> {
 }
 
 impl<L: Layout> LogShards<L> {
-    /// Takes one record of the log into the transaction.
-    pub(crate) fn consume(&self, txn: &mut Transaction<'_>, m: &Message<'_>) -> Result<(), AppError> {
-        self.layout.consume(&self.monitor, txn, m)
+    /// Takes one record of the log into the transaction, setting aside in
+    /// `pending` what is written once at its end ([`Layout::finalize`]).
+    pub(crate) fn consume(
+        &self,
+        pending: &mut L::Pending,
+        txn: &mut Transaction<'_>,
+        m: &Message<'_>,
+    ) -> Result<(), AppError> {
+        self.layout.consume(&self.monitor, pending, txn, m)
     }
 
     fn recovered(&self, shard: &ShardSpec, store: &dyn Store, offsets: &[SourceOffset]) -> Result<(), AppError> {

@@ -15,7 +15,8 @@ use crate::catch_up::Log;
 use crate::group_offsets::{Applied, GroupOffsets};
 use crate::log_shards::{Layout, record_at};
 use crate::monitor::Monitor;
-use crate::shard_store::{commits_key, follow_transaction, pending, split_stored, stored_value, unit_from_store};
+use crate::shard_store::commit_counts::CommitCounts;
+use crate::shard_store::{follow_transaction, pending, split_stored, stored_value, unit_from_store};
 use crate::units::Units;
 
 /// The store layout of the offsets topic's shards.
@@ -60,6 +61,7 @@ impl OffsetsLayout {
     fn end_transaction(
         &self,
         monitor: &Monitor,
+        counts: &mut CommitCounts,
         txn: &mut Transaction<'_>,
         m: &Message<'_>,
         producer: i64,
@@ -91,7 +93,7 @@ impl OffsetsLayout {
         if committed {
             for (group, n) in groups.iter().zip(commits) {
                 if let Some(n) = n {
-                    txn.put(commits_key(group), n.to_be_bytes());
+                    counts.set(group, Some(n));
                 }
             }
         }
@@ -107,9 +109,18 @@ impl Layout for OffsetsLayout {
         monitor.units()
     }
 
-    fn consume(&self, monitor: &Monitor, txn: &mut Transaction<'_>, m: &Message<'_>) -> Result<(), AppError> {
+    /// Each group's commit count, written once per transaction.
+    type Pending = CommitCounts;
+
+    fn consume(
+        &self,
+        monitor: &Monitor,
+        counts: &mut CommitCounts,
+        txn: &mut Transaction<'_>,
+        m: &Message<'_>,
+    ) -> Result<(), AppError> {
         if let Some(Transactional::Marker { producer_id, committed }) = m.transactional {
-            return self.end_transaction(monitor, txn, m, producer_id, committed);
+            return self.end_transaction(monitor, counts, txn, m, producer_id, committed);
         }
         // An offset tombstone drops the commits of it that open transactions
         // set aside: which producers have one, asked before it applies.
@@ -138,12 +149,13 @@ impl Layout for OffsetsLayout {
             txn.put(pending::key(producer_id, key), stored_value(m.offset, value));
             return Ok(());
         }
-        // Each group's count of commits is kept too: every member, and the
-        // next primary, then export the same counter.
+        // Each group's count of commits is kept too (written at the
+        // transaction's end): every member, and the next primary, then
+        // export the same counter.
         if let (Ok(applied), Some(group), Some(commits)) = (&applied, group, commits) {
             match (applied, commits) {
-                (Applied::OffsetCommitted, Some(n)) => txn.put(commits_key(group), n.to_be_bytes()),
-                (Applied::OffsetDeleted | Applied::GroupDeleted, None) => txn.delete(commits_key(group)),
+                (Applied::OffsetCommitted, Some(n)) => counts.set(group, Some(n)),
+                (Applied::OffsetDeleted | Applied::GroupDeleted, None) => counts.set(group, None),
                 _ => {}
             }
         }
@@ -157,6 +169,15 @@ impl Layout for OffsetsLayout {
             }
         }
         Ok(())
+    }
+
+    fn finalize(counts: &mut CommitCounts, txn: &mut Transaction<'_>) {
+        for (key, count) in counts.take() {
+            match count {
+                Some(count) => txn.put(key, count),
+                None => txn.delete(key),
+            }
+        }
     }
 
     fn rebuild(&self, store: &dyn Store, next: Option<i64>, partition: i32) -> Result<GroupOffsets, AppError> {

@@ -29,7 +29,15 @@ impl Layout for ShareLayout {
         monitor.share_units()
     }
 
-    fn consume(&self, monitor: &Monitor, txn: &mut Transaction<'_>, m: &Message<'_>) -> Result<(), AppError> {
+    type Pending = ();
+
+    fn consume(
+        &self,
+        monitor: &Monitor,
+        _: &mut (),
+        txn: &mut Transaction<'_>,
+        m: &Message<'_>,
+    ) -> Result<(), AppError> {
         // The share-partition's state after the record, read under the lock
         // it was applied under.
         let (applied, entry) = monitor
@@ -48,6 +56,9 @@ impl Layout for ShareLayout {
         }
         Ok(())
     }
+
+    /// Every entry is written as its record comes: nothing set aside.
+    fn finalize(_: &mut (), _: &mut Transaction<'_>) {}
 
     fn rebuild(&self, store: &dyn Store, next: Option<i64>, _: i32) -> Result<ShareState, AppError> {
         share_unit_from_store(store, next).map_err(AppError::new)

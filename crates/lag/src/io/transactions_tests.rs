@@ -17,8 +17,10 @@ use kshard_runtime::{Message, Transaction, Transactional};
 use proptest::prelude::*;
 
 use crate::group_offsets::GroupOffsets;
+use crate::log_shards::Layout;
 use crate::monitor::{Monitor, MonitorSettings};
 use crate::offsets_layout::{OffsetsLayout, OffsetsShards};
+use crate::shard_store::commit_counts::CommitCounts;
 use crate::shard_store::{follow_transaction, unit_from_store};
 
 /// One record of the partition.
@@ -164,6 +166,7 @@ proptest! {
         for (n, chunk) in ops.chunks(batch).enumerate() {
             let first = (n * batch) as i64;
             let mut txn = Transaction::new(&store);
+            let mut counts = CommitCounts::default();
             for (i, op) in chunk.iter().enumerate() {
                 let at = first + i as i64;
                 kafka.replay(at, op);
@@ -180,8 +183,9 @@ proptest! {
                     transactional,
                     ..Message::new("__consumer_offsets", 0, at, key.as_deref(), value.as_deref())
                 };
-                app.consume(&mut txn, &message).expect("consumes");
+                app.consume(&mut counts, &mut txn, &message).expect("consumes");
             }
+            OffsetsLayout::finalize(&mut counts, &mut txn);
             let mutations = txn.into_mutations();
             let next = first + chunk.len() as i64;
             store.apply(&mutations, &checkpoint(next)).expect("applies");

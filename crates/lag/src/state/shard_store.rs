@@ -10,6 +10,7 @@
 //! [`follow_transaction`] moves a standby's unit by one played transaction
 //! to the same state.
 
+pub(crate) mod commit_counts;
 pub(crate) mod pending;
 
 use kshard_offsets::cursor::Cursor;

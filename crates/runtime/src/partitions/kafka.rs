@@ -1,10 +1,13 @@
 //! [`Partitions`] on Kafka: readers are `kshard-kafka`'s (sharing one
-//! connection per broker among a member's replicas); one writer and one admin
-//! client serve every replica of the member, made on first use (a librdkafka
-//! client costs threads and buffers, and a member may hold hundreds of
-//! replicas). The admin calls run on tokio's blocking pool. Transactional
-//! writers are kshard's own ([`kshard_kafka::Writer`], one per member, its
-//! connections shared by every shard's producer).
+//! connection per broker among a member's replicas); the logs' ends come
+//! from kshard's own admin client ([`kshard_kafka::WireAdmin`]), and
+//! transactional writers are kshard's own ([`kshard_kafka::Writer`], one per
+//! member, its connections shared by every shard's producer). One librdkafka
+//! writer and admin client serve every replica of the member for the rest
+//! (plain appends, DeleteRecords) and where the settings' security is one
+//! only librdkafka speaks, made on first use (a librdkafka client costs
+//! threads and buffers, and a member may hold hundreds of replicas). The
+//! admin calls run on tokio's blocking pool.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -27,8 +30,9 @@ pub struct KafkaPartitions {
     /// kshard's own writer, made on first use (`None` inside: the settings'
     /// security is one only librdkafka speaks).
     writer: std::sync::OnceLock<Option<Arc<Writer>>>,
-    /// kshard's own admin client, for last stable offsets (`None` inside:
-    /// librdkafka's high watermarks serve, as they do without transactions).
+    /// kshard's own admin client, for the logs' ends (`None` inside:
+    /// librdkafka's admin client serves, its high watermarks as last stable
+    /// offsets, as they are without transactions).
     wire_admin: std::sync::OnceLock<Option<Arc<kshard_kafka::WireAdmin>>>,
 }
 
@@ -48,6 +52,14 @@ impl KafkaPartitions {
             writer: std::sync::OnceLock::new(),
             wire_admin: std::sync::OnceLock::new(),
         }
+    }
+
+    /// kshard's own admin client, made on first use (`None`: the settings'
+    /// security is one only librdkafka speaks).
+    fn wire_admin(&self) -> Option<Arc<kshard_kafka::WireAdmin>> {
+        self.wire_admin
+            .get_or_init(|| kshard_kafka::WireAdmin::new(&self.settings, self.timeout).ok().flatten().map(Arc::new))
+            .clone()
     }
 
     /// The member's writer and admin client, made on first use.
@@ -85,8 +97,15 @@ impl Partitions for KafkaPartitions {
         let partitions: Vec<TopicPartition> =
             partitions.iter().map(|(t, p)| TopicPartition::new(t.clone(), *p)).collect();
         Box::pin(async move {
-            let admin = self.clients()?.1;
-            let ends = blocking(move || admin.watermarks(&partitions)).await?;
+            // kshard's own client where it speaks the settings' security: a
+            // member's replicas then start without any librdkafka client.
+            let ends = match self.wire_admin() {
+                Some(wire) => blocking(move || kshard_kafka::BrokerAdmin::watermarks(&*wire, &partitions)).await?,
+                None => {
+                    let admin = self.clients()?.1;
+                    blocking(move || admin.watermarks(&partitions)).await?
+                }
+            };
             Ok(ends.into_iter().map(|(tp, marks)| ((tp.topic, tp.partition), marks)).collect())
         })
     }
@@ -101,11 +120,7 @@ impl Partitions for KafkaPartitions {
 
     fn stable_end<'a>(&'a self, topic: &'a str, partition: i32) -> Pending<'a, i64> {
         Box::pin(async move {
-            let wire = self
-                .wire_admin
-                .get_or_init(|| kshard_kafka::WireAdmin::new(&self.settings, self.timeout).ok().flatten().map(Arc::new))
-                .clone();
-            let Some(wire) = wire else {
+            let Some(wire) = self.wire_admin() else {
                 let key = [(topic.to_owned(), partition)];
                 let ends = self.ends(&key).await?;
                 return ends.get(&key[0]).map(|(_, high)| *high).ok_or_else(|| Error::Refused {

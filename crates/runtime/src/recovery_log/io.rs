@@ -435,11 +435,30 @@ pub(crate) fn records_of(
     author: u64,
     body: Body,
 ) -> Result<(Vec<Vec<u8>>, u64), LogError> {
+    records_keeping(chain, author, body).map(|e| (e.records, e.seq))
+}
+
+/// A body's records, ready to append, and the mutations they carry.
+#[derive(Debug)]
+pub(crate) struct Encoded {
+    /// The records' bytes, in order.
+    pub(crate) records: Vec<Vec<u8>>,
+    /// The last one's sequence number.
+    pub(crate) seq: u64,
+    /// The mutations the records carry, in order.
+    pub(crate) mutations: Vec<Mutation>,
+}
+
+/// [`records_of`], with the mutations `body` carried handed back once
+/// encoded (a primary reads its next transaction over them: moved, not
+/// copied).
+pub(crate) fn records_keeping(chain: &super::chain::Chain, author: u64, body: Body) -> Result<Encoded, LogError> {
     if chain.author() != Some(author) {
         return Err(LogError::Fenced { current: chain.author() });
     }
     let mut chain = chain.clone();
     let mut records = Vec::new();
+    let mut carried = Vec::new();
     let mut seq = 0;
     for body in in_parts(body) {
         let record = chain.next(author, body);
@@ -451,8 +470,11 @@ pub(crate) fn records_of(
         // Our own record continues our own view of the chain.
         let _ = chain.offer(&record, &bytes);
         records.push(bytes);
+        if let Body::Transaction { mutations, .. } | Body::TransactionPart { mutations } = record.body {
+            carried.extend(mutations);
+        }
     }
-    Ok((records, seq))
+    Ok(Encoded { records, seq, mutations: carried })
 }
 
 /// Reads the log back through `offset` (where `author`'s record numbered

@@ -97,6 +97,64 @@ impl Timing {
     }
 }
 
+/// The longest a transaction may go on taking messages without reading its
+/// clock: its duration is decided on a clock read this late at most (plus
+/// one message's consumption).
+const UNCLOCKED_AT_MOST: Duration = Duration::from_millis(1);
+
+/// The most messages a transaction takes between two reads of its clock.
+const MESSAGES_PER_CLOCK_AT_MOST: u32 = 64;
+
+/// When a transaction reads its clock: before every poll that follows
+/// anything but a message, and otherwise once as many messages were taken
+/// as fit in [`UNCLOCKED_AT_MOST`] at the pace of the last ones (a read per
+/// message was a measurable share of a cold start; an application that
+/// takes long per message gets a read per message).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ClockReads {
+    /// Messages taken since the last read.
+    since: u32,
+    /// Messages to take before the next read.
+    every: u32,
+    /// What the last read gave: the transaction's age then.
+    last: Duration,
+    /// The last poll gave no message: read before the next.
+    due: bool,
+}
+
+impl Default for ClockReads {
+    fn default() -> Self {
+        ClockReads { since: 0, every: 1, last: Duration::ZERO, due: true }
+    }
+}
+
+impl ClockReads {
+    /// Whether the clock is read before the next poll.
+    pub(crate) fn due(&self) -> bool {
+        self.due || self.since >= self.every
+    }
+
+    /// The clock said the transaction is `elapsed` old.
+    pub(crate) fn read(&mut self, elapsed: Duration) {
+        let took = elapsed.saturating_sub(self.last);
+        if self.since > 0 {
+            // At this pace, how many messages fit in the time allowed.
+            let per_message = took / self.since;
+            let fit = UNCLOCKED_AT_MOST.as_nanos().checked_div(per_message.as_nanos()).unwrap_or(u128::MAX);
+            self.every = u32::try_from(fit).unwrap_or(u32::MAX).clamp(1, MESSAGES_PER_CLOCK_AT_MOST);
+        }
+        (self.since, self.last, self.due) = (0, elapsed, false);
+    }
+
+    /// A poll gave `polled`.
+    pub(crate) fn polled(&mut self, polled: Polled) {
+        match polled {
+            Polled::Message { .. } => self.since += 1,
+            Polled::EndOfSource | Polled::Idle => self.due = true,
+        }
+    }
+}
+
 /// Whether a transaction that took `messages` and moved a source position
 /// (`moved`) is committed, `since_commit` after the last commit: an empty one
 /// only as a [`HEARTBEAT`].
@@ -167,6 +225,56 @@ mod tests {
         let full = Polled::Message { bytes: MAX_TRANSACTION_BYTES };
         assert_eq!(t.after_poll(MS(1), full, false), Some(End { drained: false }));
         assert_eq!(t.after_poll(MS(1), Polled::Message { bytes: MAX_TRANSACTION_BYTES - 1 }, false), None);
+    }
+
+    #[test]
+    fn the_clock_is_read_as_often_as_a_millisecond_of_messages_allows() {
+        let mut clock = ClockReads::default();
+        assert!(clock.due(), "the first poll reads it");
+        clock.read(MS(0));
+        clock.polled(Polled::Message { bytes: 1 });
+        assert!(clock.due(), "at first, after every message");
+        // 10 µs a message: 64 messages at most between reads.
+        clock.read(Duration::from_micros(10));
+        for _ in 0..63 {
+            clock.polled(Polled::Message { bytes: 1 });
+            assert!(!clock.due());
+        }
+        clock.polled(Polled::Message { bytes: 1 });
+        assert!(clock.due());
+        // 100 µs a message: 10 between reads.
+        clock.read(Duration::from_micros(10 + 6_400));
+        for _ in 0..9 {
+            clock.polled(Polled::Message { bytes: 1 });
+        }
+        assert!(!clock.due());
+        clock.polled(Polled::Message { bytes: 1 });
+        assert!(clock.due());
+        // Slow messages: a read after each.
+        clock.read(Duration::from_micros(10 + 6_400 + 50_000));
+        clock.polled(Polled::Message { bytes: 1 });
+        assert!(clock.due());
+        clock.read(MS(100));
+        // Anything but a message: read before the next poll.
+        clock.polled(Polled::Idle);
+        assert!(clock.due());
+        clock.read(MS(101));
+        clock.polled(Polled::EndOfSource);
+        assert!(clock.due());
+    }
+
+    #[test]
+    fn a_clock_that_stands_still_is_read_every_64_messages() {
+        // tokio's paused clock in the simulation: no time passes per message.
+        let mut clock = ClockReads::default();
+        clock.read(MS(5));
+        clock.polled(Polled::Message { bytes: 1 });
+        clock.read(MS(5));
+        for _ in 0..MESSAGES_PER_CLOCK_AT_MOST {
+            assert!(!clock.due());
+            clock.polled(Polled::Message { bytes: 1 });
+        }
+        assert!(clock.due());
     }
 
     #[test]
