@@ -360,20 +360,26 @@ fn prune(target: &Target, kafka: &crate::connection::KafkaArgs, selector: &Selec
                 writeln!(out, "= {id}: no snapshot yet, nothing to prune")?;
                 continue;
             };
-            let keep = hints.previous.map_or(hints.current.offset, |p| p.offset);
-            let ends = partitions.ends(&[(log.topic.clone(), log.partition)]).await?;
-            let low = ends.get(&(log.topic.clone(), log.partition)).map_or(0, |(low, _)| *low);
-            if low >= keep {
+            let ends = partitions.ends(&[(log.topic.clone(), log.partition)]).await;
+            let low = ends.with_context(|| format!("{id}: the ends of {}/{}", log.topic, log.partition))?;
+            let low = low.get(&(log.topic.clone(), log.partition)).map_or(0, |(low, _)| *low);
+            let keep = kshard_runtime::recovery_log::prune_point(&partitions, &c.spec, &hints, Duration::from_secs(30))
+                .await
+                .with_context(|| format!("{id}: where its log may be cut"))?;
+            let Some(keep) = keep else {
                 writeln!(
                     out,
-                    "= {id}: {}/{} starts at {low}, nothing before {keep} to prune",
+                    "= {id}: {}/{} starts at {low}: nothing before its previous snapshot",
                     log.topic, log.partition
                 )?;
                 continue;
-            }
+            };
             writeln!(out, "- {id}: {}/{} records {low} to {} deleted", log.topic, log.partition, keep - 1)?;
             if !dry_run {
-                partitions.delete_before(&log.topic, log.partition, keep).await?;
+                partitions
+                    .delete_before(&log.topic, log.partition, keep)
+                    .await
+                    .with_context(|| format!("{id}: deleting {}/{} before {keep}", log.topic, log.partition))?;
                 pruned += 1;
             }
         }

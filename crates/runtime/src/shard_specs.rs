@@ -228,7 +228,9 @@ pub struct Applied {
 pub enum ApplyError {
     /// A shard of the batch changed since it was read: that batch wrote
     /// nothing (the batches before it stay written).
-    #[error("a shard changed since it was read ({written} of {total} changes written before): read it again")]
+    #[error(
+        "a shard changed since it was read; {written} of {total} changes were written before it: read again, then apply"
+    )]
     Conflict {
         /// Changes written by the batches before.
         written: usize,
@@ -241,11 +243,12 @@ pub enum ApplyError {
 }
 
 /// Writes `changes`, each checked against its revision, as few
-/// transactions as etcd takes ([`MAX_TXN_OPS`] operations each), each
-/// all or nothing.
+/// transactions as etcd takes (at most [`MAX_TXN_OPS`] operations each),
+/// each all or nothing: a conflict in one leaves the ones before written.
 pub async fn apply<K: Keyspace>(ks: &K, keys: &Keys, changes: &[Change]) -> Result<Applied, ApplyError> {
     let mut applied = Applied { written: 0, revision: 0 };
-    for batch in changes.chunks(MAX_TXN_OPS) {
+    // A delete is two operations (the spec and its hints).
+    for batch in changes.chunks(MAX_TXN_OPS / 2) {
         let mut txn = Txn { compares: Vec::new(), success: Vec::new(), failure: Vec::new() };
         for change in batch {
             let put = |spec: &ShardSpec| Op::Put {
@@ -265,6 +268,9 @@ pub async fn apply<K: Keyspace>(ks: &K, keys: &Keys, changes: &[Change]) -> Resu
                 Change::Delete { before, revision } => {
                     txn.compares.push(Compare::ModRevision(keys.shard(&before.id), *revision));
                     txn.success.push(Op::Delete(keys.shard(&before.id)));
+                    // Its snapshots' hints go with it: a shard created
+                    // again under the id starts a new log, which they are not of.
+                    txn.success.push(Op::Delete(keys.hints(&before.id)));
                 }
             }
         }

@@ -31,14 +31,15 @@ pub struct Unassign {
 pub fn pick(assignments: &[Assignment], what: &Unassign) -> (Vec<Assignment>, Vec<String>) {
     let (mut remove, mut kept) = (Vec::new(), Vec::new());
     let wanted = |shard: &str| what.shards.as_ref().is_none_or(|s| s.iter().any(|id| id == shard));
-    for a in assignments.iter().filter(|a| wanted(&a.key.shard)) {
+    let on = |a: &Assignment| what.member.as_ref().is_none_or(|m| *m == a.key.member);
+    for a in assignments.iter().filter(|a| wanted(&a.key.shard) && on(a)) {
         if what.failed {
             if a.value.status.code == ReplicaCode::Failed {
                 remove.push(a.clone());
             }
             continue;
         }
-        if a.value.slot != 0 || what.member.as_ref().is_some_and(|m| *m != a.key.member) {
+        if a.value.slot != 0 {
             continue;
         }
         let standby = assignments.iter().any(|o| {
@@ -129,5 +130,7 @@ mod tests {
         assert_eq!(shards(&remove), [("s1", "m1")]);
         let (remove, _) = pick(&all, &Unassign { failed: true, ..Unassign::default() });
         assert_eq!(shards(&remove), [("s3", "m1")]);
+        let (remove, _) = pick(&all, &Unassign { failed: true, member: Some("m2".into()), ..Unassign::default() });
+        assert!(remove.is_empty(), "m2 has no FAILED replica");
     }
 }

@@ -3,11 +3,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kshard_runtime::{ClientSettings, Keys, Member, MemberSpec, MemoryKeyspace, NodeConfig, NodeShared};
+use kshard_runtime::partitions::{ensure_log_topic, ensure_output_topic};
+use kshard_runtime::{Admin, ClientSettings, Keys, Member, MemberSpec, MemoryKeyspace, NodeConfig, NodeShared};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let brokers = std::env::args().nth(1).unwrap_or_else(|| "127.0.0.1:9092".into());
+    // The log topic as a recovery log needs it (no retention, large records,
+    // replicated), the counts as durable; `lines` is the producer's.
+    let admin = Admin::new(&ClientSettings::new(&brokers), Duration::from_secs(30))?;
+    ensure_log_topic(&admin, "counts-log", 4, &[])?;
+    ensure_output_topic(&admin, "counts", 4)?;
     let me = MemberSpec { id: "solo".into(), zone: "local".into(), shard_limit: 1024, endpoint: None };
     let config = NodeConfig::new(
         Keys::new("/first-app"),

@@ -98,9 +98,14 @@ impl OutBatch {
         BatchMark { len: self.buf.len(), records: self.records, first_ms: self.first_ms, max_ms: self.max_ms }
     }
 
-    /// Back to `mark`, the records pushed since dropped.
+    /// Back to `mark` (this batch's, taken since its last truncate), the
+    /// records pushed since dropped. A mark past where the batch is now
+    /// (another batch's, or one a truncate went back past) changes nothing.
     pub fn truncate(&mut self, mark: BatchMark) {
-        self.buf.truncate(mark.len.max(HEADER));
+        if mark.len > self.buf.len() || mark.records > self.records || mark.len < HEADER {
+            return;
+        }
+        self.buf.truncate(mark.len);
         (self.records, self.first_ms, self.max_ms) = (mark.records, mark.first_ms, mark.max_ms);
     }
 

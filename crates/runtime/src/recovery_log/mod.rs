@@ -28,5 +28,5 @@ pub use io::{FENCED, LogClients, LogError, WriterSlot, commit, hand_off, play_to
 pub use player::{Played, Player};
 pub use policy::HEARTBEAT;
 pub use record::{Body, LogRecord, Mutation, SourceOffset};
-pub use recover::{Recovered, prune_before, recover};
+pub use recover::{Recovered, prune_before, prune_point, recover};
 pub use replica::transactional_id;

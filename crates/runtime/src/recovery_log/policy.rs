@@ -13,11 +13,13 @@ use crate::model::ShardSpec;
 pub const HEARTBEAT: Duration = Duration::from_secs(2);
 
 /// A transaction ends at the first message boundary once its writes and
-/// outputs hold this much memory (their bytes and their records' overhead):
-/// a member of 8 shards, each building one transaction while Kafka commits
-/// the one before, holds about 16 MiB of them at most. Measured with `kshard
-/// bench runtime` (word count, 250,000 lines drained): 1 MiB took peak RSS
-/// from 146 to 79 MB for 28% more CPU per line than 4 MiB. A message's own
+/// outputs hold this much (the writes' bytes, the outputs as encoded in
+/// their batches; a batch's buffer may hold up to twice that): a member of
+/// 8 shards, each building one transaction while Kafka commits the one
+/// before, holds a few tens of MiB of them at most. Measured with `kshard
+/// bench runtime` (word count, 250,000 lines drained), when outputs were
+/// held as records: 1 MiB took peak RSS from 146 to 79 MB for 28% more CPU
+/// per line than 4 MiB; outputs encoded as published, 58 MB. A message's own
 /// writes and outputs are never split, whatever their size: its log records
 /// are split in parts of under 1 MiB and go to Kafka with its outputs in one
 /// Kafka transaction.

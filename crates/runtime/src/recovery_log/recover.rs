@@ -14,13 +14,34 @@ use crate::model::{Hints, ShardSpec};
 use crate::partitions::Partitions;
 use crate::store::Store;
 
-/// Where a log whose first record is at `low` may be cut by an operator's
-/// prune: before the previous snapshot the hints name (the newest one
-/// stays, and the one before as a backup, as a primary keeps them), when
-/// that is past `low`.
-pub fn prune_before(hints: &Hints, low: i64) -> Option<i64> {
-    let keep = hints.previous.map_or(hints.current.offset, |p| p.offset);
-    (keep > low).then_some(keep)
+/// Where an operator's prune may cut a log whose records run from `low` to
+/// `high`: before the previous snapshot the hints name, as a primary does
+/// after each snapshot (the newest stays, and the one before as a backup),
+/// when that is past `low` and within the log. `None` with one snapshot
+/// only (no backup yet), or hints that point past the log (of another log,
+/// deleted and created again).
+pub fn prune_before(hints: &Hints, low: i64, high: i64) -> Option<i64> {
+    let keep = hints.previous?.offset;
+    (keep > low && keep < high && hints.current.offset >= keep).then_some(keep)
+}
+
+/// [`prune_before`] for `spec`'s log as it is now, the previous snapshot
+/// read back first: a cut only where the log holds the snapshot the hints
+/// name (hints left by an earlier log of the same shard never cut this one).
+pub async fn prune_point(
+    partitions: &dyn Partitions,
+    spec: &ShardSpec,
+    hints: &Hints,
+    timeout: Duration,
+) -> Result<Option<i64>, LogError> {
+    let log = &spec.recovery_log;
+    let (low, high) = ends(partitions, &log.topic, log.partition).await?;
+    let Some(keep) = prune_before(hints, low, high) else { return Ok(None) };
+    let previous = hints.previous.unwrap_or(hints.current);
+    let held = holds_snapshot(partitions, log, &previous, timeout)
+        .await
+        .map_err(|source| LogError::Kafka { step: "reading the previous snapshot's start", source })?;
+    Ok(held.then_some(keep))
 }
 
 /// How a store was recovered.
@@ -87,10 +108,10 @@ mod tests {
     fn a_prune_keeps_the_newest_snapshot_and_the_one_before() {
         let hint = |offset| Hint { offset, seq: 1, checksum: 2, author: None, bytes: 3 };
         let both = Hints { current: hint(900), previous: Some(hint(400)) };
-        assert_eq!(prune_before(&both, 0), Some(400));
-        assert_eq!(prune_before(&both, 400), None, "cut already");
+        assert_eq!(prune_before(&both, 0, 1000), Some(400));
+        assert_eq!(prune_before(&both, 400, 1000), None, "cut already");
+        assert_eq!(prune_before(&both, 0, 300), None, "hints past the log: another log's");
         let one = Hints { current: hint(900), previous: None };
-        assert_eq!(prune_before(&one, 10), Some(900));
-        assert_eq!(prune_before(&one, 950), None);
+        assert_eq!(prune_before(&one, 10, 1000), None, "no backup snapshot yet: a primary cuts nothing");
     }
 }

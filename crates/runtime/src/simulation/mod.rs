@@ -231,7 +231,15 @@ impl Simulation {
                     })
                 })
                 .collect();
-            workers.into_iter().flat_map(|w| w.join().unwrap_or_default()).collect()
+            workers
+                .into_iter()
+                .enumerate()
+                .flat_map(|(t, w)| {
+                    // A worker that panicked outside a schedule: its seeds unchecked, a failure.
+                    w.join()
+                        .unwrap_or_else(|_| vec![(0, format!("worker {t} panicked: its schedules did not all run"))])
+                })
+                .collect()
         });
         if failures.is_empty() {
             let outputs = reference.outputs.values().map(Vec::len).sum();

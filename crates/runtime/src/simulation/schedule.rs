@@ -80,16 +80,16 @@ fn pick(rng: &mut Rng, members: usize, shards: usize) -> Fault {
 }
 
 /// Holds `fault` for `d`, checking the invariants half-way.
-async fn during(world: &World, reference: &Reference, d: Duration) -> Result<(), String> {
+async fn during(world: &World, reference: &Reference, outputs: &[&str], d: Duration) -> Result<(), String> {
     sleep(d / 2).await;
-    if let Some(why) = world.broken(Some(reference)).await {
+    if let Some(why) = world.broken(Some(reference), outputs).await {
         return Err(format!("during the fault: {why}"));
     }
     sleep(d - d / 2).await;
     Ok(())
 }
 
-async fn apply(world: &mut World, reference: &Reference, fault: Fault) -> Result<(), String> {
+async fn apply(world: &mut World, reference: &Reference, outputs: &[&str], fault: Fault) -> Result<(), String> {
     match fault {
         Fault::Nothing => {}
         Fault::Crash(m) => world.crash(m),
@@ -97,22 +97,22 @@ async fn apply(world: &mut World, reference: &Reference, fault: Fault) -> Result
         Fault::Stop(m) => world.stop(m).await,
         Fault::Pause(m, d) => {
             world.set(m, Link::All, Passage::Held);
-            during(world, reference, d).await?;
+            during(world, reference, outputs, d).await?;
             world.set(m, Link::All, Passage::Open);
         }
         Fault::Cut(m, link, d) => {
             world.set(m, link, Passage::Closed);
-            during(world, reference, d).await?;
+            during(world, reference, outputs, d).await?;
             world.set(m, link, Passage::Open);
         }
         Fault::KeyspaceDown(d) => {
             world.keyspace_for_all.set(Passage::Closed);
-            during(world, reference, d).await?;
+            during(world, reference, outputs, d).await?;
             world.keyspace_for_all.set(Passage::Open);
         }
         Fault::LogDown(d) => {
             world.log.log.set_available(false);
-            during(world, reference, d).await?;
+            during(world, reference, outputs, d).await?;
             world.log.log.set_available(true);
         }
         Fault::RetentionCut(s, eighths) => {
@@ -128,6 +128,7 @@ pub(super) async fn schedule(sim: &Simulation, reference: &Reference, seed: u64)
     let mut rng = Rng(seed);
     let shards = sim.shards.len();
     let mut world = World::new(sim.members, sim.shards.clone(), Arc::clone(&sim.app), Arc::clone(&sim.input)).await;
+    let outputs: Vec<&str> = sim.outputs.iter().map(String::as_str).collect();
     // The input in about STEPS / 2 parts, each step taking up to two.
     let part = sim.input.len().div_ceil(STEPS / 2).max(1);
     let mut done = Vec::new();
@@ -135,13 +136,13 @@ pub(super) async fn schedule(sim: &Simulation, reference: &Reference, seed: u64)
     for step in 0..STEPS {
         let fault = pick(&mut rng, sim.members, shards);
         world.produce(rng.below(2 * part + 1));
-        let applied = apply(&mut world, reference, fault).await;
+        let applied = apply(&mut world, reference, &outputs, fault).await;
         done.push(fault);
         let broken = match applied {
             Err(why) => Some(why),
             Ok(()) => {
                 sleep(rng.between(Duration::ZERO, TTL)).await;
-                world.broken(Some(reference)).await
+                world.broken(Some(reference), &outputs).await
             }
         };
         if let Some(why) = broken {
@@ -156,8 +157,8 @@ pub(super) async fn schedule(sim: &Simulation, reference: &Reference, seed: u64)
     let deadline = Instant::now() + SETTLE;
     loop {
         sleep(Duration::from_secs(1)).await;
-        let settled = world.settled(reference);
-        if let Some(why) = world.broken(Some(reference)).await {
+        let settled = world.settled(reference, &outputs);
+        if let Some(why) = world.broken(Some(reference), &outputs).await {
             return Err(format!("settling after {done:?}: {why}"));
         }
         match settled {
@@ -190,7 +191,7 @@ pub(super) async fn reference(sim: &Simulation) -> Result<Reference, String> {
     let mut stable: Option<(Reference, Instant)> = None;
     loop {
         sleep(Duration::from_secs(1)).await;
-        if let Some(why) = world.broken(None).await {
+        if let Some(why) = world.broken(None, &topics).await {
             return Err(format!("without faults: {why}"));
         }
         match world.primaries_stores() {

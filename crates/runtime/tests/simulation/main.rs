@@ -81,7 +81,8 @@ fn an_application_keeping_its_state_in_memory_is_caught_with_a_seed() {
         .schedules(50)
         .run()
         .expect_err("a fail-over loses what is only in memory");
-    assert!(!failed.failures.is_empty() && failed.schedules == 50, "{failed}");
+    // Seed 0 is the run without faults: it must have passed.
+    assert!(!failed.failures.is_empty() && failed.failures.iter().all(|(seed, _)| *seed > 0), "{failed}");
     assert!(failed.to_string().contains("KSHARD_SIM_SEED="), "a failure names its seed: {failed}");
 }
 

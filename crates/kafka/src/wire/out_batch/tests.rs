@@ -99,6 +99,9 @@ fn a_batch_goes_back_to_a_mark_and_reads_back_what_it_kept() {
     assert_eq!(batch.records().expect("reads"), vec![record("a", Some("1"), 10)]);
     batch.truncate(empty);
     assert!(batch.is_empty());
+    let before = batch.clone();
+    batch.truncate(one);
+    assert_eq!(batch, before, "a mark a truncate went back past changes nothing");
     batch.push(&record("c", None, 30));
     assert_eq!(batch.records().expect("reads"), vec![record("c", None, 30)]);
     assert_eq!(batch.seal(Identity { id: 2, epoch: 1 }, 0, true)[27..35], 30i64.to_be_bytes(), "base timestamp");
