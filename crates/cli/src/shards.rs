@@ -306,6 +306,13 @@ fn unassign(target: &Target, selector: &Selector, mut what: Unassign, dry_run: b
     })
 }
 
+/// Shard `id`'s snapshot hints (`None`: none written yet, or not readable).
+async fn read_hints(ks: &EtcdKeyspace, keys: &Keys, id: &str) -> Result<Option<kshard_runtime::Hints>> {
+    let key = keys.hints(id);
+    let found = ks.get_prefix(&key).await?.kvs.into_iter().find(|kv| kv.key == key);
+    Ok(found.and_then(|kv| serde_json::from_slice(&kv.value).ok()))
+}
+
 fn recover(target: &Target, kafka: &crate::connection::KafkaArgs, shard: &str, dir: &std::path::Path) -> Result<()> {
     let settings = kafka.target()?.settings;
     let path = dir.join(format!("{shard}.redb"));
@@ -316,8 +323,7 @@ fn recover(target: &Target, kafka: &crate::connection::KafkaArgs, shard: &str, d
     target.on_etcd(async |ks, keys| {
         let specs = shard_specs::read(ks, keys).await?;
         let spec = specs.into_iter().find(|c| c.spec.id == shard).with_context(|| format!("no shard {shard}"))?.spec;
-        let hints = ks.get_prefix(&keys.hints(shard)).await?.kvs.into_iter().find(|kv| kv.key == keys.hints(shard));
-        let hints: Option<kshard_runtime::Hints> = hints.and_then(|kv| serde_json::from_slice(&kv.value).ok());
+        let hints = read_hints(ks, keys, shard).await?;
         let partitions = kshard_runtime::partitions::KafkaPartitions::new(settings, Duration::from_secs(30));
         let store = kshard_runtime::RedbStore::open(&path)?;
         let recovered =
@@ -347,25 +353,21 @@ fn recover(target: &Target, kafka: &crate::connection::KafkaArgs, shard: &str, d
 }
 
 fn prune(target: &Target, kafka: &crate::connection::KafkaArgs, selector: &Selector, dry_run: bool) -> Result<()> {
-    use kshard_runtime::partitions::Partitions;
+    use kshard_runtime::partitions::Partitions as _;
     let settings = kafka.target()?.settings;
     target.on_etcd(async |ks, keys| {
         let partitions = kshard_runtime::partitions::KafkaPartitions::new(settings, Duration::from_secs(30));
         let (mut out, mut pruned) = (std::io::stdout().lock(), 0);
         for c in picked(shard_specs::read(ks, keys).await?, selector) {
             let (id, log) = (&c.spec.id, &c.spec.recovery_log);
-            let hints = ks.get_prefix(&keys.hints(id)).await?.kvs.into_iter().find(|kv| kv.key == keys.hints(id));
-            let Some(hints) = hints.and_then(|kv| serde_json::from_slice::<kshard_runtime::Hints>(&kv.value).ok())
-            else {
+            let Some(hints) = read_hints(ks, keys, id).await? else {
                 writeln!(out, "= {id}: no snapshot yet, nothing to prune")?;
                 continue;
             };
-            let ends = partitions.ends(&[(log.topic.clone(), log.partition)]).await;
-            let low = ends.with_context(|| format!("{id}: the ends of {}/{}", log.topic, log.partition))?;
-            let low = low.get(&(log.topic.clone(), log.partition)).map_or(0, |(low, _)| *low);
-            let keep = kshard_runtime::recovery_log::prune_point(&partitions, &c.spec, &hints, Duration::from_secs(30))
-                .await
-                .with_context(|| format!("{id}: where its log may be cut"))?;
+            let (low, keep) =
+                kshard_runtime::recovery_log::prune_point(&partitions, &c.spec, &hints, Duration::from_secs(30))
+                    .await
+                    .with_context(|| format!("{id}: where its log may be cut"))?;
             let Some(keep) = keep else {
                 writeln!(
                     out,

@@ -165,17 +165,17 @@ fn recover_rebuilds_a_store_equal_to_the_live_one() {
     cluster.assert_exact();
     cluster.signal("a", "TERM");
     assert!(cluster.reap("a").success(), "an orderly exit");
-    let dir = tempfile::tempdir().expect("a directory");
-    let out = kshard_with(
-        &etcd,
-        &cluster.prefix,
-        &["recover", "--shard", "sum-000", "--dir", dir.path().to_str().expect("UTF-8")],
-        &cluster.brokers,
-    );
-    let said = ok(out);
+    // sum-000 recovered into a new directory: what the command said, and the store.
+    let recover = || {
+        let dir = tempfile::tempdir().expect("a directory");
+        let args = ["recover", "--shard", "sum-000", "--dir", dir.path().to_str().expect("UTF-8")];
+        let said = ok(kshard_with(&etcd, &cluster.prefix, &args, &cluster.brokers));
+        let store = RedbStore::open(&dir.path().join("sum-000.redb")).expect("the recovered store");
+        (said, store, dir)
+    };
+    let (said, recovered, _dir) = recover();
     assert!(said.contains("sum-000:") && said.contains("keys in"), "{said}");
     eprintln!("{said}");
-    let recovered = RedbStore::open(&dir.path().join("sum-000.redb")).expect("the recovered store");
     let live_file = std::fs::read_dir(cluster.dir.join("a"))
         .expect("a's data directory")
         .filter_map(Result::ok)
@@ -198,15 +198,7 @@ fn recover_rebuilds_a_store_equal_to_the_live_one() {
     let pruned = ok(kshard_with(&etcd, &cluster.prefix, &["prune"], &cluster.brokers));
     assert!(pruned.contains("= sum-000: ") && pruned.contains("nothing before its previous snapshot"), "{pruned}");
     assert!(pruned.contains("0 logs pruned"), "{pruned}");
-    let again = tempfile::tempdir().expect("a directory");
-    let out = kshard_with(
-        &etcd,
-        &cluster.prefix,
-        &["recover", "--shard", "sum-000", "--dir", again.path().to_str().expect("UTF-8")],
-        &cluster.brokers,
-    );
-    ok(out);
-    let after = RedbStore::open(&again.path().join("sum-000.redb")).expect("recovered after the prune");
+    let (_, after, _again) = recover();
     assert_eq!(entries(&after), entries(&live), "{pruned}");
 }
 

@@ -33,7 +33,6 @@ pub(crate) struct Outputs {
     topics: Vec<Arc<str>>,
     /// Each partition's last batch in `batches`, by (topic in `topics`, partition).
     open: HashMap<(usize, i32), usize>,
-    records: usize,
     /// Kept from [`Outputs::mark`] on, to go back to.
     undo: Option<Undo>,
 }
@@ -42,7 +41,6 @@ pub(crate) struct Outputs {
 #[derive(Debug)]
 struct Undo {
     batches: usize,
-    records: usize,
     /// The batches written to since, as they were at the mark.
     touched: Vec<(usize, BatchMark)>,
 }
@@ -76,18 +74,17 @@ impl Outputs {
         }
         let before = batch.bytes();
         batch.push(record);
-        self.records += 1;
         batch.bytes() - before
     }
 
     /// Records published.
     pub(crate) fn records(&self) -> usize {
-        self.records
+        self.batches.iter().map(|o| o.batch.len()).sum()
     }
 
     /// Starts keeping what is published next, to undo it.
     pub(crate) fn mark(&mut self) {
-        self.undo = Some(Undo { batches: self.batches.len(), records: self.records, touched: Vec::new() });
+        self.undo = Some(Undo { batches: self.batches.len(), touched: Vec::new() });
     }
 
     /// Drops what was published since [`Outputs::mark`].
@@ -105,7 +102,6 @@ impl Outputs {
                 self.open.insert((t, o.partition), i);
             }
         }
-        self.records = undo.records;
     }
 
     /// The batches, each partition's in order.

@@ -45,6 +45,22 @@ pub(crate) async fn holds_snapshot(
     Ok(read.is_some_and(|bytes| starts(&bytes, hint)))
 }
 
+/// `hint` when it can be started from: within the log's records from `low`
+/// to `high`, and the log holds the snapshot start it names there (a
+/// replica's start, a recovery and a prune all ask this first).
+pub(crate) async fn usable_hint(
+    partitions: &dyn Partitions,
+    log: &RecoveryLog,
+    hint: Option<Hint>,
+    (low, high): (i64, i64),
+    timeout: Duration,
+) -> Result<Option<Hint>, kshard_kafka::Error> {
+    match hint.filter(|h| (low..high).contains(&h.offset)) {
+        Some(h) => Ok(holds_snapshot(partitions, log, &h, timeout).await?.then_some(h)),
+        None => Ok(None),
+    }
+}
+
 /// The value of the record at `offset` of `topic`/`partition`; `None` when
 /// there is none there (deleted, or past the end). Bounded by `timeout`.
 pub(crate) async fn record_at(

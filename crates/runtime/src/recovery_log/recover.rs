@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use super::io::{LogClients, LogError, ends, play_to_head};
-use super::lineage::holds_snapshot;
+use super::lineage::usable_hint;
 use super::player::Player;
 use crate::model::{Hints, ShardSpec};
 use crate::partitions::Partitions;
@@ -25,23 +25,22 @@ pub fn prune_before(hints: &Hints, low: i64, high: i64) -> Option<i64> {
     (keep > low && keep < high && hints.current.offset >= keep).then_some(keep)
 }
 
-/// [`prune_before`] for `spec`'s log as it is now, the previous snapshot
-/// read back first: a cut only where the log holds the snapshot the hints
+/// [`prune_before`] for `spec`'s log as it is now, with the log's first
+/// offset: a cut only where the log holds the previous snapshot the hints
 /// name (hints left by an earlier log of the same shard never cut this one).
 pub async fn prune_point(
     partitions: &dyn Partitions,
     spec: &ShardSpec,
     hints: &Hints,
     timeout: Duration,
-) -> Result<Option<i64>, LogError> {
+) -> Result<(i64, Option<i64>), LogError> {
     let log = &spec.recovery_log;
     let (low, high) = ends(partitions, &log.topic, log.partition).await?;
-    let Some(keep) = prune_before(hints, low, high) else { return Ok(None) };
-    let previous = hints.previous.unwrap_or(hints.current);
-    let held = holds_snapshot(partitions, log, &previous, timeout)
+    let Some(keep) = prune_before(hints, low, high) else { return Ok((low, None)) };
+    let previous = usable_hint(partitions, log, hints.previous, (keep, high), timeout)
         .await
         .map_err(|source| LogError::Kafka { step: "reading the previous snapshot's start", source })?;
-    Ok(held.then_some(keep))
+    Ok((low, previous.map(|_| keep)))
 }
 
 /// How a store was recovered.
@@ -70,12 +69,9 @@ pub async fn recover<S: Store>(
     let log = &spec.recovery_log;
     let (low, high) = ends(partitions, &log.topic, log.partition).await?;
     let kafka = |step: &'static str| move |source| LogError::Kafka { step, source };
-    let mut hint = None;
-    if let Some(h) = hints.map(|h| h.current).filter(|h| (low..high).contains(&h.offset))
-        && holds_snapshot(partitions, log, &h, timeout).await.map_err(kafka("reading the newest snapshot's start"))?
-    {
-        hint = Some(h);
-    }
+    let hint = usable_hint(partitions, log, hints.map(|h| h.current), (low, high), timeout)
+        .await
+        .map_err(kafka("reading the newest snapshot's start"))?;
     let mut player = match hint {
         Some(h) => Player::open_at(store, &h),
         None if low > 0 => Player::bootstrap(store, low),

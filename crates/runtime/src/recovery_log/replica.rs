@@ -24,7 +24,7 @@ use super::io::{
     LogClients, LogError, WriterSlot, append, commit, commit_with, ends, offer, read_back, records_keeping,
     write_transaction,
 };
-use super::lineage::{applied_last, holds_snapshot, record_at};
+use super::lineage::{applied_last, holds_snapshot, record_at, usable_hint};
 use super::player::{Played, Player};
 use super::record::{Body, Mutation, SourceOffset};
 use super::start::{Found, Start, choose, why};
@@ -263,13 +263,9 @@ impl<'a> Log<'a> {
             _ => true,
         };
         // A hint counts when the log holds the snapshot it names.
-        let hint = match hints.map(|h| h.current).filter(|h| (low..high).contains(&h.offset)) {
-            Some(h) => holds_snapshot(partitions.as_ref(), log, &h, KAFKA_TIMEOUT)
-                .await
-                .map_err(kafka("reading the newest snapshot's start"))?
-                .then_some(h),
-            None => None,
-        };
+        let hint = usable_hint(partitions.as_ref(), log, hints.map(|h| h.current), (low, high), KAFKA_TIMEOUT)
+            .await
+            .map_err(kafka("reading the newest snapshot's start"))?;
         let found = Found { position: checkpoint.map(|c| c.next_offset), store_of_this_log, hint, low, high };
         let start = choose(&found);
         if let Some(why) = why(&start, &found) {
