@@ -213,6 +213,15 @@ pub trait Application: Send + Sync + 'static {
     fn isolation(&self) -> Isolation {
         Isolation::Committed
     }
+
+    /// The application's own HTTP routes, served beside the member's
+    /// (`/metrics`, `/api/replicas`, `/api/shards`, which they must not
+    /// repeat): its handlers read shards' state through `queries`, from any
+    /// member. `None` (the default): the member's routes alone.
+    fn routes(&self, queries: crate::queries::Queries) -> Option<axum::Router> {
+        let _ = queries;
+        None
+    }
 }
 
 /// What [`ShardApp::consume_async`] returns: the message's consumption, to await.

@@ -31,8 +31,8 @@ pub struct ClusterView {
     replicas: BTreeMap<String, BTreeMap<String, ReplicaView>>,
     /// Live members, by id.
     members: BTreeMap<String, MemberSpec>,
-    /// Every shard the keyspace specifies.
-    shards: std::collections::BTreeSet<String>,
+    /// Every shard the keyspace specifies, with the partitions it reads.
+    shards: BTreeMap<String, Vec<(String, i32)>>,
 }
 
 impl ClusterView {
@@ -75,10 +75,16 @@ impl ClusterView {
         }
         if let Some(id) = key.strip_prefix(&keys.shards()) {
             match event {
-                WatchEvent::Put(kv) if serde_json::from_slice::<ShardSpec>(&kv.value).is_ok_and(|s| s.id == id) => {
-                    self.shards.insert(id.to_owned());
-                }
-                _ => {
+                WatchEvent::Put(kv) => match serde_json::from_slice::<ShardSpec>(&kv.value) {
+                    Ok(spec) if spec.id == id => {
+                        let sources = spec.sources.into_iter().map(|s| (s.topic, s.partition)).collect();
+                        self.shards.insert(spec.id, sources);
+                    }
+                    _ => {
+                        self.shards.remove(id);
+                    }
+                },
+                WatchEvent::Delete { .. } => {
                     self.shards.remove(id);
                 }
             }
@@ -121,7 +127,21 @@ impl ClusterView {
 
     /// Every shard the keyspace specifies, in order.
     pub fn shards(&self) -> impl Iterator<Item = &str> {
-        self.shards.iter().map(String::as_str)
+        self.shards.keys().map(String::as_str)
+    }
+
+    /// True when the keyspace specifies `shard`.
+    pub fn has_shard(&self, shard: &str) -> bool {
+        self.shards.contains_key(shard)
+    }
+
+    /// The shard that reads `topic`'s `partition` (the first by id when
+    /// several do).
+    pub fn shard_reading(&self, topic: &str, partition: i32) -> Option<&str> {
+        self.shards
+            .iter()
+            .find(|(_, sources)| sources.iter().any(|(t, p)| t == topic && *p == partition))
+            .map(|(id, _)| id.as_str())
     }
 
     /// The live members.

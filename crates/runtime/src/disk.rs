@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::recovery_log::record::Mutation;
 use crate::store::{Checkpoint, Entries, MemoryStore, RedbStore, Store, StoreError};
+use crate::store_view::{StoreView, StoreViews};
 
 /// A member's stores, by name.
 pub trait Disk: Send + Sync + std::fmt::Debug {
@@ -122,6 +123,18 @@ impl Store for MemoryDiskStore {
 
     fn clear(&mut self) -> Result<(), StoreError> {
         self.with(MemoryStore::clear)
+    }
+
+    fn views(&self) -> Option<Arc<dyn StoreViews>> {
+        Some(Arc::new(MemoryDiskStore { stores: Arc::clone(&self.stores), name: self.name.clone() }))
+    }
+}
+
+/// A view is a snapshot of the store: a clone, its data shared until the
+/// store next applies a transaction.
+impl StoreViews for MemoryDiskStore {
+    fn view(&self) -> Result<StoreView, StoreError> {
+        StoreView::new(Box::new(self.with(|s| Ok(s.clone()))?))
     }
 }
 

@@ -57,9 +57,11 @@ mod node;
 mod node_http;
 mod outputs;
 pub mod partitions;
+mod queries;
 pub mod recovery_log;
 pub mod replica;
 mod replica_worker;
+pub mod resolver;
 mod selector;
 mod serve;
 pub mod shard_specs;
@@ -68,6 +70,7 @@ pub mod simulation;
 mod status;
 mod status_writer;
 mod store;
+mod store_view;
 pub mod unassign;
 
 pub use allocator_runner::{AllocatorRunner, Round, failure_backoff};
@@ -92,9 +95,12 @@ pub use node::{Created, NodeConfig, NodeError, NodeShared, ShardRow, create_shar
 pub use node_http::{
     fetch_progress, get_json, http_get, replicas_response, router as http_router, shard_table, shards_response,
 };
+pub use queries::Queries;
 pub use replica_worker::{Progress, ProgressMap};
+pub use resolver::ReadOptions;
 pub use selector::Selector;
 pub use serve::{Member, ServeError};
 pub use status::{ReplicaCode, ReplicaStatus};
 pub use status_writer::{StatusWriteError, Written, write_status};
 pub use store::{Checkpoint, Entries, LogPosition, MemoryStore, Partial, RedbStore, Store, StoreError};
+pub use store_view::{StoreView, StoreViews};

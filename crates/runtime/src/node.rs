@@ -35,6 +35,7 @@ use crate::replica::{Action, AssignmentId, Event, Replica, State};
 use crate::replica_worker::{self, Command, Progress, ProgressMap, WorkerContext};
 use crate::status::ReplicaCode;
 use crate::status_writer::write_status;
+use crate::store_view::StoreViews;
 
 /// How a member runs.
 #[derive(Debug, Clone)]
@@ -82,6 +83,8 @@ pub struct NodeShared {
     pub statuses: Arc<std::sync::Mutex<BTreeMap<String, ReplicaCode>>>,
     /// Every shard's replicas across the cluster, as the keyspace says.
     pub cluster: Arc<std::sync::Mutex<ClusterView>>,
+    /// Its replicas' stores, for readers ([`crate::Queries`]).
+    pub(crate) views: StoreViewsMap,
 }
 
 impl NodeShared {
@@ -118,12 +121,46 @@ impl NodeShared {
         self.progress.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
+    /// The views of this member's replica of `shard`, while it has one.
+    pub(crate) fn views(&self, shard: &str) -> Option<Arc<dyn StoreViews>> {
+        self.views.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(shard).cloned()
+    }
+
     fn set_status(&self, shard: &str, code: ReplicaCode) {
         let mut statuses = self.statuses.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if code == ReplicaCode::Idle {
             statuses.remove(shard);
         } else {
             statuses.insert(shard.to_owned(), code);
+        }
+    }
+}
+
+/// The member's replicas' store views, by shard (each added when its
+/// replica's store opens, removed when the replica is torn down).
+#[derive(Clone, Default)]
+pub(crate) struct StoreViewsMap(Arc<std::sync::Mutex<BTreeMap<String, Arc<dyn StoreViews>>>>);
+
+impl std::fmt::Debug for StoreViewsMap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let shards: Vec<String> =
+            self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).keys().cloned().collect();
+        f.debug_tuple("StoreViewsMap").field(&shards).finish()
+    }
+}
+
+impl StoreViewsMap {
+    /// `views` are `shard`'s from now on.
+    pub(crate) fn insert(&self, shard: &str, views: Arc<dyn StoreViews>) {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(shard.to_owned(), views);
+    }
+
+    /// `shard`'s views are gone, when they are still `views` (a replica of
+    /// the same shard started since keeps its own).
+    pub(crate) fn remove(&self, shard: &str, views: &Arc<dyn StoreViews>) {
+        let mut map = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if map.get(shard).is_some_and(|v| Arc::ptr_eq(v, views)) {
+            map.remove(shard);
         }
     }
 }
@@ -448,6 +485,7 @@ pub async fn run<K: Keyspace>(
         app,
         metrics: Arc::clone(&shared.metrics),
         progress: Arc::clone(&shared.progress),
+        views: shared.views.clone(),
         hints: Arc::new(KeyspaceHints { ks: Arc::clone(&ks), keys: config.keys.clone() }),
     });
     let (reports, mut reported) = unbounded_channel();

@@ -135,7 +135,7 @@ pub fn http_get(endpoint: &str, path: &str, timeout: Duration) -> std::io::Resul
 }
 
 /// `host:port` and the path prefix after it (`""` when there is none).
-fn split_endpoint(endpoint: &str) -> (&str, &str) {
+pub(crate) fn split_endpoint(endpoint: &str) -> (&str, &str) {
     let endpoint = endpoint.strip_prefix("http://").or_else(|| endpoint.strip_prefix("https://")).unwrap_or(endpoint);
     match endpoint.find('/') {
         Some(i) => (&endpoint[..i], endpoint[i..].trim_end_matches('/')),

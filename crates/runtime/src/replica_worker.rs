@@ -85,6 +85,8 @@ pub(crate) struct WorkerContext {
     pub(crate) app: Arc<dyn Application>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) progress: ProgressMap,
+    /// The replicas' store views, for readers.
+    pub(crate) views: crate::node::StoreViewsMap,
     /// The shards' hints.
     pub(crate) hints: Arc<dyn HintBoard>,
 }
@@ -152,7 +154,16 @@ async fn serve(
     report: &(dyn Fn(Event) + Send + Sync),
 ) -> Result<(), ReplicaError> {
     let mut log = Log::open(ctx, spec).await?;
+    // Readers view the store from here on (a store replaced later, played
+    // again from a snapshot, is the same store to them).
+    let views = log.player.store().views();
+    if let Some(v) = &views {
+        ctx.views.insert(&spec.id, Arc::clone(v));
+    }
     let served = run(ctx, spec, &mut log, commands, report).await;
+    if let Some(v) = &views {
+        ctx.views.remove(&spec.id, v);
+    }
     log.app.get_mut().unwrap_or_else(PoisonError::into_inner).stopped();
     served
 }

@@ -33,6 +33,23 @@ pub enum ServeError {
     /// Serving HTTP failed.
     #[error("serving HTTP")]
     Http(#[source] std::io::Error),
+    /// The application's routes repeat one of the member's.
+    #[error("the application's routes: {0}")]
+    Routes(String),
+}
+
+/// The member's routes with the application's.
+fn routes(member: &str, shared: &NodeShared, application: &dyn Application) -> Result<axum::Router, ServeError> {
+    let router = crate::node_http::router(member.to_owned(), shared.clone());
+    let Some(own) = application.routes(crate::queries::Queries::new(member.to_owned(), shared.clone())) else {
+        return Ok(router);
+    };
+    // axum panics on a route given twice: that is told at start, not a crash.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| router.merge(own))).map_err(|panic| {
+        let what =
+            panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()));
+        ServeError::Routes(what.unwrap_or_else(|| "they overlap the member's".into()))
+    })
 }
 
 /// A member of an application, ready to serve.
@@ -67,8 +84,11 @@ impl<K: Keyspace> Member<K> {
             }
         }
         let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
-        let http = http.map(|listener| {
-            let router = crate::node_http::router(config.member.id.clone(), shared.clone());
+        let router = match http {
+            Some(_) => Some(routes(&config.member.id, &shared, application.as_ref())?),
+            None => None,
+        };
+        let http = http.zip(router).map(|(listener, router)| {
             tokio::spawn(async move {
                 let limits = crate::http_server::HttpLimits::default().within_descriptors();
                 crate::http_server::serve(listener, router, limits, async move {

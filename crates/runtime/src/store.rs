@@ -16,12 +16,15 @@
 //!   together and a restart replays only what follows it;
 //! - reads see every applied transaction.
 
+use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::{Arc, Weak};
 
 use redb::{Database, ReadableDatabase, TableDefinition};
 use serde::{Deserialize, Serialize};
 
 use crate::recovery_log::record::{Mutation, SourceOffset};
+use crate::store_view::{ReadOnly, StoreView, StoreViews};
 
 const DATA: TableDefinition<'_, &[u8], &[u8]> = TableDefinition::new("data");
 const META: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("meta");
@@ -99,6 +102,14 @@ pub trait Store: Send + Sync {
 
     /// Removes every key and the checkpoint, atomically: the store is new.
     fn clear(&mut self) -> Result<(), StoreError>;
+
+    /// A handle that opens read-only views of this store from other tasks
+    /// while it applies transactions (see [`crate::store_view`]); `None`
+    /// for a store that cannot be read beside its writer (its shard's
+    /// state is then not served).
+    fn views(&self) -> Option<Arc<dyn StoreViews>> {
+        None
+    }
 }
 
 /// A boxed store is a store (a member's disk hands them out boxed).
@@ -122,22 +133,43 @@ impl<S: Store + ?Sized> Store for Box<S> {
     fn clear(&mut self) -> Result<(), StoreError> {
         (**self).clear()
     }
+
+    fn views(&self) -> Option<Arc<dyn StoreViews>> {
+        (**self).views()
+    }
 }
 
 /// A store in memory: what a process that stops loses (for tests that drive
-/// an application without a data directory).
+/// an application without a data directory). A clone is a snapshot that
+/// costs nothing until either side applies a transaction (the data is
+/// copied on write).
 #[derive(Debug, Clone, Default)]
 pub struct MemoryStore {
-    data: std::collections::BTreeMap<Vec<u8>, Vec<u8>>,
+    data: Arc<BTreeMap<Vec<u8>, Vec<u8>>>,
     checkpoint: Option<Checkpoint>,
+}
+
+impl ReadOnly for MemoryStore {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        Store::get(self, key)
+    }
+
+    fn scan(&self, after: Option<&[u8]>, max_bytes: usize) -> Result<Entries, StoreError> {
+        Store::scan(self, after, max_bytes)
+    }
+
+    fn checkpoint(&self) -> Result<Option<Checkpoint>, StoreError> {
+        Store::checkpoint(self)
+    }
 }
 
 impl Store for MemoryStore {
     fn apply(&mut self, mutations: &[Mutation], checkpoint: &Checkpoint) -> Result<(), StoreError> {
+        let data = Arc::make_mut(&mut self.data);
         for m in mutations {
             match m {
-                Mutation::Put { key, value } => self.data.insert(key.clone(), value.clone()),
-                Mutation::Delete { key } => self.data.remove(key),
+                Mutation::Put { key, value } => data.insert(key.clone(), value.clone()),
+                Mutation::Delete { key } => data.remove(key),
             };
         }
         self.checkpoint = Some(checkpoint.clone());
@@ -212,7 +244,7 @@ const DURABLE_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 /// dropped: redb then holds, after a crash, the state of its last durable
 /// commit — a prefix of the applied transactions, as the contract asks.
 pub struct RedbStore {
-    db: Database,
+    db: Arc<Database>,
     /// When a commit was last made durable; `None`: every commit since the
     /// store was opened was.
     durable_at: Option<std::time::Instant>,
@@ -238,7 +270,7 @@ impl RedbStore {
     /// Opens the store at `path`, creating it when missing.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
         let db = builder().create(path).map_err(|e| err("opening")(e.into()))?;
-        Ok(RedbStore { db, durable_at: None })
+        Ok(RedbStore { db: Arc::new(db), durable_at: None })
     }
 
     /// Opens the store at `path`; a file that is not a readable store (corrupt,
@@ -248,7 +280,7 @@ impl RedbStore {
     /// file open in another process, I/O errors) are errors: the file is kept.
     pub fn open_or_replace(path: &Path) -> Result<(Self, Option<String>), StoreError> {
         match builder().create(path) {
-            Ok(db) => Ok((RedbStore { db, durable_at: None }, None)),
+            Ok(db) => Ok((RedbStore { db: Arc::new(db), durable_at: None }, None)),
             Err(e) if not_a_store(&e) => {
                 let why = e.to_string();
                 let aside = path.with_extension("redb.corrupt");
@@ -308,9 +340,45 @@ impl Store for RedbStore {
     }
 
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        RedbRead::begin(&self.db)?.get(key)
+    }
+
+    fn scan(&self, after: Option<&[u8]>, max_bytes: usize) -> Result<Entries, StoreError> {
+        RedbRead::begin(&self.db)?.scan(after, max_bytes)
+    }
+
+    fn checkpoint(&self) -> Result<Option<Checkpoint>, StoreError> {
+        RedbRead::begin(&self.db)?.checkpoint()
+    }
+
+    fn views(&self) -> Option<Arc<dyn StoreViews>> {
+        Some(Arc::new(RedbViews(Arc::downgrade(&self.db))))
+    }
+
+    fn clear(&mut self) -> Result<(), StoreError> {
+        let step = "clearing the store";
+        let txn = self.db.begin_write().map_err(|e| err(step)(e.into()))?;
+        txn.delete_table(DATA).map_err(|e| err(step)(e.into()))?;
+        txn.delete_table(META).map_err(|e| err(step)(e.into()))?;
+        txn.commit().map_err(|e| err(step)(e.into()))?;
+        self.durable_at = None;
+        Ok(())
+    }
+}
+
+/// A redb read transaction: one consistent state of the store.
+struct RedbRead(redb::ReadTransaction);
+
+impl RedbRead {
+    fn begin(db: &Database) -> Result<Self, StoreError> {
+        db.begin_read().map(RedbRead).map_err(|e| err("reading")(e.into()))
+    }
+}
+
+impl ReadOnly for RedbRead {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
         let step = "reading";
-        let txn = self.db.begin_read().map_err(|e| err(step)(e.into()))?;
-        let data = match txn.open_table(DATA) {
+        let data = match self.0.open_table(DATA) {
             Ok(t) => t,
             Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
             Err(e) => return Err(err(step)(e.into())),
@@ -320,8 +388,7 @@ impl Store for RedbStore {
 
     fn scan(&self, after: Option<&[u8]>, max_bytes: usize) -> Result<Entries, StoreError> {
         let step = "scanning";
-        let txn = self.db.begin_read().map_err(|e| err(step)(e.into()))?;
-        let data = match txn.open_table(DATA) {
+        let data = match self.0.open_table(DATA) {
             Ok(t) => t,
             Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
             Err(e) => return Err(err(step)(e.into())),
@@ -345,8 +412,7 @@ impl Store for RedbStore {
 
     fn checkpoint(&self) -> Result<Option<Checkpoint>, StoreError> {
         let step = "reading the checkpoint";
-        let txn = self.db.begin_read().map_err(|e| err(step)(e.into()))?;
-        let meta = match txn.open_table(META) {
+        let meta = match self.0.open_table(META) {
             Ok(t) => t,
             Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
             Err(e) => return Err(err(step)(e.into())),
@@ -354,15 +420,17 @@ impl Store for RedbStore {
         let Some(bytes) = meta.get(CHECKPOINT).map_err(|e| err(step)(e.into()))? else { return Ok(None) };
         serde_json::from_slice(bytes.value()).map(Some).map_err(|e| StoreError { step, message: e.to_string() })
     }
+}
 
-    fn clear(&mut self) -> Result<(), StoreError> {
-        let step = "clearing the store";
-        let txn = self.db.begin_write().map_err(|e| err(step)(e.into()))?;
-        txn.delete_table(DATA).map_err(|e| err(step)(e.into()))?;
-        txn.delete_table(META).map_err(|e| err(step)(e.into()))?;
-        txn.commit().map_err(|e| err(step)(e.into()))?;
-        self.durable_at = None;
-        Ok(())
+/// Views of a [`RedbStore`]: read transactions of its database while the
+/// store is open (the handle does not keep a closed store's file open).
+struct RedbViews(Weak<Database>);
+
+impl StoreViews for RedbViews {
+    fn view(&self) -> Result<StoreView, StoreError> {
+        let closed = || StoreError { step: "opening a view", message: "the store is closed".into() };
+        let db = self.0.upgrade().ok_or_else(closed)?;
+        StoreView::new(Box::new(RedbRead::begin(&db)?))
     }
 }
 
@@ -425,6 +493,37 @@ mod tests {
         let mut store = RedbStore::open(&path).expect("reopens");
         assert_eq!((store.checkpoint().expect("reads"), store.get(b"a").expect("reads")), (None, None));
         store.apply(&[], &checkpoint(1, 1, 1)).expect("applies after a clear");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A view holds the state it was opened on while the store applies
+    /// more, for redb and the memory disk's stores alike.
+    #[test]
+    fn a_view_sees_the_state_it_was_opened_on() {
+        let dir = std::env::temp_dir().join(format!("kshard-store-view-{}", std::process::id()));
+        use crate::disk::Disk;
+        let stores: Vec<(Box<dyn Store>, bool)> = vec![
+            (crate::disk::RedbDisk::new(dir.clone()).open("s", true).expect("opens").0, true),
+            (crate::disk::MemoryDisk::default().open("s", true).expect("opens").0, false),
+        ];
+        for (mut store, file) in stores {
+            let put = |v: &str| Mutation::Put { key: b"k".to_vec(), value: v.as_bytes().to_vec() };
+            let views = store.views().expect("viewable");
+            assert_eq!(views.view().expect("a view").checkpoint(), None);
+            store.apply(&[put("1")], &checkpoint(1, 1, 10)).expect("applies");
+            let before = views.view().expect("a view");
+            store.apply(&[put("2")], &checkpoint(2, 2, 11)).expect("applies");
+            assert_eq!(before.get(b"k").expect("reads"), Some(b"1".to_vec()));
+            assert_eq!((before.offset("sums", 0), before.offset("sums", 1)), (Some(10), None));
+            let after = views.view().expect("a view");
+            assert_eq!(after.get(b"k").expect("reads"), Some(b"2".to_vec()));
+            assert_eq!(after.scan(None, 1 << 20).expect("scans").len(), 1);
+            assert_eq!(after.offsets().len(), 1);
+            drop(store);
+            // A closed file is not held open by its views; a memory disk
+            // keeps its stores.
+            assert_eq!(views.view().is_err(), file);
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -221,6 +221,10 @@ impl Store for FlakyStore {
     fn clear(&mut self) -> Result<(), StoreError> {
         self.inner.clear()
     }
+
+    fn views(&self) -> Option<std::sync::Arc<dyn kshard_runtime::StoreViews>> {
+        self.inner.views()
+    }
 }
 
 /// A replica whose store fails is FAILED with the store's error, and the

@@ -7,9 +7,13 @@
 //! their consumer transactions, so a reader of committed records sees each
 //! word once per line it was in, and each count's update once, in order:
 //! 1, 2, 3 … for every word. Words and updates carry their line's timestamp,
-//! as Kafka Streams' records do.
+//! as Kafka Streams' records do. Any member answers `GET /words/{word}`
+//! from the count shard's store, the primary's (or a standby's within
+//! `?stale=`), after the offsets in `?seen=` (read your writes).
 
-use kshard_runtime::{AppError, Application, Message, OutRecord, ShardApp, ShardSpec, Transaction};
+use axum::extract::{Path, Request};
+use axum::routing::get;
+use kshard_runtime::{AppError, Application, Message, OutRecord, Queries, ShardApp, ShardSpec, Transaction};
 
 /// The application, for lines topic `topic` of `partitions` partitions.
 #[derive(Debug, Clone)]
@@ -44,6 +48,20 @@ impl Application for WordCount {
         } else {
             Err(AppError::new(format!("shard {} is neither split-<p> nor count-<p>", shard.id)))
         }
+    }
+
+    fn routes(&self, queries: Queries) -> Option<axum::Router> {
+        let (words, partitions) = (words_topic(&self.topic), self.partitions);
+        let count = move |Path(word): Path<String>, request: Request| async move {
+            let word = word.to_lowercase();
+            let partition = partition_of(&word, partitions);
+            let read = move |view: &kshard_runtime::StoreView| {
+                let count = view.get(word.as_bytes())?.as_deref().and_then(decode_count).unwrap_or(0);
+                Ok(axum::Json(serde_json::json!({ "word": word, "count": count })))
+            };
+            queries.serve_source(&words, partition, request, read).await
+        };
+        Some(axum::Router::new().route("/words/{word}", get(count)))
     }
 }
 

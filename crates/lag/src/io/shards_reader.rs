@@ -266,6 +266,7 @@ fn worker_error(e: ServeError, root: &str) -> WorkerError {
         ServeError::Create(e) => WorkerError::Keyspace(e),
         ServeError::Node(e) => WorkerError::Node(e),
         ServeError::Http(e) => WorkerError::Runtime(e),
+        ServeError::Routes(e) => WorkerError::Runtime(std::io::Error::other(e)),
     }
 }
 

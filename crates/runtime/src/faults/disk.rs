@@ -67,4 +67,8 @@ impl Store for GatedStore {
         check(&self.gate, "clearing the store")?;
         self.inner.clear()
     }
+
+    fn views(&self) -> Option<std::sync::Arc<dyn crate::StoreViews>> {
+        self.inner.views()
+    }
 }

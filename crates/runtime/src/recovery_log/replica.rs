@@ -361,9 +361,15 @@ impl<'a> Log<'a> {
     /// Reads what arrives within `wait` and plays it. Cancel-safe: a record
     /// taken from the reader is played before anything is awaited.
     pub(crate) async fn tail(&mut self, wait: Duration) -> Result<(), ReplicaError> {
+        let before = self.player.next_offset();
         if let Some(position) = self.play_next(wait).await? {
             let (low, _) = watermarks(self.io.partitions.as_ref(), self.spec).await?;
             return Err(ReplicaError::Truncated { position, low });
+        }
+        // A standby's position is current for its readers (a read that
+        // accepts a standby's state asks whether it is caught up).
+        if self.player.next_offset() != before {
+            self.publish();
         }
         self.refresh_end(false).await
     }

@@ -51,6 +51,7 @@ fn context(log: &MemoryPartitions, disk: &MemoryDisk) -> WorkerContext {
         disk: Arc::new(disk.clone()),
         app: Arc::new(Nothing),
         metrics: Arc::default(),
+        views: Default::default(),
         progress: Arc::default(),
         hints: Arc::new(Board::default()),
     }
