@@ -11,12 +11,12 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use kshard_kafka::ClientSettings;
 use kshard_runtime::Application;
+use kshard_runtime::NodeConfig;
 use kshard_runtime::keyspace::EtcdKeyspace;
 use kshard_runtime::keyspace::Keyspace;
 use kshard_runtime::keyspace::MemoryKeyspace;
 use kshard_runtime::{Keys, MemberSpec, ShardSpec, valid_id};
 use kshard_runtime::{Member, ServeError};
-use kshard_runtime::{NodeConfig, NodeShared};
 
 /// Where the application's coordination lives, and who this member is.
 #[derive(Debug, Clone, clap::Args)]
@@ -136,8 +136,7 @@ async fn serve<K: Keyspace>(
     listener: tokio::net::TcpListener,
 ) -> Result<()> {
     let root = config.keys.root().to_owned();
-    let member =
-        Member { keyspace: ks, config, application: run.app, shards: run.shards, shared: NodeShared::default() };
+    let member = Member::new(ks, config, run.app).with_shards(run.shards);
     match member.serve(Some(listener), crate::serve::shutdown_signal()).await {
         Err(ServeError::Taken { ours, theirs }) => bail!(
             "invalid etcd_prefix: shard {} under {root} reads {:?} into {:?}, not {:?} into {:?} — another \

@@ -135,6 +135,11 @@ impl ClusterView {
         self.shards.contains_key(shard)
     }
 
+    /// The partitions `shard` reads (topic, partition).
+    pub fn sources(&self, shard: &str) -> Option<&[(String, i32)]> {
+        self.shards.get(shard).map(Vec::as_slice)
+    }
+
     /// The shard that reads `topic`'s `partition` (the first by id when
     /// several do).
     pub fn shard_reading(&self, topic: &str, partition: i32) -> Option<&str> {

@@ -48,6 +48,7 @@ mod cluster_view;
 mod disk;
 #[cfg(any(test, feature = "testing"))]
 pub mod faults;
+mod generator;
 pub mod http_server;
 pub mod keyspace;
 mod member;
@@ -82,6 +83,7 @@ pub use application::{
 };
 pub use cluster_view::{ClusterView, ReplicaView};
 pub use disk::{Disk, MemoryDisk, RedbDisk};
+pub use generator::{FOLLOW_EVERY, PartitionShards};
 #[cfg(feature = "etcd")]
 pub use keyspace::EtcdKeyspace;
 pub use keyspace::{Keyspace, KeyspaceError, MemoryKeyspace};

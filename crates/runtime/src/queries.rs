@@ -22,7 +22,7 @@ use axum::response::{IntoResponse, Response};
 use tokio::time::Instant;
 
 use crate::node::NodeShared;
-use crate::resolver::{LocalReplica, ReadOptions, Route, resolve, unapplied};
+use crate::resolver::{LocalReplica, ReadOptions, Route, not_read, resolve, unapplied};
 use crate::store::StoreError;
 use crate::store_view::StoreView;
 
@@ -96,12 +96,16 @@ impl Queries {
             Err(e) => return unavailable(StatusCode::PAYLOAD_TOO_LARGE, format!("the request's body: {e}")),
         };
         let (view, standby) = loop {
-            let route = resolve(&self.shared.cluster(), &self.member, shard, self.local(shard), &options, forwarded);
+            let cluster = self.shared.cluster();
+            if let Some(s) = not_read(&cluster, shard, &options.seen).filter(|_| cluster.has_shard(shard)) {
+                let e = format!("invalid seen: shard {shard} does not read {}:{}", s.topic, s.partition);
+                return unavailable(StatusCode::BAD_REQUEST, e);
+            }
+            let route = resolve(&cluster, &self.member, shard, self.local(shard), &options, forwarded);
             let why = match route {
                 Route::NoShard => return unavailable(StatusCode::NOT_FOUND, format!("no shard {shard}")),
                 Route::Local { standby } => match self.here(shard, standby, &options) {
                     Here::View(view) => break (view, standby),
-                    Here::BadRequest(e) => return unavailable(StatusCode::BAD_REQUEST, e),
                     Here::Wait(why) => why,
                 },
                 Route::Forward { member, endpoint } => {
@@ -145,14 +149,11 @@ impl Queries {
         };
         let role = if standby { "standby" } else { "primary" };
         match unapplied(&options.seen, view.offsets()) {
-            Ok(None) => Here::View(view),
-            Ok(Some(s)) => Here::Wait(format!(
+            None => Here::View(view),
+            Some(s) => Here::Wait(format!(
                 "shard {shard}'s {role} on {} has not applied {}:{}:{} yet",
                 self.member, s.topic, s.partition, s.offset
             )),
-            // Before its first transaction a shard's checkpoint names no source.
-            Err(_) if view.checkpoint().is_none() => Here::Wait(format!("shard {shard} has applied nothing yet")),
-            Err(e) => Here::BadRequest(format!("invalid seen: {e}")),
         }
     }
 }
@@ -160,7 +161,6 @@ impl Queries {
 enum Here {
     View(StoreView),
     Wait(String),
-    BadRequest(String),
 }
 
 /// `read` of `view`, on a blocking thread, with the headers saying where the

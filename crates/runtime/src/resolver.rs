@@ -176,17 +176,17 @@ pub fn resolve(
     }
 }
 
-/// The first of `seen` that `offsets` (a state's next offsets) has not
-/// applied, or `Err` naming one the state does not read at all.
-pub fn unapplied<'a>(seen: &'a [SourceOffset], offsets: &[SourceOffset]) -> Result<Option<&'a SourceOffset>, String> {
-    for s in seen {
-        match offsets.iter().find(|o| o.topic == s.topic && o.partition == s.partition) {
-            Some(o) if o.offset > s.offset => {}
-            Some(_) => return Ok(Some(s)),
-            None => return Err(format!("the shard does not read {}:{}", s.topic, s.partition)),
-        }
-    }
-    Ok(None)
+/// The first of `seen` that a state with next offsets `offsets` has not
+/// applied (a source it has no offset for yet: nothing of it).
+pub fn unapplied<'a>(seen: &'a [SourceOffset], offsets: &[SourceOffset]) -> Option<&'a SourceOffset> {
+    seen.iter()
+        .find(|s| !offsets.iter().any(|o| o.topic == s.topic && o.partition == s.partition && o.offset > s.offset))
+}
+
+/// The first of `seen` that `shard` does not read, as `view` says.
+pub fn not_read<'a>(view: &ClusterView, shard: &str, seen: &'a [SourceOffset]) -> Option<&'a SourceOffset> {
+    let sources = view.sources(shard).unwrap_or_default();
+    seen.iter().find(|s| !sources.iter().any(|(t, p)| *t == s.topic && *p == s.partition))
 }
 
 #[cfg(test)]
@@ -293,9 +293,12 @@ mod tests {
     fn a_seen_offset_is_applied_once_the_next_offset_is_past_it() {
         let at = |topic: &str, partition, offset| SourceOffset { topic: topic.into(), partition, offset };
         let state = [at("t", 0, 10), at("t", 1, 0)];
-        assert_eq!(unapplied(&[at("t", 0, 9)], &state), Ok(None));
-        assert_eq!(unapplied(&[at("t", 0, 9), at("t", 0, 10)], &state), Ok(Some(&at("t", 0, 10))));
-        assert_eq!(unapplied(&[at("t", 1, 0)], &state), Ok(Some(&at("t", 1, 0))));
-        assert!(unapplied(&[at("u", 0, 0)], &state).is_err());
+        assert_eq!(unapplied(&[at("t", 0, 9)], &state), None);
+        assert_eq!(unapplied(&[at("t", 0, 9), at("t", 0, 10)], &state), Some(&at("t", 0, 10)));
+        assert_eq!(unapplied(&[at("t", 1, 0)], &state), Some(&at("t", 1, 0)));
+        assert_eq!(unapplied(&[at("t", 2, 0)], &state), Some(&at("t", 2, 0)), "nothing of it applied yet");
+        let view = view(ReplicaCode::Primary);
+        assert_eq!(not_read(&view, "s1", &[at("t", 3, 5)]), None);
+        assert_eq!(not_read(&view, "s1", &[at("t", 3, 5), at("t", 2, 0)]), Some(&at("t", 2, 0)));
     }
 }

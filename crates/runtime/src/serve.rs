@@ -9,12 +9,14 @@ use std::future::Future;
 use std::sync::Arc;
 
 use crate::application::Application;
+use crate::generator::{self, GenerateError, PartitionShards};
 use crate::keyspace::{Keyspace, KeyspaceError};
 use crate::model::ShardSpec;
 use crate::node::{self, NodeConfig, NodeError, NodeShared};
 
 /// Why a member stopped other than by its shutdown.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ServeError {
     /// Creating the shards failed.
     #[error("creating the shards")]
@@ -33,6 +35,10 @@ pub enum ServeError {
     /// Serving HTTP failed.
     #[error("serving HTTP")]
     Http(#[source] std::io::Error),
+    /// The partitions of a topic whose shards are generated could not be
+    /// counted.
+    #[error("generating shards: {0}")]
+    Generate(String),
     /// The application's routes repeat one of the member's.
     #[error("the application's routes: {0}")]
     Routes(String),
@@ -52,29 +58,63 @@ fn routes(member: &str, shared: &NodeShared, application: &dyn Application) -> R
     })
 }
 
-/// A member of an application, ready to serve.
+/// A member of an application, ready to serve: its keyspace, how it runs
+/// and the application, with the shards it makes sure exist (given, or one
+/// per partition of a topic, followed) and what it shares with HTTP.
 pub struct Member<K> {
-    /// The keyspace it coordinates through.
-    pub keyspace: Arc<K>,
-    /// How it runs.
-    pub config: NodeConfig,
-    /// The application its replicas run.
-    pub application: Arc<dyn Application>,
-    /// The shards it makes sure exist before it joins.
-    pub shards: Vec<ShardSpec>,
-    /// What it shares with HTTP (its own, or an application's).
-    pub shared: NodeShared,
+    keyspace: Arc<K>,
+    config: NodeConfig,
+    application: Arc<dyn Application>,
+    shards: Vec<ShardSpec>,
+    generators: Vec<PartitionShards>,
+    shared: NodeShared,
 }
 
 impl<K: Keyspace> Member<K> {
-    /// Creates the shards, serves HTTP on `http` (when given) and runs the
+    /// A member of `application` coordinating through `keyspace`, running
+    /// as `config` says, with no shards of its own to create (an operator
+    /// applies them: `kshard shards apply`).
+    pub fn new(keyspace: Arc<K>, config: NodeConfig, application: Arc<dyn Application>) -> Self {
+        Member {
+            keyspace,
+            config,
+            application,
+            shards: Vec::new(),
+            generators: Vec::new(),
+            shared: NodeShared::default(),
+        }
+    }
+
+    /// Creates `shards` before joining, when missing (a shard whose id
+    /// another spec holds stops the member: [`ServeError::Taken`]).
+    pub fn with_shards(mut self, shards: Vec<ShardSpec>) -> Self {
+        self.shards.extend(shards);
+        self
+    }
+
+    /// Creates a shard per partition of `generator`'s topic before joining,
+    /// and for each partition added while it runs.
+    pub fn following(mut self, generator: PartitionShards) -> Self {
+        self.generators.push(generator);
+        self
+    }
+
+    /// Shares `shared` with the caller (its metrics, its replicas' progress,
+    /// the cluster's view), for HTTP of the caller's own.
+    pub fn with_shared(mut self, shared: NodeShared) -> Self {
+        self.shared = shared;
+        self
+    }
+
+    /// Creates the shards, serves HTTP on `http` (when given: the member's
+    /// routes and the application's, [`Application::routes`]) and runs the
     /// member until `shutdown` completes; HTTP stops with the member.
     pub async fn serve(
         self,
         http: Option<tokio::net::TcpListener>,
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), ServeError> {
-        let Member { keyspace, config, application, shards, shared } = self;
+        let Member { keyspace, config, application, shards, generators, shared } = self;
         for spec in &shards {
             match node::create_shard(&*keyspace, &config.keys, spec).await.map_err(ServeError::Create)? {
                 node::Created::Conflict(theirs) => {
@@ -83,11 +123,12 @@ impl<K: Keyspace> Member<K> {
                 node::Created::Created | node::Created::Existed => {}
             }
         }
-        let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
+        let following = follow(&keyspace, &config, generators).await?;
         let router = match http {
             Some(_) => Some(routes(&config.member.id, &shared, application.as_ref())?),
             None => None,
         };
+        let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
         let http = http.zip(router).map(|(listener, router)| {
             tokio::spawn(async move {
                 let limits = crate::http_server::HttpLimits::default().within_descriptors();
@@ -98,6 +139,9 @@ impl<K: Keyspace> Member<K> {
             })
         });
         let result = node::run(keyspace, config, application, shared, shutdown).await;
+        if let Some(task) = following {
+            task.abort();
+        }
         let _ = stop_http.send(());
         let served = match http {
             Some(task) => task.await.map_err(|e| ServeError::Http(std::io::Error::other(e)))?.map_err(ServeError::Http),
@@ -106,4 +150,35 @@ impl<K: Keyspace> Member<K> {
         result?;
         served
     }
+}
+
+/// Creates the generators' shards of the partitions there are, then follows
+/// their topics in a task (returned) while the member runs.
+async fn follow<K: Keyspace>(
+    keyspace: &Arc<K>,
+    config: &NodeConfig,
+    generators: Vec<PartitionShards>,
+) -> Result<Option<tokio::task::JoinHandle<()>>, ServeError> {
+    if generators.is_empty() {
+        return Ok(None);
+    }
+    let partitions: Arc<dyn crate::partitions::Partitions> = config.partitions.clone().unwrap_or_else(|| {
+        Arc::new(crate::partitions::kafka::KafkaPartitions::new(
+            config.settings.clone(),
+            crate::recovery_log::replica::KAFKA_TIMEOUT,
+        ))
+    });
+    let mut made = Vec::new();
+    for generator in generators {
+        let count = generator::create_new(&**keyspace, &config.keys, partitions.as_ref(), &generator, 0).await;
+        let count = match count {
+            Ok(count) => count,
+            Err(GenerateError::Taken { ours, theirs }) => return Err(ServeError::Taken { ours, theirs }),
+            Err(GenerateError::Keyspace(e)) => return Err(ServeError::Create(e)),
+            Err(e @ GenerateError::Count(..)) => return Err(ServeError::Generate(e.to_string())),
+        };
+        made.push((generator, count));
+    }
+    let (ks, keys) = (Arc::clone(keyspace), config.keys.clone());
+    Ok(Some(tokio::spawn(generator::follow(ks, keys, partitions, made))))
 }

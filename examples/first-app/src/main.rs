@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kshard_runtime::partitions::{ensure_log_topic, ensure_output_topic};
-use kshard_runtime::{Admin, ClientSettings, Keys, Member, MemberSpec, MemoryKeyspace, NodeConfig, NodeShared};
+use kshard_runtime::{Admin, ClientSettings, Keys, Member, MemberSpec, MemoryKeyspace, NodeConfig};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -22,13 +22,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "first-app-data".into(),
         ClientSettings::new(&brokers),
     );
-    let member = Member {
-        keyspace: Arc::new(MemoryKeyspace::new()),
-        config,
-        application: Arc::new(first_app::WordCount),
-        shards: first_app::shards(4),
-        shared: NodeShared::default(),
-    };
+    let member = Member::new(Arc::new(MemoryKeyspace::new()), config, Arc::new(first_app::WordCount))
+        .with_shards(first_app::shards(4));
     let stop = async {
         let _ = tokio::signal::ctrl_c().await;
     };

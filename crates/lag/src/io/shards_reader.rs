@@ -231,13 +231,8 @@ fn run_on<K: Keyspace, L: Layout>(
             }
         };
         let root = keys.root().to_owned();
-        let member = Member {
-            keyspace: Arc::clone(&ks),
-            config,
-            application: Arc::new(super::log_shards::LogApp(Arc::clone(&app))) as Arc<dyn Application>,
-            shards,
-            shared: shared.clone(),
-        };
+        let application = Arc::new(super::log_shards::LogApp(Arc::clone(&app))) as Arc<dyn Application>;
+        let member = Member::new(Arc::clone(&ks), config, application).with_shards(shards).with_shared(shared.clone());
         let served = runtime.block_on(member.serve(None, shutdown)).map_err(|e| worker_error(e, &root));
         // The member stopped: so does the grower.
         stop_growing.store(true, Ordering::Release);
@@ -266,7 +261,7 @@ fn worker_error(e: ServeError, root: &str) -> WorkerError {
         ServeError::Create(e) => WorkerError::Keyspace(e),
         ServeError::Node(e) => WorkerError::Node(e),
         ServeError::Http(e) => WorkerError::Runtime(e),
-        ServeError::Routes(e) => WorkerError::Runtime(std::io::Error::other(e)),
+        other => WorkerError::Runtime(std::io::Error::other(other.to_string())),
     }
 }
 

@@ -148,6 +148,13 @@ impl Partitions for GatedPartitions {
         })
     }
 
+    fn partition_count<'a>(&'a self, topic: &'a str) -> Pending<'a, Option<i32>> {
+        Box::pin(async move {
+            self.gate.pass().await.map_err(|_| refused("counting a topic's partitions"))?;
+            self.inner.partition_count(topic).await
+        })
+    }
+
     fn transactional<'a>(&'a self, transactional_id: &'a str) -> Pending<'a, Box<dyn TxnWrite>> {
         Box::pin(async move {
             self.gate.pass().await.map_err(|_| refused("initializing a transactional writer"))?;

@@ -110,6 +110,14 @@ impl Partitions for KafkaPartitions {
         })
     }
 
+    fn partition_count<'a>(&'a self, topic: &'a str) -> Pending<'a, Option<i32>> {
+        let topic = topic.to_owned();
+        Box::pin(async move {
+            let admin = self.clients()?.1;
+            blocking(move || admin.partition_count(&topic)).await
+        })
+    }
+
     fn delete_before<'a>(&'a self, topic: &'a str, partition: i32, offset: i64) -> Pending<'a, i64> {
         let topic = topic.to_owned();
         Box::pin(async move {

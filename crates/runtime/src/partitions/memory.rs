@@ -254,6 +254,16 @@ impl Partitions for MemoryPartitions {
         Box::pin(std::future::ready(self.fence(transactional_id)))
     }
 
+    /// Partitions 0 to the highest written to (or read) so far.
+    fn partition_count<'a>(&'a self, topic: &'a str) -> Pending<'a, Option<i32>> {
+        let count = if self.shared.lock().available {
+            Ok(self.partitions_of(topic).last().map(|p| p + 1))
+        } else {
+            Err(unavailable("counting a topic's partitions"))
+        };
+        Box::pin(std::future::ready(count))
+    }
+
     fn stable_end<'a>(&'a self, topic: &'a str, partition: i32) -> Pending<'a, i64> {
         let mut state = self.shared.lock();
         let end = if state.available {

@@ -74,6 +74,10 @@ pub trait Partitions: Send + Sync + std::fmt::Debug + 'static {
     /// open holds the rest back until a new primary's writer aborts it.
     fn stable_end<'a>(&'a self, topic: &'a str, partition: i32) -> Pending<'a, i64>;
 
+    /// How many partitions `topic` has now (`None`: no such topic): what
+    /// shards made one per partition follow ([`crate::PartitionShards`]).
+    fn partition_count<'a>(&'a self, topic: &'a str) -> Pending<'a, Option<i32>>;
+
     /// The writer of `transactional_id` (a shard's), fencing every earlier
     /// one: a transaction an earlier writer left open is aborted, and its
     /// writes and commits are refused from now on ([`Error::is_fenced`]).

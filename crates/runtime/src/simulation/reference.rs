@@ -128,6 +128,10 @@ impl Partitions for Recording {
         self.log.stable_end(topic, partition)
     }
 
+    fn partition_count<'a>(&'a self, topic: &'a str) -> Pending<'a, Option<i32>> {
+        self.log.partition_count(topic)
+    }
+
     fn transactional<'a>(&'a self, transactional_id: &'a str) -> Pending<'a, Box<dyn TxnWrite>> {
         Box::pin(async move {
             let inner = self.log.transactional(transactional_id).await?;
