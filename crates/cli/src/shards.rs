@@ -19,7 +19,7 @@ use kshard_runtime::keyspace::Keyspace;
 use kshard_runtime::shard_specs::{self, Current, Desired};
 use kshard_runtime::unassign::Unassign;
 use kshard_runtime::{ClusterView, Keys, Selector, ShardRow};
-use kshard_runtime::{get_json, shard_table};
+use kshard_runtime::{MemberClient, shard_table};
 
 /// Where an application's shards are kept.
 #[derive(Debug, Clone, clap::Args)]
@@ -215,7 +215,8 @@ fn list(target: &Target, selector: &Selector, endpoint: &str, format: Format) ->
         return Ok(());
     }
     let (rows, specs) = if target.etcd.is_empty() {
-        let rows = get_json::<Vec<ShardRow>>(endpoint, "/api/shards", Duration::from_secs(10))
+        let rows = MemberClient::new(endpoint, Duration::from_secs(10))
+            .shards()
             .with_context(|| format!("no answer from a member at {endpoint} (GET /api/shards)"))?;
         (rows, None)
     } else {

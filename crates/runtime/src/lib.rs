@@ -41,6 +41,8 @@
 //! Rust: 1.95 (`rust-version`).
 
 pub mod allocator;
+// Reached from outside only through `internals`, for tests (feature `testing`).
+#[cfg_attr(not(feature = "testing"), allow(unreachable_pub, dead_code))]
 mod allocator_runner;
 mod application;
 mod backoff;
@@ -51,9 +53,13 @@ pub mod faults;
 mod generator;
 pub mod http_server;
 pub mod keyspace;
+// Reached from outside only through `internals`, for tests (feature `testing`).
+#[cfg_attr(not(feature = "testing"), allow(unreachable_pub, dead_code))]
 mod member;
 mod metrics;
 mod model;
+// Reached from outside only through `internals`, for tests (feature `testing`).
+#[cfg_attr(not(feature = "testing"), allow(unreachable_pub, dead_code))]
 mod node;
 mod node_http;
 mod outputs;
@@ -69,13 +75,16 @@ pub mod shard_specs;
 #[cfg(any(test, feature = "testing"))]
 pub mod simulation;
 mod status;
+// Reached from outside only through `internals`, for tests (feature `testing`).
+#[cfg_attr(not(feature = "testing"), allow(unreachable_pub, dead_code))]
 mod status_writer;
 mod store;
 mod store_view;
 pub mod unassign;
 
-pub use allocator_runner::{AllocatorRunner, Round, failure_backoff};
-// The Kafka types the API names (a member's settings, the log topic's admin).
+// The Kafka types the API names (a member's settings, the log topic's admin),
+// and axum, whose Router an application's routes are.
+pub use axum;
 pub use kshard_kafka::{Admin, ClientSettings, TopicSpec};
 
 pub use application::{
@@ -87,22 +96,30 @@ pub use generator::{FOLLOW_EVERY, PartitionShards};
 #[cfg(feature = "etcd")]
 pub use keyspace::EtcdKeyspace;
 pub use keyspace::{Keyspace, KeyspaceError, MemoryKeyspace};
-pub use member::{Leadership, MemberError, Membership, become_leader};
+pub use member::MemberError;
 pub use metrics::{Metrics, Playback};
 pub use model::{
     Assignment, AssignmentKey, AssignmentValue, Hint, Hints, KeyError, Keys, MemberSpec, RecoveryLog, Refusals,
     ShardSpec, Source, valid_id,
 };
-pub use node::{Created, NodeConfig, NodeError, NodeShared, ShardRow, create_shard, run as run_node};
-pub use node_http::{
-    fetch_progress, get_json, http_get, replicas_response, router as http_router, shard_table, shards_response,
-};
+pub use node::{Created, NodeConfig, NodeError, NodeShared, ShardRow, create_shard};
+pub use node_http::{MemberClient, replicas_response, router as http_router, shard_table, shards_response};
 pub use queries::Queries;
 pub use replica_worker::{Progress, ProgressMap};
 pub use resolver::ReadOptions;
 pub use selector::Selector;
 pub use serve::{Member, ServeError};
 pub use status::{ReplicaCode, ReplicaStatus};
-pub use status_writer::{StatusWriteError, Written, write_status};
 pub use store::{Checkpoint, Entries, LogPosition, MemoryStore, Partial, RedbStore, Store, StoreError};
 pub use store_view::{StoreView, StoreViews};
+
+/// The runtime's parts below [`Member`], for its own integration tests
+/// (feature `testing`): not part of the library's API.
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::allocator_runner::{AllocatorRunner, Round, failure_backoff};
+    pub use crate::member::{Leadership, Membership, become_leader};
+    pub use crate::node::run as run_node;
+    pub use crate::status_writer::{StatusWriteError, Written, write_status};
+}

@@ -97,15 +97,49 @@ pub fn shard_table(view: &ClusterView, local: Option<(&str, &BTreeMap<String, Pr
     })
 }
 
+/// A client of a member's HTTP endpoints (of any kshard process, whose
+/// endpoints may sit under a path prefix: `host:port[/prefix]`), for
+/// operators' tools: `kshard shards list --endpoint`, `kshard bench`.
+/// Plain HTTP/1.0, one connection a call: a member's answers are small and
+/// do not justify an HTTP client crate.
+#[derive(Debug, Clone)]
+pub struct MemberClient {
+    endpoint: String,
+    timeout: Duration,
+}
+
+impl MemberClient {
+    /// The member at `endpoint`, each call waiting up to `timeout`.
+    pub fn new(endpoint: impl Into<String>, timeout: Duration) -> Self {
+        MemberClient { endpoint: endpoint.into(), timeout }
+    }
+
+    /// Every shard's replicas as the member sees them (`/api/shards`);
+    /// `None` when it does not answer them.
+    pub fn shards(&self) -> Option<Vec<ShardRow>> {
+        get_json(&self.endpoint, "/api/shards", self.timeout)
+    }
+
+    /// Where the member's replicas stand in their logs (`/api/replicas`).
+    pub fn replicas(&self) -> Option<BTreeMap<String, Progress>> {
+        get_json(&self.endpoint, "/api/replicas", self.timeout)
+    }
+
+    /// A GET of `path`: the status and the body.
+    pub fn get(&self, path: &str) -> std::io::Result<(u16, String)> {
+        http_get(&self.endpoint, path, self.timeout)
+    }
+}
+
 /// Asks the member serving at `endpoint` (`host:port[/prefix]`) where its replicas
 /// stand; `None` when it does not answer within a second.
-pub fn fetch_progress(endpoint: &str) -> Option<BTreeMap<String, Progress>> {
+pub(crate) fn fetch_progress(endpoint: &str) -> Option<BTreeMap<String, Progress>> {
     get_json(endpoint, "/api/replicas", Duration::from_secs(1))
 }
 
 /// GETs `path` from `endpoint` (`host:port[/prefix]`) and parses its JSON; `None` on
 /// any failure or a status other than 200.
-pub fn get_json<T: serde::de::DeserializeOwned>(endpoint: &str, path: &str, timeout: Duration) -> Option<T> {
+pub(crate) fn get_json<T: serde::de::DeserializeOwned>(endpoint: &str, path: &str, timeout: Duration) -> Option<T> {
     match http_get(endpoint, path, timeout) {
         Ok((200, body)) => serde_json::from_str(&body).ok(),
         _ => None,
@@ -117,7 +151,7 @@ pub fn get_json<T: serde::de::DeserializeOwned>(endpoint: &str, path: &str, time
 /// Kafka clusters serves each one's under `/clusters/{name}`): the status
 /// and the body. (A member's own small answers do not justify an HTTP client
 /// crate; `kshard bench` uses it too.)
-pub fn http_get(endpoint: &str, path: &str, timeout: Duration) -> std::io::Result<(u16, String)> {
+pub(crate) fn http_get(endpoint: &str, path: &str, timeout: Duration) -> std::io::Result<(u16, String)> {
     let (host, prefix) = split_endpoint(endpoint);
     let addr = std::net::ToSocketAddrs::to_socket_addrs(host)?
         .next()

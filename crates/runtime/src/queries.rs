@@ -21,9 +21,9 @@ use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use tokio::time::Instant;
 
+use crate::application::AppError;
 use crate::node::NodeShared;
 use crate::resolver::{LocalReplica, ReadOptions, Route, not_read, resolve, unapplied};
-use crate::store::StoreError;
 use crate::store_view::StoreView;
 
 /// The header a forwarded read carries: the member that forwarded it.
@@ -67,7 +67,7 @@ impl Queries {
     pub async fn serve_source<R, F>(&self, topic: &str, partition: i32, request: Request, read: F) -> Response
     where
         R: IntoResponse,
-        F: FnOnce(&StoreView) -> Result<R, StoreError> + Send + 'static,
+        F: FnOnce(&StoreView) -> Result<R, AppError> + Send + 'static,
     {
         match self.shard_reading(topic, partition) {
             Some(shard) => self.serve(&shard, request, read).await,
@@ -77,11 +77,12 @@ impl Queries {
 
     /// Answers `request` with `read` of `shard`'s state, here or at the
     /// primary's member (see the module's doc). `read` runs on a blocking
-    /// thread; a [`StoreError`] is a 500 naming it.
+    /// thread; its error (a [`crate::StoreError`] with `?`, or the
+    /// application's) is a 500 naming it.
     pub async fn serve<R, F>(&self, shard: &str, request: Request, read: F) -> Response
     where
         R: IntoResponse,
-        F: FnOnce(&StoreView) -> Result<R, StoreError> + Send + 'static,
+        F: FnOnce(&StoreView) -> Result<R, AppError> + Send + 'static,
     {
         let options = match ReadOptions::parse(request.uri().query()) {
             Ok(options) => options,
@@ -168,7 +169,7 @@ enum Here {
 async fn answer<R, F>(member: &str, shard: &str, standby: bool, view: StoreView, read: F) -> Response
 where
     R: IntoResponse,
-    F: FnOnce(&StoreView) -> Result<R, StoreError> + Send + 'static,
+    F: FnOnce(&StoreView) -> Result<R, AppError> + Send + 'static,
 {
     let applied: Vec<String> = view
         .offsets()

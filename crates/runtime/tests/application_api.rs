@@ -160,9 +160,10 @@ fn transactions_call_in_order_and_refusals_follow_each_shards_policy() {
     let shared = NodeShared::default();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let app = Arc::new(Summing { calls: Arc::clone(&calls) });
-    let task = runtime.spawn(kshard_runtime::run_node(Arc::clone(&ks), config, app, shared.clone(), async move {
-        let _ = stopped.await;
-    }));
+    let task =
+        runtime.spawn(kshard_runtime::internals::run_node(Arc::clone(&ks), config, app, shared.clone(), async move {
+            let _ = stopped.await;
+        }));
 
     // The outputs a committed reader sees: each transaction's count of messages taken.
     let counts = |shard: &str| -> u64 {

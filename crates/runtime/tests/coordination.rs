@@ -8,13 +8,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kshard_runtime::AllocatorRunner;
+use kshard_runtime::internals::AllocatorRunner;
+use kshard_runtime::internals::write_status;
+use kshard_runtime::internals::{Leadership, Membership, become_leader};
 use kshard_runtime::keyspace::EtcdKeyspace;
 use kshard_runtime::keyspace::MemoryKeyspace;
 use kshard_runtime::keyspace::{Keyspace, Op, Txn};
-use kshard_runtime::write_status;
 use kshard_runtime::{AssignmentValue, Keys, MemberSpec, RecoveryLog, ShardSpec, Source};
-use kshard_runtime::{Leadership, Membership, become_leader};
 use kshard_runtime::{ReplicaCode, ReplicaStatus};
 use kshard_testkit::{Etcd, unique_name};
 

@@ -86,9 +86,9 @@ async fn a_watch_dropped_on_a_quiet_keyspace_leaves_no_watcher_in_etcd() {
 #[tokio::test]
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 async fn the_allocator_of_a_quiet_cluster_holds_one_watch() {
-    use kshard_runtime::AllocatorRunner;
     use kshard_runtime::Keys;
-    use kshard_runtime::Leadership;
+    use kshard_runtime::internals::AllocatorRunner;
+    use kshard_runtime::internals::Leadership;
     use kshard_runtime::keyspace::{Keyspace, Op, Txn};
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};

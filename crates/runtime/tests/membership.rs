@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kshard_runtime::Membership;
 use kshard_runtime::faults::{Gate, GatedKeyspace, Passage};
+use kshard_runtime::internals::Membership;
 use kshard_runtime::keyspace::MemoryKeyspace;
 use kshard_runtime::{Keys, MemberSpec};
 use tokio::time::Instant;

@@ -97,10 +97,15 @@ fn start_member(
     };
     let shared = NodeShared::default();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task =
-        runtime.spawn(kshard_runtime::run_node(Arc::clone(ks), config, Arc::new(Sum), shared.clone(), async move {
+    let task = runtime.spawn(kshard_runtime::internals::run_node(
+        Arc::clone(ks),
+        config,
+        Arc::new(Sum),
+        shared.clone(),
+        async move {
             let _ = stopped.await;
-        }));
+        },
+    ));
     (shared, stop, task)
 }
 

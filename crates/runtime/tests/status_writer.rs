@@ -8,11 +8,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use kshard_runtime::AssignmentValue;
+use kshard_runtime::internals::{StatusWriteError, write_status};
 use kshard_runtime::keyspace::EtcdKeyspace;
 use kshard_runtime::keyspace::MemoryKeyspace;
 use kshard_runtime::keyspace::{Keyspace, KeyspaceError, LeaseId, Op, Result, Snapshot, Txn, TxnResponse, WatchStream};
 use kshard_runtime::{ReplicaCode, ReplicaStatus};
-use kshard_runtime::{StatusWriteError, write_status};
 use kshard_testkit::{Etcd, unique_name};
 
 async fn assign<K: Keyspace>(ks: &K, key: &str, slot: u32) -> i64 {

@@ -1,9 +1,11 @@
 //! A word count: each shard reads one partition of `lines`, counts every
 //! word in its store and publishes each count's update to `counts`, exactly
 //! once (a reader of committed records sees 1, 2, 3 … for every word).
+//! `GET /counts/{partition}/{word}` answers a shard's count from any member.
 
-use kshard_runtime::{AppError, Application, Message, OutRecord, ShardApp, ShardSpec, Transaction};
-use kshard_runtime::{RecoveryLog, Source};
+use kshard_runtime::axum::{Router, extract::Path, extract::Request, routing::get};
+use kshard_runtime::{AppError, Application, Message, OutRecord, Queries, ShardApp, ShardSpec, Transaction};
+use kshard_runtime::{RecoveryLog, Source, StoreView};
 
 /// The application: one object per shard's replica.
 pub struct WordCount;
@@ -11,6 +13,17 @@ pub struct WordCount;
 impl Application for WordCount {
     fn shard(&self, spec: &ShardSpec) -> Result<Box<dyn ShardApp>, AppError> {
         Ok(Box::new(Counter { partition: spec.recovery_log.partition }))
+    }
+
+    fn routes(&self, queries: Queries) -> Option<Router> {
+        let count = |Path((partition, word)): Path<(i32, String)>, request: Request| async move {
+            let read = move |view: &StoreView| {
+                let count = view.get(word.as_bytes())?.map_or(Ok(0), |v| decode(&v))?;
+                Ok(count.to_string())
+            };
+            queries.serve_source("lines", partition, request, read).await
+        };
+        Some(Router::new().route("/counts/{partition}/{word}", get(count)))
     }
 }
 

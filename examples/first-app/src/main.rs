@@ -1,4 +1,5 @@
-//! One member, every shard, its keyspace embedded: `first-app BROKERS`.
+//! One member, every shard, its keyspace embedded, its HTTP on port 9700:
+//! `first-app BROKERS`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +15,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let admin = Admin::new(&ClientSettings::new(&brokers), Duration::from_secs(30))?;
     ensure_log_topic(&admin, "counts-log", 4, &[])?;
     ensure_output_topic(&admin, "counts", 4)?;
-    let me = MemberSpec { id: "solo".into(), zone: "local".into(), shard_limit: 1024, endpoint: None };
+    let http = tokio::net::TcpListener::bind("127.0.0.1:9700").await?;
+    let endpoint = Some(http.local_addr()?.to_string());
+    let me = MemberSpec { id: "solo".into(), zone: "local".into(), shard_limit: 1024, endpoint };
     let config = NodeConfig::new(
         Keys::new("/first-app"),
         me,
@@ -27,6 +30,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let stop = async {
         let _ = tokio::signal::ctrl_c().await;
     };
-    member.serve(None, stop).await?;
+    member.serve(Some(http), stop).await?;
     Ok(())
 }

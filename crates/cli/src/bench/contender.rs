@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use kshard_runtime::{ShardRow, get_json};
+use kshard_runtime::{MemberClient, ShardRow};
 
 use super::{KillOnDrop, ProcessStats, free_addr, process_stats};
 use crate::serve_config::KafkaArgs;
@@ -153,7 +153,7 @@ impl Instance {
     }
 
     fn shards(&self) -> Vec<ShardRow> {
-        self.addr.as_deref().and_then(|a| get_json(a, "/api/shards", Duration::from_secs(2))).unwrap_or_default()
+        self.addr.as_deref().and_then(|a| MemberClient::new(a, Duration::from_secs(2)).shards()).unwrap_or_default()
     }
 
     fn line(&self) -> String {

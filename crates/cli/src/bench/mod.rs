@@ -163,7 +163,7 @@ impl Drop for KillOnDrop {
 
 /// A GET from a child process on loopback: the status and the body.
 pub(crate) fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
-    kshard_runtime::http_get(addr, path, std::time::Duration::from_secs(60))
+    kshard_runtime::MemberClient::new(addr, std::time::Duration::from_secs(60)).get(path)
 }
 
 /// A free address on loopback for a child to listen on.

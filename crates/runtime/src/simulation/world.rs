@@ -165,7 +165,7 @@ impl World {
         let shared = NodeShared::default();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task =
-            tokio::spawn(crate::run_node(Arc::new(ks), config, Arc::clone(&self.app), shared.clone(), async move {
+            tokio::spawn(crate::node::run(Arc::new(ks), config, Arc::clone(&self.app), shared.clone(), async move {
                 let _ = stopped.await;
             }));
         member.life = Some(Life { keyspace, log, writes, disk, shared, stop: Some(stop), task });
