@@ -223,7 +223,11 @@ fn list(target: &Target, selector: &Selector, endpoint: &str, format: Format) ->
         target.on_etcd(async |ks, keys| {
             let snapshot = ks.get_prefix(&format!("{}/", keys.root())).await?;
             let view = ClusterView::from_snapshot(keys, &snapshot);
-            Ok((shard_table(&view, None), Some(shard_specs::read(ks, keys).await?)))
+            let (specs, unreadable) = shard_specs::read_checked(ks, keys).await?;
+            for u in unreadable {
+                eprintln!("warning: {} is not a shard spec, and no shard runs from it: {}", u.key, u.reason);
+            }
+            Ok((shard_table(&view, None), Some(specs)))
         })?
     };
     let rows: Vec<ShardRow> = match specs {
@@ -307,11 +311,9 @@ fn unassign(target: &Target, selector: &Selector, mut what: Unassign, dry_run: b
     })
 }
 
-/// Shard `id`'s snapshot hints (`None`: none written yet, or not readable).
+/// Shard `id`'s snapshot hints (`None`: none written yet).
 async fn read_hints(ks: &EtcdKeyspace, keys: &Keys, id: &str) -> Result<Option<kshard_runtime::Hints>> {
-    let key = keys.hints(id);
-    let found = ks.get_prefix(&key).await?.kvs.into_iter().find(|kv| kv.key == key);
-    Ok(found.and_then(|kv| serde_json::from_slice(&kv.value).ok()))
+    Ok(kshard_runtime::read_hints(ks, keys, id).await?.map(|(hints, _)| hints))
 }
 
 fn recover(target: &Target, kafka: &crate::connection::KafkaArgs, shard: &str, dir: &std::path::Path) -> Result<()> {

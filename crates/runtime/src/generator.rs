@@ -55,30 +55,39 @@ impl PartitionShards {
     }
 }
 
+/// What a round of [`create_new`] made.
+pub(crate) struct Round {
+    /// The partitions with shards (made, found, or taken by another spec) from 0.
+    pub(crate) made: i32,
+    /// Specs whose id another spec holds: left as they are.
+    pub(crate) taken: Vec<(ShardSpec, Box<ShardSpec>)>,
+}
+
 /// Creates the shards of `generator`'s partitions from `made` on, as many
-/// as `partitions` has now; the count made after. A spec whose id another
-/// spec holds is an error (named); a failure to count or create is retried
-/// next time.
+/// as `partitions` has now (a topic that does not exist has none).
 pub(crate) async fn create_new<K: Keyspace>(
     ks: &K,
     keys: &Keys,
     partitions: &dyn Partitions,
     generator: &PartitionShards,
     made: i32,
-) -> Result<i32, GenerateError> {
+) -> Result<Round, GenerateError> {
     let topic = generator.topic();
     let count = partitions.partition_count(topic).await.map_err(|e| GenerateError::Count(topic.to_owned(), e))?;
+    if count.is_none() && made == 0 {
+        tracing::warn!(topic, "the topic whose partitions get shards does not exist (yet)");
+    }
     let count = count.unwrap_or(0);
+    let mut round = Round { made, taken: Vec::new() };
     for spec in generator.specs(made..count) {
         match create_shard(ks, keys, &spec).await.map_err(GenerateError::Keyspace)? {
             Created::Created => tracing::info!(shard = %spec.id, topic, "created the shard of a partition"),
             Created::Existed => {}
-            Created::Conflict(theirs) => {
-                return Err(GenerateError::Taken { ours: Box::new(spec), theirs });
-            }
+            Created::Conflict(theirs) => round.taken.push((spec, theirs)),
         }
+        round.made += 1;
     }
-    Ok(made.max(count))
+    Ok(round)
 }
 
 /// Why generated shards were not created.
@@ -88,25 +97,41 @@ pub(crate) enum GenerateError {
     Count(String, #[source] kshard_kafka::Error),
     #[error("creating a shard")]
     Keyspace(#[source] crate::keyspace::KeyspaceError),
-    #[error("shard {} is taken by another spec", .ours.id)]
-    Taken { ours: Box<ShardSpec>, theirs: Box<ShardSpec> },
 }
 
-/// Follows every generator's topic until dropped (aborted with its member):
-/// new partitions get their shards within a period.
+/// Follows every generator's topic, each at its own period, until aborted
+/// with its member: new partitions get their shards within a period. A
+/// failure is retried next time; a shard id another spec holds is reported
+/// and passed over.
 pub(crate) async fn follow<K: Keyspace>(
     ks: Arc<K>,
     keys: Keys,
     partitions: Arc<dyn Partitions>,
     generators: Vec<(PartitionShards, i32)>,
 ) {
-    let mut generators = generators;
-    let every = generators.iter().map(|(g, _)| g.every).min().unwrap_or(FOLLOW_EVERY);
+    let now = tokio::time::Instant::now();
+    let mut generators: Vec<(PartitionShards, i32, tokio::time::Instant)> = generators
+        .into_iter()
+        .map(|(g, made)| {
+            let due = now + g.every;
+            (g, made, due)
+        })
+        .collect();
     loop {
-        tokio::time::sleep(every).await;
-        for (generator, made) in &mut generators {
+        let Some(due) = generators.iter().map(|(_, _, due)| *due).min() else { return };
+        tokio::time::sleep_until(due).await;
+        for (generator, made, next) in &mut generators {
+            if *next > tokio::time::Instant::now() {
+                continue;
+            }
+            *next += generator.every;
             match create_new(&*ks, &keys, partitions.as_ref(), generator, *made).await {
-                Ok(now) => *made = now,
+                Ok(round) => {
+                    *made = round.made;
+                    for (ours, theirs) in round.taken {
+                        tracing::error!(shard = %ours.id, theirs = ?theirs.sources, "a partition's shard id is another spec's: not created");
+                    }
+                }
                 Err(e) => {
                     tracing::warn!(topic = generator.topic(), error = %e, "following a topic's partitions; trying again")
                 }

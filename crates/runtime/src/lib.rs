@@ -68,7 +68,7 @@ mod queries;
 pub mod recovery_log;
 pub mod replica;
 mod replica_worker;
-pub mod resolver;
+mod resolver;
 mod selector;
 mod serve;
 pub mod shard_specs;
@@ -102,11 +102,12 @@ pub use model::{
     Assignment, AssignmentKey, AssignmentValue, Hint, Hints, KeyError, Keys, MemberSpec, RecoveryLog, Refusals,
     ShardSpec, Source, valid_id,
 };
-pub use node::{Created, NodeConfig, NodeError, NodeShared, ShardRow, create_shard};
+pub use node::{Created, NodeConfig, NodeError, NodeShared, ShardRow, create_shard, read_hints};
 pub use node_http::{MemberClient, replicas_response, router as http_router, shard_table, shards_response};
 pub use queries::Queries;
+pub use recovery_log::replica::HintsError;
 pub use replica_worker::{Progress, ProgressMap};
-pub use resolver::ReadOptions;
+pub use resolver::{DEFAULT_WAIT, MAX_WAIT, ReadOptions};
 pub use selector::Selector;
 pub use serve::{Member, ServeError};
 pub use status::{ReplicaCode, ReplicaStatus};

@@ -111,6 +111,11 @@ impl NodeShared {
             .collect()
     }
 
+    /// `f` of the cluster's replicas as the keyspace says, under its lock.
+    pub(crate) fn with_cluster<T>(&self, f: impl FnOnce(&ClusterView) -> T) -> T {
+        f(&self.cluster.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+
     /// A copy of the cluster's replicas as the keyspace says.
     pub fn cluster(&self) -> ClusterView {
         self.cluster.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
@@ -441,16 +446,7 @@ async fn within<T>(call: impl Future<Output = Result<T, KeyspaceError>>) -> Resu
 
 impl<K: Keyspace> HintBoard for KeyspaceHints<K> {
     fn read<'a>(&'a self, shard: &'a str) -> HintCall<'a, Option<(Hints, i64)>> {
-        Box::pin(async move {
-            let key = self.keys.hints(shard);
-            let snapshot = within(self.ks.get_prefix(&key)).await?;
-            match snapshot.kvs.into_iter().find(|kv| kv.key == key) {
-                Some(kv) => serde_json::from_slice(&kv.value)
-                    .map(|h| Some((h, kv.mod_revision)))
-                    .map_err(|source| HintsError::Malformed { key, source }),
-                None => Ok(None),
-            }
-        })
+        Box::pin(read_hints(&*self.ks, &self.keys, shard))
     }
 
     fn write<'a>(&'a self, shard: &'a str, hints: &'a Hints, revision: i64) -> HintCall<'a, bool> {
@@ -464,6 +460,19 @@ impl<K: Keyspace> HintBoard for KeyspaceHints<K> {
             };
             Ok(within(self.ks.txn(put)).await?.succeeded)
         })
+    }
+}
+
+/// Shard `shard`'s snapshot hints and their key's revision (`None`: none
+/// written yet); hints that do not parse are an error naming their key.
+pub async fn read_hints<K: Keyspace>(ks: &K, keys: &Keys, shard: &str) -> Result<Option<(Hints, i64)>, HintsError> {
+    let key = keys.hints(shard);
+    let snapshot = within(ks.get_prefix(&key)).await?;
+    match snapshot.kvs.into_iter().find(|kv| kv.key == key) {
+        Some(kv) => serde_json::from_slice(&kv.value)
+            .map(|h| Some((h, kv.mod_revision)))
+            .map_err(|source| HintsError::Malformed { key, source }),
+        None => Ok(None),
     }
 }
 

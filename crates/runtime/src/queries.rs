@@ -35,6 +35,25 @@ const MAX_BODY: usize = 1 << 20;
 /// How often a waiting read looks again.
 const POLL: Duration = Duration::from_millis(10);
 
+/// The pauses between looks at a cluster that cannot answer yet.
+const BACKOFF_FROM: Duration = Duration::from_millis(50);
+const BACKOFF_TO: Duration = Duration::from_secs(1);
+
+/// How long connecting to another member may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Headers of one connection, not passed on by a forwarding member.
+const HOP_BY_HOP: [&str; 8] = [
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
 /// How long a forwarded read may take beyond the wait it asked for.
 const FORWARD_SLACK: Duration = Duration::from_secs(5);
 
@@ -59,7 +78,7 @@ impl Queries {
 
     /// The shard reading `topic`'s `partition`, as the keyspace says.
     pub fn shard_reading(&self, topic: &str, partition: i32) -> Option<String> {
-        self.shared.cluster().shard_reading(topic, partition).map(str::to_owned)
+        self.shared.with_cluster(|c| c.shard_reading(topic, partition).map(str::to_owned))
     }
 
     /// Answers `request` with `read` of the state of the shard reading
@@ -69,10 +88,7 @@ impl Queries {
         R: IntoResponse,
         F: FnOnce(&StoreView) -> Result<R, AppError> + Send + 'static,
     {
-        match self.shard_reading(topic, partition) {
-            Some(shard) => self.serve(&shard, request, read).await,
-            None => unavailable(StatusCode::NOT_FOUND, format!("no shard reads {topic}:{partition}")),
-        }
+        self.answer_read(Target::Source(topic, partition), request, read).await
     }
 
     /// Answers `request` with `read` of `shard`'s state, here or at the
@@ -80,6 +96,14 @@ impl Queries {
     /// thread; its error (a [`crate::StoreError`] with `?`, or the
     /// application's) is a 500 naming it.
     pub async fn serve<R, F>(&self, shard: &str, request: Request, read: F) -> Response
+    where
+        R: IntoResponse,
+        F: FnOnce(&StoreView) -> Result<R, AppError> + Send + 'static,
+    {
+        self.answer_read(Target::Shard(shard), request, read).await
+    }
+
+    async fn answer_read<R, F>(&self, target: Target<'_>, request: Request, read: F) -> Response
     where
         R: IntoResponse,
         F: FnOnce(&StoreView) -> Result<R, AppError> + Send + 'static,
@@ -96,35 +120,84 @@ impl Queries {
             Ok(body) => body,
             Err(e) => return unavailable(StatusCode::PAYLOAD_TOO_LARGE, format!("the request's body: {e}")),
         };
-        let (view, standby) = loop {
-            let cluster = self.shared.cluster();
-            if let Some(s) = not_read(&cluster, shard, &options.seen).filter(|_| cluster.has_shard(shard)) {
-                let e = format!("invalid seen: shard {shard} does not read {}:{}", s.topic, s.partition);
-                return unavailable(StatusCode::BAD_REQUEST, e);
-            }
-            let route = resolve(&cluster, &self.member, shard, self.local(shard), &options, forwarded);
+        // Waiting on this member's own replica looks again soon; waiting on
+        // the cluster (a fail-over) or on a member that did not answer backs off.
+        let mut pause = POLL;
+        let (shard, view, standby) = loop {
+            let (shard, route) = match self.route(target, &options, forwarded) {
+                Ok(routed) => routed,
+                Err((status, e)) => return unavailable(status, e),
+            };
             let why = match route {
                 Route::NoShard => return unavailable(StatusCode::NOT_FOUND, format!("no shard {shard}")),
-                Route::Local { standby } => match self.here(shard, standby, &options) {
-                    Here::View(view) => break (view, standby),
-                    Here::Wait(why) => why,
+                Route::Local { standby } => match self.here(&shard, standby, &options) {
+                    Here::View(view) => break (shard, view, standby),
+                    Here::Wait(why) => {
+                        pause = POLL;
+                        why
+                    }
                 },
                 Route::Forward { member, endpoint } => {
                     let request = Request::from_parts(parts.clone(), Body::from(body.clone()));
                     let timeout = deadline.saturating_duration_since(Instant::now()) + FORWARD_SLACK;
                     match forward(&endpoint, &self.member, request, timeout).await {
                         Ok(response) => return response,
-                        Err(e) => format!("forwarding to {member} at {endpoint}: {e}"),
+                        Err(e) => {
+                            pause = (pause * 2).clamp(BACKOFF_FROM, BACKOFF_TO);
+                            format!("forwarding to {member} at {endpoint}: {e}")
+                        }
                     }
                 }
-                Route::Unavailable(why) => why,
+                Route::Unavailable(why) => {
+                    pause = (pause * 2).clamp(BACKOFF_FROM, BACKOFF_TO);
+                    why
+                }
             };
-            if Instant::now() >= deadline {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
                 return unavailable(StatusCode::SERVICE_UNAVAILABLE, why);
             }
-            tokio::time::sleep(POLL).await;
+            tokio::time::sleep(pause.min(left)).await;
         };
-        answer(&self.member, shard, standby, view, read).await
+        answer(&self.member, &shard, standby, view, read).await
+    }
+
+    /// The shard `target` names and where its read goes, as this member's
+    /// view says now (read under its lock, not copied); `Err`: the read's
+    /// answer (no shard reads its partition, or it names one the shard
+    /// does not read).
+    fn route(
+        &self,
+        target: Target<'_>,
+        options: &ReadOptions,
+        forwarded: bool,
+    ) -> Result<(String, Route), (StatusCode, String)> {
+        let local = |shard: &str| self.local(shard);
+        self.shared.with_cluster(|cluster| {
+            let shard = match target {
+                Target::Shard(shard) => shard.to_owned(),
+                Target::Source(topic, partition) => match cluster.shard_reading(topic, partition) {
+                    Some(shard) => shard.to_owned(),
+                    // Known only once the view is loaded (this member in it).
+                    None if cluster.members().contains_key(&self.member) => {
+                        let e = format!("no shard reads {topic}:{partition}");
+                        return Err((StatusCode::NOT_FOUND, e));
+                    }
+                    None => {
+                        let why = format!("this member's view of the keyspace is loading: {topic}:{partition}'s shard is not known yet");
+                        return Ok((format!("{topic}:{partition}"), Route::Unavailable(why)));
+                    }
+                },
+            };
+            if cluster.has_shard(&shard)
+                && let Some(s) = not_read(cluster, &shard, &options.seen)
+            {
+                let e = format!("invalid seen: shard {shard} does not read {}:{}", s.topic, s.partition);
+                return Err((StatusCode::BAD_REQUEST, e));
+            }
+            let route = resolve(cluster, &self.member, &shard, local(&shard), options, forwarded);
+            Ok((shard, route))
+        })
     }
 
     /// This member's replica of `shard`, when it has one.
@@ -157,6 +230,13 @@ impl Queries {
             )),
         }
     }
+}
+
+/// What a read is of.
+#[derive(Clone, Copy)]
+enum Target<'a> {
+    Shard(&'a str),
+    Source(&'a str, i32),
 }
 
 enum Here {
@@ -211,7 +291,10 @@ fn unavailable(status: StatusCode, error: String) -> Response {
 async fn forward(endpoint: &str, me: &str, request: Request, timeout: Duration) -> Result<Response, String> {
     let (host, prefix) = crate::node_http::split_endpoint(endpoint);
     let exchange = async {
-        let stream = tokio::net::TcpStream::connect(host).await.map_err(|e| e.to_string())?;
+        let stream = tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(host))
+            .await
+            .map_err(|_| format!("no connection within {CONNECT_TIMEOUT:?}"))?
+            .map_err(|e| e.to_string())?;
         let _ = stream.set_nodelay(true);
         let (mut sender, connection) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
             .await
@@ -222,10 +305,17 @@ async fn forward(endpoint: &str, me: &str, request: Request, timeout: Duration) 
         parts.uri = format!("{prefix}{path}").parse().map_err(|e| format!("{e}"))?;
         parts.version = axum::http::Version::HTTP_11;
         let value = |v: &str| HeaderValue::from_str(v).map_err(|e| e.to_string());
+        for name in HOP_BY_HOP {
+            parts.headers.remove(name);
+        }
         parts.headers.insert(header::HOST, value(host)?);
         parts.headers.insert(HeaderName::from_static(FORWARDED_BY), value(me)?);
         let response = sender.send_request(Request::from_parts(parts, body)).await.map_err(|e| e.to_string())?;
-        Ok::<_, String>(response.map(Body::new))
+        let mut response = response.map(Body::new);
+        for name in HOP_BY_HOP {
+            response.headers_mut().remove(name);
+        }
+        Ok::<_, String>(response)
     };
     tokio::time::timeout(timeout, exchange).await.map_err(|_| format!("no answer within {timeout:?}"))?
 }

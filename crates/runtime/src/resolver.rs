@@ -48,9 +48,9 @@ impl ReadOptions {
     /// application's and left alone); the error names the parameter.
     pub fn parse(query: Option<&str>) -> Result<Self, String> {
         let mut options = ReadOptions::default();
-        for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
-            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-            match name {
+        for (name, value) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+            let value = value.as_ref();
+            match name.as_ref() {
                 "seen" => {
                     for item in value.split(',').filter(|s| !s.is_empty()) {
                         options.seen.push(parse_seen(item)?);
@@ -103,21 +103,21 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 
 /// This member's replica of the shard, as it stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LocalReplica {
+pub(crate) struct LocalReplica {
     /// Its status.
-    pub code: ReplicaCode,
+    pub(crate) code: ReplicaCode,
     /// How long ago it last applied a record of its log (a primary commits
     /// at least every heartbeat), `None` when unknown.
-    pub applied_ago: Option<Duration>,
+    pub(crate) applied_ago: Option<Duration>,
     /// Records between it and its log's end, as last known.
-    pub behind: i64,
+    pub(crate) behind: i64,
     /// It has a store readers can view.
-    pub viewable: bool,
+    pub(crate) viewable: bool,
 }
 
 /// Where a read is answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Route {
+pub(crate) enum Route {
     /// Here, from this member's replica (the primary, or a standby within
     /// the staleness the read accepts).
     Local {
@@ -142,7 +142,7 @@ pub enum Route {
 /// in `view`, with its own replica `local`; `forwarded`: the read came from
 /// another member, and is not sent on again (two members whose views
 /// disagree must not pass it back and forth).
-pub fn resolve(
+pub(crate) fn resolve(
     view: &ClusterView,
     me: &str,
     shard: &str,
@@ -151,7 +151,14 @@ pub fn resolve(
     forwarded: bool,
 ) -> Route {
     if !view.has_shard(shard) {
-        return Route::NoShard;
+        // A view without this member is not loaded yet (or being loaded
+        // again): it does not know that the shard does not exist.
+        if view.members().contains_key(me) {
+            return Route::NoShard;
+        }
+        return Route::Unavailable(format!(
+            "this member does not know shard {shard}: its view of the keyspace is loading"
+        ));
     }
     let primary = view.primary(shard);
     if let Some(local) = local.filter(|l| l.viewable) {
@@ -178,13 +185,13 @@ pub fn resolve(
 
 /// The first of `seen` that a state with next offsets `offsets` has not
 /// applied (a source it has no offset for yet: nothing of it).
-pub fn unapplied<'a>(seen: &'a [SourceOffset], offsets: &[SourceOffset]) -> Option<&'a SourceOffset> {
+pub(crate) fn unapplied<'a>(seen: &'a [SourceOffset], offsets: &[SourceOffset]) -> Option<&'a SourceOffset> {
     seen.iter()
         .find(|s| !offsets.iter().any(|o| o.topic == s.topic && o.partition == s.partition && o.offset > s.offset))
 }
 
 /// The first of `seen` that `shard` does not read, as `view` says.
-pub fn not_read<'a>(view: &ClusterView, shard: &str, seen: &'a [SourceOffset]) -> Option<&'a SourceOffset> {
+pub(crate) fn not_read<'a>(view: &ClusterView, shard: &str, seen: &'a [SourceOffset]) -> Option<&'a SourceOffset> {
     let sources = view.sources(shard).unwrap_or_default();
     seen.iter().find(|s| !sources.iter().any(|(t, p)| *t == s.topic && *p == s.partition))
 }
@@ -241,7 +248,10 @@ mod tests {
         assert_eq!(resolve(&view, "b", "s1", replica(ReplicaCode::Standby, 10, 0), &options, false), forward);
         assert_eq!(resolve(&view, "c", "s1", None, &options, false), forward);
         assert!(matches!(resolve(&view, "c", "s1", None, &options, true), Route::Unavailable(_)), "not sent on twice");
-        assert_eq!(resolve(&view, "c", "s9", None, &options, false), Route::NoShard);
+        assert!(matches!(resolve(&view, "c", "s9", None, &options, false), Route::Unavailable(_)), "c is not in it");
+        assert_eq!(resolve(&view, "a", "s9", None, &options, false), Route::NoShard);
+        let empty = ClusterView::default();
+        assert!(matches!(resolve(&empty, "a", "s1", None, &options, false), Route::Unavailable(_)), "not loaded");
     }
 
     #[test]
@@ -270,7 +280,7 @@ mod tests {
 
     #[test]
     fn options_parse_from_the_query_and_name_what_is_wrong() {
-        let parsed = ReadOptions::parse(Some("x=1&seen=a.b-c:2:40,d:0:0&stale=250ms&wait=1m")).expect("parses");
+        let parsed = ReadOptions::parse(Some("x=1&seen=a.b-c%3A2%3A40%2Cd:0:0&stale=250ms&wait=1m")).expect("parses");
         assert_eq!(parsed.seen.len(), 2);
         assert_eq!((parsed.seen[0].topic.as_str(), parsed.seen[0].partition, parsed.seen[0].offset), ("a.b-c", 2, 40));
         assert_eq!((parsed.stale, parsed.wait), (Some(Duration::from_millis(250)), Duration::from_secs(60)));

@@ -35,10 +35,6 @@ pub enum ServeError {
     /// Serving HTTP failed.
     #[error("serving HTTP")]
     Http(#[source] std::io::Error),
-    /// The partitions of a topic whose shards are generated could not be
-    /// counted.
-    #[error("generating shards: {0}")]
-    Generate(String),
     /// The application's routes repeat one of the member's.
     #[error("the application's routes: {0}")]
     Routes(String),
@@ -123,11 +119,12 @@ impl<K: Keyspace> Member<K> {
                 node::Created::Created | node::Created::Existed => {}
             }
         }
-        let following = follow(&keyspace, &config, generators).await?;
         let router = match http {
             Some(_) => Some(routes(&config.member.id, &shared, application.as_ref())?),
             None => None,
         };
+        // Stops with the member, and when this future is dropped.
+        let _following = follow(&keyspace, &config, generators).await?.map(AbortOnDrop);
         let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
         let http = http.zip(router).map(|(listener, router)| {
             tokio::spawn(async move {
@@ -139,9 +136,6 @@ impl<K: Keyspace> Member<K> {
             })
         });
         let result = node::run(keyspace, config, application, shared, shutdown).await;
-        if let Some(task) = following {
-            task.abort();
-        }
         let _ = stop_http.send(());
         let served = match http {
             Some(task) => task.await.map_err(|e| ServeError::Http(std::io::Error::other(e)))?.map_err(ServeError::Http),
@@ -149,6 +143,15 @@ impl<K: Keyspace> Member<K> {
         };
         result?;
         served
+    }
+}
+
+/// A task aborted when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -170,12 +173,18 @@ async fn follow<K: Keyspace>(
     });
     let mut made = Vec::new();
     for generator in generators {
-        let count = generator::create_new(&**keyspace, &config.keys, partitions.as_ref(), &generator, 0).await;
-        let count = match count {
-            Ok(count) => count,
-            Err(GenerateError::Taken { ours, theirs }) => return Err(ServeError::Taken { ours, theirs }),
+        // Taken ids and a keyspace that fails stop the member as its given
+        // shards do; a topic not counted yet is followed from none.
+        let count = match generator::create_new(&**keyspace, &config.keys, partitions.as_ref(), &generator, 0).await {
+            Ok(mut round) => match round.taken.pop() {
+                Some((ours, theirs)) => return Err(ServeError::Taken { ours: Box::new(ours), theirs }),
+                None => round.made,
+            },
             Err(GenerateError::Keyspace(e)) => return Err(ServeError::Create(e)),
-            Err(e @ GenerateError::Count(..)) => return Err(ServeError::Generate(e.to_string())),
+            Err(e @ GenerateError::Count(..)) => {
+                tracing::warn!(topic = generator.topic(), error = %e, "following a topic's partitions; trying again");
+                0
+            }
         };
         made.push((generator, count));
     }

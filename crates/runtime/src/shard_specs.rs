@@ -202,16 +202,34 @@ fn check(spec: &ShardSpec) -> Result<(), PlanError> {
 
 /// Every shard spec under `keys`, with its revision.
 pub async fn read<K: Keyspace>(ks: &K, keys: &Keys) -> Result<Vec<Current>, KeyspaceError> {
-    let prefix = keys.shards();
-    let snapshot = ks.get_prefix(&prefix).await?;
-    Ok(snapshot
-        .kvs
-        .into_iter()
-        .filter_map(|kv| {
-            let spec: ShardSpec = serde_json::from_slice(&kv.value).ok()?;
-            (kv.key == keys.shard(&spec.id)).then_some(Current { spec, revision: kv.mod_revision })
-        })
-        .collect())
+    Ok(read_checked(ks, keys).await?.0)
+}
+
+/// A key under the shards' prefix that holds no shard spec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unreadable {
+    /// The key.
+    pub key: String,
+    /// Why it is not a spec.
+    pub reason: String,
+}
+
+/// [`read`], with the keys under the shards' prefix that hold no spec (a
+/// value that does not parse, or a spec whose id is not its key's), which
+/// the runtime ignores: an operator's tool names them.
+pub async fn read_checked<K: Keyspace>(ks: &K, keys: &Keys) -> Result<(Vec<Current>, Vec<Unreadable>), KeyspaceError> {
+    let snapshot = ks.get_prefix(&keys.shards()).await?;
+    let (mut specs, mut unreadable) = (Vec::new(), Vec::new());
+    for kv in snapshot.kvs {
+        match serde_json::from_slice::<ShardSpec>(&kv.value) {
+            Ok(spec) if kv.key == keys.shard(&spec.id) => specs.push(Current { spec, revision: kv.mod_revision }),
+            Ok(spec) => {
+                unreadable.push(Unreadable { reason: format!("it holds the spec of shard {}", spec.id), key: kv.key })
+            }
+            Err(e) => unreadable.push(Unreadable { reason: e.to_string(), key: kv.key }),
+        }
+    }
+    Ok((specs, unreadable))
 }
 
 /// What [`apply`] did.

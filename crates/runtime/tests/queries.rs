@@ -121,6 +121,7 @@ fn any_member_answers_for_every_shard_after_what_the_read_has_seen() {
         assert!(head.contains("kshard-replica: primary"), "{head}");
         members.push(head.lines().find(|l| l.starts_with("kshard-member:")).map(str::to_owned));
     }
+    assert!(members[0].is_some(), "the answer says who answered");
     assert_eq!(members[0], members[1], "one primary answered both, one of them forwarded");
 
     // A read that accepts a standby's state is answered by the member asked.

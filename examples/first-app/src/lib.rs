@@ -18,7 +18,7 @@ impl Application for WordCount {
     fn routes(&self, queries: Queries) -> Option<Router> {
         let count = |Path((partition, word)): Path<(i32, String)>, request: Request| async move {
             let read = move |view: &StoreView| {
-                let count = view.get(word.as_bytes())?.map_or(Ok(0), |v| decode(&v))?;
+                let count = view.get(word.to_lowercase().as_bytes())?.map_or(Ok(0), |v| decode(&v))?;
                 Ok(count.to_string())
             };
             queries.serve_source("lines", partition, request, read).await

@@ -44,23 +44,33 @@ pub(crate) type HintCall<'a, T> = Pin<Box<dyn Future<Output = Result<T, HintsErr
 
 /// Why a shard's hints could not be read, checked or recorded.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum HintsError {
+#[non_exhaustive]
+pub enum HintsError {
+    /// The keyspace failed.
     #[error("the keyspace: {0}")]
     Keyspace(#[from] crate::keyspace::KeyspaceError),
+    /// The keyspace did not answer in time.
     #[error("the keyspace did not answer within {0:?}")]
     Timeout(Duration),
+    /// The hints under `key` do not parse.
     #[error("{key} does not parse: {source}")]
     Malformed {
+        /// Their key.
         key: String,
+        /// Why.
         #[source]
         source: serde_json::Error,
     },
+    /// Encoding them failed.
     #[error("encoding the hints: {0}")]
     Encode(#[source] serde_json::Error),
+    /// The log failed.
     #[error("reading the snapshot a hint names: {0}")]
     Log(#[from] kshard_kafka::Error),
+    /// A newer snapshot is recorded.
     #[error("a newer snapshot at {0} is recorded already")]
     Newer(i64),
+    /// The hints changed while they were written.
     #[error("the hints changed while they were written")]
     Raced,
 }
@@ -366,9 +376,10 @@ impl<'a> Log<'a> {
             let (low, _) = watermarks(self.io.partitions.as_ref(), self.spec).await?;
             return Err(ReplicaError::Truncated { position, low });
         }
-        // A standby's position is current for its readers (a read that
-        // accepts a standby's state asks whether it is caught up).
-        if self.player.next_offset() != before {
+        // Caught up with the end it knows (past the last commit marker):
+        // said at once, for readers that accept a standby's state if it is
+        // caught up. (Not per record while behind: a backfill plays millions.)
+        if self.player.next_offset() != before && self.player.next_offset() >= self.end {
             self.publish();
         }
         self.refresh_end(false).await

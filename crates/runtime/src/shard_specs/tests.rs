@@ -84,3 +84,22 @@ async fn more_changes_than_one_transaction_takes_go_in_batches() {
     assert_eq!(apply(&ks, &keys, &changes).await.expect("applies").written, 300);
     assert_eq!(read(&ks, &keys).await.expect("reads").len(), 300);
 }
+
+#[tokio::test]
+async fn keys_that_hold_no_spec_are_named() {
+    let (ks, keys) = (MemoryKeyspace::new(), Keys::new("/t"));
+    apply(&ks, &keys, &plan(&[], &[put(spec("a", 0))]).expect("a plan")).await.expect("applies");
+    let put_raw = |key: String, value: Vec<u8>| crate::keyspace::Txn {
+        compares: vec![],
+        success: vec![crate::keyspace::Op::Put { key, value, lease: None }],
+        failure: vec![],
+    };
+    ks.txn(put_raw(keys.shard("b"), b"{not json".to_vec())).await.expect("puts");
+    let moved = serde_json::to_vec(&spec("a", 1)).expect("json");
+    ks.txn(put_raw(keys.shard("c"), moved)).await.expect("puts");
+    let (specs, unreadable) = read_checked(&ks, &keys).await.expect("reads");
+    assert_eq!(specs.iter().map(|c| c.spec.id.as_str()).collect::<Vec<_>>(), ["a"]);
+    let named: Vec<&str> = unreadable.iter().map(|u| u.key.as_str()).collect();
+    assert_eq!(named, [keys.shard("b"), keys.shard("c")]);
+    assert!(unreadable[1].reason.contains("shard a"), "{:?}", unreadable[1]);
+}
