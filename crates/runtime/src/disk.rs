@@ -134,7 +134,7 @@ impl Store for MemoryDiskStore {
 /// store next applies a transaction.
 impl StoreViews for MemoryDiskStore {
     fn view(&self) -> Result<StoreView, StoreError> {
-        StoreView::new(Box::new(self.with(|s| Ok(s.clone()))?))
+        StoreView::new(Box::new(crate::store::MemorySnapshot(self.with(|s| Ok(s.clone()))?)))
     }
 }
 

@@ -112,7 +112,7 @@ pub use selector::Selector;
 pub use serve::{Member, ServeError};
 pub use status::{ReplicaCode, ReplicaStatus};
 pub use store::{Checkpoint, Entries, LogPosition, MemoryStore, Partial, RedbStore, Store, StoreError};
-pub use store_view::{StoreView, StoreViews};
+pub use store_view::{StoreRead, StoreView, StoreViews};
 
 /// The runtime's parts below [`Member`], for its own integration tests
 /// (feature `testing`): not part of the library's API.

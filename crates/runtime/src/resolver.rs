@@ -161,6 +161,9 @@ pub(crate) fn resolve(
         ));
     }
     let primary = view.primary(shard);
+    if local.is_some_and(|l| !l.viewable && l.code == ReplicaCode::Primary) && primary == Some(me) {
+        return Route::Unavailable(format!("shard {shard}'s store here gives no views (Store::views)"));
+    }
     if let Some(local) = local.filter(|l| l.viewable) {
         if local.code == ReplicaCode::Primary && primary == Some(me) {
             return Route::Local { standby: false };

@@ -24,7 +24,7 @@ use redb::{Database, ReadableDatabase, TableDefinition};
 use serde::{Deserialize, Serialize};
 
 use crate::recovery_log::record::{Mutation, SourceOffset};
-use crate::store_view::{ReadOnly, StoreView, StoreViews};
+use crate::store_view::{StoreRead, StoreView, StoreViews};
 
 const DATA: TableDefinition<'_, &[u8], &[u8]> = TableDefinition::new("data");
 const META: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("meta");
@@ -149,17 +149,21 @@ pub struct MemoryStore {
     checkpoint: Option<Checkpoint>,
 }
 
-impl ReadOnly for MemoryStore {
+/// A memory store's snapshot, read only (a wrapper: a [`MemoryStore`]
+/// implementing both traits would make its users' calls ambiguous).
+pub(crate) struct MemorySnapshot(pub(crate) MemoryStore);
+
+impl StoreRead for MemorySnapshot {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        Store::get(self, key)
+        self.0.get(key)
     }
 
     fn scan(&self, after: Option<&[u8]>, max_bytes: usize) -> Result<Entries, StoreError> {
-        Store::scan(self, after, max_bytes)
+        self.0.scan(after, max_bytes)
     }
 
     fn checkpoint(&self) -> Result<Option<Checkpoint>, StoreError> {
-        Store::checkpoint(self)
+        self.0.checkpoint()
     }
 }
 
@@ -375,7 +379,7 @@ impl RedbRead {
     }
 }
 
-impl ReadOnly for RedbRead {
+impl StoreRead for RedbRead {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
         let step = "reading";
         let data = match self.0.open_table(DATA) {

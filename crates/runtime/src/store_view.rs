@@ -12,10 +12,15 @@
 use crate::recovery_log::record::SourceOffset;
 use crate::store::{Checkpoint, Entries, StoreError};
 
-/// What a view reads through.
-pub(crate) trait ReadOnly: Send + Sync {
+/// One consistent state of a store, read only: what a view reads through
+/// (a [`Store`](crate::Store) of an application's own implements it to
+/// hand out views from [`Store::views`](crate::Store::views)).
+pub trait StoreRead: Send + Sync {
+    /// The value of `key`.
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError>;
+    /// Entries in key order after `after`, until about `max_bytes`.
     fn scan(&self, after: Option<&[u8]>, max_bytes: usize) -> Result<Entries, StoreError>;
+    /// The checkpoint of the state.
     fn checkpoint(&self) -> Result<Option<Checkpoint>, StoreError>;
 }
 
@@ -28,7 +33,7 @@ pub trait StoreViews: Send + Sync {
 
 /// A read-only, consistent view of a shard's store (see the module's doc).
 pub struct StoreView {
-    inner: Box<dyn ReadOnly>,
+    inner: Box<dyn StoreRead>,
     checkpoint: Option<Checkpoint>,
 }
 
@@ -39,7 +44,8 @@ impl std::fmt::Debug for StoreView {
 }
 
 impl StoreView {
-    pub(crate) fn new(inner: Box<dyn ReadOnly>) -> Result<Self, StoreError> {
+    /// A view of the state `inner` reads.
+    pub fn new(inner: Box<dyn StoreRead>) -> Result<Self, StoreError> {
         let checkpoint = inner.checkpoint()?;
         Ok(StoreView { inner, checkpoint })
     }
