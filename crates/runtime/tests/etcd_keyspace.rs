@@ -114,3 +114,33 @@ async fn the_allocator_of_a_quiet_cluster_holds_one_watch() {
     allocator.await.expect("the allocator's task").expect("rounds");
     watchers_become(&etcd, before).await;
 }
+
+/// `kshard shards apply`'s write, on the real etcd: two operators plan from
+/// the same read; the first's changes are written, the second's are refused
+/// at write time by etcd's revision compare (its plan, made before the
+/// first wrote, saw nothing stale), and nothing of it is written.
+#[tokio::test]
+#[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
+async fn two_operators_applying_from_one_read_are_told_apart_by_etcd() {
+    use kshard_runtime::shard_specs::{ApplyError, Desired, apply, plan, read};
+    use kshard_runtime::{Keys, RecoveryLog, ShardSpec, Source};
+    let etcd = Etcd::from_env_or_start();
+    let ks = EtcdKeyspace::connect(&[etcd.endpoint().to_owned()]).await.expect("connects to etcd");
+    let keys = Keys::new(&format!("/{}", unique_name("kshard-apply")));
+    let spec = |standbys| {
+        let source = Source { topic: "t".into(), partition: 0, min_offset: 0 };
+        ShardSpec {
+            hot_standbys: standbys,
+            ..ShardSpec::new("s", vec![source], RecoveryLog { topic: "l".into(), partition: 0 })
+        }
+    };
+    let put = |spec| Desired::Put { spec, revision: None };
+    apply(&ks, &keys, &plan(&[], &[put(spec(0))]).expect("a plan")).await.expect("created");
+    let read_once = read(&ks, &keys).await.expect("reads");
+    let first = plan(&read_once, &[put(spec(1))]).expect("a plan");
+    let second = plan(&read_once, &[put(spec(2))]).expect("a plan");
+    apply(&ks, &keys, &first).await.expect("the first writes");
+    let refused = apply(&ks, &keys, &second).await;
+    assert!(matches!(refused, Err(ApplyError::Conflict { written: 0, total: 1 })), "{refused:?}");
+    assert_eq!(read(&ks, &keys).await.expect("reads")[0].spec.hot_standbys, 1, "the first operator's");
+}
