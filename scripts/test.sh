@@ -19,6 +19,18 @@ export KSHARD_STATE_DIR
 export TMPDIR="$KSHARD_STATE_DIR/tmp"
 mkdir -p "$TMPDIR"
 cleanup() {
+  local status=$?
+  # A failed run keeps its logs (members', brokers', etcd's) for whoever
+  # reads the failure: the state directory itself goes.
+  if ((status != 0)); then
+    local kept="$KSHARD_ROOT/target/failed-run-logs"
+    rm -rf "$kept"
+    while IFS= read -r logfile; do
+      mkdir -p "$kept/$(dirname "${logfile#"$KSHARD_STATE_DIR"/}")"
+      cp "$logfile" "$kept/${logfile#"$KSHARD_STATE_DIR"/}" || true
+    done < <(find "$KSHARD_STATE_DIR" -name '*.log' -size -64M 2>/dev/null)
+    log "the failed run's logs are in $kept"
+  fi
   "$KSHARD_ROOT/scripts/broker.sh" stop || true
   "$KSHARD_ROOT/scripts/etcd.sh" stop || true
   while IFS= read -r pidfile; do
