@@ -12,7 +12,7 @@
 //! ties them together; the store layout of durable shards is `shard_store`.
 //! [`SharePartition`] folds a share-partition's state from
 //! `__share_group_state` as Kafka's share coordinator does, and gives its lag
-//! (not yet read by the service). The
+//! (the service reads that topic beside `__consumer_offsets`). The
 //! renderers, also pure: [`Metrics`] (Prometheus text), `api.rs` (JSON) and
 //! [`burrow`] (Burrow's API).
 //!

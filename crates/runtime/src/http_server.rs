@@ -62,7 +62,7 @@ impl Default for HttpLimits {
 
 impl HttpLimits {
     /// These limits with at most half the descriptors the process may open
-    /// (`RLIMIT_NOFILE`) beyond [`DESCRIPTORS_KEPT`] given to connections.
+    /// (`RLIMIT_NOFILE`) beyond `DESCRIPTORS_KEPT` given to connections.
     pub fn within_descriptors(self) -> HttpLimits {
         let most = descriptor_limit().map_or(usize::MAX, |n| {
             usize::try_from(n.saturating_sub(DESCRIPTORS_KEPT) / 2).unwrap_or(usize::MAX).max(16)

@@ -8,11 +8,16 @@
 //! or an embedded one for a single process).
 //!
 //! An application implements [`Application`] and starts a member with
-//! [`Member::serve`]; everything it names is re-exported here, and the
-//! modules are private but for four namespaces: [`keyspace`] and
-//! [`partitions`] (the contracts with their implementations), the
-//! [`recovery_log`], and the pure state machines [`allocator`] and
-//! [`replica`], which tests drive on their own.
+//! [`Member::serve`]; its HTTP handlers read shards' state from any member
+//! through [`Queries`] ([`StoreView`]s, forwarded to the primary when it is
+//! elsewhere), and [`PartitionShards`] makes a shard per partition of a
+//! topic. Everything these name is re-exported here, and the modules are
+//! private but for these namespaces: [`keyspace`] and [`partitions`] (the
+//! contracts with their implementations), the [`recovery_log`], the pure
+//! state machines [`allocator`] and [`replica`], which tests drive on their
+//! own, what `kshard shards` does ([`shard_specs`], [`unassign`]), and
+//! [`http_server`], the HTTP server a member serves on; with the feature
+//! `testing`, `faults` and `simulation` too.
 //!
 //! The modules, by what they are:
 //! - pure, tested against models: `status` (replica status codes and how two

@@ -106,7 +106,7 @@ pub enum Action {
     /// Start reading the sources from the checkpoint and running transactions.
     StartSources,
     /// A standby at its log's head: let the application follow the
-    /// transactions it plays (see [`crate::application::Application::following`]).
+    /// transactions it plays (see [`crate::ShardApp::following`]).
     Follow,
     /// Write this status under the assignment (reduced with the stored one,
     /// with a revision-checked transaction, retried with backoff).

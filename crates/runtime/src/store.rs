@@ -104,7 +104,7 @@ pub trait Store: Send + Sync {
     fn clear(&mut self) -> Result<(), StoreError>;
 
     /// A handle that opens read-only views of this store from other tasks
-    /// while it applies transactions (see [`crate::store_view`]); `None`
+    /// while it applies transactions (see [`StoreView`](crate::StoreView)); `None`
     /// for a store that cannot be read beside its writer (its shard's
     /// state is then not served).
     fn views(&self) -> Option<Arc<dyn StoreViews>> {

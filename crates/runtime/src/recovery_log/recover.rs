@@ -56,7 +56,7 @@ pub struct Recovered {
     pub records: usize,
 }
 
-/// Plays `spec`'s recovery log into `store` (empty), as [the module](self)
+/// Plays `spec`'s recovery log into `store` (empty), as the module says
 /// says. Refused when what the log holds is not the whole state (truncated
 /// with no complete snapshot left): kshard does not write part of a state.
 pub async fn recover<S: Store>(
