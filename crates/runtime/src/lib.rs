@@ -63,8 +63,6 @@ pub mod keyspace;
 mod member;
 mod metrics;
 mod model;
-// Reached from outside only through `internals`, for tests (feature `testing`).
-#[cfg_attr(not(feature = "testing"), allow(unreachable_pub, dead_code))]
 mod node;
 mod node_http;
 mod outputs;

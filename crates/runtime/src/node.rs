@@ -478,6 +478,8 @@ pub async fn read_hints<K: Keyspace>(ks: &K, keys: &Keys, shard: &str) -> Result
 
 /// Runs the member until `shutdown` completes: joins, serves its assignments,
 /// and on shutdown tears down and leaves.
+// Reached from outside only through `internals`, for tests (feature `testing`).
+#[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 pub async fn run<K: Keyspace>(
     ks: Arc<K>,
     config: NodeConfig,
