@@ -139,13 +139,13 @@ async fn serve<K: Keyspace>(
     let member = Member::new(ks, config, run.app).with_shards(run.shards);
     match member.serve(Some(listener), crate::serve::shutdown_signal()).await {
         Err(ServeError::Taken { ours, theirs }) => bail!(
-            "invalid etcd_prefix: shard {} under {root} reads {:?} into {:?}, not {:?} into {:?} — another \
+            "invalid etcd_prefix: shard {} under {root} reads {:?} into {}, not {:?} into {} — another \
              application uses these keys; give this one its own --etcd-prefix",
             ours.id,
             theirs.sources,
-            theirs.recovery_log,
+            theirs.log_name(),
             ours.sources,
-            ours.recovery_log
+            ours.log_name()
         ),
         result => result.map_err(anyhow::Error::from),
     }

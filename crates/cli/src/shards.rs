@@ -326,11 +326,14 @@ fn recover(target: &Target, kafka: &crate::connection::KafkaArgs, shard: &str, d
     target.on_etcd(async |ks, keys| {
         let specs = shard_specs::read(ks, keys).await?;
         let spec = specs.into_iter().find(|c| c.spec.id == shard).with_context(|| format!("no shard {shard}"))?.spec;
+        let Some(log) = spec.recovery_log else {
+            bail!("shard {shard} has no recovery log: its state is only on the member that runs it");
+        };
         let hints = read_hints(ks, keys, shard).await?;
         let partitions = kshard_runtime::partitions::KafkaPartitions::new(settings, Duration::from_secs(30));
         let store = kshard_runtime::RedbStore::open(&path)?;
         let recovered =
-            kshard_runtime::recovery_log::recover(&partitions, &spec, hints.as_ref(), store, Duration::from_secs(120))
+            kshard_runtime::recovery_log::recover(&partitions, &log, hints.as_ref(), store, Duration::from_secs(120))
                 .await;
         let (player, recovered) = match recovered {
             Ok(done) => done,
@@ -343,10 +346,8 @@ fn recover(target: &Target, kafka: &crate::connection::KafkaArgs, shard: &str, d
         drop(player);
         let from = if recovered.from_snapshot { "its newest snapshot" } else { "the log's first record" };
         println!(
-            "{shard}: {} records of {}/{} played from offset {} ({from}) to {}: {keys_held} keys in {}",
+            "{shard}: {} records of {log} played from offset {} ({from}) to {}: {keys_held} keys in {}",
             recovered.records,
-            spec.recovery_log.topic,
-            spec.recovery_log.partition,
             recovered.from,
             recovered.to,
             path.display()
@@ -362,29 +363,29 @@ fn prune(target: &Target, kafka: &crate::connection::KafkaArgs, selector: &Selec
         let partitions = kshard_runtime::partitions::KafkaPartitions::new(settings, Duration::from_secs(30));
         let (mut out, mut pruned) = (std::io::stdout().lock(), 0);
         for c in picked(shard_specs::read(ks, keys).await?, selector) {
-            let (id, log) = (&c.spec.id, &c.spec.recovery_log);
+            let id = &c.spec.id;
+            let Some(log) = &c.spec.recovery_log else {
+                writeln!(out, "= {id}: no recovery log, nothing to prune")?;
+                continue;
+            };
             let Some(hints) = read_hints(ks, keys, id).await? else {
                 writeln!(out, "= {id}: no snapshot yet, nothing to prune")?;
                 continue;
             };
             let (low, keep) =
-                kshard_runtime::recovery_log::prune_point(&partitions, &c.spec, &hints, Duration::from_secs(30))
+                kshard_runtime::recovery_log::prune_point(&partitions, log, &hints, Duration::from_secs(30))
                     .await
                     .with_context(|| format!("{id}: where its log may be cut"))?;
             let Some(keep) = keep else {
-                writeln!(
-                    out,
-                    "= {id}: {}/{} starts at {low}: nothing before its previous snapshot",
-                    log.topic, log.partition
-                )?;
+                writeln!(out, "= {id}: {log} starts at {low}: nothing before its previous snapshot")?;
                 continue;
             };
-            writeln!(out, "- {id}: {}/{} records {low} to {} deleted", log.topic, log.partition, keep - 1)?;
+            writeln!(out, "- {id}: {log} records {low} to {} deleted", keep - 1)?;
             if !dry_run {
                 partitions
                     .delete_before(&log.topic, log.partition, keep)
                     .await
-                    .with_context(|| format!("{id}: deleting {}/{} before {keep}", log.topic, log.partition))?;
+                    .with_context(|| format!("{id}: deleting {log} before {keep}"))?;
                 pruned += 1;
             }
         }

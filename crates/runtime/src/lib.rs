@@ -70,6 +70,7 @@ pub mod partitions;
 mod queries;
 pub mod recovery_log;
 pub mod replica;
+mod replica_log;
 mod replica_worker;
 mod resolver;
 mod selector;
@@ -77,6 +78,7 @@ mod serve;
 pub mod shard_specs;
 #[cfg(any(test, feature = "testing"))]
 pub mod simulation;
+mod sources;
 mod status;
 // Reached from outside only through `internals`, for tests (feature `testing`).
 #[cfg_attr(not(feature = "testing"), allow(unreachable_pub, dead_code))]
@@ -84,6 +86,7 @@ mod status_writer;
 mod store;
 mod store_view;
 pub mod unassign;
+mod unlogged;
 
 // The Kafka types the API names (a member's settings, the log topic's admin),
 // and axum, whose Router an application's routes are.

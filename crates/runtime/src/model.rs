@@ -42,6 +42,12 @@ pub struct RecoveryLog {
     pub partition: i32,
 }
 
+impl std::fmt::Display for RecoveryLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.topic, self.partition)
+    }
+}
+
 /// A shard: its sources, its recovery log and how it is served.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShardSpec {
@@ -49,8 +55,14 @@ pub struct ShardSpec {
     pub id: String,
     /// What it reads.
     pub sources: Vec<Source>,
-    /// Where its store's changes go.
-    pub recovery_log: RecoveryLog,
+    /// Where its store's changes go. `None`: nowhere — the store lives only
+    /// on the member that runs the shard (in memory, or in its data
+    /// directory), is not replicated, and a new primary elsewhere starts from
+    /// the sources' minimum offsets with an empty store (Kafka Streams'
+    /// stores with logging disabled). Such a shard has no hot standbys and
+    /// publishes nothing (see [`ShardSpec::unlogged`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery_log: Option<RecoveryLog>,
     /// Standbys besides the primary.
     #[serde(default)]
     pub hot_standbys: u32,
@@ -158,10 +170,20 @@ impl ShardSpec {
     /// defaults: no standby, transactions of at most a second, snapshots per
     /// the default policy.
     pub fn new(id: impl Into<String>, sources: Vec<Source>, recovery_log: RecoveryLog) -> Self {
+        ShardSpec { recovery_log: Some(recovery_log), ..Self::unlogged(id, sources) }
+    }
+
+    /// A shard of `id` reading `sources` whose store has no recovery log:
+    /// what it holds is rebuilt from the sources whenever the shard starts
+    /// on a member that does not have it. For state that is cheap to read
+    /// again and needs no fail-over in a second: no standby can follow it,
+    /// and a transaction commits to the store alone, so it cannot publish
+    /// (a publish, or a dead-lettered refusal, fails the replica).
+    pub fn unlogged(id: impl Into<String>, sources: Vec<Source>) -> Self {
         ShardSpec {
             id: id.into(),
             sources,
-            recovery_log,
+            recovery_log: None,
             hot_standbys: 0,
             min_txn_duration_ms: 0,
             max_txn_duration_ms: default_max_txn_ms(),
@@ -173,9 +195,20 @@ impl ShardSpec {
         }
     }
 
-    /// Replicas wanted: the primary and the hot standbys (none when disabled).
+    /// How messages name its recovery log (`topic/partition`), or its
+    /// having none (`none`).
+    pub fn log_name(&self) -> String {
+        self.recovery_log.as_ref().map_or_else(|| "none".to_owned(), RecoveryLog::to_string)
+    }
+
+    /// Replicas wanted: the primary and the hot standbys (none when
+    /// disabled; no standby without a recovery log to follow).
     pub fn replicas(&self) -> u32 {
-        if self.disable { 0 } else { 1 + self.hot_standbys }
+        match (self.disable, &self.recovery_log) {
+            (true, _) => 0,
+            (false, None) => 1,
+            (false, Some(_)) => 1 + self.hot_standbys,
+        }
     }
 }
 

@@ -22,7 +22,7 @@ pub enum ServeError {
     #[error("creating the shards")]
     Create(#[source] KeyspaceError),
     /// A shard's id is taken by another application's spec.
-    #[error("shard {} is taken: it reads {:?} into {:?}, not {:?} into {:?}", .ours.id, .theirs.sources, .theirs.recovery_log, .ours.sources, .ours.recovery_log)]
+    #[error("shard {} is taken: it reads {:?} into {}, not {:?} into {}", .ours.id, .theirs.sources, .theirs.log_name(), .ours.sources, .ours.log_name())]
     Taken {
         /// The spec this member was to run.
         ours: Box<ShardSpec>,

@@ -159,11 +159,9 @@ pub fn plan(current: &[Current], desired: &[Desired]) -> Result<Vec<Change>, Pla
                     return Err(PlanError::Invalid {
                         id: id.to_owned(),
                         why: format!(
-                            "its recovery log is {}/{}, not {}/{}: a shard's log is its state (delete the shard, then create it with the new log, empty)",
-                            now.spec.recovery_log.topic,
-                            now.spec.recovery_log.partition,
-                            spec.recovery_log.topic,
-                            spec.recovery_log.partition
+                            "its recovery log is {}, not {}: a shard's log is its state (delete the shard, then create it with the new log, empty)",
+                            now.spec.log_name(),
+                            spec.log_name(),
                         ),
                     });
                 }
@@ -191,8 +189,14 @@ fn check(spec: &ShardSpec) -> Result<(), PlanError> {
     if spec.sources.is_empty() {
         return invalid("no sources");
     }
-    if spec.recovery_log.topic.is_empty() || spec.recovery_log.partition < 0 {
-        return invalid("no recovery log (a topic and a partition)");
+    match &spec.recovery_log {
+        Some(log) if log.topic.is_empty() || log.partition < 0 => {
+            return invalid("a recovery log needs a topic and a partition");
+        }
+        None if spec.hot_standbys > 0 => {
+            return invalid("a shard without a recovery log can have no hot standbys (they follow the log)");
+        }
+        _ => {}
     }
     if spec.max_txn_duration_ms == 0 || spec.min_txn_duration_ms > spec.max_txn_duration_ms {
         return invalid("max_txn_duration_ms must be at least 1 and min_txn_duration_ms");

@@ -252,11 +252,10 @@ fn run_on<K: Keyspace, L: Layout>(
 fn worker_error(e: ServeError, root: &str) -> WorkerError {
     match e {
         ServeError::Taken { theirs, .. } => WorkerError::ShardTaken(format!(
-            "shard {} under {root} reads {:?} into {}/{}: another kshard uses these etcd keys (set etcd_prefix)",
+            "shard {} under {root} reads {:?} into {}: another kshard uses these etcd keys (set etcd_prefix)",
             theirs.id,
             theirs.sources.iter().map(|s| format!("{}/{}", s.topic, s.partition)).collect::<Vec<_>>(),
-            theirs.recovery_log.topic,
-            theirs.recovery_log.partition
+            theirs.log_name()
         )),
         ServeError::Create(e) => WorkerError::Keyspace(e),
         ServeError::Node(e) => WorkerError::Node(e),

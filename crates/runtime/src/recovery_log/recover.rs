@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::io::{LogClients, LogError, ends, play_to_head};
 use super::lineage::usable_hint;
 use super::player::Player;
-use crate::model::{Hints, ShardSpec};
+use crate::model::{Hints, RecoveryLog};
 use crate::partitions::Partitions;
 use crate::store::Store;
 
@@ -25,16 +25,15 @@ pub fn prune_before(hints: &Hints, low: i64, high: i64) -> Option<i64> {
     (keep > low && keep < high && hints.current.offset >= keep).then_some(keep)
 }
 
-/// [`prune_before`] for `spec`'s log as it is now, with the log's first
+/// [`prune_before`] for `log` as it is now, with the log's first
 /// offset: a cut only where the log holds the previous snapshot the hints
 /// name (hints left by an earlier log of the same shard never cut this one).
 pub async fn prune_point(
     partitions: &dyn Partitions,
-    spec: &ShardSpec,
+    log: &RecoveryLog,
     hints: &Hints,
     timeout: Duration,
 ) -> Result<(i64, Option<i64>), LogError> {
-    let log = &spec.recovery_log;
     let (low, high) = ends(partitions, &log.topic, log.partition).await?;
     let Some(keep) = prune_before(hints, low, high) else { return Ok((low, None)) };
     let previous = usable_hint(partitions, log, hints.previous, (keep, high), timeout)
@@ -56,17 +55,16 @@ pub struct Recovered {
     pub records: usize,
 }
 
-/// Plays `spec`'s recovery log into `store` (empty), as the module says
+/// Plays the recovery log `log` into `store` (empty), as the module says
 /// says. Refused when what the log holds is not the whole state (truncated
 /// with no complete snapshot left): kshard does not write part of a state.
 pub async fn recover<S: Store>(
     partitions: &dyn Partitions,
-    spec: &ShardSpec,
+    log: &RecoveryLog,
     hints: Option<&Hints>,
     store: S,
     timeout: Duration,
 ) -> Result<(Player<S>, Recovered), LogError> {
-    let log = &spec.recovery_log;
     let (low, high) = ends(partitions, &log.topic, log.partition).await?;
     let kafka = |step: &'static str| move |source| LogError::Kafka { step, source };
     let hint = usable_hint(partitions, log, hints.map(|h| h.current), (low, high), timeout)
@@ -88,8 +86,7 @@ pub async fn recover<S: Store>(
         || player.store().checkpoint().map_err(LogError::Store)?.is_some_and(|c| c.partial.is_some())
     {
         return Err(LogError::Incomplete(format!(
-            "the log of {} holds no complete snapshot from its first offset {low}: its state is not whole",
-            spec.id
+            "the log {log} holds no complete snapshot from its first offset {low}: its state is not whole"
         )));
     }
     Ok((player, Recovered { from, from_snapshot: hint.is_some(), to: high, records: played.len() }))

@@ -28,7 +28,7 @@ use super::lineage::{applied_last, holds_snapshot, record_at, usable_hint};
 use super::player::{Played, Player};
 use super::record::{Body, Mutation, SourceOffset};
 use super::start::{Found, Start, choose, why};
-use crate::model::{Hint, Hints, ShardSpec};
+use crate::model::{Hint, Hints, RecoveryLog, ShardSpec};
 use crate::partitions::{PartitionRead, Partitions, Polled, next_event};
 use crate::replica_worker::{Progress, WorkerContext};
 use crate::store::{Store, StoreError};
@@ -101,6 +101,8 @@ pub(crate) enum ReplicaError {
     Truncated { position: i64, low: i64 },
     #[error("the recovery log starts at offset {0} and holds no complete snapshot to play from (yet)")]
     NoSnapshotAtStart(i64),
+    #[error("the shard has no recovery log, and {0}")]
+    Unlogged(&'static str),
 }
 
 pub(crate) fn kafka(step: &'static str) -> impl FnOnce(kshard_kafka::Error) -> LogError {
@@ -145,6 +147,25 @@ pub(crate) struct Done {
     pub(crate) refused: (u64, u64),
 }
 
+impl Done {
+    /// Tells `app` the transaction it began is committed, and counts it
+    /// for `shard` (a heartbeat is not a consumer transaction).
+    pub(crate) fn report(
+        self,
+        app: &mut dyn crate::application::ShardApp,
+        metrics: &crate::metrics::Metrics,
+        shard: &str,
+    ) {
+        if let Some(offsets) = &self.begun {
+            app.committed(offsets);
+        }
+        if self.messages > 0 || self.moved {
+            metrics.transaction(shard, self.messages);
+            metrics.refused(shard, self.refused.0, self.refused.1);
+        }
+    }
+}
+
 /// Why one record could not be played: its chain broken (records missing
 /// from `position` on), or anything else.
 enum PlayError {
@@ -164,10 +185,10 @@ pub(crate) struct LogIo {
 }
 
 impl LogIo {
-    pub(crate) fn clients<'a>(&'a self, spec: &'a ShardSpec) -> LogClients<'a> {
+    pub(crate) fn clients<'a>(&'a self, log: &'a RecoveryLog) -> LogClients<'a> {
         LogClients {
-            topic: &spec.recovery_log.topic,
-            partition: spec.recovery_log.partition,
+            topic: &log.topic,
+            partition: log.partition,
             reader: self.reader.as_ref(),
             partitions: self.partitions.as_ref(),
             writer: self.writer.as_deref(),
@@ -177,8 +198,8 @@ impl LogIo {
     /// Becomes the writer of `spec`'s log: its transactional id's writer
     /// is made, which fences every earlier one at the broker (a zombie
     /// primary's open transaction aborted, its writes refused from now on).
-    pub(crate) async fn fence(&mut self, spec: &ShardSpec) -> Result<(), ReplicaError> {
-        let id = transactional_id(&spec.recovery_log);
+    pub(crate) async fn fence(&mut self, log: &RecoveryLog) -> Result<(), ReplicaError> {
+        let id = transactional_id(log);
         let writer = self.partitions.transactional(&id).await.map_err(|source| {
             if source.is_fenced() {
                 ReplicaError::Log(LogError::Fenced { current: None })
@@ -188,6 +209,16 @@ impl LogIo {
         })?;
         self.writer = Some(Arc::new(tokio::sync::Mutex::new(writer)));
         Ok(())
+    }
+}
+
+/// The name of a replica's store on its member's disk: a store is only ever
+/// played from its own log (a shard of the same id logging elsewhere gets a
+/// store of its own), and a shard without a log has a store of its own too.
+pub(crate) fn store_name(spec: &ShardSpec) -> String {
+    match &spec.recovery_log {
+        Some(log) => format!("{}@{}-{}", spec.id, log.topic, log.partition),
+        None => format!("{}@unlogged", spec.id),
     }
 }
 
@@ -202,6 +233,8 @@ pub fn transactional_id(log: &crate::model::RecoveryLog) -> String {
 pub(crate) struct Log<'a> {
     pub(crate) ctx: &'a WorkerContext,
     pub(crate) spec: &'a ShardSpec,
+    /// The shard's recovery log.
+    pub(crate) log: &'a RecoveryLog,
     pub(crate) io: LogIo,
     pub(crate) player: Player<ReplicaStore>,
     end: i64,
@@ -230,13 +263,8 @@ impl<'a> Log<'a> {
     /// The store's name, for the shard and its log: a store is only ever
     /// played from its own log (a shard of the same id logging elsewhere gets
     /// a store of its own).
-    fn store_name(spec: &ShardSpec) -> String {
-        let log = &spec.recovery_log;
-        format!("{}@{}-{}", spec.id, log.topic, log.partition)
-    }
-
     fn open_store(ctx: &WorkerContext, spec: &ShardSpec, fresh: bool) -> Result<ReplicaStore, ReplicaError> {
-        let name = Self::store_name(spec);
+        let name = store_name(spec);
         let (inner, replaced) = ctx.disk.open(&name, fresh)?;
         if let Some(why) = replaced {
             tracing::warn!(shard = %spec.id, store = name, error = %why, "the store was not readable: set aside, rebuilding it from the recovery log");
@@ -245,9 +273,12 @@ impl<'a> Log<'a> {
     }
 
     /// Opens the replica's store and its log where playback goes on.
-    pub(crate) async fn open(ctx: &'a WorkerContext, spec: &'a ShardSpec) -> Result<Self, ReplicaError> {
+    pub(crate) async fn open(
+        ctx: &'a WorkerContext,
+        spec: &'a ShardSpec,
+        log: &'a RecoveryLog,
+    ) -> Result<Self, ReplicaError> {
         let partitions = Arc::clone(&ctx.partitions);
-        let log = &spec.recovery_log;
         let app = ctx.app.shard(spec).map_err(|error| ReplicaError::Application {
             at: "starting the application's object for the replica".into(),
             error,
@@ -255,7 +286,7 @@ impl<'a> Log<'a> {
         let hints = ctx.hints.read(&spec.id).await?.map(|(h, _)| h);
         let store = Self::open_store(ctx, spec, false)?;
         let checkpoint = store.checkpoint()?.map(|c| c.log);
-        let (low, high) = watermarks(partitions.as_ref(), spec).await?;
+        let (low, high) = watermarks(partitions.as_ref(), log).await?;
         // The record the store applied last, when the log still has it: is
         // it there (not another log's record in its place)?
         let store_of_this_log = match &checkpoint {
@@ -306,6 +337,7 @@ impl<'a> Log<'a> {
         Ok(Log {
             ctx,
             spec,
+            log,
             io: LogIo { reader, partitions, writer: None },
             player,
             end: 0,
@@ -329,18 +361,14 @@ impl<'a> Log<'a> {
         // ListOffsets request a second per replica. Playing to the head asks
         // the broker (an end heard up to a long poll ago may miss a write
         // made just before).
-        let known = if force {
-            None
-        } else {
-            self.io.reader.known_end(&self.spec.recovery_log.topic, self.spec.recovery_log.partition)
-        };
+        let known = if force { None } else { self.io.reader.known_end(&self.log.topic, self.log.partition) };
         self.end = match known {
             // Never below an end the broker gave: an answer heard before it
             // may be older.
             Some(end) => end.max(self.end),
             // Where committed readers end: a transaction a crashed primary
             // left open is not waited for (the next primary aborts it).
-            None => stable_end(self.io.partitions.as_ref(), self.spec).await?,
+            None => stable_end(self.io.partitions.as_ref(), self.log).await?,
         };
         self.end_asked = Some(Instant::now());
         self.publish();
@@ -373,7 +401,7 @@ impl<'a> Log<'a> {
     pub(crate) async fn tail(&mut self, wait: Duration) -> Result<(), ReplicaError> {
         let before = self.player.next_offset();
         if let Some(position) = self.play_next(wait).await? {
-            let (low, _) = watermarks(self.io.partitions.as_ref(), self.spec).await?;
+            let (low, _) = watermarks(self.io.partitions.as_ref(), self.log).await?;
             return Err(ReplicaError::Truncated { position, low });
         }
         // Caught up with the end it knows (past the last commit marker):
@@ -394,7 +422,7 @@ impl<'a> Log<'a> {
             Err(Broken(e, position)) => (e, position),
         };
         let (e, position) = broken;
-        let (low, _) = watermarks(self.io.partitions.as_ref(), self.spec).await?;
+        let (low, _) = watermarks(self.io.partitions.as_ref(), self.log).await?;
         if low > position { Ok(Some(position)) } else { Err(e.into()) }
     }
 
@@ -458,7 +486,7 @@ impl<'a> Log<'a> {
             self.tail(Duration::from_millis(100)).await?;
         }
         if self.player.bootstrapping() {
-            let (low, _) = watermarks(self.io.partitions.as_ref(), self.spec).await?;
+            let (low, _) = watermarks(self.io.partitions.as_ref(), self.log).await?;
             return Err(ReplicaError::NoSnapshotAtStart(low));
         }
         self.publish();
@@ -484,7 +512,7 @@ impl<'a> Log<'a> {
     /// True when the log holds the snapshot `hint` names (see
     /// [`holds_snapshot`]); why the log could not be read to tell.
     async fn of_this_log(&self, hint: &Hint) -> Result<bool, HintsError> {
-        Ok(holds_snapshot(self.io.partitions.as_ref(), &self.spec.recovery_log, hint, KAFKA_TIMEOUT).await?)
+        Ok(holds_snapshot(self.io.partitions.as_ref(), self.log, hint, KAFKA_TIMEOUT).await?)
     }
 
     /// Starts committing one transaction as `author`: its records (and
@@ -513,7 +541,7 @@ impl<'a> Log<'a> {
             .sum::<usize>()
             + 38;
         let Some(writer) = self.io.writer.clone() else {
-            let clients = self.io.clients(self.spec);
+            let clients = self.io.clients(self.log);
             commit_with(&clients, &mut self.player, author, (mutations, offsets), outputs, KAFKA_TIMEOUT).await?;
             self.applied_commit(size, done);
             return Ok(());
@@ -529,7 +557,7 @@ impl<'a> Log<'a> {
                 Mutation::Delete { key } => (key, None),
             })
             .collect();
-        let (topic, partition) = (self.spec.recovery_log.topic.clone(), self.spec.recovery_log.partition);
+        let (topic, partition) = (self.log.topic.clone(), self.log.partition);
         let task = tokio::spawn(async move {
             let written = write_transaction(&writer, &topic, partition, &records, outputs, "appending");
             tokio::time::timeout(KAFKA_TIMEOUT, written).await.unwrap_or(Err(LogError::Timeout(KAFKA_TIMEOUT)))
@@ -548,7 +576,7 @@ impl<'a> Log<'a> {
                 source: kshard_kafka::Error::Refused { step: "committing".into(), message: e.to_string() },
             })
         })??;
-        let clients = self.io.clients(self.spec);
+        let clients = self.io.clients(self.log);
         read_back(&clients, &mut self.player, f.author, f.seq, offset, KAFKA_TIMEOUT).await?;
         self.applied_commit(f.size, f.done);
         Ok(())
@@ -559,14 +587,8 @@ impl<'a> Log<'a> {
     fn applied_commit(&mut self, size: usize, done: Done) {
         self.mark_applied();
         self.since_snapshot += size as u64;
-        if let Some(offsets) = &done.begun {
-            self.app.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner).committed(offsets);
-        }
-        // A heartbeat is not a consumer transaction.
-        if done.messages > 0 || done.moved {
-            self.ctx.metrics.transaction(&self.spec.id, done.messages);
-            self.ctx.metrics.refused(&self.spec.id, done.refused.0, done.refused.1);
-        }
+        let app = self.app.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner);
+        done.report(app.as_mut(), &self.ctx.metrics, &self.spec.id);
     }
 
     /// True when the log since the last snapshot has outgrown the policy.
@@ -584,7 +606,7 @@ impl<'a> Log<'a> {
         self.finish_commit().await?;
         let started = Instant::now();
         let spec = self.spec;
-        let clients = self.io.clients(spec);
+        let clients = self.io.clients(self.log);
         append(&clients, &mut self.player, author, Body::SnapshotStart, Vec::new(), KAFKA_TIMEOUT).await?;
         // Where the snapshot-start record was applied (not where it was meant
         // to go: a fenced writer's record may have landed first).
@@ -613,7 +635,7 @@ impl<'a> Log<'a> {
             Ok(Some(previous)) => {
                 self.hint = Some(hint);
                 self.since_snapshot = 0;
-                let log = &spec.recovery_log;
+                let log = self.log;
                 let deleted = self.io.partitions.delete_before(&log.topic, log.partition, previous).await;
                 match deleted {
                     Ok(low) => {
@@ -665,8 +687,7 @@ impl<'a> Log<'a> {
 /// leader" for a moment.
 /// The log's last stable offset (see [`Partitions::stable_end`]), asked
 /// again for 30 s while the broker cannot tell.
-async fn stable_end(partitions: &dyn Partitions, spec: &ShardSpec) -> Result<i64, ReplicaError> {
-    let log = &spec.recovery_log;
+async fn stable_end(partitions: &dyn Partitions, log: &RecoveryLog) -> Result<i64, ReplicaError> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         match partitions.stable_end(&log.topic, log.partition).await {
@@ -677,8 +698,7 @@ async fn stable_end(partitions: &dyn Partitions, spec: &ShardSpec) -> Result<i64
     }
 }
 
-async fn watermarks(partitions: &dyn Partitions, spec: &ShardSpec) -> Result<(i64, i64), ReplicaError> {
-    let log = &spec.recovery_log;
+async fn watermarks(partitions: &dyn Partitions, log: &RecoveryLog) -> Result<(i64, i64), ReplicaError> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         match ends(partitions, &log.topic, log.partition).await {

@@ -50,7 +50,8 @@ fn a_plan_refuses_a_stale_revision_a_moved_log_a_repeat_and_a_bad_spec() {
     assert_eq!(plan(&current, &[stale]), Err(PlanError::Stale { id: "a".into(), given: 4, current: 5 }));
     let gone = Desired::Delete { id: "b".into(), revision: Some(3) };
     assert_eq!(plan(&current, &[gone]), Err(PlanError::Stale { id: "b".into(), given: 3, current: 0 }));
-    let moved = put(ShardSpec { recovery_log: RecoveryLog { topic: "other".into(), partition: 0 }, ..spec("a", 0) });
+    let moved =
+        put(ShardSpec { recovery_log: Some(RecoveryLog { topic: "other".into(), partition: 0 }), ..spec("a", 0) });
     assert!(matches!(plan(&current, &[moved]), Err(PlanError::Invalid { why, .. }) if why.contains("recovery log")));
     assert_eq!(plan(&current, &[put(spec("x", 1)), put(spec("x", 1))]), Err(PlanError::Twice("x".into())));
     let bad = put(ShardSpec { sources: vec![], ..spec("y", 1) });

@@ -240,20 +240,20 @@ impl World {
         let newest =
             hints.kvs.iter().find(|kv| kv.key == key).and_then(|kv| serde_json::from_slice::<Hints>(&kv.value).ok());
         if let Some(hints) = newest {
-            let log = &self.shards[s].recovery_log;
+            let log = self.recovery_log(s);
             let _ = self.log.log.delete_before(&log.topic, log.partition, offset.min(hints.current.offset)).await;
         }
     }
 
     /// Shard `s`'s log's end.
     pub(super) fn log_end(&self, s: usize) -> i64 {
-        let log = &self.shards[s].recovery_log;
+        let log = self.recovery_log(s);
         self.log.end(&log.topic, log.partition)
     }
 
     /// Every record shard `s`'s log holds: (offset, value).
     fn log_records(&self, s: usize) -> Vec<(i64, Vec<u8>)> {
-        let log = &self.shards[s].recovery_log;
+        let log = self.recovery_log(s);
         self.log.records(&log.topic, log.partition)
     }
 
@@ -269,8 +269,13 @@ impl World {
     }
 
     fn store_name(&self, s: usize) -> String {
-        let spec = &self.shards[s];
-        format!("{}@{}-{}", spec.id, spec.recovery_log.topic, spec.recovery_log.partition)
+        crate::recovery_log::replica::store_name(&self.shards[s])
+    }
+
+    /// Shard `s`'s recovery log: the simulated application's shards all
+    /// have one (their standbys and fail-overs are what is checked).
+    fn recovery_log(&self, s: usize) -> &crate::model::RecoveryLog {
+        self.shards[s].recovery_log.as_ref().expect("the simulation's shards have recovery logs")
     }
 
     /// What breaks an invariant now, if anything (the outputs checked

@@ -76,7 +76,7 @@ async fn write_chain(log: &MemoryPartitions, author: u64, keys: &[&str]) {
 
 /// Opens the replica's log and plays it to its head.
 async fn played(ctx: &WorkerContext, spec: &ShardSpec) -> Result<Vec<(Vec<u8>, Vec<u8>)>, ReplicaError> {
-    let mut log = Log::open(ctx, spec).await?;
+    let mut log = Log::open(ctx, spec, spec.recovery_log.as_ref().expect("logged")).await?;
     log.play_to_head(|| false).await?;
     Ok(log.player.store().scan(None, usize::MAX)?)
 }
@@ -167,7 +167,7 @@ async fn hints_of_a_recreated_log_are_replaced_not_obeyed() {
     let board = Board(Mutex::new(Some((Hints { current: old, previous: None }, 1))));
     ctx.hints = Arc::new(board);
     write_chain(&log, 9, &["w", "x", "y", "z"]).await;
-    let log = Log::open(&ctx, &spec).await.expect("opens");
+    let log = Log::open(&ctx, &spec, spec.recovery_log.as_ref().expect("logged")).await.expect("opens");
     assert_eq!(log.hint, None, "the old hint is not a starting point");
     // A snapshot of the new log at 2 is recorded over it (kept, the old hint
     // refused every snapshot until the new log grew past offset 3).

@@ -1,0 +1,364 @@
+//! A primary's sources and its consumer transactions: it reads every
+//! source from the checkpoint on, takes messages into a transaction for the
+//! shard's minimum to maximum duration, hands each to the application (a
+//! refusal undone, then skipped or dead-lettered as the shard says), and
+//! commits the transaction where the replica keeps its state
+//! ([`ReplicaLog::commit`]: its recovery log, or its store alone).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::application::{Message, OutRecord, ShardApp, Transaction};
+use crate::model::{Refusals, ShardSpec};
+use crate::partitions::{PartitionRead, Polled, next_event};
+use crate::recovery_log::policy::{self, Timing};
+use crate::recovery_log::record::SourceOffset;
+use crate::recovery_log::replica::{Done, InFlight, ReplicaError, kafka};
+use crate::replica_log::{Parts, ReplicaLog};
+use crate::replica_worker::{READER_QUEUE_KBYTES, WorkerContext};
+
+/// A primary's readers of its sources, and their next offsets (topic →
+/// partition → offset: looked up per message without allocating).
+pub(crate) struct Sources {
+    pub(crate) reader: Box<dyn PartitionRead>,
+    next: BTreeMap<String, BTreeMap<i32, i64>>,
+    /// The last transaction read everything the reader had: the next one
+    /// waits until it is readable.
+    pub(crate) drained: bool,
+    /// When the last transaction was committed (or the sources opened).
+    committed: Instant,
+}
+
+impl Sources {
+    /// Reads every source from its checkpointed offset (or its minimum offset).
+    pub(crate) fn open(
+        ctx: &WorkerContext,
+        spec: &ShardSpec,
+        checkpoint: &[SourceOffset],
+    ) -> Result<Self, ReplicaError> {
+        let mut next: BTreeMap<String, BTreeMap<i32, i64>> = BTreeMap::new();
+        for s in &spec.sources {
+            let from = checkpoint
+                .iter()
+                .find(|c| c.topic == s.topic && c.partition == s.partition)
+                .map_or(s.min_offset, |c| c.offset.max(s.min_offset));
+            next.entry(s.topic.clone()).or_default().insert(s.partition, from);
+        }
+        let mut topics = next.iter();
+        let Some((first, start)) = topics.next() else {
+            return Err(ReplicaError::NoSources);
+        };
+        let from = |partitions: &BTreeMap<i32, i64>| -> Vec<(i32, Option<i64>)> {
+            partitions.iter().map(|(p, o)| (*p, Some(*o))).collect()
+        };
+        let reader = ctx
+            .partitions
+            .reader(first, &from(start), READER_QUEUE_KBYTES, ctx.app.isolation())
+            .map_err(kafka("opening a source reader"))?;
+        for (topic, start) in topics {
+            reader.add_partitions(topic, &from(start)).map_err(kafka("opening a source reader"))?;
+        }
+        Ok(Sources { reader, next, drained: false, committed: Instant::now() })
+    }
+
+    /// Every source's next offset.
+    fn offsets(&self) -> Vec<SourceOffset> {
+        self.next
+            .iter()
+            .flat_map(|(topic, partitions)| {
+                partitions.iter().map(|(partition, offset)| SourceOffset {
+                    topic: topic.clone(),
+                    partition: *partition,
+                    offset: *offset,
+                })
+            })
+            .collect()
+    }
+
+    /// Runs one consumer transaction: takes messages for at least the shard's
+    /// minimum transaction duration and at most its maximum (ending early once
+    /// the minimum has passed and nothing more is ready), then commits them
+    /// where the replica keeps its state. Nothing is committed when no
+    /// message came and no source position moved, unless the last commit is
+    /// a [`policy::HEARTBEAT`] old.
+    pub(crate) async fn transaction(
+        &mut self,
+        spec: &ShardSpec,
+        log: &mut impl ReplicaLog,
+        author: u64,
+    ) -> Result<(), ReplicaError> {
+        let timing = Timing::of(spec);
+        let started = Instant::now();
+        let Parts { store, in_flight, app } = log.parts();
+        // Over the transaction before, while Kafka commits it.
+        let mut txn = Transaction::over(store, in_flight.map(|f| &f.overlay));
+        let mut moved = false;
+        let mut refused = Refused::default();
+        // A message for an application that awaits, taken out of the reader.
+        let mut awaiting: Option<OwnedMessage> = None;
+        // Begun at the first message: a heartbeat is no transaction of the application's.
+        let mut begun = false;
+        self.drained = false;
+        // The transaction's age, as last read (see `policy::ClockReads`).
+        let (mut elapsed, mut clock) = (Duration::ZERO, policy::ClockReads::default());
+        loop {
+            if clock.due() {
+                elapsed = started.elapsed();
+                clock.read(elapsed);
+            }
+            let committing = in_flight.is_some_and(InFlight::committing);
+            let Some(wait) = timing.before_poll(elapsed, committing) else { break };
+            let polled = match next_event(self.reader.as_ref(), wait).await.map_err(kafka("reading a source"))? {
+                Polled::Record(r) => {
+                    // Not a source, or before the position (a re-read after a
+                    // reset): taking it would count a message twice.
+                    let next = self.next.get_mut(r.topic()).and_then(|p| p.get_mut(&r.partition()));
+                    // (Counted as one taken for the clock: a long re-read
+                    // reads it too.)
+                    let Some(next) = next else {
+                        clock.polled(policy::Polled::Message { bytes: 0 });
+                        continue;
+                    };
+                    if r.offset() < *next {
+                        clock.polled(policy::Polled::Message { bytes: 0 });
+                        continue;
+                    }
+                    *next = r.offset() + 1;
+                    if !begun {
+                        app.begin(&mut txn).map_err(application("beginning a transaction"))?;
+                        begun = true;
+                    }
+                    if app.awaits() {
+                        // Owned, and awaited below once the record's borrow
+                        // of the reader is gone.
+                        awaiting = Some(OwnedMessage::of(&r));
+                    } else {
+                        let headers = r.headers();
+                        let (timestamp_ms, log_append_time) = r.timestamp();
+                        let message = Message {
+                            topic: r.topic(),
+                            partition: r.partition(),
+                            offset: r.offset(),
+                            timestamp_ms,
+                            log_append_time,
+                            headers: &headers,
+                            key: r.key(),
+                            value: r.value(),
+                            transactional: r.transactional(),
+                        };
+                        txn.count_message();
+                        consume_now(&mut *app, spec, &mut txn, &message, &mut refused)?;
+                    }
+                    policy::Polled::Message { bytes: txn.bytes() }
+                }
+                Polled::EndOfPartition { partition, next_offset } => {
+                    // The event names the partition only: a number two source
+                    // topics share cannot be told apart, and moves nothing.
+                    let mut candidates = spec.sources.iter().filter(|s| s.partition == partition);
+                    let topic = match (candidates.next(), candidates.next()) {
+                        (Some(s), None) => Some(s.topic.as_str()),
+                        _ => None,
+                    };
+                    if let Some(topic) = topic {
+                        // Past the last message there may be transaction
+                        // markers, never delivered: the position moves past
+                        // them, and is committed (replicas, and the next
+                        // primary, then know the source was read to its end).
+                        let next = self.next.get_mut(topic).and_then(|p| p.get_mut(&partition));
+                        if let (Some(next), Some(end)) = (next, next_offset)
+                            && end > *next
+                        {
+                            *next = end;
+                            moved = true;
+                        }
+                        app.end_of_source(topic, partition, next_offset);
+                    }
+                    policy::Polled::EndOfSource
+                }
+                Polled::Idle => policy::Polled::Idle,
+            };
+            if let Some(owned) = awaiting.take() {
+                let headers = owned.headers();
+                let message = owned.message(&headers);
+                txn.count_message();
+                consume(&mut *app, spec, &mut txn, &message, &mut refused).await?;
+            }
+            let polled = match polled {
+                policy::Polled::Message { .. } => policy::Polled::Message { bytes: txn.bytes() },
+                other => other,
+            };
+            clock.polled(polled);
+            if let Some(end) = timing.after_poll(elapsed, polled, committing) {
+                self.drained = end.drained;
+                break;
+            }
+        }
+        if begun {
+            app.finalize(&mut txn).map_err(application("finalizing a transaction"))?;
+        }
+        let messages = txn.messages();
+        if !policy::commits(messages, moved, self.committed.elapsed()) {
+            return log.idle().await;
+        }
+        let (mutations, outputs) = txn.into_parts();
+        let offsets = self.offsets();
+        let done = Done {
+            begun: begun.then(|| offsets.clone()),
+            messages,
+            moved,
+            refused: (refused.skipped, refused.dead_lettered),
+        };
+        log.commit(author, (mutations, offsets), outputs, done).await?;
+        self.committed = Instant::now();
+        Ok(())
+    }
+}
+
+/// Messages a transaction refused, by what became of them.
+#[derive(Debug, Default)]
+struct Refused {
+    skipped: u64,
+    dead_lettered: u64,
+}
+
+/// An application's error at `at`, failing the replica.
+fn application(at: &'static str) -> impl FnOnce(crate::application::AppError) -> ReplicaError {
+    move |error| ReplicaError::Application { at: at.to_owned(), error }
+}
+
+/// Where a message is, for errors and logs.
+fn at(message: &Message<'_>) -> String {
+    format!("{}/{} offset {}", message.topic, message.partition, message.offset)
+}
+
+/// Takes `message` into `txn` through the application's `consume`,
+/// handling a refusal as the shard's policy says.
+fn consume_now(
+    app: &mut dyn ShardApp,
+    spec: &ShardSpec,
+    txn: &mut Transaction<'_>,
+    message: &Message<'_>,
+    refused: &mut Refused,
+) -> Result<(), ReplicaError> {
+    mark_undoable(spec, txn);
+    let consumed = app.consume(txn, message);
+    settle(spec, txn, message, consumed, refused)
+}
+
+/// [`consume_now`] through the application's `consume_async`, awaited.
+async fn consume(
+    app: &mut dyn ShardApp,
+    spec: &ShardSpec,
+    txn: &mut Transaction<'_>,
+    message: &Message<'_>,
+    refused: &mut Refused,
+) -> Result<(), ReplicaError> {
+    mark_undoable(spec, txn);
+    let consumed = app.consume_async(txn, message).await;
+    settle(spec, txn, message, consumed, refused)
+}
+
+/// Keeps what the next message changes, so that a refusal can undo it —
+/// only where a refusal is not the replica's end.
+fn mark_undoable(spec: &ShardSpec, txn: &mut Transaction<'_>) {
+    if spec.refusals != Refusals::Fail {
+        txn.mark();
+    }
+}
+
+/// What the application's answer to `message` makes of it: taken, refused
+/// (undone, then skipped or dead-lettered), or the replica's failure.
+fn settle(
+    spec: &ShardSpec,
+    txn: &mut Transaction<'_>,
+    message: &Message<'_>,
+    consumed: Result<(), crate::application::AppError>,
+    refused: &mut Refused,
+) -> Result<(), ReplicaError> {
+    let error = match consumed {
+        Ok(()) => return Ok(()),
+        Err(error) => error,
+    };
+    match &spec.refusals {
+        _ if !error.is_refusal() => Err(ReplicaError::Application { at: at(message), error }),
+        Refusals::Fail => Err(ReplicaError::Application { at: format!("{} (refused)", at(message)), error }),
+        Refusals::Skip => {
+            txn.undo();
+            tracing::warn!(shard = %spec.id, topic = message.topic, partition = message.partition, offset = message.offset, reason = %error, "skipping a message the application refused");
+            refused.skipped += 1;
+            Ok(())
+        }
+        Refusals::DeadLetter { topic, partition } => {
+            txn.undo();
+            tracing::warn!(shard = %spec.id, topic = message.topic, partition = message.partition, offset = message.offset, reason = %error, dead_letter = %topic, "publishing a message the application refused to the dead-letter topic");
+            let bytes = |b: Option<&[u8]>| b.map(bytes::Bytes::copy_from_slice);
+            let mut headers: Vec<(String, Option<bytes::Bytes>)> =
+                message.headers.iter().map(|(k, v)| ((*k).to_owned(), bytes(*v))).collect();
+            for (name, value) in [
+                ("kshard.refused", error.to_string()),
+                ("kshard.source.topic", message.topic.to_owned()),
+                ("kshard.source.partition", message.partition.to_string()),
+                ("kshard.source.offset", message.offset.to_string()),
+                ("kshard.shard", spec.id.clone()),
+            ] {
+                headers.push((name.to_owned(), Some(bytes::Bytes::from(value))));
+            }
+            let record = OutRecord {
+                key: bytes(message.key),
+                value: bytes(message.value),
+                headers,
+                timestamp_ms: message.timestamp_ms,
+            };
+            txn.publish(topic, partition.unwrap_or(message.partition), record);
+            refused.dead_lettered += 1;
+            Ok(())
+        }
+    }
+}
+
+/// A message copied out of its reader's buffer, for an application that awaits.
+struct OwnedMessage {
+    topic: String,
+    partition: i32,
+    offset: i64,
+    timestamp: (i64, bool),
+    headers: Vec<(String, Option<Vec<u8>>)>,
+    key: Option<Vec<u8>>,
+    value: Option<Vec<u8>>,
+    transactional: Option<crate::application::Transactional>,
+}
+
+impl OwnedMessage {
+    fn of(r: &crate::partitions::LogRecord<'_>) -> Self {
+        OwnedMessage {
+            topic: r.topic().to_owned(),
+            partition: r.partition(),
+            offset: r.offset(),
+            timestamp: r.timestamp(),
+            headers: r.headers().into_iter().map(|(k, v)| (k.to_owned(), v.map(<[u8]>::to_vec))).collect(),
+            key: r.key().map(<[u8]>::to_vec),
+            value: r.value().map(<[u8]>::to_vec),
+            transactional: r.transactional(),
+        }
+    }
+
+    fn headers(&self) -> Vec<(&str, Option<&[u8]>)> {
+        self.headers.iter().map(|(k, v)| (k.as_str(), v.as_deref())).collect()
+    }
+
+    fn message<'a>(&'a self, headers: &'a [(&'a str, Option<&'a [u8]>)]) -> Message<'a> {
+        Message {
+            topic: &self.topic,
+            partition: self.partition,
+            offset: self.offset,
+            timestamp_ms: self.timestamp.0,
+            log_append_time: self.timestamp.1,
+            headers,
+            key: self.key.as_deref(),
+            value: self.value.as_deref(),
+            transactional: self.transactional,
+        }
+    }
+}
