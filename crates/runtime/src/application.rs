@@ -301,6 +301,33 @@ pub trait ShardApp: Send + 'static {
         let _ = (topic, partition, next_offset);
     }
 
+    /// The log of source `topic`/`partition` was cut below the primary's
+    /// position `position` (an unclean leader election, or the topic deleted
+    /// and made again): it is read on from `log_start`, and the offsets from
+    /// there to `position` may now name other records than those consumed.
+    /// Called in a transaction, which can undo what the store holds of the
+    /// lost records (by default it is kept, and what follows `log_start`
+    /// comes as new messages). An error fails the replica.
+    fn source_reset(
+        &mut self,
+        txn: &mut Transaction<'_>,
+        topic: &str,
+        partition: i32,
+        position: i64,
+        log_start: i64,
+    ) -> Result<(), AppError> {
+        let _ = (txn, topic, partition, position, log_start);
+        Ok(())
+    }
+
+    /// A batch of source records at `offset` of `topic`/`partition` failed
+    /// its checksum (`why`) and was skipped: called when the shard's
+    /// [`Refusals`](crate::Refusals) policy is not `fail` (with `fail`, the
+    /// replica fails naming the batch, and fails again each time it reads it).
+    fn source_skipped(&mut self, topic: &str, partition: i32, offset: i64, why: &str) {
+        let _ = (topic, partition, offset, why);
+    }
+
     /// The replica stopped (torn down or failed), primary or standby.
     fn stopped(&mut self) {}
 }

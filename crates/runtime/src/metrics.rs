@@ -13,6 +13,7 @@
 //! | `kshard_runtime_snapshots_total{shard}` | counter | snapshots this member wrote as primary |
 //! | `kshard_runtime_snapshot_bytes{shard}` | gauge | the last one's size: the live state |
 //! | `kshard_runtime_messages_refused_total{shard,outcome}` | counter | messages the application refused, `skipped` or `dead_lettered` (committed transactions only) |
+//! | `kshard_runtime_source_events_total{shard,event}` | counter | a source's log cut below the primary's position (`reset`), or a batch of it that failed its checksum skipped (`batch_skipped`) |
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -69,6 +70,23 @@ pub struct Metrics {
     snapshots: Family<ShardLabel, Counter>,
     snapshot_bytes: Family<ShardLabel, Gauge>,
     refused: Family<RefusedLabels, Counter>,
+    source_events: Family<SourceEventLabels, Counter>,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SourceEventLabels {
+    shard: String,
+    event: &'static str,
+}
+
+/// What happened to a source that is not a message (see
+/// [`Metrics::source_event`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SourceEvent {
+    /// Its log was cut below the primary's position.
+    Reset,
+    /// A batch that failed its checksum was skipped.
+    BatchSkipped,
 }
 
 const CODES: [ReplicaCode; 5] =
@@ -90,6 +108,7 @@ impl Default for Metrics {
             snapshots: Family::default(),
             snapshot_bytes: Family::default(),
             refused: Family::default(),
+            source_events: Family::default(),
         };
         registry.register("transactions", "Consumer transactions committed", m.transactions.clone());
         registry.register(
@@ -117,6 +136,11 @@ impl Default for Metrics {
             "messages_refused",
             "Messages the application refused: skipped or dead-lettered, in committed transactions",
             m.refused.clone(),
+        );
+        registry.register(
+            "source_events",
+            "A source's log cut below the primary's position (reset), or a corrupt batch of it skipped (batch_skipped)",
+            m.source_events.clone(),
         );
         Metrics { registry, ..m }
     }
@@ -184,6 +208,15 @@ impl Metrics {
                 self.refused.get_or_create(&RefusedLabels { shard: s.to_owned(), outcome }).inc_by(n);
             }
         }
+    }
+
+    /// `event` happened to a source of shard `s`.
+    pub(crate) fn source_event(&self, s: &str, event: SourceEvent) {
+        let event = match event {
+            SourceEvent::Reset => "reset",
+            SourceEvent::BatchSkipped => "batch_skipped",
+        };
+        self.source_events.get_or_create(&SourceEventLabels { shard: s.to_owned(), event }).inc();
     }
 
     /// The metrics in Prometheus' text format (0.0.4, no `# EOF`: it can be

@@ -6,11 +6,13 @@
 //! ([`ReplicaLog::commit`]: its recovery log, or its store alone).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use crate::application::{Message, OutRecord, ShardApp, Transaction};
+use crate::metrics::{Metrics, SourceEvent};
 use crate::model::{Refusals, ShardSpec};
 use crate::partitions::{PartitionRead, Polled, next_event};
 use crate::recovery_log::policy::{self, Timing};
@@ -23,6 +25,8 @@ use crate::replica_worker::{READER_QUEUE_KBYTES, WorkerContext};
 /// partition → offset: looked up per message without allocating).
 pub(crate) struct Sources {
     pub(crate) reader: Box<dyn PartitionRead>,
+    /// The member's metrics.
+    metrics: Arc<Metrics>,
     next: BTreeMap<String, BTreeMap<i32, i64>>,
     /// The last transaction read everything the reader had: the next one
     /// waits until it is readable.
@@ -60,7 +64,7 @@ impl Sources {
         for (topic, start) in topics {
             reader.add_partitions(topic, &from(start)).map_err(kafka("opening a source reader"))?;
         }
-        Ok(Sources { reader, next, drained: false, committed: Instant::now() })
+        Ok(Sources { reader, metrics: Arc::clone(&ctx.metrics), next, drained: false, committed: Instant::now() })
     }
 
     /// Every source's next offset.
@@ -110,74 +114,108 @@ impl Sources {
             }
             let committing = in_flight.is_some_and(InFlight::committing);
             let Some(wait) = timing.before_poll(elapsed, committing) else { break };
-            let polled = match next_event(self.reader.as_ref(), wait).await.map_err(kafka("reading a source"))? {
-                Polled::Record(r) => {
-                    // Not a source, or before the position (a re-read after a
-                    // reset): taking it would count a message twice.
-                    let next = self.next.get_mut(r.topic()).and_then(|p| p.get_mut(&r.partition()));
-                    // (Counted as one taken for the clock: a long re-read
-                    // reads it too.)
-                    let Some(next) = next else {
-                        clock.polled(policy::Polled::Message { bytes: 0 });
+            // (`event` borrows the reader: gone, with the block, before
+            // anything is awaited.)
+            let polled = {
+                let event = match next_event(self.reader.as_ref(), wait).await {
+                    Err(kshard_kafka::Error::CorruptBatch { topic, partition, offset, what })
+                        if spec.refusals != Refusals::Fail =>
+                    {
+                        // Skipped by the reader, which reads on.
+                        tracing::warn!(shard = %spec.id, topic, partition, offset, error = %what, "skipped a source batch that failed its checksum");
+                        self.metrics.source_event(&spec.id, SourceEvent::BatchSkipped);
+                        app.source_skipped(&topic, partition, offset, &what);
+                        clock.polled(policy::Polled::EndOfSource);
                         continue;
-                    };
-                    if r.offset() < *next {
-                        clock.polled(policy::Polled::Message { bytes: 0 });
-                        continue;
                     }
-                    *next = r.offset() + 1;
-                    if !begun {
-                        app.begin(&mut txn).map_err(application("beginning a transaction"))?;
-                        begun = true;
-                    }
-                    if app.awaits() {
-                        // Owned, and awaited below once the record's borrow
-                        // of the reader is gone.
-                        awaiting = Some(OwnedMessage::of(&r));
-                    } else {
-                        let headers = r.headers();
-                        let (timestamp_ms, log_append_time) = r.timestamp();
-                        let message = Message {
-                            topic: r.topic(),
-                            partition: r.partition(),
-                            offset: r.offset(),
-                            timestamp_ms,
-                            log_append_time,
-                            headers: &headers,
-                            key: r.key(),
-                            value: r.value(),
-                            transactional: r.transactional(),
-                        };
-                        txn.count_message();
-                        consume_now(&mut *app, spec, &mut txn, &message, &mut refused)?;
-                    }
-                    policy::Polled::Message { bytes: txn.bytes() }
-                }
-                Polled::EndOfPartition { partition, next_offset } => {
-                    // The event names the partition only: a number two source
-                    // topics share cannot be told apart, and moves nothing.
-                    let mut candidates = spec.sources.iter().filter(|s| s.partition == partition);
-                    let topic = match (candidates.next(), candidates.next()) {
-                        (Some(s), None) => Some(s.topic.as_str()),
-                        _ => None,
-                    };
-                    if let Some(topic) = topic {
-                        // Past the last message there may be transaction
-                        // markers, never delivered: the position moves past
-                        // them, and is committed (replicas, and the next
-                        // primary, then know the source was read to its end).
-                        let next = self.next.get_mut(topic).and_then(|p| p.get_mut(&partition));
-                        if let (Some(next), Some(end)) = (next, next_offset)
-                            && end > *next
-                        {
-                            *next = end;
+                    event => event.map_err(kafka("reading a source"))?,
+                };
+                match event {
+                    Polled::Reset { topic, partition, position, log_start } => {
+                        let next = self.next.get_mut(&topic).and_then(|p| p.get_mut(&partition));
+                        if let Some(next) = next {
+                            tracing::warn!(shard = %spec.id, topic, partition, position, log_start, "a source's log was cut below the position: reading it again from its start");
+                            self.metrics.source_event(&spec.id, SourceEvent::Reset);
+                            // Its records from the start are new ones.
+                            *next = log_start;
                             moved = true;
+                            if !begun {
+                                app.begin(&mut txn).map_err(application("beginning a transaction"))?;
+                                begun = true;
+                            }
+                            let reset = app.source_reset(&mut txn, &topic, partition, position, log_start);
+                            reset.map_err(application("undoing what a cut source gave"))?;
                         }
-                        app.end_of_source(topic, partition, next_offset);
+                        policy::Polled::EndOfSource
                     }
-                    policy::Polled::EndOfSource
+                    Polled::Record(r) => {
+                        // Not a source, or before the position (a re-read after a
+                        // reset): taking it would count a message twice.
+                        let next = self.next.get_mut(r.topic()).and_then(|p| p.get_mut(&r.partition()));
+                        // (Counted as one taken for the clock: a long re-read
+                        // reads it too.)
+                        let Some(next) = next else {
+                            clock.polled(policy::Polled::Message { bytes: 0 });
+                            continue;
+                        };
+                        if r.offset() < *next {
+                            clock.polled(policy::Polled::Message { bytes: 0 });
+                            continue;
+                        }
+                        *next = r.offset() + 1;
+                        if !begun {
+                            app.begin(&mut txn).map_err(application("beginning a transaction"))?;
+                            begun = true;
+                        }
+                        if app.awaits() {
+                            // Owned, and awaited below once the record's borrow
+                            // of the reader is gone.
+                            awaiting = Some(OwnedMessage::of(&r));
+                        } else {
+                            let headers = r.headers();
+                            let (timestamp_ms, log_append_time) = r.timestamp();
+                            let message = Message {
+                                topic: r.topic(),
+                                partition: r.partition(),
+                                offset: r.offset(),
+                                timestamp_ms,
+                                log_append_time,
+                                headers: &headers,
+                                key: r.key(),
+                                value: r.value(),
+                                transactional: r.transactional(),
+                            };
+                            txn.count_message();
+                            consume_now(&mut *app, spec, &mut txn, &message, &mut refused)?;
+                        }
+                        policy::Polled::Message { bytes: txn.bytes() }
+                    }
+                    Polled::EndOfPartition { partition, next_offset } => {
+                        // The event names the partition only: a number two source
+                        // topics share cannot be told apart, and moves nothing.
+                        let mut candidates = spec.sources.iter().filter(|s| s.partition == partition);
+                        let topic = match (candidates.next(), candidates.next()) {
+                            (Some(s), None) => Some(s.topic.as_str()),
+                            _ => None,
+                        };
+                        if let Some(topic) = topic {
+                            // Past the last message there may be transaction
+                            // markers, never delivered: the position moves past
+                            // them, and is committed (replicas, and the next
+                            // primary, then know the source was read to its end).
+                            let next = self.next.get_mut(topic).and_then(|p| p.get_mut(&partition));
+                            if let (Some(next), Some(end)) = (next, next_offset)
+                                && end > *next
+                            {
+                                *next = end;
+                                moved = true;
+                            }
+                            app.end_of_source(topic, partition, next_offset);
+                        }
+                        policy::Polled::EndOfSource
+                    }
+                    Polled::Idle => policy::Polled::Idle,
                 }
-                Polled::Idle => policy::Polled::Idle,
             };
             if let Some(owned) = awaiting.take() {
                 let headers = owned.headers();

@@ -7,17 +7,17 @@
 //! sources again from their minimum offsets and reaches the same state; a
 //! shard that publishes fails, saying why; a spec with standbys is refused.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
 
-use kshard_kafka::ClientSettings;
 use kshard_runtime::keyspace::{Keyspace, MemoryKeyspace};
 use kshard_runtime::partitions::{MemoryPartitions, Partitions};
 use kshard_runtime::recovery_log::SourceOffset;
 use kshard_runtime::{
-    AppError, Application, AssignmentValue, Keys, Member, MemberSpec, MemoryDisk, Message, NodeConfig, OutRecord,
-    ShardApp, ShardSpec, Source, Store, Transaction,
+    AppError, Application, AssignmentValue, Keys, Member, MemoryDisk, Message, OutRecord, ShardApp, ShardSpec, Source,
+    Store, Transaction,
 };
 
 /// What the replicas saw: the count each found in its store when it
@@ -86,17 +86,6 @@ fn publishing() -> ShardSpec {
     }
 }
 
-fn eventually(what: &str, mut check: impl FnMut() -> Result<(), String>) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        match check() {
-            Ok(()) => return,
-            Err(e) if Instant::now() > deadline => panic!("{what}: {e}"),
-            Err(_) => std::thread::sleep(Duration::from_millis(20)),
-        }
-    }
-}
-
 /// One member's life on `disk`: started, then stopped once `until` holds.
 struct Run<'a> {
     runtime: &'a tokio::runtime::Runtime,
@@ -107,22 +96,14 @@ struct Run<'a> {
 
 impl Run<'_> {
     fn member(&self, id: &str, disk: &MemoryDisk, seen: &Shared, until: impl FnMut() -> Result<(), String>) {
-        let config = NodeConfig {
-            keys: self.keys.clone(),
-            member: MemberSpec { id: id.into(), zone: "z".into(), shard_limit: 10, endpoint: None },
-            lease_ttl: Duration::from_secs(2),
-            data_dir: std::env::temp_dir().join(format!("kshard-unlogged-{}", std::process::id())),
-            disk: Some(Arc::new(disk.clone())),
-            settings: ClientSettings::new("127.0.0.1:1"),
-            partitions: Some(Arc::new(self.events.clone()) as Arc<dyn Partitions>),
-        };
+        let config = common::memory_member(self.keys, id, disk, self.events);
         let app = Arc::new(Counting(Arc::clone(seen)));
         let member = Member::new(Arc::clone(self.ks), config, app).with_shards(vec![counted(), publishing()]);
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = self.runtime.spawn(member.serve(None, async move {
             let _ = stopped.await;
         }));
-        eventually(&format!("member {id}"), until);
+        common::eventually(&format!("member {id}"), until);
         let _ = stop.send(());
         self.runtime.block_on(task).expect("joins").expect("stops cleanly");
     }

@@ -279,12 +279,14 @@ impl PartitionRead for PartitionReader {
         // The contract: past the end, a reader reads on from the start (the
         // recovery log's chain and lineage tell a log made again, and a
         // source's records are the application's to judge). kshard's reader
-        // says so first; said here, and read on.
-        let mut event = PartitionReader::poll(self, timeout);
-        while let Err(Error::Truncated { topic, partition, offset, log_start }) = &event {
-            tracing::warn!(topic, partition, offset, log_start, "past the log's end: reading on from its start");
-            event = PartitionReader::poll(self, timeout);
-        }
+        // says so first, and reads on at the next poll.
+        let event = match PartitionReader::poll(self, timeout) {
+            Err(Error::Truncated { topic, partition, offset, log_start }) => {
+                tracing::warn!(topic, partition, offset, log_start, "past the log's end: reading on from its start");
+                return Ok(Polled::Reset { topic, partition, position: offset, log_start });
+            }
+            event => event,
+        };
         Ok(match event? {
             ReadEvent::Record(r) => Polled::Record(LogRecord::kafka(r)),
             ReadEvent::EndOfPartition { partition, next_offset } => Polled::EndOfPartition { partition, next_offset },

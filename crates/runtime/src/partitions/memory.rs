@@ -100,6 +100,8 @@ struct State {
     /// Every transaction.
     txns: HashMap<u64, Txn>,
     next_txn: u64,
+    /// Records readers are told failed their checksum, and skip.
+    corrupt: std::collections::HashSet<(Arc<str>, i32, i64)>,
 }
 
 impl State {
@@ -189,6 +191,7 @@ impl Default for MemoryPartitions {
             producers: HashMap::new(),
             txns: HashMap::new(),
             next_txn: 1,
+            corrupt: Default::default(),
         };
         let shared = Shared { state: Mutex::new(state), appended: Condvar::new(), waiters: Mutex::new(Vec::new()) };
         MemoryPartitions { shared: Arc::new(shared) }
@@ -213,6 +216,27 @@ impl MemoryPartitions {
             self.shared.lock().partitions.keys().filter(|(t, _)| &**t == topic).map(|(_, p)| *p).collect();
         partitions.sort_unstable();
         partitions
+    }
+
+    /// Cuts `topic`/`partition` to end at `end` (its records from `end` on
+    /// lost), as an unclean leader election does: a reader past the new end
+    /// hears of it ([`Polled::Reset`]) and reads on from the start; the next
+    /// records appended take the lost offsets again.
+    pub fn truncate(&self, topic: &str, partition: i32, end: i64) {
+        let mut state = self.shared.lock();
+        if let Some(p) = state.partitions.get_mut(&(Arc::from(topic), partition)) {
+            let keep = usize::try_from(end.saturating_sub(p.start)).unwrap_or(0);
+            p.records.truncate(keep);
+        }
+        drop(state);
+        self.shared.ring();
+    }
+
+    /// Makes the record at `offset` of `topic`/`partition` fail its checksum:
+    /// a reader reaching it fails the poll with [`Error::CorruptBatch`] and
+    /// reads on past it, as kshard's Kafka reader does.
+    pub fn corrupt(&self, topic: &str, partition: i32, offset: i64) {
+        self.shared.lock().corrupt.insert((Arc::from(topic), partition, offset));
     }
 
     /// Deletes every partition of `topic`, as deleting a Kafka topic does:
@@ -492,17 +516,26 @@ struct MemoryReader {
 
 impl MemoryReader {
     /// The next event of a partition with one ready, if any.
-    fn ready(&self, state: &mut State) -> Option<Polled<'static>> {
+    fn ready(&self, state: &mut State) -> Option<Result<Polled<'static>, Error>> {
         let mut reading = self.reading.lock().unwrap_or_else(PoisonError::into_inner);
         // Each partition in turn: the one served goes last.
         let (mut served, mut event) = (None, None);
         let committed = self.isolation == Isolation::Committed;
-        let State { partitions, txns, .. } = state;
+        let State { partitions, txns, corrupt, .. } = state;
         for (i, r) in reading.iter_mut().enumerate() {
             let p = partitions.entry(r.key.clone()).or_default();
-            // Before the start (deleted) or past the end: from the start.
+            // Before the start (deleted) or past the end: from the start,
+            // said when past the end (the log was cut under the reader).
             let next = match r.next {
                 Some(n) if n >= p.start && n <= p.end() => n,
+                Some(n) if n > p.end() => {
+                    r.next = Some(p.start);
+                    r.told_end = None;
+                    let (topic, partition) = (r.key.0.to_string(), r.key.1);
+                    event = Some(Ok(Polled::Reset { topic, partition, position: n, log_start: p.start }));
+                    served = Some(i);
+                    break;
+                }
                 _ => p.start,
             };
             let (next, found) = next_visible(p, txns, next, committed);
@@ -510,11 +543,19 @@ impl MemoryReader {
             if let Some(record) = found {
                 r.next = Some(next + 1);
                 r.told_end = None;
+                if corrupt.contains(&(Arc::clone(&r.key.0), r.key.1, next)) {
+                    let (topic, partition, offset) = (r.key.0.to_string(), r.key.1, next);
+                    let what = format!("the record batch at offset {offset}: its checksum does not match (injected)");
+                    event = Some(Err(Error::CorruptBatch { topic, partition, offset, what }));
+                    served = Some(i);
+                    break;
+                }
                 let every = !committed;
-                event = Some(Polled::Record(LogRecord(RecordOf::Memory(Arc::clone(&r.key.0), r.key.1, record, every))));
+                event =
+                    Some(Ok(Polled::Record(LogRecord(RecordOf::Memory(Arc::clone(&r.key.0), r.key.1, record, every)))));
             } else if r.told_end != Some(next) {
                 r.told_end = Some(next);
-                event = Some(Polled::EndOfPartition { partition: r.key.1, next_offset: Some(next) });
+                event = Some(Ok(Polled::EndOfPartition { partition: r.key.1, next_offset: Some(next) }));
             }
             if event.is_some() {
                 served = Some(i);
@@ -537,7 +578,7 @@ impl PartitionRead for MemoryReader {
                 return Err(unavailable("reading"));
             }
             if let Some(event) = self.ready(&mut state) {
-                return Ok(event);
+                return event;
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {

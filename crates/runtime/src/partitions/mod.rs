@@ -157,6 +157,20 @@ pub enum Polled<'a> {
         /// The offset read next.
         next_offset: Option<i64>,
     },
+    /// The log of `topic`/`partition` no longer holds the reader's
+    /// `position`: it was cut below it (an unclean leader election, a topic
+    /// deleted and made again). The reader reads on from `log_start`, and
+    /// offsets it had read may now name other records.
+    Reset {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
+        /// The reader's position, past the log's end.
+        position: i64,
+        /// Where it reads on from.
+        log_start: i64,
+    },
     /// Nothing arrived in time.
     Idle,
 }

@@ -85,7 +85,8 @@ pub(crate) async fn record_at(
             // Read from elsewhere (the offset was deleted: the reader went to
             // the start), or the end reached: not there.
             Polled::Record(_) | Polled::EndOfPartition { .. } => return Ok(None),
-            Polled::Idle => {}
+            // Cut below the reader: read on from the start.
+            Polled::Reset { .. } | Polled::Idle => {}
         }
     }
 }
