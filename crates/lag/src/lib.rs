@@ -17,8 +17,8 @@
 //! [`burrow`] (Burrow's API).
 //!
 //! `io/` feeds the state from Kafka through kshard-kafka's seams — the
-//! offsets reader (directly, or through durable shards of `kshard-runtime`
-//! with a data directory: [`LocalMember`]), the watermark refresher, their
+//! offsets reader (through shards of `kshard-runtime`: in memory, or durable
+//! with a data directory; [`LocalMember`]), the watermark refresher, their
 //! supervision — and [`service`] serves it over HTTP.
 
 mod api;
@@ -36,8 +36,8 @@ pub use io::otlp_export::OtlpSettings;
 pub use io::otlp_transport::{OtlpProtocol, OtlpSettingError, OtlpTls};
 pub use io::{brokers, service};
 pub(crate) use io::{
-    cluster_info, http, log_shards, offsets_layout, offsets_reader, refresher, shards_reader, share_layout,
-    share_scrape, supervisor,
+    catch_up_log, cluster_info, http, log_shards, offsets_layout, offsets_reader, refresher, shards_reader,
+    share_layout, share_scrape, supervisor,
 };
 pub use metrics::otlp::export_bodies as otlp_export_bodies;
 pub use metrics::process::LogCounts;

@@ -27,14 +27,6 @@ pub(crate) enum WorkerError {
         #[source]
         source: Box<kshard_kafka::Error>,
     },
-    /// Reading the offsets topic kept failing past the staleness limit.
-    #[error("reading {topic} has failed for {seconds:.0} s: {source}")]
-    ReadFailing {
-        topic: String,
-        seconds: f64,
-        #[source]
-        source: Box<kshard_kafka::Error>,
-    },
     /// ListOffsets left partitions out.
     #[error("no watermarks yet for partitions {partitions:?} of {topic}")]
     NoWatermarks { topic: String, partitions: Vec<i32> },

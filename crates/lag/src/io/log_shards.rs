@@ -215,6 +215,31 @@ impl<L: Layout> ShardApp for LogShard<L> {
         self.shards.end_of_source(partition, next_offset);
     }
 
+    /// The partition was cut under the reader (an unclean leader election):
+    /// what was read of it is dropped, from the store too, and it is read
+    /// again from its start (not ready until done).
+    fn source_reset(
+        &mut self,
+        txn: &mut Transaction<'_>,
+        _: &str,
+        partition: i32,
+        position: i64,
+        log_start: i64,
+    ) -> Result<(), AppError> {
+        self.pending = L::Pending::default();
+        for (key, _) in txn.scan_prefix(b"")? {
+            txn.delete(key);
+        }
+        self.shards.monitor.rebuild(L::LOG, partition, position, log_start);
+        Ok(())
+    }
+
+    /// A batch that does not add up was skipped, the next one read:
+    /// counted (the runtime logs it), not a failing read.
+    fn source_skipped(&mut self, _: &str, _: i32, _: i64, _: &str) {
+        self.shards.monitor.counters(L::LOG).corrupt_batch.fetch_add(1, Ordering::Relaxed);
+    }
+
     fn stopped(&mut self) {
         self.shards.stopped(&self.spec);
     }

@@ -1,9 +1,11 @@
 //! The lag application's I/O: the workers that feed the state from Kafka
-//! (through the traits of [`brokers`]), the durable shards of the runtime
-//! (`data_dir`), their supervision, and HTTP.
+//! (through the traits of [`brokers`]), the shards of the runtime they read
+//! through (durable with `data_dir`, in memory without), their supervision,
+//! and HTTP.
 
 pub mod brokers;
 pub(crate) mod burrow_http;
+pub(crate) mod catch_up_log;
 pub(crate) mod cluster_info;
 pub(crate) mod end_to_end;
 pub(crate) mod error;

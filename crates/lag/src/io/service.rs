@@ -370,15 +370,21 @@ fn start(options: ServeOptions, stop: &Arc<AtomicBool>) -> Result<(http::AppStat
                 // Not ready until the share state is caught up with too.
                 monitor.expect(Log::ShareState);
             }
-            let durable = options.data_dir.clone().map(|data_dir| crate::shards_reader::Durable {
-                data_dir,
+            // Without a data directory, the shards' stores are in memory,
+            // kept across the readers' lives.
+            let stores = match options.data_dir.clone() {
+                Some(dir) => crate::shards_reader::Stores::Durable(dir),
+                None => crate::shards_reader::Stores::Memory(kshard_runtime::MemoryDisk::default()),
+            };
+            let shards = crate::shards_reader::Shards {
+                stores,
                 cluster: options.cluster.clone(),
                 log_topic: options
                     .recovery_log_topic
                     .clone()
                     .unwrap_or_else(|| crate::recovery_log_topic(&options.offsets_topic)),
                 member: member.clone(),
-            });
+            };
             let mut reader = offsets_reader::OffsetsReader {
                 settings: options.kafka.clone(),
                 log: Log::Offsets,
@@ -387,7 +393,7 @@ fn start(options: ServeOptions, stop: &Arc<AtomicBool>) -> Result<(http::AppStat
                 monitor: Arc::clone(&monitor),
                 stop: Arc::clone(stop),
                 new_partitions: new_partitions_rx,
-                durable: durable.clone(),
+                shards: shards.clone(),
                 brokers: Arc::clone(&brokers),
             };
             workers.push(spawn(offsets_reader::WORKER, Box::new(move || reader.run()))?);
@@ -405,11 +411,11 @@ fn start(options: ServeOptions, stop: &Arc<AtomicBool>) -> Result<(http::AppStat
                     // Shards of their own, run by a second runtime member
                     // (its own keys and recovery logs; not listed by HTTP's
                     // /api/shards, which shows the offsets topic's).
-                    durable: durable.map(|d| crate::shards_reader::Durable {
-                        log_topic: crate::shards_reader::share_recovery_log_topic(&d.log_topic),
+                    shards: crate::shards_reader::Shards {
+                        log_topic: crate::shards_reader::share_recovery_log_topic(&shards.log_topic),
                         member: crate::LocalMember::default(),
-                        ..d
-                    }),
+                        ..shards
+                    },
                     brokers: Arc::clone(&brokers),
                 };
                 workers.push(spawn(offsets_reader::SHARE_WORKER, Box::new(move || reader.run()))?);

@@ -1,8 +1,10 @@
-//! Reading a log through `kshard-runtime` (`data_dir` set): one shard per
-//! partition, each shard's store in the data directory and its recovery log
-//! a partition of [`recovery_log_topic`]. A restart on the data directory
-//! restores every partition's state from its store and reads only what
-//! follows. Alone, the process is the one member of an embedded keyspace;
+//! Reading a log through `kshard-runtime`: one shard per partition. With
+//! `data_dir`, each shard's store is in the data directory and its recovery
+//! log a partition of [`recovery_log_topic`]: a restart on the data
+//! directory restores every partition's state from its store and reads only
+//! what follows. Without, the shards have no recovery log and keep their
+//! stores in memory ([`Stores::Memory`]): a restart reads the log again.
+//! Alone, the process is the one member of an embedded keyspace;
 //! with etcd ([`ClusterOptions`]) the members share the shards — each shard
 //! primary on one member and followed by a standby on every other (see
 //! [`crate::log_shards`]).
@@ -98,25 +100,43 @@ pub(crate) fn shard_id(log: Log, p: i32) -> String {
 }
 
 /// The shard of partition `p` of `log`, read from `topic`.
-fn shard(log: Log, topic: &str, log_topic: &str, p: i32) -> ShardSpec {
+fn shard(log: Log, topic: &str, shards: &Shards, p: i32) -> ShardSpec {
+    let (id, sources) = (shard_id(log, p), vec![Source { topic: topic.to_owned(), partition: p, min_offset: 0 }]);
+    let spec = match &shards.stores {
+        Stores::Durable(_) => ShardSpec {
+            hot_standbys: EVERY_MEMBER,
+            ..ShardSpec::new(id, sources, RecoveryLog { topic: shards.log_topic.clone(), partition: p })
+        },
+        Stores::Memory(_) => ShardSpec::unlogged(id, sources),
+    };
     ShardSpec {
         // Transactions of at most 200 ms: a restart loses nothing, and at most
         // that much reading is redone by a standby that takes over.
         max_txn_duration_ms: 200,
-        hot_standbys: EVERY_MEMBER,
-        ..ShardSpec::new(
-            shard_id(log, p),
-            vec![Source { topic: topic.to_owned(), partition: p, min_offset: 0 }],
-            RecoveryLog { topic: log_topic.to_owned(), partition: p },
-        )
+        // A batch that fails its checksum is counted and skipped, as
+        // malformed records are: the rest of the partition is still read.
+        refusals: kshard_runtime::Refusals::Skip,
+        ..spec
     }
 }
 
-/// How a log is read through durable shards.
+/// Where the shards keep their stores.
 #[derive(Debug, Clone)]
-pub(crate) struct Durable {
+pub(crate) enum Stores {
+    /// redb files in a data directory, each shard logging its changes to a
+    /// partition of the recovery-log topic.
+    Durable(std::path::PathBuf),
+    /// Memory, without recovery logs (plain `serve`): kept across the
+    /// reader's lives in this process, read again from the log when the
+    /// process starts.
+    Memory(kshard_runtime::MemoryDisk),
+}
+
+/// How a log is read through shards.
+#[derive(Debug, Clone)]
+pub(crate) struct Shards {
     /// Where the shards keep their stores.
-    pub(crate) data_dir: std::path::PathBuf,
+    pub(crate) stores: Stores,
     /// The members to share the shards with; `None`: this process alone.
     pub(crate) cluster: Option<ClusterOptions>,
     /// The recovery logs' topic.
@@ -125,8 +145,8 @@ pub(crate) struct Durable {
     pub(crate) member: crate::LocalMember,
 }
 
-/// One life of the worker in runtime mode: until `stop` (`Ok`) or a failure.
-pub(crate) fn run(reader: &mut OffsetsReader, durable: &Durable) -> Result<(), WorkerError> {
+/// One life of the worker: until `stop` (`Ok`) or a failure.
+pub(crate) fn run(reader: &mut OffsetsReader, durable: &Shards) -> Result<(), WorkerError> {
     let isolation = reader.settings.isolation_for(kshard_runtime::Isolation::Uncommitted);
     match reader.log {
         Log::Offsets => run_log(reader, durable, OffsetsLayout { isolation }),
@@ -142,7 +162,7 @@ fn keys_of(log: Log, root: &str) -> Keys {
     }
 }
 
-fn run_log<L: Layout>(reader: &mut OffsetsReader, durable: &Durable, layout: L) -> Result<(), WorkerError> {
+fn run_log<L: Layout>(reader: &mut OffsetsReader, durable: &Shards, layout: L) -> Result<(), WorkerError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("kshard-shards")
@@ -177,7 +197,7 @@ fn run_log<L: Layout>(reader: &mut OffsetsReader, durable: &Durable, layout: L) 
 #[allow(clippy::too_many_arguments)]
 fn run_on<K: Keyspace, L: Layout>(
     reader: &mut OffsetsReader,
-    durable: &Durable,
+    durable: &Shards,
     layout: L,
     runtime: &tokio::runtime::Runtime,
     ks: Arc<K>,
@@ -186,13 +206,29 @@ fn run_on<K: Keyspace, L: Layout>(
     lease_ttl: Duration,
 ) -> Result<(), WorkerError> {
     let partitions = reader.monitor.positions(L::LOG).len() as i32;
-    let (data_dir, log_topic) = (&durable.data_dir, durable.log_topic.clone());
-    let admin = Admin::connect(&reader.settings, reader.timeout)?;
-    ensure_log_topic(&admin, &log_topic, partitions)?;
-    let shards: Vec<ShardSpec> = (0..partitions).map(|p| shard(L::LOG, &reader.topic, &log_topic, p)).collect();
+    let log_topic = durable.log_topic.clone();
+    // The recovery logs' topic is made and grown with it: durable shards only.
+    let admin = match &durable.stores {
+        Stores::Durable(_) => Some(Admin::connect(&reader.settings, reader.timeout)?),
+        Stores::Memory(_) => None,
+    };
+    let shards: Vec<ShardSpec> = (0..partitions).map(|p| shard(L::LOG, &reader.topic, durable, p)).collect();
     let app = Arc::new(LogShards::new(layout, Arc::clone(&reader.monitor), partitions, Arc::clone(&reader.stop)));
-    let config = NodeConfig::new(keys.clone(), member, lease_ttl, data_dir.clone(), reader.settings.clone());
-    info!(partitions, topic = %reader.topic, %log_topic, data_dir = %data_dir.display(), member = %config.member.id, "reading through durable shards");
+    let config = match &durable.stores {
+        Stores::Durable(data_dir) => {
+            if let Some(admin) = &admin {
+                ensure_log_topic(admin, &log_topic, partitions)?;
+            }
+            info!(partitions, topic = %reader.topic, %log_topic, data_dir = %data_dir.display(), member = %member.id, "reading through durable shards");
+            NodeConfig::new(keys.clone(), member, lease_ttl, data_dir.clone(), reader.settings.clone())
+        }
+        Stores::Memory(disk) => {
+            info!(partitions, topic = %reader.topic, "reading through shards kept in memory");
+            let config =
+                NodeConfig::new(keys.clone(), member, lease_ttl, std::env::temp_dir(), reader.settings.clone());
+            NodeConfig { disk: Some(Arc::new(disk.clone())), ..config }
+        }
+    };
     let stop = Arc::clone(&reader.stop);
     let shared = NodeShared::default();
     durable.member.set(shared.clone(), config.member.id.clone());
@@ -204,8 +240,8 @@ fn run_on<K: Keyspace, L: Layout>(
         stop: &reader.stop,
         stop_growing: &stop_growing,
         topic: &reader.topic,
-        admin: &admin,
-        log_topic: &log_topic,
+        admin: admin.as_ref(),
+        shards: durable,
         app: &app,
         ks: &ks,
         keys: &keys,
@@ -279,8 +315,9 @@ struct Grower<'a, K, L> {
     stop: &'a AtomicBool,
     stop_growing: &'a AtomicBool,
     topic: &'a str,
-    admin: &'a Admin,
-    log_topic: &'a str,
+    /// The recovery logs' topic's admin client (durable shards).
+    admin: Option<&'a Admin>,
+    shards: &'a Shards,
     app: &'a LogShards<L>,
     ks: &'a Arc<K>,
     keys: &'a Keys,
@@ -298,7 +335,11 @@ impl<K: Keyspace, L: Layout> Grower<'_, K, L> {
     fn grow(&self, announced: &std::sync::mpsc::Receiver<Vec<i32>>) -> Result<(), WorkerError> {
         let mut pending = std::collections::BTreeSet::new();
         let mut fenced = std::collections::BTreeMap::new();
+        let mut catch_up = crate::catch_up_log::CatchUpLog::new(&self.app.monitor, L::LOG);
         while !self.stop.load(Ordering::Acquire) && !self.stop_growing.load(Ordering::Acquire) {
+            if !catch_up.announced {
+                catch_up.report(&self.app.monitor);
+            }
             let partitions = self.app.partitions.load(Ordering::Acquire);
             let cluster = self.shared.cluster();
             let (log, monitor) = (L::LOG, &self.app.monitor);
@@ -334,10 +375,12 @@ impl<K: Keyspace, L: Layout> Grower<'_, K, L> {
 
     fn give_shards(&self, partitions: &std::collections::BTreeSet<i32>, last: i32) -> Result<(), WorkerError> {
         // Created with the first partitions of a log that had none.
-        ensure_log_topic(self.admin, self.log_topic, last + 1)?;
+        if let Some(admin) = self.admin {
+            ensure_log_topic(admin, &self.shards.log_topic, last + 1)?;
+        }
         self.app.partitions.fetch_max(last + 1, Ordering::AcqRel);
         for &p in partitions {
-            let spec = shard(L::LOG, self.topic, self.log_topic, p);
+            let spec = shard(L::LOG, self.topic, self.shards, p);
             self.runtime.block_on(kshard_runtime::create_shard(&**self.ks, self.keys, &spec))?;
             info!(partition = p, shard = %spec.id, topic = self.topic, "a new partition gets a shard");
         }

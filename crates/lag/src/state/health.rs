@@ -128,11 +128,6 @@ impl Health {
         self.refresh_error = Some(error);
     }
 
-    /// How old watermarks may be before they count as stale.
-    pub(crate) fn stale_after(&self) -> Duration {
-        self.stale_after
-    }
-
     /// How old the watermarks are at `now` (`None` before the first refresh).
     pub(crate) fn watermark_age(&self, now: Instant) -> Option<Duration> {
         self.last_refresh.map(|t| now.saturating_duration_since(t))

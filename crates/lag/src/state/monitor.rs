@@ -227,11 +227,6 @@ impl Monitor {
         lock(&self.readiness).health().watermark_age(self.clock.now())
     }
 
-    /// How old watermarks may be before lag is stale.
-    pub(crate) fn stale_after(&self) -> std::time::Duration {
-        lock(&self.readiness).health().stale_after()
-    }
-
     /// The transient conditions that hold, with how long they have.
     pub(crate) fn conditions(&self) -> Vec<(String, std::time::Duration)> {
         lock(&self.readiness).health().conditions(self.clock.now())
@@ -271,14 +266,6 @@ impl Monitor {
         match log {
             Log::Offsets => self.units.positions(),
             Log::ShareState => self.share.positions(),
-        }
-    }
-
-    /// Applies a record of `log`.
-    pub(crate) fn apply_at(&self, log: Log, record: RecordAt<'_>) -> Result<(), SkippedRecord> {
-        match log {
-            Log::Offsets => self.units.apply_then(record, |_| ()).0.map(drop),
-            Log::ShareState => self.share.apply_then(record, |_| ()).0.map(drop),
         }
     }
 
