@@ -117,7 +117,16 @@ impl Sources {
             // (`event` borrows the reader: gone, with the block, before
             // anything is awaited.)
             let polled = {
-                let event = match next_event(self.reader.as_ref(), wait).await {
+                // What is ready is taken without a future (most records,
+                // while a source is read ahead); the wait is awaited.
+                let first = self.reader.poll(Duration::ZERO);
+                let ready = if matches!(first, Ok(Polled::Idle)) {
+                    drop(first);
+                    next_event(self.reader.as_ref(), wait).await
+                } else {
+                    first
+                };
+                let event = match ready {
                     Err(kshard_kafka::Error::CorruptBatch { topic, partition, offset, what })
                         if spec.refusals != Refusals::Fail =>
                     {

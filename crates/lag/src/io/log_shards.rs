@@ -58,6 +58,9 @@ pub(crate) trait Layout: Send + Sync + 'static {
         txn: &mut Transaction<'_>,
         m: &Message<'_>,
     ) -> Result<(), AppError>;
+    /// Applies `m` to its unit alone: shards whose stores are in memory
+    /// keep nothing else (the units are the state).
+    fn apply(&self, monitor: &Monitor, m: &Message<'_>);
     /// The transaction ends: what `pending` holds goes to the store, and
     /// `pending` is empty again.
     fn finalize(pending: &mut Self::Pending, txn: &mut Transaction<'_>);
@@ -95,6 +98,9 @@ pub(crate) struct LogShards<L> {
     recovering: Mutex<BTreeSet<i32>>,
     /// Set when the service stops: shards stopping then are no failure.
     pub(crate) stopping: Arc<AtomicBool>,
+    /// The shards have no recovery log and their stores are in memory: the
+    /// monitor's units are the state (see [`crate::memory_shard`]).
+    pub(crate) in_memory: bool,
 }
 
 impl<L: Layout> LogShards<L> {
@@ -108,6 +114,7 @@ impl<L: Layout> LogShards<L> {
             grace: Duration::from_secs(30),
             recovering: Mutex::new(BTreeSet::new()),
             stopping,
+            in_memory: false,
         }
     }
 
@@ -124,8 +131,15 @@ impl<L: Layout> LogShards<L> {
         }
     }
 
+    /// Partition `partition`'s shard is primary here.
+    pub(crate) fn primary_here(&self, partition: i32) {
+        self.standbys.lock().unwrap_or_else(PoisonError::into_inner).remove(&partition);
+        self.primaries.lock().unwrap_or_else(PoisonError::into_inner).insert(partition);
+        self.held(partition);
+    }
+
     /// Partition `partition` has a replica here again.
-    fn held(&self, partition: i32) {
+    pub(crate) fn held(&self, partition: i32) {
         self.monitor.step(Event::Release(held_key(L::LOG, partition)));
     }
 }
@@ -156,7 +170,7 @@ pub(crate) fn record_at<'a>(m: &Message<'_>, key: Option<&'a [u8]>, value: Optio
     RecordAt { partition: m.partition, offset: m.offset, transactional: m.transactional, key, value }
 }
 
-fn partition_of(shard: &ShardSpec) -> Result<i32, AppError> {
+pub(crate) fn partition_of(shard: &ShardSpec) -> Result<i32, AppError> {
     shard.sources.first().map(|s| s.partition).ok_or_else(|| format!("shard {} has no source", shard.id).into())
 }
 
@@ -166,6 +180,9 @@ pub(crate) struct LogApp<L: Layout>(pub(crate) Arc<LogShards<L>>);
 
 impl<L: Layout> Application for LogApp<L> {
     fn shard(&self, shard: &ShardSpec) -> Result<Box<dyn ShardApp>, AppError> {
+        if self.0.in_memory {
+            return Ok(Box::new(crate::memory_shard::MemoryShard::new(Arc::clone(&self.0), shard)?));
+        }
         Ok(Box::new(LogShard { shards: Arc::clone(&self.0), spec: shard.clone(), pending: L::Pending::default() }))
     }
 
@@ -269,9 +286,7 @@ impl<L: Layout> LogShards<L> {
         let behind_shown = units.position(partition).is_some_and(|shown| shown > next.unwrap_or(0));
         units.replace(partition, unit);
         info!(shard = %shard.id, partition, entries, next_offset = ?next, ms = started.elapsed().as_millis() as u64, "restored the partition's state from the store");
-        self.standbys.lock().unwrap_or_else(PoisonError::into_inner).remove(&partition);
-        self.primaries.lock().unwrap_or_else(PoisonError::into_inner).insert(partition);
-        self.held(partition);
+        self.primary_here(partition);
         if behind_shown && self.monitor.is_caught_up() {
             // Serving already: this partition's lag goes back to its checkpoint
             // until it has read to the end again.
@@ -309,14 +324,14 @@ impl<L: Layout> LogShards<L> {
         L::units(&self.monitor).update(partition, |unit| L::follow(unit, mutations, next));
     }
 
-    fn end_of_source(&self, partition: i32, next_offset: Option<i64>) {
+    pub(crate) fn end_of_source(&self, partition: i32, next_offset: Option<i64>) {
         self.monitor.end_of(L::LOG, partition, next_offset);
         if self.recovering.lock().unwrap_or_else(PoisonError::into_inner).remove(&partition) {
             self.monitor.step(Event::Release(recovering_key(L::LOG, partition)));
         }
     }
 
-    fn stopped(&self, shard: &ShardSpec) {
+    pub(crate) fn stopped(&self, shard: &ShardSpec) {
         let Ok(partition) = partition_of(shard) else { return };
         let was_primary = self.primaries.lock().unwrap_or_else(PoisonError::into_inner).remove(&partition);
         let was_standby = self.standbys.lock().unwrap_or_else(PoisonError::into_inner).remove(&partition);

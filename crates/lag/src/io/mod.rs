@@ -12,6 +12,7 @@ pub(crate) mod error;
 pub(crate) mod http;
 pub(crate) mod local_member;
 pub(crate) mod log_shards;
+pub(crate) mod memory_shard;
 pub(crate) mod offsets_layout;
 pub(crate) mod offsets_reader;
 pub(crate) mod otlp_export;

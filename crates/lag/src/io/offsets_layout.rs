@@ -171,6 +171,12 @@ impl Layout for OffsetsLayout {
         Ok(())
     }
 
+    fn apply(&self, monitor: &Monitor, m: &Message<'_>) {
+        if let (Err(s), ()) = monitor.units().apply_then(record_at(m, m.key, m.value), |_| ()) {
+            warn!(partition = s.partition, offset = s.offset, reason = s.skipped.reason(), error = %s.skipped, topic = m.topic, "skipped a record of the offsets topic");
+        }
+    }
+
     fn finalize(counts: &mut CommitCounts, txn: &mut Transaction<'_>) {
         for (key, count) in counts.take() {
             match count {

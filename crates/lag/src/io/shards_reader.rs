@@ -213,7 +213,9 @@ fn run_on<K: Keyspace, L: Layout>(
         Stores::Memory(_) => None,
     };
     let shards: Vec<ShardSpec> = (0..partitions).map(|p| shard(L::LOG, &reader.topic, durable, p)).collect();
-    let app = Arc::new(LogShards::new(layout, Arc::clone(&reader.monitor), partitions, Arc::clone(&reader.stop)));
+    let mut app = LogShards::new(layout, Arc::clone(&reader.monitor), partitions, Arc::clone(&reader.stop));
+    app.in_memory = matches!(durable.stores, Stores::Memory(_));
+    let app = Arc::new(app);
     let config = match &durable.stores {
         Stores::Durable(data_dir) => {
             if let Some(admin) = &admin {

@@ -57,6 +57,12 @@ impl Layout for ShareLayout {
         Ok(())
     }
 
+    fn apply(&self, monitor: &Monitor, m: &Message<'_>) {
+        if let (Err(s), ()) = monitor.share_units().apply_then(record_at(m, m.key, m.value), |_| ()) {
+            warn!(partition = s.partition, offset = s.offset, reason = s.skipped.reason(), error = %s.skipped, topic = m.topic, "skipped a record of the share-state topic");
+        }
+    }
+
     /// Every entry is written as its record comes: nothing set aside.
     fn finalize(_: &mut (), _: &mut Transaction<'_>) {}
 
