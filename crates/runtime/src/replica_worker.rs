@@ -55,7 +55,7 @@ pub struct Progress {
     #[serde(skip)]
     pub published: Option<std::time::Instant>,
     /// When the replica last applied a record of its log. A primary commits
-    /// about every [`policy::HEARTBEAT`] while it runs (an empty transaction when
+    /// about every [`crate::recovery_log::policy::HEARTBEAT`] while it runs (an empty transaction when
     /// its sources are idle), so this is the age of the state served here,
     /// and an old one means the primary is gone or stuck — seen before its
     /// lease runs out.

@@ -2,7 +2,7 @@
 //! ([`crate::ShardSpec::unlogged`]): its store on the member's disk is its
 //! state, and a transaction commits to that store alone. There is nothing
 //! to play, follow or hand off: the replica is primary as soon as it is
-//! assigned, goes on from its store's checkpoint (a member that runs the
+//! assigned (a standby, added while the shard moves, waits), goes on from its store's checkpoint (a member that runs the
 //! shard again finds its store, in memory or in its data directory) or from
 //! the sources' minimum offsets with an empty store. It publishes nothing:
 //! outputs are written in the recovery log's Kafka transaction, and there is
@@ -87,8 +87,11 @@ impl ReplicaLog for NoLog<'_> {
         Ok(true)
     }
 
+    /// There is no log to follow: a replica the allocator adds to move the
+    /// shard (to a member that joined) waits, and once promoted goes on
+    /// from its own store (the sources' minimum offsets when it has none).
     async fn follow(&mut self) -> Result<(), ReplicaError> {
-        Err(ReplicaError::Unlogged("a standby follows the recovery log"))
+        Ok(())
     }
 
     async fn hand_off(&mut self) -> Result<u64, ReplicaError> {

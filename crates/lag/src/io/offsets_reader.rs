@@ -58,6 +58,44 @@ pub(crate) struct OffsetsReader {
     pub(crate) brokers: Arc<dyn Connector>,
 }
 
+/// Whether the brokers refuse to let kshard read `topic`, asked by one read
+/// of the partition `first` (from its offset) for up to `timeout`: the
+/// refusal, if they do.
+pub(crate) fn refusal(
+    brokers: &dyn Connector,
+    topic: &str,
+    first: (i32, Option<i64>),
+    timeout: Duration,
+    stop: &AtomicBool,
+) -> Result<Option<kshard_kafka::Error>, WorkerError> {
+    let mut reader = brokers.reader(topic, &[first])?;
+    let deadline = Instant::now() + timeout;
+    let mut answered = false;
+    while !answered && Instant::now() < deadline && !stop.load(Ordering::Acquire) {
+        let polled = reader.poll(Duration::from_millis(250), &mut |event| {
+            answered |= !matches!(event, SourceEvent::Idle);
+        });
+        match polled {
+            Ok(()) => {}
+            Err(e) if e.is_authorization() => return Ok(Some(e)),
+            Err(e) => debug!(error = %e, topic, "asking whether the topic may be read; the client retries"),
+        }
+    }
+    Ok(None)
+}
+
+/// Share groups' progress is left out, said, rather than the whole service
+/// kept from ready: kshard may not read `topic` (the ACLs of kshard before
+/// share groups grant Read on `__consumer_offsets` only).
+pub(crate) fn share_state_unreadable(monitor: &Monitor, topic: &str, e: &kshard_kafka::Error) {
+    let why = format!(
+        "kshard may not Read {topic}: share groups' progress (their lag) is left out; grant Read on the topic and restart kshard"
+    );
+    warn!(error = %e, topic, "{why}");
+    monitor.log_unreadable(Log::ShareState, why);
+    monitor.step(Event::WorkerRunning(worker(Log::ShareState)));
+}
+
 /// Tracks `partitions` of `topic` (read as `log`) with their current
 /// watermarks; returns how many offsets they hold. Fails when the brokers gave
 /// no watermarks for one of them (a broker loading its partitions answers so):
@@ -105,22 +143,10 @@ impl OffsetsReader {
     fn may_read(&self) -> Result<bool, WorkerError> {
         let start = self.monitor.positions(self.log);
         let Some(first) = start.first() else { return Ok(true) };
-        let mut reader = self.brokers.reader(&self.topic, std::slice::from_ref(first))?;
-        let deadline = Instant::now() + self.timeout;
-        let mut answered = false;
-        while !answered && Instant::now() < deadline && !self.stop.load(Ordering::Acquire) {
-            let polled = reader.poll(Duration::from_millis(250), &mut |event| {
-                answered |= !matches!(event, SourceEvent::Idle);
-            });
-            match polled {
-                Ok(()) => {}
-                Err(e) if e.is_authorization() => return self.denied(e),
-                Err(e) => {
-                    debug!(error = %e, topic = %self.topic, "asking whether the topic may be read; the client retries")
-                }
-            }
+        match refusal(&*self.brokers, &self.topic, *first, self.timeout, &self.stop)? {
+            Some(e) => self.denied(e),
+            None => Ok(true),
         }
-        Ok(true)
     }
 
     /// The brokers refused to let kshard read the topic (`e`).
@@ -128,16 +154,7 @@ impl OffsetsReader {
         if self.log == Log::Offsets {
             return Err(WorkerError::ReadDenied { topic: self.topic.clone(), source: Box::new(e) });
         }
-        // Share groups' progress is left out, said, rather than the whole
-        // service kept from ready (the ACLs of kshard before share groups
-        // grant Read on __consumer_offsets only).
-        let why = format!(
-            "kshard may not Read {}: share groups' progress (their lag) is left out; grant Read on the topic and restart kshard",
-            self.topic
-        );
-        warn!(error = %e, topic = %self.topic, "{why}");
-        self.monitor.log_unreadable(Log::ShareState, why);
-        self.monitor.step(Event::WorkerRunning(worker(self.log)));
+        share_state_unreadable(&self.monitor, &self.topic, &e);
         while !self.stop.load(Ordering::Acquire) {
             std::thread::sleep(Duration::from_millis(200));
         }

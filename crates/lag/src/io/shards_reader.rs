@@ -243,6 +243,8 @@ fn run_on<K: Keyspace, L: Layout>(
         stop_growing: &stop_growing,
         topic: &reader.topic,
         admin: admin.as_ref(),
+        brokers: &*reader.brokers,
+        timeout: reader.timeout,
         shards: durable,
         app: &app,
         ks: &ks,
@@ -319,6 +321,10 @@ struct Grower<'a, K, L> {
     topic: &'a str,
     /// The recovery logs' topic's admin client (durable shards).
     admin: Option<&'a Admin>,
+    /// Makes the reader that asks whether a log that had no partitions may
+    /// be read, when its first ones appear.
+    brokers: &'a dyn crate::brokers::Connector,
+    timeout: Duration,
     shards: &'a Shards,
     app: &'a LogShards<L>,
     ks: &'a Arc<K>,
@@ -351,6 +357,10 @@ impl<K: Keyspace, L: Layout> Grower<'_, K, L> {
             crate::log_shards::watch_standbys(log, monitor, &statuses, &progress, partitions, self.app.grace);
             crate::log_shards::watch_ages(log, monitor, &statuses, &progress, partitions, self.state_grace);
             pending.extend(announced.try_iter().flatten());
+            if self.unreadable(&pending)? {
+                // Left out, said; nothing more to give shards to.
+                pending.clear();
+            }
             if let Some(&last) = pending.iter().next_back() {
                 match self.give_shards(&pending, last) {
                     Ok(()) => {
@@ -373,6 +383,29 @@ impl<K: Keyspace, L: Layout> Grower<'_, K, L> {
             std::thread::sleep(Duration::from_millis(200));
         }
         Ok(())
+    }
+
+    /// Whether the first partitions of the share state's topic (it had
+    /// none at start: no share group yet) may not be read: asked once, and
+    /// said on `/ready` as at start ([`crate::offsets_reader::share_state_unreadable`]).
+    fn unreadable(&self, pending: &std::collections::BTreeSet<i32>) -> Result<bool, WorkerError> {
+        if L::LOG != Log::ShareState {
+            return Ok(false);
+        }
+        if self.app.monitor.share_unreadable().is_some() {
+            return Ok(true);
+        }
+        let Some(&first) = pending.iter().next() else { return Ok(false) };
+        if self.app.partitions.load(Ordering::Acquire) > 0 {
+            return Ok(false);
+        }
+        match crate::offsets_reader::refusal(self.brokers, self.topic, (first, None), self.timeout, self.stop)? {
+            Some(e) => {
+                crate::offsets_reader::share_state_unreadable(&self.app.monitor, self.topic, &e);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
     }
 
     fn give_shards(&self, partitions: &std::collections::BTreeSet<i32>, last: i32) -> Result<(), WorkerError> {
