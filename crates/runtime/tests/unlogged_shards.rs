@@ -4,7 +4,8 @@
 //! offsets, and nothing is written anywhere else. Shown: a member that runs
 //! the shard again on the same disk goes on from the store's checkpoint
 //! (every message counted once); a member with a disk of its own reads the
-//! sources again from their minimum offsets and reaches the same state; a
+//! sources again from their minimum offsets and reaches the same state;
+//! shards move to a member that joins, no replica failing on the way; a
 //! shard that publishes fails, saying why; a spec with standbys is refused.
 
 mod common;
@@ -16,8 +17,8 @@ use kshard_runtime::keyspace::{Keyspace, MemoryKeyspace};
 use kshard_runtime::partitions::{MemoryPartitions, Partitions};
 use kshard_runtime::recovery_log::SourceOffset;
 use kshard_runtime::{
-    AppError, Application, AssignmentValue, Keys, Member, MemoryDisk, Message, OutRecord, ShardApp, ShardSpec, Source,
-    Store, Transaction,
+    AppError, Application, AssignmentValue, Keys, Member, MemoryDisk, Message, NodeShared, OutRecord, ShardApp,
+    ShardSpec, Source, Store, Transaction,
 };
 
 /// What the replicas saw: the count each found in its store when it
@@ -190,4 +191,77 @@ fn an_unlogged_shard_has_one_replica_and_no_standbys_in_its_spec() {
         kshard_runtime::shard_specs::plan(&[], &[kshard_runtime::shard_specs::Desired::Put { spec, revision: None }]);
     let refused = plan.expect_err("refused").to_string();
     assert!(refused.contains("no hot standbys"), "{refused}");
+}
+
+/// Shards `move-0` … `move-3`, unlogged, each reading its partition of `moves`.
+fn moving(p: i32) -> ShardSpec {
+    ShardSpec {
+        max_txn_duration_ms: 20,
+        ..ShardSpec::unlogged(format!("move-{p}"), vec![Source { topic: "moves".into(), partition: p, min_offset: 0 }])
+    }
+}
+
+#[test]
+fn unlogged_shards_move_to_a_member_that_joins_and_read_again_there() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("tokio");
+    let (events, ks, keys) = (MemoryPartitions::default(), Arc::new(MemoryKeyspace::new()), Keys::new("/moving"));
+    for p in 0..4 {
+        for _ in 0..20 {
+            events.append("moves", p, b"k", None).expect("appends");
+        }
+    }
+    let start = |id: &str, disk: &MemoryDisk, seen: &Shared, shared: &NodeShared| {
+        let config = common::memory_member(&keys, id, disk, &events);
+        let app = Arc::new(Counting(Arc::clone(seen)));
+        let member = Member::new(Arc::clone(&ks), config, app)
+            .with_shards((0..4).map(moving).collect())
+            .with_shared(shared.clone());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = runtime.spawn(member.serve(None, async move {
+            let _ = stopped.await;
+        }));
+        (stop, task)
+    };
+    let all_read = |seen: &Shared, shards: usize| {
+        let seen = Arc::clone(seen);
+        move || {
+            let committed = seen.lock().unwrap_or_else(PoisonError::into_inner).committed.clone();
+            let done = committed.iter().filter(|(id, at)| id.starts_with("move-") && **at == 20).count();
+            if done >= shards { Ok(()) } else { Err(format!("{committed:?}")) }
+        }
+    };
+    let (first, second) = ((MemoryDisk::default(), Shared::default()), (MemoryDisk::default(), Shared::default()));
+    let shared = [NodeShared::default(), NodeShared::default()];
+    let (stop_first, task_first) = start("m1", &first.0, &first.1, &shared[0]);
+    common::eventually("the first member reads every shard", all_read(&first.1, 4));
+    let (stop_second, task_second) = start("m2", &second.0, &second.1, &shared[1]);
+    // Balanced: some shards move to the member that joined, and are read
+    // again there from the start, none failing on the way.
+    common::eventually("shards moved to the second member and read there", all_read(&second.1, 1));
+    let snapshot = runtime.block_on(ks.get_prefix(&keys.assignments())).expect("reads");
+    let failed: Vec<String> = snapshot
+        .kvs
+        .iter()
+        .filter_map(|kv| serde_json::from_slice::<AssignmentValue>(&kv.value).ok())
+        .flat_map(|v| v.status.errors)
+        .collect();
+    assert!(failed.is_empty(), "{failed:?}");
+    for member in &shared {
+        let metrics = member.metrics.encode();
+        let failures: Vec<&str> =
+            metrics.lines().filter(|l| l.starts_with("kshard_runtime_replica_failures_total{")).collect();
+        assert!(failures.is_empty(), "no replica failed on the way: {failures:?}");
+    }
+    for (stop, task) in [(stop_second, task_second), (stop_first, task_first)] {
+        let _ = stop.send(());
+        runtime.block_on(task).expect("joins").expect("stops cleanly");
+    }
+    // (A replica added there and taken off again before it was promoted
+    // leaves an empty store: only the shards it read are looked at.)
+    let read_there = second.1.lock().unwrap_or_else(PoisonError::into_inner).committed.clone();
+    assert!(!read_there.is_empty());
+    for shard in read_there.keys() {
+        let store = second.0.store(&format!("{shard}@unlogged")).expect("a store");
+        assert_eq!(count(store.get(b"k").expect("reads")), Some(20), "{shard}: read again from the start");
+    }
 }
