@@ -12,7 +12,8 @@ pub struct WordCount;
 
 impl Application for WordCount {
     fn shard(&self, spec: &ShardSpec) -> Result<Box<dyn ShardApp>, AppError> {
-        Ok(Box::new(Counter { partition: spec.recovery_log.partition }))
+        let source = spec.sources.first().ok_or("a word-count shard reads one partition of lines")?;
+        Ok(Box::new(Counter { partition: source.partition }))
     }
 
     fn routes(&self, queries: Queries) -> Option<Router> {
