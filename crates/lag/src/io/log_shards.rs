@@ -131,6 +131,17 @@ impl<L: Layout> LogShards<L> {
         }
     }
 
+    /// `partition` was cut under its reader at `position`: what was read
+    /// of it goes, and it is read again from `log_start` (not ready until done).
+    pub(crate) fn cut(&self, partition: i32, position: i64, log_start: i64) {
+        self.monitor.rebuild(L::LOG, partition, position, log_start);
+    }
+
+    /// A source batch that failed its checksum was skipped: counted.
+    pub(crate) fn batch_skipped(&self) {
+        self.monitor.counters(L::LOG).corrupt_batch.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Partition `partition`'s shard is primary here.
     pub(crate) fn primary_here(&self, partition: i32) {
         self.standbys.lock().unwrap_or_else(PoisonError::into_inner).remove(&partition);
@@ -247,14 +258,14 @@ impl<L: Layout> ShardApp for LogShard<L> {
         for (key, _) in txn.scan_prefix(b"")? {
             txn.delete(key);
         }
-        self.shards.monitor.rebuild(L::LOG, partition, position, log_start);
+        self.shards.cut(partition, position, log_start);
         Ok(())
     }
 
     /// A batch that does not add up was skipped, the next one read:
     /// counted (the runtime logs it), not a failing read.
     fn source_skipped(&mut self, _: &str, _: i32, _: i64, _: &str) {
-        self.shards.monitor.counters(L::LOG).corrupt_batch.fetch_add(1, Ordering::Relaxed);
+        self.shards.batch_skipped();
     }
 
     fn stopped(&mut self) {

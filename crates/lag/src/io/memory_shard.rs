@@ -8,7 +8,6 @@
 //! transaction's, applied but not committed).
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use kshard_runtime::recovery_log::SourceOffset;
 use kshard_runtime::{AppError, Message, ShardApp, ShardSpec, Store, Transaction};
@@ -65,12 +64,12 @@ impl<L: Layout> ShardApp for MemoryShard<L> {
         log_start: i64,
     ) -> Result<(), AppError> {
         self.floor = 0;
-        self.shards.monitor.rebuild(L::LOG, partition, position, log_start);
+        self.shards.cut(partition, position, log_start);
         Ok(())
     }
 
     fn source_skipped(&mut self, _: &str, _: i32, _: i64, _: &str) {
-        self.shards.monitor.counters(L::LOG).corrupt_batch.fetch_add(1, Ordering::Relaxed);
+        self.shards.batch_skipped();
     }
 
     fn stopped(&mut self) {
