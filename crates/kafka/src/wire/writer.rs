@@ -13,7 +13,7 @@
 //! last request was out, so batches grow with the load without a linger.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -68,6 +68,8 @@ pub(crate) struct Shared {
     /// Wakes the router (a batch whose leader is not known, a leader moved).
     router: Signal,
     producers: AtomicU64,
+    /// Turns of [`Shared::any_broker`], so that its retries go round the brokers.
+    asked: AtomicUsize,
     stopping: AtomicBool,
 }
 
@@ -75,6 +77,8 @@ pub(crate) struct Shared {
 struct Sender {
     calls: Mutex<VecDeque<Call>>,
     signal: Signal,
+    /// Whether its last attempt to connect succeeded (so far: not tried).
+    reachable: AtomicBool,
 }
 
 /// A flag and a condition variable: "there is something to do".
@@ -121,6 +125,7 @@ impl Writer {
             senders: Mutex::new(HashMap::new()),
             router: Signal::default(),
             producers: AtomicU64::new(1),
+            asked: AtomicUsize::new(0),
             stopping: AtomicBool::new(false),
         });
         let router = Arc::clone(&shared);
@@ -212,10 +217,13 @@ impl Shared {
         rx
     }
 
-    /// A broker to ask what any broker answers: one connected, else the first bootstrap one.
+    /// A broker to ask what any broker answers (see [`any_broker`]).
     pub(crate) fn any_broker(&self) -> String {
-        let senders = self.senders.lock().unwrap_or_else(PoisonError::into_inner);
-        senders.keys().next().cloned().or_else(|| self.bootstrap.first().cloned()).unwrap_or_default()
+        let known: Vec<(String, bool)> = {
+            let senders = self.senders.lock().unwrap_or_else(PoisonError::into_inner);
+            senders.iter().map(|(address, s)| (address.clone(), s.reachable.load(Ordering::Relaxed))).collect()
+        };
+        any_broker(&known, &self.bootstrap, self.asked.fetch_add(1, Ordering::Relaxed))
     }
 
     fn sender_of(&self, address: &str) -> Option<Arc<Sender>> {
@@ -231,7 +239,11 @@ impl Shared {
         if let Some(sender) = senders.get(address) {
             return Some(Arc::clone(sender));
         }
-        let sender = Arc::new(Sender { calls: Mutex::new(VecDeque::new()), signal: Signal::default() });
+        let sender = Arc::new(Sender {
+            calls: Mutex::new(VecDeque::new()),
+            signal: Signal::default(),
+            reachable: AtomicBool::new(true),
+        });
         let (shared, me, to) = (Arc::clone(self), Arc::clone(&sender), address.to_owned());
         let started =
             std::thread::Builder::new().name(format!("kshard-writer-{address}")).spawn(move || send(&shared, &me, &to));
@@ -268,10 +280,9 @@ fn send(shared: &Arc<Shared>, sender: &Sender, address: &str) {
         loop {
             let call = sender.calls.lock().unwrap_or_else(PoisonError::into_inner).pop_front();
             let Some(call) = call else { break };
-            let good = match connected(&mut link, address, &shared.security) {
-                Ok(l) => call(Ok(l)),
-                Err(e) => call(Err(e)),
-            };
+            let link_now = connected(&mut link, address, &shared.security);
+            sender.reachable.store(link_now.is_ok(), Ordering::Relaxed);
+            let good = call(link_now);
             // A call that failed on its connection left it unusable: the
             // next one connects again.
             if !good {
@@ -290,6 +301,27 @@ fn send(shared: &Arc<Shared>, sender: &Sender, address: &str) {
         for request in requests {
             produce_once(shared, &mut link, address, &request);
         }
+        if busy {
+            // A Produce that failed dropped the connection.
+            sender.reachable.store(link.is_some(), Ordering::Relaxed);
+        }
+    }
+}
+
+/// The broker to ask, on turn `turn`, what any broker answers: one whose
+/// sender last connected, else any known one, bootstrap brokers included.
+/// Turns go round the candidates (sorted), so that retries after a broker
+/// is lost reach the others rather than the dead one each time.
+fn any_broker(senders: &[(String, bool)], bootstrap: &[String], turn: usize) -> String {
+    let mut candidates: Vec<&String> = senders.iter().filter(|(_, up)| *up).map(|(address, _)| address).collect();
+    if candidates.is_empty() {
+        candidates = senders.iter().map(|(address, _)| address).chain(bootstrap).collect();
+    }
+    candidates.sort();
+    candidates.dedup();
+    match candidates.len() {
+        0 => String::new(),
+        n => candidates[turn % n].clone(),
     }
 }
 
@@ -403,4 +435,34 @@ fn route(shared: &Arc<Shared>) {
 /// A record's delivery as its batch's slot gives it.
 pub(crate) fn delivery(slot: &Arc<Delivered>, index: usize, topic: &str, partition: i32) -> Delivery {
     Delivery::new(Arc::clone(slot), i64::try_from(index).unwrap_or(i64::MAX), format!("{topic}/{partition}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::any_broker;
+
+    fn known(list: &[(&str, bool)]) -> Vec<(String, bool)> {
+        list.iter().map(|(a, up)| ((*a).to_owned(), *up)).collect()
+    }
+
+    #[test]
+    fn a_broker_whose_connection_failed_is_not_asked_while_another_connects() {
+        let senders = known(&[("b1:9092", false), ("b2:9092", true), ("b3:9092", true)]);
+        let asked: Vec<String> = (0..4).map(|turn| any_broker(&senders, &["b1:9092".into()], turn)).collect();
+        assert_eq!(asked, ["b2:9092", "b3:9092", "b2:9092", "b3:9092"]);
+    }
+
+    #[test]
+    fn with_no_broker_reachable_the_turns_go_round_every_known_one() {
+        let senders = known(&[("b2:9092", false), ("b1:9092", false)]);
+        let bootstrap = ["b1:9092".to_owned(), "b3:9092".to_owned()];
+        let asked: Vec<String> = (0..3).map(|turn| any_broker(&senders, &bootstrap, turn)).collect();
+        assert_eq!(asked, ["b1:9092", "b2:9092", "b3:9092"]);
+    }
+
+    #[test]
+    fn before_any_connection_the_bootstrap_brokers_are_asked() {
+        assert_eq!(any_broker(&[], &["b1:9092".into()], 7), "b1:9092");
+        assert_eq!(any_broker(&[], &[], 0), "");
+    }
 }
