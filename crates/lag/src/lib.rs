@@ -37,7 +37,7 @@ pub use io::otlp_transport::{OtlpProtocol, OtlpSettingError, OtlpTls};
 pub use io::{brokers, service};
 pub(crate) use io::{
     catch_up_log, cluster_info, http, log_shards, memory_shard, offsets_layout, offsets_reader, refresher,
-    shards_reader, share_layout, share_scrape, supervisor,
+    shards_reader, share_layout, share_scrape, shutdown, supervisor,
 };
 pub use metrics::otlp::export_bodies as otlp_export_bodies;
 pub use metrics::process::LogCounts;

@@ -6,7 +6,7 @@
 //! DescribeLogDirs or DescribeConfigs (ACLs) cost those series, not `/ready`.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+
 use std::time::{Duration, Instant};
 
 use tracing::{info, warn};
@@ -47,7 +47,7 @@ pub(crate) struct ClusterInfoWorker {
     pub(crate) brokers: Arc<dyn Connector>,
     pub(crate) view: Arc<ClusterView>,
     pub(crate) settings: ClusterInfoSettings,
-    pub(crate) stop: Arc<AtomicBool>,
+    pub(crate) shutdown: crate::shutdown::Shutdown,
 }
 
 impl ClusterInfoWorker {
@@ -56,7 +56,7 @@ impl ClusterInfoWorker {
         let keys: Arc<[String]> = Arc::from(self.settings.topic_config_keys.clone());
         let mut describer = None;
         let mut warned = false;
-        while !self.stop.load(Ordering::Acquire) {
+        while !self.shutdown.is_set() {
             if describer.is_none() {
                 match self.brokers.cluster() {
                     Ok(Some(d)) => describer = Some(d),
@@ -86,14 +86,14 @@ impl ClusterInfoWorker {
                     Err(_) => {}
                 }
             }
-            super::supervisor::sleep_unless_stopped(&self.stop, self.settings.interval);
+            self.shutdown.sleep(self.settings.interval);
         }
         Ok(())
     }
 
     fn idle(&self) -> Result<(), WorkerError> {
-        while !self.stop.load(Ordering::Acquire) {
-            super::supervisor::sleep_unless_stopped(&self.stop, Duration::from_secs(1));
+        while !self.shutdown.is_set() {
+            self.shutdown.sleep(Duration::from_secs(1));
         }
         Ok(())
     }

@@ -9,7 +9,7 @@
 //! as failed produces and lost messages.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use kshard_kafka::{Admin, ClientSettings, Delivery, GroupConsumer, RecordWriter, TopicSpec};
@@ -79,7 +79,7 @@ pub(crate) struct EndToEndWorker {
     pub(crate) timeout: Duration,
     pub(crate) settings: EndToEndSettings,
     pub(crate) probe: Arc<EndToEnd>,
-    pub(crate) stop: Arc<AtomicBool>,
+    pub(crate) shutdown: crate::shutdown::Shutdown,
 }
 
 /// A message waiting for the broker's answer.
@@ -94,14 +94,14 @@ impl EndToEndWorker {
     /// Probes until `stop`; a failed session is logged and started again.
     pub(crate) fn run(&mut self) -> Result<(), WorkerError> {
         let mut failures = 0u32;
-        while !self.stop.load(Ordering::Acquire) {
+        while !self.shutdown.is_set() {
             match self.session() {
                 Ok(()) => return Ok(()),
                 Err(e) => {
                     failures += 1;
                     let wait = super::supervisor::backoff(failures);
                     warn!(error = %e, retry_in_seconds = wait.as_secs(), "the end-to-end probe failed");
-                    super::supervisor::sleep_unless_stopped(&self.stop, wait);
+                    self.shutdown.sleep(wait);
                 }
             }
         }
@@ -123,7 +123,7 @@ impl EndToEndWorker {
         self.join(&consumer, &producer, partitions);
         let committer = {
             let (consumer, admin, probe, stop) =
-                (Arc::clone(&consumer), Arc::clone(&admin), Arc::clone(&self.probe), Arc::clone(&self.stop));
+                (Arc::clone(&consumer), Arc::clone(&admin), Arc::clone(&self.probe), self.shutdown.clone());
             let (group, sla) = (group.clone(), self.settings.slas.commit);
             std::thread::Builder::new()
                 .name("end-to-end-commits".to_owned())
@@ -136,7 +136,7 @@ impl EndToEndWorker {
         let mut in_flight: Vec<InFlight> = Vec::new();
         let mut next_probe = Instant::now();
         let mut next_reconcile = Instant::now() + self.settings.reconcile_interval;
-        while !self.stop.load(Ordering::Acquire) {
+        while !self.shutdown.is_set() {
             let now = Instant::now();
             if now >= next_probe {
                 for partition in 0..partitions {
@@ -209,7 +209,7 @@ impl EndToEndWorker {
     fn join(&self, consumer: &GroupConsumer, producer: &RecordWriter, partitions: i32) {
         let deadline = Instant::now() + Duration::from_secs(30);
         let mut next_init = Instant::now();
-        while Instant::now() < deadline && !self.stop.load(Ordering::Acquire) {
+        while Instant::now() < deadline && !self.shutdown.is_set() {
             if consumer.assigned() > 0 && Instant::now() >= next_init {
                 next_init = Instant::now() + Duration::from_secs(1);
                 for partition in 0..partitions {
@@ -299,7 +299,7 @@ fn commit_until_stopped(
     probe: &EndToEnd,
     group: &str,
     sla: Duration,
-    stop: &AtomicBool,
+    stop: &crate::shutdown::Shutdown,
 ) {
     let (ask, asked) = std::sync::mpsc::channel::<()>();
     let (answer, answers) = std::sync::mpsc::channel();
@@ -316,9 +316,9 @@ fn commit_until_stopped(
     }
     let mut coordinator = None;
     let mut next = Instant::now() + COMMIT_INTERVAL;
-    while !stop.load(Ordering::Acquire) {
-        super::supervisor::sleep_unless_stopped(stop, next.saturating_duration_since(Instant::now()));
-        if stop.load(Ordering::Acquire) {
+    while !stop.is_set() {
+        stop.sleep(next.saturating_duration_since(Instant::now()));
+        if stop.is_set() {
             return;
         }
         next = (next + COMMIT_INTERVAL).max(Instant::now());
@@ -373,13 +373,17 @@ enum Answer<T> {
 
 /// The commit thread's next answer, waited for until `deadline` (or for
 /// as long as it takes, without one) unless `stop` is set first.
-fn answer_within<T>(answers: &std::sync::mpsc::Receiver<T>, stop: &AtomicBool, deadline: Option<Instant>) -> Answer<T> {
+fn answer_within<T>(
+    answers: &std::sync::mpsc::Receiver<T>,
+    stop: &crate::shutdown::Shutdown,
+    deadline: Option<Instant>,
+) -> Answer<T> {
     use std::sync::mpsc::RecvTimeoutError;
     loop {
         match answers.recv_timeout(Duration::from_millis(50)) {
             Ok(answer) => return Answer::Came(answer),
             Err(RecvTimeoutError::Disconnected) => return Answer::Stopped,
-            Err(RecvTimeoutError::Timeout) if stop.load(Ordering::Acquire) => return Answer::Stopped,
+            Err(RecvTimeoutError::Timeout) if stop.is_set() => return Answer::Stopped,
             Err(RecvTimeoutError::Timeout) if deadline.is_some_and(|d| Instant::now() > d) => return Answer::Late,
             Err(RecvTimeoutError::Timeout) => {}
         }

@@ -52,8 +52,8 @@ pub(crate) enum WorkerError {
     /// The keyspace refused or did not answer.
     #[error(transparent)]
     Keyspace(#[from] KeyspaceError),
-    /// The shards' tokio runtime could not start.
-    #[error("starting the shards' runtime: {0}")]
+    /// The runtime member that runs the shards stopped on an I/O error.
+    #[error("the shards' member: {0}")]
     Runtime(#[source] std::io::Error),
     /// A member of the runtime stopped.
     #[error(transparent)]
@@ -61,9 +61,9 @@ pub(crate) enum WorkerError {
     /// A shard's key holds another application's shard.
     #[error("{0}")]
     ShardTaken(String),
-    /// A thread of the worker panicked.
-    #[error("the {0} panicked")]
-    Panicked(&'static str),
+    /// A life of the worker, or a thread of it, panicked (what it said).
+    #[error("{0}")]
+    Panicked(String),
 }
 
 impl From<kshard_kafka::Error> for WorkerError {

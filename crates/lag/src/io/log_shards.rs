@@ -20,7 +20,7 @@
 //! a fail-over) and a problem on `/ready` once it lasts (see [`Event::Hold`]).
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -97,14 +97,14 @@ pub(crate) struct LogShards<L> {
     /// shown before, so `/ready` waits for them.
     recovering: Mutex<BTreeSet<i32>>,
     /// Set when the service stops: shards stopping then are no failure.
-    pub(crate) stopping: Arc<AtomicBool>,
+    pub(crate) stopping: crate::shutdown::Shutdown,
     /// The shards have no recovery log and their stores are in memory: the
     /// monitor's units are the state (see [`crate::memory_shard`]).
     pub(crate) in_memory: bool,
 }
 
 impl<L: Layout> LogShards<L> {
-    pub(crate) fn new(layout: L, monitor: Arc<Monitor>, partitions: i32, stopping: Arc<AtomicBool>) -> Self {
+    pub(crate) fn new(layout: L, monitor: Arc<Monitor>, partitions: i32, stopping: crate::shutdown::Shutdown) -> Self {
         LogShards {
             layout,
             monitor,
@@ -349,7 +349,7 @@ impl<L: Layout> LogShards<L> {
         if self.recovering.lock().unwrap_or_else(PoisonError::into_inner).remove(&partition) {
             self.monitor.step(Event::Release(recovering_key(L::LOG, partition)));
         }
-        if (was_primary || was_standby) && !self.stopping.load(Ordering::Acquire) {
+        if (was_primary || was_standby) && !self.stopping.is_set() {
             // Its state here stays, and is served, until the grace runs out:
             // the shard is moving, or restarting after a failure.
             let why = format!("the shard of {} has no replica on this member", named(L::LOG, partition));

@@ -79,7 +79,6 @@ impl<L: Layout> ShardApp for MemoryShard<L> {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::AtomicBool;
 
     use kshard_offsets::{OffsetCommitValue, Record};
     use kshard_runtime::{MemoryStore, Source};
@@ -90,7 +89,7 @@ mod tests {
 
     fn shards(monitor: &Arc<Monitor>) -> Arc<LogShards<OffsetsLayout>> {
         let layout = OffsetsLayout { isolation: kshard_runtime::Isolation::Uncommitted };
-        let mut shards = LogShards::new(layout, Arc::clone(monitor), 1, Arc::new(AtomicBool::new(false)));
+        let mut shards = LogShards::new(layout, Arc::clone(monitor), 1, crate::shutdown::Shutdown::default());
         shards.in_memory = true;
         Arc::new(shards)
     }

@@ -22,6 +22,9 @@ pub mod service;
 pub(crate) mod shards_reader;
 pub(crate) mod share_layout;
 pub(crate) mod share_scrape;
+pub(crate) mod shutdown;
+#[cfg(test)]
+mod simulation_tests;
 pub(crate) mod supervisor;
 #[cfg(test)]
 mod transactions_tests;

@@ -12,9 +12,8 @@
 //! its partitions over when it appears.
 
 use super::error::WorkerError;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kshard_kafka::{ClientSettings, TopicPartition};
@@ -24,6 +23,7 @@ use crate::brokers::{BrokerAdmin, Connector, SourceEvent};
 use crate::catch_up::Log;
 use crate::monitor::Monitor;
 use crate::readiness::Event;
+use crate::shutdown::Shutdown;
 
 /// The worker's name in logs and on `/ready`.
 pub(crate) const WORKER: &str = "offsets reader";
@@ -42,6 +42,7 @@ pub(crate) fn worker(log: Log) -> &'static str {
 /// How long to wait before asking again for a topic that is not there yet.
 const RETRY: Duration = Duration::from_secs(5);
 
+#[derive(Clone)]
 pub(crate) struct OffsetsReader {
     pub(crate) settings: ClientSettings,
     /// Which log it reads.
@@ -49,9 +50,10 @@ pub(crate) struct OffsetsReader {
     pub(crate) topic: String,
     pub(crate) timeout: Duration,
     pub(crate) monitor: Arc<Monitor>,
-    pub(crate) stop: Arc<AtomicBool>,
-    /// Partitions of the topic that appeared later, from the refresher.
-    pub(crate) new_partitions: mpsc::Receiver<Vec<i32>>,
+    pub(crate) shutdown: Shutdown,
+    /// Partitions of the topic that appeared later, from the refresher
+    /// (taken by each life's partition grower in turn).
+    pub(crate) new_partitions: Arc<Mutex<mpsc::Receiver<Vec<i32>>>>,
     /// The shards it reads through, and where they keep their stores.
     pub(crate) shards: crate::shards_reader::Shards,
     /// Makes the Kafka clients.
@@ -66,12 +68,12 @@ pub(crate) fn refusal(
     topic: &str,
     first: (i32, Option<i64>),
     timeout: Duration,
-    stop: &AtomicBool,
+    shutdown: &Shutdown,
 ) -> Result<Option<kshard_kafka::Error>, WorkerError> {
     let mut reader = brokers.reader(topic, &[first])?;
     let deadline = Instant::now() + timeout;
     let mut answered = false;
-    while !answered && Instant::now() < deadline && !stop.load(Ordering::Acquire) {
+    while !answered && Instant::now() < deadline && !shutdown.is_set() {
         let polled = reader.poll(Duration::from_millis(250), &mut |event| {
             answered |= !matches!(event, SourceEvent::Idle);
         });
@@ -123,16 +125,23 @@ pub(crate) fn track_range(
 }
 
 impl OffsetsReader {
-    /// One life of the worker: until `stop` (`Ok`) or a failure (`Err`).
-    pub(crate) fn run(&mut self) -> Result<(), WorkerError> {
-        if !self.monitor.is_log_started(self.log) && !self.wait_for_topic() {
+    /// One life of the worker: until the shutdown (`Ok`) or a failure (`Err`).
+    pub(crate) async fn run(self) -> Result<(), WorkerError> {
+        let asked = self.clone();
+        let readable = tokio::task::spawn_blocking(move || {
+            if !asked.monitor.is_log_started(asked.log) && !asked.wait_for_topic() {
+                return Ok(false);
+            }
+            asked.may_read()
+        })
+        .await
+        .map_err(|_| WorkerError::Panicked("asking whether the topic may be read panicked".into()))?;
+        if !readable? {
+            // Shut down, or the share state left out until then.
+            self.shutdown.wait().await;
             return Ok(());
         }
-        if !self.may_read()? {
-            return Ok(());
-        }
-        let shards = self.shards.clone();
-        crate::shards_reader::run(self, &shards)
+        crate::shards_reader::run(&self).await
     }
 
     /// Whether kshard may read the topic, asked by one read of one partition
@@ -143,7 +152,7 @@ impl OffsetsReader {
     fn may_read(&self) -> Result<bool, WorkerError> {
         let start = self.monitor.positions(self.log);
         let Some(first) = start.first() else { return Ok(true) };
-        match refusal(&*self.brokers, &self.topic, *first, self.timeout, &self.stop)? {
+        match refusal(&*self.brokers, &self.topic, *first, self.timeout, &self.shutdown)? {
             Some(e) => self.denied(e),
             None => Ok(true),
         }
@@ -155,9 +164,6 @@ impl OffsetsReader {
             return Err(WorkerError::ReadDenied { topic: self.topic.clone(), source: Box::new(e) });
         }
         share_state_unreadable(&self.monitor, &self.topic, &e);
-        while !self.stop.load(Ordering::Acquire) {
-            std::thread::sleep(Duration::from_millis(200));
-        }
         Ok(false)
     }
 
@@ -176,12 +182,8 @@ impl OffsetsReader {
                     self.monitor.step(Event::Waiting(reason));
                 }
             }
-            let retry_at = Instant::now() + RETRY;
-            while Instant::now() < retry_at {
-                if self.stop.load(Ordering::Acquire) {
-                    return false;
-                }
-                std::thread::sleep(Duration::from_millis(100));
+            if self.shutdown.sleep(RETRY) {
+                return false;
             }
         }
     }

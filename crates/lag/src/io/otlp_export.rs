@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use tokio::sync::watch;
+use crate::shutdown::Shutdown;
 use tracing::{info, warn};
 
 use super::otlp_transport::{Failure, OtlpProtocol, OtlpTls, Sink};
@@ -111,13 +111,13 @@ pub(crate) fn retry_wait(failure: &Failure, attempt: u32, left: Duration) -> Opt
 }
 
 /// The export loop: every `settings.interval` (the first at once, a last
-/// when `stop` turns true), `render`'s text to `sink`.
+/// when `stop` is triggered), `render`'s text to `sink`.
 pub(crate) async fn run<S: Sink>(
     sink: S,
     settings: OtlpSettings,
     render: Arc<dyn Fn() -> Result<String, String> + Send + Sync>,
     status: Arc<OtlpStatus>,
-    mut stop: watch::Receiver<bool>,
+    stop: Shutdown,
 ) {
     let start_ns = unix_ns();
     let mut ticks = tokio::time::interval(settings.interval);
@@ -127,7 +127,7 @@ pub(crate) async fn run<S: Sink>(
     loop {
         let last = tokio::select! {
             biased;
-            _ = stop.wait_for(|s| *s) => true,
+            () = stop.wait() => true,
             _ = ticks.tick() => false,
         };
         let outcome = if last {
@@ -163,7 +163,7 @@ async fn export_once<S: Sink>(
     status: &OtlpStatus,
     start_ns: u64,
     deadline: tokio::time::Instant,
-    mut stop: watch::Receiver<bool>,
+    stop: Shutdown,
 ) -> Result<(), String> {
     // Rendering, reading back and mapping 100k series takes a while: off
     // the async workers, as `/metrics` is.
@@ -205,7 +205,7 @@ async fn export_once<S: Sink>(
                     let give_up = match retry_wait(&failure, attempt, left) {
                         Some(wait) => tokio::select! {
                             _ = tokio::time::sleep(wait) => false,
-                            _ = stop.wait_for(|s| *s) => true,
+                            () = stop.wait() => true,
                         },
                         None => true,
                     };
@@ -270,13 +270,13 @@ mod tests {
         let mut settings = OtlpSettings::new("http://collector:4318/v1/metrics", OtlpProtocol::HttpProtobuf);
         settings.interval = Duration::from_secs(30);
         let status = Arc::new(OtlpStatus::default());
-        let (stop, stopped) = watch::channel(false);
+        let stop = Shutdown::default();
         let render: Arc<dyn Fn() -> Result<String, String> + Send + Sync> =
             Arc::new(|| Ok("# TYPE kshard_up gauge\nkshard_up 1\n".to_owned()));
-        let task = tokio::spawn(run(sink.clone(), settings, render, Arc::clone(&status), stopped));
+        let task = tokio::spawn(run(sink.clone(), settings, render, Arc::clone(&status), stop.clone()));
         let t0 = tokio::time::Instant::now();
         tokio::time::sleep(Duration::from_secs(65)).await;
-        stop.send(true).expect("the loop listens");
+        stop.trigger();
         task.await.expect("ends");
         let at: Vec<u64> = sink.sent.lock().expect("lock").iter().map(|(t, _)| (*t - t0).as_secs()).collect();
         // At 0 s (refused), 1 s (refused), 3 s (taken); 30 s, 60 s; 65 s at stop.
@@ -294,12 +294,12 @@ mod tests {
         let mut settings = OtlpSettings::new("http://collector:4318/v1/metrics", OtlpProtocol::HttpProtobuf);
         settings.interval = Duration::from_secs(10);
         let status = Arc::new(OtlpStatus::default());
-        let (stop, stopped) = watch::channel(false);
+        let stop = Shutdown::default();
         let render: Arc<dyn Fn() -> Result<String, String> + Send + Sync> = Arc::new(|| Ok(String::new()));
-        let task = tokio::spawn(run(sink.clone(), settings, render, Arc::clone(&status), stopped));
+        let task = tokio::spawn(run(sink.clone(), settings, render, Arc::clone(&status), stop.clone()));
         let t0 = tokio::time::Instant::now();
         tokio::time::sleep(Duration::from_secs(25)).await;
-        stop.send(true).expect("listens");
+        stop.trigger();
         task.await.expect("ends");
         let at: Vec<u64> = sink.sent.lock().expect("lock").iter().map(|(t, _)| (*t - t0).as_secs()).collect();
         // Given up when the next wait would pass the next export; the stop

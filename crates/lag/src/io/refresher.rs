@@ -13,7 +13,7 @@
 use super::error::WorkerError;
 use kshard_kafka::TopicPartitionOffset;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
+
 use std::sync::{Arc, PoisonError, mpsc};
 use std::time::{Duration, Instant};
 
@@ -69,7 +69,7 @@ impl Schedule {
 
     /// How long to sleep at `now` before asking again: until the refresh that
     /// follows catch-up, catch-up is looked for often; then the next refresh
-    /// is slept for, in steps short enough to see a stop.
+    /// is slept for, in steps of at most 250 ms.
     pub(crate) fn wait(&self, now: Instant, caught_up: bool) -> Duration {
         if caught_up && self.refreshed_since_catch_up {
             self.next.saturating_duration_since(now).clamp(Duration::from_millis(10), Duration::from_millis(250))
@@ -86,7 +86,7 @@ pub(crate) struct Refresher {
     pub(crate) interval: Duration,
     pub(crate) monitor: Arc<Monitor>,
     pub(crate) timings: Arc<SelfTimings>,
-    pub(crate) stop: Arc<AtomicBool>,
+    pub(crate) shutdown: crate::shutdown::Shutdown,
     pub(crate) new_partitions: mpsc::Sender<Vec<i32>>,
     /// When `__share_group_state` is read: its partitions that appear (the
     /// topic itself appears with the first share group), for its reader.
@@ -102,7 +102,7 @@ impl Refresher {
         let times = self.brokers.timestamps()?;
         let share = if self.mode == ScrapeMode::AdminApi { self.brokers.share_admin()? } else { None };
         let mut schedule = Schedule::new(self.interval, Instant::now());
-        while !self.stop.load(Ordering::Acquire) {
+        while !self.shutdown.is_set() {
             let caught_up = self.monitor.is_caught_up();
             if schedule.due(Instant::now(), caught_up) {
                 let started = Instant::now();
@@ -126,7 +126,7 @@ impl Refresher {
                 }
                 schedule.finished(started, caught_up, result.is_ok());
             }
-            std::thread::sleep(schedule.wait(Instant::now(), caught_up));
+            self.shutdown.sleep(schedule.wait(Instant::now(), caught_up));
         }
         Ok(())
     }
@@ -387,6 +387,7 @@ fn scrape_groups(
 mod tests {
     use std::collections::HashMap;
     use std::sync::Mutex;
+    use std::sync::atomic::Ordering;
 
     use kshard_kafka::{Error, FetchedOffsets, GroupDescription, GroupListing};
     use kshard_offsets::{OffsetCommitValue, Record};
@@ -445,7 +446,7 @@ mod tests {
             interval: Duration::from_secs(5),
             monitor: Arc::clone(monitor),
             timings: Arc::new(SelfTimings::default()),
-            stop: Arc::new(AtomicBool::new(false)),
+            shutdown: crate::shutdown::Shutdown::default(),
             new_partitions: tx,
             new_share_partitions: None,
             brokers: Arc::new(crate::brokers::Kafka {

@@ -1,8 +1,10 @@
-//! The lag monitor as a service: reads the offsets topic on a thread of its own,
-//! refreshes watermarks on another, and serves `/metrics`, `/ready`, the JSON
-//! API and the web page over HTTP until `shutdown` completes.
+//! The lag monitor as a service: reads the offsets topic through the
+//! runtime's shards, refreshes watermarks, and serves `/metrics`, `/ready`,
+//! the JSON API and the web page over HTTP until `shutdown` completes. Every
+//! worker is a task of the caller's tokio runtime, and one [`Shutdown`]
+//! reaches them all.
 //!
-//! Both threads are supervised: one that fails or panics is logged, reported on
+//! The workers are supervised: one that fails or panics is logged, reported on
 //! `/ready` (which turns 503 with the reason) and restarted with backoff; the
 //! reader resumes from what it had applied. Watermarks older than the staleness
 //! limit ([`ServeOptions::stale_after`]) also turn `/ready` 503 and
@@ -13,10 +15,8 @@
 //! so tests bind port 0 and stop the service by completing the future.
 
 use std::future::Future;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::thread::JoinHandle;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kshard_kafka::{CONSUMER_OFFSETS_TOPIC, ClientSettings};
@@ -28,7 +28,9 @@ use crate::catch_up::Log;
 use crate::http;
 use crate::metrics::{Metrics, SelfTimings};
 use crate::monitor::{Monitor, MonitorSettings};
-use crate::{offsets_reader, refresher, supervisor};
+use crate::shutdown::Shutdown;
+use crate::supervisor::{self, Life};
+use crate::{offsets_reader, refresher};
 
 /// Where group offsets come from (`offsets_topic` or `admin_api` in a
 /// configuration file).
@@ -144,9 +146,9 @@ pub enum ServeError {
     /// The web configuration file is invalid.
     #[error(transparent)]
     WebConfig(#[from] crate::web::WebConfigError),
-    /// A worker thread could not be started or stopped.
-    #[error("{0}")]
-    Worker(String),
+    /// A worker's supervisor did not end cleanly at shutdown.
+    #[error("stopping a worker: {0}")]
+    Worker(#[source] tokio::task::JoinError),
     /// The OTLP export's settings cannot work.
     #[error(transparent)]
     Otlp(#[from] crate::OtlpSettingError),
@@ -204,23 +206,16 @@ pub async fn run_many(
         None => None,
         Some(s) => Some((super::otlp_transport::Transport::new(&s).map_err(ServeError::Otlp)?, s)),
     };
-    let stop = Arc::new(AtomicBool::new(false));
+    let stop = Shutdown::default();
     let mut states = Vec::new();
     let mut workers = Vec::new();
     for options in clusters {
-        match start(options, &stop) {
-            Ok((state, started)) => {
-                states.push(state);
-                workers.extend(started);
-            }
-            Err(e) => {
-                // The clusters started so far stop on their own.
-                stop.store(true, Ordering::Release);
-                return Err(e);
-            }
-        }
+        let (state, started) = start(options, &stop);
+        states.push(state);
+        workers.extend(started);
     }
-    let (otlp_stop, otlp_stopped) = tokio::sync::watch::channel(false);
+    // Stopped first: its last export, while the workers still run.
+    let otlp_stop = stop.child();
     let mut process = http::ProcessSeries { namespace: Arc::from(namespace.as_str()), logs: log_counts, otlp: None };
     let otlp = match otlp_settings {
         Some((transport, settings)) => {
@@ -232,7 +227,7 @@ pub async fn run_many(
             let (all, shown) = (states.clone(), process.clone());
             let render: Arc<dyn Fn() -> Result<String, String> + Send + Sync> =
                 Arc::new(move || http::root_metrics(&all, Some(&shown)).map_err(|e| format!("rendering: {e}")));
-            Some(tokio::spawn(super::otlp_export::run(transport, settings, render, status, otlp_stopped)))
+            Some(tokio::spawn(super::otlp_export::run(transport, settings, render, status, otlp_stop.clone())))
         }
         None => None,
     };
@@ -259,16 +254,13 @@ pub async fn run_many(
     .map_err(ServeError::Http);
 
     // The last export, while the workers still answer.
-    let _ = otlp_stop.send(true);
+    otlp_stop.trigger();
     if let Some(task) = otlp {
         let _ = task.await;
     }
-    stop.store(true, Ordering::Release);
+    stop.trigger();
     for worker in workers {
-        tokio::task::spawn_blocking(move || worker.join())
-            .await
-            .map_err(|e| ServeError::Worker(format!("joining a worker: {e}")))?
-            .map_err(|_| ServeError::Worker("a supervisor thread panicked".into()))?;
+        worker.await.map_err(ServeError::Worker)?;
     }
     info!("stopped");
     served
@@ -318,8 +310,8 @@ pub fn valid_cluster_name(name: &str) -> bool {
         && name != ".."
 }
 
-/// Starts one cluster's workers: what HTTP serves of it, and their threads.
-fn start(options: ServeOptions, stop: &Arc<AtomicBool>) -> Result<(http::AppState, Vec<JoinHandle<()>>), ServeError> {
+/// Starts one cluster's workers: what HTTP serves of it, and their tasks.
+fn start(options: ServeOptions, stop: &Shutdown) -> (http::AppState, Vec<tokio::task::JoinHandle<()>>) {
     let mut settings = options.monitor.clone();
     settings.every_topic_watermarks |= options.profile == crate::Profile::KafkaExporter;
     let monitor = Arc::new(Monitor::with_stale_after(settings, options.stale_after()));
@@ -349,18 +341,13 @@ fn start(options: ServeOptions, stop: &Arc<AtomicBool>) -> Result<(http::AppStat
         Some(name) => tracing::info_span!("cluster", name = %name),
         None => tracing::Span::none(),
     };
-    let spawn = |name: &'static str, mut body: Box<dyn FnMut() -> Result<(), super::error::WorkerError> + Send>| {
-        let span = span.clone();
-        supervisor::spawn(name, Arc::clone(&monitor), Arc::clone(stop), move || span.in_scope(&mut body))
-            .map_err(|e| ServeError::Worker(format!("starting a worker thread: {e}")))
+    let spawn = |name: &'static str, body: Box<dyn FnMut() -> Life + Send>| {
+        supervisor::spawn(name, Arc::clone(&monitor), stop.clone(), span.clone(), body)
     };
     // Workers whose failures are not the lag's: never on `/ready`.
-    let spawn_beside =
-        |name: &'static str, mut body: Box<dyn FnMut() -> Result<(), super::error::WorkerError> + Send>| {
-            let span = span.clone();
-            supervisor::spawn_beside(name, Arc::clone(stop), move || span.in_scope(&mut body))
-                .map_err(|e| ServeError::Worker(format!("starting a worker thread: {e}")))
-        };
+    let spawn_beside = |name: &'static str, body: Box<dyn FnMut() -> Life + Send>| {
+        supervisor::spawn_beside(name, stop.clone(), span.clone(), body)
+    };
     let (new_partitions_tx, new_partitions_rx) = mpsc::channel();
     let mut new_share_partitions = None;
     let mut workers = Vec::new();
@@ -385,29 +372,29 @@ fn start(options: ServeOptions, stop: &Arc<AtomicBool>) -> Result<(http::AppStat
                     .unwrap_or_else(|| crate::recovery_log_topic(&options.offsets_topic)),
                 member: member.clone(),
             };
-            let mut reader = offsets_reader::OffsetsReader {
+            let reader = offsets_reader::OffsetsReader {
                 settings: options.kafka.clone(),
                 log: Log::Offsets,
                 topic: options.offsets_topic.clone(),
                 timeout: options.request_timeout,
                 monitor: Arc::clone(&monitor),
-                stop: Arc::clone(stop),
-                new_partitions: new_partitions_rx,
+                shutdown: stop.clone(),
+                new_partitions: Arc::new(Mutex::new(new_partitions_rx)),
                 shards: shards.clone(),
                 brokers: Arc::clone(&brokers),
             };
-            workers.push(spawn(offsets_reader::WORKER, Box::new(move || reader.run()))?);
+            workers.push(spawn(offsets_reader::WORKER, Box::new(move || Box::pin(reader.clone().run()))));
             if options.share_groups {
                 let (tx, rx) = mpsc::channel();
                 new_share_partitions = Some(tx);
-                let mut reader = offsets_reader::OffsetsReader {
+                let reader = offsets_reader::OffsetsReader {
                     settings: options.kafka.clone(),
                     log: Log::ShareState,
                     topic: Log::ShareState.topic().to_owned(),
                     timeout: options.request_timeout,
                     monitor: Arc::clone(&monitor),
-                    stop: Arc::clone(stop),
-                    new_partitions: rx,
+                    shutdown: stop.clone(),
+                    new_partitions: Arc::new(Mutex::new(rx)),
                     // Shards of their own, run by a second runtime member
                     // (its own keys and recovery logs; not listed by HTTP's
                     // /api/shards, which shows the offsets topic's).
@@ -418,7 +405,7 @@ fn start(options: ServeOptions, stop: &Arc<AtomicBool>) -> Result<(http::AppStat
                     },
                     brokers: Arc::clone(&brokers),
                 };
-                workers.push(spawn(offsets_reader::SHARE_WORKER, Box::new(move || reader.run()))?);
+                workers.push(spawn(offsets_reader::SHARE_WORKER, Box::new(move || Box::pin(reader.clone().run()))));
             }
         }
         ScrapeMode::AdminApi => {
@@ -427,37 +414,39 @@ fn start(options: ServeOptions, stop: &Arc<AtomicBool>) -> Result<(http::AppStat
             info!("scrape_mode admin_api: groups and offsets come from ListGroups and OffsetFetch");
         }
     }
-    let mut refresher = refresher::Refresher {
+    let refresher = refresher::Refresher {
         settings: options.kafka.clone(),
         offsets_topic: options.offsets_topic.clone(),
         mode: options.mode,
         interval: options.watermark_interval,
         monitor: Arc::clone(&monitor),
         timings: Arc::clone(&timings),
-        stop: Arc::clone(stop),
+        shutdown: stop.clone(),
         new_partitions: new_partitions_tx,
         new_share_partitions,
         brokers,
     };
-    workers.push(spawn(refresher::WORKER, Box::new(move || refresher.run()))?);
+    workers.push(spawn(refresher::WORKER, Box::new(supervisor::blocking(refresher, refresher::Refresher::run))));
     if let Some(view) = cluster_view {
-        let mut worker = crate::cluster_info::ClusterInfoWorker {
+        let worker = crate::cluster_info::ClusterInfoWorker {
             brokers: Arc::clone(&cluster_brokers),
             view,
             settings: options.cluster_info.clone(),
-            stop: Arc::clone(stop),
+            shutdown: stop.clone(),
         };
-        workers.push(spawn_beside(crate::cluster_info::WORKER, Box::new(move || worker.run()))?);
+        let body = supervisor::blocking(worker, crate::cluster_info::ClusterInfoWorker::run);
+        workers.push(spawn_beside(crate::cluster_info::WORKER, Box::new(body)));
     }
     if let Some(probe) = probe {
-        let mut worker = super::end_to_end::EndToEndWorker {
+        let worker = super::end_to_end::EndToEndWorker {
             kafka: options.kafka.clone(),
             timeout: options.request_timeout,
             settings: options.end_to_end.clone(),
             probe,
-            stop: Arc::clone(stop),
+            shutdown: stop.clone(),
         };
-        workers.push(spawn_beside(super::end_to_end::WORKER, Box::new(move || worker.run()))?);
+        let body = supervisor::blocking(worker, super::end_to_end::EndToEndWorker::run);
+        workers.push(spawn_beside(super::end_to_end::WORKER, Box::new(body)));
     }
 
     let state = http::AppState {
@@ -472,5 +461,5 @@ fn start(options: ServeOptions, stop: &Arc<AtomicBool>) -> Result<(http::AppStat
         traffic: options.kafka.traffic(),
         process: None,
     };
-    Ok((state, workers))
+    (state, workers)
 }

@@ -16,7 +16,7 @@
 
 use super::error::WorkerError;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use kshard_kafka::Admin;
@@ -100,7 +100,7 @@ pub(crate) fn shard_id(log: Log, p: i32) -> String {
 }
 
 /// The shard of partition `p` of `log`, read from `topic`.
-fn shard(log: Log, topic: &str, shards: &Shards, p: i32) -> ShardSpec {
+pub(crate) fn shard(log: Log, topic: &str, shards: &Shards, p: i32) -> ShardSpec {
     let (id, sources) = (shard_id(log, p), vec![Source { topic: topic.to_owned(), partition: p, min_offset: 0 }]);
     let spec = match &shards.stores {
         Stores::Durable(_) => ShardSpec {
@@ -145,12 +145,12 @@ pub(crate) struct Shards {
     pub(crate) member: crate::LocalMember,
 }
 
-/// One life of the worker: until `stop` (`Ok`) or a failure.
-pub(crate) fn run(reader: &mut OffsetsReader, durable: &Shards) -> Result<(), WorkerError> {
+/// One life of the worker: until the shutdown (`Ok`) or a failure.
+pub(crate) async fn run(reader: &OffsetsReader) -> Result<(), WorkerError> {
     let isolation = reader.settings.isolation_for(kshard_runtime::Isolation::Uncommitted);
     match reader.log {
-        Log::Offsets => run_log(reader, durable, OffsetsLayout { isolation }),
-        Log::ShareState => run_log(reader, durable, ShareLayout { isolation }),
+        Log::Offsets => run_log(reader, OffsetsLayout { isolation }).await,
+        Log::ShareState => run_log(reader, ShareLayout { isolation }).await,
     }
 }
 
@@ -162,25 +162,19 @@ fn keys_of(log: Log, root: &str) -> Keys {
     }
 }
 
-fn run_log<L: Layout>(reader: &mut OffsetsReader, durable: &Shards, layout: L) -> Result<(), WorkerError> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .thread_name("kshard-shards")
-        .enable_all()
-        .build()
-        .map_err(WorkerError::Runtime)?;
-    match durable.cluster.clone() {
+async fn run_log<L: Layout>(reader: &OffsetsReader, layout: L) -> Result<(), WorkerError> {
+    match reader.shards.cluster.clone() {
         None => {
             let member = MemberSpec { id: "local".into(), zone: "local".into(), shard_limit: u32::MAX, endpoint: None };
             // One process on an embedded keyspace: a lease that only a long
             // stall of this process could lose.
             let ttl = Duration::from_secs(120);
             let keys = keys_of(L::LOG, "/kshard/lag");
-            run_on(reader, durable, layout, &runtime, Arc::new(MemoryKeyspace::new()), keys, member, ttl)
+            run_on(reader, layout, Arc::new(MemoryKeyspace::new()), keys, member, ttl).await
         }
         Some(cluster) => {
-            let ks = runtime
-                .block_on(EtcdKeyspace::connect_with(&cluster.etcd, &cluster.access))
+            let ks = EtcdKeyspace::connect_with(&cluster.etcd, &cluster.access)
+                .await
                 .map_err(|source| WorkerError::Etcd { endpoints: cluster.etcd.join(","), source })?;
             let member = MemberSpec {
                 id: cluster.member.clone(),
@@ -189,68 +183,72 @@ fn run_log<L: Layout>(reader: &mut OffsetsReader, durable: &Shards, layout: L) -
                 endpoint: cluster.endpoint.clone(),
             };
             let keys = keys_of(L::LOG, &cluster.prefix);
-            run_on(reader, durable, layout, &runtime, Arc::new(ks), keys, member, cluster.lease_ttl)
+            run_on(reader, layout, Arc::new(ks), keys, member, cluster.lease_ttl).await
         }
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn run_on<K: Keyspace, L: Layout>(
-    reader: &mut OffsetsReader,
-    durable: &Shards,
+/// Runs `f` on tokio's blocking pool (Kafka's admin client blocks).
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, WorkerError> + Send + 'static,
+) -> Result<T, WorkerError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|_| WorkerError::Panicked("a recovery-log topic step panicked".into()))?
+}
+
+async fn run_on<K: Keyspace, L: Layout>(
+    reader: &OffsetsReader,
     layout: L,
-    runtime: &tokio::runtime::Runtime,
     ks: Arc<K>,
     keys: Keys,
     member: MemberSpec,
     lease_ttl: Duration,
 ) -> Result<(), WorkerError> {
+    let shards = &reader.shards;
     let partitions = reader.monitor.positions(L::LOG).len() as i32;
-    let log_topic = durable.log_topic.clone();
-    // The recovery logs' topic is made and grown with it: durable shards only.
-    let admin = match &durable.stores {
-        Stores::Durable(_) => Some(Admin::connect(&reader.settings, reader.timeout)?),
-        Stores::Memory(_) => None,
-    };
-    let shards: Vec<ShardSpec> = (0..partitions).map(|p| shard(L::LOG, &reader.topic, durable, p)).collect();
-    let mut app = LogShards::new(layout, Arc::clone(&reader.monitor), partitions, Arc::clone(&reader.stop));
-    app.in_memory = matches!(durable.stores, Stores::Memory(_));
+    let log_topic = shards.log_topic.clone();
+    let specs: Vec<ShardSpec> = (0..partitions).map(|p| shard(L::LOG, &reader.topic, shards, p)).collect();
+    let mut app = LogShards::new(layout, Arc::clone(&reader.monitor), partitions, reader.shutdown.clone());
+    app.in_memory = matches!(shards.stores, Stores::Memory(_));
     let app = Arc::new(app);
-    let config = match &durable.stores {
+    // The recovery logs' topic is made and grown with it: durable shards only.
+    let (admin, config) = match &shards.stores {
         Stores::Durable(data_dir) => {
-            if let Some(admin) = &admin {
-                ensure_log_topic(admin, &log_topic, partitions)?;
-            }
+            let (settings, timeout, topic) = (reader.settings.clone(), reader.timeout, log_topic.clone());
+            let admin = blocking(move || {
+                let admin = Admin::connect(&settings, timeout)?;
+                ensure_log_topic(&admin, &topic, partitions)?;
+                Ok(admin)
+            })
+            .await?;
             info!(partitions, topic = %reader.topic, %log_topic, data_dir = %data_dir.display(), member = %member.id, "reading through durable shards");
-            NodeConfig::new(keys.clone(), member, lease_ttl, data_dir.clone(), reader.settings.clone())
+            let config = NodeConfig::new(keys.clone(), member, lease_ttl, data_dir.clone(), reader.settings.clone());
+            (Some(Arc::new(admin)), config)
         }
         Stores::Memory(disk) => {
             info!(partitions, topic = %reader.topic, "reading through shards kept in memory");
             let config =
                 NodeConfig::new(keys.clone(), member, lease_ttl, std::env::temp_dir(), reader.settings.clone());
-            NodeConfig { disk: Some(Arc::new(disk.clone())), ..config }
+            (None, NodeConfig { disk: Some(Arc::new(disk.clone())), ..config })
         }
     };
-    let stop = Arc::clone(&reader.stop);
     let shared = NodeShared::default();
-    durable.member.set(shared.clone(), config.member.id.clone());
-    // The refresher's announcements go to the grower thread for this life.
-    let announced = std::mem::replace(&mut reader.new_partitions, std::sync::mpsc::channel().1);
-    // Set when the member stops, to stop the grower with it.
-    let stop_growing = AtomicBool::new(false);
+    shards.member.set(shared.clone(), config.member.id.clone());
+    // Stops the grower when the member stops, or with the service.
+    let member_stopped = reader.shutdown.child();
     let grower = Grower {
-        stop: &reader.stop,
-        stop_growing: &stop_growing,
-        topic: &reader.topic,
-        admin: admin.as_ref(),
-        brokers: &*reader.brokers,
+        shutdown: member_stopped.clone(),
+        topic: reader.topic.clone(),
+        admin,
+        brokers: Arc::clone(&reader.brokers),
         timeout: reader.timeout,
-        shards: durable,
-        app: &app,
-        ks: &ks,
-        keys: &keys,
-        runtime: runtime.handle(),
-        shared: &shared,
+        shards: shards.clone(),
+        app: Arc::clone(&app),
+        ks: Arc::clone(&ks),
+        keys: keys.clone(),
+        runtime: tokio::runtime::Handle::current(),
+        shared: shared.clone(),
         // A fail-over takes the lease's TTL; a primary missing much longer
         // than that is a problem.
         no_primary_grace: lease_ttl + Duration::from_secs(15),
@@ -258,34 +256,21 @@ fn run_on<K: Keyspace, L: Layout>(
         // takes over: state older than STATE_OLD for a TTL more is frozen.
         state_grace: lease_ttl,
     };
-    let (result, announced) = std::thread::scope(|scope| {
-        // Partitions the offsets topic gains later (the refresher tracks them
-        // and says so) get a log partition and a shard.
-        let grower = scope.spawn(move || {
-            let grown = grower.grow(&announced);
-            (grown, announced)
-        });
-        let shutdown = async move {
-            while !stop.load(Ordering::Acquire) {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        };
-        let root = keys.root().to_owned();
-        let application = Arc::new(super::log_shards::LogApp(Arc::clone(&app))) as Arc<dyn Application>;
-        let member = Member::new(Arc::clone(&ks), config, application).with_shards(shards).with_shared(shared.clone());
-        let served = runtime.block_on(member.serve(None, shutdown)).map_err(|e| worker_error(e, &root));
-        // The member stopped: so does the grower.
-        stop_growing.store(true, Ordering::Release);
-        let joined = grower.join();
-        match joined {
-            Ok((grown, announced)) => (served.and(grown), Some(announced)),
-            Err(_) => (Err(WorkerError::Panicked("partition grower")), None),
-        }
+    // Partitions the offsets topic gains later (the refresher tracks them
+    // and says so) get a log partition and a shard.
+    let announced = Arc::clone(&reader.new_partitions);
+    let grower = tokio::task::spawn_blocking(move || {
+        let announced = announced.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        grower.grow(&announced)
     });
-    if let Some(announced) = announced {
-        reader.new_partitions = announced;
-    }
-    result
+    let root = keys.root().to_owned();
+    let application = Arc::new(super::log_shards::LogApp(Arc::clone(&app))) as Arc<dyn Application>;
+    let member = Member::new(ks, config, application).with_shards(specs).with_shared(shared);
+    let served = member.serve(None, reader.shutdown.stopped()).await.map_err(|e| worker_error(e, &root));
+    // The member stopped: so does the grower.
+    member_stopped.trigger();
+    let grown = grower.await.unwrap_or_else(|_| Err(WorkerError::Panicked("the partition grower panicked".into())));
+    served.and(grown)
 }
 
 /// How the worker says why its member stopped.
@@ -314,37 +299,38 @@ fn unsharded(log: Log) -> String {
 }
 
 /// Gives partitions the refresher announces a log partition and a shard, and
-/// watches that every shard has a primary somewhere.
-struct Grower<'a, K, L> {
-    stop: &'a AtomicBool,
-    stop_growing: &'a AtomicBool,
-    topic: &'a str,
+/// watches that every shard has a primary somewhere. Blocking (Kafka's admin
+/// client blocks): run on tokio's blocking pool for the member's life.
+struct Grower<K, L> {
+    /// Triggered when the member stops, or with the service.
+    shutdown: crate::shutdown::Shutdown,
+    topic: String,
     /// The recovery logs' topic's admin client (durable shards).
-    admin: Option<&'a Admin>,
+    admin: Option<Arc<Admin>>,
     /// Makes the reader that asks whether a log that had no partitions may
     /// be read, when its first ones appear.
-    brokers: &'a dyn crate::brokers::Connector,
+    brokers: Arc<dyn crate::brokers::Connector>,
     timeout: Duration,
-    shards: &'a Shards,
-    app: &'a LogShards<L>,
-    ks: &'a Arc<K>,
-    keys: &'a Keys,
-    runtime: &'a tokio::runtime::Handle,
-    shared: &'a NodeShared,
+    shards: Shards,
+    app: Arc<LogShards<L>>,
+    ks: Arc<K>,
+    keys: Keys,
+    runtime: tokio::runtime::Handle,
+    shared: NodeShared,
     no_primary_grace: Duration,
     /// How long state older than [`crate::log_shards::STATE_OLD`] may be
     /// served before `/ready` is 503.
     state_grace: Duration,
 }
 
-impl<K: Keyspace, L: Layout> Grower<'_, K, L> {
+impl<K: Keyspace, L: Layout> Grower<K, L> {
     /// Until the service or the member stops. Failures are retried (the
     /// announced partitions stay pending) and said on `/ready` meanwhile.
-    fn grow(&self, announced: &std::sync::mpsc::Receiver<Vec<i32>>) -> Result<(), WorkerError> {
+    fn grow(self, announced: &std::sync::mpsc::Receiver<Vec<i32>>) -> Result<(), WorkerError> {
         let mut pending = std::collections::BTreeSet::new();
         let mut fenced = std::collections::BTreeMap::new();
         let mut catch_up = crate::catch_up_log::CatchUpLog::new(&self.app.monitor, L::LOG);
-        while !self.stop.load(Ordering::Acquire) && !self.stop_growing.load(Ordering::Acquire) {
+        while !self.shutdown.is_set() {
             if !catch_up.announced {
                 catch_up.report(&self.app.monitor);
             }
@@ -376,11 +362,11 @@ impl<K: Keyspace, L: Layout> Grower<'_, K, L> {
                         let at = self.app.monitor.now();
                         let hold = Event::Hold { key: unsharded(L::LOG), why, grace: Duration::ZERO, at };
                         self.app.monitor.step(hold);
-                        std::thread::sleep(Duration::from_secs(1));
+                        self.shutdown.sleep(Duration::from_secs(1));
                     }
                 }
             }
-            std::thread::sleep(Duration::from_millis(200));
+            self.shutdown.sleep(Duration::from_millis(200));
         }
         Ok(())
     }
@@ -399,9 +385,10 @@ impl<K: Keyspace, L: Layout> Grower<'_, K, L> {
         if self.app.partitions.load(Ordering::Acquire) > 0 {
             return Ok(false);
         }
-        match crate::offsets_reader::refusal(self.brokers, self.topic, (first, None), self.timeout, self.stop)? {
+        match crate::offsets_reader::refusal(&*self.brokers, &self.topic, (first, None), self.timeout, &self.shutdown)?
+        {
             Some(e) => {
-                crate::offsets_reader::share_state_unreadable(&self.app.monitor, self.topic, &e);
+                crate::offsets_reader::share_state_unreadable(&self.app.monitor, &self.topic, &e);
                 Ok(true)
             }
             None => Ok(false),
@@ -410,14 +397,14 @@ impl<K: Keyspace, L: Layout> Grower<'_, K, L> {
 
     fn give_shards(&self, partitions: &std::collections::BTreeSet<i32>, last: i32) -> Result<(), WorkerError> {
         // Created with the first partitions of a log that had none.
-        if let Some(admin) = self.admin {
+        if let Some(admin) = &self.admin {
             ensure_log_topic(admin, &self.shards.log_topic, last + 1)?;
         }
         self.app.partitions.fetch_max(last + 1, Ordering::AcqRel);
         for &p in partitions {
-            let spec = shard(L::LOG, self.topic, self.shards, p);
-            self.runtime.block_on(kshard_runtime::create_shard(&**self.ks, self.keys, &spec))?;
-            info!(partition = p, shard = %spec.id, topic = self.topic, "a new partition gets a shard");
+            let spec = shard(L::LOG, &self.topic, &self.shards, p);
+            self.runtime.block_on(kshard_runtime::create_shard(&*self.ks, &self.keys, &spec))?;
+            info!(partition = p, shard = %spec.id, topic = %self.topic, "a new partition gets a shard");
         }
         Ok(())
     }

@@ -1,42 +1,45 @@
-//! Supervised worker threads: a worker that returns an error or panics is
-//! logged, reported to [`Readiness`](crate::Readiness) (so `/ready` says why lag is not
+//! Supervised workers, each a task of the service's runtime: a worker that
+//! returns an error or panics is logged, reported to
+//! [`Readiness`](crate::Readiness) (so `/ready` says why lag is not
 //! current), and restarted after a backoff that grows with each failure in a
-//! row (1 s, 2 s, 4 s, … up to 30 s) until the service stops.
+//! row (1 s, 2 s, 4 s, … up to 30 s) until the service's [`Shutdown`]. A
+//! worker is one life after another: a future ([`spawn`]), or a blocking
+//! body run on tokio's blocking pool ([`blocking`]) for the workers that
+//! call Kafka's blocking clients.
 
-use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
-use tracing::{error, info};
+use tokio::task::JoinHandle;
+use tracing::{Instrument, error, info};
 
+use super::error::WorkerError;
+use super::shutdown::Shutdown;
 use crate::monitor::Monitor;
+
+/// One life of a worker: `Ok` once it saw the shutdown, else why it failed.
+pub(crate) type Life = Pin<Box<dyn Future<Output = Result<(), WorkerError>> + Send>>;
 
 /// The wait before restart number `failures` (1-based).
 pub(crate) fn backoff(failures: u32) -> Duration {
     Duration::from_secs(1u64 << failures.saturating_sub(1).min(5)).min(Duration::from_secs(30))
 }
 
-/// Sleeps `wait`, or until `stop` is set, whichever comes first.
-pub(crate) fn sleep_unless_stopped(stop: &AtomicBool, wait: Duration) {
-    let until = Instant::now() + wait;
-    while Instant::now() < until && !stop.load(Ordering::Acquire) {
-        std::thread::sleep(Duration::from_millis(50).min(until.saturating_duration_since(Instant::now())));
-    }
-}
-
-/// Runs `body` on a thread named `name` until `stop` is set. `body` returns
-/// `Ok(())` only when it saw `stop`; an error or a panic restarts it after the
-/// backoff, which grows with failures in a row (see [`crate::Health`]). `body`
-/// reports [`crate::readiness::Event::WorkerRunning`] once it has shown progress.
+/// Runs the lives `body` makes until `shutdown`, each in `span`. A life
+/// returns `Ok(())` only when it saw `shutdown`; an error or a panic
+/// restarts it after the backoff, which grows with failures in a row (see
+/// [`crate::Health`]). A life reports [`crate::readiness::Event::WorkerRunning`]
+/// once it has shown progress.
 pub(crate) fn spawn(
     name: &'static str,
     monitor: Arc<Monitor>,
-    stop: Arc<AtomicBool>,
-    body: impl FnMut() -> Result<(), super::error::WorkerError> + Send + 'static,
-) -> std::io::Result<JoinHandle<()>> {
-    restarting(name, stop, body, move |error| monitor.worker_failed(name, error))
+    shutdown: Shutdown,
+    span: tracing::Span,
+    body: impl FnMut() -> Life + Send + 'static,
+) -> JoinHandle<()> {
+    tokio::spawn(restarting(name, shutdown, body, move |error| monitor.worker_failed(name, error)).instrument(span))
 }
 
 /// [`spawn`] for a worker whose failures are not the lag's (kminion's
@@ -44,53 +47,79 @@ pub(crate) fn spawn(
 /// way, never reported to readiness, so `/ready` does not depend on them.
 pub(crate) fn spawn_beside(
     name: &'static str,
-    stop: Arc<AtomicBool>,
-    body: impl FnMut() -> Result<(), super::error::WorkerError> + Send + 'static,
-) -> std::io::Result<JoinHandle<()>> {
+    shutdown: Shutdown,
+    span: tracing::Span,
+    body: impl FnMut() -> Life + Send + 'static,
+) -> JoinHandle<()> {
     let mut in_a_row = 0u32;
-    restarting(name, stop, body, move |_| {
+    let failed = move |_| {
         in_a_row = in_a_row.saturating_add(1);
         in_a_row
-    })
+    };
+    tokio::spawn(restarting(name, shutdown, body, failed).instrument(span))
+}
+
+/// The lives of a worker whose body blocks: each runs `run` on `worker`
+/// on tokio's blocking pool, in the span of its supervisor.
+pub(crate) fn blocking<W: Send + 'static>(
+    worker: W,
+    run: fn(&mut W) -> Result<(), WorkerError>,
+) -> impl FnMut() -> Life + Send + 'static {
+    // A life that panicked leaves the worker as it was; the next goes on.
+    let worker = Arc::new(Mutex::new(worker));
+    move || {
+        let (worker, span) = (Arc::clone(&worker), tracing::Span::current());
+        Box::pin(async move {
+            let life = move || span.in_scope(|| run(&mut worker.lock().unwrap_or_else(PoisonError::into_inner)));
+            tokio::task::spawn_blocking(life).await.unwrap_or_else(|e| Err(WorkerError::Panicked(panic_of(e))))
+        })
+    }
+}
+
+/// What a life that did not finish said.
+fn panic_of(e: tokio::task::JoinError) -> String {
+    if !e.is_panic() {
+        return "cancelled".to_owned();
+    }
+    let panic = e.into_panic();
+    let what = panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".to_owned());
+    format!("panicked: {what}")
 }
 
 /// The loop of [`spawn`]: `failed` hears each failure and says how many
 /// came in a row.
-fn restarting(
+async fn restarting(
     name: &'static str,
-    stop: Arc<AtomicBool>,
-    mut body: impl FnMut() -> Result<(), super::error::WorkerError> + Send + 'static,
+    shutdown: Shutdown,
+    mut body: impl FnMut() -> Life + Send + 'static,
     mut failed: impl FnMut(String) -> u32 + Send + 'static,
-) -> std::io::Result<JoinHandle<()>> {
-    std::thread::Builder::new().name(name.replace(' ', "-")).spawn(move || {
-        while !stop.load(Ordering::Acquire) {
-            let outcome = std::panic::catch_unwind(AssertUnwindSafe(&mut body));
-            let error = match outcome {
-                Ok(Ok(())) => continue,
-                Ok(Err(e)) => e.to_string(),
-                Err(panic) => {
-                    let what = panic
-                        .downcast_ref::<&str>()
-                        .map(|s| (*s).to_owned())
-                        .or_else(|| panic.downcast_ref::<String>().cloned())
-                        .unwrap_or_else(|| "a panic".to_owned());
-                    format!("panicked: {what}")
-                }
-            };
-            let failures = failed(error.clone());
-            let wait = backoff(failures);
-            error!(worker = name, failures, restart_in_seconds = wait.as_secs(), error = %error, "worker failed; restarting");
-            sleep_unless_stopped(&stop, wait);
-            if !stop.load(Ordering::Acquire) {
-                info!(worker = name, "restarting worker");
-            }
+) {
+    while !shutdown.is_set() {
+        // Its own task: a panic ends the life, not the supervisor.
+        let life = tokio::spawn(body().in_current_span());
+        let error = match life.await {
+            Ok(Ok(())) => continue,
+            Ok(Err(WorkerError::Panicked(what))) => what,
+            Ok(Err(e)) => e.to_string(),
+            Err(e) => panic_of(e),
+        };
+        let failures = failed(error.clone());
+        let wait = backoff(failures);
+        error!(worker = name, failures, restart_in_seconds = wait.as_secs(), error = %error, "worker failed; restarting");
+        if !shutdown.sleep_async(wait).await {
+            info!(worker = name, "restarting worker");
         }
-    })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
 
     #[test]
     fn backoff_doubles_up_to_thirty_seconds() {
@@ -98,39 +127,68 @@ mod tests {
         assert_eq!(waits, [1, 2, 4, 8, 16, 30, 30, 30]);
     }
 
-    #[test]
-    fn a_failing_worker_is_reported_and_restarted_until_it_recovers() {
+    /// A worker whose first life panics and whose second works until the shutdown.
+    struct Flaky {
+        runs: Arc<AtomicU32>,
+        monitor: Arc<Monitor>,
+        shutdown: Shutdown,
+    }
+
+    fn flaky_life(w: &mut Flaky) -> Result<(), WorkerError> {
+        if w.runs.fetch_add(1, Ordering::SeqCst) == 0 {
+            panic!("first run dies");
+        }
+        w.monitor.step(crate::readiness::Event::WorkerRunning("test worker"));
+        while !w.shutdown.sleep(Duration::from_secs(60)) {}
+        Ok(())
+    }
+
+    // On the real clock: a blocking life keeps a paused clock from advancing.
+    #[tokio::test]
+    async fn a_failing_worker_is_reported_and_restarted_until_it_recovers() {
         let monitor = Arc::new(Monitor::new(crate::MonitorSettings::default()));
-        let stop = Arc::new(AtomicBool::new(false));
-        let runs = Arc::new(std::sync::atomic::AtomicU32::new(0));
-        let (m, s, r) = (Arc::clone(&monitor), Arc::clone(&stop), Arc::clone(&runs));
-        let handle = spawn("test worker", Arc::clone(&monitor), Arc::clone(&stop), move || {
-            if r.fetch_add(1, Ordering::SeqCst) == 0 {
-                panic!("first run dies");
-            }
-            // The second run comes up, says so, and works until told to stop.
-            m.step(crate::readiness::Event::WorkerRunning("test worker"));
-            while !s.load(Ordering::Acquire) {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            Ok(())
-        })
-        .expect("spawn");
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let shutdown = Shutdown::default();
+        let runs = Arc::new(AtomicU32::new(0));
+        let worker = Flaky { runs: Arc::clone(&runs), monitor: Arc::clone(&monitor), shutdown: shutdown.clone() };
+        let task = spawn(
+            "test worker",
+            Arc::clone(&monitor),
+            shutdown.clone(),
+            tracing::Span::none(),
+            blocking(worker, flaky_life),
+        );
         let problem = loop {
             if let Some(p) = monitor.problem() {
                 break p;
             }
-            assert!(Instant::now() < deadline, "the failure was never reported");
-            std::thread::sleep(Duration::from_millis(5));
+            tokio::time::sleep(Duration::from_millis(5)).await;
         };
         assert!(problem.contains("test worker") && problem.contains("panicked: first run dies"), "{problem}");
+        // The backoff (1 s), then the second life.
         while runs.load(Ordering::SeqCst) < 2 || monitor.problem().is_some() {
-            assert!(Instant::now() < deadline, "not restarted, or still reported as failed");
-            std::thread::sleep(Duration::from_millis(5));
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        stop.store(true, Ordering::Release);
-        handle.join().expect("joins");
+        shutdown.trigger();
+        task.await.expect("the supervisor ends");
         assert_eq!(runs.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_async_worker_stops_at_shutdown_without_a_failure() {
+        let shutdown = Shutdown::default();
+        let lives = Arc::new(AtomicU32::new(0));
+        let (counted, stop) = (Arc::clone(&lives), shutdown.clone());
+        let task = spawn_beside("async worker", shutdown.clone(), tracing::Span::none(), move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+            let stop = stop.clone();
+            Box::pin(async move {
+                stop.wait().await;
+                Ok(())
+            })
+        });
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        shutdown.trigger();
+        task.await.expect("the supervisor ends");
+        assert_eq!(lives.load(Ordering::SeqCst), 1);
     }
 }

@@ -8,7 +8,6 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 use kshard_offsets::{OffsetCommitKey, OffsetCommitValue, Record, RecordKey, RecordValue};
 use kshard_runtime::recovery_log::SourceOffset;
@@ -161,7 +160,7 @@ proptest! {
         restarts in proptest::collection::vec(any::<bool>(), 12),
     ) {
         let monitor = Arc::new(Monitor::new(MonitorSettings::default()));
-        let app = OffsetsShards::new(OffsetsLayout::default(), Arc::clone(&monitor), 1, Arc::new(AtomicBool::new(false)));
+        let app = OffsetsShards::new(OffsetsLayout::default(), Arc::clone(&monitor), 1, crate::shutdown::Shutdown::default());
         let (mut store, mut standby, mut kafka) = (MemoryStore::default(), GroupOffsets::default(), Kafka::default());
         for (n, chunk) in ops.chunks(batch).enumerate() {
             let first = (n * batch) as i64;

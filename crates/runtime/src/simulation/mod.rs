@@ -105,9 +105,12 @@ pub(crate) struct Reference {
     outputs: Outputs,
 }
 
+/// Makes the application of a member's process, each time one starts.
+pub(crate) type MakeApp = Arc<dyn Fn() -> Arc<dyn Application> + Send + Sync>;
+
 /// An application, its shards and its input, to run through faults.
 pub struct Simulation {
-    app: Arc<dyn Application>,
+    app: MakeApp,
     shards: Vec<ShardSpec>,
     input: Arc<[Input]>,
     outputs: Vec<String>,
@@ -162,16 +165,26 @@ impl std::error::Error for Failed {}
 
 impl Simulation {
     /// `app` with `shards` (their hot standbys, transaction durations and
-    /// snapshot settings as given), three members, 1,000 schedules.
+    /// snapshot settings as given), three members, 1,000 schedules. Every
+    /// member of every schedule runs this one `app`: what it holds outside
+    /// its shards' stores is shared by all of them, and outlives a crash.
+    /// An application that keeps state of its own beside its stores (a
+    /// cache, a view of every shard) is run with [`Simulation::per_process`].
     pub fn new(app: impl Application, shards: Vec<ShardSpec>) -> Self {
-        Simulation {
-            app: Arc::new(app),
-            shards,
-            input: Arc::from([]),
-            outputs: Vec::new(),
-            members: 3,
-            schedules: 1_000,
-        }
+        let app: Arc<dyn Application> = Arc::new(app);
+        Self::made(Arc::new(move || Arc::clone(&app)), shards)
+    }
+
+    /// [`Simulation::new`] with an application made by `make` each time a
+    /// member's process starts, as a real process makes its own: what one
+    /// holds in memory is its member's alone, and is lost when the member
+    /// crashes or stops.
+    pub fn per_process<A: Application>(make: impl Fn() -> A + Send + Sync + 'static, shards: Vec<ShardSpec>) -> Self {
+        Self::made(Arc::new(move || Arc::new(make()) as Arc<dyn Application>), shards)
+    }
+
+    fn made(app: MakeApp, shards: Vec<ShardSpec>) -> Self {
+        Simulation { app, shards, input: Arc::from([]), outputs: Vec::new(), members: 3, schedules: 1_000 }
     }
 
     /// The input, appended in order over each schedule's steps.

@@ -14,7 +14,6 @@ use tokio::task::JoinHandle;
 
 use super::reference::{Chain, Recording};
 use super::{Contents, Input, Outputs, Reference};
-use crate::application::Application;
 use crate::faults::{Gate, GatedDisk, GatedKeyspace, GatedPartitions, Passage};
 use crate::keyspace::MemoryKeyspace;
 use crate::keyspace::{Keyspace, LeaseId, Result as KsResult, Snapshot, Txn, TxnResponse, WatchStream};
@@ -98,19 +97,14 @@ pub(super) struct World {
     pub(super) keys: Keys,
     pub(super) shards: Vec<ShardSpec>,
     pub(super) members: Vec<Member>,
-    app: Arc<dyn Application>,
+    app: super::MakeApp,
     input: Arc<[Input]>,
     /// Records of `input` appended so far.
     produced: usize,
 }
 
 impl World {
-    pub(super) async fn new(
-        members: usize,
-        shards: Vec<ShardSpec>,
-        app: Arc<dyn Application>,
-        input: Arc<[Input]>,
-    ) -> World {
+    pub(super) async fn new(members: usize, shards: Vec<ShardSpec>, app: super::MakeApp, input: Arc<[Input]>) -> World {
         let ks = MemoryKeyspace::new();
         let keys = Keys::new("/sim");
         for spec in &shards {
@@ -164,10 +158,9 @@ impl World {
         };
         let shared = NodeShared::default();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task =
-            tokio::spawn(crate::node::run(Arc::new(ks), config, Arc::clone(&self.app), shared.clone(), async move {
-                let _ = stopped.await;
-            }));
+        let task = tokio::spawn(crate::node::run(Arc::new(ks), config, (self.app)(), shared.clone(), async move {
+            let _ = stopped.await;
+        }));
         member.life = Some(Life { keyspace, log, writes, disk, shared, stop: Some(stop), task });
     }
 
