@@ -10,10 +10,9 @@ pub use share::{BatchView, ShareView};
 use serde::Serialize;
 
 use crate::consumer_status::Status;
-use crate::group_offsets::Group;
 use crate::lag_history::LagPoint;
 use crate::monitor::Monitor;
-use crate::watermarks::lag;
+use crate::snapshot::GroupLag;
 
 /// `/ready`: readiness with catch-up progress.
 #[derive(Debug, Serialize)]
@@ -217,89 +216,80 @@ pub fn groups(monitor: &Monitor) -> Vec<GroupView> {
     out
 }
 
-/// The groups `wanted` accepts (by id), each as a view and with what the
-/// state holds of it, in no particular order; share-partitions with their
-/// delivery state in runs when `runs`.
-fn views(monitor: &Monitor, wanted: impl Fn(&str) -> bool, runs: bool, mut each: impl FnMut(GroupView, &Group)) {
-    let settings = monitor.settings();
-    let watermarks = monitor.watermarks();
-    let mut share = share::by_group(monitor.share_rows(runs));
-    share.retain(|g, _| wanted(g));
-    let derived = monitor.derived();
-    let mut view_of = |group: &Arc<str>, g: &Group, share_rows: Vec<crate::ShareRow>| {
-        let mut topics: BTreeMap<String, Vec<PartitionView>> = BTreeMap::new();
-        let is_share = !share_rows.is_empty();
-        for row in share_rows {
-            let p = share::partition(&row, &watermarks, &derived);
-            topics.entry(row.topic.to_string()).or_default().push(p);
+/// The groups `wanted` accepts (by id) as the last refresh's snapshot has
+/// them, each as a view and with the snapshot's row, by id;
+/// share-partitions with their delivery state in runs when `runs`.
+fn views(monitor: &Monitor, wanted: impl Fn(&str) -> bool, runs: bool, mut each: impl FnMut(GroupView, &GroupLag)) {
+    let (snapshot, now_ms) = (monitor.snapshot(), monitor.epoch_ms());
+    for g in snapshot.groups.iter().filter(|g| wanted(&g.name)) {
+        each(view(g, runs.then(|| share_runs(monitor, &g.name)), now_ms), g);
+    }
+}
+
+/// Share-partitions' delivery state in runs, by topic and partition.
+type Runs = BTreeMap<(Arc<str>, i32), Vec<crate::share_partition::Run>>;
+
+/// The delivery state of `group`'s share-partitions, in runs.
+fn share_runs(monitor: &Monitor, group: &str) -> Runs {
+    let rows = monitor.share_rows(true).into_iter().filter(|r| &*r.group == group);
+    rows.filter_map(|r| Some(((r.topic, r.partition), r.runs?))).collect()
+}
+
+/// What `/api/groups` shows of `g`.
+fn view(g: &GroupLag, mut runs: Option<Runs>, now_ms: i64) -> GroupView {
+    let mut topics: BTreeMap<String, Vec<PartitionView>> = BTreeMap::new();
+    for s in &g.share {
+        let mut p = share::partition(s, now_ms);
+        if let (Some(runs), Some(view)) = (runs.as_mut(), p.share.as_mut()) {
+            let of_it = runs.remove(&(Arc::clone(&s.row.topic), s.row.partition)).unwrap_or_default();
+            view.batches = Some(of_it.iter().map(share::batch).collect());
         }
-        let mut group_status = Status::Ok;
-        for (topic, partition, c) in g.offsets() {
-            if !settings.topics.allows(topic) {
-                continue;
+        topics.entry(s.row.topic.to_string()).or_default().push(p);
+    }
+    for p in &g.partitions {
+        let (age, motion) = (p.lag_seconds(now_ms), p.motion(now_ms));
+        topics.entry(p.topic.to_string()).or_default().push(PartitionView {
+            partition: p.partition,
+            committed_offset: p.committed_offset,
+            high_water_mark: p.watermark.map(|w| w.high),
+            lag: p.lag,
+            commit_timestamp: p.commit_timestamp,
+            status: p.status.name(),
+            records_lost: p.records_lost(),
+            lag_seconds: age.map(|(s, _)| s),
+            lag_seconds_method: age.map(|(_, m)| m.name()),
+            commit_age_seconds: motion.commit_age_s,
+            consumed_per_second: motion.velocity.map(|v| v.consumed_per_s),
+            produced_per_second: motion.velocity.map(|v| v.produced_per_s),
+            rate_window_seconds: motion.velocity.map(|v| v.window_s),
+            catch_up_seconds: p.lag.and(motion.catch_up_s),
+            share: None,
+        });
+    }
+    let topics: Vec<TopicView> = topics
+        .into_iter()
+        .map(|(topic, mut partitions)| {
+            partitions.sort_by_key(|p| p.partition);
+            TopicView {
+                topic,
+                lag: crate::watermarks::total(partitions.iter().filter_map(|p| p.lag)),
+                max_lag_seconds: partitions.iter().filter_map(|p| p.lag_seconds).reduce(f64::max),
+                partitions,
             }
-            let w = watermarks.get(topic, partition);
-            let l = w.map(|w| lag(w.high, c.offset));
-            let status = l.map_or(Status::Ok, |l| derived.status(group, topic, partition, l));
-            let age = l.and_then(|l| derived.lag_seconds(topic, partition, c.offset, l));
-            let motion = derived.motion(group, topic, partition, c.commit_timestamp, l.unwrap_or(0));
-            group_status = Status::of_group([group_status, status]);
-            topics.entry(topic.to_string()).or_default().push(PartitionView {
-                partition,
-                committed_offset: c.offset,
-                high_water_mark: w.map(|w| w.high),
-                lag: l,
-                commit_timestamp: c.commit_timestamp,
-                status: status.name(),
-                records_lost: w.map_or(0, |w| w.low.saturating_sub(c.offset).max(0)),
-                lag_seconds: age.map(|(s, _)| s),
-                lag_seconds_method: age.map(|(_, m)| m.name()),
-                commit_age_seconds: motion.commit_age_s,
-                consumed_per_second: motion.velocity.map(|v| v.consumed_per_s),
-                produced_per_second: motion.velocity.map(|v| v.produced_per_s),
-                rate_window_seconds: motion.velocity.map(|v| v.window_s),
-                catch_up_seconds: l.and(motion.catch_up_s),
-                share: None,
-            });
-        }
-        let topics: Vec<TopicView> = topics
-            .into_iter()
-            .map(|(topic, mut partitions)| {
-                partitions.sort_by_key(|p| p.partition);
-                TopicView {
-                    topic,
-                    lag: crate::watermarks::total(partitions.iter().filter_map(|p| p.lag)),
-                    max_lag_seconds: partitions.iter().filter_map(|p| p.lag_seconds).reduce(f64::max),
-                    partitions,
-                }
-            })
-            .collect();
-        let view = GroupView {
-            group_id: group.to_string(),
-            // No group metadata (a client committing without joining): Kafka
-            // lists the group Empty, as /metrics does.
-            state: g.info.as_ref().map_or("Empty", |i| i.state()).to_owned(),
-            protocol_type: g.info.as_ref().map(|i| i.protocol_type.to_string()).or(is_share.then(|| "share".into())),
-            protocol: g.info.as_ref().and_then(|i| i.protocol.as_deref().map(str::to_owned)),
-            members: g.info.as_ref().map_or(0, |i| i.members().len()),
-            lag: crate::watermarks::total(topics.iter().map(|t| t.lag)),
-            status: group_status.name(),
-            max_lag_seconds: topics.iter().filter_map(|t| t.max_lag_seconds).reduce(f64::max),
-            topics,
-        };
-        each(view, g);
-    };
-    monitor.units().for_each(|_, unit| {
-        for (group, g) in unit.groups() {
-            if wanted(group) && settings.groups.allows(group) {
-                view_of(group, g, share.remove(group).unwrap_or_default());
-            }
-        }
-    });
-    // Share groups with state and no metadata (it is in a partition not
-    // read yet, or was deleted before its state).
-    for (group, rows) in share {
-        view_of(&group, &Group::default(), rows);
+        })
+        .collect();
+    GroupView {
+        group_id: g.name.to_string(),
+        // No group metadata (a client committing without joining): Kafka
+        // lists the group Empty, as /metrics does.
+        state: g.info.as_ref().map_or("Empty", |i| i.state()).to_owned(),
+        protocol_type: g.info.as_ref().map(|i| i.protocol_type.to_string()).or(g.is_share().then(|| "share".into())),
+        protocol: g.info.as_ref().and_then(|i| i.protocol.as_deref().map(str::to_owned)),
+        members: g.info.as_ref().map_or(0, |i| i.members().len()),
+        lag: crate::watermarks::total(topics.iter().map(|t| t.lag)),
+        status: g.status.name(),
+        max_lag_seconds: topics.iter().filter_map(|t| t.max_lag_seconds).reduce(f64::max),
+        topics,
     }
 }
 

@@ -22,7 +22,6 @@ use serde::Serialize;
 
 use crate::consumer_status::{Commit, Status, StatusSettings};
 use crate::monitor::Monitor;
-use crate::watermarks::lag;
 
 /// The cluster's name in the API when the configuration has no `clusters:`.
 pub const CLUSTER: &str = "local";
@@ -193,25 +192,21 @@ pub struct StatusBody {
     pub status: GroupStatus,
 }
 
-/// Every exported group.
+/// Every exported group, as of the last refresh.
 pub fn consumers(monitor: &Monitor) -> Consumers {
-    let mut consumers = Vec::new();
-    monitor.units().for_each(|_, unit| {
-        consumers.extend(unit.groups().map(|(g, _)| g.to_string()).filter(|g| monitor.settings().groups.allows(g)));
-    });
-    consumers.sort();
-    Consumers { consumers }
+    Consumers { consumers: monitor.snapshot().groups.iter().map(|g| g.name.to_string()).collect() }
 }
 
 /// Every topic with watermarks.
 pub fn topics(monitor: &Monitor) -> Topics {
-    let watermarks = monitor.watermarks();
+    let watermarks = &monitor.snapshot().watermarks;
     Topics { topics: watermarks.topics().map(|(t, _)| t.to_owned()).collect() }
 }
 
 /// A topic's end offsets, `None` for a topic kshard has no watermarks of.
 pub fn topic_offsets(monitor: &Monitor, topic: &str) -> Option<TopicOffsets> {
-    let watermarks = monitor.watermarks();
+    let snapshot = monitor.snapshot();
+    let watermarks = &snapshot.watermarks;
     let (_, partitions) = watermarks.topics().find(|(t, _)| *t == topic)?;
     Some(TopicOffsets { offsets: partitions.iter().map(|w| w.map_or(0, |w| w.high)).collect() })
 }
@@ -227,65 +222,41 @@ struct Seen {
     client_id: String,
 }
 
-/// The group's partitions with lag (those with watermarks), or `None` for a
-/// group kshard does not know.
+/// The group's partitions with lag (those with watermarks), as the last
+/// refresh's snapshot has them, or `None` for a group kshard does not know.
 fn seen(monitor: &Monitor, group: &str) -> Option<Vec<Seen>> {
-    if !monitor.settings().groups.allows(group) {
-        return None;
-    }
-    let watermarks = monitor.watermarks();
-    // A share group's partitions: Kafka's share lag, no commits (it makes none).
-    let share: Vec<crate::ShareRow> = monitor.share_rows(false).into_iter().filter(|r| &*r.group == group).collect();
+    let snapshot = monitor.snapshot();
+    let g = snapshot.group(group)?;
     let derived = monitor.derived();
-    let mut out = None;
-    monitor.units().for_each(|_, unit| {
-        let Some((name, g)) = unit.groups().find(|(name, _)| &***name == group) else { return };
-        let mut owners: BTreeMap<(&str, i32), (&str, &str)> = BTreeMap::new();
-        for m in g.info.as_ref().map(|i| i.members()).unwrap_or_default() {
-            for (topic, partitions) in &m.assignment {
-                for p in partitions {
-                    owners.insert((topic, *p), (&m.client_host, &m.client_id));
-                }
-            }
-        }
-        let mut parts = Vec::new();
-        for (topic, partition, committed) in g.offsets() {
-            if !monitor.settings().topics.allows(topic) {
-                continue;
-            }
-            let Some(w) = watermarks.get(topic, partition) else { continue };
-            let l = lag(w.high, committed.offset);
-            let (owner, client_id) = owners.get(&(&**topic, partition)).copied().unwrap_or_default();
-            parts.push(Seen {
-                topic: Arc::clone(topic),
-                partition,
-                lag: l,
-                commits: derived
-                    .window(name, topic, partition)
-                    .map(|w| w.commits().map(Into::into).collect())
-                    .unwrap_or_default(),
-                status: derived.status(name, topic, partition, l),
-                owner: owner.to_owned(),
-                client_id: client_id.to_owned(),
-            });
-        }
-        for row in &share {
-            let Some(l) = watermarks.get(&row.topic, row.partition).and_then(|w| row.lag(w.high)) else { continue };
-            let (owner, client_id) = owners.get(&(&*row.topic, row.partition)).copied().unwrap_or_default();
-            parts.push(Seen {
-                topic: Arc::clone(&row.topic),
-                partition: row.partition,
-                lag: l,
-                commits: Vec::new(),
-                status: Status::Ok,
-                owner: owner.to_owned(),
-                client_id: client_id.to_owned(),
-            });
-        }
-        parts.sort_by(|a, b| (&*a.topic, a.partition).cmp(&(&*b.topic, b.partition)));
-        out = Some(parts);
-    });
-    out
+    let owner = |o: &Option<crate::snapshot::Owner>| {
+        o.as_ref().map_or((String::new(), String::new()), |o| (o.host.to_string(), o.client_id.to_string()))
+    };
+    let mut parts = Vec::new();
+    for p in &g.partitions {
+        let Some(lag) = p.lag else { continue };
+        let (owner, client_id) = owner(&p.owner);
+        parts.push(Seen {
+            topic: Arc::clone(&p.topic),
+            partition: p.partition,
+            lag,
+            commits: derived
+                .window(&g.name, &p.topic, p.partition)
+                .map(|w| w.commits().map(Into::into).collect())
+                .unwrap_or_default(),
+            status: p.status,
+            owner,
+            client_id,
+        });
+    }
+    // A share group's partitions: Kafka's share lag, no commits (it makes none).
+    for s in &g.share {
+        let Some(lag) = s.lag else { continue };
+        let (owner, client_id) = owner(&s.owner);
+        let (topic, partition) = (Arc::clone(&s.row.topic), s.row.partition);
+        parts.push(Seen { topic, partition, lag, commits: Vec::new(), status: Status::Ok, owner, client_id });
+    }
+    parts.sort_by(|a, b| (&*a.topic, a.partition).cmp(&(&*b.topic, b.partition)));
+    Some(parts)
 }
 
 /// `/v3/kafka/{cluster}/consumer/{group}`, `None` for an unknown group.

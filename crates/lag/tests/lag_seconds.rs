@@ -95,12 +95,14 @@ fn lag_in_seconds_is_the_age_of_the_first_unconsumed_record() {
 }
 
 /// A consumer that keeps committing behind a producer: its committed offset
-/// moves between kshard's refreshes, so many answers are estimated from the
-/// high watermarks seen at refreshes rather than read at the offset, and
-/// both kinds must come. A record's own time is within 0.5 s of the truth
-/// (the time the test produced the record at the offset the answer is for);
-/// an estimate within two refresh intervals (an estimate lies between two
-/// samples a refresh apart, and a slow machine may be late with one).
+/// moves between kshard's refreshes. Every output shows the offset of the
+/// last refresh (one snapshot per refresh), whose record that refresh read,
+/// so answers are the record's own time, within 0.5 s of the truth (the time
+/// the test produced the record at the offset the answer is for), counted
+/// to the moment of the answer. A record not read in the refresh's time is
+/// estimated from the high watermarks seen at refreshes, within two refresh
+/// intervals (an estimate lies between two samples a refresh apart, and a
+/// slow machine may be late with one).
 #[test]
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn lag_in_seconds_follows_a_moving_consumer() {
@@ -165,10 +167,9 @@ fn lag_in_seconds_follows_a_moving_consumer() {
     }
     eprintln!("{checked} answers within {worst:.3} s of the truth, by method: {methods:?}");
     assert!(checked >= 20, "only {checked} answers checked");
-    // The doc's claim, checked: both ways were used (seen: 28 estimates, 20
-    // records read at the offset).
-    assert!(methods.get("estimate").is_some_and(|n| *n >= 3), "too few estimates: {methods:?}");
-    assert!(methods.get("record").is_some_and(|n| *n >= 3), "too few records read at the offset: {methods:?}");
+    // Most answers are the record read at the offset (seen: 49 of 49).
+    let records = methods.get("record").copied().unwrap_or(0);
+    assert!(records * 2 > checked, "too few records read at the offset: {methods:?}");
 }
 
 /// A record compacted away under a group's committed offset: reading there

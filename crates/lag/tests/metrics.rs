@@ -166,7 +166,6 @@ fn status_by_burrows_rules_and_records_lost_to_retention() {
         let (k, v) = Record::offset_commit("g", "t", 0, Some(OffsetCommitValue::new(3, offset, now_ms))).encode();
         monitor.apply(0, i as i64, Some(&k), v.as_deref()).expect("applies");
         monitor.set_watermarks(watermark(0, high), true, clock.now());
-        monitor.sample();
         clock.advance(Duration::from_secs(10));
     }
     let m = parse_metrics(&metrics.render().expect("renders"));
@@ -180,7 +179,6 @@ fn status_by_burrows_rules_and_records_lost_to_retention() {
     // the group never read.
     clock.advance(Duration::from_secs(50));
     monitor.set_watermarks(watermark(50, 140), true, clock.now());
-    monitor.sample();
     let m = parse_metrics(&metrics.render().expect("renders"));
     assert_eq!(status(&m), [("kshard_kafka_consumer_group_status{group_id=\"g\",status=\"ERR\"}".to_owned(), 3.0)]);
     let lost =
@@ -195,7 +193,6 @@ fn status_by_burrows_rules_and_records_lost_to_retention() {
     let (k, v) = Record::offset_commit("g", "t", 0, Some(OffsetCommitValue::new(3, 140, clock.epoch_ms()))).encode();
     monitor.apply(0, 3, Some(&k), v.as_deref()).expect("applies");
     monitor.set_watermarks(watermark(50, 140), true, clock.now());
-    monitor.sample();
     let m = parse_metrics(&metrics.render().expect("renders"));
     assert_eq!(status(&m), [("kshard_kafka_consumer_group_status{group_id=\"g\",status=\"OK\"}".to_owned(), 1.0)]);
     assert_eq!(m.get(lost), None);
@@ -225,9 +222,9 @@ fn commit_age_rates_and_time_to_catch_up_follow_a_consumer() {
             Record::offset_commit("g", "t", 0, Some(OffsetCommitValue::new(3, offset, clock.epoch_ms()))).encode();
         monitor.apply(0, at, Some(&k), v.as_deref()).expect("applies");
         at += 1;
-        monitor.set_watermarks(watermark(0, high), true, clock.now());
-        monitor.sample();
+        // The refresh 10 s after the commit: what /metrics shows until the next.
         clock.advance(Duration::from_secs(10));
+        monitor.set_watermarks(watermark(0, high), true, clock.now());
     };
     // Slow: 5 records a second for ten commits, 10 s apart. The lag grows.
     for _ in 0..10 {
@@ -261,7 +258,6 @@ fn commit_age_rates_and_time_to_catch_up_follow_a_consumer() {
     // while the rates stay those of its last window.
     clock.advance(Duration::from_secs(290));
     monitor.set_watermarks(watermark(0, high), true, clock.now());
-    monitor.sample();
     let m = parse_metrics(&metrics.render().expect("renders"));
     assert_eq!(m.get(&series("kafka_consumer_group_topic_partition_commit_age_seconds")), Some(&300.0));
     let topic_age = "kshard_kafka_consumer_group_topic_max_commit_age_seconds{group_id=\"g\",topic_name=\"t\"}";
@@ -287,9 +283,8 @@ fn motion_per_topic_only_leaves_out_the_four_partition_families() {
         let v = OffsetCommitValue::new(3, 100 * (i + 1), clock.epoch_ms());
         let (k, v) = Record::offset_commit("g", "t", 0, Some(v)).encode();
         monitor.apply(0, i, Some(&k), v.as_deref()).expect("applies");
-        monitor.set_watermarks(watermark(0, 1000 + 50 * i), true, clock.now());
-        monitor.sample();
         clock.advance(Duration::from_secs(10));
+        monitor.set_watermarks(watermark(0, 1000 + 50 * i), true, clock.now());
     }
     let m = parse_metrics(&metrics.render().expect("renders"));
     let partition_motion = m.keys().filter(|k| {

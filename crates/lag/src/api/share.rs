@@ -2,17 +2,12 @@
 //! whose `committed_offset` is the share-partition start offset and whose
 //! lag is Kafka's share lag, with the delivery state in [`ShareView`].
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
-
 use kshard_offsets::DeliveryState;
 use serde::Serialize;
 
 use super::PartitionView;
-use crate::derived::DerivedView;
 use crate::share_partition::Run;
-use crate::share_rows::ShareRow;
-use crate::watermarks::Watermarks;
+use crate::snapshot::ShareLag;
 
 /// What a share-partition's state says, beside its lag.
 #[derive(Debug, Serialize)]
@@ -47,7 +42,7 @@ pub struct BatchView {
     pub delivery_count: i16,
 }
 
-fn batch(r: &Run) -> BatchView {
+pub(super) fn batch(r: &Run) -> BatchView {
     let state = match r.state {
         DeliveryState::Available => "available".to_owned(),
         DeliveryState::Acknowledged => "acknowledged".to_owned(),
@@ -57,25 +52,15 @@ fn batch(r: &Run) -> BatchView {
     BatchView { first_offset: r.first, last_offset: r.last, state, delivery_count: r.deliveries }
 }
 
-/// The share rows by group.
-pub(super) fn by_group(rows: Vec<ShareRow>) -> BTreeMap<Arc<str>, Vec<ShareRow>> {
-    let mut out: BTreeMap<Arc<str>, Vec<ShareRow>> = BTreeMap::new();
-    for row in rows {
-        out.entry(Arc::clone(&row.group)).or_default().push(row);
-    }
-    out
-}
-
-/// One share-partition as the API shows it.
-pub(super) fn partition(row: &ShareRow, watermarks: &Watermarks, derived: &DerivedView<'_>) -> PartitionView {
-    let w = watermarks.get(&row.topic, row.partition);
-    let lag = w.and_then(|w| row.lag(w.high));
-    let age = lag.and_then(|l| derived.lag_seconds(&row.topic, row.partition, row.start_offset, l));
+/// One share-partition as the API shows it (without its runs).
+pub(super) fn partition(s: &ShareLag, now_ms: i64) -> PartitionView {
+    let row = &s.row;
+    let age = s.written.map(|w| (w.seconds(now_ms), w.method));
     PartitionView {
         partition: row.partition,
         committed_offset: row.start_offset,
-        high_water_mark: w.map(|w| w.high),
-        lag,
+        high_water_mark: s.watermark.map(|w| w.high),
+        lag: s.lag,
         commit_timestamp: -1,
         status: crate::consumer_status::Status::Ok.name(),
         records_lost: 0,
@@ -92,7 +77,7 @@ pub(super) fn partition(row: &ShareRow, watermarks: &Watermarks, derived: &Deriv
             redelivered: row.redelivered,
             archived: row.archived,
             poison: row.poison,
-            batches: row.runs.as_ref().map(|runs| runs.iter().map(batch).collect()),
+            batches: None,
         }),
     }
 }

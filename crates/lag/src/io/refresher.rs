@@ -261,12 +261,7 @@ fn fetch_watermarks(
 /// topics (otherwise kept for the life of the process).
 fn publish(monitor: &Monitor, times: &dyn RecordTimes, refreshed: Refreshed, caught_up: bool, at: Instant) {
     monitor.set_offsets_topic(refreshed.leaders, refreshed.ends);
-    monitor.set_watermarks(refreshed.watermarks, caught_up, at);
-    let wanted = monitor.sample();
-    read_times(times, monitor, &wanted);
-    if monitor.is_ready() {
-        monitor.record_history();
-    }
+    monitor.refresh(refreshed.watermarks, caught_up, at, |monitor, wanted| read_times(times, monitor, wanted));
     monitor.units().sweep_names();
 }
 
@@ -300,9 +295,8 @@ pub(crate) fn scrape_once(
     scrape_groups(&*admin, share.as_deref(), monitor)?;
     let (watermarks, _) = fetch_watermarks(&*admin, monitor, &admin.topics()?, None)?;
     monitor.start();
-    monitor.set_watermarks(watermarks, true, monitor.now());
-    let wanted = monitor.sample();
-    read_times(&*brokers.timestamps()?, monitor, &wanted);
+    let times = brokers.timestamps()?;
+    monitor.refresh(watermarks, true, monitor.now(), |monitor, wanted| read_times(&*times, monitor, wanted));
     Ok(())
 }
 

@@ -1,9 +1,9 @@
 //! The groups' series: lag per partition and topic, commits, metadata,
-//! members and assignments. They are collected from the monitor's units in one
-//! pass ([`Rows::collect`]), then written family by family (the format wants
-//! each family's samples together).
+//! members and assignments. They are collected from the refresh's snapshot
+//! in one pass ([`Rows::collect`]), then written family by family (the
+//! format wants each family's samples together).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -15,8 +15,9 @@ use super::share_groups::ShareRows;
 use super::{Encoded, itoa_buf};
 use crate::consumer_status::Status;
 use crate::derived::Motion;
+use crate::filter::NameFilter;
 use crate::monitor::{Granularity, Monitor};
-use crate::watermarks::{Watermarks, lag};
+use crate::snapshot::{GroupLag, LagSnapshot, PartitionLag};
 
 /// (group, topic, partition, seconds, method).
 type PartitionSeconds = (Arc<str>, Arc<str>, i32, f64, &'static str);
@@ -83,116 +84,122 @@ fn row_key(group: &Arc<str>, topic: &Arc<str>, partition: i32) -> RowKey {
 }
 
 impl Rows {
-    /// The rows of every group and topic the filters allow.
-    pub(super) fn collect(m: &Monitor, watermarks: &Watermarks) -> Self {
+    /// The rows of every group and topic of `snapshot` (the filters applied
+    /// there); share groups known by their state alone are the share
+    /// families' ([`ShareRows`]).
+    pub(super) fn collect(m: &Monitor, snapshot: &LagSnapshot) -> Self {
         let settings = m.settings();
         let per_partition = settings.granularity == Granularity::Partition;
         let motion_per_partition = per_partition && settings.motion_granularity == Granularity::Partition;
         let mut rows = Rows { per_partition, motion_per_partition, ..Rows::default() };
-        let derived = m.derived();
-        m.units().for_each(|unit_partition, unit| {
-            let coordinator = m.coordinator(unit_partition).map(|c| c.to_string()).unwrap_or_default();
-            for (group, g) in unit.groups() {
-                if !settings.groups.allows(group) {
-                    continue;
-                }
-                rows.commits.push((Arc::clone(group), g.commits));
-                let mut group_status = Status::Ok;
-                for (topic, partitions) in g.by_topic() {
-                    if !settings.topics.allows(topic) {
-                        continue;
-                    }
-                    let (mut topic_sum, mut offset_sum, mut any) = (0i64, 0i64, false);
-                    let mut max_seconds: Option<f64> = None;
-                    let mut max_age: Option<f64> = None;
-                    for (partition, committed) in partitions {
-                        let Some(w) = watermarks.get(topic, partition) else { continue };
-                        let l = lag(w.high, committed.offset);
-                        // The rates only feed per-partition series: without
-                        // them, only the commit age is worked out.
-                        let age = if rows.motion_per_partition {
-                            let motion = derived.motion(group, topic, partition, committed.commit_timestamp, l);
-                            rows.partition_motion.push((Arc::clone(group), Arc::clone(topic), partition, motion));
-                            motion.commit_age_s
-                        } else {
-                            derived.commit_age_s(group, topic, partition, committed.commit_timestamp)
-                        };
-                        if let Some(age) = age {
-                            max_age = Some(max_age.map_or(age, |a| a.max(age)));
-                        }
-                        let status = derived.status(group, topic, partition, l);
-                        if let Some((s, method)) = derived.lag_seconds(topic, partition, committed.offset, l) {
-                            max_seconds = Some(max_seconds.map_or(s, |m| m.max(s)));
-                            if rows.per_partition {
-                                let row = (Arc::clone(group), Arc::clone(topic), partition, s, method.name());
-                                rows.partition_lag_seconds.push(row);
-                            }
-                        }
-                        group_status = Status::of_group([group_status, status]);
-                        if committed.offset < w.low {
-                            let lost = w.low.saturating_sub(committed.offset);
-                            rows.records_lost.push((Arc::clone(group), Arc::clone(topic), partition, lost));
-                        }
-                        if rows.per_partition {
-                            rows.partition_lag.push((Arc::clone(group), Arc::clone(topic), partition, l));
-                        }
-                        topic_sum = topic_sum.saturating_add(l);
-                        offset_sum = offset_sum.saturating_add(committed.offset);
-                        any = true;
-                    }
-                    if any {
-                        rows.topic_lag.push((Arc::clone(group), Arc::clone(topic), topic_sum, offset_sum));
-                    }
-                    if let Some(s) = max_seconds {
-                        rows.topic_max_lag_seconds.push((Arc::clone(group), Arc::clone(topic), s));
-                    }
-                    if let Some(a) = max_age {
-                        rows.topic_max_commit_age.push((Arc::clone(group), Arc::clone(topic), a));
-                    }
-                }
-                rows.status.push((Arc::clone(group), group_status));
-                let Some(gi) = &g.info else {
-                    // Offsets without group metadata (a client that commits
-                    // without joining): Kafka lists it Empty, without members,
-                    // and so do kminion's info and members series.
-                    rows.info.push(InfoRow {
-                        group: Arc::clone(group),
-                        coordinator: coordinator.clone(),
-                        protocol: Arc::from(""),
-                        protocol_type: Arc::from(""),
-                        state: Arc::from("Empty"),
-                        members: Some(0),
-                        empty_members: 0,
-                    });
-                    continue;
-                };
-                let empty = gi.members().iter().filter(|mm| mm.assignment.iter().all(|(_, p)| p.is_empty())).count();
-                rows.info.push(InfoRow {
-                    group: Arc::clone(group),
-                    coordinator: coordinator.clone(),
-                    protocol: gi.protocol.clone().unwrap_or_else(|| Arc::from("")),
-                    protocol_type: Arc::clone(&gi.protocol_type),
-                    state: Arc::from(gi.state()),
-                    members: gi.members.as_ref().map(|m| m.len() as i64),
-                    empty_members: empty as i64,
-                });
-                let mut per_topic: HashMap<&Arc<str>, TopicAssignment, foldhash::fast::RandomState> =
-                    HashMap::default();
-                for member in gi.members() {
-                    for (topic, partitions) in &member.assignment {
-                        let a = per_topic.entry(topic).or_default();
-                        a.members += 1;
-                        a.partitions += partitions.len() as i64;
-                    }
-                }
-                for (topic, a) in per_topic {
-                    if settings.topics.allows(topic) {
-                        rows.assignments.push((Arc::clone(group), Arc::clone(topic), a));
-                    }
+        let now_ms = m.epoch_ms();
+        for g in snapshot.groups.iter().filter(|g| !g.share_only) {
+            rows.group(g, &settings.topics, now_ms);
+        }
+        rows
+    }
+
+    /// One group's rows: its partitions topic by topic (those with
+    /// watermarks), its metadata and its members' assignments.
+    fn group(&mut self, g: &GroupLag, topics: &NameFilter, now_ms: i64) {
+        let group = &g.name;
+        self.commits.push((Arc::clone(group), g.commits));
+        let mut rest = &g.partitions[..];
+        while let Some(first) = rest.first() {
+            let n = rest.iter().take_while(|p| p.topic == first.topic).count();
+            let (of_topic, after) = rest.split_at(n);
+            self.topic(group, &first.topic, of_topic, now_ms);
+            rest = after;
+        }
+        self.status.push((Arc::clone(group), g.status));
+        let coordinator = g.coordinator.map(|c| c.to_string()).unwrap_or_default();
+        let Some(gi) = &g.info else {
+            // Offsets without group metadata (a client that commits
+            // without joining): Kafka lists it Empty, without members,
+            // and so do kminion's info and members series.
+            self.info.push(InfoRow {
+                group: Arc::clone(group),
+                coordinator,
+                protocol: Arc::from(""),
+                protocol_type: Arc::from(""),
+                state: Arc::from("Empty"),
+                members: Some(0),
+                empty_members: 0,
+            });
+            return;
+        };
+        let empty = gi.members().iter().filter(|mm| mm.assignment.iter().all(|(_, p)| p.is_empty())).count();
+        self.info.push(InfoRow {
+            group: Arc::clone(group),
+            coordinator,
+            protocol: gi.protocol.clone().unwrap_or_else(|| Arc::from("")),
+            protocol_type: Arc::clone(&gi.protocol_type),
+            state: Arc::from(gi.state()),
+            members: gi.members.as_ref().map(|m| m.len() as i64),
+            empty_members: empty as i64,
+        });
+        let mut per_topic: BTreeMap<&Arc<str>, TopicAssignment> = BTreeMap::new();
+        for member in gi.members() {
+            for (topic, partitions) in &member.assignment {
+                let a = per_topic.entry(topic).or_default();
+                a.members += 1;
+                a.partitions += partitions.len() as i64;
+            }
+        }
+        for (topic, a) in per_topic {
+            if topics.allows(topic) {
+                self.assignments.push((Arc::clone(group), Arc::clone(topic), a));
+            }
+        }
+    }
+
+    /// A group's rows of one topic: `partitions`, those with watermarks.
+    fn topic(&mut self, group: &Arc<str>, topic: &Arc<str>, partitions: &[PartitionLag], now_ms: i64) {
+        let (mut topic_sum, mut offset_sum, mut any) = (0i64, 0i64, false);
+        let mut max_seconds: Option<f64> = None;
+        let mut max_age: Option<f64> = None;
+        for p in partitions {
+            let Some(l) = p.lag else { continue };
+            let (partition, motion) = (p.partition, p.motion(now_ms));
+            // The rates only feed per-partition series.
+            if self.motion_per_partition {
+                self.partition_motion.push((Arc::clone(group), Arc::clone(topic), partition, motion));
+            }
+            if let Some(age) = motion.commit_age_s {
+                max_age = Some(max_age.map_or(age, |a| a.max(age)));
+            }
+            if let Some((s, method)) = p.lag_seconds(now_ms) {
+                max_seconds = Some(max_seconds.map_or(s, |m| m.max(s)));
+                if self.per_partition {
+                    self.partition_lag_seconds.push((
+                        Arc::clone(group),
+                        Arc::clone(topic),
+                        partition,
+                        s,
+                        method.name(),
+                    ));
                 }
             }
-        });
-        rows
+            let lost = p.records_lost();
+            if lost > 0 {
+                self.records_lost.push((Arc::clone(group), Arc::clone(topic), partition, lost));
+            }
+            if self.per_partition {
+                self.partition_lag.push((Arc::clone(group), Arc::clone(topic), partition, l));
+            }
+            topic_sum = topic_sum.saturating_add(l);
+            offset_sum = offset_sum.saturating_add(p.committed_offset);
+            any = true;
+        }
+        if any {
+            self.topic_lag.push((Arc::clone(group), Arc::clone(topic), topic_sum, offset_sum));
+        }
+        if let Some(s) = max_seconds {
+            self.topic_max_lag_seconds.push((Arc::clone(group), Arc::clone(topic), s));
+        }
+        if let Some(a) = max_age {
+            self.topic_max_commit_age.push((Arc::clone(group), Arc::clone(topic), a));
+        }
     }
 
     /// Keeps the per-partition rows of the `max` group-partitions that

@@ -186,7 +186,7 @@ impl Collector for LagCollector {
         if !self.profile.is_native() {
             // Another tool's names: its series only while lag is current and complete.
             if m.problem().is_none() && m.is_ready() {
-                let rows = profile_rows::ProfileRows::collect(m, &m.watermarks(), self.profile);
+                let rows = profile_rows::ProfileRows::collect(m, &m.snapshot(), self.profile);
                 return match self.profile {
                     Profile::KafkaExporter => kafka_exporter::encode(e, &rows, cluster.as_ref(), &m.settings().topics),
                     Profile::KafkaLagExporter => kafka_lag_exporter::encode(e, &rows, &self.timings),
@@ -205,14 +205,15 @@ impl Collector for LagCollector {
         if !current {
             return Ok(());
         }
-        let watermarks = m.watermarks();
-        watermark::partition_watermarks(e, &watermarks)?;
-        watermark::topic_watermark_sums(e, &watermarks)?;
+        // One refresh's snapshot: the watermarks and every lag with them.
+        let snapshot = m.snapshot();
+        watermark::partition_watermarks(e, &snapshot.watermarks)?;
+        watermark::topic_watermark_sums(e, &snapshot.watermarks)?;
         if !ready {
             return Ok(());
         }
-        let mut rows = groups::Rows::collect(m, &watermarks);
-        let mut share = share_groups::ShareRows::collect(m, &watermarks);
+        let mut rows = groups::Rows::collect(m, &snapshot);
+        let mut share = share_groups::ShareRows::collect(m, &snapshot);
         // Only per-partition series are capped (the roll-ups count all).
         if let Some(max) = m.settings().max_partition_series
             && m.settings().granularity == crate::monitor::Granularity::Partition

@@ -1,5 +1,5 @@
 //! What another exporter's names show, gathered in one pass over the
-//! monitor: each group-partition with its committed offset, lag, lag in
+//! refresh's snapshot: each group-partition with its committed offset, lag, lag in
 //! seconds, status and owner; each group with its members; each partition
 //! with its watermarks. The profiles' writers pick from it.
 
@@ -8,15 +8,10 @@ use std::sync::Arc;
 
 use crate::consumer_status::Status;
 use crate::monitor::Monitor;
-use crate::watermarks::{Watermarks, lag};
+use crate::snapshot::{GroupLag, LagSnapshot};
+use crate::watermarks::Watermarks;
 
-/// The member a partition is assigned to.
-#[derive(Debug, Clone)]
-pub(super) struct Owner {
-    pub(super) host: Arc<str>,
-    pub(super) member_id: Arc<str>,
-    pub(super) client_id: Arc<str>,
-}
+pub(super) use crate::snapshot::Owner;
 
 /// One group-partition with a committed offset and watermarks.
 pub(super) struct PartitionRow {
@@ -55,85 +50,42 @@ pub(super) struct ProfileRows {
 }
 
 impl ProfileRows {
-    /// The rows of every group and topic the filters allow, with what
-    /// `profile` shows: the partitions without a commit of topics a group
-    /// committed on (kafka_exporter, Burrow), and each partition's owner
-    /// (kafka-lag-exporter).
-    pub(super) fn collect(m: &Monitor, watermarks: &Watermarks, profile: super::Profile) -> Self {
+    /// The rows of every group and topic of `snapshot` (the filters applied
+    /// there), with what `profile` shows: the partitions without a commit of
+    /// topics a group committed on (kafka_exporter, Burrow), and each
+    /// partition's owner (kafka-lag-exporter).
+    pub(super) fn collect(m: &Monitor, snapshot: &LagSnapshot, profile: super::Profile) -> Self {
         let uncommitted = matches!(profile, super::Profile::KafkaExporter | super::Profile::Burrow);
         let with_owners = profile == super::Profile::KafkaLagExporter;
-        let settings = m.settings();
-        let derived = m.derived();
+        let (watermarks, now_ms) = (&snapshot.watermarks, m.epoch_ms());
         let mut rows =
             ProfileRows { partitions: Vec::new(), groups: Vec::new(), watermarks: Vec::new(), uncommitted: Vec::new() };
-        m.units().for_each(|_, unit| {
-            for (group, g) in unit.groups() {
-                if !settings.groups.allows(group) {
-                    continue;
-                }
-                let mut owners: HashMap<(&str, i32), Owner> = HashMap::new();
-                let members = if with_owners { g.info.as_ref().map(|i| i.members()).unwrap_or_default() } else { &[] };
-                for member in members {
-                    let owner = Owner {
-                        host: Arc::from(&*member.client_host),
-                        member_id: Arc::from(&*member.member_id),
-                        client_id: Arc::from(&*member.client_id),
-                    };
-                    for (topic, partitions) in &member.assignment {
-                        for p in partitions {
-                            owners.insert((&**topic, *p), owner.clone());
-                        }
-                    }
-                }
-                let mut worst = Status::Ok;
-                for (topic, partitions) in g.by_topic() {
-                    if !settings.topics.allows(topic) {
-                        continue;
-                    }
-                    let mut committed_partitions = Vec::new();
-                    for (partition, committed) in partitions {
-                        committed_partitions.push(partition);
-                        let Some(w) = watermarks.get(topic, partition) else { continue };
-                        let l = lag(w.high, committed.offset);
-                        let status = derived.status(group, topic, partition, l);
-                        worst = Status::of_group([worst, status]);
-                        rows.partitions.push(PartitionRow {
-                            group: Arc::clone(group),
-                            topic: Arc::clone(topic),
-                            partition,
-                            offset: committed.offset,
-                            lag: l,
-                            lag_seconds: derived.lag_seconds(topic, partition, committed.offset, l).map(|(s, _)| s),
-                            status,
-                            owner: owners.get(&(&**topic, partition)).cloned(),
-                        });
-                    }
-                    if !uncommitted || committed_partitions.is_empty() {
-                        continue;
-                    }
-                    let slots = watermarks.of_topic(topic);
-                    let mut has_commit = vec![false; slots.len()];
-                    for p in committed_partitions {
-                        if let Some(slot) = usize::try_from(p).ok().and_then(|p| has_commit.get_mut(p)) {
-                            *slot = true;
-                        }
-                    }
-                    for (p, w) in slots.iter().enumerate() {
-                        if w.is_some() && !has_commit[p] {
-                            rows.uncommitted.push((Arc::clone(group), Arc::clone(topic), p as i32));
-                        }
-                    }
-                }
-                rows.groups.push(GroupRow {
-                    group: Arc::clone(group),
-                    // No group metadata: a group that only commits, without members.
-                    members: g.info.as_ref().map_or(Some(0), |i| i.members.as_ref().map(Vec::len)),
-                    status: worst,
+        for g in snapshot.groups.iter().filter(|g| !g.share_only) {
+            for p in &g.partitions {
+                let Some(lag) = p.lag else { continue };
+                rows.partitions.push(PartitionRow {
+                    group: Arc::clone(&g.name),
+                    topic: Arc::clone(&p.topic),
+                    partition: p.partition,
+                    offset: p.committed_offset,
+                    lag,
+                    lag_seconds: p.lag_seconds(now_ms).map(|(s, _)| s),
+                    status: p.status,
+                    owner: if with_owners { p.owner.clone() } else { None },
                 });
             }
-        });
+            if uncommitted {
+                rows.uncommitted.extend(uncommitted_of(g, watermarks));
+            }
+            rows.groups.push(GroupRow {
+                group: Arc::clone(&g.name),
+                // No group metadata: a group that only commits, without members.
+                members: g.info.as_ref().map_or(Some(0), |i| i.members.as_ref().map(Vec::len)),
+                status: g.status,
+            });
+        }
         for (topic, partitions) in watermarks.topics() {
-            if !settings.topics.allows(topic) {
+            if !m.settings().topics.allows(topic) {
                 continue;
             }
             let topic: Arc<str> = Arc::from(topic);
@@ -145,6 +97,30 @@ impl ProfileRows {
         }
         rows
     }
+}
+
+/// The partitions with watermarks of each topic `g` committed on that have
+/// no commit of their own: (group, topic, partition).
+fn uncommitted_of(g: &GroupLag, watermarks: &Watermarks) -> Vec<(Arc<str>, Arc<str>, i32)> {
+    let mut out = Vec::new();
+    let mut rest = &g.partitions[..];
+    while let Some(first) = rest.first() {
+        let n = rest.iter().take_while(|p| p.topic == first.topic).count();
+        let slots = watermarks.of_topic(&first.topic);
+        let mut has_commit = vec![false; slots.len()];
+        for p in &rest[..n] {
+            if let Some(slot) = usize::try_from(p.partition).ok().and_then(|i| has_commit.get_mut(i)) {
+                *slot = true;
+            }
+        }
+        for (p, w) in slots.iter().enumerate() {
+            if w.is_some() && !has_commit[p] {
+                out.push((Arc::clone(&g.name), Arc::clone(&first.topic), p as i32));
+            }
+        }
+        rest = &rest[n..];
+    }
+    out
 }
 
 /// Writes the gauge family `name` with one sample per item: its labels and

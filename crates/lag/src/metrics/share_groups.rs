@@ -15,7 +15,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use super::{Encoded, itoa_buf};
 use crate::monitor::{Granularity, Monitor};
 use crate::share_rows::ShareRow;
-use crate::watermarks::Watermarks;
+use crate::snapshot::LagSnapshot;
 
 /// A share-partition with what the watermarks and record times add.
 pub(super) struct Exported {
@@ -36,19 +36,17 @@ pub(super) struct ShareRows {
 }
 
 impl ShareRows {
-    /// The share-partitions whose topic has watermarks and whose state is initialized.
-    pub(super) fn collect(m: &Monitor, watermarks: &Watermarks) -> Self {
-        let derived = m.derived();
-        let partitions: Vec<Exported> = m
-            .share_rows(false)
-            .into_iter()
-            .filter_map(|row| {
-                let w = watermarks.get(&row.topic, row.partition)?;
-                let lag = row.lag(w.high)?;
-                let seconds = derived
-                    .lag_seconds(&row.topic, row.partition, row.start_offset, lag)
-                    .map(|(s, method)| (s, method.name()));
-                Some(Exported { row, lag, seconds })
+    /// The share-partitions of `snapshot` whose topic has watermarks and
+    /// whose state is initialized.
+    pub(super) fn collect(m: &Monitor, snapshot: &LagSnapshot) -> Self {
+        let now_ms = m.epoch_ms();
+        let partitions: Vec<Exported> = snapshot
+            .groups
+            .iter()
+            .flat_map(|g| &g.share)
+            .filter_map(|s| {
+                let seconds = s.written.map(|w| (w.seconds(now_ms), w.method.name()));
+                Some(Exported { row: s.row.clone(), lag: s.lag?, seconds })
             })
             .collect();
         let topics = roll_up(&partitions);

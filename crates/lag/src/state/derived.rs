@@ -9,12 +9,13 @@ use std::sync::{Arc, MutexGuard};
 
 use crate::consumer_status::{Commit, CommitWindow, Status, StatusSettings};
 use crate::lag_history::{HistorySettings, LagHistory, LagPoint};
-use crate::lag_time::{LagTimes, Method, max_seconds};
+use crate::lag_time::{LagTimes, Written};
 use crate::monitor::MonitorSettings;
 use crate::names::FastMap;
 use crate::share_rows::ShareRow;
+use crate::snapshot::LagSnapshot;
 use crate::units::Units;
-use crate::velocity::{Velocity, commit_age_s};
+use crate::velocity::Velocity;
 use crate::watermarks::Watermarks;
 
 /// A group-partition: (group, topic, partition).
@@ -52,54 +53,33 @@ impl DerivedView<'_> {
     pub(crate) fn window(&self, group: &Arc<str>, topic: &Arc<str>, partition: i32) -> Option<&CommitWindow> {
         self.derived.window(group, topic, partition)
     }
-
-    /// The age of the first record not consumed by a group at `committed` on
-    /// `topic`/`partition` with `lag` records, and how it was found.
-    pub(crate) fn lag_seconds(
-        &self,
-        topic: &Arc<str>,
-        partition: i32,
-        committed: i64,
-        lag: i64,
-    ) -> Option<(f64, Method)> {
-        self.derived.times.lag_seconds(topic, partition, committed, lag, self.now_ms)
-    }
 }
 
 impl DerivedView<'_> {
-    /// Seconds since a commit at `commit_timestamp_ms`, the group's rates
-    /// over its window of recent commits, and the time until `lag` reaches
-    /// zero at those rates.
-    pub(crate) fn motion(
+    /// When a commit at `commit_timestamp_ms` was made, as its age counts
+    /// from. OffsetFetch (admin_api) gives no commit time: then when the
+    /// offset was first seen, as the window keeps it.
+    pub(crate) fn committed_at(
         &self,
         group: &Arc<str>,
         topic: &Arc<str>,
         partition: i32,
         commit_timestamp_ms: i64,
-        lag: i64,
-    ) -> Motion {
-        let velocity = self.window(group, topic, partition).and_then(|w| Velocity::of(w.commits()));
-        Motion {
-            commit_age_s: self.commit_age_s(group, topic, partition, commit_timestamp_ms),
-            velocity,
-            catch_up_s: velocity.and_then(|v| v.catch_up_s(lag)),
-        }
+    ) -> Option<i64> {
+        Some(commit_timestamp_ms)
+            .filter(|t| *t > 0)
+            .or_else(|| self.window(group, topic, partition).and_then(|w| w.last()).map(|c| c.timestamp_ms))
     }
 
-    /// Seconds since a commit at `commit_timestamp_ms`. OffsetFetch
-    /// (admin_api) gives no commit time: then since the offset was first
-    /// seen, as the window keeps it.
-    pub(crate) fn commit_age_s(
-        &self,
-        group: &Arc<str>,
-        topic: &Arc<str>,
-        partition: i32,
-        commit_timestamp_ms: i64,
-    ) -> Option<f64> {
-        let committed_at = Some(commit_timestamp_ms)
-            .filter(|t| *t > 0)
-            .or_else(|| self.window(group, topic, partition).and_then(|w| w.last()).map(|c| c.timestamp_ms));
-        committed_at.map(|t| commit_age_s(t, self.now_ms))
+    /// The group's rates over its window of recent commits, once known.
+    pub(crate) fn velocity(&self, group: &Arc<str>, topic: &Arc<str>, partition: i32) -> Option<Velocity> {
+        self.window(group, topic, partition).and_then(|w| Velocity::of(w.commits()))
+    }
+
+    /// When the first record a group at `committed` has not consumed was
+    /// written (see [`crate::lag_time::LagTimes::written`]).
+    pub(crate) fn written(&self, topic: &Arc<str>, partition: i32, committed: i64, lag: i64) -> Option<Written> {
+        self.derived.times.written(topic, partition, committed, lag)
     }
 }
 
@@ -117,6 +97,11 @@ pub(crate) struct Motion {
 impl<'a> DerivedView<'a> {
     pub(crate) fn new(derived: MutexGuard<'a, Derived>, now_ms: i64) -> Self {
         DerivedView { derived, now_ms }
+    }
+
+    /// Each group's lag in `snapshot` goes into its history, at `now_ms`.
+    pub(crate) fn record_history(&mut self, snapshot: &LagSnapshot, now_ms: i64) {
+        self.derived.record_history(snapshot, now_ms);
     }
 }
 
@@ -238,56 +223,11 @@ impl Derived {
     }
 
     /// After a refresh and its record times: each group's total lag and
-    /// highest lag in seconds go into its history (one more pass over the
-    /// units; groups gone are forgotten).
-    pub(crate) fn record_history(
-        &mut self,
-        units: &Units,
-        share: &[ShareRow],
-        settings: &MonitorSettings,
-        watermarks: &Watermarks,
-        now_ms: i64,
-    ) {
-        let mut totals = Vec::new();
-        units.for_each(|_, unit| {
-            for (group, g) in unit.groups() {
-                if !settings.groups.allows(group) {
-                    continue;
-                }
-                let (mut total, mut most) = (0i64, None::<f64>);
-                for (topic, partition, c) in g.offsets() {
-                    let Some(w) = watermarks.get(topic, partition) else { continue };
-                    if !settings.topics.allows(topic) {
-                        continue;
-                    }
-                    let lag = crate::watermarks::lag(w.high, c.offset);
-                    total = total.saturating_add(lag);
-                    if let Some((s, _)) = self.times.lag_seconds(topic, partition, c.offset, lag, now_ms) {
-                        most = Some(most.map_or(s, |m| m.max(s)));
-                    }
-                }
-                totals.push((Arc::clone(group), total, most));
-            }
-        });
-        // Share groups: their share lag, and the age at their start offsets.
-        let mut share_totals: Vec<(Arc<str>, i64, Option<f64>)> = Vec::new();
-        for row in share {
-            let Some(w) = watermarks.get(&row.topic, row.partition) else { continue };
-            let Some(lag) = row.lag(w.high) else { continue };
-            let seconds = self.times.lag_seconds(&row.topic, row.partition, row.start_offset, lag, now_ms).map(|s| s.0);
-            match share_totals.last_mut() {
-                Some((g, total, most)) if *g == row.group => {
-                    *total = total.saturating_add(lag);
-                    *most = max_seconds(*most, seconds);
-                }
-                _ => share_totals.push((Arc::clone(&row.group), lag, seconds)),
-            }
-        }
-        // A share group's name is in both lists when its metadata was read
-        // (with no offsets: 0 and no seconds there).
-        let shared: std::collections::HashSet<Arc<str>> = share_totals.iter().map(|(g, _, _)| Arc::clone(g)).collect();
-        totals.retain(|(g, _, _)| !shared.contains(g));
-        totals.extend(share_totals);
+    /// highest lag in seconds, as `snapshot` has them, go into its history
+    /// (groups gone are forgotten).
+    fn record_history(&mut self, snapshot: &LagSnapshot, now_ms: i64) {
+        let totals: Vec<_> =
+            snapshot.groups.iter().map(|g| (Arc::clone(&g.name), g.lag(), g.max_lag_seconds(now_ms))).collect();
         self.history.record(now_ms, totals);
     }
 

@@ -20,6 +20,23 @@ use std::sync::Arc;
 
 use crate::names::FastMap;
 
+/// When the first record not consumed was written: lag in seconds is the
+/// time since, at whatever instant it is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Written {
+    /// In ms since the epoch; `None` when there is nothing to wait for (0 s).
+    at_ms: Option<i64>,
+    /// How it was found.
+    pub(crate) method: Method,
+}
+
+impl Written {
+    /// The lag in seconds at `now_ms`.
+    pub(crate) fn seconds(self, now_ms: i64) -> f64 {
+        self.at_ms.map_or(0.0, |written| ((now_ms - written).max(0)) as f64 / 1000.0)
+    }
+}
+
 /// How a lag in seconds was found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Method {
@@ -195,6 +212,7 @@ impl LagTimes {
     /// The lag in seconds of a group at `committed` on `topic`/`partition`
     /// with `lag` records now, at `now_ms`; 0 with no lag, `None` when nothing
     /// is known yet.
+    #[cfg(test)]
     pub(crate) fn lag_seconds(
         &self,
         topic: &Arc<str>,
@@ -203,28 +221,35 @@ impl LagTimes {
         lag: i64,
         now_ms: i64,
     ) -> Option<(f64, Method)> {
+        self.written(topic, partition, committed, lag).map(|w| (w.seconds(now_ms), w.method))
+    }
+
+    /// When the first record a group at `committed` on `topic`/`partition`
+    /// with `lag` records has not consumed was written, and how that was
+    /// found: what [`LagTimes::lag_seconds`] counts from.
+    pub(crate) fn written(&self, topic: &Arc<str>, partition: i32, committed: i64, lag: i64) -> Option<Written> {
+        let at = |at_ms: i64, method: Method| Written { at_ms: Some(at_ms), method };
         if lag <= 0 {
-            return Some((0.0, Method::Record));
+            return Some(Written { at_ms: None, method: Method::Record });
         }
-        let age = |written_ms: i64| ((now_ms - written_ms).max(0)) as f64 / 1000.0;
         let key = (Arc::clone(topic), partition, committed);
         // One offset left, and reading there gave nothing: a transaction
         // marker, which no consumer ever receives.
         if lag == 1 && self.missing.contains(&key) {
-            return Some((0.0, Method::End));
+            return Some(Written { at_ms: None, method: Method::End });
         }
         let read = self.records.get(&key).copied();
         if let Some((offset, ts)) = read
             && offset == committed
         {
-            return Some((age(ts), Method::Record));
+            return Some(at(ts, Method::Record));
         }
         let partition_key = (Arc::clone(topic), partition);
         // The record there was read for another group, or before.
         if let Some(&ts) = self.points.get(&partition_key).and_then(|p| p.get(&committed)) {
-            return Some((age(ts), Method::Record));
+            return Some(at(ts, Method::Record));
         }
-        self.estimate(&partition_key, committed).map(|(written, method)| (age(written), method))
+        self.estimate(&partition_key, committed).map(|(written, method)| at(written, method))
     }
 
     /// Topic-partitions with a high-watermark history (its memory).

@@ -22,6 +22,7 @@ pub(crate) mod share_partition;
 pub(crate) mod share_rows;
 pub(crate) mod share_state;
 pub(crate) mod share_store;
+pub(crate) mod snapshot;
 pub(crate) mod stalls;
 pub(crate) mod units;
 pub(crate) mod velocity;

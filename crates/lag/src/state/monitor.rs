@@ -19,6 +19,7 @@ use crate::group_offsets::Applied;
 use crate::lag_history::{HistorySettings, LagPoint};
 use crate::readiness::{Event, Readiness, Verdict};
 use crate::share_state::ShareState;
+use crate::snapshot::LagSnapshot;
 use crate::units::{ReadCounters, RecordAt, SkippedRecord, Units, lock};
 use crate::watermarks::Watermarks;
 
@@ -111,6 +112,8 @@ pub struct Monitor {
     readiness: Mutex<Readiness>,
     refreshed: RwLock<Refreshed>,
     derived: Mutex<Derived>,
+    /// What every output shows: taken once per refresh.
+    snapshot: RwLock<Arc<LagSnapshot>>,
 }
 
 /// Watermarks older than this are stale unless the service says otherwise.
@@ -138,6 +141,7 @@ impl Monitor {
             readiness: Mutex::new(Readiness::new(stale_after)),
             refreshed: RwLock::new(Refreshed::default()),
             derived: Mutex::new(derived),
+            snapshot: RwLock::new(Arc::default()),
         }
     }
 
@@ -380,12 +384,31 @@ impl Monitor {
         self.refreshed.read().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Replaces the watermarks with those of a refresh that began at `at`.
-    /// `caught_up_before` says whether the reader had caught up when it began
-    /// (see [`Monitor::is_ready`]).
+    /// A refresh that began at `at` and found `watermarks`, without record
+    /// times: [`Monitor::refresh`] with no reader of them.
     pub fn set_watermarks(&self, watermarks: Watermarks, caught_up_before: bool, at: std::time::Instant) {
+        self.refresh(watermarks, caught_up_before, at, |_, _| {});
+    }
+
+    /// A refresh that began at `at` and found `watermarks`: they replace
+    /// the last ones, the commits and watermarks are sampled
+    /// ([`Monitor::sample`]), `read_times` is handed the record times
+    /// wanted (it gives what it reads to [`Monitor::times_found`]), and the
+    /// snapshot every output reads until the next refresh is taken
+    /// ([`Monitor::take_snapshot`]). `caught_up_before` says whether the
+    /// reader had caught up when it began (see [`Monitor::is_ready`]).
+    pub fn refresh(
+        &self,
+        watermarks: Watermarks,
+        caught_up_before: bool,
+        at: std::time::Instant,
+        read_times: impl FnOnce(&Monitor, &[TopicPartitionOffset]),
+    ) {
         self.refreshed.write().unwrap_or_else(PoisonError::into_inner).watermarks = Arc::new(watermarks);
         self.step(Event::Refreshed { at, caught_up_before });
+        let wanted = self.sample();
+        read_times(self, &wanted);
+        self.take_snapshot();
     }
 
     /// Records what a refresh found of the offsets topic: the leader of each
@@ -462,12 +485,27 @@ impl Monitor {
         self.derived_lock().times_not_found(missing);
     }
 
-    /// After a refresh and its record times: each group's total lag and
-    /// highest lag in seconds go into its history (groups gone are forgotten).
-    pub fn record_history(&self) {
+    /// After a refresh and its record times: the snapshot every output
+    /// reads until the next refresh ([`Monitor::snapshot`]), and, once ready,
+    /// each group's total lag and highest lag in seconds into its history
+    /// (groups gone are forgotten). [`Monitor::refresh`] takes it.
+    pub fn take_snapshot(&self) {
         let watermarks = self.watermarks();
         let share = self.share_rows(false);
-        self.derived_lock().record_history(&self.units, &share, &self.settings, &watermarks, self.clock.epoch_ms());
+        let now_ms = self.clock.epoch_ms();
+        let mut derived = self.derived();
+        let snapshot =
+            LagSnapshot::build(&self.units, share, &self.settings, watermarks, &derived, |p| self.coordinator(p));
+        if self.is_ready() {
+            derived.record_history(&snapshot, now_ms);
+        }
+        drop(derived);
+        *self.snapshot.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(snapshot);
+    }
+
+    /// The snapshot of the last refresh (empty before the first).
+    pub(crate) fn snapshot(&self) -> Arc<LagSnapshot> {
+        Arc::clone(&self.snapshot.read().unwrap_or_else(PoisonError::into_inner))
     }
 
     /// A group's recent lag, oldest first, and the settings it was kept by.
