@@ -247,12 +247,12 @@ fn view(g: &GroupLag, mut runs: Option<Runs>, now_ms: i64) -> GroupView {
         topics.entry(s.row.topic.to_string()).or_default().push(p);
     }
     for p in &g.partitions {
-        let (age, motion) = (p.lag_seconds(now_ms), p.motion(now_ms));
+        let (lag, age, motion) = (p.lag(), p.lag_seconds(now_ms), p.motion(now_ms));
         topics.entry(p.topic.to_string()).or_default().push(PartitionView {
             partition: p.partition,
             committed_offset: p.committed_offset,
             high_water_mark: p.watermark.map(|w| w.high),
-            lag: p.lag,
+            lag,
             commit_timestamp: p.commit_timestamp,
             status: p.status.name(),
             records_lost: p.records_lost(),
@@ -262,7 +262,7 @@ fn view(g: &GroupLag, mut runs: Option<Runs>, now_ms: i64) -> GroupView {
             consumed_per_second: motion.velocity.map(|v| v.consumed_per_s),
             produced_per_second: motion.velocity.map(|v| v.produced_per_s),
             rate_window_seconds: motion.velocity.map(|v| v.window_s),
-            catch_up_seconds: p.lag.and(motion.catch_up_s),
+            catch_up_seconds: lag.and(motion.catch_up_s),
             share: None,
         });
     }

@@ -228,13 +228,13 @@ fn seen(monitor: &Monitor, group: &str) -> Option<Vec<Seen>> {
     let snapshot = monitor.snapshot();
     let g = snapshot.group(group)?;
     let derived = monitor.derived();
-    let owner = |o: &Option<crate::snapshot::Owner>| {
-        o.as_ref().map_or((String::new(), String::new()), |o| (o.host.to_string(), o.client_id.to_string()))
+    let owner = |o: Option<u32>| {
+        g.owner(o).map_or((String::new(), String::new()), |o| (o.host.to_string(), o.client_id.to_string()))
     };
     let mut parts = Vec::new();
     for p in &g.partitions {
-        let Some(lag) = p.lag else { continue };
-        let (owner, client_id) = owner(&p.owner);
+        let Some(lag) = p.lag() else { continue };
+        let (owner, client_id) = owner(p.owner);
         parts.push(Seen {
             topic: Arc::clone(&p.topic),
             partition: p.partition,
@@ -251,7 +251,7 @@ fn seen(monitor: &Monitor, group: &str) -> Option<Vec<Seen>> {
     // A share group's partitions: Kafka's share lag, no commits (it makes none).
     for s in &g.share {
         let Some(lag) = s.lag else { continue };
-        let (owner, client_id) = owner(&s.owner);
+        let (owner, client_id) = owner(s.owner);
         let (topic, partition) = (Arc::clone(&s.row.topic), s.row.partition);
         parts.push(Seen { topic, partition, lag, commits: Vec::new(), status: Status::Ok, owner, client_id });
     }

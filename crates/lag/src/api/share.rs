@@ -55,7 +55,7 @@ pub(super) fn batch(r: &Run) -> BatchView {
 /// One share-partition as the API shows it (without its runs).
 pub(super) fn partition(s: &ShareLag, now_ms: i64) -> PartitionView {
     let row = &s.row;
-    let age = s.written.map(|w| (w.seconds(now_ms), w.method));
+    let age = s.written.map(|w| (w.seconds(now_ms), w.method()));
     PartitionView {
         partition: row.partition,
         committed_offset: row.start_offset,

@@ -159,7 +159,7 @@ impl Rows {
         let mut max_seconds: Option<f64> = None;
         let mut max_age: Option<f64> = None;
         for p in partitions {
-            let Some(l) = p.lag else { continue };
+            let Some(l) = p.lag() else { continue };
             let (partition, motion) = (p.partition, p.motion(now_ms));
             // The rates only feed per-partition series.
             if self.motion_per_partition {

@@ -62,7 +62,7 @@ impl ProfileRows {
             ProfileRows { partitions: Vec::new(), groups: Vec::new(), watermarks: Vec::new(), uncommitted: Vec::new() };
         for g in snapshot.groups.iter().filter(|g| !g.share_only) {
             for p in &g.partitions {
-                let Some(lag) = p.lag else { continue };
+                let Some(lag) = p.lag() else { continue };
                 rows.partitions.push(PartitionRow {
                     group: Arc::clone(&g.name),
                     topic: Arc::clone(&p.topic),
@@ -71,7 +71,7 @@ impl ProfileRows {
                     lag,
                     lag_seconds: p.lag_seconds(now_ms).map(|(s, _)| s),
                     status: p.status,
-                    owner: if with_owners { p.owner.clone() } else { None },
+                    owner: if with_owners { g.owner(p.owner).cloned() } else { None },
                 });
             }
             if uncommitted {

@@ -45,7 +45,7 @@ impl ShareRows {
             .iter()
             .flat_map(|g| &g.share)
             .filter_map(|s| {
-                let seconds = s.written.map(|w| (w.seconds(now_ms), w.method.name()));
+                let seconds = s.written.map(|w| (w.seconds(now_ms), w.method().name()));
                 Some(Exported { row: s.row.clone(), lag: s.lag?, seconds })
             })
             .collect();

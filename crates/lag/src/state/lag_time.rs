@@ -23,17 +23,27 @@ use crate::names::FastMap;
 /// When the first record not consumed was written: lag in seconds is the
 /// time since, at whatever instant it is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Written {
-    /// In ms since the epoch; `None` when there is nothing to wait for (0 s).
-    at_ms: Option<i64>,
-    /// How it was found.
-    pub(crate) method: Method,
+pub(crate) enum Written {
+    /// Nothing to wait for: 0 s.
+    Nothing(Method),
+    /// At this time, in ms since the epoch.
+    At(i64, Method),
 }
 
 impl Written {
     /// The lag in seconds at `now_ms`.
     pub(crate) fn seconds(self, now_ms: i64) -> f64 {
-        self.at_ms.map_or(0.0, |written| ((now_ms - written).max(0)) as f64 / 1000.0)
+        match self {
+            Written::Nothing(_) => 0.0,
+            Written::At(written, _) => ((now_ms - written).max(0)) as f64 / 1000.0,
+        }
+    }
+
+    /// How it was found.
+    pub(crate) fn method(self) -> Method {
+        match self {
+            Written::Nothing(m) | Written::At(_, m) => m,
+        }
     }
 }
 
@@ -221,22 +231,22 @@ impl LagTimes {
         lag: i64,
         now_ms: i64,
     ) -> Option<(f64, Method)> {
-        self.written(topic, partition, committed, lag).map(|w| (w.seconds(now_ms), w.method))
+        self.written(topic, partition, committed, lag).map(|w| (w.seconds(now_ms), w.method()))
     }
 
     /// When the first record a group at `committed` on `topic`/`partition`
     /// with `lag` records has not consumed was written, and how that was
     /// found: what [`LagTimes::lag_seconds`] counts from.
     pub(crate) fn written(&self, topic: &Arc<str>, partition: i32, committed: i64, lag: i64) -> Option<Written> {
-        let at = |at_ms: i64, method: Method| Written { at_ms: Some(at_ms), method };
+        let at = Written::At;
         if lag <= 0 {
-            return Some(Written { at_ms: None, method: Method::Record });
+            return Some(Written::Nothing(Method::Record));
         }
         let key = (Arc::clone(topic), partition, committed);
         // One offset left, and reading there gave nothing: a transaction
         // marker, which no consumer ever receives.
         if lag == 1 && self.missing.contains(&key) {
-            return Some(Written { at_ms: None, method: Method::End });
+            return Some(Written::Nothing(Method::End));
         }
         let read = self.records.get(&key).copied();
         if let Some((offset, ts)) = read

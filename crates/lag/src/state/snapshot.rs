@@ -60,6 +60,9 @@ pub(crate) struct GroupLag {
     /// A share group known by its state alone (its metadata is in a
     /// partition not read yet, or was deleted before its state).
     pub(crate) share_only: bool,
+    /// The members its partitions are assigned to (each row names one by
+    /// its index here: a member's names are kept once, not per partition).
+    pub(crate) owners: Vec<Owner>,
 }
 
 /// One group-partition with a committed offset.
@@ -75,8 +78,6 @@ pub(crate) struct PartitionLag {
     pub(crate) commit_timestamp: i64,
     /// The partition's watermarks, when refreshed.
     pub(crate) watermark: Option<Watermark>,
-    /// Records between the committed offset and the high watermark.
-    pub(crate) lag: Option<i64>,
     /// When the first record not consumed was written (lag in seconds is
     /// the time since, when shown), and how that was found.
     pub(crate) written: Option<Written>,
@@ -86,14 +87,20 @@ pub(crate) struct PartitionLag {
     pub(crate) committed_at_ms: Option<i64>,
     /// The group's rates over its window of recent commits.
     pub(crate) velocity: Option<Velocity>,
-    /// The member it is assigned to, when the group's metadata says.
-    pub(crate) owner: Option<Owner>,
+    /// The member it is assigned to, when the group's metadata says: an
+    /// index into [`GroupLag::owners`].
+    pub(crate) owner: Option<u32>,
 }
 
 impl PartitionLag {
+    /// Records between the committed offset and the high watermark.
+    pub(crate) fn lag(&self) -> Option<i64> {
+        self.watermark.map(|w| lag(w.high, self.committed_offset))
+    }
+
     /// Lag in seconds at `now_ms`, and how it was found.
     pub(crate) fn lag_seconds(&self, now_ms: i64) -> Option<(f64, Method)> {
-        self.written.map(|w| (w.seconds(now_ms), w.method))
+        self.written.map(|w| (w.seconds(now_ms), w.method()))
     }
 
     /// Records retention deleted before the group read them.
@@ -106,7 +113,7 @@ impl PartitionLag {
         Motion {
             commit_age_s: self.committed_at_ms.map(|t| commit_age_s(t, now_ms)),
             velocity: self.velocity,
-            catch_up_s: self.velocity.and_then(|v| v.catch_up_s(self.lag.unwrap_or(0))),
+            catch_up_s: self.velocity.and_then(|v| v.catch_up_s(self.lag().unwrap_or(0))),
         }
     }
 }
@@ -122,15 +129,15 @@ pub(crate) struct ShareLag {
     pub(crate) written: Option<Written>,
     /// The partition's watermarks, when refreshed.
     pub(crate) watermark: Option<Watermark>,
-    /// The member it is assigned to, when the group's metadata says.
-    pub(crate) owner: Option<Owner>,
+    /// The member it is assigned to (see [`PartitionLag::owner`]).
+    pub(crate) owner: Option<u32>,
 }
 
 impl GroupLag {
     /// Its partitions with lag, summed without overflow.
     pub(crate) fn lag(&self) -> i64 {
         crate::watermarks::total(
-            self.partitions.iter().filter_map(|p| p.lag).chain(self.share.iter().filter_map(|s| s.lag)),
+            self.partitions.iter().filter_map(PartitionLag::lag).chain(self.share.iter().filter_map(|s| s.lag)),
         )
     }
 
@@ -142,6 +149,11 @@ impl GroupLag {
             .chain(self.share.iter().filter_map(|s| s.written))
             .map(|w| w.seconds(now_ms))
             .reduce(f64::max)
+    }
+
+    /// The member a row's `owner` names.
+    pub(crate) fn owner(&self, owner: Option<u32>) -> Option<&Owner> {
+        self.owners.get(usize::try_from(owner?).ok()?)
     }
 
     /// Whether it is a share group.
@@ -190,9 +202,9 @@ impl LagSnapshot {
         for (name, mut share) in by_group {
             match groups.binary_search_by(|g| g.name.cmp(&name)) {
                 Ok(i) => {
-                    let owners = owners(groups[i].info.as_ref());
+                    let assigned = assigned(groups[i].info.as_ref());
                     for s in &mut share {
-                        s.owner = owners.get(&(Arc::clone(&s.row.topic), s.row.partition)).cloned();
+                        s.owner = assigned.get(&(Arc::clone(&s.row.topic), s.row.partition)).copied();
                     }
                     groups[i].share = share;
                 }
@@ -205,6 +217,7 @@ impl LagSnapshot {
                     partitions: Vec::new(),
                     share,
                     share_only: true,
+                    owners: Vec::new(),
                 }),
             }
         }
@@ -225,7 +238,7 @@ fn group_lag(
     watermarks: &Watermarks,
     derived: &DerivedView<'_>,
 ) -> GroupLag {
-    let owners = owners(g.info.as_ref());
+    let assigned = assigned(g.info.as_ref());
     let mut status = Status::Ok;
     let mut partitions = Vec::new();
     for (topic, partition, c) in g.offsets() {
@@ -244,12 +257,11 @@ fn group_lag(
             committed_offset: c.offset,
             commit_timestamp: c.commit_timestamp,
             watermark,
-            lag: l,
             written: l.and_then(|l| derived.written(topic, partition, c.offset, l)),
             status: p_status,
             committed_at_ms: derived.committed_at(name, topic, partition, c.commit_timestamp),
             velocity: derived.velocity(name, topic, partition),
-            owner: owners.get(&(Arc::clone(topic), partition)).cloned(),
+            owner: assigned.get(&(Arc::clone(topic), partition)).copied(),
         });
     }
     partitions.sort_by(|a, b| (&*a.topic, a.partition).cmp(&(&*b.topic, b.partition)));
@@ -262,23 +274,45 @@ fn group_lag(
         partitions,
         share: Vec::new(),
         share_only: false,
+        owners: owners(g.info.as_ref()),
     }
 }
 
-/// Each assigned partition's member, as the group's metadata lists them.
-fn owners(info: Option<&GroupInfo>) -> HashMap<(Arc<str>, i32), Owner> {
-    let mut owners = HashMap::new();
-    for member in info.map(GroupInfo::members).unwrap_or_default() {
-        let owner = Owner {
-            host: Arc::from(&*member.client_host),
-            member_id: Arc::from(&*member.member_id),
-            client_id: Arc::from(&*member.client_id),
-        };
+/// The group's members, in the order its metadata lists them.
+fn owners(info: Option<&GroupInfo>) -> Vec<Owner> {
+    let members = info.map(GroupInfo::members).unwrap_or_default();
+    members
+        .iter()
+        .map(|m| Owner {
+            host: Arc::from(&*m.client_host),
+            member_id: Arc::from(&*m.member_id),
+            client_id: Arc::from(&*m.client_id),
+        })
+        .collect()
+}
+
+/// Each assigned partition's member: its index in [`owners`].
+fn assigned(info: Option<&GroupInfo>) -> HashMap<(Arc<str>, i32), u32> {
+    let mut assigned = HashMap::new();
+    for (i, member) in info.map(GroupInfo::members).unwrap_or_default().iter().enumerate() {
+        let Ok(i) = u32::try_from(i) else { break };
         for (topic, partitions) in &member.assignment {
             for p in partitions {
-                owners.insert((Arc::clone(topic), *p), owner.clone());
+                assigned.insert((Arc::clone(topic), *p), i);
             }
         }
     }
-    owners
+    assigned
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A snapshot holds a row per group-partition until the next refresh:
+    /// its size is what every tracked group-partition costs once more.
+    #[test]
+    fn a_row_stays_small() {
+        assert!(std::mem::size_of::<PartitionLag>() <= 136, "{}", std::mem::size_of::<PartitionLag>());
+    }
 }
