@@ -84,15 +84,18 @@ pub enum Error {
 
 impl Error {
     /// True when the brokers refused for lack of rights (an ACL): retrying does
-    /// not help until someone grants them.
+    /// not help until someone grants them. Decided by Kafka's error code,
+    /// never by a message's words.
     pub fn is_authorization(&self) -> bool {
         use rdkafka::types::RDKafkaErrorCode as Code;
         let code = match self {
             Error::Client { source, .. } | Error::Call { source, .. } => source.rdkafka_error_code(),
-            Error::Refused { message, .. } => {
-                return message.contains("Authorization") || message.contains("AUTHORIZATION_FAILED");
+            Error::Refused { .. }
+            | Error::CorruptBatch { .. }
+            | Error::Truncated { .. }
+            | Error::Unreachable { .. } => {
+                return false;
             }
-            Error::CorruptBatch { .. } | Error::Truncated { .. } | Error::Unreachable { .. } => return false,
             Error::Kafka { code, .. } => return matches!(code, 29 | 30 | 31 | 53),
         };
         matches!(

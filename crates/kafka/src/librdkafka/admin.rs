@@ -200,7 +200,7 @@ impl Admin {
             futures_executor::block_on(self.admin.delete_groups(&[group], &options)).map_err(call(step.clone()))?;
         match results.into_iter().next() {
             Some(Ok(_)) => Ok(()),
-            Some(Err((_, code))) => Err(Error::Refused { step, message: code.to_string() }),
+            Some(Err((_, code))) => Err(refused(step, code)),
             None => Err(Error::Refused { step, message: "no result for the group".into() }),
         }
     }
@@ -239,7 +239,7 @@ impl Admin {
             Some(Err((_, RDKafkaErrorCode::InvalidPartitions))) if self.partition_count(topic)? >= Some(partitions) => {
                 Ok(false)
             }
-            Some(Err((_, code))) => Err(Error::Refused { step, message: code.to_string() }),
+            Some(Err((_, code))) => Err(refused(step, code)),
             None => Err(Error::Refused { step, message: "no result for the topic".into() }),
         }
     }
@@ -253,7 +253,7 @@ impl Admin {
         match results.into_iter().next() {
             Some(Ok(_)) => Ok(true),
             Some(Err((_, RDKafkaErrorCode::UnknownTopicOrPartition))) => Ok(false),
-            Some(Err((_, code))) => Err(Error::Refused { step, message: code.to_string() }),
+            Some(Err((_, code))) => Err(refused(step, code)),
             None => Err(Error::Refused { step, message: "no result for the topic".into() }),
         }
     }
@@ -406,4 +406,11 @@ impl Admin {
         let mut high = self.list_offsets(partitions, OffsetSpec::Latest)?;
         Ok(low.into_iter().filter_map(|(key, l)| high.remove(&key).map(|h| (key, (l, h)))).collect())
     }
+}
+
+/// The broker refused an admin operation with `code`: kept as Kafka's code
+/// (librdkafka's admin results give one per request), so that the error
+/// says whether it is retriable or an authorization problem.
+fn refused(step: String, code: RDKafkaErrorCode) -> Error {
+    Error::Call { step, source: rdkafka::error::KafkaError::AdminOp(code) }
 }

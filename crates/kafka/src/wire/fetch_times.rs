@@ -287,9 +287,9 @@ impl FetchTimes {
                 message: e.to_string(),
             })?;
             if response.error_code != 0 {
-                return Err(Error::Refused {
+                return Err(Error::Kafka {
                     step: format!("sending a Fetch request to {address}"),
-                    message: format!("error code {}", response.error_code),
+                    code: response.error_code,
                 });
             }
             let index: HashMap<(&str, i32), usize> =

@@ -820,17 +820,10 @@ fn moved_or_refused(p: &mut Partition, key: &PartitionKey, error_code: i16) {
         return;
     }
     p.not_before = Some(Instant::now() + REFUSED_BACKOFF);
-    let what = if error_code == TOPIC_AUTHORIZATION_FAILED {
-        "TOPIC_AUTHORIZATION_FAILED: kshard may not Read the topic".to_owned()
-    } else {
-        format!("error code {error_code}")
-    };
     tracing::warn!(topic = &*key.0, partition = key.1, error_code, "the broker refused a Fetch; asking again in 5 s");
     for r in &p.readings {
-        r.sink.push(Delivery::Failed(Error::Refused {
-            step: format!("reading {}/{}", key.0, key.1),
-            message: what.clone(),
-        }));
+        let step = format!("reading {}/{}", key.0, key.1);
+        r.sink.push(Delivery::Failed(Error::Kafka { step, code: error_code }));
     }
 }
 
@@ -855,7 +848,7 @@ fn fetch(
             tracing::debug!(error_code, "the fetch session ended; starting a new one");
             return Ok(());
         }
-        return Err(Error::Refused { step: "a Fetch".into(), message: format!("error code {error_code}") });
+        return Err(Error::Kafka { step: "a Fetch".into(), code: error_code });
     }
     let asked: HashMap<PartitionKey, Ask> = wanted.iter().map(|(k, a)| (k.clone(), *a)).collect();
     session.answered(&sent, wanted, 0, answer.session_id);

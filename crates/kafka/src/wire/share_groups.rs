@@ -262,7 +262,7 @@ fn error_of(code: i16, message: Option<&str>) -> Option<String> {
 fn refused_unless_ok(step: &str, address: &str, code: i16) -> Result<()> {
     match code {
         0 => Ok(()),
-        code => Err(Error::Refused { step: format!("{step} on {address}"), message: format!("error code {code}") }),
+        code => Err(Error::Kafka { step: format!("{step} on {address}"), code }),
     }
 }
 
