@@ -221,8 +221,9 @@ pub fn groups(monitor: &Monitor) -> Vec<GroupView> {
 /// share-partitions with their delivery state in runs when `runs`.
 fn views(monitor: &Monitor, wanted: impl Fn(&str) -> bool, runs: bool, mut each: impl FnMut(GroupView, &GroupLag)) {
     let (snapshot, now_ms) = (monitor.snapshot(), monitor.epoch_ms());
-    for g in snapshot.groups.iter().filter(|g| wanted(&g.name)) {
-        each(view(g, runs.then(|| share_runs(monitor, &g.name)), now_ms), g);
+    let derived = monitor.derived();
+    for g in snapshot.groups(&derived).filter(|g| wanted(&g.name)) {
+        each(view(&g, runs.then(|| share_runs(monitor, &g.name)), now_ms), &g);
     }
 }
 

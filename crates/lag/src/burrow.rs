@@ -194,7 +194,7 @@ pub struct StatusBody {
 
 /// Every exported group, as of the last refresh.
 pub fn consumers(monitor: &Monitor) -> Consumers {
-    Consumers { consumers: monitor.snapshot().groups.iter().map(|g| g.name.to_string()).collect() }
+    Consumers { consumers: monitor.snapshot().names().map(ToString::to_string).collect() }
 }
 
 /// Every topic with watermarks.
@@ -225,9 +225,8 @@ struct Seen {
 /// The group's partitions with lag (those with watermarks), as the last
 /// refresh's snapshot has them, or `None` for a group kshard does not know.
 fn seen(monitor: &Monitor, group: &str) -> Option<Vec<Seen>> {
-    let snapshot = monitor.snapshot();
-    let g = snapshot.group(group)?;
-    let derived = monitor.derived();
+    let (snapshot, derived) = (monitor.snapshot(), monitor.derived());
+    let g = snapshot.group(group, &derived)?;
     let owner = |o: Option<u32>| {
         g.owner(o).map_or((String::new(), String::new()), |o| (o.host.to_string(), o.client_id.to_string()))
     };

@@ -93,8 +93,9 @@ impl Rows {
         let motion_per_partition = per_partition && settings.motion_granularity == Granularity::Partition;
         let mut rows = Rows { per_partition, motion_per_partition, ..Rows::default() };
         let now_ms = m.epoch_ms();
-        for g in snapshot.groups.iter().filter(|g| !g.share_only) {
-            rows.group(g, &settings.topics, now_ms);
+        let derived = m.derived();
+        for g in snapshot.groups(&derived).filter(|g| !g.share_only) {
+            rows.group(&g, &settings.topics, now_ms);
         }
         rows
     }

@@ -60,7 +60,8 @@ impl ProfileRows {
         let (watermarks, now_ms) = (&snapshot.watermarks, m.epoch_ms());
         let mut rows =
             ProfileRows { partitions: Vec::new(), groups: Vec::new(), watermarks: Vec::new(), uncommitted: Vec::new() };
-        for g in snapshot.groups.iter().filter(|g| !g.share_only) {
+        let derived = m.derived();
+        for g in snapshot.groups(&derived).filter(|g| !g.share_only) {
             for p in &g.partitions {
                 let Some(lag) = p.lag() else { continue };
                 rows.partitions.push(PartitionRow {
@@ -75,7 +76,7 @@ impl ProfileRows {
                 });
             }
             if uncommitted {
-                rows.uncommitted.extend(uncommitted_of(g, watermarks));
+                rows.uncommitted.extend(uncommitted_of(&g, watermarks));
             }
             rows.groups.push(GroupRow {
                 group: Arc::clone(&g.name),

@@ -40,13 +40,12 @@ impl ShareRows {
     /// whose state is initialized.
     pub(super) fn collect(m: &Monitor, snapshot: &LagSnapshot) -> Self {
         let now_ms = m.epoch_ms();
+        let derived = m.derived();
         let partitions: Vec<Exported> = snapshot
-            .groups
-            .iter()
-            .flat_map(|g| &g.share)
+            .share(&derived)
             .filter_map(|s| {
                 let seconds = s.written.map(|w| (w.seconds(now_ms), w.method().name()));
-                Some(Exported { row: s.row.clone(), lag: s.lag?, seconds })
+                Some(Exported { row: s.row, lag: s.lag?, seconds })
             })
             .collect();
         let topics = roll_up(&partitions);

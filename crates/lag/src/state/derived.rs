@@ -99,9 +99,12 @@ impl<'a> DerivedView<'a> {
         DerivedView { derived, now_ms }
     }
 
-    /// Each group's lag in `snapshot` goes into its history, at `now_ms`.
+    /// Each group's total lag and highest lag in seconds in `snapshot`, at
+    /// `now_ms`, go into its history (groups gone are forgotten).
     pub(crate) fn record_history(&mut self, snapshot: &LagSnapshot, now_ms: i64) {
-        self.derived.record_history(snapshot, now_ms);
+        let totals: Vec<_> =
+            snapshot.groups(self).map(|g| (Arc::clone(&g.name), g.lag(), g.max_lag_seconds(now_ms))).collect();
+        self.derived.history.record(now_ms, totals);
     }
 }
 
@@ -220,15 +223,6 @@ impl Derived {
         for TopicPartitionOffset { topic, partition, offset: wanted } in missing {
             self.times.not_found(&Arc::from(topic), partition, wanted);
         }
-    }
-
-    /// After a refresh and its record times: each group's total lag and
-    /// highest lag in seconds, as `snapshot` has them, go into its history
-    /// (groups gone are forgotten).
-    fn record_history(&mut self, snapshot: &LagSnapshot, now_ms: i64) {
-        let totals: Vec<_> =
-            snapshot.groups.iter().map(|g| (Arc::clone(&g.name), g.lag(), g.max_lag_seconds(now_ms))).collect();
-        self.history.record(now_ms, totals);
     }
 
     /// A group's recent lag, oldest first, and the settings it was kept by.

@@ -111,8 +111,9 @@ pub struct Group {
     /// updating an offset looks the topic up by `&str` and indexes, with no
     /// interning and no allocation.
     offsets: FastMap<Arc<str>, Vec<Option<CommittedOffset>>>,
-    /// The group's metadata, when the log has it.
-    pub info: Option<GroupInfo>,
+    /// The group's metadata, when the log has it: shared with the
+    /// snapshots that hold it, copied on the next change.
+    pub info: Option<Arc<GroupInfo>>,
     /// Offset commits applied for this group since kshard started reading.
     pub commits: u64,
 }
@@ -444,7 +445,7 @@ impl GroupOffsets {
             (RecordKey::OffsetCommit { key, .. }, None) => self.offset_deleted(key),
             (RecordKey::GroupMetadata(key), Some(RecordValue::GroupMetadata(v))) => {
                 let info = self.group_info(v);
-                self.group_mut(&key.group).info = Some(info);
+                self.group_mut(&key.group).info = Some(Arc::new(info));
                 Applied::GroupMetadata
             }
             (RecordKey::GroupMetadata(key), None) => self.group_deleted(&key.group),
@@ -551,15 +552,18 @@ impl GroupOffsets {
     /// `protocol_type`), made at `generation` (its epoch) when none was known.
     fn kip848_group_info(&mut self, group: &str, protocol_type: &str, generation: i32) -> &mut GroupInfo {
         let protocol_type = self.names.intern(protocol_type);
-        self.group_mut(group).info.get_or_insert_with(|| GroupInfo {
-            protocol_type,
-            protocol: None,
-            generation,
-            state_timestamp: None,
-            members: Some(Vec::new()),
-            reported_state: None,
-            topology: None,
-        })
+        let info = self.group_mut(group).info.get_or_insert_with(|| {
+            Arc::new(GroupInfo {
+                protocol_type,
+                protocol: None,
+                generation,
+                state_timestamp: None,
+                members: Some(Vec::new()),
+                reported_state: None,
+                topology: None,
+            })
+        });
+        Arc::make_mut(info)
     }
 
     /// A member left a consumer group. Its tombstone creates nothing.
@@ -631,7 +635,7 @@ impl GroupOffsets {
 
     /// The member list of a group that has one.
     fn members_mut(&mut self, group: &str) -> Option<&mut Vec<Member>> {
-        self.groups.get_mut(group).and_then(|g| g.info.as_mut()).and_then(|i| i.members.as_mut())
+        self.groups.get_mut(group).and_then(|g| g.info.as_mut()).and_then(|i| Arc::make_mut(i).members.as_mut())
     }
 
     /// The assignment by topic name, for the topics whose names are known.
@@ -648,7 +652,7 @@ impl GroupOffsets {
         let name = self.names.intern(topic);
         self.topic_ids.insert(id, Arc::clone(&name));
         for group in self.groups.values_mut() {
-            let Some(members) = group.info.as_mut().and_then(|i| i.members.as_mut()) else { continue };
+            let Some(members) = group.info.as_mut().and_then(|i| Arc::make_mut(i).members.as_mut()) else { continue };
             for m in members.iter_mut() {
                 if let Some((_, partitions)) = m.assignment_by_id.iter().find(|(i, _)| *i == id)
                     && !m.assignment.iter().any(|(t, _)| **t == *topic)
@@ -739,7 +743,7 @@ impl GroupOffsets {
             reported_state: Some(self.names.intern(state)),
             topology: None,
         };
-        self.group_mut(group).info = Some(info);
+        self.group_mut(group).info = Some(Arc::new(info));
     }
 
     /// Sets a group's state and members as DescribeGroups reported them
@@ -785,7 +789,7 @@ impl GroupOffsets {
             reported_state: Some(self.names.intern(state)),
             topology: None,
         };
-        self.group_mut(group).info = Some(info);
+        self.group_mut(group).info = Some(Arc::new(info));
     }
 
     /// Drops interned names nothing refers to any more; call now and then.

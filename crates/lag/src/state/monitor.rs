@@ -407,8 +407,10 @@ impl Monitor {
         self.refreshed.write().unwrap_or_else(PoisonError::into_inner).watermarks = Arc::new(watermarks);
         self.step(Event::Refreshed { at, caught_up_before });
         let wanted = self.sample();
+        // The offsets just sampled: the record times wanted are theirs.
+        self.store_snapshot();
         read_times(self, &wanted);
-        self.take_snapshot();
+        self.record_history();
     }
 
     /// Records what a refresh found of the offsets topic: the leader of each
@@ -490,17 +492,24 @@ impl Monitor {
     /// each group's total lag and highest lag in seconds into its history
     /// (groups gone are forgotten). [`Monitor::refresh`] takes it.
     pub fn take_snapshot(&self) {
-        let watermarks = self.watermarks();
-        let share = self.share_rows(false);
-        let now_ms = self.clock.epoch_ms();
-        let mut derived = self.derived();
-        let snapshot =
-            LagSnapshot::build(&self.units, share, &self.settings, watermarks, &derived, |p| self.coordinator(p));
-        if self.is_ready() {
-            derived.record_history(&snapshot, now_ms);
-        }
-        drop(derived);
+        self.store_snapshot();
+        self.record_history();
+    }
+
+    /// The committed offsets, the group metadata and the watermarks every
+    /// output reads until the next refresh.
+    fn store_snapshot(&self) {
+        let (watermarks, share) = (self.watermarks(), self.share_rows(false));
+        let snapshot = LagSnapshot::take(&self.units, share, &self.settings, watermarks, |p| self.coordinator(p));
         *self.snapshot.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(snapshot);
+    }
+
+    /// Once ready: each group's lag in the snapshot into its history.
+    fn record_history(&self) {
+        if self.is_ready() {
+            let snapshot = self.snapshot();
+            self.derived().record_history(&snapshot, self.clock.epoch_ms());
+        }
     }
 
     /// The snapshot of the last refresh (empty before the first).

@@ -20,13 +20,42 @@ use crate::units::Units;
 use crate::velocity::{Velocity, commit_age_s};
 use crate::watermarks::{Watermark, Watermarks, lag};
 
-/// What every output shows, as of one refresh.
+/// What every output shows, as of one refresh: the watermarks, and each
+/// exported group's committed offsets and metadata as they were then. The
+/// rows outputs render ([`GroupLag`]) are joined from it when asked
+/// ([`LagSnapshot::groups`]), with the record times and commit windows the
+/// same refresh derived: a compact copy of the offsets is kept (40 bytes a
+/// group-partition), not of every row.
 #[derive(Debug, Default)]
 pub(crate) struct LagSnapshot {
     /// The watermarks it was taken with.
     pub(crate) watermarks: Arc<Watermarks>,
     /// Every exported group (the groups filter applied), by name.
-    pub(crate) groups: Vec<GroupLag>,
+    groups: Vec<GroupAt>,
+}
+
+/// One group as the refresh found it.
+#[derive(Debug)]
+struct GroupAt {
+    name: Arc<str>,
+    coordinator: Option<i32>,
+    /// Shared with the units until the metadata next changes.
+    info: Option<Arc<GroupInfo>>,
+    commits: u64,
+    /// Its committed offsets (the topics filter applied), by topic and partition.
+    offsets: Vec<CommitAt>,
+    /// A share group's partitions (filtered already).
+    share: Vec<ShareRow>,
+    share_only: bool,
+}
+
+/// A committed offset as the refresh found it.
+#[derive(Debug)]
+struct CommitAt {
+    topic: Arc<str>,
+    partition: i32,
+    offset: i64,
+    commit_timestamp: i64,
 }
 
 /// The member a partition is assigned to.
@@ -48,7 +77,7 @@ pub(crate) struct GroupLag {
     /// The broker coordinating it, as the offsets topic's leaders say.
     pub(crate) coordinator: Option<i32>,
     /// Its metadata, when the log (or the brokers) told it.
-    pub(crate) info: Option<GroupInfo>,
+    pub(crate) info: Option<Arc<GroupInfo>>,
     /// Offset commits applied for it since kshard started reading.
     pub(crate) commits: u64,
     /// Its worst partition's status, of those with watermarks.
@@ -163,61 +192,43 @@ impl GroupLag {
 }
 
 impl LagSnapshot {
-    /// The group named `name`.
-    pub(crate) fn group(&self, name: &str) -> Option<&GroupLag> {
-        self.groups.binary_search_by(|g| (*g.name).cmp(name)).ok().map(|i| &self.groups[i])
-    }
-
-    /// Joins `units` (and share groups' `share` rows, filtered already) with `watermarks` as
-    /// `settings`' filters allow, `derived` giving statuses, lag in seconds
-    /// and rates, `coordinator` each unit partition's leader.
-    pub(crate) fn build(
+    /// Takes the committed offsets of `units` (and share groups' `share`
+    /// rows, filtered already) beside `watermarks`, as `settings`' filters
+    /// allow; `coordinator` gives each unit partition's leader.
+    pub(crate) fn take(
         units: &Units,
         share: Vec<ShareRow>,
         settings: &MonitorSettings,
         watermarks: Arc<Watermarks>,
-        derived: &DerivedView<'_>,
         coordinator: impl Fn(i32) -> Option<i32>,
     ) -> Self {
-        let mut groups: Vec<GroupLag> = Vec::new();
+        let mut groups: Vec<GroupAt> = Vec::new();
         units.for_each(|unit_partition, unit| {
             for (name, g) in unit.groups() {
                 if settings.groups.allows(name) {
-                    groups.push(group_lag(name, g, coordinator(unit_partition), settings, &watermarks, derived));
+                    groups.push(group_at(name, g, coordinator(unit_partition), settings));
                 }
             }
         });
         groups.sort_by(|a, b| a.name.cmp(&b.name));
         // Share groups: their rows, beside their metadata when it was read
         // (or alone: metadata in a partition not read yet, or deleted).
-        let mut by_group: HashMap<Arc<str>, Vec<ShareLag>> = HashMap::new();
+        let mut alone: Vec<GroupAt> = Vec::new();
         for row in share {
-            let watermark = watermarks.get(&row.topic, row.partition);
-            let lag = watermark.and_then(|w| row.lag(w.high));
-            let written = lag.and_then(|l| derived.written(&row.topic, row.partition, row.start_offset, l));
-            let owner = None;
-            by_group.entry(Arc::clone(&row.group)).or_default().push(ShareLag { row, lag, written, watermark, owner });
-        }
-        let mut alone = Vec::new();
-        for (name, mut share) in by_group {
-            match groups.binary_search_by(|g| g.name.cmp(&name)) {
-                Ok(i) => {
-                    let assigned = assigned(groups[i].info.as_ref());
-                    for s in &mut share {
-                        s.owner = assigned.get(&(Arc::clone(&s.row.topic), s.row.partition)).copied();
-                    }
-                    groups[i].share = share;
-                }
-                Err(_) => alone.push(GroupLag {
-                    name,
+            if let Ok(i) = groups.binary_search_by(|g| g.name.cmp(&row.group)) {
+                groups[i].share.push(row);
+                continue;
+            }
+            match alone.last_mut() {
+                Some(g) if g.name == row.group => g.share.push(row),
+                _ => alone.push(GroupAt {
+                    name: Arc::clone(&row.group),
                     coordinator: None,
                     info: None,
                     commits: 0,
-                    status: Status::Ok,
-                    partitions: Vec::new(),
-                    share,
+                    offsets: Vec::new(),
+                    share: vec![row],
                     share_only: true,
-                    owners: Vec::new(),
                 }),
             }
         }
@@ -225,56 +236,114 @@ impl LagSnapshot {
             groups.extend(alone);
             groups.sort_by(|a, b| a.name.cmp(&b.name));
         }
+        groups.shrink_to_fit();
         LagSnapshot { watermarks, groups }
+    }
+
+    /// Every group's row, joined with what `derived` holds of the same
+    /// refresh, its ages counted at `now_ms`.
+    pub(crate) fn groups<'a>(&'a self, derived: &'a DerivedView<'_>) -> impl Iterator<Item = GroupLag> + 'a {
+        self.groups.iter().map(move |g| self.join(g, derived))
+    }
+
+    /// The group named `name`, joined as [`LagSnapshot::groups`] joins it.
+    pub(crate) fn group(&self, name: &str, derived: &DerivedView<'_>) -> Option<GroupLag> {
+        let i = self.groups.binary_search_by(|g| (*g.name).cmp(name)).ok()?;
+        Some(self.join(&self.groups[i], derived))
+    }
+
+    /// Every group's name.
+    pub(crate) fn names(&self) -> impl Iterator<Item = &Arc<str>> {
+        self.groups.iter().map(|g| &g.name)
+    }
+
+    /// Every share-partition, joined (without the consumer groups' rows).
+    pub(crate) fn share<'a>(&'a self, derived: &'a DerivedView<'_>) -> impl Iterator<Item = ShareLag> + 'a {
+        self.groups.iter().flat_map(move |g| g.share.iter().map(move |row| self.share_lag(row, derived, None)))
+    }
+
+    /// One share-partition's row.
+    fn share_lag(&self, row: &ShareRow, derived: &DerivedView<'_>, owner: Option<u32>) -> ShareLag {
+        let watermark = self.watermarks.get(&row.topic, row.partition);
+        let lag = watermark.and_then(|w| row.lag(w.high));
+        let written = lag.and_then(|l| derived.written(&row.topic, row.partition, row.start_offset, l));
+        ShareLag { row: row.clone(), lag, written, watermark, owner }
+    }
+
+    /// `g`'s row: its partitions with their watermarks, status, record
+    /// times and rates, and its members.
+    fn join(&self, g: &GroupAt, derived: &DerivedView<'_>) -> GroupLag {
+        let (name, assigned) = (&g.name, assigned(g.info.as_deref()));
+        let mut status = Status::Ok;
+        let partitions: Vec<PartitionLag> = g
+            .offsets
+            .iter()
+            .map(|c| {
+                let (topic, partition) = (&c.topic, c.partition);
+                let watermark = self.watermarks.get(topic, partition);
+                let l = watermark.map(|w| lag(w.high, c.offset));
+                let p_status = l.map_or(Status::Ok, |l| derived.status(name, topic, partition, l));
+                if l.is_some() {
+                    status = Status::of_group([status, p_status]);
+                }
+                PartitionLag {
+                    topic: Arc::clone(topic),
+                    partition,
+                    committed_offset: c.offset,
+                    commit_timestamp: c.commit_timestamp,
+                    watermark,
+                    written: l.and_then(|l| derived.written(topic, partition, c.offset, l)),
+                    status: p_status,
+                    committed_at_ms: derived.committed_at(name, topic, partition, c.commit_timestamp),
+                    velocity: derived.velocity(name, topic, partition),
+                    owner: assigned.get(&(Arc::clone(topic), partition)).copied(),
+                }
+            })
+            .collect();
+        let share = g
+            .share
+            .iter()
+            .map(|row| {
+                let owner = assigned.get(&(Arc::clone(&row.topic), row.partition)).copied();
+                self.share_lag(row, derived, owner)
+            })
+            .collect();
+        GroupLag {
+            name: Arc::clone(name),
+            coordinator: g.coordinator,
+            info: g.info.clone(),
+            commits: g.commits,
+            status,
+            partitions,
+            share,
+            share_only: g.share_only,
+            owners: owners(g.info.as_deref()),
+        }
     }
 }
 
-/// One consumer group's row: its partitions by topic and partition.
-fn group_lag(
-    name: &Arc<str>,
-    g: &Group,
-    coordinator: Option<i32>,
-    settings: &MonitorSettings,
-    watermarks: &Watermarks,
-    derived: &DerivedView<'_>,
-) -> GroupLag {
-    let assigned = assigned(g.info.as_ref());
-    let mut status = Status::Ok;
-    let mut partitions = Vec::new();
-    for (topic, partition, c) in g.offsets() {
-        if !settings.topics.allows(topic) {
-            continue;
-        }
-        let watermark = watermarks.get(topic, partition);
-        let l = watermark.map(|w| lag(w.high, c.offset));
-        let p_status = l.map_or(Status::Ok, |l| derived.status(name, topic, partition, l));
-        if l.is_some() {
-            status = Status::of_group([status, p_status]);
-        }
-        partitions.push(PartitionLag {
+/// One consumer group as the refresh found it: its offsets by topic and partition.
+fn group_at(name: &Arc<str>, g: &Group, coordinator: Option<i32>, settings: &MonitorSettings) -> GroupAt {
+    let mut offsets: Vec<CommitAt> = g
+        .offsets()
+        .filter(|(topic, _, _)| settings.topics.allows(topic))
+        .map(|(topic, partition, c)| CommitAt {
             topic: Arc::clone(topic),
             partition,
-            committed_offset: c.offset,
+            offset: c.offset,
             commit_timestamp: c.commit_timestamp,
-            watermark,
-            written: l.and_then(|l| derived.written(topic, partition, c.offset, l)),
-            status: p_status,
-            committed_at_ms: derived.committed_at(name, topic, partition, c.commit_timestamp),
-            velocity: derived.velocity(name, topic, partition),
-            owner: assigned.get(&(Arc::clone(topic), partition)).copied(),
-        });
-    }
-    partitions.sort_by(|a, b| (&*a.topic, a.partition).cmp(&(&*b.topic, b.partition)));
-    GroupLag {
+        })
+        .collect();
+    offsets.sort_by(|a, b| (&*a.topic, a.partition).cmp(&(&*b.topic, b.partition)));
+    offsets.shrink_to_fit();
+    GroupAt {
         name: Arc::clone(name),
         coordinator,
         info: g.info.clone(),
         commits: g.commits,
-        status,
-        partitions,
+        offsets,
         share: Vec::new(),
         share_only: false,
-        owners: owners(g.info.as_ref()),
     }
 }
 
@@ -309,10 +378,10 @@ fn assigned(info: Option<&GroupInfo>) -> HashMap<(Arc<str>, i32), u32> {
 mod tests {
     use super::*;
 
-    /// A snapshot holds a row per group-partition until the next refresh:
-    /// its size is what every tracked group-partition costs once more.
+    /// A snapshot holds each group-partition's offset until the next
+    /// refresh: what every tracked group-partition costs once more.
     #[test]
-    fn a_row_stays_small() {
-        assert!(std::mem::size_of::<PartitionLag>() <= 136, "{}", std::mem::size_of::<PartitionLag>());
+    fn an_offset_held_stays_small() {
+        assert!(std::mem::size_of::<CommitAt>() <= 40, "{}", std::mem::size_of::<CommitAt>());
     }
 }

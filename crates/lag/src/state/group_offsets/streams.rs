@@ -132,7 +132,7 @@ impl GroupOffsets {
             (Some(t), _) => self.kip848_group_info(group, STREAMS, 0).topology = Some(t),
             (None, true) => {
                 if let Some(info) = self.groups.get_mut(group).and_then(|g| g.info.as_mut()) {
-                    info.topology = None;
+                    Arc::make_mut(info).topology = None;
                 }
             }
             (None, false) => {}
@@ -145,6 +145,7 @@ impl GroupOffsets {
     /// topology (none until both are known).
     fn resolve_tasks(&mut self, group: &str) {
         let Some(info) = self.groups.get_mut(group).and_then(|g| g.info.as_mut()) else { return };
+        let info = Arc::make_mut(info);
         let topology = info.topology.clone();
         for member in info.members.iter_mut().flatten() {
             let Some(streams) = &member.streams else { continue };
