@@ -97,10 +97,12 @@ pub(crate) fn state(groups: u32, partitions: u32, topics: u32, max_partition_ser
     let apply_rate = steady_apply_rate(&monitor, shape, &mut offset)?;
     monitor.units().sweep_names();
     let tracked = shape.tracked();
-    // The first refresh: its snapshot is held until the next.
-    let rss_before_snapshot = rss()?;
+    // The first refresh: status windows made, record times wanted, the
+    // snapshot taken (held until the next), the lag history begun.
+    let rss_before_refresh = rss()?;
     monitor.set_watermarks(watermarks, true, monitor.now());
-    let snapshot_per = (rss()? - rss_before_snapshot) / tracked as f64;
+    let first_refresh_per = (rss()? - rss_before_refresh) / tracked as f64;
+    let snapshot_per = monitor.snapshot_bytes() as f64 / tracked as f64;
     let rss_before_windows = rss()?;
     let (busy, wanted_count) = busy_refreshes(&monitor, shape, &mut offset)?;
     let windows_per = (rss()? - rss_before_windows) / tracked as f64;
@@ -131,7 +133,9 @@ pub(crate) fn state(groups: u32, partitions: u32, topics: u32, max_partition_ser
     println!("tracked group-partitions: {tracked} ({groups} groups × {partitions} partitions, {topics} topics)");
     println!("apply: {:.2} million offset commits/s (decode and update, one thread)", apply_rate / 1e6);
     println!("state memory: {:.1} MB RSS, {per:.0} bytes per tracked group-partition", (rss_after - rss_before) / 1e6);
-    println!("the refresh's snapshot, held until the next: {snapshot_per:.0} more bytes per tracked group-partition");
+    println!(
+        "the first refresh (status windows made, record times wanted, the snapshot, the lag history begun): {first_refresh_per:.0} more bytes per tracked group-partition, of which the snapshot holds {snapshot_per:.0}"
+    );
     println!(
         "status windows (10 commits each) and record times: {windows_per:.0} more bytes per tracked group-partition"
     );

@@ -512,6 +512,11 @@ impl Monitor {
         }
     }
 
+    /// The bytes the last refresh's snapshot holds of its own (`kshard bench state`).
+    pub fn snapshot_bytes(&self) -> usize {
+        self.snapshot().heap_bytes()
+    }
+
     /// The snapshot of the last refresh (empty before the first).
     pub(crate) fn snapshot(&self) -> Arc<LagSnapshot> {
         Arc::clone(&self.snapshot.read().unwrap_or_else(PoisonError::into_inner))

@@ -252,6 +252,17 @@ impl LagSnapshot {
         Some(self.join(&self.groups[i], derived))
     }
 
+    /// The bytes it holds of its own (its vectors; the names, metadata and
+    /// watermarks it shares are the units' and the refresh's).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        use std::mem::size_of;
+        let groups = self
+            .groups
+            .iter()
+            .map(|g| g.offsets.capacity() * size_of::<CommitAt>() + g.share.capacity() * size_of::<ShareRow>());
+        size_of::<Self>() + self.groups.capacity() * size_of::<GroupAt>() + groups.sum::<usize>()
+    }
+
     /// Every group's name.
     pub(crate) fn names(&self) -> impl Iterator<Item = &Arc<str>> {
         self.groups.iter().map(|g| &g.name)
