@@ -287,9 +287,9 @@ fn view(g: &GroupLag, mut runs: Option<Runs>, now_ms: i64) -> GroupView {
         protocol_type: g.info.as_ref().map(|i| i.protocol_type.to_string()).or(g.is_share().then(|| "share".into())),
         protocol: g.info.as_ref().and_then(|i| i.protocol.as_deref().map(str::to_owned)),
         members: g.info.as_ref().map_or(0, |i| i.members().len()),
-        lag: crate::watermarks::total(topics.iter().map(|t| t.lag)),
+        lag: g.lag(),
         status: g.status.name(),
-        max_lag_seconds: topics.iter().filter_map(|t| t.max_lag_seconds).reduce(f64::max),
+        max_lag_seconds: g.max_lag_seconds(now_ms),
         topics,
     }
 }

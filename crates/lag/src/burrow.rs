@@ -227,13 +227,16 @@ struct Seen {
 fn seen(monitor: &Monitor, group: &str) -> Option<Vec<Seen>> {
     let (snapshot, derived) = (monitor.snapshot(), monitor.derived());
     let g = snapshot.group(group, &derived)?;
-    let owner = |o: Option<u32>| {
-        g.owner(o).map_or((String::new(), String::new()), |o| (o.host.to_string(), o.client_id.to_string()))
+    let owners = g.owners();
+    let owner = |topic: &Arc<str>, partition: i32| {
+        owners
+            .get(&(Arc::clone(topic), partition))
+            .map_or((String::new(), String::new()), |o| (o.host.to_string(), o.client_id.to_string()))
     };
     let mut parts = Vec::new();
     for p in &g.partitions {
         let Some(lag) = p.lag() else { continue };
-        let (owner, client_id) = owner(p.owner);
+        let (owner, client_id) = owner(&p.topic, p.partition);
         parts.push(Seen {
             topic: Arc::clone(&p.topic),
             partition: p.partition,
@@ -250,7 +253,7 @@ fn seen(monitor: &Monitor, group: &str) -> Option<Vec<Seen>> {
     // A share group's partitions: Kafka's share lag, no commits (it makes none).
     for s in &g.share {
         let Some(lag) = s.lag else { continue };
-        let (owner, client_id) = owner(s.owner);
+        let (owner, client_id) = owner(&s.row.topic, s.row.partition);
         let (topic, partition) = (Arc::clone(&s.row.topic), s.row.partition);
         parts.push(Seen { topic, partition, lag, commits: Vec::new(), status: Status::Ok, owner, client_id });
     }

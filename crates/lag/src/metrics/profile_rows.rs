@@ -62,6 +62,7 @@ impl ProfileRows {
             ProfileRows { partitions: Vec::new(), groups: Vec::new(), watermarks: Vec::new(), uncommitted: Vec::new() };
         let derived = m.derived();
         for g in snapshot.groups(&derived).filter(|g| !g.share_only) {
+            let owners = if with_owners { g.owners() } else { HashMap::new() };
             for p in &g.partitions {
                 let Some(lag) = p.lag() else { continue };
                 rows.partitions.push(PartitionRow {
@@ -72,7 +73,7 @@ impl ProfileRows {
                     lag,
                     lag_seconds: p.lag_seconds(now_ms).map(|(s, _)| s),
                     status: p.status,
-                    owner: if with_owners { g.owner(p.owner).cloned() } else { None },
+                    owner: owners.get(&(Arc::clone(&p.topic), p.partition)).cloned(),
                 });
             }
             if uncommitted {

@@ -102,8 +102,7 @@ impl<'a> DerivedView<'a> {
     /// Each group's total lag and highest lag in seconds in `snapshot`, at
     /// `now_ms`, go into its history (groups gone are forgotten).
     pub(crate) fn record_history(&mut self, snapshot: &LagSnapshot, now_ms: i64) {
-        let totals: Vec<_> =
-            snapshot.groups(self).map(|g| (Arc::clone(&g.name), g.lag(), g.max_lag_seconds(now_ms))).collect();
+        let totals = snapshot.totals(self, now_ms);
         self.derived.history.record(now_ms, totals);
     }
 }

@@ -89,9 +89,6 @@ pub(crate) struct GroupLag {
     /// A share group known by its state alone (its metadata is in a
     /// partition not read yet, or was deleted before its state).
     pub(crate) share_only: bool,
-    /// The members its partitions are assigned to (each row names one by
-    /// its index here: a member's names are kept once, not per partition).
-    pub(crate) owners: Vec<Owner>,
 }
 
 /// One group-partition with a committed offset.
@@ -116,9 +113,6 @@ pub(crate) struct PartitionLag {
     pub(crate) committed_at_ms: Option<i64>,
     /// The group's rates over its window of recent commits.
     pub(crate) velocity: Option<Velocity>,
-    /// The member it is assigned to, when the group's metadata says: an
-    /// index into [`GroupLag::owners`].
-    pub(crate) owner: Option<u32>,
 }
 
 impl PartitionLag {
@@ -158,8 +152,6 @@ pub(crate) struct ShareLag {
     pub(crate) written: Option<Written>,
     /// The partition's watermarks, when refreshed.
     pub(crate) watermark: Option<Watermark>,
-    /// The member it is assigned to (see [`PartitionLag::owner`]).
-    pub(crate) owner: Option<u32>,
 }
 
 impl GroupLag {
@@ -180,9 +172,24 @@ impl GroupLag {
             .reduce(f64::max)
     }
 
-    /// The member a row's `owner` names.
-    pub(crate) fn owner(&self, owner: Option<u32>) -> Option<&Owner> {
-        self.owners.get(usize::try_from(owner?).ok()?)
+    /// The member each assigned partition's is, as the group's metadata
+    /// lists them: made when an output shows owners (Burrow's API,
+    /// kafka-lag-exporter's names), not with every row.
+    pub(crate) fn owners(&self) -> HashMap<(Arc<str>, i32), Owner> {
+        let mut owners = HashMap::new();
+        for m in self.info.as_deref().map(GroupInfo::members).unwrap_or_default() {
+            let owner = Owner {
+                host: Arc::from(&*m.client_host),
+                member_id: Arc::from(&*m.member_id),
+                client_id: Arc::from(&*m.client_id),
+            };
+            for (topic, partitions) in &m.assignment {
+                for p in partitions {
+                    owners.insert((Arc::clone(topic), *p), owner.clone());
+                }
+            }
+        }
+        owners
     }
 
     /// Whether it is a share group.
@@ -268,23 +275,51 @@ impl LagSnapshot {
         self.groups.iter().map(|g| &g.name)
     }
 
+    /// Each group's total lag and highest lag in seconds at `now_ms`, as
+    /// its row has them ([`GroupLag::lag`], [`GroupLag::max_lag_seconds`]),
+    /// without making the rows: what the lag history keeps at each refresh.
+    pub(crate) fn totals(&self, derived: &DerivedView<'_>, now_ms: i64) -> Vec<(Arc<str>, i64, Option<f64>)> {
+        let of = |topic: &Arc<str>, partition: i32, offset: i64, lag: i64| {
+            derived.written(topic, partition, offset, lag).map(|w| w.seconds(now_ms))
+        };
+        self.groups
+            .iter()
+            .map(|g| {
+                let (mut total, mut most) = (0i64, None::<f64>);
+                for c in &g.offsets {
+                    let Some(w) = self.watermarks.get(&c.topic, c.partition) else { continue };
+                    let l = lag(w.high, c.offset);
+                    total = total.saturating_add(l);
+                    most = crate::lag_time::max_seconds(most, of(&c.topic, c.partition, c.offset, l));
+                }
+                for row in &g.share {
+                    let watermark = self.watermarks.get(&row.topic, row.partition);
+                    let Some(l) = watermark.and_then(|w| row.lag(w.high)) else { continue };
+                    total = total.saturating_add(l);
+                    most = crate::lag_time::max_seconds(most, of(&row.topic, row.partition, row.start_offset, l));
+                }
+                (Arc::clone(&g.name), total, most)
+            })
+            .collect()
+    }
+
     /// Every share-partition, joined (without the consumer groups' rows).
     pub(crate) fn share<'a>(&'a self, derived: &'a DerivedView<'_>) -> impl Iterator<Item = ShareLag> + 'a {
-        self.groups.iter().flat_map(move |g| g.share.iter().map(move |row| self.share_lag(row, derived, None)))
+        self.groups.iter().flat_map(move |g| g.share.iter().map(move |row| self.share_lag(row, derived)))
     }
 
     /// One share-partition's row.
-    fn share_lag(&self, row: &ShareRow, derived: &DerivedView<'_>, owner: Option<u32>) -> ShareLag {
+    fn share_lag(&self, row: &ShareRow, derived: &DerivedView<'_>) -> ShareLag {
         let watermark = self.watermarks.get(&row.topic, row.partition);
         let lag = watermark.and_then(|w| row.lag(w.high));
         let written = lag.and_then(|l| derived.written(&row.topic, row.partition, row.start_offset, l));
-        ShareLag { row: row.clone(), lag, written, watermark, owner }
+        ShareLag { row: row.clone(), lag, written, watermark }
     }
 
     /// `g`'s row: its partitions with their watermarks, status, record
     /// times and rates, and its members.
     fn join(&self, g: &GroupAt, derived: &DerivedView<'_>) -> GroupLag {
-        let (name, assigned) = (&g.name, assigned(g.info.as_deref()));
+        let name = &g.name;
         let mut status = Status::Ok;
         let partitions: Vec<PartitionLag> = g
             .offsets
@@ -307,18 +342,10 @@ impl LagSnapshot {
                     status: p_status,
                     committed_at_ms: derived.committed_at(name, topic, partition, c.commit_timestamp),
                     velocity: derived.velocity(name, topic, partition),
-                    owner: assigned.get(&(Arc::clone(topic), partition)).copied(),
                 }
             })
             .collect();
-        let share = g
-            .share
-            .iter()
-            .map(|row| {
-                let owner = assigned.get(&(Arc::clone(&row.topic), row.partition)).copied();
-                self.share_lag(row, derived, owner)
-            })
-            .collect();
+        let share = g.share.iter().map(|row| self.share_lag(row, derived)).collect();
         GroupLag {
             name: Arc::clone(name),
             coordinator: g.coordinator,
@@ -328,7 +355,6 @@ impl LagSnapshot {
             partitions,
             share,
             share_only: g.share_only,
-            owners: owners(g.info.as_deref()),
         }
     }
 }
@@ -358,36 +384,38 @@ fn group_at(name: &Arc<str>, g: &Group, coordinator: Option<i32>, settings: &Mon
     }
 }
 
-/// The group's members, in the order its metadata lists them.
-fn owners(info: Option<&GroupInfo>) -> Vec<Owner> {
-    let members = info.map(GroupInfo::members).unwrap_or_default();
-    members
-        .iter()
-        .map(|m| Owner {
-            host: Arc::from(&*m.client_host),
-            member_id: Arc::from(&*m.member_id),
-            client_id: Arc::from(&*m.client_id),
-        })
-        .collect()
-}
-
-/// Each assigned partition's member: its index in [`owners`].
-fn assigned(info: Option<&GroupInfo>) -> HashMap<(Arc<str>, i32), u32> {
-    let mut assigned = HashMap::new();
-    for (i, member) in info.map(GroupInfo::members).unwrap_or_default().iter().enumerate() {
-        let Ok(i) = u32::try_from(i) else { break };
-        for (topic, partitions) in &member.assignment {
-            for p in partitions {
-                assigned.insert((Arc::clone(topic), *p), i);
-            }
-        }
-    }
-    assigned
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The lag history's totals are the rows' own.
+    #[test]
+    fn the_totals_are_the_rows_sums() {
+        use kshard_offsets::{OffsetCommitValue, Record};
+        let monitor = crate::monitor::Monitor::new(MonitorSettings::default());
+        monitor.track_partition(0, 0, 0);
+        monitor.start();
+        for (at, (group, topic, partition, offset)) in
+            [("a", "t", 0, 5), ("a", "t", 1, 40), ("a", "u", 0, 3), ("b", "t", 0, 100), ("c", "gone", 0, 1)]
+                .into_iter()
+                .enumerate()
+        {
+            let v = OffsetCommitValue::new(3, offset, 1_000);
+            let (k, v) = Record::offset_commit(group, topic, partition, Some(v)).encode();
+            monitor.apply(0, at as i64, Some(&k), v.as_deref()).expect("applies");
+        }
+        let mut w = Watermarks::default();
+        for (topic, partition, high) in [("t", 0, 100), ("t", 1, 50), ("u", 0, 3)] {
+            w.insert(topic, partition, Watermark { low: 0, high });
+        }
+        monitor.set_watermarks(w, true, monitor.now());
+        let (snapshot, derived) = (monitor.snapshot(), monitor.derived());
+        let now = monitor.epoch_ms();
+        let rows: Vec<_> =
+            snapshot.groups(&derived).map(|g| (Arc::clone(&g.name), g.lag(), g.max_lag_seconds(now))).collect();
+        assert_eq!(snapshot.totals(&derived, now), rows);
+        assert_eq!(rows.iter().map(|(g, lag, _)| (&**g, *lag)).collect::<Vec<_>>(), [("a", 105), ("b", 0), ("c", 0)]);
+    }
 
     /// A snapshot holds each group-partition's offset until the next
     /// refresh: what every tracked group-partition costs once more.
