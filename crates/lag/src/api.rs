@@ -211,20 +211,30 @@ pub struct PartitionView {
 /// Every exported group as `/api/groups` shows it (whether or not ready).
 pub fn groups(monitor: &Monitor) -> Vec<GroupView> {
     let mut out = Vec::new();
-    views(monitor, |_| true, false, |view, _| out.push(view));
+    views(monitor, Wanted::All, false, |view, _| out.push(view));
     out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
     out
 }
 
-/// The groups `wanted` accepts (by id) as the last refresh's snapshot has
-/// them, each as a view and with the snapshot's row, by id;
+/// The groups `wanted` names as the last refresh's snapshot has them, each
+/// as a view and with the snapshot's row, by id;
 /// share-partitions with their delivery state in runs when `runs`.
-fn views(monitor: &Monitor, wanted: impl Fn(&str) -> bool, runs: bool, mut each: impl FnMut(GroupView, &GroupLag)) {
+fn views(monitor: &Monitor, wanted: Wanted<'_>, runs: bool, mut each: impl FnMut(GroupView, &GroupLag)) {
     let (snapshot, now_ms) = (monitor.snapshot(), monitor.epoch_ms());
     let derived = monitor.derived();
-    for g in snapshot.groups(&derived).filter(|g| wanted(&g.name)) {
+    let groups: Box<dyn Iterator<Item = GroupLag>> = match wanted {
+        Wanted::All => Box::new(snapshot.groups(&derived)),
+        Wanted::One(name) => Box::new(snapshot.group(name, &derived).into_iter()),
+    };
+    for g in groups {
         each(view(&g, runs.then(|| share_runs(monitor, &g.name)), now_ms), &g);
     }
+}
+
+/// Which groups [`views`] shows.
+enum Wanted<'a> {
+    All,
+    One(&'a str),
 }
 
 /// Share-partitions' delivery state in runs, by topic and partition.
@@ -323,26 +333,21 @@ pub struct GroupSummary {
 /// WARN, OK), then lag in seconds (unknown last), then lag, then name.
 pub fn overview(monitor: &Monitor) -> Vec<GroupSummary> {
     let mut out = Vec::new();
-    views(
-        monitor,
-        |_| true,
-        false,
-        |g, _| {
-            let partitions = || g.topics.iter().flat_map(|t| &t.partitions);
-            out.push(GroupSummary {
-                records_lost: crate::watermarks::total(partitions().map(|p| p.records_lost)),
-                partitions: partitions().count(),
-                lagging_partitions: partitions().filter(|p| p.lag.is_some_and(|l| l > 0)).count(),
-                topics: g.topics.iter().map(|t| t.topic.clone()).collect(),
-                group_id: g.group_id,
-                state: g.state,
-                status: g.status,
-                members: g.members,
-                lag: g.lag,
-                max_lag_seconds: g.max_lag_seconds,
-            });
-        },
-    );
+    views(monitor, Wanted::All, false, |g, _| {
+        let partitions = || g.topics.iter().flat_map(|t| &t.partitions);
+        out.push(GroupSummary {
+            records_lost: crate::watermarks::total(partitions().map(|p| p.records_lost)),
+            partitions: partitions().count(),
+            lagging_partitions: partitions().filter(|p| p.lag.is_some_and(|l| l > 0)).count(),
+            topics: g.topics.iter().map(|t| t.topic.clone()).collect(),
+            group_id: g.group_id,
+            state: g.state,
+            status: g.status,
+            members: g.members,
+            lag: g.lag,
+            max_lag_seconds: g.max_lag_seconds,
+        });
+    });
     let severity = |s: &str| Status::by_name(s).map_or(0, Status::code);
     out.sort_by(|a, b| {
         severity(b.status)
@@ -452,47 +457,42 @@ pub struct HistoryView {
 /// One group whole, `None` when it is unknown (or not exported).
 pub fn group(monitor: &Monitor, group_id: &str) -> Option<GroupDetail> {
     let mut found = None;
-    views(
-        monitor,
-        |g| g == group_id,
-        true,
-        |view, g| {
-            let info = g.info.as_ref();
-            let member_list = info
-                .map(|i| i.members())
-                .unwrap_or_default()
+    views(monitor, Wanted::One(group_id), true, |view, g| {
+        let info = g.info.as_ref();
+        let member_list = info
+            .map(|i| i.members())
+            .unwrap_or_default()
+            .iter()
+            .map(|m| MemberView {
+                member_id: m.member_id.to_string(),
+                group_instance_id: m.group_instance_id.as_deref().map(str::to_owned),
+                client_id: m.client_id.to_string(),
+                client_host: m.client_host.to_string(),
+                assignment: m.assignment.iter().map(|(t, p)| (t.to_string(), p.clone())).collect(),
+                streams: m.streams.as_ref().map(|s| StreamsMemberView {
+                    process_id: s.process_id.to_string(),
+                    endpoint: s.endpoint.as_deref().map(str::to_owned),
+                    active_tasks: task_map(&s.active),
+                    standby_tasks: task_map(&s.standby),
+                    warmup_tasks: task_map(&s.warmup),
+                }),
+            })
+            .collect();
+        let topology = info.and_then(|i| i.topology.as_ref()).map(|t| TopologyView {
+            epoch: t.epoch,
+            subtopologies: t
+                .subtopologies
                 .iter()
-                .map(|m| MemberView {
-                    member_id: m.member_id.to_string(),
-                    group_instance_id: m.group_instance_id.as_deref().map(str::to_owned),
-                    client_id: m.client_id.to_string(),
-                    client_host: m.client_host.to_string(),
-                    assignment: m.assignment.iter().map(|(t, p)| (t.to_string(), p.clone())).collect(),
-                    streams: m.streams.as_ref().map(|s| StreamsMemberView {
-                        process_id: s.process_id.to_string(),
-                        endpoint: s.endpoint.as_deref().map(str::to_owned),
-                        active_tasks: task_map(&s.active),
-                        standby_tasks: task_map(&s.standby),
-                        warmup_tasks: task_map(&s.warmup),
-                    }),
+                .map(|s| SubtopologyView {
+                    id: s.id.to_string(),
+                    source_topics: names(&s.source_topics),
+                    repartition_source_topics: names(&s.repartition_source_topics),
+                    state_changelog_topics: names(&s.state_changelog_topics),
                 })
-                .collect();
-            let topology = info.and_then(|i| i.topology.as_ref()).map(|t| TopologyView {
-                epoch: t.epoch,
-                subtopologies: t
-                    .subtopologies
-                    .iter()
-                    .map(|s| SubtopologyView {
-                        id: s.id.to_string(),
-                        source_topics: names(&s.source_topics),
-                        repartition_source_topics: names(&s.repartition_source_topics),
-                        state_changelog_topics: names(&s.state_changelog_topics),
-                    })
-                    .collect(),
-            });
-            found = Some((view, info.map(|i| i.generation), member_list, topology));
-        },
-    );
+                .collect(),
+        });
+        found = Some((view, info.map(|i| i.generation), member_list, topology));
+    });
     let (group, generation, member_list, topology) = found?;
     let (points, settings) = monitor.history(group_id);
     let history = HistoryView {

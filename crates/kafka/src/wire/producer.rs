@@ -318,10 +318,10 @@ impl Producer {
             self.retrying(&step, |_| None, request, INIT_PRODUCER_ID_VERSION, |a: &InitProducerIdResponse| a.error_code)
                 .await?
         } else {
-            let any = self.shared.any_broker();
+            // Asked again at each try: its turns go round the brokers.
             self.retrying(
                 &step,
-                |_| Some(any.clone()),
+                |me: &Self| Some(me.shared.any_broker()),
                 request,
                 INIT_PRODUCER_ID_VERSION,
                 |a: &InitProducerIdResponse| a.error_code,

@@ -207,6 +207,8 @@ pub async fn run_many(
         Some(s) => Some((super::otlp_transport::Transport::new(&s).map_err(ServeError::Otlp)?, s)),
     };
     let stop = Shutdown::default();
+    // An early return (HTTP failing to start) stops the workers started.
+    let _stop_on_return = crate::shutdown::TriggerOnDrop(stop.clone());
     let mut states = Vec::new();
     let mut workers = Vec::new();
     for options in clusters {

@@ -237,6 +237,9 @@ async fn run_on<K: Keyspace, L: Layout>(
     shards.member.set(shared.clone(), config.member.id.clone());
     // Stops the grower when the member stops, or with the service.
     let member_stopped = reader.shutdown.child();
+    // Also when this life ends otherwise (a panic, the task dropped): a
+    // grower left running would keep the announced partitions to itself.
+    let _stop_grower = crate::shutdown::TriggerOnDrop(member_stopped.clone());
     let grower = Grower {
         shutdown: member_stopped.clone(),
         topic: reader.topic.clone(),

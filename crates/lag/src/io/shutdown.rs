@@ -73,6 +73,17 @@ impl Shutdown {
     }
 }
 
+/// Triggers its signal when dropped: a life that ends by a panic, or a
+/// future dropped before its end, still stops what it started.
+#[derive(Debug)]
+pub(crate) struct TriggerOnDrop(pub(crate) Shutdown);
+
+impl Drop for TriggerOnDrop {
+    fn drop(&mut self) {
+        self.0.trigger();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,6 +121,18 @@ mod tests {
         std::thread::sleep(Duration::from_millis(20));
         parent.trigger();
         assert!(sleeping.join().expect("joins"), "woken by its parent");
+    }
+
+    #[test]
+    fn a_guard_dropped_by_a_panic_triggers() {
+        let shutdown = Shutdown::default();
+        let guarded = shutdown.clone();
+        let died = std::thread::spawn(move || {
+            let _guard = TriggerOnDrop(guarded);
+            panic!("a life dies");
+        });
+        assert!(died.join().is_err());
+        assert!(shutdown.is_set());
     }
 
     #[tokio::test(start_paused = true)]

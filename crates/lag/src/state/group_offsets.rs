@@ -652,6 +652,11 @@ impl GroupOffsets {
         let name = self.names.intern(topic);
         self.topic_ids.insert(id, Arc::clone(&name));
         for group in self.groups.values_mut() {
+            // Only metadata that names the id is copied (a snapshot may share it).
+            let uses = |i: &GroupInfo| i.members().iter().any(|m| m.assignment_by_id.iter().any(|(i, _)| *i == id));
+            if !group.info.as_deref().is_some_and(uses) {
+                continue;
+            }
             let Some(members) = group.info.as_mut().and_then(|i| Arc::make_mut(i).members.as_mut()) else { continue };
             for m in members.iter_mut() {
                 if let Some((_, partitions)) = m.assignment_by_id.iter().find(|(i, _)| *i == id)

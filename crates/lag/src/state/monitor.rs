@@ -405,10 +405,11 @@ impl Monitor {
         read_times: impl FnOnce(&Monitor, &[TopicPartitionOffset]),
     ) {
         self.refreshed.write().unwrap_or_else(PoisonError::into_inner).watermarks = Arc::new(watermarks);
-        self.step(Event::Refreshed { at, caught_up_before });
         let wanted = self.sample();
         // The offsets just sampled: the record times wanted are theirs.
         self.store_snapshot();
+        // Only now may /ready say the refresh is in: what it serves is this snapshot.
+        self.step(Event::Refreshed { at, caught_up_before });
         read_times(self, &wanted);
         self.record_history();
     }
