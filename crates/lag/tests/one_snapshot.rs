@@ -46,40 +46,35 @@ fn render(profile: Profile, monitor: &Arc<Monitor>) -> String {
 /// What every output shows of the lag, each as (group, topic, partition) → lag.
 fn every_output(monitor: &Arc<Monitor>) -> Vec<(&'static str, Lags)> {
     let native = render(Profile::Kshard, monitor);
-    let mut outputs = vec![
+    // Each profile's lag family, by its own label names.
+    let profiles: [(&str, Profile, &str, [&str; 3]); 4] = [
         (
             "/metrics",
-            family(
-                &native,
-                "kshard_kafka_consumer_group_topic_partition_lag",
-                ["group_id", "topic_name", "partition_id"],
-            ),
+            Profile::Kshard,
+            "kshard_kafka_consumer_group_topic_partition_lag",
+            ["group_id", "topic_name", "partition_id"],
         ),
-        (
-            "kafka_exporter",
-            family(
-                &render(Profile::KafkaExporter, monitor),
-                "kafka_consumergroup_lag",
-                ["consumergroup", "topic", "partition"],
-            ),
-        ),
+        ("kafka_exporter", Profile::KafkaExporter, "kafka_consumergroup_lag", ["consumergroup", "topic", "partition"]),
         (
             "kafka_lag_exporter",
-            family(
-                &render(Profile::KafkaLagExporter, monitor),
-                "kafka_consumergroup_group_lag",
-                ["group", "topic", "partition"],
-            ),
+            Profile::KafkaLagExporter,
+            "kafka_consumergroup_group_lag",
+            ["group", "topic", "partition"],
         ),
         (
             "burrow names",
-            family(
-                &render(Profile::Burrow, monitor),
-                "burrow_kafka_consumer_partition_lag",
-                ["consumer_group", "topic", "partition"],
-            ),
+            Profile::Burrow,
+            "burrow_kafka_consumer_partition_lag",
+            ["consumer_group", "topic", "partition"],
         ),
     ];
+    let mut outputs: Vec<(&'static str, Lags)> = profiles
+        .into_iter()
+        .map(|(output, profile, name, labels)| {
+            let text = if profile == Profile::Kshard { native.clone() } else { render(profile, monitor) };
+            (output, family(&text, name, labels))
+        })
+        .collect();
     // OTLP: the native text as the collector gets it, each body decodable.
     let bodies = kshard_lag::otlp_export_bodies(&native, 10_000).expect("maps");
     assert!(!bodies.is_empty() && bodies.iter().all(|b| !b.is_empty()));

@@ -9,11 +9,10 @@
 //! primary ends holding what a run without faults holds; this test then
 //! asks that the offsets the monitor serves are the last ones committed.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use kshard_offsets::{OffsetCommitKey, OffsetCommitValue, Record, RecordKey, RecordValue};
+use kshard_offsets::{OffsetCommitValue, Record};
 use kshard_runtime::simulation::{Input, Simulation};
 
 use crate::catch_up::Log;
@@ -31,20 +30,9 @@ const PARTITIONS: i32 = 2;
 /// seventh is a tombstone instead.
 fn commit(i: i64) -> (Input, (String, i32), Option<i64>) {
     let (group, partition) = (format!("g{}", i % 3), (i % 2) as i32);
-    let key = OffsetCommitKey { group: Cow::Owned(group.clone()), topic: Cow::Borrowed("orders"), partition };
     let offset = (i % 7 != 6).then_some(i);
-    let value = offset.map(|offset| {
-        RecordValue::OffsetCommit(OffsetCommitValue {
-            version: 3,
-            offset,
-            leader_epoch: Some(0),
-            metadata: Cow::Borrowed(""),
-            commit_timestamp: 1_700_000_000_000 + i,
-            expire_timestamp: None,
-            topic_id: None,
-        })
-    });
-    let (key, value) = Record { key: RecordKey::OffsetCommit { key_version: 1, key }, value }.encode();
+    let value = offset.map(|offset| OffsetCommitValue::new(3, offset, 1_700_000_000_000 + i));
+    let (key, value) = Record::offset_commit(group.as_str(), "orders", partition, value).encode();
     let input = Input { topic: TOPIC.into(), partition, key: Some(key), value };
     (input, (group, partition), offset)
 }

@@ -105,12 +105,8 @@ impl Rows {
     fn group(&mut self, g: &GroupLag, topics: &NameFilter, now_ms: i64) {
         let group = &g.name;
         self.commits.push((Arc::clone(group), g.commits));
-        let mut rest = &g.partitions[..];
-        while let Some(first) = rest.first() {
-            let n = rest.iter().take_while(|p| p.topic == first.topic).count();
-            let (of_topic, after) = rest.split_at(n);
-            self.topic(group, &first.topic, of_topic, now_ms);
-            rest = after;
+        for of_topic in g.by_topic() {
+            self.topic(group, &of_topic[0].topic, of_topic, now_ms);
         }
         self.status.push((Arc::clone(group), g.status));
         let coordinator = g.coordinator.map(|c| c.to_string()).unwrap_or_default();

@@ -105,22 +105,20 @@ impl ProfileRows {
 /// no commit of their own: (group, topic, partition).
 fn uncommitted_of(g: &GroupLag, watermarks: &Watermarks) -> Vec<(Arc<str>, Arc<str>, i32)> {
     let mut out = Vec::new();
-    let mut rest = &g.partitions[..];
-    while let Some(first) = rest.first() {
-        let n = rest.iter().take_while(|p| p.topic == first.topic).count();
-        let slots = watermarks.of_topic(&first.topic);
+    for of_topic in g.by_topic() {
+        let topic = &of_topic[0].topic;
+        let slots = watermarks.of_topic(topic);
         let mut has_commit = vec![false; slots.len()];
-        for p in &rest[..n] {
+        for p in of_topic {
             if let Some(slot) = usize::try_from(p.partition).ok().and_then(|i| has_commit.get_mut(i)) {
                 *slot = true;
             }
         }
         for (p, w) in slots.iter().enumerate() {
             if w.is_some() && !has_commit[p] {
-                out.push((Arc::clone(&g.name), Arc::clone(&first.topic), p as i32));
+                out.push((Arc::clone(&g.name), Arc::clone(topic), p as i32));
             }
         }
-        rest = &rest[n..];
     }
     out
 }

@@ -405,9 +405,11 @@ impl Monitor {
         read_times: impl FnOnce(&Monitor, &[TopicPartitionOffset]),
     ) {
         self.refreshed.write().unwrap_or_else(PoisonError::into_inner).watermarks = Arc::new(watermarks);
-        let wanted = self.sample();
+        // One pass over the share state, for the sample and the snapshot.
+        let share = self.share_rows(false);
+        let wanted = self.sample_with(&share);
         // The offsets just sampled: the record times wanted are theirs.
-        self.store_snapshot();
+        self.store_snapshot(share);
         // Only now may /ready say the refresh is in: what it serves is this snapshot.
         self.step(Event::Refreshed { at, caught_up_before });
         read_times(self, &wanted);
@@ -472,9 +474,13 @@ impl Monitor {
     /// (topic, partition, offset) of lagging group-partitions whose record
     /// time is to be read come back (for [`Monitor::times_found`]).
     pub fn sample(&self) -> Vec<TopicPartitionOffset> {
+        self.sample_with(&self.share_rows(false))
+    }
+
+    /// [`Monitor::sample`] with the share rows of this refresh.
+    fn sample_with(&self, share: &[crate::ShareRow]) -> Vec<TopicPartitionOffset> {
         let watermarks = self.watermarks();
-        let share = self.share_rows(false);
-        self.derived_lock().sample(&self.units, &share, &self.settings, &watermarks, self.clock.epoch_ms())
+        self.derived_lock().sample(&self.units, share, &self.settings, &watermarks, self.clock.epoch_ms())
     }
 
     /// Records read for [`Monitor::sample`]: (topic, partition, wanted
@@ -493,14 +499,14 @@ impl Monitor {
     /// each group's total lag and highest lag in seconds into its history
     /// (groups gone are forgotten). [`Monitor::refresh`] takes it.
     pub fn take_snapshot(&self) {
-        self.store_snapshot();
+        self.store_snapshot(self.share_rows(false));
         self.record_history();
     }
 
     /// The committed offsets, the group metadata and the watermarks every
     /// output reads until the next refresh.
-    fn store_snapshot(&self) {
-        let (watermarks, share) = (self.watermarks(), self.share_rows(false));
+    fn store_snapshot(&self, share: Vec<crate::ShareRow>) {
+        let watermarks = self.watermarks();
         let snapshot = LagSnapshot::take(&self.units, share, &self.settings, watermarks, |p| self.coordinator(p));
         *self.snapshot.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(snapshot);
     }

@@ -192,6 +192,11 @@ impl GroupLag {
         owners
     }
 
+    /// Its partitions topic by topic (the rows are sorted by topic).
+    pub(crate) fn by_topic(&self) -> impl Iterator<Item = &[PartitionLag]> {
+        self.partitions.chunk_by(|a, b| a.topic == b.topic)
+    }
+
     /// Whether it is a share group.
     pub(crate) fn is_share(&self) -> bool {
         !self.share.is_empty()
