@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use kshard_kafka::ClientSettings;
+use kshard_kafka::Client;
 use kshard_runtime::Application;
 use kshard_runtime::NodeConfig;
 use kshard_runtime::keyspace::EtcdKeyspace;
@@ -91,7 +91,7 @@ pub(crate) struct MemberRun {
     pub(crate) app_name: &'static str,
     pub(crate) app: Arc<dyn Application>,
     pub(crate) shards: Vec<ShardSpec>,
-    pub(crate) settings: ClientSettings,
+    pub(crate) kafka: Client,
 }
 
 /// Runs one member until SIGINT or SIGTERM.
@@ -115,7 +115,7 @@ pub(crate) fn run_member(cluster: &ClusterArgs, run: MemberRun) -> Result<()> {
             endpoint: Some(endpoint.to_string()),
         };
         let ttl = Duration::from_secs(cluster.lease_ttl);
-        let config = NodeConfig::new(keys, member, ttl, data_dir, run.settings.clone());
+        let config = NodeConfig::new(keys, member, ttl, data_dir, run.kafka.clone());
         tracing::info!(member = %config.member.id, zone = %config.member.zone, %endpoint, data_dir = %config.data_dir.display(), "starting a member");
         if cluster.etcd.is_empty() {
             serve(Arc::new(MemoryKeyspace::new()), config, run, listener).await

@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
-use kshard_kafka::{ClientSettings, Mechanism, Protocol, Sasl, Security};
+use kshard_kafka::{Client, ClientSettings, Mechanism, Protocol, Sasl, Security};
 use serde::Deserialize;
 
 use crate::serve_config::FileConfig;
@@ -68,7 +68,8 @@ impl std::fmt::Debug for KafkaArgs {
 /// Where and how to reach Kafka, and which topic holds the offsets.
 #[derive(Debug, Clone)]
 pub(crate) struct KafkaTarget {
-    pub(crate) settings: ClientSettings,
+    /// One handle for every client the command makes.
+    pub(crate) kafka: Client,
     pub(crate) offsets_topic: String,
 }
 
@@ -80,7 +81,7 @@ impl KafkaArgs {
             Some(path) => crate::serve_config::read_file(path)?,
             None => FileConfig::default(),
         };
-        Ok(KafkaTarget { settings: kafka_settings(self, &file)?, offsets_topic: offsets_topic(self, &file)? })
+        Ok(KafkaTarget { kafka: Client::new(kafka_settings(self, &file)?), offsets_topic: offsets_topic(self, &file)? })
     }
 }
 

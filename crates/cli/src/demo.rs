@@ -16,16 +16,16 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use kshard_kafka::{
-    Admin, ClientSettings, GroupConsumer, GroupProtocol, OffsetCommitter, OffsetSpec, RecordWriter, TopicPartition,
-    TopicSpec, TransactionEnd, TransactionalCommitter,
+    Admin, Client, GroupConsumer, GroupProtocol, OffsetCommitter, OffsetSpec, RecordWriter, TopicPartition, TopicSpec,
+    TransactionEnd, TransactionalCommitter,
 };
 
 /// The demo's topics: name, partitions, records produced per second.
 const TOPICS: [(&str, i32, u32); 3] = [("demo-orders", 6, 60), ("demo-payments", 3, 20), ("demo-clicks", 4, 200)];
 
 /// Runs the demo for `seconds` (until killed when `None`).
-pub(crate) fn run(settings: &ClientSettings, seconds: Option<u64>) -> Result<()> {
-    let admin = Admin::connect(settings, Duration::from_secs(30))?;
+pub(crate) fn run(kafka: &Client, seconds: Option<u64>) -> Result<()> {
+    let admin = Admin::connect(kafka, Duration::from_secs(30))?;
     for (name, partitions, _) in TOPICS {
         let spec = TopicSpec { name: name.into(), partitions, replication: 1, configs: vec![] };
         admin.create_topic(&spec)?;
@@ -40,13 +40,12 @@ pub(crate) fn run(settings: &ClientSettings, seconds: Option<u64>) -> Result<()>
     }
     std::thread::scope(|scope| -> Result<()> {
         let workers = vec![
-            scope.spawn(|| produce(settings, &stop)),
-            scope.spawn(|| consume(settings, &stop, "demo-orders-fast", "demo-orders", GroupProtocol::Classic, 1000)),
-            scope.spawn(|| consume(settings, &stop, "demo-orders-slow", "demo-orders", GroupProtocol::Classic, 20)),
-            scope
-                .spawn(|| consume(settings, &stop, "demo-clicks-kip848", "demo-clicks", GroupProtocol::Consumer, 1000)),
-            scope.spawn(|| transactional(settings, &stop)),
-            scope.spawn(|| stalled(settings)),
+            scope.spawn(|| produce(kafka, &stop)),
+            scope.spawn(|| consume(kafka, &stop, "demo-orders-fast", "demo-orders", GroupProtocol::Classic, 1000)),
+            scope.spawn(|| consume(kafka, &stop, "demo-orders-slow", "demo-orders", GroupProtocol::Classic, 20)),
+            scope.spawn(|| consume(kafka, &stop, "demo-clicks-kip848", "demo-clicks", GroupProtocol::Consumer, 1000)),
+            scope.spawn(|| transactional(kafka, &stop)),
+            scope.spawn(|| stalled(kafka)),
         ];
         eprintln!("kshard demo: producing to {} topics; 5 groups reading and committing", TOPICS.len());
         for w in workers {
@@ -56,8 +55,8 @@ pub(crate) fn run(settings: &ClientSettings, seconds: Option<u64>) -> Result<()>
     })
 }
 
-fn produce(settings: &ClientSettings, stop: &AtomicBool) -> Result<()> {
-    let writer = RecordWriter::new(settings)?;
+fn produce(kafka: &Client, stop: &AtomicBool) -> Result<()> {
+    let writer = RecordWriter::new(kafka)?;
     let mut n = 0u64;
     while !stop.load(Ordering::Relaxed) {
         let started = Instant::now();
@@ -77,14 +76,14 @@ fn produce(settings: &ClientSettings, stop: &AtomicBool) -> Result<()> {
 /// A member of `group` reading up to `per_second` records a second and
 /// committing what it read every second.
 fn consume(
-    settings: &ClientSettings,
+    kafka: &Client,
     stop: &AtomicBool,
     group: &str,
     topic: &str,
     protocol: GroupProtocol,
     per_second: usize,
 ) -> Result<()> {
-    let member = GroupConsumer::with_protocol(settings, group, &[topic], protocol)?;
+    let member = GroupConsumer::with_protocol(kafka, group, &[topic], protocol)?;
     while !stop.load(Ordering::Relaxed) {
         let started = Instant::now();
         member.consume(per_second, Duration::from_secs(1))?;
@@ -99,11 +98,11 @@ fn consume(
 
 /// Commits offsets of `demo-payments` inside transactions, a little behind the
 /// end of each partition, every two seconds; every fifth transaction aborts.
-fn transactional(settings: &ClientSettings, stop: &AtomicBool) -> Result<()> {
+fn transactional(kafka: &Client, stop: &AtomicBool) -> Result<()> {
     let (topic, partitions, _) = TOPICS[1];
     let committer =
-        TransactionalCommitter::new(settings, "demo-payments-txn-1", "demo-payments-txn", Duration::from_secs(60))?;
-    let admin = Admin::new(settings, Duration::from_secs(30))?;
+        TransactionalCommitter::new(kafka, "demo-payments-txn-1", "demo-payments-txn", Duration::from_secs(60))?;
+    let admin = Admin::new(kafka, Duration::from_secs(30))?;
     let keys: Vec<TopicPartition> = (0..partitions).map(|p| TopicPartition::new(topic, p)).collect();
     let mut round = 0u64;
     while !stop.load(Ordering::Relaxed) {
@@ -119,9 +118,9 @@ fn transactional(settings: &ClientSettings, stop: &AtomicBool) -> Result<()> {
 }
 
 /// A group that committed once and stopped.
-fn stalled(settings: &ClientSettings) -> Result<()> {
+fn stalled(kafka: &Client) -> Result<()> {
     let (topic, partitions, _) = TOPICS[2];
     let offsets: Vec<(&str, i32, i64)> = (0..partitions).map(|p| (topic, p, 0)).collect();
-    OffsetCommitter::new(settings, "demo-clicks-stalled")?.commit(&offsets)?;
+    OffsetCommitter::new(kafka, "demo-clicks-stalled")?.commit(&offsets)?;
     Ok(())
 }

@@ -34,9 +34,8 @@ pub(crate) fn run(args: &LagArgs) -> Result<()> {
     let exact: Vec<String> = args.group.iter().map(|g| regex_escape(g)).collect();
     let groups = NameFilter::new(&exact, &[]).map_err(|e| anyhow!("invalid group: {e}"))?;
     let settings = MonitorSettings { groups, ..MonitorSettings::default() };
-    let mut views =
-        kshard_lag::service::lag_once(&target.settings, settings, Duration::from_secs(args.timeout_seconds))
-            .map_err(|e| anyhow!("kshard lag: {e}"))?;
+    let mut views = kshard_lag::service::lag_once(&target.kafka, settings, Duration::from_secs(args.timeout_seconds))
+        .map_err(|e| anyhow!("kshard lag: {e}"))?;
     // One OffsetFetch has no commit times and no history: the commit age
     // would count from this very call. Unknown, rather than a made-up 0.
     for p in views.iter_mut().flat_map(|g| g.topics.iter_mut()).flat_map(|t| t.partitions.iter_mut()) {

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use kshard_kafka::{Admin, CONSUMER_OFFSETS_TOPIC, ClientSettings, OffsetCommitter, RecordWriter, TopicSpec};
+use kshard_kafka::{Admin, CONSUMER_OFFSETS_TOPIC, Client, OffsetCommitter, RecordWriter, TopicSpec};
 
 use crate::loadgen::{Kind, LoadShape};
 use crate::serve_config::KafkaTarget;
@@ -21,7 +21,7 @@ use crate::serve_config::KafkaTarget;
 const COMMIT_THREADS: usize = 4;
 
 pub(crate) fn run(target: &KafkaTarget, shape: &LoadShape, offsets_partitions: i32) -> Result<()> {
-    let settings = &target.settings;
+    let settings = &target.kafka;
     let admin = Admin::connect(settings, Duration::from_secs(30))?;
     produce_topics(settings, &admin, shape)?;
     if target.offsets_topic == CONSUMER_OFFSETS_TOPIC {
@@ -44,17 +44,17 @@ pub(crate) fn run(target: &KafkaTarget, shape: &LoadShape, offsets_partitions: i
 }
 
 /// Creates the consumed topics and fills them, so that lag is real.
-fn produce_topics(settings: &ClientSettings, admin: &Admin, shape: &LoadShape) -> Result<()> {
+fn produce_topics(kafka: &Client, admin: &Admin, shape: &LoadShape) -> Result<()> {
     let per_partition = shape.records_per_topic_partition();
     if per_partition == 0 {
         return Ok(());
     }
-    let writer = RecordWriter::new(settings)?;
+    let writer = RecordWriter::new(kafka)?;
     let topics = shape.topic_names();
     for topic in &topics {
         let spec =
             TopicSpec { name: topic.clone(), partitions: shape.partitions as i32, replication: 1, configs: vec![] };
-        admin.create_topic(&spec).map_err(|e| crate::explain(settings, e))?;
+        admin.create_topic(&spec).map_err(|e| crate::explain(kafka, e))?;
         for p in 0..shape.partitions as i32 {
             for i in 0..per_partition {
                 writer.send(topic, p, format!("key-{i}").as_bytes(), Some(b"loadgen"))?;
@@ -67,13 +67,13 @@ fn produce_topics(settings: &ClientSettings, admin: &Admin, shape: &LoadShape) -
 }
 
 /// Every group commits every partition once per round, through the coordinator.
-fn commit_through_coordinator(settings: &ClientSettings, shape: &LoadShape) -> Result<()> {
+fn commit_through_coordinator(kafka: &Client, shape: &LoadShape) -> Result<()> {
     let started = Instant::now();
     let groups: Vec<u32> = (0..shape.groups).collect();
     let chunk = groups.len().div_ceil(COMMIT_THREADS).max(1);
     let commits = std::thread::scope(|scope| -> Result<u64> {
         let handles: Vec<_> =
-            groups.chunks(chunk).map(|mine| scope.spawn(move || commit_groups(settings, shape, mine))).collect();
+            groups.chunks(chunk).map(|mine| scope.spawn(move || commit_groups(kafka, shape, mine))).collect();
         let mut total = 0;
         for handle in handles {
             total += handle.join().map_err(|_| anyhow::anyhow!("a commit thread panicked"))??;
@@ -89,12 +89,12 @@ fn commit_through_coordinator(settings: &ClientSettings, shape: &LoadShape) -> R
     Ok(())
 }
 
-fn commit_groups(settings: &ClientSettings, shape: &LoadShape, groups: &[u32]) -> Result<u64> {
+fn commit_groups(kafka: &Client, shape: &LoadShape, groups: &[u32]) -> Result<u64> {
     let mut commits = 0u64;
     for &g in groups {
         let group = shape.group_name(g);
         let topic = shape.topic_name(g);
-        let committer = OffsetCommitter::new(settings, &group)?;
+        let committer = OffsetCommitter::new(kafka, &group)?;
         for round in 0..shape.rounds {
             let offsets: Vec<(&str, i32, i64)> =
                 (0..shape.partitions).map(|p| (topic.as_str(), p as i32, shape.offset(g, p, round))).collect();
@@ -113,19 +113,13 @@ fn commit_groups(settings: &ClientSettings, shape: &LoadShape, groups: &[u32]) -
 }
 
 /// The synthetic stream, written as records into `topic` (not `__consumer_offsets`).
-fn write_synthetic(
-    settings: &ClientSettings,
-    admin: &Admin,
-    topic: &str,
-    partitions: i32,
-    shape: &LoadShape,
-) -> Result<()> {
+fn write_synthetic(kafka: &Client, admin: &Admin, topic: &str, partitions: i32, shape: &LoadShape) -> Result<()> {
     if admin.create_topic(&TopicSpec::compacted(topic, partitions))? {
         eprintln!("kshard: created {topic} ({partitions} partitions, compacted)");
     }
     let partitions =
-        admin.partition_count(topic)?.with_context(|| format!("{topic} is missing on {}", settings.brokers))?;
-    let writer = RecordWriter::new(settings)?;
+        admin.partition_count(topic)?.with_context(|| format!("{topic} is missing on {}", kafka.brokers()))?;
+    let writer = RecordWriter::new(kafka)?;
     let started = Instant::now();
     let mut counts: BTreeMap<Kind, u64> = BTreeMap::new();
     let mut bytes = 0usize;

@@ -280,7 +280,7 @@ fn main() -> ExitCode {
         },
         Command::Shards { command } => shards::run(&command),
         Command::Lag { args } => lag::run(&args),
-        Command::Demo { brokers, seconds } => brokers.target().and_then(|t| demo::run(&t.settings, seconds)),
+        Command::Demo { brokers, seconds } => brokers.target().and_then(|t| demo::run(&t.kafka, seconds)),
         Command::Bench { command: BenchCommand::Drain { brokers, apply } } => {
             brokers.target().and_then(|t| bench::drain::drain(&t, apply)).map(|n| println!("{n}"))
         }
@@ -358,25 +358,25 @@ fn dump(brokers: &serve_config::KafkaArgs, partitions: &[i32]) -> Result<()> {
 /// An admin client that reached the brokers (or said why not), and the
 /// partition count of the offsets topic.
 pub(crate) fn offsets_topic(target: &serve_config::KafkaTarget) -> Result<(kshard_kafka::Admin, i32)> {
-    let (settings, topic) = (&target.settings, target.offsets_topic.as_str());
-    let admin = kshard_kafka::Admin::connect(settings, std::time::Duration::from_secs(30))?;
+    let (kafka, topic) = (&target.kafka, target.offsets_topic.as_str());
+    let admin = kshard_kafka::Admin::connect(kafka, std::time::Duration::from_secs(30))?;
     let count = admin
         .partition_count(topic)
-        .map_err(|e| explain(settings, e))?
-        .with_context(|| format!("{topic} does not exist on {}", settings.brokers))?;
+        .map_err(|e| explain(kafka, e))?
+        .with_context(|| format!("{topic} does not exist on {}", kafka.brokers()))?;
     Ok((admin, count))
 }
 
 /// A Kafka error with what the user can do about it: the ACLs behind an
 /// authorization error, or the TLS or authentication failure behind a timeout
 /// (librdkafka reports those only to its error callback).
-pub(crate) fn explain(settings: &kshard_kafka::ClientSettings, e: kshard_kafka::Error) -> anyhow::Error {
+pub(crate) fn explain(kafka: &kshard_kafka::Client, e: kshard_kafka::Error) -> anyhow::Error {
     if e.is_authorization() {
         anyhow::anyhow!(
             "{e}: this principal lacks an ACL; reading the offsets topic needs Describe and Read on it \
              (or use `kshard serve --scrape-mode admin_api`, which needs Describe on groups and topics only)"
         )
     } else {
-        anyhow::anyhow!(settings.with_access_problem(e))
+        anyhow::anyhow!(kafka.with_access_problem(e))
     }
 }

@@ -23,7 +23,7 @@ pub(crate) struct DumpSummary {
 
 /// Dumps the listed partitions (all when empty) of the offsets topic to `out`.
 pub(crate) fn dump(target: &KafkaTarget, partitions: &[i32], out: &mut impl Write) -> Result<DumpSummary> {
-    let (settings, topic) = (&target.settings, target.offsets_topic.as_str());
+    let (settings, topic) = (&target.kafka, target.offsets_topic.as_str());
     let (_admin, count) = crate::offsets_topic(target)?;
     let partitions: Vec<i32> = if partitions.is_empty() { (0..count).collect() } else { partitions.to_vec() };
     let start: Vec<(i32, Option<i64>)> = partitions.iter().map(|&p| (p, None)).collect();

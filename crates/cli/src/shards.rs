@@ -317,7 +317,7 @@ async fn read_hints(ks: &EtcdKeyspace, keys: &Keys, id: &str) -> Result<Option<k
 }
 
 fn recover(target: &Target, kafka: &crate::connection::KafkaArgs, shard: &str, dir: &std::path::Path) -> Result<()> {
-    let settings = kafka.target()?.settings;
+    let client = kafka.target()?.kafka;
     let path = dir.join(format!("{shard}.redb"));
     if path.exists() {
         bail!("{} exists: recover into a new file", path.display());
@@ -330,7 +330,7 @@ fn recover(target: &Target, kafka: &crate::connection::KafkaArgs, shard: &str, d
             bail!("shard {shard} has no recovery log: its state is only on the member that runs it");
         };
         let hints = read_hints(ks, keys, shard).await?;
-        let partitions = kshard_runtime::partitions::KafkaPartitions::new(settings, Duration::from_secs(30));
+        let partitions = kshard_runtime::partitions::KafkaPartitions::new(client, Duration::from_secs(30));
         let store = kshard_runtime::RedbStore::open(&path)?;
         let recovered =
             kshard_runtime::recovery_log::recover(&partitions, &log, hints.as_ref(), store, Duration::from_secs(120))
@@ -358,9 +358,9 @@ fn recover(target: &Target, kafka: &crate::connection::KafkaArgs, shard: &str, d
 
 fn prune(target: &Target, kafka: &crate::connection::KafkaArgs, selector: &Selector, dry_run: bool) -> Result<()> {
     use kshard_runtime::partitions::Partitions as _;
-    let settings = kafka.target()?.settings;
+    let client = kafka.target()?.kafka;
     target.on_etcd(async |ks, keys| {
-        let partitions = kshard_runtime::partitions::KafkaPartitions::new(settings, Duration::from_secs(30));
+        let partitions = kshard_runtime::partitions::KafkaPartitions::new(client, Duration::from_secs(30));
         let (mut out, mut pruned) = (std::io::stdout().lock(), 0);
         for c in picked(shard_specs::read(ks, keys).await?, selector) {
             let id = &c.spec.id;

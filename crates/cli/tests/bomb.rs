@@ -13,7 +13,7 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kshard_kafka::{Admin, ClientSettings, OffsetCommitter, RecordWriter, TopicSpec};
+use kshard_kafka::{Admin, Client, OffsetCommitter, RecordWriter, TopicSpec};
 use kshard_testkit::{Broker, http_get, unique_name};
 
 struct Serving(Child);
@@ -50,7 +50,7 @@ fn partition_zero(addr: &str, group: &str) -> Option<serde_json::Value> {
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn a_batch_inflating_to_4_gib_committed_into_keeps_memory_and_other_lag() {
     let broker = Broker::from_env_or_start();
-    let settings = ClientSettings::new(broker.brokers());
+    let settings = Client::to_brokers(broker.brokers());
     let p = unique_name("bomb");
     let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
     let (bomb_topic, plain_topic) = (format!("{p}-bomb"), format!("{p}-plain"));

@@ -227,7 +227,7 @@ fn serve_stops_cleanly_on_sigterm() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
     let addr = format!("127.0.0.1:{port}");
     // __consumer_offsets exists once some group has committed.
-    let settings = kshard_kafka::ClientSettings::new(broker.brokers());
+    let settings = kshard_kafka::Client::to_brokers(broker.brokers());
     let admin = kshard_kafka::Admin::new(&settings, std::time::Duration::from_secs(30)).expect("admin");
     let topic = kshard_testkit::unique_name("cli-sigterm");
     admin
@@ -279,7 +279,7 @@ fn serve_watches_every_cluster_of_its_config_file() {
     let broker = kshard_testkit::Broker::from_env_or_start();
     let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
     let addr = format!("127.0.0.1:{port}");
-    let settings = kshard_kafka::ClientSettings::new(broker.brokers());
+    let settings = kshard_kafka::Client::to_brokers(broker.brokers());
     let topic = kshard_testkit::unique_name("cli-clusters");
     let admin = kshard_kafka::Admin::new(&settings, std::time::Duration::from_secs(30)).expect("admin");
     admin
@@ -365,7 +365,7 @@ fn demo_runs_groups_of_every_kind_through_the_broker() {
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn lag_prints_what_kafkas_tool_reports() {
     let broker = kshard_testkit::Broker::from_env_or_start();
-    let settings = kshard_kafka::ClientSettings::new(broker.brokers());
+    let settings = kshard_kafka::Client::to_brokers(broker.brokers());
     let admin = kshard_kafka::Admin::new(&settings, std::time::Duration::from_secs(30)).expect("admin");
     let topic = kshard_testkit::unique_name("cli-lag");
     admin
@@ -426,7 +426,7 @@ fn lag_prints_what_kafkas_tool_reports() {
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn lag_prints_a_share_group_as_kafkas_tool_describes_it() {
     let broker = kshard_testkit::Broker::from_env_or_start();
-    let settings = kshard_kafka::ClientSettings::new(broker.brokers());
+    let settings = kshard_kafka::Client::to_brokers(broker.brokers());
     let admin = kshard_kafka::Admin::new(&settings, std::time::Duration::from_secs(30)).expect("admin");
     let topic = kshard_testkit::unique_name("cli-share-lag");
     admin

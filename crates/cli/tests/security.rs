@@ -118,7 +118,7 @@ impl Drop for Serve {
 }
 
 fn ensure_offsets_topic(broker: &Broker) {
-    let settings = kshard_kafka::ClientSettings::new(broker.brokers());
+    let settings = kshard_kafka::Client::to_brokers(broker.brokers());
     let admin = kshard_kafka::Admin::new(&settings, Duration::from_secs(30)).expect("admin");
     let topic = unique_name("security-seed");
     let spec = kshard_kafka::TopicSpec { name: topic.clone(), partitions: 1, replication: 1, configs: vec![] };
@@ -225,7 +225,7 @@ fn bad_credentials_certificates_and_acls_are_named_at_start() {
 
     // The same principal in admin_api mode: its ACLs suffice.
     let p = unique_name("sec-admin-api");
-    let settings = kshard_kafka::ClientSettings::new(broker.brokers());
+    let settings = kshard_kafka::Client::to_brokers(broker.brokers());
     let topic = format!("{p}-t");
     let admin = kshard_kafka::Admin::new(&settings, Duration::from_secs(30)).expect("admin");
     let spec = kshard_kafka::TopicSpec { name: topic.clone(), partitions: 1, replication: 1, configs: vec![] };

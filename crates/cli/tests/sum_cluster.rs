@@ -306,7 +306,7 @@ fn hints_of(endpoint: &str, prefix: &str, shard: &str) -> Option<kshard_runtime:
 
 /// The recovery log's (low, high) watermarks of shard partition `p`.
 fn log_watermarks(cluster: &SumCluster, p: i32) -> (i64, i64) {
-    let admin = kshard_kafka::Admin::new(&kshard_kafka::ClientSettings::new(&cluster.brokers), Duration::from_secs(30))
+    let admin = kshard_kafka::Admin::new(&kshard_kafka::Client::to_brokers(&cluster.brokers), Duration::from_secs(30))
         .expect("admin");
     let key = kshard_kafka::TopicPartition::new(format!("{}-log", cluster.topic), p);
     admin.watermarks(std::slice::from_ref(&key)).expect("watermarks")[&key]
@@ -390,7 +390,7 @@ fn a_retention_cut_inside_a_snapshot_waits_for_the_next_complete_one() {
     let snapshot = hints_of(etcd.endpoint(), &cluster.prefix, "sum-000").expect("a snapshot was recorded").current;
     // The cut deletes the snapshot's start: its chunks and end are left.
     let cut = snapshot.offset + 1;
-    let admin = kshard_kafka::Admin::new(&kshard_kafka::ClientSettings::new(&cluster.brokers), Duration::from_secs(30))
+    let admin = kshard_kafka::Admin::new(&kshard_kafka::Client::to_brokers(&cluster.brokers), Duration::from_secs(30))
         .expect("admin");
     let low = admin.delete_records(&format!("{}-log", cluster.topic), 0, cut).expect("deletes records");
     assert_eq!(low, cut);

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use common::leader_kill::leader_killed_under_load;
 use common::primaries::Sampler;
 use common::sum_cluster::SumCluster;
-use kshard_kafka::{Admin, ClientSettings, TopicPartition};
+use kshard_kafka::{Admin, Client, TopicPartition};
 use kshard_testkit::{Cluster, Etcd, Namespace};
 
 const LEASE_TTL: u64 = 3;
@@ -173,7 +173,7 @@ fn the_log_topic_deleted_and_created_again_while_a_member_is_down() {
     cluster.assert_exact();
     cluster.signal("b", "TERM");
     assert!(cluster.reap("b").success(), "an orderly exit");
-    let admin = Admin::new(&ClientSettings::new(&cluster.brokers), Duration::from_secs(30)).expect("admin");
+    let admin = Admin::new(&Client::to_brokers(&cluster.brokers), Duration::from_secs(30)).expect("admin");
     let log_topic = format!("{}-log", cluster.topic);
     assert!(admin.delete_topic(&log_topic).expect("deletes"), "the log topic was there");
     cluster.until(None, "a's replicas fail", Duration::from_secs(60), |r| {

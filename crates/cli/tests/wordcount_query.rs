@@ -36,7 +36,7 @@ fn a_count_is_read_from_any_member_with_its_writes_through_kill_9_of_the_primary
     let word = "probe";
     let partition = kshard_kafka::offsets_partition_for(word, cluster.partitions);
     let (words, shard) = (format!("{}-words", cluster.topic), format!("count-{partition:03}"));
-    let writer = kshard_kafka::RecordWriter::new(&kshard_kafka::ClientSettings::new(&cluster.brokers)).expect("writer");
+    let writer = kshard_kafka::RecordWriter::new(&kshard_kafka::Client::to_brokers(&cluster.brokers)).expect("writer");
     let mut alive: Vec<&str> = members.to_vec();
     let (mut forwarded, mut longest) = (0, Duration::ZERO);
     for written in 1..=30_u64 {

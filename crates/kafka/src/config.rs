@@ -1,13 +1,7 @@
-//! Connection settings shared by every client kshard creates: the brokers,
-//! their [`Security`], extra librdkafka properties and which client reads.
+//! Connection settings, plain data: the brokers, their [`Security`], extra
+//! librdkafka properties and which client reads. A [`crate::Client`] is
+//! made from them, and the clients from it.
 
-use rdkafka::ClientConfig;
-use rdkafka::config::FromClientConfigAndContext;
-use rdkafka::config::RDKafkaLogLevel;
-use std::sync::Arc;
-
-use crate::error::{Error, Result};
-use crate::librdkafka::context::KshardContext;
 use crate::security::Security;
 
 /// Where the brokers are and how to reach them. Its `Debug` output hides the
@@ -26,8 +20,6 @@ pub struct ClientSettings {
     pub properties: Vec<(String, String)>,
     /// Which client reads partitions ([`crate::PartitionReader`]).
     pub reader: ReaderKind,
-    /// Shared by every client made from these settings (and their clones).
-    pub(crate) context: KshardContext,
 }
 
 /// Which client reads partitions.
@@ -61,89 +53,7 @@ impl ClientSettings {
             security: Security::default(),
             properties: Vec::new(),
             reader: ReaderKind::default(),
-            context: KshardContext::default(),
         }
-    }
-
-    /// The latest TLS or authentication failure any client made from these
-    /// settings met, in words, if any. librdkafka retries such connections
-    /// forever, and the calls they break fail only with a timeout: this is the
-    /// reason to tell the user.
-    pub fn access_problem(&self) -> Option<String> {
-        self.context.access_problem.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
-    }
-
-    /// `error`, with the access problem behind it when there is one (a call
-    /// that failed by timing out, say, because TLS or authentication failed).
-    pub fn with_access_problem(&self, error: impl std::fmt::Display) -> String {
-        match self.access_problem() {
-            Some(problem) => format!("{error} ({problem})"),
-            None => error.to_string(),
-        }
-    }
-
-    /// Forgets the latest access problem (after a call succeeded).
-    pub fn clear_access_problem(&self) {
-        *self.context.access_problem.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
-    }
-
-    /// What every client made from these settings (and their clones) has
-    /// sent to brokers and received: kshard's own connections, and
-    /// librdkafka's producers and consumers (not its admin clients, which
-    /// Whether partitions are read with kshard's own client: asked for
-    /// (`reader: kshard`, the default) and able to honour the security
-    /// settings (else librdkafka reads them). Its readers read past open
-    /// transactions and reach the high watermark at rest.
-    pub fn reads_with_own_client(&self) -> bool {
-        self.reader == ReaderKind::Kshard
-            && matches!(crate::wire::broker_link::LinkSecurity::from_settings(self), Ok(Some(_)))
-    }
-
-    /// are not polled for their statistics).
-    pub fn traffic(&self) -> Arc<crate::Traffic> {
-        Arc::clone(&self.context.traffic)
-    }
-
-    /// [`ClientSettings::create`] for a client that is polled all its life
-    /// (producers, consumers): it reports its traffic every 10 s. A client
-    /// nobody polls must not: its reports would pile up in its queue.
-    pub(crate) fn create_counted<T>(&self, client: &'static str, properties: &[(&str, &str)]) -> Result<T>
-    where
-        T: FromClientConfigAndContext<KshardContext>,
-    {
-        let mut counted = vec![("statistics.interval.ms", "10000")];
-        counted.extend_from_slice(properties);
-        self.create(client, &counted)
-    }
-
-    /// Creates a client (`client` names it in errors) with kshard's properties
-    /// for that kind of client, then the security's, then the user's, which win.
-    pub(crate) fn create<T>(&self, client: &'static str, properties: &[(&str, &str)]) -> Result<T>
-    where
-        T: FromClientConfigAndContext<KshardContext>,
-    {
-        let mut config = ClientConfig::new();
-        // librdkafka logs as much as the `log` crate's level allows, which is
-        // nothing in a process without a logger; failed TLS handshakes and
-        // authentication are only ever reported in warnings, and kshard needs
-        // them to say why it cannot connect.
-        if matches!(
-            config.log_level,
-            RDKafkaLogLevel::Emerg | RDKafkaLogLevel::Alert | RDKafkaLogLevel::Critical | RDKafkaLogLevel::Error
-        ) {
-            config.set_log_level(RDKafkaLogLevel::Warning);
-        }
-        config.set("bootstrap.servers", &self.brokers).set("client.id", "kshard");
-        for (k, v) in properties {
-            config.set(*k, *v);
-        }
-        for (k, v) in self.security.properties() {
-            config.set(k, v);
-        }
-        for (k, v) in &self.properties {
-            config.set(k, v);
-        }
-        config.create_with_context(self.context.clone()).map_err(|source| Error::Client { client, source })
     }
 }
 

@@ -26,6 +26,7 @@
 //! clients log through `tracing`. Nothing here decodes record contents;
 //! that is `kshard-offsets`' job.
 
+mod client;
 mod config;
 mod delivery;
 mod error;
@@ -33,6 +34,7 @@ mod error;
 #[doc(hidden)]
 pub mod fuzz;
 mod librdkafka;
+mod read_record;
 mod reader;
 mod retry;
 mod security;
@@ -41,6 +43,7 @@ mod traffic;
 mod traits;
 mod wire;
 
+pub use client::Client;
 pub use config::{ClientSettings, ReaderKind};
 pub use delivery::Delivery;
 pub use error::{Error, Result};
@@ -50,7 +53,8 @@ pub use librdkafka::group_consumer::{GroupConsumer, GroupProtocol};
 pub use librdkafka::groups::{FetchedOffsets, GroupDescription, GroupListing, MemberDescription};
 pub use librdkafka::timestamps::{RecordTime, TimesRead, TimestampReader};
 pub use librdkafka::writer::RecordWriter;
-pub use reader::{Isolation, PartitionReader, ReadEvent, ReadRecord};
+pub use read_record::{Isolation, ReadEvent, ReadRecord};
+pub use reader::PartitionReader;
 pub use security::{Mechanism, Protocol, Sasl, Security, Tls};
 pub use topic_partition::{TopicPartition, TopicPartitionOffset};
 pub use traffic::{Traffic, TrafficTotals};

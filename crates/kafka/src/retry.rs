@@ -125,7 +125,7 @@ pub(crate) fn retrying<T>(
 
 impl Error {
     /// True when Kafka calls this error retriable, or librdkafka reports a
-    /// transient failure of its own ([`retriable_rdkafka`]): the same call
+    /// transient failure of its own (`retriable_rdkafka`): the same call
     /// may succeed if made again.
     pub fn is_retriable(&self) -> bool {
         match self {

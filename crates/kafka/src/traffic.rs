@@ -1,5 +1,5 @@
 //! [`Traffic`]: the requests and bytes the Kafka clients made from one
-//! [`ClientSettings`](crate::ClientSettings) (and its clones) sent to brokers
+//! [`Client`](crate::Client) (and its clones) sent to brokers
 //! and received from them: kminion's `kafka_requests_sent_total`,
 //! `kafka_sent_bytes`, `kafka_requests_received_total` and
 //! `kafka_received_bytes`. kshard's own connections count each request as

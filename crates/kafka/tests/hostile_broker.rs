@@ -7,13 +7,13 @@
 
 use std::time::{Duration, Instant};
 
-use kshard_kafka::{BrokerAdmin, ClientSettings, ClusterAdmin, PartitionReader, ReadEvent, WireAdmin};
+use kshard_kafka::{BrokerAdmin, Client, ClusterAdmin, PartitionReader, ReadEvent, WireAdmin};
 use kshard_testkit::{HostileBroker, METADATA_2_POW_32_BROKERS};
 
 #[test]
 fn a_metadata_answer_declaring_four_billion_brokers_is_refused_by_name() {
     let broker = HostileBroker::answering(METADATA_2_POW_32_BROKERS);
-    let settings = ClientSettings::new(broker.address());
+    let settings = Client::to_brokers(broker.address());
     let admin = ClusterAdmin::new(&settings, Duration::from_secs(5)).expect("settings").expect("kshard's client");
     let e = admin.describe(&[], false).expect_err("refused");
     let message = e.to_string();
@@ -24,7 +24,7 @@ fn a_metadata_answer_declaring_four_billion_brokers_is_refused_by_name() {
 #[test]
 fn a_reader_whose_broker_sends_such_answers_goes_on_waiting() {
     let broker = HostileBroker::answering(METADATA_2_POW_32_BROKERS);
-    let settings = ClientSettings::new(broker.address());
+    let settings = Client::to_brokers(broker.address());
     let reader = PartitionReader::new(&settings, "t", &[(0, Some(0))]).expect("a reader");
     // The reader's metadata thread asks, is refused, and asks again.
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -44,7 +44,7 @@ fn a_reader_whose_broker_sends_such_answers_goes_on_waiting() {
 #[test]
 fn an_old_broker_is_served_by_librdkafkas_admin_client() {
     let broker = HostileBroker::before_kafka_3(METADATA_2_POW_32_BROKERS);
-    let settings = ClientSettings::new(broker.address());
+    let settings = Client::to_brokers(broker.address());
     let admin = WireAdmin::new(&settings, Duration::from_secs(2)).expect("settings").expect("kshard's client");
     assert_eq!(admin.client(), None, "nothing asked yet");
     let asked = BrokerAdmin::topics(&admin);

@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use kshard_kafka::{Admin, ClientSettings, PartitionReader, ReadEvent, RecordWriter, TopicSpec};
+use kshard_kafka::{Admin, Client, PartitionReader, ReadEvent, RecordWriter, TopicSpec};
 use kshard_offsets::*;
 
 fn offset_commit(group: &str, partition: i32, version: i16, offset: i64) -> Record<'static> {
@@ -125,7 +125,7 @@ fn group_of<'r>(key: &'r RecordKey<'_>) -> Option<&'r str> {
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn canonical_records_round_trip_through_the_broker() {
     let broker = kshard_testkit::Broker::from_env_or_start();
-    let settings = ClientSettings::new(broker.brokers());
+    let settings = Client::to_brokers(broker.brokers());
     let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin client");
     let prefix = kshard_testkit::unique_name("offsets-it");
     let topic = format!("{prefix}-offsets");

@@ -21,8 +21,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use kshard_kafka::{
-    Admin, ClientSettings, Isolation, PartitionReader, Protocol, ReadEvent, ReaderKind, RecordWriter, Sasl, TopicSpec,
-    Transactional,
+    Admin, Client, ClientSettings, Isolation, PartitionReader, Protocol, ReadEvent, ReaderKind, RecordWriter, Sasl,
+    TopicSpec, Transactional,
 };
 use kshard_testkit::{Broker, Listener, unique_name};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
@@ -50,10 +50,10 @@ fn poll_as_a_task(reader: &PartitionReader, deadline: Instant) -> ReadEvent<'_> 
     event
 }
 
-fn with_reader(settings: &ClientSettings, kind: ReaderKind) -> ClientSettings {
+fn with_reader(settings: &ClientSettings, kind: ReaderKind) -> Client {
     let mut s = settings.clone();
     s.reader = kind;
-    s
+    Client::new(s)
 }
 
 /// Reads `start` of `topic` with `reader` until every partition said it
@@ -121,7 +121,7 @@ fn produce(brokers: &str, topic: &str, partition: i32, compression: &str, n: usi
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn both_readers_agree_on_every_codec_and_start() {
     let broker = Broker::from_env_or_start();
-    let settings = ClientSettings::new(broker.brokers());
+    let settings = Client::to_brokers(broker.brokers());
     let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
     let codecs = ["none", "gzip", "snappy", "lz4", "zstd"];
     let topic = create(&admin, "reader-codecs", codecs.len() as i32);
@@ -132,7 +132,7 @@ fn both_readers_agree_on_every_codec_and_start() {
     let from_start: Vec<(i32, Option<i64>)> = partitions.iter().map(|&p| (p, None)).collect();
     let mut answers = Vec::new();
     for kind in [ReaderKind::Kshard, ReaderKind::Librdkafka] {
-        let s = with_reader(&settings, kind);
+        let s = with_reader(settings.settings(), kind);
         let reader = PartitionReader::new(&s, &topic, &from_start).expect("reader");
         let all = read_to_end(&reader, &partitions, 300 * codecs.len());
         assert_eq!(all.records.len(), 300 * codecs.len(), "{kind:?}");
@@ -160,7 +160,7 @@ fn both_readers_agree_on_every_codec_and_start() {
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn transactions_committed_aborted_and_open() {
     let broker = Broker::from_env_or_start();
-    let settings = ClientSettings::new(broker.brokers());
+    let settings = Client::to_brokers(broker.brokers());
     let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
     let topic = create(&admin, "reader-txn", 1);
     let producer: BaseProducer = rdkafka::ClientConfig::new()
@@ -195,7 +195,8 @@ fn transactions_committed_aborted_and_open() {
     };
     let mut first = Vec::new();
     for kind in [ReaderKind::Kshard, ReaderKind::Librdkafka] {
-        let reader = PartitionReader::new(&with_reader(&settings, kind), &topic, &[(0, None)]).expect("reader");
+        let reader =
+            PartitionReader::new(&with_reader(settings.settings(), kind), &topic, &[(0, None)]).expect("reader");
         let back = read_to_end(&reader, &[0], 8);
         let expected: Vec<String> =
             (0..5).map(|i| format!("committed-{i}")).chain((1..4).map(|i| format!("key-{i}"))).collect();
@@ -225,7 +226,7 @@ fn transactions_committed_aborted_and_open() {
     assert_eq!(tags, expected, "every record, tagged");
     assert_eq!(end, 16, "to the high watermark, past the open transaction");
     let asked = PartitionReader::with_isolation(
-        &with_reader(&settings, ReaderKind::Librdkafka),
+        &with_reader(settings.settings(), ReaderKind::Librdkafka),
         &topic,
         &[(0, None)],
         1024,
@@ -260,7 +261,7 @@ fn tagged_to_end(reader: &PartitionReader, at_least: usize) -> (Vec<(i64, Option
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn deleted_offsets_added_partitions_and_one_connection() {
     let broker = Broker::from_env_or_start();
-    let settings = ClientSettings::new(broker.brokers());
+    let settings = Client::to_brokers(broker.brokers());
     let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
     let topic = create(&admin, "reader-deleted", 3);
     for p in 0..3 {
@@ -270,7 +271,7 @@ fn deleted_offsets_added_partitions_and_one_connection() {
     let other = create(&admin, "reader-other", 1);
     produce(broker.brokers(), &other, 0, "zstd", 5, 0);
     for kind in [ReaderKind::Kshard, ReaderKind::Librdkafka] {
-        let s = with_reader(&settings, kind);
+        let s = with_reader(settings.settings(), kind);
         // Offset 3 of partition 0 was deleted: the log's start, 10.
         let reader = PartitionReader::new(&s, &topic, &[(0, Some(3))]).expect("reader");
         let back = read_to_end(&reader, &[0], 10);
@@ -319,7 +320,7 @@ fn deleted_offsets_added_partitions_and_one_connection() {
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn over_tls_and_sasl() {
     let broker = Broker::from_env_or_start();
-    let settings = ClientSettings::new(broker.brokers());
+    let settings = Client::to_brokers(broker.brokers());
     let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
     let topic = create(&admin, "reader-secure", 1);
     produce(broker.brokers(), &topic, 0, "snappy", 50, 0);
@@ -350,7 +351,7 @@ fn over_tls_and_sasl() {
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn reads_on_across_a_broker_restart() {
     let broker = Broker::start_private(&[]);
-    let settings = ClientSettings::new(broker.brokers());
+    let settings = Client::to_brokers(broker.brokers());
     let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
     let topic = create(&admin, "reader-restart", 2);
     for p in 0..2 {
@@ -380,7 +381,7 @@ fn both_readers_agree_on_compacted_batches() {
     // same key replaced: offsets then have gaps inside and between batches,
     // and a batch's last offset may be one it no longer holds.
     let broker = Broker::from_env_or_start();
-    let settings = ClientSettings::new(broker.brokers());
+    let settings = Client::to_brokers(broker.brokers());
     let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
     let topic = unique_name("reader-compacted");
     let configs = [
@@ -435,8 +436,8 @@ fn both_readers_agree_on_compacted_batches() {
         written += write(round);
         round += 1;
         std::thread::sleep(Duration::from_millis(1500));
-        let reader =
-            PartitionReader::new(&with_reader(&settings, ReaderKind::Kshard), &topic, &from_start).expect("reader");
+        let reader = PartitionReader::new(&with_reader(settings.settings(), ReaderKind::Kshard), &topic, &from_start)
+            .expect("reader");
         let back = read_to_end(&reader, &partitions, 0);
         if back.records.len() < written {
             break back;
@@ -452,7 +453,7 @@ fn both_readers_agree_on_compacted_batches() {
     let (gap_partition, gap_offset) = removed.expect("a removed offset");
     let mut answers = Vec::new();
     for kind in [ReaderKind::Kshard, ReaderKind::Librdkafka] {
-        let s = with_reader(&settings, kind);
+        let s = with_reader(settings.settings(), kind);
         let all = read_to_end(&PartitionReader::new(&s, &topic, &from_start).expect("reader"), &partitions, 0);
         let at_gap = PartitionReader::new(&s, &topic, &[(gap_partition, Some(gap_offset))]).expect("reader");
         let after = read_to_end(&at_gap, &[gap_partition], 0);

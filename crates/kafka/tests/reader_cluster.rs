@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use kshard_kafka::{Admin, ClientSettings, PartitionReader, ReadEvent, ReaderKind, RecordWriter, TopicSpec};
+use kshard_kafka::{Admin, Client, PartitionReader, ReadEvent, ReaderKind, RecordWriter, TopicSpec};
 use kshard_testkit::{Cluster, unique_name};
 
 /// Reads until every partition has `want[p]` records in all; each
@@ -48,7 +48,7 @@ fn leaders(admin: &Admin, topic: &str) -> BTreeMap<i32, i32> {
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn leaders_move_and_a_broker_dies_while_reading() {
     let cluster = Cluster::start(&[]);
-    let settings = ClientSettings::new(cluster.brokers());
+    let settings = Client::to_brokers(cluster.brokers());
     let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
     let topic = unique_name("reader-cluster");
     admin
@@ -63,9 +63,9 @@ fn leaders_move_and_a_broker_dies_while_reading() {
     let readers: Vec<(PartitionReader, BTreeMap<i32, Vec<i64>>)> = [ReaderKind::Kshard, ReaderKind::Librdkafka]
         .into_iter()
         .map(|kind| {
-            let mut s = settings.clone();
+            let mut s = settings.settings().clone();
             s.reader = kind;
-            (PartitionReader::new(&s, &topic, &start).expect("reader"), BTreeMap::new())
+            (PartitionReader::new(&Client::new(s), &topic, &start).expect("reader"), BTreeMap::new())
         })
         .collect();
     let mut readers = readers;

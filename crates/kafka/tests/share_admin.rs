@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use kshard_kafka::{Admin, ClientSettings, OffsetCommitter, RecordWriter, ShareGroupsAdmin, TopicSpec};
+use kshard_kafka::{Admin, Client, OffsetCommitter, RecordWriter, ShareGroupsAdmin, TopicSpec};
 use kshard_testkit::{Broker, kafka_share_groups, share_consume, share_from_earliest, unique_name};
 
 /// Topic, partition, start offset and lag (`None`: not initialized).
@@ -16,7 +16,7 @@ type Row = (String, i32, Option<i64>, Option<i64>);
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn share_groups_are_listed_and_described_as_kafka_describes_them() {
     let broker = Broker::from_env_or_start();
-    let settings = ClientSettings::new(broker.brokers());
+    let settings = Client::to_brokers(broker.brokers());
     let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
     let (topic, group) = (unique_name("share-admin"), unique_name("share-admin-group"));
     admin

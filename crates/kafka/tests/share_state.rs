@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use kshard_kafka::{Admin, ClientSettings, PartitionReader, ReadEvent, RecordWriter, TopicSpec};
+use kshard_kafka::{Admin, Client, PartitionReader, ReadEvent, RecordWriter, TopicSpec};
 use kshard_offsets::{DeliveryState, Record, RecordKey, RecordValue, ShareStateRecord, ShareStateValue};
 use kshard_testkit::{Broker, kafka_share_groups, share_consume, share_from_earliest, unique_name};
 
@@ -26,7 +26,7 @@ struct Folded {
 }
 
 /// Every record of `topic`, by partition and offset.
-fn read_all(settings: &ClientSettings, admin: &Admin, topic: &str) -> Option<BTreeMap<(i32, i64), Raw>> {
+fn read_all(settings: &Client, admin: &Admin, topic: &str) -> Option<BTreeMap<(i32, i64), Raw>> {
     let partitions = admin.partition_count(topic).expect("metadata")?;
     let start: Vec<(i32, Option<i64>)> = (0..partitions).map(|p| (p, None)).collect();
     let reader = PartitionReader::new(settings, topic, &start).expect("reader");
@@ -51,7 +51,7 @@ fn read_all(settings: &ClientSettings, admin: &Admin, topic: &str) -> Option<BTr
 
 /// Reads the whole state topic; every record must decode. The state of
 /// `group`'s share-partition `partition`, folded.
-fn fold(settings: &ClientSettings, admin: &Admin, group: &str, partition: i32) -> Option<Folded> {
+fn fold(settings: &Client, admin: &Admin, group: &str, partition: i32) -> Option<Folded> {
     let records = read_all(settings, admin, STATE_TOPIC)?;
     let mut folded: Option<Folded> = None;
     for ((p, offset), (key, value)) in &records {
@@ -100,7 +100,7 @@ fn described_start(brokers: &str, group: &str, topic: &str, partition: i32) -> O
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn share_group_state_decodes_and_folds_to_what_kafka_describes() {
     let broker = Broker::from_env_or_start();
-    let settings = ClientSettings::new(broker.brokers());
+    let settings = Client::to_brokers(broker.brokers());
     let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
     let topic = unique_name("share");
     let group = unique_name("share-group");

@@ -13,8 +13,8 @@ use kshard_kafka::TopicPartitionOffset;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use kshard_kafka::{
-    Admin, ClientSettings, FetchTimes, Protocol, RecordWriter, Sasl, TimesRead, TimestampReader, TopicPartition,
-    TopicSpec,
+    Admin, Client, ClientSettings, FetchTimes, Protocol, RecordWriter, Sasl, TimesRead, TimestampReader,
+    TopicPartition, TopicSpec,
 };
 use kshard_testkit::{Broker, Listener, unique_name};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
@@ -27,7 +27,7 @@ fn now_ms() -> i64 {
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn record_times_markers_and_unanswered_reads() {
     let broker = Broker::from_env_or_start();
-    let settings = ClientSettings::new(broker.brokers());
+    let settings = Client::to_brokers(broker.brokers());
     let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
     let topic = unique_name("times");
     let spec = TopicSpec { name: topic.clone(), partitions: 2, replication: 1, configs: vec![] };
@@ -122,14 +122,14 @@ fn record_times_markers_and_unanswered_reads() {
         assert!((from..=to).contains(&time.timestamp_ms), "{time:?} produced between {from} and {to}");
     }
     // What only librdkafka does goes through librdkafka.
-    let mut gssapi = secured(&broker, Listener::SaslPlaintext, Some(("PLAIN", "admin")), None);
+    let mut gssapi = secured(&broker, Listener::SaslPlaintext, Some(("PLAIN", "admin")), None).settings().clone();
     gssapi.properties.push(("sasl.mechanism".into(), "GSSAPI".into()));
-    assert!(FetchTimes::new(&gssapi).expect("settings").is_none(), "GSSAPI goes through librdkafka");
+    assert!(FetchTimes::new(&Client::new(gssapi)).expect("settings").is_none(), "GSSAPI goes through librdkafka");
 }
 
-/// Settings for `listener`, with SASL (mechanism, user) and that user's
+/// A client for `listener`, with SASL (mechanism, user) and that user's
 /// password unless another is given.
-fn secured(broker: &Broker, listener: Listener, sasl: Option<(&str, &str)>, password: Option<&str>) -> ClientSettings {
+fn secured(broker: &Broker, listener: Listener, sasl: Option<(&str, &str)>, password: Option<&str>) -> Client {
     let mut settings = ClientSettings::new(broker.address(listener));
     let tls = matches!(listener, Listener::Ssl | Listener::SaslSsl);
     settings.security.protocol = Protocol::new(tls, matches!(listener, Listener::SaslPlaintext | Listener::SaslSsl));
@@ -141,7 +141,7 @@ fn secured(broker: &Broker, listener: Listener, sasl: Option<(&str, &str)>, pass
         let mechanism = mechanism.parse().expect("a mechanism");
         settings.security.sasl = Some(Sasl { mechanism, username: user.into(), password: password.into() });
     }
-    settings
+    Client::new(settings)
 }
 
 /// The answers every reader must give on the test's topic.

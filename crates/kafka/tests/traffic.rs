@@ -5,14 +5,14 @@
 
 use std::time::{Duration, Instant};
 
-use kshard_kafka::{Admin, ClientSettings, ClusterAdmin, RecordWriter, TopicSpec};
+use kshard_kafka::{Admin, Client, ClusterAdmin, RecordWriter, TopicSpec};
 use kshard_testkit::{Broker, unique_name};
 
 #[test]
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn kshards_own_requests_are_counted_as_they_go() {
     let broker = Broker::from_env_or_start();
-    let settings = ClientSettings::new(broker.brokers());
+    let settings = Client::to_brokers(broker.brokers());
     assert_eq!(settings.traffic().totals().requests_sent, 0);
     let admin = ClusterAdmin::new(&settings, Duration::from_secs(10)).expect("settings").expect("kshard's client");
     admin.describe(&["cleanup.policy".to_owned()], true).expect("describes");
@@ -34,7 +34,7 @@ fn kshards_own_requests_are_counted_as_they_go() {
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn a_librdkafka_producer_reports_what_it_sent() {
     let broker = Broker::from_env_or_start();
-    let settings = ClientSettings::new(broker.brokers());
+    let settings = Client::to_brokers(broker.brokers());
     let topic = unique_name("traffic");
     Admin::new(&settings, Duration::from_secs(30))
         .expect("admin")

@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use kshard_kafka::{
-    Admin, BrokerAdmin, ClientSettings, GroupConsumer, GroupDescription, GroupProtocol, OffsetCommitter,
-    TopicPartition, TopicSpec, WireAdmin,
+    Admin, BrokerAdmin, Client, GroupConsumer, GroupDescription, GroupProtocol, OffsetCommitter, TopicPartition,
+    TopicSpec, WireAdmin,
 };
 use kshard_testkit::{Broker, unique_name};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
@@ -45,7 +45,7 @@ fn sorted(mut d: GroupDescription) -> GroupDescription {
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn kshards_admin_calls_answer_as_librdkafkas() {
     let broker = Broker::from_env_or_start();
-    let settings = ClientSettings::new(broker.brokers());
+    let settings = Client::to_brokers(broker.brokers());
     let rdkafka = Admin::connect(&settings, TIMEOUT).expect("librdkafka's admin");
     let wire = WireAdmin::connect(&settings, TIMEOUT).expect("connects").expect("kshard's client for PLAINTEXT");
     let p = unique_name("wire-admin");

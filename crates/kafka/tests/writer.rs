@@ -10,8 +10,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kshard_kafka::{
-    Admin, ClientSettings, Isolation, OutBatch, OutRecord, PartitionReader, ReadEvent, TRANSACTION_TIMEOUT, TopicSpec,
-    Writer,
+    Admin, Client, Isolation, OutBatch, OutRecord, PartitionReader, ReadEvent, TRANSACTION_TIMEOUT, TopicSpec, Writer,
 };
 use kshard_testkit::{Broker, unique_name};
 
@@ -34,7 +33,7 @@ fn record(key: &str, value: &str) -> OutRecord {
 /// Every record of `topic`'s `partitions` a reader of `isolation` reads, up
 /// to each partition's end: (partition, offset, key, value), in order.
 fn read_all(
-    settings: &ClientSettings,
+    settings: &Client,
     topic: &str,
     partitions: &[i32],
     isolation: Isolation,
@@ -64,7 +63,7 @@ fn read_all(
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn an_idempotent_producers_batches_land_in_order_with_headers_and_timestamps() {
     let broker = Broker::from_env_or_start();
-    let settings = ClientSettings::new(broker.brokers());
+    let settings = Client::to_brokers(broker.brokers());
     let admin = Admin::connect(&settings, TIMEOUT).expect("admin");
     let t = unique_name("writer-idempotent");
     topic(&admin, &t, 2);
@@ -155,7 +154,7 @@ fn an_idempotent_producers_batches_land_in_order_with_headers_and_timestamps() {
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn a_committed_transaction_is_read_whole_and_an_aborted_one_never() {
     let broker = Broker::from_env_or_start();
-    let settings = ClientSettings::new(broker.brokers());
+    let settings = Client::to_brokers(broker.brokers());
     let admin = Admin::connect(&settings, TIMEOUT).expect("admin");
     let p = unique_name("writer-txn");
     let (log, out) = (format!("{p}-log"), format!("{p}-out"));
@@ -200,7 +199,7 @@ fn a_committed_transaction_is_read_whole_and_an_aborted_one_never() {
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn a_new_producer_of_a_transactional_id_fences_the_old_one_at_the_broker() {
     let broker = Broker::from_env_or_start();
-    let settings = ClientSettings::new(broker.brokers());
+    let settings = Client::to_brokers(broker.brokers());
     let admin = Admin::connect(&settings, TIMEOUT).expect("admin");
     let t = unique_name("writer-fence");
     topic(&admin, &t, 1);
@@ -244,7 +243,7 @@ fn a_new_producer_of_a_transactional_id_fences_the_old_one_at_the_broker() {
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn hundreds_of_transactions_back_to_back_each_seen_once() {
     let broker = Broker::from_env_or_start();
-    let settings = ClientSettings::new(broker.brokers());
+    let settings = Client::to_brokers(broker.brokers());
     let admin = Admin::connect(&settings, TIMEOUT).expect("admin");
     let p = unique_name("writer-many");
     let (log, out) = (format!("{p}-log"), format!("{p}-out"));

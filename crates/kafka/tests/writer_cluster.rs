@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use kshard_kafka::{Admin, ClientSettings, RecordWriter, TopicSpec};
+use kshard_kafka::{Admin, Client, RecordWriter, TopicSpec};
 use kshard_testkit::{Cluster, unique_name};
 
 /// What one partition's appender saw: (when, acknowledged) per append.
@@ -19,7 +19,7 @@ type Seen = Vec<(Instant, bool)>;
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn a_partition_without_a_leader_fails_only_its_own_appends() {
     let cluster = Cluster::start(&[]);
-    let settings = ClientSettings::new(cluster.brokers());
+    let settings = Client::to_brokers(cluster.brokers());
     let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
     let topic = unique_name("writer-cluster");
     admin

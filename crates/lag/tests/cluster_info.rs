@@ -10,12 +10,12 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use kshard_kafka::ClientSettings;
+use kshard_kafka::Client;
 use kshard_lag::service::ServeOptions;
 use kshard_lag::{ClusterInfoSettings, Profile};
 use kshard_testkit::{Broker, unique_name};
 
-fn options(settings: &ClientSettings, prefix: &str, profile: Profile, enabled: bool) -> ServeOptions {
+fn options(settings: &Client, prefix: &str, profile: Profile, enabled: bool) -> ServeOptions {
     ServeOptions {
         profile,
         watermark_interval: Duration::from_millis(200),
@@ -25,7 +25,7 @@ fn options(settings: &ClientSettings, prefix: &str, profile: Profile, enabled: b
             interval: Duration::from_secs(1),
             ..ClusterInfoSettings::default()
         },
-        ..ServeOptions::new(settings.clone())
+        ..ServeOptions::new(settings.settings().clone())
     }
 }
 
@@ -40,7 +40,7 @@ fn one<'a>(m: &'a std::collections::BTreeMap<String, f64>, head: &str) -> (&'a s
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn cluster_broker_and_topic_families_as_kminion_gives_them() {
     let broker = Broker::from_env_or_start();
-    let settings = ClientSettings::new(broker.brokers());
+    let settings = Client::to_brokers(broker.brokers());
     let p = unique_name("cluster-info");
     let topic = format!("{p}-t");
     create_and_fill(&settings, &topic, &[20, 20]);

@@ -10,18 +10,18 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use kshard_kafka::{ClientSettings, OffsetCommitter};
+use kshard_kafka::{Client, OffsetCommitter};
 use kshard_lag::service::ServeOptions;
 use kshard_testkit::{API_VERSIONS_NULL_LIST, Broker, HostileBroker, METADATA_2_POW_32_BROKERS, unique_name};
 
-fn options(name: &str, settings: &ClientSettings, prefix: &str) -> ServeOptions {
+fn options(name: &str, settings: &Client, prefix: &str) -> ServeOptions {
     ServeOptions {
         name: Some(name.to_owned()),
         watermark_interval: Duration::from_millis(200),
         // Stale after one interval plus the request timeout: about 5 s.
         request_timeout: Duration::from_secs(5),
         monitor: only(prefix),
-        ..ServeOptions::new(settings.clone())
+        ..ServeOptions::new(settings.settings().clone())
     }
 }
 
@@ -54,15 +54,15 @@ fn two_clusters_one_broker_killed_the_other_stays_current() {
     let (topic, group) = (format!("{p}-t"), format!("{p}-g"));
     let mut committers = Vec::new();
     for (broker, records, committed) in [(&main, 50, 20), (&spare, 30, 10)] {
-        let settings = ClientSettings::new(broker.brokers());
+        let settings = Client::to_brokers(broker.brokers());
         create_and_fill(&settings, &topic, &[records]);
         let committer = OffsetCommitter::new(&settings, &group).expect("committer");
         committer.commit(&[(&topic, 0, committed)]).expect("commit");
         committers.push(committer);
     }
     let mut service = TestService::start_many(vec![
-        options("main", &ClientSettings::new(main.brokers()), &p),
-        options("spare", &ClientSettings::new(spare.brokers()), &p),
+        options("main", &Client::to_brokers(main.brokers()), &p),
+        options("spare", &Client::to_brokers(spare.brokers()), &p),
     ]);
     service.wait_ready();
 
@@ -146,14 +146,14 @@ fn a_hostile_cluster_stops_no_other_cluster() {
     let aborting = HostileBroker::with_api_versions(API_VERSIONS_NULL_LIST, METADATA_2_POW_32_BROKERS);
     let p = unique_name("hostile");
     let (topic, group) = (format!("{p}-t"), format!("{p}-g"));
-    let settings = ClientSettings::new(main.brokers());
+    let settings = Client::to_brokers(main.brokers());
     create_and_fill(&settings, &topic, &[40]);
     let committer = OffsetCommitter::new(&settings, &group).expect("committer");
     committer.commit(&[(&topic, 0, 15)]).expect("commit");
     let mut service = TestService::start_many(vec![
         options("main", &settings, &p),
-        options("hostile", &ClientSettings::new(hostile.address()), &p),
-        options("aborting", &ClientSettings::new(aborting.address()), &p),
+        options("hostile", &Client::to_brokers(hostile.address()), &p),
+        options("aborting", &Client::to_brokers(aborting.address()), &p),
     ]);
     until("main is ready", Duration::from_secs(60), Duration::from_millis(200), || {
         match service.get("/clusters/main/ready") {

@@ -12,12 +12,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::*;
-use kshard_kafka::{Admin, ClientSettings};
+use kshard_kafka::{Admin, Client};
 use kshard_lag::service::ServeOptions;
 use kshard_lag::{EndToEndSettings, ProbeSlas, Profile};
 use kshard_testkit::{Broker, unique_name};
 
-fn options(settings: &ClientSettings, prefix: &str, slas: ProbeSlas) -> ServeOptions {
+fn options(settings: &Client, prefix: &str, slas: ProbeSlas) -> ServeOptions {
     ServeOptions {
         profile: Profile::Kminion,
         namespace: "kminion".to_owned(),
@@ -30,7 +30,7 @@ fn options(settings: &ClientSettings, prefix: &str, slas: ProbeSlas) -> ServeOpt
             slas,
             ..EndToEndSettings::default()
         },
-        ..ServeOptions::new(settings.clone())
+        ..ServeOptions::new(settings.settings().clone())
     }
 }
 
@@ -55,7 +55,7 @@ fn label_names(m: &BTreeMap<String, f64>, family: &str) -> Vec<String> {
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn the_probe_round_trips_commits_and_exports_kminions_families() {
     let broker = Broker::from_env_or_start();
-    let settings = ClientSettings::new(broker.brokers());
+    let settings = Client::to_brokers(broker.brokers());
     let p = unique_name("e2e");
     let slas = EndToEndSettings::default().slas;
     let mut service = TestService::start(options(&settings, &p, slas));
@@ -114,7 +114,7 @@ fn the_probe_round_trips_commits_and_exports_kminions_families() {
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn a_killed_broker_shows_as_lost_messages_and_the_probe_recovers() {
     let broker = Broker::start_private(&[]);
-    let settings = ClientSettings::new(broker.brokers());
+    let settings = Client::to_brokers(broker.brokers());
     let p = unique_name("e2e-kill");
     // Short SLAs, so the outage counts within the test.
     let slas =
@@ -158,7 +158,7 @@ fn a_killed_broker_shows_as_lost_messages_and_the_probe_recovers() {
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn a_probe_group_left_behind_is_deleted_at_the_next_start() {
     let broker = Broker::from_env_or_start();
-    let settings = ClientSettings::new(broker.brokers());
+    let settings = Client::to_brokers(broker.brokers());
     let p = unique_name("e2e-orphan");
     let prefix = format!("{p}-probe");
     let topic = format!("{p}-t");

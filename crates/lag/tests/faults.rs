@@ -10,17 +10,17 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use kshard_kafka::{Admin, ClientSettings, OffsetCommitter, RecordWriter, TopicSpec};
+use kshard_kafka::{Admin, Client, OffsetCommitter, RecordWriter, TopicSpec};
 use kshard_lag::service::ServeOptions;
 use kshard_testkit::{Broker, kafka_consumer_groups, unique_name};
 
-fn fill(settings: &ClientSettings, topic: &str, partitions: i32, records: u32) {
+fn fill(settings: &Client, topic: &str, partitions: i32, records: u32) {
     let admin = Admin::new(settings, Duration::from_secs(30)).expect("admin");
     admin.create_topic(&TopicSpec { name: topic.into(), partitions, replication: 1, configs: vec![] }).expect("topic");
     produce(settings, topic, partitions, records);
 }
 
-fn produce(settings: &ClientSettings, topic: &str, partitions: i32, records: u32) {
+fn produce(settings: &Client, topic: &str, partitions: i32, records: u32) {
     let writer = RecordWriter::new(settings).expect("producer");
     for p in 0..partitions {
         for i in 0..records {
@@ -30,7 +30,7 @@ fn produce(settings: &ClientSettings, topic: &str, partitions: i32, records: u32
     writer.flush(Duration::from_secs(60)).expect("flush");
 }
 
-fn service(settings: &ClientSettings, prefix: &str) -> TestService {
+fn service(settings: &Client, prefix: &str) -> TestService {
     // Stale after one interval plus the request timeout: about 5 s.
     let options = ServeOptions {
         watermark_interval: Duration::from_millis(200),
@@ -44,7 +44,7 @@ fn service(settings: &ClientSettings, prefix: &str) -> TestService {
             ..kshard_lag::ClusterInfoSettings::default()
         },
         monitor: only(prefix),
-        ..ServeOptions::new(settings.clone())
+        ..ServeOptions::new(settings.settings().clone())
     };
     TestService::start(options)
 }
@@ -76,7 +76,7 @@ fn agrees_with_kafka(service: &mut TestService, brokers: &str, prefix: &str, wha
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn broker_killed_while_serving_and_a_service_started_while_it_is_down() {
     let broker = Broker::start_private(&[]);
-    let settings = ClientSettings::new(broker.brokers());
+    let settings = Client::to_brokers(broker.brokers());
     let p = unique_name("fault-kill");
     let topic = format!("{p}-t");
     fill(&settings, &topic, 2, 30);
@@ -125,7 +125,7 @@ fn broker_killed_while_serving_and_a_service_started_while_it_is_down() {
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn deleted_topics_and_groups_disappear() {
     let broker = Broker::from_env_or_start();
-    let settings = ClientSettings::new(broker.brokers());
+    let settings = Client::to_brokers(broker.brokers());
     let p = unique_name("fault-delete");
     let kept = format!("{p}-kept");
     let doomed = format!("{p}-doomed");
@@ -167,7 +167,7 @@ fn offsets_the_broker_expires_are_removed() {
     // Kafka expires the offsets of a group without members once they are older
     // than offsets.retention.minutes, writing tombstones.
     let broker = Broker::start_private(&["offsets.retention.minutes=1", "offsets.retention.check.interval.ms=1000"]);
-    let settings = ClientSettings::new(broker.brokers());
+    let settings = Client::to_brokers(broker.brokers());
     let p = unique_name("fault-expiry");
     let topic = format!("{p}-t");
     fill(&settings, &topic, 1, 10);
@@ -198,7 +198,7 @@ fn compaction_of_consumer_offsets_changes_no_lag() {
     // the cleaner runs every second: keep committing for long enough that it
     // compacts what kshard reads while kshard runs.
     let broker = Broker::start_private(&["log.roll.ms=2000"]);
-    let settings = ClientSettings::new(broker.brokers());
+    let settings = Client::to_brokers(broker.brokers());
     let p = unique_name("fault-compact");
     let topic = format!("{p}-t");
     fill(&settings, &topic, 4, 1000);

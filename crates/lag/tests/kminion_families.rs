@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use common::*;
-use kshard_kafka::{ClientSettings, GroupConsumer};
+use kshard_kafka::{Client, GroupConsumer};
 use kshard_lag::Profile;
 use kshard_lag::service::ServeOptions;
 use kshard_testkit::{Broker, unique_name};
@@ -78,7 +78,7 @@ fn families(text: &str) -> BTreeMap<String, BTreeSet<Vec<String>>> {
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn every_family_kminion_exports_with_its_labels() {
     let broker = Broker::from_env_or_start();
-    let settings = ClientSettings::new(broker.brokers());
+    let settings = Client::to_brokers(broker.brokers());
     let p = unique_name("kminion-families");
     let topic = format!("{p}-t");
     create_and_fill(&settings, &topic, &[10, 10]);
@@ -99,7 +99,7 @@ fn every_family_kminion_exports_with_its_labels() {
             ..kshard_lag::EndToEndSettings::default()
         },
         log_counts: Some(std::sync::Arc::new(kshard_lag::LogCounts::default())),
-        ..ServeOptions::new(settings.clone())
+        ..ServeOptions::new(settings.settings().clone())
     });
     service.wait_ready();
     let members = format!("kminion_kafka_consumer_group_topic_members{{group_id=\"{group}\"");

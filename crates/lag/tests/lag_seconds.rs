@@ -202,7 +202,7 @@ fn a_compacted_away_record_falls_back_to_the_estimate() {
     w.produce(&topic, &[5]);
     std::thread::sleep(Duration::from_secs(1));
     w.produce(&topic, &[1]);
-    let reader = FetchTimes::new(&w.settings).expect("reader").expect("PLAINTEXT");
+    let reader = FetchTimes::new(&w.client).expect("reader").expect("PLAINTEXT");
     until("the cleaner to remove offset 2", Duration::from_secs(60), Duration::from_millis(500), || {
         let read = reader
             .read(&[kshard_kafka::TopicPartitionOffset::new(topic.clone(), 0, 2)], Duration::from_secs(5))

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use common::*;
 use kshard_kafka::{
-    ClientSettings, OffsetCommitter, ReaderKind, TransactionEnd, TransactionalCommitter, offsets_partition_for,
+    Client, ClientSettings, OffsetCommitter, ReaderKind, TransactionEnd, TransactionalCommitter, offsets_partition_for,
 };
 use kshard_lag::service::{ScrapeMode, ServeOptions};
 use kshard_testkit::{Broker, KafkaLag, kafka_consumer_groups, unique_name};
@@ -39,7 +39,7 @@ fn producer_left_inside_a_transaction(args: &str) -> ! {
     let [brokers, transactional_id, group, topic] = args.split('|').collect::<Vec<_>>()[..] else {
         panic!("{CHILD}: brokers|transactional id|group|topic, not {args}")
     };
-    let committer = TransactionalCommitter::new(&ClientSettings::new(brokers), transactional_id, group, TIMEOUT)
+    let committer = TransactionalCommitter::new(&Client::to_brokers(brokers), transactional_id, group, TIMEOUT)
         .expect("a transactional producer");
     committer.commit(&[(topic, 0, 9)], TransactionEnd::LeaveOpen).expect("an offset commit inside a transaction");
     println!("{OPEN_LINE}");
@@ -123,7 +123,7 @@ fn a_producer_killed_inside_a_transaction_holds_back_only_its_own_commit() {
     // A broker of this test's own: the dead transaction stays open for
     // 10 minutes in its __consumer_offsets partition.
     let broker = Broker::start_private(&[]);
-    let settings = ClientSettings::new(broker.brokers());
+    let settings = Client::to_brokers(broker.brokers());
     let p = unique_name("txn-killed");
     let topic = format!("{p}-t");
     create_and_fill(&settings, &topic, &[50]);
@@ -180,12 +180,12 @@ fn a_producer_killed_inside_a_transaction_holds_back_only_its_own_commit() {
     assert_eq!(committed, want, "Kafka: the open transactions' 9 and 15 and the aborted 7 do not count; 12 outdates 9");
 
     // Plain mode: ready long before the broker aborts the dead transaction.
-    let mut service = serve(&settings, &p, None);
+    let mut service = serve(settings.settings(), &p, None);
     agrees(&mut service, &kafka, &p, partition, 2.0, "plain mode, past the open transactions");
     drop(service);
     // librdkafka reads committed records only: ready too, but the open
     // transactions hold back the rest of their partition, and it says so.
-    let mut committed_only = settings.clone();
+    let mut committed_only = settings.settings().clone();
     committed_only.reader = ReaderKind::Librdkafka;
     let mut service = serve(&committed_only, &p, None);
     let unread = format!("kshard_offsets_topic_unread_offsets{{partition_id=\"{partition}\"}}");
@@ -195,11 +195,11 @@ fn a_producer_killed_inside_a_transaction_holds_back_only_its_own_commit() {
     // Durable mode, then a restart on its data directory: the open
     // transactions come back from the store, the partition is not read again.
     let dir = std::env::temp_dir().join(unique_name("kshard-txn-data"));
-    let mut service = serve(&settings, &p, Some(&dir));
+    let mut service = serve(settings.settings(), &p, Some(&dir));
     agrees(&mut service, &kafka, &p, partition, 2.0, "durable mode");
     let read_first = service.metrics().get(RECORDS).copied().unwrap_or(0.0);
     drop(service);
-    let mut service = serve(&settings, &p, Some(&dir));
+    let mut service = serve(settings.settings(), &p, Some(&dir));
     agrees(&mut service, &kafka, &p, partition, 2.0, "restarted on the data directory");
     let read_again = service.metrics().get(RECORDS).copied().unwrap_or(0.0);
     assert!(read_again < read_first, "the restart read {read_again} records, the first run {read_first}");

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use common::*;
-use kshard_kafka::{Admin, ClientSettings, GroupConsumer, OffsetCommitter, RecordWriter};
+use kshard_kafka::{Admin, Client, GroupConsumer, OffsetCommitter, RecordWriter};
 use kshard_lag::service::ServeOptions;
 use kshard_lag::{HistorySettings, MonitorSettings, StatusSettings};
 use kshard_testkit::{Broker, share_consume, share_from_earliest, streams_app, unique_name};
@@ -89,7 +89,7 @@ fn overview(service: &mut TestService) -> std::collections::BTreeMap<String, (St
 fn the_page_in_chromium_filters_pages_and_charts_a_group() {
     let broker = Broker::from_env_or_start();
     let p = unique_name("page");
-    let settings = ClientSettings::new(broker.brokers());
+    let settings = Client::to_brokers(broker.brokers());
     let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
     let (orders, doomed, quiet) = (format!("{p}-orders"), format!("{p}-doomed"), format!("{p}-quiet"));
     create_and_fill(&settings, &orders, &[100, 100, 100]);
@@ -147,8 +147,11 @@ fn the_page_in_chromium_filters_pages_and_charts_a_group() {
         history: HistorySettings { window_s: 300, resolution_s: 1 },
         ..only(&p)
     };
-    let options =
-        ServeOptions { watermark_interval: Duration::from_millis(500), monitor, ..ServeOptions::new(settings.clone()) };
+    let options = ServeOptions {
+        watermark_interval: Duration::from_millis(500),
+        monitor,
+        ..ServeOptions::new(settings.settings().clone())
+    };
     let mut service = TestService::start(options);
     service.wait_ready();
     let total = bulk.len() + 7;

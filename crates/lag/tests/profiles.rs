@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use common::*;
-use kshard_kafka::{ClientSettings, GroupConsumer, OffsetCommitter};
+use kshard_kafka::{Client, GroupConsumer, OffsetCommitter};
 use kshard_lag::Profile;
 use kshard_lag::service::ServeOptions;
 use kshard_testkit::{Broker, unique_name};
@@ -69,7 +69,7 @@ fn value(m: &BTreeMap<String, f64>, family: &str, want: &[(&str, &str)]) -> Opti
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn each_profile_exports_its_tools_names_labels_and_values() {
     let broker = Broker::from_env_or_start();
-    let settings = ClientSettings::new(broker.brokers());
+    let settings = Client::to_brokers(broker.brokers());
     let p = unique_name("profiles");
     let topic = format!("{p}-t");
     create_and_fill(&settings, &topic, &[10, 10, 10]);
@@ -93,7 +93,7 @@ fn each_profile_exports_its_tools_names_labels_and_values() {
             profile,
             watermark_interval: Duration::from_millis(200),
             monitor: only(&p),
-            ..ServeOptions::new(settings.clone())
+            ..ServeOptions::new(settings.settings().clone())
         });
         service.wait_ready();
         let what = profile.name();

@@ -11,18 +11,16 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use kshard_kafka::{
-    ClientSettings, GroupConsumer, GroupProtocol, OffsetCommitter, TransactionEnd, TransactionalCommitter,
-};
+use kshard_kafka::{Client, GroupConsumer, GroupProtocol, OffsetCommitter, TransactionEnd, TransactionalCommitter};
 use kshard_lag::service::{ScrapeMode, ServeOptions};
 use kshard_testkit::{Broker, KafkaLag, kafka_consumer_groups, unique_name};
 
-fn serve(settings: &ClientSettings, mode: ScrapeMode, prefix: &str) -> TestService {
+fn serve(settings: &Client, mode: ScrapeMode, prefix: &str) -> TestService {
     TestService::start(ServeOptions {
         mode,
         watermark_interval: Duration::from_millis(200),
         monitor: only(prefix),
-        ..ServeOptions::new(settings.clone())
+        ..ServeOptions::new(settings.settings().clone())
     })
 }
 
@@ -47,7 +45,7 @@ fn assert_agrees_with_kafka(service: &mut TestService, expected: &[KafkaLag], pr
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn lag_of_real_groups_equals_kafka_consumer_groups_in_both_modes() {
     let broker = Broker::from_env_or_start();
-    let settings = ClientSettings::new(broker.brokers());
+    let settings = Client::to_brokers(broker.brokers());
     let p = unique_name("real");
     let orders = format!("{p}-orders");
     let events = format!("{p}-events");

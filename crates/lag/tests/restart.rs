@@ -121,7 +121,7 @@ fn partitions_added_to_the_offsets_topic_get_shards() {
     let (key, value) = common::commit(&group, &topic, 0, 3, 20).encode();
     // A producer learns of new partitions with its next metadata refresh: a new one, until it does.
     common::until("a producer knows the new partition", Duration::from_secs(30), Duration::from_millis(200), || {
-        let writer = kshard_kafka::RecordWriter::new(&w.settings).map_err(|e| e.to_string())?;
+        let writer = kshard_kafka::RecordWriter::new(&w.client).map_err(|e| e.to_string())?;
         writer.send(&w.offsets_topic, w.offsets_partitions + 1, &key, value.as_deref()).map_err(|e| e.to_string())?;
         writer.flush(Duration::from_secs(30)).map_err(|e| e.to_string())
     });

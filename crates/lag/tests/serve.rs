@@ -11,7 +11,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use kshard_kafka::{Admin, ClientSettings, OffsetCommitter, RecordWriter, TopicSpec};
+use kshard_kafka::{Admin, Client, ClientSettings, OffsetCommitter, RecordWriter, TopicSpec};
 use kshard_lag::service::{ScrapeMode, ServeOptions};
 use kshard_lag::{Granularity, MonitorSettings, NameFilter};
 use kshard_offsets::*;
@@ -216,7 +216,7 @@ fn admin_api_mode_reports_real_consumer_groups() {
     let topic = format!("{p}-events");
     w.topic(&topic, &[30]);
     let group = format!("{p}-app");
-    let settings = ClientSettings::new(broker.brokers());
+    let settings = Client::to_brokers(broker.brokers());
     let member = kshard_kafka::GroupConsumer::new(&settings, &group, &[&topic]).expect("consumer");
     let read = member.consume(12, Duration::from_secs(60)).expect("consume");
     assert_eq!(read, 12, "the group read its records");
@@ -251,12 +251,12 @@ fn waits_not_ready_until_consumer_offsets_exists() {
     let broker = Broker::start_private(&[]);
     let p = unique_name("lag-wait");
     let ns = "kshard";
-    let settings = ClientSettings::new(broker.brokers());
+    let settings = Client::to_brokers(broker.brokers());
     let options = ServeOptions {
         namespace: ns.to_owned(),
         watermark_interval: Duration::from_millis(200),
         monitor: only(&p),
-        ..ServeOptions::new(settings.clone())
+        ..ServeOptions::new(settings.settings().clone())
     };
     let mut service = TestService::start(options);
     let (status, body) = service.get("/ready");
@@ -331,7 +331,8 @@ fn a_ten_mib_group_metadata_record_is_read() {
     let p = unique_name("large-record");
     let mut settings = ClientSettings::new(broker.brokers());
     settings.properties.push(("message.max.bytes".into(), (20 << 20).to_string()));
-    let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
+    let client = Client::new(settings.clone());
+    let admin = Admin::new(&client, Duration::from_secs(30)).expect("admin");
     let offsets_topic = format!("{p}-offsets");
     let mut spec = TopicSpec::compacted(&offsets_topic, 3);
     spec.configs.push(("max.message.bytes".into(), (20 << 20).to_string()));
@@ -339,8 +340,8 @@ fn a_ten_mib_group_metadata_record_is_read() {
     spec.configs.push(("segment.bytes".into(), (64 << 20).to_string()));
     admin.create_topic(&spec).expect("the offsets topic");
     let topic = format!("{p}-t");
-    create_and_fill(&settings, &topic, &[30]);
-    let writer = RecordWriter::new(&settings).expect("producer");
+    create_and_fill(&client, &topic, &[30]);
+    let writer = RecordWriter::new(&client).expect("producer");
     let send = |partition: i32, record: &Record<'_>| {
         let (key, value) = record.encode();
         writer.send(&offsets_topic, partition, &key, value.as_deref()).expect("send");

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use kshard_kafka::{Admin, ClientSettings, PartitionReader, ReadEvent, RecordWriter, TopicPartition, TopicSpec};
+use kshard_kafka::{Admin, Client, PartitionReader, ReadEvent, RecordWriter, TopicPartition, TopicSpec};
 use kshard_lag::SharePartition;
 use kshard_offsets::{ShareStateRecord, ShareStateValue};
 use kshard_testkit::{Broker, kafka_share_groups, share_consume, share_from_earliest, unique_name};
@@ -19,7 +19,7 @@ const STATE_TOPIC: &str = kshard_kafka::SHARE_GROUP_STATE_TOPIC;
 const DELIVERY_LIMIT: i16 = 5;
 
 /// Reads the state topic to its end and folds `group`'s share-partition 0.
-fn fold(settings: &ClientSettings, admin: &Admin, group: &str) -> Option<SharePartition> {
+fn fold(settings: &Client, admin: &Admin, group: &str) -> Option<SharePartition> {
     let partitions = admin.partition_count(STATE_TOPIC).expect("metadata")?;
     let start: Vec<(i32, Option<i64>)> = (0..partitions).map(|p| (p, None)).collect();
     let reader = PartitionReader::new(settings, STATE_TOPIC, &start).expect("reader");
@@ -69,7 +69,7 @@ fn described(brokers: &str, group: &str, topic: &str) -> Option<(i64, i64)> {
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn share_lag_equals_kafka_share_groups_describe() {
     let broker = Broker::from_env_or_start();
-    let settings = ClientSettings::new(broker.brokers());
+    let settings = Client::to_brokers(broker.brokers());
     let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
     let topic = unique_name("share-lag");
     let group = unique_name("share-lag-group");

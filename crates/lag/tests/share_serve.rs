@@ -11,7 +11,7 @@ mod common;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::{TestService, create_and_fill, only, until};
-use kshard_kafka::ClientSettings;
+use kshard_kafka::Client;
 use kshard_lag::service::{ScrapeMode, ServeOptions};
 use kshard_testkit::{Broker, kafka_share_groups, share_consume, share_from_earliest, unique_name};
 
@@ -62,7 +62,7 @@ fn described(brokers: &str, group: &str) -> Vec<Described> {
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn serve_exports_share_groups_as_kafka_describes_them() {
     let broker = Broker::from_env_or_start();
-    let settings = ClientSettings::new(broker.brokers());
+    let settings = Client::to_brokers(broker.brokers());
     let prefix = unique_name("share-serve");
     let (topic, group) = (format!("{prefix}-orders"), format!("{prefix}-workers"));
     let produced_from = now_s();
@@ -78,7 +78,7 @@ fn serve_exports_share_groups_as_kafka_describes_them() {
     let mut service = TestService::start(ServeOptions {
         watermark_interval: Duration::from_millis(500),
         monitor: only(&prefix),
-        ..ServeOptions::new(settings.clone())
+        ..ServeOptions::new(settings.settings().clone())
     });
     service.wait_ready();
     share_consume(broker.brokers(), &group, &topic, 3, Some("--reject"));
@@ -149,7 +149,7 @@ fn serve_exports_share_groups_as_kafka_describes_them() {
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn admin_api_mode_serves_share_groups_from_describe_share_group_offsets() {
     let broker = Broker::from_env_or_start();
-    let settings = ClientSettings::new(broker.brokers());
+    let settings = Client::to_brokers(broker.brokers());
     let prefix = unique_name("share-admin-api");
     let (topic, group) = (format!("{prefix}-jobs"), format!("{prefix}-workers"));
     create_and_fill(&settings, &topic, &[10, 10]);
@@ -161,7 +161,7 @@ fn admin_api_mode_serves_share_groups_from_describe_share_group_offsets() {
         mode: ScrapeMode::AdminApi,
         watermark_interval: Duration::from_millis(500),
         monitor: only(&prefix),
-        ..ServeOptions::new(settings.clone())
+        ..ServeOptions::new(settings.settings().clone())
     });
     service.wait_ready();
     until("the admin-API share lag to equal Kafka's", Duration::from_secs(30), Duration::from_millis(500), || {
@@ -177,7 +177,7 @@ fn admin_api_mode_serves_share_groups_from_describe_share_group_offsets() {
 
 /// The share-state topic's high watermarks, summed: how many records it has
 /// had (the share coordinator deletes old ones; the ends stay).
-fn share_state_end(settings: &ClientSettings) -> i64 {
+fn share_state_end(settings: &Client) -> i64 {
     let admin = kshard_kafka::Admin::connect(settings, Duration::from_secs(30)).expect("admin");
     let topic = "__share_group_state";
     let count = admin.partition_count(topic).expect("asks").expect("the topic exists");
@@ -205,7 +205,7 @@ fn share_view(service: &mut TestService, group: &str) -> serde_json::Value {
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn a_restart_on_the_data_directory_keeps_share_state_and_its_counts() {
     let broker = Broker::from_env_or_start();
-    let settings = ClientSettings::new(broker.brokers());
+    let settings = Client::to_brokers(broker.brokers());
     let prefix = unique_name("share-restart");
     let (topic, group) = (format!("{prefix}-tasks"), format!("{prefix}-workers"));
     create_and_fill(&settings, &topic, &[20]);
@@ -217,7 +217,7 @@ fn a_restart_on_the_data_directory_keeps_share_state_and_its_counts() {
         monitor: only(&prefix),
         data_dir: Some(dir.clone()),
         recovery_log_topic: Some(format!("{prefix}-log")),
-        ..ServeOptions::new(settings.clone())
+        ..ServeOptions::new(settings.settings().clone())
     };
 
     // Read through shards: 4 accepted, 3 rejected, 3 archived at the

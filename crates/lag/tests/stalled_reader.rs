@@ -12,7 +12,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use kshard_kafka::{Admin, ClientSettings, OffsetCommitter, TopicSpec};
+use kshard_kafka::{Admin, Client, ClientSettings, OffsetCommitter, TopicSpec};
 use kshard_lag::service::ServeOptions;
 use kshard_testkit::{Broker, KafkaProxy, unique_name};
 
@@ -20,7 +20,7 @@ use kshard_testkit::{Broker, KafkaProxy, unique_name};
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn a_black_holed_fetch_connection_turns_ready_503_naming_the_partition() {
     let broker = Broker::from_env_or_start();
-    let direct = ClientSettings::new(broker.brokers());
+    let direct = Client::to_brokers(broker.brokers());
     let p = unique_name("stalled");
     let topic = format!("{p}-t");
     let admin = Admin::new(&direct, Duration::from_secs(30)).expect("admin");
@@ -72,7 +72,7 @@ fn a_black_holed_fetch_connection_turns_ready_503_naming_the_partition() {
     service.eventually("lag 10", |m| m.get(&lag) == Some(&10.0));
 }
 
-fn produce(settings: &ClientSettings, topic: &str, records: u32) {
+fn produce(settings: &Client, topic: &str, records: u32) {
     let writer = kshard_kafka::RecordWriter::new(settings).expect("producer");
     for i in 0..records {
         writer.send(topic, 0, format!("k{i}").as_bytes(), Some(b"v")).expect("send");

@@ -47,7 +47,7 @@ fn statuses_and_records_lost_arise_from_real_commit_patterns() {
     w.topic(&doomed, &[100]);
     w.flush();
     let group = |name: &str| format!("{p}-{name}");
-    let committer = |name: &str| OffsetCommitter::new(&w.settings, &group(name)).expect("committer");
+    let committer = |name: &str| OffsetCommitter::new(&w.client, &group(name)).expect("committer");
     let (stopped, stalled, rewound, lost) =
         (committer("stopped"), committer("stalled"), committer("rewound"), committer("lost"));
     lost.commit(&[(&doomed, 0, 10)]).expect("commit");

@@ -11,7 +11,7 @@ mod common;
 use std::time::Duration;
 
 use common::{TestService, create_and_fill, only, until};
-use kshard_kafka::ClientSettings;
+use kshard_kafka::Client;
 use kshard_lag::service::ServeOptions;
 use kshard_testkit::{Broker, streams_app, unique_name};
 
@@ -19,7 +19,7 @@ use kshard_testkit::{Broker, streams_app, unique_name};
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn a_kafka_streams_application_is_shown_with_its_tasks_and_topology() {
     let broker = Broker::from_env_or_start();
-    let settings = ClientSettings::new(broker.brokers());
+    let settings = Client::to_brokers(broker.brokers());
     let prefix = unique_name("streams");
     let (input, output, app) = (format!("{prefix}-in"), format!("{prefix}-out"), format!("{prefix}-app"));
     create_and_fill(&settings, &input, &[10, 10]);
@@ -29,7 +29,7 @@ fn a_kafka_streams_application_is_shown_with_its_tasks_and_topology() {
     let mut service = TestService::start(ServeOptions {
         watermark_interval: Duration::from_millis(500),
         monitor: only(&prefix),
-        ..ServeOptions::new(settings.clone())
+        ..ServeOptions::new(settings.settings().clone())
     });
     service.wait_ready();
     let detail =

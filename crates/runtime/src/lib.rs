@@ -91,7 +91,7 @@ mod unlogged;
 // The Kafka types the API names (a member's settings, the log topic's admin),
 // and axum, whose Router an application's routes are.
 pub use axum;
-pub use kshard_kafka::{Admin, ClientSettings, TopicSpec};
+pub use kshard_kafka::{Admin, Client, ClientSettings, TopicSpec};
 
 pub use application::{
     AppError, Application, Consuming, Isolation, Message, OutRecord, Output, ShardApp, Transaction, Transactional,

@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kshard_kafka::ClientSettings;
+use kshard_kafka::Client;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::time::Instant;
 
@@ -51,24 +51,27 @@ pub struct NodeConfig {
     /// Where its replicas' stores live instead of redb files under
     /// `data_dir` (a [`crate::disk::MemoryDisk`] in tests); `None`: redb.
     pub disk: Option<Arc<dyn Disk>>,
-    /// How to reach Kafka (recovery logs and sources).
-    pub settings: ClientSettings,
+    /// How to reach Kafka (recovery logs and sources): the member's readers
+    /// share its connections with every other client made from it.
+    pub kafka: Client,
     /// Where the recovery logs are and the sources come from instead of
-    /// Kafka through `settings` (a [`crate::partitions::memory::MemoryPartitions`]
+    /// Kafka through `kafka` (a [`crate::partitions::memory::MemoryPartitions`]
     /// in tests); `None`: Kafka.
     pub partitions: Option<Arc<dyn Partitions>>,
 }
 
 impl NodeConfig {
-    /// A member on Kafka (through `settings`) keeping redb stores in `data_dir`.
+    /// A member on Kafka (through `kafka`: a [`Client`], or the
+    /// [`kshard_kafka::ClientSettings`] to make one from) keeping redb
+    /// stores in `data_dir`.
     pub fn new(
         keys: Keys,
         member: MemberSpec,
         lease_ttl: Duration,
         data_dir: PathBuf,
-        settings: ClientSettings,
+        kafka: impl Into<Client>,
     ) -> Self {
-        NodeConfig { keys, member, lease_ttl, data_dir, disk: None, settings, partitions: None }
+        NodeConfig { keys, member, lease_ttl, data_dir, disk: None, kafka: kafka.into(), partitions: None }
     }
 }
 
@@ -490,7 +493,7 @@ pub async fn run<K: Keyspace>(
     tokio::pin!(shutdown);
     let worker = Arc::new(WorkerContext {
         partitions: config.partitions.clone().unwrap_or_else(|| {
-            Arc::new(KafkaPartitions::new(config.settings.clone(), crate::recovery_log::replica::KAFKA_TIMEOUT))
+            Arc::new(KafkaPartitions::new(config.kafka.clone(), crate::recovery_log::replica::KAFKA_TIMEOUT))
         }),
         disk: config.disk.clone().unwrap_or_else(|| Arc::new(RedbDisk::new(config.data_dir.clone()))),
         app,

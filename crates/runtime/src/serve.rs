@@ -167,7 +167,7 @@ async fn follow<K: Keyspace>(
     }
     let partitions: Arc<dyn crate::partitions::Partitions> = config.partitions.clone().unwrap_or_else(|| {
         Arc::new(crate::partitions::kafka::KafkaPartitions::new(
-            config.settings.clone(),
+            config.kafka.clone(),
             crate::recovery_log::replica::KAFKA_TIMEOUT,
         ))
     });

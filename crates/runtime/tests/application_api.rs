@@ -154,7 +154,7 @@ fn transactions_call_in_order_and_refusals_follow_each_shards_policy() {
         lease_ttl: Duration::from_secs(2),
         data_dir: std::env::temp_dir().join(format!("kshard-application-api-{}", std::process::id())),
         disk: Some(Arc::new(kshard_runtime::MemoryDisk::default())),
-        settings: ClientSettings::new("127.0.0.1:1"),
+        kafka: ClientSettings::new("127.0.0.1:1").into(),
         partitions: Some(Arc::new(log.clone()) as Arc<dyn Partitions>),
     };
     let shared = NodeShared::default();

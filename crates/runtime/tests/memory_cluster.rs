@@ -92,7 +92,7 @@ fn start_member(
         lease_ttl: Duration::from_secs(2),
         data_dir,
         disk,
-        settings: ClientSettings::new("127.0.0.1:1"),
+        kafka: ClientSettings::new("127.0.0.1:1").into(),
         partitions: Some(Arc::new(log.clone()) as Arc<dyn Partitions>),
     };
     let shared = NodeShared::default();

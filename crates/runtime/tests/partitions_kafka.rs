@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use kshard_kafka::{Admin, ClientSettings, TopicSpec};
+use kshard_kafka::{Admin, Client, TopicSpec};
 use kshard_runtime::partitions::KafkaPartitions;
 use kshard_runtime::partitions::conformance;
 use kshard_testkit::{Broker, unique_name};
@@ -12,7 +12,7 @@ use kshard_testkit::{Broker, unique_name};
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 async fn kafka_keeps_the_contract() {
     let broker = Broker::from_env_or_start();
-    let settings = ClientSettings::new(broker.brokers());
+    let settings = Client::to_brokers(broker.brokers());
     let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
     let topics: [String; 6] = std::array::from_fn(|i| unique_name(&format!("partitions-{i}")));
     for name in &topics {
@@ -28,7 +28,7 @@ async fn kafka_keeps_the_contract() {
 fn a_log_topic_is_made_safe_and_a_misconfigured_one_refused_by_setting() {
     use kshard_runtime::partitions::{LogTopicError, ensure_log_topic};
     let broker = Broker::from_env_or_start();
-    let settings = ClientSettings::new(broker.brokers());
+    let settings = Client::to_brokers(broker.brokers());
     let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
     // Made by the runtime: created, then found as it must be.
     let fresh = unique_name("log-topic");

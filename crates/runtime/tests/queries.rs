@@ -86,7 +86,7 @@ fn any_member_answers_for_every_shard_after_what_the_read_has_seen() {
             lease_ttl: Duration::from_secs(2),
             data_dir: std::env::temp_dir(),
             disk: Some(Arc::new(MemoryDisk::default())),
-            settings: ClientSettings::new("127.0.0.1:1"),
+            kafka: ClientSettings::new("127.0.0.1:1").into(),
             partitions: Some(Arc::new(log.clone()) as Arc<dyn Partitions>),
         };
         let generator = PartitionShards::new("events", shard).every(Duration::from_millis(200));

@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use kshard_kafka::{Admin, ClientSettings, PartitionReader, RecordWriter, TopicSpec};
+use kshard_kafka::{Admin, Client, PartitionReader, RecordWriter, TopicSpec};
 use kshard_runtime::partitions::KafkaPartitions;
 use kshard_runtime::recovery_log::{Body, LogRecord, Mutation, SourceOffset};
 use kshard_runtime::recovery_log::{Chain, Skip};
@@ -40,7 +40,7 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 struct TestLog {
     /// Keeps the broker (a private one when no KSHARD_BROKERS) for the test's life.
     _broker: Broker,
-    settings: ClientSettings,
+    settings: Client,
     topic: String,
     dir: PathBuf,
 }
@@ -53,7 +53,7 @@ impl TestLog {
     /// A log topic with extra topic configs.
     fn with_configs(name: &str, extra: &[(&str, &str)]) -> Self {
         let broker = Broker::from_env_or_start();
-        let settings = ClientSettings::new(broker.brokers());
+        let settings = Client::to_brokers(broker.brokers());
         let topic = unique_name(name);
         let admin = Admin::new(&settings, TIMEOUT).expect("admin");
         let spec = TopicSpec {
@@ -99,7 +99,7 @@ struct Clients {
 }
 
 impl Clients {
-    fn new(settings: &ClientSettings, topic: &str) -> Self {
+    fn new(settings: &Client, topic: &str) -> Self {
         Clients {
             topic: topic.to_owned(),
             reader: PartitionReader::new(settings, topic, &[(0, None)]).expect("reader"),
@@ -287,7 +287,7 @@ async fn a_ten_mib_record_is_written_and_read_and_a_larger_one_refused_before_it
     use kshard_runtime::partitions::ensure_log_topic;
     use kshard_runtime::recovery_log::{LogError, commit, hand_off};
     let broker = Broker::from_env_or_start();
-    let settings = ClientSettings::new(broker.brokers());
+    let settings = Client::to_brokers(broker.brokers());
     let topic = unique_name("large-log");
     let admin = Admin::new(&settings, TIMEOUT).expect("admin");
     assert!(ensure_log_topic(&admin, &topic, 1, &[]).expect("created as the runtime makes it"));

@@ -5,14 +5,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kshard_runtime::partitions::{ensure_log_topic, ensure_output_topic};
-use kshard_runtime::{Admin, ClientSettings, Keys, Member, MemberSpec, MemoryKeyspace, NodeConfig};
+use kshard_runtime::{Admin, Client, Keys, Member, MemberSpec, MemoryKeyspace, NodeConfig};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let brokers = std::env::args().nth(1).unwrap_or_else(|| "127.0.0.1:9092".into());
     // The log topic as a recovery log needs it (no retention, large records,
     // replicated), the counts as durable; `lines` is the producer's.
-    let admin = Admin::new(&ClientSettings::new(&brokers), Duration::from_secs(30))?;
+    // One handle on the cluster: the admin client and every reader and
+    // writer of the member share its connections.
+    let kafka = Client::to_brokers(&brokers);
+    let admin = Admin::new(&kafka, Duration::from_secs(30))?;
     ensure_log_topic(&admin, "counts-log", 4, &[])?;
     ensure_output_topic(&admin, "counts", 4)?;
     let http = tokio::net::TcpListener::bind("127.0.0.1:9700").await?;
@@ -23,7 +26,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         me,
         Duration::from_secs(10),
         "first-app-data".into(),
-        ClientSettings::new(&brokers),
+        kafka,
     );
     let member = Member::new(Arc::new(MemoryKeyspace::new()), config, Arc::new(first_app::WordCount))
         .with_shards(first_app::shards(4));

@@ -87,7 +87,7 @@ pub(crate) fn start_serve(kafka: &KafkaArgs, args: &[&str]) -> Result<(Run, Kill
 
 /// The port of the first bootstrap broker (0 when it names none).
 pub(crate) fn broker_port(kafka: &KafkaArgs) -> u16 {
-    let brokers = kafka.target().map(|t| t.settings.brokers).unwrap_or_default();
+    let brokers = kafka.target().map(|t| t.kafka.brokers().to_owned()).unwrap_or_default();
     brokers.split(',').next().and_then(|b| b.trim().rsplit_once(':')).and_then(|(_, p)| p.parse().ok()).unwrap_or(0)
 }
 
@@ -96,7 +96,7 @@ pub(crate) fn broker_port(kafka: &KafkaArgs) -> u16 {
 /// when given, alternating, `runs` times each.
 pub(crate) fn catch_up(kafka: &KafkaArgs, runs: usize, kminion: Option<&std::path::Path>) -> Result<()> {
     // Fail here, with the reason, rather than in a child.
-    let brokers = kafka.target()?.settings.brokers;
+    let brokers = kafka.target()?.kafka.brokers().to_owned();
     let readers = super::readers(kafka);
     let mut drains = Vec::new();
     let mut kminions = Vec::new();

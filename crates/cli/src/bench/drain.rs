@@ -13,7 +13,7 @@ use crate::serve_config::KafkaTarget;
 /// With `apply`, every record is also applied to the lag monitor's state, as
 /// `serve` does: the difference between the two is the cost of applying.
 pub(crate) fn drain(target: &KafkaTarget, apply: bool) -> Result<u64> {
-    let (settings, topic) = (&target.settings, target.offsets_topic.as_str());
+    let (settings, topic) = (&target.kafka, target.offsets_topic.as_str());
     let (admin, count) = crate::offsets_topic(target)?;
     let partitions: Vec<TopicPartition> = (0..count).map(|p| TopicPartition::new(topic, p)).collect();
     let watermarks = admin.watermarks(&partitions)?;

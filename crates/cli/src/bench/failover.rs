@@ -164,7 +164,7 @@ fn failover_with(b: &FailoverBench<'_>) -> Result<()> {
     drop(members);
     let _ = std::fs::remove_dir_all(&dir);
     let target = b.kafka.target()?;
-    let admin = kshard_kafka::Admin::new(&target.settings, Duration::from_secs(30))?;
+    let admin = kshard_kafka::Admin::new(&target.kafka, Duration::from_secs(30))?;
     if let Err(e) = admin.delete_topic(&run_id) {
         eprintln!("deleting the recovery-log topic {run_id}: {e}");
     }

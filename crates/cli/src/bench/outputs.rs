@@ -12,7 +12,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use kshard_kafka::{ClientSettings, PartitionReader, ReadEvent, RecordWriter};
+use kshard_kafka::{Client, PartitionReader, ReadEvent, RecordWriter};
 
 use super::workload::Workload;
 
@@ -52,9 +52,9 @@ pub(crate) struct Tail {
 }
 
 impl Tail {
-    pub(crate) fn start(settings: &ClientSettings, topic: &str, partitions: i32, workload: Shared) -> Result<Self> {
+    pub(crate) fn start(kafka: &Client, topic: &str, partitions: i32, workload: Shared) -> Result<Self> {
         let start: Vec<(i32, Option<i64>)> = (0..partitions).map(|p| (p, Some(0))).collect();
-        let reader = PartitionReader::new(settings, topic, &start).context("reading the outputs")?;
+        let reader = PartitionReader::new(kafka, topic, &start).context("reading the outputs")?;
         let seen = Arc::new(Seen { timed_from: AtomicI64::new(-1), ..Seen::default() });
         let inner = Arc::clone(&seen);
         let topic = topic.to_owned();
@@ -179,8 +179,8 @@ pub(crate) struct Paced {
 }
 
 impl Load {
-    pub(crate) fn new(settings: &ClientSettings, topic: &str, workload: Shared) -> Result<Self> {
-        let writer = Arc::new(RecordWriter::new(settings).context("connecting a producer")?);
+    pub(crate) fn new(kafka: &Client, topic: &str, workload: Shared) -> Result<Self> {
+        let writer = Arc::new(RecordWriter::new(kafka).context("connecting a producer")?);
         Ok(Load { writer, topic: topic.to_owned(), workload })
     }
 

@@ -37,8 +37,8 @@ const RECORDS: u32 = 20;
 
 pub(crate) fn record_times(b: &RecordTimesBench<'_>) -> Result<()> {
     let target = b.kafka.target()?;
-    let admin = Admin::new(&target.settings, Duration::from_secs(120))?;
-    let writer = RecordWriter::new(&target.settings)?;
+    let admin = Admin::new(&target.kafka, Duration::from_secs(120))?;
+    let writer = RecordWriter::new(&target.kafka)?;
     let values = if b.value_bytes == 1 { String::new() } else { format!("-v{}", b.value_bytes) };
     let names: Vec<String> =
         (0..b.topics).map(|t| format!("kshard-bench-times-{}x{}{values}-{t:04}", b.topics, b.partitions)).collect();
@@ -70,8 +70,8 @@ pub(crate) fn record_times(b: &RecordTimesBench<'_>) -> Result<()> {
         .map(|(i, tp)| TopicPartitionOffset::new(tp.topic.clone(), tp.partition, (i as i64 * 7) % i64::from(RECORDS)))
         .collect();
     // What `serve` uses: kshard's own Fetch where it can (PLAINTEXT, TLS, SASL PLAIN and SCRAM), librdkafka else.
-    let fetch = if b.librdkafka { None } else { FetchTimes::new(&target.settings)? };
-    let reader = TimestampReader::new(&target.settings)?;
+    let fetch = if b.librdkafka { None } else { FetchTimes::new(&target.kafka)? };
+    let reader = TimestampReader::new(&target.kafka)?;
     let which = if fetch.is_some() { "kshard's own Fetch requests" } else { "librdkafka" };
     let me = std::process::id();
     let (mut wall, mut cpu, mut system, mut broker_cpu, mut answered) = (vec![], vec![], vec![], vec![], vec![]);

@@ -35,7 +35,7 @@ fn restart_with(kafka: &KafkaArgs, runs: usize) -> Result<()> {
     let dir_arg = dir.display().to_string();
     // A cold start: no recovery logs from an earlier run either.
     let log_topic = kshard_lag::recovery_log_topic(&target.offsets_topic);
-    let admin = Admin::new(&target.settings, Duration::from_secs(30))?;
+    let admin = Admin::new(&target.kafka, Duration::from_secs(30))?;
     if admin.delete_topic(&log_topic)? {
         let deadline = Instant::now() + Duration::from_secs(60);
         while admin.partition_count(&log_topic)?.is_some() {

@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use kshard_kafka::{Admin, ClientSettings, TopicSpec};
+use kshard_kafka::{Admin, Client, TopicSpec};
 
 use super::contender::{App, Deployment, Instance, System};
 use super::median;
@@ -100,7 +100,7 @@ struct Steady {
 
 struct Bench<'a> {
     bench: &'a RuntimeBench,
-    settings: ClientSettings,
+    client: Client,
     admin: Admin,
     dir: PathBuf,
     run: String,
@@ -113,7 +113,7 @@ impl Bench<'_> {
             system,
             app,
             kafka: &self.bench.kafka,
-            bootstrap: self.settings.brokers.clone(),
+            bootstrap: self.client.brokers().to_owned(),
             topic: format!("{}-{}-{phase}-{tag}", self.run, app.name()),
             partitions: self.bench.partitions,
             dir: self.dir.clone(),
@@ -146,10 +146,10 @@ impl Bench<'_> {
         let d = self.deployment(system, app, "steady", false);
         self.topics(&d)?;
         let workload = self.workload(app, self.bench.streams, false)?;
-        let load = Load::new(&self.settings, &d.topic, Arc::clone(&workload))?;
+        let load = Load::new(&self.client, &d.topic, Arc::clone(&workload))?;
         let records = if app == App::Sum { self.bench.records } else { self.bench.lines };
         load.bulk(records)?;
-        let tail = Tail::start(&self.settings, &app.output(&d.topic), d.partitions, Arc::clone(&workload))?;
+        let tail = Tail::start(&self.client, &app.output(&d.topic), d.partitions, Arc::clone(&workload))?;
         let units = lock(&workload).units();
         let mut instance = d.start("solo")?;
         let started = Instant::now();
@@ -205,9 +205,9 @@ impl Bench<'_> {
         let d = self.deployment(system, App::Sum, "restart", false);
         self.topics(&d)?;
         let workload = self.workload(App::Sum, self.bench.keys, true)?;
-        let load = Load::new(&self.settings, &d.topic, Arc::clone(&workload))?;
+        let load = Load::new(&self.client, &d.topic, Arc::clone(&workload))?;
         load.bulk(u64::from(self.bench.keys))?;
-        let tail = Tail::start(&self.settings, &App::Sum.output(&d.topic), d.partitions, Arc::clone(&workload))?;
+        let tail = Tail::start(&self.client, &App::Sum.output(&d.topic), d.partitions, Arc::clone(&workload))?;
         let started = Instant::now();
         let mut instance = d.start("solo")?;
         tail.wait_for(units_of(&workload), LIMIT)?;
@@ -250,9 +250,9 @@ impl Bench<'_> {
         let d = self.deployment(system, App::Sum, "failover", true);
         self.topics(&d)?;
         let workload = self.workload(App::Sum, self.bench.streams, false)?;
-        let load = Load::new(&self.settings, &d.topic, Arc::clone(&workload))?;
+        let load = Load::new(&self.client, &d.topic, Arc::clone(&workload))?;
         load.bulk(self.bench.records / 10)?;
-        let tail = Tail::start(&self.settings, &App::Sum.output(&d.topic), d.partitions, Arc::clone(&workload))?;
+        let tail = Tail::start(&self.client, &App::Sum.output(&d.topic), d.partitions, Arc::clone(&workload))?;
         let mut members = vec![d.start("a")?, d.start("b")?];
         wait_served(&mut members, &tail, &workload)?;
         let paced = load.paced(self.bench.rate);
@@ -323,8 +323,8 @@ fn wait_served(members: &mut [Instance], tail: &Tail, workload: &Shared) -> Resu
 
 /// `bench runtime`.
 pub(crate) fn runtime(bench: &RuntimeBench) -> Result<()> {
-    let settings = bench.kafka.target()?.settings;
-    let admin = Admin::new(&settings, Duration::from_secs(30))?;
+    let client = bench.kafka.target()?.kafka;
+    let admin = Admin::new(&client, Duration::from_secs(30))?;
     let run = format!("kshard-bench-rt-{}", std::process::id());
     let dir = std::env::temp_dir().join(&run);
     std::fs::create_dir_all(&dir)?;
@@ -336,7 +336,7 @@ pub(crate) fn runtime(bench: &RuntimeBench) -> Result<()> {
         }
         systems.push(System::Streams);
     }
-    let b = Bench { bench, settings, admin, dir, run };
+    let b = Bench { bench, client, admin, dir, run };
     let result = measure(&b, &systems);
     if result.is_ok() {
         let _ = std::fs::remove_dir_all(&b.dir);

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use kshard_kafka::{Admin, ClientSettings, TopicSpec};
+use kshard_kafka::{Admin, Client, TopicSpec};
 use kshard_runtime::{RecoveryLog, ShardSpec, Source};
 
 use crate::cluster::{ClusterArgs, MemberRun, run_member};
@@ -156,8 +156,8 @@ pub(crate) fn shard_id(p: i32) -> String {
 
 /// Creates the source and log topics when missing; returns the source's
 /// partition count.
-fn ensure_topics(settings: &ClientSettings, topic: &TopicArgs) -> Result<i32> {
-    let admin = Admin::new(settings, TIMEOUT).context("connecting to Kafka")?;
+fn ensure_topics(kafka: &Client, topic: &TopicArgs) -> Result<i32> {
+    let admin = Admin::new(kafka, TIMEOUT).context("connecting to Kafka")?;
     let partitions = ensure_source(&admin, topic)?;
     kshard_runtime::partitions::ensure_log_topic(&admin, &topic.log_topic(), partitions, &[])?;
     // The sums: a partition per source partition, as durable as the log.
@@ -206,27 +206,27 @@ fn shards(topic: &TopicArgs, partitions: i32, flags: &ShardFlags) -> Vec<ShardSp
 pub(crate) fn run(command: SumCommand) -> Result<()> {
     match command {
         SumCommand::Produce { kafka, topic, streams, records, expected } => {
-            let settings = kafka.target()?.settings;
-            let admin = Admin::new(&settings, TIMEOUT).context("connecting to Kafka")?;
+            let client = kafka.target()?.kafka;
+            let admin = Admin::new(&client, TIMEOUT).context("connecting to Kafka")?;
             let partitions = ensure_source(&admin, &topic)?;
-            produce::produce(&settings, &topic.topic, partitions, streams, records, &expected)
+            produce::produce(&client, &topic.topic, partitions, streams, records, &expected)
         }
         SumCommand::Run { kafka, topic, cluster, shard } => {
             let _ = crate::serve::init_logging(crate::serve_config::LogFormat::Text);
             shard.check()?;
-            let settings = kafka.target()?.settings;
-            let partitions = ensure_topics(&settings, &topic)?;
+            let client = kafka.target()?.kafka;
+            let partitions = ensure_topics(&client, &topic)?;
             let run = MemberRun {
                 app_name: "sum",
                 app: Arc::new(app::Sum { sums: app::sums_topic(&topic.topic) }),
                 shards: shards(&topic, partitions, &shard),
-                settings,
+                kafka: client,
             };
             run_member(&cluster, run)
         }
         SumCommand::Verify { kafka, topic, cluster: _, expected, timeout, replayed_outputs } => {
-            let settings = kafka.target()?.settings;
-            verify::verify(&settings, &topic, &expected, Duration::from_secs(timeout), replayed_outputs)
+            let client = kafka.target()?.kafka;
+            verify::verify(&client, &topic, &expected, Duration::from_secs(timeout), replayed_outputs)
         }
     }
 }

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use kshard_kafka::{ClientSettings, RecordWriter};
+use kshard_kafka::{Client, RecordWriter};
 use serde::{Deserialize, Serialize};
 
 use super::app::encode_increment;
@@ -115,7 +115,7 @@ pub(crate) fn stream_index(key: &[u8]) -> Option<u64> {
 }
 
 pub(crate) fn produce(
-    settings: &ClientSettings,
+    kafka: &Client,
     topic: &str,
     partitions: i32,
     streams: u32,
@@ -127,7 +127,7 @@ pub(crate) fn produce(
     if file.topic != topic {
         bail!("{} holds the sums of topic {}, not {topic}", expected.display(), file.topic);
     }
-    let writer = RecordWriter::new(settings).context("connecting a producer")?;
+    let writer = RecordWriter::new(kafka).context("connecting a producer")?;
     let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
     let mut increments = Increments::new(file, partitions, streams, seed as u64, false)?;
     let started = std::time::Instant::now();

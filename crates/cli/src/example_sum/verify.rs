@@ -11,7 +11,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use kshard_kafka::{Admin, ClientSettings, PartitionReader, TopicPartition};
+use kshard_kafka::{Admin, Client, PartitionReader, TopicPartition};
 use kshard_runtime::partitions::KafkaPartitions;
 use kshard_runtime::recovery_log::Skip;
 use kshard_runtime::recovery_log::{LogClients, LogError, play_to_head};
@@ -23,7 +23,7 @@ use super::app::StreamSum;
 use super::produce::ExpectedFile;
 
 pub(crate) fn verify(
-    settings: &ClientSettings,
+    kafka: &Client,
     topic: &TopicArgs,
     expected: &Path,
     timeout: Duration,
@@ -33,7 +33,7 @@ pub(crate) fn verify(
     if file.topic != topic.topic {
         bail!("{} holds the sums of topic {}, not {}", expected.display(), file.topic, topic.topic);
     }
-    let admin = Admin::new(settings, super::TIMEOUT).context("connecting to Kafka")?;
+    let admin = Admin::new(kafka, super::TIMEOUT).context("connecting to Kafka")?;
     let partitions = admin
         .partition_count(&topic.topic)
         .context("reading the source topic")?
@@ -42,14 +42,14 @@ pub(crate) fn verify(
     let ends = every_watermark(&admin, &keys, Instant::now() + timeout).context("reading the source's ends")?;
     let scratch = std::env::temp_dir().join(format!("kshard-sum-verify-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).with_context(|| format!("creating {}", scratch.display()))?;
-    let result = compare(settings, &admin, topic, partitions, &ends, &file, &scratch, (timeout, replayed_outputs));
+    let result = compare(kafka, &admin, topic, partitions, &ends, &file, &scratch, (timeout, replayed_outputs));
     let _ = std::fs::remove_dir_all(&scratch);
     result
 }
 
 #[allow(clippy::too_many_arguments)]
 fn compare(
-    settings: &ClientSettings,
+    client: &Client,
     admin: &Admin,
     topic: &TopicArgs,
     partitions: i32,
@@ -60,7 +60,7 @@ fn compare(
 ) -> Result<()> {
     let deadline = Instant::now() + timeout;
     let log_topic = topic.log_topic();
-    let kafka = KafkaPartitions::new(settings.clone(), super::TIMEOUT);
+    let kafka = KafkaPartitions::new(client.clone(), super::TIMEOUT);
     // The recovery log's calls are async (the runtime's replicas are tasks).
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting tokio")?;
     let (mut records, mut skipped, mut differences) = (0u64, 0usize, Vec::new());
@@ -70,7 +70,7 @@ fn compare(
         // The log's records before the previous snapshot may be deleted: play
         // from its start, which is then a snapshot's, into a fresh store (and
         // again if the primary deletes more meanwhile).
-        let (mut player, mut reader) = open_at_start(settings, admin, &log_topic, p, scratch, &shard)?;
+        let (mut player, mut reader) = open_at_start(client, admin, &log_topic, p, scratch, &shard)?;
         loop {
             let log = LogClients { topic: &log_topic, partition: p, reader: &reader, partitions: &kafka, writer: None };
             let played = match runtime.block_on(play_to_head(&log, &mut player, super::TIMEOUT)) {
@@ -80,7 +80,7 @@ fn compare(
                     if Instant::now() >= deadline {
                         return Err(e).with_context(|| format!("playing the log of {shard}"));
                     }
-                    (player, reader) = open_at_start(settings, admin, &log_topic, p, scratch, &shard)?;
+                    (player, reader) = open_at_start(client, admin, &log_topic, p, scratch, &shard)?;
                     continue;
                 }
                 played => played.with_context(|| format!("playing the log of {shard}"))?,
@@ -119,7 +119,7 @@ fn compare(
         }
         bail!("{} of {} streams differ", differences.len(), file.streams.len());
     }
-    let published = published(settings, admin, &super::app::sums_topic(&topic.topic), partitions, timeout)?;
+    let published = published(client, admin, &super::app::sums_topic(&topic.topic), partitions, timeout)?;
     let mut wrong = Vec::new();
     for (id, want) in &file.streams {
         let sums = published.get(id.as_bytes()).map_or(&[][..], Vec::as_slice);
@@ -147,7 +147,7 @@ fn compare(
 /// Every sum published to `sums` (its `partitions`), as a reader of
 /// committed records reads them to each partition's end: by stream, in order.
 fn published(
-    settings: &ClientSettings,
+    kafka: &Client,
     admin: &Admin,
     sums: &str,
     partitions: i32,
@@ -157,7 +157,7 @@ fn published(
         bail!("the sums topic {sums} does not exist");
     }
     let start: Vec<(i32, Option<i64>)> = (0..partitions).map(|p| (p, Some(0))).collect();
-    let reader = PartitionReader::new(settings, sums, &start).context("reading the published sums")?;
+    let reader = PartitionReader::new(kafka, sums, &start).context("reading the published sums")?;
     let (mut out, mut ended) =
         (std::collections::BTreeMap::<Vec<u8>, Vec<StreamSum>>::new(), std::collections::BTreeSet::new());
     let deadline = Instant::now() + timeout;
@@ -212,7 +212,7 @@ fn every_watermark(
 
 /// A fresh scratch store and a reader of the log from its start.
 fn open_at_start(
-    settings: &ClientSettings,
+    kafka: &Client,
     admin: &Admin,
     topic: &str,
     partition: i32,
@@ -226,6 +226,6 @@ fn open_at_start(
     let store = RedbStore::open(&path)?;
     // A log never truncated starts with its first hand-off; one truncated, with a snapshot.
     let player = if low > 0 { Player::bootstrap(store, low) } else { Player::open(store)? };
-    let reader = PartitionReader::new(settings, topic, &[(partition, Some(low))]).context("reading a recovery log")?;
+    let reader = PartitionReader::new(kafka, topic, &[(partition, Some(low))]).context("reading a recovery log")?;
     Ok((player, reader))
 }

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use kshard_kafka::{ClientSettings, PartitionReader, ReadEvent, RecordWriter};
+use kshard_kafka::{Client, PartitionReader, ReadEvent, RecordWriter};
 use serde::{Deserialize, Serialize};
 
 use super::app::{counts_topic, decode_count};
@@ -93,7 +93,7 @@ impl Lines {
 /// Writes `lines` [`Lines`] of `vocabulary` words to `topic`'s `partitions`
 /// in turn, and adds their words to the counts in `expected`.
 pub(crate) fn produce(
-    settings: &ClientSettings,
+    kafka: &Client,
     topic: &str,
     partitions: i32,
     vocabulary: u32,
@@ -104,7 +104,7 @@ pub(crate) fn produce(
     if file.topic != topic {
         bail!("{} holds the counts of topic {}, not {topic}", expected.display(), file.topic);
     }
-    let writer = RecordWriter::new(settings).context("connecting a producer")?;
+    let writer = RecordWriter::new(kafka).context("connecting a producer")?;
     let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
     let mut generator = Lines::new(file, partitions, vocabulary, seed as u64)?;
     let started = Instant::now();
@@ -125,20 +125,14 @@ pub(crate) fn produce(
 
 /// Reads `<topic>-counts` until every word's updates reach its true count
 /// (or `timeout`), checking each word's updates are exactly 1, 2, 3 ….
-pub(crate) fn verify(
-    settings: &ClientSettings,
-    topic: &str,
-    partitions: i32,
-    expected: &Path,
-    timeout: Duration,
-) -> Result<()> {
+pub(crate) fn verify(kafka: &Client, topic: &str, partitions: i32, expected: &Path, timeout: Duration) -> Result<()> {
     let file = Counts::load(expected)?.with_context(|| format!("{} does not exist", expected.display()))?;
     if file.topic != topic {
         bail!("{} holds the counts of topic {}, not {topic}", expected.display(), file.topic);
     }
     let counts = counts_topic(topic);
     let start: Vec<(i32, Option<i64>)> = (0..partitions).map(|p| (p, Some(0))).collect();
-    let reader = PartitionReader::new(settings, &counts, &start).context("reading the published counts")?;
+    let reader = PartitionReader::new(kafka, &counts, &start).context("reading the published counts")?;
     let mut last: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
     let mut updates = 0u64;
     let deadline = Instant::now() + timeout;

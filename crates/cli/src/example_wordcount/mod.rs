@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use kshard_kafka::{Admin, ClientSettings, TopicSpec};
+use kshard_kafka::{Admin, Client, TopicSpec};
 use kshard_runtime::{RecoveryLog, ShardSpec, Source};
 
 use crate::cluster::{ClusterArgs, MemberRun, run_member};
@@ -89,38 +89,38 @@ pub(crate) enum WordCountCommand {
 pub(crate) fn run(command: WordCountCommand) -> Result<()> {
     match command {
         WordCountCommand::Produce { kafka, topic, vocabulary, lines, expected } => {
-            let settings = kafka.target()?.settings;
-            let partitions = ensure_topics(&settings, &topic, false)?;
-            check::produce(&settings, &topic.topic, partitions, vocabulary, lines, &expected)
+            let client = kafka.target()?.kafka;
+            let partitions = ensure_topics(&client, &topic, false)?;
+            check::produce(&client, &topic.topic, partitions, vocabulary, lines, &expected)
         }
         WordCountCommand::Run { kafka, topic, cluster, shard } => {
             let _ = crate::serve::init_logging(crate::serve_config::LogFormat::Text);
             shard.check()?;
-            let settings = kafka.target()?.settings;
-            let partitions = ensure_topics(&settings, &topic, true)?;
+            let client = kafka.target()?.kafka;
+            let partitions = ensure_topics(&client, &topic, true)?;
             let run = MemberRun {
                 app_name: "wordcount",
                 app: Arc::new(app::WordCount { topic: topic.topic.clone(), partitions }),
                 shards: shards(&topic.topic, partitions, &shard),
-                settings,
+                kafka: client,
             };
             run_member(&cluster, run)
         }
         WordCountCommand::Verify { kafka, topic, expected, timeout } => {
-            let settings = kafka.target()?.settings;
-            let partitions = ensure_topics(&settings, &topic, false)?;
-            check::verify(&settings, &topic.topic, partitions, &expected, Duration::from_secs(timeout))
+            let client = kafka.target()?.kafka;
+            let partitions = ensure_topics(&client, &topic, false)?;
+            check::verify(&client, &topic.topic, partitions, &expected, Duration::from_secs(timeout))
         }
     }
 }
 
 /// Creates the topics that are missing (the log's only for a member);
 /// returns the lines topic's partition count.
-fn ensure_topics(settings: &ClientSettings, topic: &LinesArgs, log: bool) -> Result<i32> {
+fn ensure_topics(kafka: &Client, topic: &LinesArgs, log: bool) -> Result<i32> {
     if topic.partitions < 1 {
         bail!("invalid partitions: {} (at least 1)", topic.partitions);
     }
-    let admin = Admin::new(settings, TIMEOUT).context("connecting to Kafka")?;
+    let admin = Admin::new(kafka, TIMEOUT).context("connecting to Kafka")?;
     let made = |name: &str, partitions: i32| -> Result<i32> {
         if let Some(n) = admin.partition_count(name).with_context(|| format!("looking up {name}"))? {
             return Ok(n);

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use kshard_kafka::{Admin, ClientSettings, TopicPartition};
+use kshard_kafka::{Admin, Client, TopicPartition};
 use kshard_testkit::Cluster;
 
 use super::primaries::Sampler;
@@ -28,7 +28,7 @@ pub(crate) fn leader_killed_under_load(
     after: u64,
 ) {
     let sampler = Sampler::start(etcd, &cluster.prefix);
-    let admin = Admin::new(&ClientSettings::new(brokers.brokers()), Duration::from_secs(30)).expect("admin");
+    let admin = Admin::new(&Client::to_brokers(brokers.brokers()), Duration::from_secs(30)).expect("admin");
     // Made by the runtime as durable as a recovery log, whatever the
     // cluster's default: three replicas, two in sync for a write to count —
     // a leader can move, and no acknowledged write lives on the dead broker alone.

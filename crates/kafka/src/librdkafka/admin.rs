@@ -13,7 +13,7 @@ use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::util::Timeout;
 use rdkafka::{Offset, TopicPartitionList};
 
-use crate::config::ClientSettings;
+use crate::client::Client;
 use crate::error::{Error, Result, call};
 use crate::retry::{Retry, retriable_rdkafka, retrying};
 use crate::topic_partition::TopicPartition;
@@ -66,7 +66,7 @@ pub struct Admin {
     admin: AdminClient<KshardContext>,
     metadata: BaseConsumer<KshardContext>,
     timeout: Duration,
-    settings: ClientSettings,
+    client: Client,
 }
 
 impl std::fmt::Debug for Admin {
@@ -77,21 +77,21 @@ impl std::fmt::Debug for Admin {
 
 impl Admin {
     /// Connects an admin client; `timeout` bounds every call.
-    pub fn new(settings: &ClientSettings, timeout: Duration) -> Result<Self> {
-        let admin = settings.create("admin client", &[])?;
+    pub fn new(client: &Client, timeout: Duration) -> Result<Self> {
+        let admin = client.create("admin client", &[])?;
         // read_uncommitted: "latest" is the high watermark, the log end offset
         // Kafka's own tools report, not the last stable offset (which an open
         // transaction holds back).
-        let metadata = settings.create("metadata client", &[("isolation.level", "read_uncommitted")])?;
-        Ok(Admin { admin, metadata, timeout, settings: settings.clone() })
+        let metadata = client.create("metadata client", &[("isolation.level", "read_uncommitted")])?;
+        Ok(Admin { admin, metadata, timeout, client: client.clone() })
     }
 
     /// An admin client whose brokers answered a Metadata request within the
     /// timeout. A failed TLS handshake or authentication fails at once, with
     /// the reason: librdkafka would retry such a connection until the timeout
     /// and then report only that it timed out.
-    pub fn connect(settings: &ClientSettings, timeout: Duration) -> Result<Self> {
-        let admin = Self::new(settings, timeout)?;
+    pub fn connect(client: &Client, timeout: Duration) -> Result<Self> {
+        let admin = Self::new(client, timeout)?;
         admin.check_access()?;
         Ok(admin)
     }
@@ -107,14 +107,14 @@ impl Admin {
                     // error events (where TLS and authentication failures show)
                     // through it. The client reads nothing, so no record is lost.
                     let _ = self.metadata.poll(Duration::ZERO);
-                    if let Some(problem) = self.settings.access_problem() {
+                    if let Some(problem) = self.client.access_problem() {
                         return Err(Error::Refused {
-                            step: format!("connecting to {}", self.settings.brokers),
+                            step: format!("connecting to {}", self.client.brokers()),
                             message: problem,
                         });
                     }
                     if std::time::Instant::now() >= deadline {
-                        return Err(call(format!("connecting to {}", self.settings.brokers))(e));
+                        return Err(call(format!("connecting to {}", self.client.brokers()))(e));
                     }
                 }
             }

@@ -11,7 +11,7 @@ use rdkafka::TopicPartitionList;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::producer::{BaseProducer, Producer};
 
-use crate::config::ClientSettings;
+use crate::client::Client;
 use crate::error::{Error, Result, call};
 use crate::librdkafka::context::KshardContext;
 
@@ -61,8 +61,8 @@ impl std::fmt::Debug for OffsetCommitter {
 
 impl OffsetCommitter {
     /// A client that commits for `group`; it never joins the group.
-    pub fn new(settings: &ClientSettings, group: &str) -> Result<Self> {
-        let consumer = settings.create(
+    pub fn new(client: &Client, group: &str) -> Result<Self> {
+        let consumer = client.create(
             "offset committer",
             &[("group.id", group), ("enable.auto.commit", "false"), ("enable.auto.offset.store", "false")],
         )?;
@@ -127,16 +127,16 @@ impl std::fmt::Debug for TransactionalCommitter {
 impl TransactionalCommitter {
     /// Registers `transactional_id` with the transaction coordinator (fencing any
     /// earlier producer of that id) for commits of `group`.
-    pub fn new(settings: &ClientSettings, transactional_id: &str, group: &str, timeout: Duration) -> Result<Self> {
+    pub fn new(client: &Client, transactional_id: &str, group: &str, timeout: Duration) -> Result<Self> {
         let timeout_ms = timeout.as_millis().to_string();
-        let producer: BaseProducer<KshardContext> = settings.create(
+        let producer: BaseProducer<KshardContext> = client.create(
             "transactional producer",
             &[("transactional.id", transactional_id), ("transaction.timeout.ms", &timeout_ms)],
         )?;
         producer
             .init_transactions(Duration::from_secs(30))
             .map_err(call(format!("initialising transactions of {transactional_id}")))?;
-        let consumer = settings.create("group metadata consumer", &[("group.id", group)])?;
+        let consumer = client.create("group metadata consumer", &[("group.id", group)])?;
         Ok(TransactionalCommitter { producer, group: consumer, group_id: group.to_owned() })
     }
 

@@ -18,10 +18,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 #[derive(Debug, Clone, Default)]
 pub(crate) struct KshardContext {
     pub(crate) access_problem: Arc<Mutex<Option<String>>>,
-    /// The fetchers of kshard's own reader, by the settings they were made
-    /// for: every reader made from these settings (and their clones) shares
-    /// one, and so one connection per broker.
-    pub(crate) fetchers: Arc<Mutex<std::collections::HashMap<String, std::sync::Weak<crate::wire::fetcher::Fetcher>>>>,
     /// What every client of these settings sent and received.
     pub(crate) traffic: Arc<crate::Traffic>,
 }
@@ -47,7 +43,7 @@ impl ClientContext for KshardContext {
     }
 
     /// The client's request and byte totals (`statistics.interval.ms`,
-    /// set for the clients that are polled: see [`crate::ClientSettings`]).
+    /// set for the clients that are polled: see [`crate::Client`]).
     fn stats(&self, statistics: rdkafka::Statistics) {
         let n = |v: i64| u64::try_from(v).unwrap_or(0);
         let totals = crate::TrafficTotals {

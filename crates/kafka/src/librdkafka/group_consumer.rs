@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 
-use crate::config::ClientSettings;
+use crate::client::Client;
 use crate::error::{Result, call};
 use crate::librdkafka::context::KshardContext;
 
@@ -35,17 +35,12 @@ impl std::fmt::Debug for GroupConsumer {
 impl GroupConsumer {
     /// Joins `group` with the classic protocol, subscribed to `topics`, reading
     /// from the earliest offset when the group has none.
-    pub fn new(settings: &ClientSettings, group: &str, topics: &[&str]) -> Result<Self> {
-        Self::with_protocol(settings, group, topics, GroupProtocol::Classic)
+    pub fn new(client: &Client, group: &str, topics: &[&str]) -> Result<Self> {
+        Self::with_protocol(client, group, topics, GroupProtocol::Classic)
     }
 
     /// Joins `group` with `protocol`, subscribed to `topics`.
-    pub fn with_protocol(
-        settings: &ClientSettings,
-        group: &str,
-        topics: &[&str],
-        protocol: GroupProtocol,
-    ) -> Result<Self> {
+    pub fn with_protocol(client: &Client, group: &str, topics: &[&str], protocol: GroupProtocol) -> Result<Self> {
         let mut properties =
             vec![("group.id", group), ("enable.auto.commit", "false"), ("auto.offset.reset", "earliest")];
         match protocol {
@@ -55,7 +50,7 @@ impl GroupConsumer {
             }
             GroupProtocol::Consumer => properties.push(("group.protocol", "consumer")),
         }
-        let consumer: BaseConsumer<KshardContext> = settings.create_counted("group consumer", &properties)?;
+        let consumer: BaseConsumer<KshardContext> = client.create_counted("group consumer", &properties)?;
         consumer.subscribe(topics).map_err(call(format!("subscribing {group} to {topics:?}")))?;
         Ok(GroupConsumer { consumer, group: group.to_owned() })
     }
@@ -64,7 +59,7 @@ impl GroupConsumer {
     /// `topic`, reading only what is produced after it joins (a new group
     /// starts at the end), with cooperative-sticky assignment, committing
     /// only when told to.
-    pub fn probe(settings: &ClientSettings, group: &str, topic: &str) -> Result<Self> {
+    pub fn probe(client: &Client, group: &str, topic: &str) -> Result<Self> {
         let properties = [
             ("group.id", group),
             ("enable.auto.commit", "false"),
@@ -73,7 +68,7 @@ impl GroupConsumer {
             ("partition.assignment.strategy", "cooperative-sticky"),
             ("session.timeout.ms", "10000"),
         ];
-        let consumer: BaseConsumer<KshardContext> = settings.create_counted("probe consumer", &properties)?;
+        let consumer: BaseConsumer<KshardContext> = client.create_counted("probe consumer", &properties)?;
         consumer.subscribe(&[topic]).map_err(call(format!("subscribing {group} to {topic}")))?;
         Ok(GroupConsumer { consumer, group: group.to_owned() })
     }

@@ -7,10 +7,10 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::{Offset, TopicPartitionList};
 
-use crate::config::ClientSettings;
+use crate::client::Client;
 use crate::error::{Result, call};
 use crate::librdkafka::context::KshardContext;
-use crate::reader::{ReadEvent, ReadRecord};
+use crate::read_record::{ReadEvent, ReadRecord};
 
 /// How long a task waits on librdkafka's non-empty callback before it polls
 /// again anyway (see [`RdkafkaReader::readable`]).
@@ -40,13 +40,13 @@ impl RdkafkaReader {
     /// shards (100 readers), 1 MB queues peaked at 435 MB RSS, 128 KB ones at
     /// 172 MB, for a 29% longer catch-up.
     pub(crate) fn with_queue(
-        settings: &ClientSettings,
+        client: &Client,
         topic: &str,
         start: &[(i32, Option<i64>)],
         queue_kbytes: u32,
     ) -> Result<Self> {
         let queue = queue_kbytes.to_string();
-        let mut consumer: BaseConsumer<KshardContext> = settings.create_counted(
+        let mut consumer: BaseConsumer<KshardContext> = client.create_counted(
             "consumer",
             &[
                 ("group.id", "kshard-reader"),

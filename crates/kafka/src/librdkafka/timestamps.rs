@@ -12,7 +12,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
-use crate::config::ClientSettings;
+use crate::client::Client;
 use crate::error::{Result, call};
 use crate::librdkafka::context::KshardContext;
 
@@ -39,7 +39,7 @@ pub struct TimesRead {
 /// consumer per chunk of 2,000 partitions.
 pub struct TimestampReader {
     /// How to reach the brokers.
-    settings: ClientSettings,
+    client: Client,
 }
 
 impl std::fmt::Debug for TimestampReader {
@@ -64,13 +64,13 @@ const ROUNDS: usize = 3;
 
 impl TimestampReader {
     /// A reader on `settings`' brokers.
-    pub fn new(settings: &ClientSettings) -> Result<Self> {
-        Ok(TimestampReader { settings: settings.clone() })
+    pub fn new(client: &Client) -> Result<Self> {
+        Ok(TimestampReader { client: client.clone() })
     }
 
     /// A consumer for one chunk: assigned, read and dropped.
     fn consumer(&self) -> Result<BaseConsumer<KshardContext>> {
-        self.settings.create(
+        self.client.create(
             "timestamp reader",
             &[
                 ("group.id", "kshard-timestamps"),

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 
-use crate::config::ClientSettings;
+use crate::client::Client;
 use crate::delivery::{Delivered, Delivery};
 use crate::error::{Result, call};
 use crate::librdkafka::context::KshardContext;
@@ -29,8 +29,8 @@ impl std::fmt::Debug for RecordWriter {
 
 impl RecordWriter {
     /// Connects a producer.
-    pub fn new(settings: &ClientSettings) -> Result<Self> {
-        Self::with(settings, &[])
+    pub fn new(client: &Client) -> Result<Self> {
+        Self::with(client, &[])
     }
 
     /// Connects a producer that never has a missing topic created: a record
@@ -38,8 +38,8 @@ impl RecordWriter {
     /// matter (recovery logs): the broker's auto-creation would make one with
     /// its defaults (one partition, retention of a week) in place of a topic
     /// deleted by mistake.
-    pub fn for_existing_topics(settings: &ClientSettings) -> Result<Self> {
-        Self::with(settings, &[("allow.auto.create.topics", "false")])
+    pub fn for_existing_topics(client: &Client) -> Result<Self> {
+        Self::with(client, &[("allow.auto.create.topics", "false")])
     }
 
     /// A producer for kminion's end-to-end probe: each record sent at once
@@ -47,7 +47,7 @@ impl RecordWriter {
     /// idempotent) or by the leader alone; a record not acknowledged within
     /// `timeout` fails. Produce requests time out after 3 s and are retried,
     /// as kminion's.
-    pub fn probe(settings: &ClientSettings, all_acks: bool, timeout: Duration) -> Result<Self> {
+    pub fn probe(client: &Client, all_acks: bool, timeout: Duration) -> Result<Self> {
         let timeout_ms = timeout.as_millis().max(1).to_string();
         let (acks, idempotence) = if all_acks { ("all", "true") } else { ("1", "false") };
         let extra = [
@@ -58,10 +58,10 @@ impl RecordWriter {
             ("message.timeout.ms", timeout_ms.as_str()),
             ("allow.auto.create.topics", "false"),
         ];
-        Self::with(settings, &extra)
+        Self::with(client, &extra)
     }
 
-    fn with(settings: &ClientSettings, extra: &[(&str, &str)]) -> Result<Self> {
+    fn with(client: &Client, extra: &[(&str, &str)]) -> Result<Self> {
         let base = [
             ("linger.ms", "5"),
             ("batch.num.messages", "10000"),
@@ -74,7 +74,7 @@ impl RecordWriter {
             ("message.max.bytes", "16777216"),
         ];
         let properties: Vec<(&str, &str)> = base.iter().chain(extra).copied().collect();
-        let producer = settings.create_counted("producer", &properties)?;
+        let producer = client.create_counted("producer", &properties)?;
         Ok(RecordWriter { producer, untracked: Arc::new(Delivered::default()) })
     }
 

@@ -34,7 +34,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use crate::config::ClientSettings;
+use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::librdkafka::admin::Admin;
 use crate::librdkafka::groups::{FetchedOffsets, GroupDescription, GroupListing, MemberDescription};
@@ -76,14 +76,14 @@ enum Backend {
 /// The lag monitor's admin calls over kshard's own connections.
 pub struct WireAdmin {
     links: Links,
-    settings: ClientSettings,
+    client: Client,
     timeout: Duration,
     backend: OnceLock<Backend>,
 }
 
 impl std::fmt::Debug for WireAdmin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WireAdmin").field("brokers", &self.settings.brokers).finish_non_exhaustive()
+        f.debug_struct("WireAdmin").field("brokers", &self.client.brokers()).finish_non_exhaustive()
     }
 }
 
@@ -100,10 +100,10 @@ fn group_error(code: i16) -> Option<String> {
 impl WireAdmin {
     /// Calls on `settings`' brokers, each given `timeout`; `None` where only
     /// librdkafka can connect (GSSAPI, OAUTHBEARER, keystores…).
-    pub fn new(settings: &ClientSettings, timeout: Duration) -> Result<Option<Self>> {
-        Ok(Links::new(settings)?.map(|links| WireAdmin {
+    pub fn new(client: &Client, timeout: Duration) -> Result<Option<Self>> {
+        Ok(Links::new(client)?.map(|links| WireAdmin {
             links,
-            settings: settings.clone(),
+            client: client.clone(),
             timeout,
             backend: OnceLock::new(),
         }))
@@ -111,8 +111,8 @@ impl WireAdmin {
 
     /// [`WireAdmin::new`], once the brokers answered: a failed TLS handshake
     /// or authentication fails at once, with its reason.
-    pub fn connect(settings: &ClientSettings, timeout: Duration) -> Result<Option<Self>> {
-        let Some(admin) = Self::new(settings, timeout)? else { return Ok(None) };
+    pub fn connect(client: &Client, timeout: Duration) -> Result<Option<Self>> {
+        let Some(admin) = Self::new(client, timeout)? else { return Ok(None) };
         admin.with_backend(|_| Ok(()), |_| Ok(()))?;
         Ok(Some(admin))
     }
@@ -141,10 +141,10 @@ impl WireAdmin {
                     None => Backend::Wire { kip848 },
                     Some((api, version)) => {
                         tracing::warn!(
-                            brokers = %self.settings.brokers,
+                            brokers = %self.client.brokers(),
                             "the brokers lack {api:?} v{version}: admin calls go through librdkafka"
                         );
-                        Backend::Librdkafka(Box::new(Admin::new(&self.settings, self.timeout)?))
+                        Backend::Librdkafka(Box::new(Admin::new(&self.client, self.timeout)?))
                     }
                 };
                 // Two callers may both decide: the first decision stands.
@@ -167,7 +167,7 @@ impl WireAdmin {
         let answer: ApiVersionsResponse = retrying(self.timeout, std::thread::sleep, |left| {
             self.links.any(left, |link| link.call(&request, 0, left))
         })?;
-        answered(|| format!("asking {} for their API versions", self.settings.brokers), answer.error_code)?;
+        answered(|| format!("asking {} for their API versions", self.client.brokers()), answer.error_code)?;
         let has = |key: ApiKey, version: i16| {
             answer
                 .api_keys

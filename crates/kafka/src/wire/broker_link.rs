@@ -66,11 +66,14 @@ impl LinkSecurity {
     /// What `settings` ask for, or `None` when they ask for something this
     /// module does not do (see the module's doc). An error when a file named
     /// cannot be read.
-    pub(crate) fn from_settings(settings: &ClientSettings) -> Result<Option<LinkSecurity>> {
+    /// Each request and answer is counted in `traffic`.
+    pub(crate) fn from_settings(
+        settings: &ClientSettings,
+        traffic: std::sync::Arc<crate::Traffic>,
+    ) -> Result<Option<LinkSecurity>> {
         let Ok(security) = settings.security.with_properties(&settings.properties) else { return Ok(None) };
         let tls = if security.protocol.tls() { Some(tls_connector(&security.tls)?) } else { None };
         let sasl = if security.protocol.sasl() { security.sasl } else { None };
-        let traffic = settings.traffic();
         Ok(Some(LinkSecurity { tls, verify_hostname: security.tls.verify_hostname, sasl, traffic }))
     }
 }
@@ -533,7 +536,7 @@ mod tests {
     fn security(properties: &[(&str, &str)]) -> Option<LinkSecurity> {
         let mut settings = ClientSettings::new("b:9092");
         settings.properties = properties.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
-        LinkSecurity::from_settings(&settings).expect("settings")
+        LinkSecurity::from_settings(&settings, Default::default()).expect("settings")
     }
 
     #[test]
@@ -546,12 +549,13 @@ mod tests {
             tls: Tls { verify_hostname: false, ..Tls::default() },
             sasl: Some(Sasl { mechanism: Mechanism::ScramSha512, username: "u".into(), password: "p".into() }),
         };
-        let scram = LinkSecurity::from_settings(&settings).expect("settings").expect("SCRAM over TLS");
+        let scram =
+            LinkSecurity::from_settings(&settings, Default::default()).expect("settings").expect("SCRAM over TLS");
         assert!(scram.tls.is_some() && !scram.verify_hostname);
         assert_eq!(scram.sasl.map(|s| s.mechanism), Some(Mechanism::ScramSha512));
         // Extra properties apply over the typed settings: librdkafka reads.
         settings.properties.push(("ssl.keystore.location".into(), "k.p12".into()));
-        assert!(LinkSecurity::from_settings(&settings).expect("settings").is_none());
+        assert!(LinkSecurity::from_settings(&settings, Default::default()).expect("settings").is_none());
     }
 
     #[test]
@@ -573,7 +577,7 @@ mod tests {
         let mut settings = ClientSettings::new("b:9092");
         settings.security.protocol = crate::security::Protocol::Ssl;
         settings.security.tls.ca = Some("/nonexistent/ca.pem".into());
-        let e = LinkSecurity::from_settings(&settings).err().expect("an error");
+        let e = LinkSecurity::from_settings(&settings, Default::default()).err().expect("an error");
         assert!(e.to_string().contains("ssl.ca.location"), "{e}");
     }
 }

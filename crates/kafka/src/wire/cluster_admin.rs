@@ -14,7 +14,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use crate::config::ClientSettings;
+use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::wire::links::Links;
 
@@ -107,8 +107,8 @@ impl std::fmt::Debug for ClusterAdmin {
 impl ClusterAdmin {
     /// Calls on `settings`' brokers, each given `timeout`; `None` where only
     /// librdkafka can connect (GSSAPI, OAUTHBEARER, keystores…).
-    pub fn new(settings: &ClientSettings, timeout: Duration) -> Result<Option<Self>> {
-        Ok(Links::new(settings)?.map(|links| ClusterAdmin { links, timeout }))
+    pub fn new(client: &Client, timeout: Duration) -> Result<Option<Self>> {
+        Ok(Links::new(client)?.map(|links| ClusterAdmin { links, timeout }))
     }
 
     /// The brokers and topics, each topic's values of `config_keys`, and with

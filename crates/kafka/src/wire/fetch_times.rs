@@ -24,7 +24,7 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{ApiKey, FetchRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
-use crate::config::ClientSettings;
+use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::librdkafka::timestamps::{RecordTime, TimesRead};
 use crate::wire::fetch_response::{PartitionData, read_fetch_response};
@@ -161,8 +161,8 @@ impl FetchTimes {
     /// A reader on `settings`' brokers: PLAINTEXT, TLS, SASL PLAIN and
     /// SCRAM; `None` for what only librdkafka does (GSSAPI, OAUTHBEARER,
     /// keystores…, see [`crate::Security`]).
-    pub fn new(settings: &ClientSettings) -> Result<Option<Self>> {
-        let Some(links) = Links::new(settings)? else { return Ok(None) };
+    pub fn new(client: &Client) -> Result<Option<Self>> {
+        let Some(links) = Links::new(client)? else { return Ok(None) };
         Ok(Some(FetchTimes {
             links,
             leaders: Mutex::new(None),

@@ -1,5 +1,5 @@
 //! [`Fetcher`]: kshard's own reader of partitions, shared by every
-//! [`crate::PartitionReader`] a process makes from the same settings: one
+//! [`crate::PartitionReader`] made from the same [`crate::Client`]: one
 //! connection and one thread per broker for all the partitions read there
 //! (the offsets topic's, every recovery log's, every source's), a Fetch
 //! session (KIP-227) on each so that a quiet partition costs nothing per
@@ -40,7 +40,7 @@ use crate::error::{Error, Result};
 use crate::wire::broker_link::{BrokerLink, LinkSecurity};
 use crate::wire::fetch_response::{PartitionData, read_fetch_response};
 use crate::wire::fetch_session::{Ask, FetchSession, PartitionKey, SESSION_ERRORS, SessionRequest};
-use crate::wire::read_ahead::{Queued, answer_room, ask_bytes};
+use crate::wire::read_ahead::{ANSWER_MAX_BYTES, PARTITION_MAX_BYTES, Queued, answer_room, ask_bytes};
 use crate::wire::record_batch::{BatchHeader, after_whole_batches, magic};
 use crate::wire::records::PartitionRecords;
 
@@ -55,11 +55,6 @@ const METADATA_VERSION: i16 = 9;
 /// partition added (or a reader that read its queue down) waits for its
 /// first answer, and four requests a second per broker when all is quiet.
 const LONG_POLL_MS: i32 = 250;
-/// What one answer may carry.
-pub(crate) const ANSWER_MAX_BYTES: i32 = 4 * 1024 * 1024;
-/// What one partition's part of an answer may carry at first; a batch
-/// larger than this is asked for whole (its size is in its header).
-pub(crate) const PARTITION_MAX_BYTES: i32 = 1024 * 1024;
 /// The most asked of one partition: the largest batch read. A batch is at
 /// most its topic's `max.message.bytes` (1 MiB by default); kshard's own
 /// recovery logs allow 16 MiB, and brokers raised for large records rarely
@@ -261,11 +256,11 @@ impl Drop for Fetcher {
 
 impl Fetcher {
     /// What the fetcher reads.
-    pub(crate) fn isolation(&self) -> crate::reader::Isolation {
+    pub(crate) fn isolation(&self) -> crate::read_record::Isolation {
         if self.shared.committed_only {
-            crate::reader::Isolation::Committed
+            crate::read_record::Isolation::Committed
         } else {
-            crate::reader::Isolation::Uncommitted
+            crate::read_record::Isolation::Uncommitted
         }
     }
 
@@ -1112,7 +1107,7 @@ mod tests {
     #[test]
     fn past_the_read_ahead_only_readers_that_hold_nothing_are_fetched_for_up_to_their_limit() {
         let settings = crate::ClientSettings::new("127.0.0.1:1");
-        let security = LinkSecurity::from_settings(&settings).expect("reads").expect("plain");
+        let security = LinkSecurity::from_settings(&settings, Default::default()).expect("reads").expect("plain");
         let fetcher = Fetcher::new("127.0.0.1:1", security, false).expect("a fetcher");
         let (waiting, holding) = (fetcher.sink(256 << 10), fetcher.sink(256 << 10));
         holding.1.push(records(100));
@@ -1150,7 +1145,7 @@ mod tests {
     #[test]
     fn every_truncation_is_told_and_passing_failures_once() {
         let settings = crate::ClientSettings::new("127.0.0.1:1");
-        let security = LinkSecurity::from_settings(&settings).expect("reads").expect("plain");
+        let security = LinkSecurity::from_settings(&settings, Default::default()).expect("reads").expect("plain");
         let fetcher = Fetcher::new("127.0.0.1:1", security, false).expect("a fetcher");
         let (_, sink) = fetcher.sink(1 << 20);
         let refused = |n: i32| Delivery::Failed(Error::Refused { step: format!("fetch {n}"), message: "no".into() });
@@ -1172,7 +1167,7 @@ mod tests {
     #[test]
     fn a_fetch_thread_that_panics_gives_its_place_up_and_its_readers_hear_why() {
         let settings = crate::ClientSettings::new("127.0.0.1:1");
-        let security = LinkSecurity::from_settings(&settings).expect("reads").expect("plain");
+        let security = LinkSecurity::from_settings(&settings, Default::default()).expect("reads").expect("plain");
         let fetcher = Fetcher::new("127.0.0.1:1", security, false).expect("a fetcher");
         let (reader, sink) = fetcher.sink(1 << 20);
         fetcher.add(reader, &sink, "t", &[(0, Some(5))]);

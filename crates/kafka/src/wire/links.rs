@@ -11,7 +11,7 @@ use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{MetadataRequest, MetadataResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
-use crate::config::ClientSettings;
+use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::wire::broker_link::{BrokerLink, LinkSecurity, bootstrap_addresses, broker_address};
 
@@ -33,10 +33,10 @@ pub(crate) struct Links {
 impl Links {
     /// Links to `settings`' brokers: PLAINTEXT, TLS, SASL PLAIN and SCRAM;
     /// `None` for what only librdkafka does (see [`crate::Security`]).
-    pub(crate) fn new(settings: &ClientSettings) -> Result<Option<Self>> {
-        let Some(security) = LinkSecurity::from_settings(settings)? else { return Ok(None) };
+    pub(crate) fn new(client: &Client) -> Result<Option<Self>> {
+        let Some(security) = client.link_security()? else { return Ok(None) };
         Ok(Some(Links {
-            bootstrap: bootstrap_addresses(&settings.brokers),
+            bootstrap: bootstrap_addresses(client.brokers()),
             security,
             connections: Mutex::new(HashMap::new()),
         }))

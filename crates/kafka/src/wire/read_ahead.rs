@@ -8,7 +8,11 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::fetcher::{ANSWER_MAX_BYTES, PARTITION_MAX_BYTES};
+/// What one answer may carry.
+pub(crate) const ANSWER_MAX_BYTES: i32 = 4 * 1024 * 1024;
+/// What one partition's part of an answer may carry at first; a batch
+/// larger than this is asked for whole (its size is in its header).
+pub(crate) const PARTITION_MAX_BYTES: i32 = 1024 * 1024;
 
 /// What every reader of one fetcher may hold queued, together. A reader
 /// of the lag monitor (one queue of 1 MiB, answers of 4 MiB) stays below

@@ -24,7 +24,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kshard_offsets::cursor::{Cursor, CursorError};
 
-use crate::config::ClientSettings;
+use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::wire::broker_link::broker_address;
 use crate::wire::links::Links;
@@ -118,8 +118,8 @@ impl std::fmt::Debug for ShareGroupsAdmin {
 impl ShareGroupsAdmin {
     /// Calls on `settings`' brokers, each given `timeout`; `None` where only
     /// librdkafka can connect (GSSAPI, OAUTHBEARER, keystores…).
-    pub fn new(settings: &ClientSettings, timeout: Duration) -> Result<Option<Self>> {
-        Ok(Links::new(settings)?.map(|links| ShareGroupsAdmin { links, timeout }))
+    pub fn new(client: &Client, timeout: Duration) -> Result<Option<Self>> {
+        Ok(Links::new(client)?.map(|links| ShareGroupsAdmin { links, timeout }))
     }
 
     /// Whether the broker at `address` has the calls of share groups

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::ProduceResponse;
 
-use crate::config::ClientSettings;
+use crate::client::Client;
 use crate::delivery::{Delivered, Delivery, Failure};
 use crate::error::{Error, Result};
 use crate::wire::broker_link::{BrokerLink, LinkSecurity};
@@ -106,19 +106,19 @@ impl Signal {
 impl Writer {
     /// A writer to `settings`' cluster; `None` when its security is one only
     /// librdkafka speaks (GSSAPI, OAUTHBEARER, keystores…). Connects lazily.
-    pub fn new(settings: &ClientSettings) -> Result<Option<Writer>> {
-        Self::with_timeout(settings, DELIVERY_TIMEOUT)
+    pub fn new(client: &Client) -> Result<Option<Writer>> {
+        Self::with_timeout(client, DELIVERY_TIMEOUT)
     }
 
     /// [`Writer::new`] whose batches fail when not written within `delivery_timeout`.
-    pub fn with_timeout(settings: &ClientSettings, delivery_timeout: Duration) -> Result<Option<Writer>> {
-        let (Some(security), Some(links)) = (LinkSecurity::from_settings(settings)?, Links::new(settings)?) else {
+    pub fn with_timeout(client: &Client, delivery_timeout: Duration) -> Result<Option<Writer>> {
+        let (Some(security), Some(links)) = (client.link_security()?, Links::new(client)?) else {
             return Ok(None);
         };
         let shared = Arc::new(Shared {
             security,
             links,
-            bootstrap: crate::wire::broker_link::bootstrap_addresses(&settings.brokers),
+            bootstrap: crate::wire::broker_link::bootstrap_addresses(client.brokers()),
             delivery_timeout,
             lanes: Mutex::new(Lanes::default()),
             leaders: Mutex::new(HashMap::new()),

@@ -8,8 +8,8 @@
 use std::time::Duration;
 
 use kshard_kafka::{
-    Admin, ClientSettings, ClusterAdmin, ClusterDescriber, Error, FetchTimes, Isolation, PartitionReader,
-    ShareGroupsAdmin, TimestampReader, TopicReader, WireAdmin,
+    Admin, Client, ClusterAdmin, ClusterDescriber, Error, FetchTimes, Isolation, PartitionReader, ShareGroupsAdmin,
+    TimestampReader, TopicReader, WireAdmin,
 };
 pub use kshard_kafka::{BrokerAdmin, RecordSource, RecordTimes, ShareGroupAdmin, SourceEvent, WatermarkMap};
 
@@ -40,7 +40,7 @@ pub trait Connector: Send + Sync {
 /// The real brokers.
 pub struct Kafka {
     /// How to reach them.
-    pub settings: ClientSettings,
+    pub client: Client,
     /// Timeout of each admin call.
     pub timeout: Duration,
 }
@@ -50,16 +50,16 @@ impl Connector for Kafka {
     /// librdkafka's can abort the process; librdkafka for what only it does
     /// (GSSAPI, OAUTHBEARER, keystores…) and for brokers older than 3.0.
     fn admin(&self) -> Result<Box<dyn BrokerAdmin>, Error> {
-        match WireAdmin::new(&self.settings, self.timeout)? {
+        match WireAdmin::new(&self.client, self.timeout)? {
             Some(admin) => Ok(Box::new(admin)),
-            None => Ok(Box::new(Admin::new(&self.settings, self.timeout)?)),
+            None => Ok(Box::new(Admin::new(&self.client, self.timeout)?)),
         }
     }
 
     fn checked_admin(&self) -> Result<Box<dyn BrokerAdmin>, Error> {
-        match WireAdmin::connect(&self.settings, self.timeout)? {
+        match WireAdmin::connect(&self.client, self.timeout)? {
             Some(admin) => Ok(Box::new(admin)),
-            None => Ok(Box::new(Admin::connect(&self.settings, self.timeout)?)),
+            None => Ok(Box::new(Admin::connect(&self.client, self.timeout)?)),
         }
     }
 
@@ -67,7 +67,7 @@ impl Connector for Kafka {
         // Every record, open transactions' too: the monitor sets their
         // commits aside until the marker, as Kafka's coordinator does, so
         // that a transaction left open holds back nothing else.
-        let reader = PartitionReader::with_isolation(&self.settings, topic, partitions, 1024, Isolation::Uncommitted)?;
+        let reader = PartitionReader::with_isolation(&self.client, topic, partitions, 1024, Isolation::Uncommitted)?;
         Ok(Box::new(TopicReader::new(reader, topic)))
     }
 
@@ -76,19 +76,19 @@ impl Connector for Kafka {
     /// same answers); librdkafka for what only it does (GSSAPI, OAUTHBEARER,
     /// keystores, certificate verification turned off…).
     fn timestamps(&self) -> Result<Box<dyn RecordTimes>, Error> {
-        match FetchTimes::new(&self.settings)? {
+        match FetchTimes::new(&self.client)? {
             Some(fetch) => Ok(Box::new(fetch)),
-            None => Ok(Box::new(TimestampReader::new(&self.settings)?)),
+            None => Ok(Box::new(TimestampReader::new(&self.client)?)),
         }
     }
 
     /// kshard's own client (librdkafka has no share-group admin calls).
     fn share_admin(&self) -> Result<Option<Box<dyn ShareGroupAdmin>>, Error> {
-        Ok(ShareGroupsAdmin::new(&self.settings, self.timeout)?.map(|a| Box::new(a) as Box<dyn ShareGroupAdmin>))
+        Ok(ShareGroupsAdmin::new(&self.client, self.timeout)?.map(|a| Box::new(a) as Box<dyn ShareGroupAdmin>))
     }
 
     /// kshard's own client (librdkafka has no DescribeLogDirs).
     fn cluster(&self) -> Result<Option<Box<dyn ClusterDescriber>>, Error> {
-        Ok(ClusterAdmin::new(&self.settings, self.timeout)?.map(|a| Box::new(a) as Box<dyn ClusterDescriber>))
+        Ok(ClusterAdmin::new(&self.client, self.timeout)?.map(|a| Box::new(a) as Box<dyn ClusterDescriber>))
     }
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use kshard_kafka::{Admin, ClientSettings, Delivery, GroupConsumer, RecordWriter, TopicSpec};
+use kshard_kafka::{Admin, Client, Delivery, GroupConsumer, RecordWriter, TopicSpec};
 use tracing::{info, warn};
 
 use super::error::WorkerError;
@@ -75,7 +75,7 @@ impl Default for EndToEndSettings {
 }
 
 pub(crate) struct EndToEndWorker {
-    pub(crate) kafka: ClientSettings,
+    pub(crate) kafka: Client,
     pub(crate) timeout: Duration,
     pub(crate) settings: EndToEndSettings,
     pub(crate) probe: Arc<EndToEnd>,

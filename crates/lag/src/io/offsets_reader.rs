@@ -16,7 +16,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use kshard_kafka::{ClientSettings, TopicPartition};
+use kshard_kafka::{Client, TopicPartition};
 use tracing::{debug, info, warn};
 
 use crate::brokers::{BrokerAdmin, Connector, SourceEvent};
@@ -44,7 +44,7 @@ const RETRY: Duration = Duration::from_secs(5);
 
 #[derive(Clone)]
 pub(crate) struct OffsetsReader {
-    pub(crate) settings: ClientSettings,
+    pub(crate) kafka: Client,
     /// Which log it reads.
     pub(crate) log: Log,
     pub(crate) topic: String,
@@ -173,11 +173,11 @@ impl OffsetsReader {
         loop {
             match self.track_all() {
                 Ok(()) => {
-                    self.settings.clear_access_problem();
+                    self.kafka.clear_access_problem();
                     return true;
                 }
                 Err(e) => {
-                    let reason = self.settings.with_access_problem(e);
+                    let reason = self.kafka.with_access_problem(e);
                     warn!(error = %reason, topic = %self.topic, "cannot track the offsets topic yet; retrying in 5 s (not ready)");
                     self.monitor.step(Event::Waiting(reason));
                 }
@@ -196,7 +196,10 @@ impl OffsetsReader {
             // refresher sees the topic.
             (None, Log::ShareState) => 0,
             (None, Log::Offsets) => {
-                return Err(WorkerError::NoTopic { topic: self.topic.clone(), brokers: self.settings.brokers.clone() });
+                return Err(WorkerError::NoTopic {
+                    topic: self.topic.clone(),
+                    brokers: self.kafka.brokers().to_owned(),
+                });
             }
         };
         let total = track_range(&*admin, &self.monitor, self.log, &self.topic, 0..count)?;

@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, PoisonError, mpsc};
 use std::time::{Duration, Instant};
 
-use kshard_kafka::{ClientSettings, TopicPartition};
+use kshard_kafka::{Client, TopicPartition};
 use tracing::{debug, warn};
 
 use crate::brokers::{BrokerAdmin, Connector, RecordTimes, ShareGroupAdmin};
@@ -80,7 +80,7 @@ impl Schedule {
 }
 
 pub(crate) struct Refresher {
-    pub(crate) settings: ClientSettings,
+    pub(crate) kafka: Client,
     pub(crate) offsets_topic: String,
     pub(crate) mode: ScrapeMode,
     pub(crate) interval: Duration,
@@ -114,12 +114,12 @@ impl Refresher {
                 });
                 match &result {
                     Ok(()) => {
-                        self.settings.clear_access_problem();
+                        self.kafka.clear_access_problem();
                         *self.timings.watermark_refresh.lock().unwrap_or_else(PoisonError::into_inner) =
                             Some(started.elapsed());
                     }
                     Err(e) => {
-                        let e = self.settings.with_access_problem(e);
+                        let e = self.kafka.with_access_problem(e);
                         warn!(error = %e, "refreshing groups and watermarks");
                         self.monitor.step(Event::RefreshFailed(e));
                     }
@@ -287,10 +287,10 @@ fn read_times(times: &dyn RecordTimes, monitor: &Monitor, wanted: &[TopicPartiti
 /// `kshard lag` answers from.
 pub(crate) fn scrape_once(
     brokers: Arc<dyn Connector>,
-    settings: ClientSettings,
+    kafka: &Client,
     monitor: &Arc<Monitor>,
 ) -> Result<(), WorkerError> {
-    let admin = brokers.checked_admin().map_err(|e| WorkerError::Access(settings.with_access_problem(e)))?;
+    let admin = brokers.checked_admin().map_err(|e| WorkerError::Access(kafka.with_access_problem(e)))?;
     let share = brokers.share_admin()?;
     scrape_groups(&*admin, share.as_deref(), monitor)?;
     let (watermarks, _) = fetch_watermarks(&*admin, monitor, &admin.topics()?, None)?;
@@ -434,7 +434,7 @@ mod tests {
     fn refresher(monitor: &Arc<Monitor>, mode: ScrapeMode) -> (Refresher, mpsc::Receiver<Vec<i32>>) {
         let (tx, rx) = mpsc::channel();
         let r = Refresher {
-            settings: ClientSettings::new("127.0.0.1:1"),
+            kafka: Client::to_brokers("127.0.0.1:1"),
             offsets_topic: "__consumer_offsets".into(),
             mode,
             interval: Duration::from_secs(5),
@@ -444,7 +444,7 @@ mod tests {
             new_partitions: tx,
             new_share_partitions: None,
             brokers: Arc::new(crate::brokers::Kafka {
-                settings: ClientSettings::new("127.0.0.1:1"),
+                client: Client::to_brokers("127.0.0.1:1"),
                 timeout: Duration::from_secs(1),
             }),
         };

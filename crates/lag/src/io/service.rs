@@ -19,7 +19,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kshard_kafka::{CONSUMER_OFFSETS_TOPIC, ClientSettings};
+use kshard_kafka::{CONSUMER_OFFSETS_TOPIC, Client, ClientSettings};
 use kshard_runtime::http_server::{self, HttpLimits};
 use tracing::info;
 
@@ -167,13 +167,13 @@ pub struct ScrapeError(super::error::WorkerError);
 /// admin_api` asks them (no catch-up: seconds on any cluster), filtered by
 /// `monitor`: what `kshard lag` prints.
 pub fn lag_once(
-    kafka: &ClientSettings,
+    kafka: &Client,
     monitor: MonitorSettings,
     timeout: Duration,
 ) -> Result<Vec<crate::GroupView>, ScrapeError> {
     let m = Arc::new(Monitor::new(monitor));
-    let brokers = Arc::new(Kafka { settings: kafka.clone(), timeout });
-    refresher::scrape_once(brokers, kafka.clone(), &m).map_err(ScrapeError)?;
+    let brokers = Arc::new(Kafka { client: kafka.clone(), timeout });
+    refresher::scrape_once(brokers, kafka, &m).map_err(ScrapeError)?;
     Ok(crate::api::groups(&m))
 }
 
@@ -317,7 +317,10 @@ fn start(options: ServeOptions, stop: &Shutdown) -> (http::AppState, Vec<tokio::
     let mut settings = options.monitor.clone();
     settings.every_topic_watermarks |= options.profile == crate::Profile::KafkaExporter;
     let monitor = Arc::new(Monitor::with_stale_after(settings, options.stale_after()));
-    monitor.watch_stalls(options.kafka.reads_with_own_client());
+    // Every client of the cluster's workers shares one handle: one
+    // connection per broker for all its readers, one traffic count.
+    let kafka = Client::new(options.kafka.clone());
+    monitor.watch_stalls(kafka.reads_with_own_client());
     let timings = Arc::new(SelfTimings::default());
     let member = crate::LocalMember::default();
     // Shown for three intervals: one slow or failed answer does not drop the series.
@@ -335,8 +338,7 @@ fn start(options: ServeOptions, stop: &Shutdown) -> (http::AppState, Vec<tokio::
         cluster_view.clone(),
         probe.clone(),
     ));
-    let brokers: Arc<dyn Connector> =
-        Arc::new(Kafka { settings: options.kafka.clone(), timeout: options.request_timeout });
+    let brokers: Arc<dyn Connector> = Arc::new(Kafka { client: kafka.clone(), timeout: options.request_timeout });
     let cluster_brokers = Arc::clone(&brokers);
     // Each worker logs in a span naming its cluster, when there are names.
     let span = match &options.name {
@@ -375,7 +377,7 @@ fn start(options: ServeOptions, stop: &Shutdown) -> (http::AppState, Vec<tokio::
                 member: member.clone(),
             };
             let reader = offsets_reader::OffsetsReader {
-                settings: options.kafka.clone(),
+                kafka: kafka.clone(),
                 log: Log::Offsets,
                 topic: options.offsets_topic.clone(),
                 timeout: options.request_timeout,
@@ -390,7 +392,7 @@ fn start(options: ServeOptions, stop: &Shutdown) -> (http::AppState, Vec<tokio::
                 let (tx, rx) = mpsc::channel();
                 new_share_partitions = Some(tx);
                 let reader = offsets_reader::OffsetsReader {
-                    settings: options.kafka.clone(),
+                    kafka: kafka.clone(),
                     log: Log::ShareState,
                     topic: Log::ShareState.topic().to_owned(),
                     timeout: options.request_timeout,
@@ -417,7 +419,7 @@ fn start(options: ServeOptions, stop: &Shutdown) -> (http::AppState, Vec<tokio::
         }
     }
     let refresher = refresher::Refresher {
-        settings: options.kafka.clone(),
+        kafka: kafka.clone(),
         offsets_topic: options.offsets_topic.clone(),
         mode: options.mode,
         interval: options.watermark_interval,
@@ -441,7 +443,7 @@ fn start(options: ServeOptions, stop: &Shutdown) -> (http::AppState, Vec<tokio::
     }
     if let Some(probe) = probe {
         let worker = super::end_to_end::EndToEndWorker {
-            kafka: options.kafka.clone(),
+            kafka: kafka.clone(),
             timeout: options.request_timeout,
             settings: options.end_to_end.clone(),
             probe,
@@ -460,7 +462,7 @@ fn start(options: ServeOptions, stop: &Shutdown) -> (http::AppState, Vec<tokio::
         metrics,
         member,
         namespace: Arc::from(options.namespace.as_str()),
-        traffic: options.kafka.traffic(),
+        traffic: kafka.traffic(),
         process: None,
     };
     (state, workers)

@@ -147,7 +147,7 @@ pub(crate) struct Shards {
 
 /// One life of the worker: until the shutdown (`Ok`) or a failure.
 pub(crate) async fn run(reader: &OffsetsReader) -> Result<(), WorkerError> {
-    let isolation = reader.settings.isolation_for(kshard_runtime::Isolation::Uncommitted);
+    let isolation = reader.kafka.isolation_for(kshard_runtime::Isolation::Uncommitted);
     match reader.log {
         Log::Offsets => run_log(reader, OffsetsLayout { isolation }).await,
         Log::ShareState => run_log(reader, ShareLayout { isolation }).await,
@@ -215,7 +215,7 @@ async fn run_on<K: Keyspace, L: Layout>(
     // The recovery logs' topic is made and grown with it: durable shards only.
     let (admin, config) = match &shards.stores {
         Stores::Durable(data_dir) => {
-            let (settings, timeout, topic) = (reader.settings.clone(), reader.timeout, log_topic.clone());
+            let (settings, timeout, topic) = (reader.kafka.clone(), reader.timeout, log_topic.clone());
             let admin = blocking(move || {
                 let admin = Admin::connect(&settings, timeout)?;
                 ensure_log_topic(&admin, &topic, partitions)?;
@@ -223,13 +223,12 @@ async fn run_on<K: Keyspace, L: Layout>(
             })
             .await?;
             info!(partitions, topic = %reader.topic, %log_topic, data_dir = %data_dir.display(), member = %member.id, "reading through durable shards");
-            let config = NodeConfig::new(keys.clone(), member, lease_ttl, data_dir.clone(), reader.settings.clone());
+            let config = NodeConfig::new(keys.clone(), member, lease_ttl, data_dir.clone(), reader.kafka.clone());
             (Some(Arc::new(admin)), config)
         }
         Stores::Memory(disk) => {
             info!(partitions, topic = %reader.topic, "reading through shards kept in memory");
-            let config =
-                NodeConfig::new(keys.clone(), member, lease_ttl, std::env::temp_dir(), reader.settings.clone());
+            let config = NodeConfig::new(keys.clone(), member, lease_ttl, std::env::temp_dir(), reader.kafka.clone());
             (None, NodeConfig { disk: Some(Arc::new(disk.clone())), ..config })
         }
     };

@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use kshard_kafka::{Admin, ClientSettings, RecordWriter, TopicSpec, offsets_partition_for};
+use kshard_kafka::{Admin, Client, ClientSettings, RecordWriter, TopicSpec, offsets_partition_for};
 use kshard_lag::service::{ServeError, ServeOptions, run_many};
 use kshard_lag::{Granularity, MonitorSettings, NameFilter};
 use kshard_offsets::{OffsetCommitValue, Record};
@@ -136,6 +136,8 @@ impl Drop for TestService {
 /// into an offsets topic of this test's own.
 pub struct Writer {
     pub settings: ClientSettings,
+    /// A handle on `settings`, for the test's own clients.
+    pub client: Client,
     pub admin: Admin,
     pub writer: RecordWriter,
     pub offsets_topic: String,
@@ -145,12 +147,13 @@ pub struct Writer {
 impl Writer {
     pub fn new(brokers: &str, prefix: &str) -> Self {
         let settings = ClientSettings::new(brokers);
-        let admin = Admin::new(&settings, Duration::from_secs(30)).expect("admin");
+        let client = Client::new(settings.clone());
+        let admin = Admin::new(&client, Duration::from_secs(30)).expect("admin");
         let offsets_topic = format!("{prefix}-offsets");
         let offsets_partitions = 10;
         admin.create_topic(&TopicSpec::compacted(&offsets_topic, offsets_partitions)).expect("create offsets topic");
-        let writer = RecordWriter::new(&settings).expect("producer");
-        Writer { settings, admin, writer, offsets_topic, offsets_partitions }
+        let writer = RecordWriter::new(&client).expect("producer");
+        Writer { settings, client, admin, writer, offsets_topic, offsets_partitions }
     }
 
     pub fn topic(&self, name: &str, records_per_partition: &[u32]) {
@@ -200,7 +203,7 @@ pub fn produce(writer: &RecordWriter, topic: &str, records_per_partition: &[u32]
 
 /// Creates `topic` with one partition per entry and fills each with that
 /// many records.
-pub fn create_and_fill(settings: &ClientSettings, topic: &str, records_per_partition: &[u32]) {
+pub fn create_and_fill(settings: &Client, topic: &str, records_per_partition: &[u32]) {
     let admin = Admin::new(settings, Duration::from_secs(30)).expect("admin");
     create_topic(&admin, topic, records_per_partition.len() as i32);
     produce(&RecordWriter::new(settings).expect("producer"), topic, records_per_partition);

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use kshard_kafka::{
-    Admin, ClientSettings, Error, Isolation, PartitionReader, Producer, ReadEvent, RecordWriter, TRANSACTION_TIMEOUT,
+    Admin, Client, Error, Isolation, PartitionReader, Producer, ReadEvent, RecordWriter, TRANSACTION_TIMEOUT,
     TopicPartition, Writer,
 };
 
@@ -21,9 +21,9 @@ use super::{
     Appended, AppendedOf, Ends, LogRecord, OutBatch, PartitionRead, Partitions, Pending, Polled, Readable, TxnWrite,
 };
 
-/// Kafka, as `settings` reach it.
+/// Kafka, through one [`Client`].
 pub struct KafkaPartitions {
-    settings: ClientSettings,
+    kafka: Client,
     /// Each admin call's timeout.
     timeout: Duration,
     clients: Mutex<Option<(Arc<RecordWriter>, Arc<Admin>)>>,
@@ -38,15 +38,15 @@ pub struct KafkaPartitions {
 
 impl std::fmt::Debug for KafkaPartitions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KafkaPartitions").field("brokers", &self.settings.brokers).finish_non_exhaustive()
+        f.debug_struct("KafkaPartitions").field("brokers", &self.kafka.brokers()).finish_non_exhaustive()
     }
 }
 
 impl KafkaPartitions {
-    /// Kafka through `settings`, each admin call waiting up to `timeout`.
-    pub fn new(settings: ClientSettings, timeout: Duration) -> Self {
+    /// Kafka through `kafka`, each admin call waiting up to `timeout`.
+    pub fn new(kafka: impl Into<Client>, timeout: Duration) -> Self {
         KafkaPartitions {
-            settings,
+            kafka: kafka.into(),
             timeout,
             clients: Mutex::new(None),
             writer: std::sync::OnceLock::new(),
@@ -58,7 +58,7 @@ impl KafkaPartitions {
     /// security is one only librdkafka speaks).
     fn wire_admin(&self) -> Option<Arc<kshard_kafka::WireAdmin>> {
         self.wire_admin
-            .get_or_init(|| kshard_kafka::WireAdmin::new(&self.settings, self.timeout).ok().flatten().map(Arc::new))
+            .get_or_init(|| kshard_kafka::WireAdmin::new(&self.kafka, self.timeout).ok().flatten().map(Arc::new))
             .clone()
     }
 
@@ -69,8 +69,8 @@ impl KafkaPartitions {
             return Ok(c.clone());
         }
         let made = (
-            Arc::new(RecordWriter::for_existing_topics(&self.settings)?),
-            Arc::new(Admin::new(&self.settings, self.timeout)?),
+            Arc::new(RecordWriter::for_existing_topics(&self.kafka)?),
+            Arc::new(Admin::new(&self.kafka, self.timeout)?),
         );
         *clients = Some(made.clone());
         Ok(made)
@@ -85,7 +85,7 @@ impl Partitions for KafkaPartitions {
         queue_kbytes: u32,
         isolation: Isolation,
     ) -> Result<Box<dyn PartitionRead>, Error> {
-        Ok(Box::new(PartitionReader::with_isolation(&self.settings, topic, start, queue_kbytes, isolation)?))
+        Ok(Box::new(PartitionReader::with_isolation(&self.kafka, topic, start, queue_kbytes, isolation)?))
     }
 
     fn append(&self, topic: &str, partition: i32, key: &[u8], value: Option<&[u8]>) -> Result<Appended, Error> {
@@ -148,7 +148,7 @@ impl Partitions for KafkaPartitions {
 
     fn transactional<'a>(&'a self, transactional_id: &'a str) -> Pending<'a, Box<dyn TxnWrite>> {
         Box::pin(async move {
-            let writer = match self.writer.get_or_init(|| match Writer::new(&self.settings) {
+            let writer = match self.writer.get_or_init(|| match Writer::new(&self.kafka) {
                 Ok(writer) => writer.map(Arc::new),
                 Err(e) => {
                     tracing::error!(error = %e, "kshard's writer could not be made");
@@ -411,7 +411,7 @@ mod tests {
     /// be published (no broker is reached to tell).
     #[tokio::test]
     async fn security_only_librdkafka_speaks_writes_the_log_plainly_and_refuses_outputs() {
-        let mut settings = ClientSettings::new("127.0.0.1:1");
+        let mut settings = kshard_kafka::ClientSettings::new("127.0.0.1:1");
         settings.properties = vec![
             ("security.protocol".into(), "SASL_PLAINTEXT".into()),
             ("sasl.mechanism".into(), "OAUTHBEARER".into()),

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kshard_kafka::ClientSettings;
+use kshard_kafka::Client;
 use tokio::task::JoinHandle;
 
 use super::reference::{Chain, Recording};
@@ -153,7 +153,7 @@ impl World {
             lease_ttl: TTL,
             data_dir: "/nonexistent".into(),
             disk: Some(Arc::new(GatedDisk::new(Arc::new(member.disk.clone()), disk.clone()))),
-            settings: ClientSettings::new("127.0.0.1:1"),
+            kafka: Client::to_brokers("127.0.0.1:1"),
             partitions: Some(Arc::new(partitions) as Arc<dyn Partitions>),
         };
         let shared = NodeShared::default();

@@ -19,7 +19,7 @@ pub(crate) fn memory_member(keys: &Keys, id: &str, disk: &MemoryDisk, log: &Memo
         lease_ttl: Duration::from_secs(2),
         data_dir: std::env::temp_dir().join(format!("kshard-memory-member-{}", std::process::id())),
         disk: Some(Arc::new(disk.clone())),
-        settings: ClientSettings::new("127.0.0.1:1"),
+        kafka: ClientSettings::new("127.0.0.1:1").into(),
         partitions: Some(Arc::new(log.clone()) as Arc<dyn Partitions>),
     }
 }
