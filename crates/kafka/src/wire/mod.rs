@@ -2,7 +2,9 @@
 //! crate's messages, answers read in place. [`broker_link`] is one
 //! connection (TCP, TLS through OpenSSL, SASL PLAIN or [`scram`]); the
 //! [`fetcher`] shares one per broker among every partition reader of a
-//! process, with Fetch sessions ([`fetch_session`], pure); [`fetch_response`]
+//! [`crate::Client`], with Fetch sessions ([`fetch_session`], pure), its
+//! decisions made by [`fetch_plan`] (pure, on the caller's clock) and its
+//! readers' queues in [`fetch_sink`]; [`fetch_response`]
 //! reads a Fetch answer's frame, [`record_batch`] a batch's header and
 //! [`records`] walks the batches' records in place (pure);
 //! [`inflate`] decompresses a batch as a capped stream;
@@ -21,8 +23,10 @@ pub(crate) mod admin;
 pub(crate) mod answer_shape;
 pub(crate) mod broker_link;
 pub(crate) mod cluster_admin;
+pub(crate) mod fetch_plan;
 pub(crate) mod fetch_response;
 pub(crate) mod fetch_session;
+pub(crate) mod fetch_sink;
 pub(crate) mod fetch_times;
 pub(crate) mod fetcher;
 pub(crate) mod inflate;
