@@ -220,6 +220,11 @@ fn bad_credentials_certificates_and_acls_are_named_at_start() {
     let mut serve = Serve::start(&broker, &monitor, &[]);
     let body = serve.ready_until("the reason on /ready", |status, body| status == 503 && body.contains("admin_api"));
     assert!(body.contains("Read"), "the missing right is named: {body}");
+    // Counted by kind; held (tried again every 30 s), not retried after 1 s.
+    let (_, metrics) = http_get(&serve.addr, "/metrics").expect("GET /metrics");
+    let failures = "kshard_worker_failures_total{worker=\"offsets reader\",kind=\"authorization\"} ";
+    let counted = metrics.lines().find_map(|l| l.strip_prefix(failures)).and_then(|n| n.parse::<f64>().ok());
+    assert!(counted.is_some_and(|n| n >= 1.0), "{failures} in:\n{metrics}");
     let logs = serve.stop();
     assert!(logs.contains("admin_api"), "the log says what to do: {logs}");
 

@@ -42,9 +42,9 @@ pub(crate) use io::{
 pub use metrics::otlp::export_bodies as otlp_export_bodies;
 pub use metrics::process::LogCounts;
 pub(crate) use state::{
-    catch_up, cluster_view, consumer_status, derived, end_to_end, filter, group_offsets, health, invalid_setting,
-    lag_history, lag_time, monitor, names, open_transactions, readiness, shard_store, share_partition, share_rows,
-    share_state, share_store, snapshot, stalls, units, velocity, watermarks,
+    catch_up, cluster_view, consumer_status, derived, end_to_end, failure, filter, group_offsets, health,
+    invalid_setting, lag_history, lag_time, monitor, names, open_transactions, readiness, shard_store, share_partition,
+    share_rows, share_state, share_store, snapshot, stalls, units, velocity, watermarks,
 };
 
 pub use api::{

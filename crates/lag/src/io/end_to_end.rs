@@ -99,8 +99,9 @@ impl EndToEndWorker {
                 Ok(()) => return Ok(()),
                 Err(e) => {
                     failures += 1;
-                    let wait = super::supervisor::backoff(failures);
-                    warn!(error = %e, retry_in_seconds = wait.as_secs(), "the end-to-end probe failed");
+                    let kind = super::error::kafka_kind(&e);
+                    let wait = kind.response().wait(failures);
+                    warn!(error = %e, kind = kind.label(), retry_in_seconds = wait.as_secs(), "the end-to-end probe failed");
                     self.shutdown.sleep(wait);
                 }
             }

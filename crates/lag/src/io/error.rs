@@ -2,9 +2,12 @@
 //! on `/ready` and restarts the worker after a backoff. Each error names the
 //! step that failed; the words are those `/ready` has always shown.
 
+use kshard_kafka::Client;
 use kshard_runtime::NodeError;
 use kshard_runtime::keyspace::KeyspaceError;
 use kshard_runtime::partitions::LogTopicError;
+
+use crate::failure::{Failure, FailureKind};
 
 /// A worker's failure.
 #[derive(Debug, thiserror::Error)]
@@ -12,9 +15,14 @@ pub(crate) enum WorkerError {
     /// Kafka refused, or did not answer.
     #[error(transparent)]
     Kafka(Box<kshard_kafka::Error>),
-    /// Kafka refused, with what the settings may have to do with it.
-    #[error("{0}")]
-    Access(String),
+    /// Kafka refused, or a call timed out, while TLS or authentication
+    /// with the brokers failed (`problem`, as librdkafka reported it).
+    #[error("{source} ({problem})")]
+    Access {
+        #[source]
+        source: Box<kshard_kafka::Error>,
+        problem: String,
+    },
     /// The offsets topic is not there (yet).
     #[error("{topic} does not exist on {brokers} (yet)")]
     NoTopic { topic: String, brokers: String },
@@ -64,6 +72,52 @@ pub(crate) enum WorkerError {
     /// A life of the worker, or a thread of it, panicked (what it said).
     #[error("{0}")]
     Panicked(String),
+}
+
+impl WorkerError {
+    /// `error`, met by a client of `kafka`: with the TLS or authentication
+    /// failure behind it when the handle's clients met one.
+    pub(crate) fn kafka(kafka: &Client, error: kshard_kafka::Error) -> Self {
+        match kafka.access_problem() {
+            Some(problem) => WorkerError::Access { source: Box::new(error), problem },
+            None => WorkerError::from(error),
+        }
+    }
+
+    /// Its kind, which decides what the supervisor does and labels its count.
+    pub(crate) fn kind(&self) -> FailureKind {
+        match self {
+            WorkerError::Kafka(e) => kafka_kind(e),
+            WorkerError::Access { .. } => FailureKind::Credentials,
+            WorkerError::NoTopic { .. } | WorkerError::NoWatermarks { .. } => FailureKind::NotThereYet,
+            WorkerError::ReadDenied { .. } => FailureKind::Authorization,
+            WorkerError::LogTopic(_) | WorkerError::Grow { .. } => FailureKind::RecoveryLog,
+            WorkerError::Etcd { .. } | WorkerError::Keyspace(_) => FailureKind::Keyspace,
+            WorkerError::Runtime(_) | WorkerError::Node(_) => FailureKind::Runtime,
+            WorkerError::ShardTaken(_) => FailureKind::ShardTaken,
+            WorkerError::Panicked(_) => FailureKind::Panic,
+        }
+    }
+
+    /// The failure as readiness keeps it.
+    pub(crate) fn failure(&self) -> Failure {
+        Failure::new(self.kind(), self)
+    }
+}
+
+/// The kind of a Kafka client's failure, by its variant and Kafka's code.
+pub(crate) fn kafka_kind(error: &kshard_kafka::Error) -> FailureKind {
+    use kshard_kafka::Error;
+    if error.is_authorization() {
+        return FailureKind::Authorization;
+    }
+    match error {
+        Error::Client { .. } => FailureKind::Settings,
+        Error::CorruptBatch { .. } => FailureKind::Malformed,
+        Error::Unreachable { .. } => FailureKind::Transient,
+        _ if error.is_retriable() => FailureKind::Transient,
+        _ => FailureKind::Refused,
+    }
 }
 
 impl From<kshard_kafka::Error> for WorkerError {

@@ -22,6 +22,7 @@ use tracing::{debug, warn};
 
 use crate::brokers::{BrokerAdmin, Connector, RecordTimes, ShareGroupAdmin};
 use crate::catch_up::Log;
+use crate::failure::{Failure, FailureKind};
 use crate::group_offsets::DescribedMember;
 use crate::metrics::SelfTimings;
 use crate::monitor::Monitor;
@@ -119,9 +120,11 @@ impl Refresher {
                             Some(started.elapsed());
                     }
                     Err(e) => {
-                        let e = self.kafka.with_access_problem(e);
-                        warn!(error = %e, "refreshing groups and watermarks");
-                        self.monitor.step(Event::RefreshFailed(e));
+                        let kind =
+                            if self.kafka.access_problem().is_some() { FailureKind::Credentials } else { e.kind() };
+                        let failure = Failure::new(kind, self.kafka.with_access_problem(e));
+                        warn!(error = %failure.error, kind = failure.kind.label(), "refreshing groups and watermarks");
+                        self.monitor.step(Event::RefreshFailed { worker: WORKER, failure });
                     }
                 }
                 schedule.finished(started, caught_up, result.is_ok());
@@ -290,7 +293,7 @@ pub(crate) fn scrape_once(
     kafka: &Client,
     monitor: &Arc<Monitor>,
 ) -> Result<(), WorkerError> {
-    let admin = brokers.checked_admin().map_err(|e| WorkerError::Access(kafka.with_access_problem(e)))?;
+    let admin = brokers.checked_admin().map_err(|e| WorkerError::kafka(kafka, e))?;
     let share = brokers.share_admin()?;
     scrape_groups(&*admin, share.as_deref(), monitor)?;
     let (watermarks, _) = fetch_watermarks(&*admin, monitor, &admin.topics()?, None)?;

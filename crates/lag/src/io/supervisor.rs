@@ -1,8 +1,10 @@
 //! Supervised workers, each a task of the service's runtime: a worker that
-//! returns an error or panics is logged, reported to
+//! returns an error or panics is logged and counted with its kind
+//! ([`crate::failure::FailureKind`]), reported to
 //! [`Readiness`](crate::Readiness) (so `/ready` says why lag is not
-//! current), and restarted after a backoff that grows with each failure in a
-//! row (1 s, 2 s, 4 s, … up to 30 s) until the service's [`Shutdown`]. A
+//! current), and restarted until the service's [`Shutdown`]: after a backoff
+//! that grows with each failure in a row (1 s, 2 s, 4 s, … up to 30 s), or
+//! every 30 s for a failure only someone can mend (an ACL, credentials). A
 //! worker is one life after another: a future ([`spawn`]), or a blocking
 //! body run on tokio's blocking pool ([`blocking`]) for the workers that
 //! call Kafka's blocking clients.
@@ -10,7 +12,6 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
 use tokio::task::JoinHandle;
 use tracing::{Instrument, error, info};
@@ -21,11 +22,6 @@ use crate::monitor::Monitor;
 
 /// One life of a worker: `Ok` once it saw the shutdown, else why it failed.
 pub(crate) type Life = Pin<Box<dyn Future<Output = Result<(), WorkerError>> + Send>>;
-
-/// The wait before restart number `failures` (1-based).
-pub(crate) fn backoff(failures: u32) -> Duration {
-    Duration::from_secs(1u64 << failures.saturating_sub(1).min(5)).min(Duration::from_secs(30))
-}
 
 /// Runs the lives `body` makes until `shutdown`, each in `span`. A life
 /// returns `Ok(())` only when it saw `shutdown`; an error or a panic
@@ -39,7 +35,8 @@ pub(crate) fn spawn(
     span: tracing::Span,
     body: impl FnMut() -> Life + Send + 'static,
 ) -> JoinHandle<()> {
-    tokio::spawn(restarting(name, shutdown, body, move |error| monitor.worker_failed(name, error)).instrument(span))
+    let failed = move |error: &WorkerError| monitor.worker_failed(name, error.failure());
+    tokio::spawn(restarting(name, shutdown, body, failed).instrument(span))
 }
 
 /// [`spawn`] for a worker whose failures are not the lag's (kminion's
@@ -52,7 +49,7 @@ pub(crate) fn spawn_beside(
     body: impl FnMut() -> Life + Send + 'static,
 ) -> JoinHandle<()> {
     let mut in_a_row = 0u32;
-    let failed = move |_| {
+    let failed = move |_: &WorkerError| {
         in_a_row = in_a_row.saturating_add(1);
         in_a_row
     };
@@ -91,25 +88,32 @@ fn panic_of(e: tokio::task::JoinError) -> String {
 }
 
 /// The loop of [`spawn`]: `failed` hears each failure and says how many
-/// came in a row.
+/// came in a row; the failure's kind says how long to wait.
 async fn restarting(
     name: &'static str,
     shutdown: Shutdown,
     mut body: impl FnMut() -> Life + Send + 'static,
-    mut failed: impl FnMut(String) -> u32 + Send + 'static,
+    mut failed: impl FnMut(&WorkerError) -> u32 + Send + 'static,
 ) {
     while !shutdown.is_set() {
         // Its own task: a panic ends the life, not the supervisor.
         let life = tokio::spawn(body().in_current_span());
         let error = match life.await {
             Ok(Ok(())) => continue,
-            Ok(Err(WorkerError::Panicked(what))) => what,
-            Ok(Err(e)) => e.to_string(),
-            Err(e) => panic_of(e),
+            Ok(Err(e)) => e,
+            Err(e) => WorkerError::Panicked(panic_of(e)),
         };
-        let failures = failed(error.clone());
-        let wait = backoff(failures);
-        error!(worker = name, failures, restart_in_seconds = wait.as_secs(), error = %error, "worker failed; restarting");
+        let failures = failed(&error);
+        let kind = error.kind();
+        let wait = kind.response().wait(failures);
+        error!(
+            worker = name,
+            kind = kind.label(),
+            failures,
+            restart_in_seconds = wait.as_secs(),
+            error = %error,
+            "worker failed; restarting"
+        );
         if !shutdown.sleep_async(wait).await {
             info!(worker = name, "restarting worker");
         }
@@ -120,12 +124,7 @@ async fn restarting(
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicU32, Ordering};
-
-    #[test]
-    fn backoff_doubles_up_to_thirty_seconds() {
-        let waits: Vec<u64> = (1..=8).map(|n| backoff(n).as_secs()).collect();
-        assert_eq!(waits, [1, 2, 4, 8, 16, 30, 30, 30]);
-    }
+    use std::time::Duration;
 
     /// A worker whose first life panics and whose second works until the shutdown.
     struct Flaky {
@@ -164,6 +163,8 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(5)).await;
         };
         assert!(problem.contains("test worker") && problem.contains("panicked: first run dies"), "{problem}");
+        let counted: Vec<_> = monitor.failure_counts().iter().collect();
+        assert_eq!(counted, [("test worker", crate::failure::FailureKind::Panic, 1)]);
         // The backoff (1 s), then the second life.
         while runs.load(Ordering::SeqCst) < 2 || monitor.problem().is_some() {
             tokio::time::sleep(Duration::from_millis(5)).await;
@@ -171,6 +172,35 @@ mod tests {
         shutdown.trigger();
         task.await.expect("the supervisor ends");
         assert_eq!(runs.load(Ordering::SeqCst), 2);
+    }
+
+    /// A worker refused by an ACL is restarted every 30 s, not after 1 s:
+    /// asking again fast does not help until someone grants it.
+    #[tokio::test(start_paused = true)]
+    async fn a_refused_worker_holds_rather_than_retrying_fast() {
+        let monitor = Arc::new(Monitor::new(crate::MonitorSettings::default()));
+        let shutdown = Shutdown::default();
+        let lives = Arc::new(AtomicU32::new(0));
+        let (counted, stop) = (Arc::clone(&lives), shutdown.clone());
+        let task = spawn("reader", Arc::clone(&monitor), shutdown.clone(), tracing::Span::none(), move || {
+            let (life, stop) = (counted.fetch_add(1, Ordering::SeqCst), stop.clone());
+            Box::pin(async move {
+                if life == 0 {
+                    let source = Box::new(kshard_kafka::Error::Kafka { step: "reading t/0".into(), code: 29 });
+                    return Err(WorkerError::ReadDenied { topic: "t".into(), source });
+                }
+                stop.wait().await;
+                Ok(())
+            })
+        });
+        tokio::time::sleep(Duration::from_secs(29)).await;
+        assert_eq!(lives.load(Ordering::SeqCst), 1, "held");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(lives.load(Ordering::SeqCst), 2, "tried again after 30 s");
+        let counted: Vec<_> = monitor.failure_counts().iter().collect();
+        assert_eq!(counted, [("reader", crate::failure::FailureKind::Authorization, 1)]);
+        shutdown.trigger();
+        task.await.expect("the supervisor ends");
     }
 
     #[tokio::test(start_paused = true)]

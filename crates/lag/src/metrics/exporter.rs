@@ -36,6 +36,17 @@ pub(super) fn records_skipped(e: &mut DescriptorEncoder<'_>, m: &Monitor) -> Enc
     skipped(e, m.units().counters(), "offsets_records_skipped", "Records of __consumer_offsets skipped, by reason.")
 }
 
+/// Every failure of a worker (a life that ended in an error or a panic, or
+/// a refresh that failed), by worker and kind: a bounded few labels.
+pub(super) fn worker_failures(e: &mut DescriptorEncoder<'_>, m: &Monitor) -> Encoded {
+    let help = "Failures of kshard's workers (a life that ended, or a refresh that failed), by worker and kind.";
+    let mut family = e.encode_descriptor("worker_failures", help, None, MetricType::Counter)?;
+    for (worker, kind, n) in m.failure_counts().iter() {
+        ConstCounter::new(n).encode(family.encode_family(&[("worker", worker), ("kind", kind.label())])?)?;
+    }
+    Ok(())
+}
+
 const SHARE_READABLE_HELP: &str = "1 while kshard reads __share_group_state; 0 when it may not Read it (share groups' lag is then left out; see /ready).";
 
 /// What was read of `__share_group_state`, once it is read.

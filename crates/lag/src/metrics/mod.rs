@@ -160,6 +160,7 @@ impl LagCollector {
         exporter::records_consumed(e, m)?;
         exporter::offset_fetch_errors(e, m)?;
         exporter::records_skipped(e, m)?;
+        exporter::worker_failures(e, m)?;
         exporter::share_state_records(e, m)?;
         let ready = m.is_ready();
         exporter::catchup_ready(e, ready)?;

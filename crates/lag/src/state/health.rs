@@ -12,6 +12,8 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use crate::failure::{Failure, FailureCounts};
+
 /// A worker's failures.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct WorkerFailure {
@@ -44,6 +46,8 @@ pub(crate) struct Health {
     conditions: BTreeMap<String, Condition>,
     /// Watermarks older than this are stale.
     stale_after: Duration,
+    /// Every failure met, by worker and kind.
+    counts: FailureCounts,
 }
 
 /// A condition that becomes a problem after its grace.
@@ -63,11 +67,14 @@ impl Health {
             refresh_error: None,
             conditions: BTreeMap::new(),
             stale_after,
+            counts: FailureCounts::default(),
         }
     }
 
-    /// `worker` failed with `error` at `now`; returns how many times in a row.
-    pub(crate) fn worker_failed(&mut self, worker: &'static str, error: String, now: Instant) -> u32 {
+    /// `worker` failed with `failure` at `now`; returns how many times in a row.
+    pub(crate) fn worker_failed(&mut self, worker: &'static str, failure: Failure, now: Instant) -> u32 {
+        self.counts.count(worker, failure.kind);
+        let error = failure.error;
         let failures = match self.failed.get(worker) {
             Some(f) if now.saturating_duration_since(f.at) < FAILURES_FORGOTTEN_AFTER => f.failures + 1,
             _ => 1,
@@ -123,9 +130,15 @@ impl Health {
         self.refresh_error = None;
     }
 
-    /// A refresh failed.
-    pub(crate) fn refresh_failed(&mut self, error: String) {
-        self.refresh_error = Some(error);
+    /// A refresh of `worker`'s failed (the worker goes on).
+    pub(crate) fn refresh_failed(&mut self, worker: &'static str, failure: Failure) {
+        self.counts.count(worker, failure.kind);
+        self.refresh_error = Some(failure.error);
+    }
+
+    /// Every failure met since the start, by worker and kind.
+    pub(crate) fn failure_counts(&self) -> &FailureCounts {
+        &self.counts
     }
 
     /// How old the watermarks are at `now` (`None` before the first refresh).
@@ -162,6 +175,7 @@ impl Health {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::failure::FailureKind;
 
     #[test]
     fn a_failed_worker_is_a_problem_until_it_shows_progress() {
@@ -169,7 +183,7 @@ mod tests {
         let t = Instant::now();
         h.refreshed(t);
         assert_eq!(h.problem(t), None);
-        assert_eq!(h.worker_failed("reader", "boom".into(), t), 1);
+        assert_eq!(h.worker_failed("reader", Failure::new(FailureKind::Transient, "boom"), t), 1);
         let p = h.problem(t).expect("a problem");
         assert!(p.contains("reader") && p.contains("boom") && p.contains("1 in a row"), "{p}");
         h.worker_running("reader");
@@ -181,16 +195,16 @@ mod tests {
         let mut h = Health::new(Duration::from_secs(10));
         let t = Instant::now();
         let s = Duration::from_secs;
-        assert_eq!(h.worker_failed("reader", "a".into(), t), 1);
+        assert_eq!(h.worker_failed("reader", Failure::new(FailureKind::Transient, "a"), t), 1);
         h.worker_running("reader");
         // Fails again soon after coming back: the series goes on.
-        assert_eq!(h.worker_failed("reader", "b".into(), t + s(2)), 2);
+        assert_eq!(h.worker_failed("reader", Failure::new(FailureKind::Transient, "b"), t + s(2)), 2);
         h.worker_running("reader");
-        assert_eq!(h.worker_failed("reader", "c".into(), t + s(5)), 3);
+        assert_eq!(h.worker_failed("reader", Failure::new(FailureKind::Transient, "c"), t + s(5)), 3);
         assert!(h.problem(t + s(5)).is_some_and(|p| p.contains("3 in a row")));
         h.worker_running("reader");
         // After a minute of work, a failure starts a new series.
-        assert_eq!(h.worker_failed("reader", "d".into(), t + s(70)), 1);
+        assert_eq!(h.worker_failed("reader", Failure::new(FailureKind::Transient, "d"), t + s(70)), 1);
     }
 
     #[test]
@@ -216,7 +230,7 @@ mod tests {
         assert_eq!(h.problem(t + Duration::from_secs(100)), None, "never refreshed: catch-up decides");
         h.refreshed(t);
         assert_eq!(h.problem(t + Duration::from_secs(10)), None);
-        h.refresh_failed("all brokers down".into());
+        h.refresh_failed("watermark refresher", Failure::new(FailureKind::Transient, "all brokers down"));
         let p = h.problem(t + Duration::from_secs(11)).expect("stale");
         assert!(p.contains("11 s old") && p.contains("all brokers down"), "{p}");
         h.refreshed(t + Duration::from_secs(12));

@@ -7,6 +7,7 @@ pub(crate) mod cluster_view;
 pub(crate) mod consumer_status;
 pub(crate) mod derived;
 pub(crate) mod end_to_end;
+pub(crate) mod failure;
 pub(crate) mod filter;
 pub(crate) mod group_offsets;
 pub(crate) mod health;

@@ -185,11 +185,17 @@ impl Monitor {
         lock(&self.readiness).step(event);
     }
 
-    /// `worker` failed with `error` now; returns how many times in a row.
-    pub(crate) fn worker_failed(&self, worker: &'static str, error: String) -> u32 {
+    /// `worker` failed with `failure` now; returns how many times in a row.
+    pub(crate) fn worker_failed(&self, worker: &'static str, failure: crate::failure::Failure) -> u32 {
         let mut readiness = lock(&self.readiness);
-        readiness.step(Event::WorkerFailed { worker, error, at: self.clock.now() });
+        readiness.step(Event::WorkerFailed { worker, failure, at: self.clock.now() });
         readiness.failures(worker)
+    }
+
+    /// Every failure the workers met since the start, by worker and kind
+    /// (`kshard_worker_failures_total`).
+    pub(crate) fn failure_counts(&self) -> crate::failure::FailureCounts {
+        lock(&self.readiness).health().failure_counts().clone()
     }
 
     /// The readiness state, brought up to the units' positions first. Applying

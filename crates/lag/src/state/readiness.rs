@@ -22,6 +22,7 @@
 use std::time::{Duration, Instant};
 
 use crate::catch_up::{CatchUp, Log, PartitionProgress, Progress};
+use crate::failure::Failure;
 use crate::health::Health;
 use crate::stalls::Stalls;
 
@@ -74,14 +75,15 @@ pub(crate) enum Event {
         /// Whether catch-up was complete when it began.
         caught_up_before: bool,
     },
-    /// A watermark refresh failed.
-    RefreshFailed(String),
+    /// A watermark refresh failed (a failure of the refresher's, counted
+    /// as its own though the worker goes on).
+    RefreshFailed { worker: &'static str, failure: Failure },
     /// A worker failed at `at` and waits to be restarted.
     WorkerFailed {
         /// The worker.
         worker: &'static str,
         /// Why.
-        error: String,
+        failure: Failure,
         /// When.
         at: Instant,
     },
@@ -225,9 +227,9 @@ impl Readiness {
                 self.health.refreshed(at);
                 self.fresh_watermarks |= caught_up_before;
             }
-            Event::RefreshFailed(error) => self.health.refresh_failed(error),
-            Event::WorkerFailed { worker, error, at } => {
-                self.health.worker_failed(worker, error, at);
+            Event::RefreshFailed { worker, failure } => self.health.refresh_failed(worker, failure),
+            Event::WorkerFailed { worker, failure, at } => {
+                self.health.worker_failed(worker, failure, at);
             }
             Event::WorkerRunning(worker) => self.health.worker_running(worker),
             Event::Hold { key, why, grace, at } => self.health.hold(&key, why, grace, at),
@@ -360,6 +362,7 @@ fn rebuilding_key(log: Log, partition: i32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::failure::FailureKind;
 
     const STALE: Duration = Duration::from_secs(15);
 
@@ -387,7 +390,10 @@ mod tests {
         let v = r.verdict(t);
         assert!(v.caught_up && !v.ready, "{v:?}");
         assert_eq!(v.reason.as_deref(), Some("waiting for the first watermark refresh after catching up"));
-        r.step(Event::RefreshFailed("brokers down".into()));
+        r.step(Event::RefreshFailed {
+            worker: "refresher",
+            failure: Failure::new(FailureKind::Transient, "brokers down"),
+        });
         assert!(r.verdict(t).reason.is_some_and(|why| why.contains("the last one failed: brokers down")));
         r.step(Event::Refreshed { at: t, caught_up_before: true });
         assert_eq!(r.verdict(t), Verdict { ready: true, caught_up: true, current: true, reason: None });
@@ -457,7 +463,11 @@ mod tests {
         r.step(Event::Refreshed { at: t + s(16), caught_up_before: true });
         assert!(r.verdict(t + s(16)).ready);
         // A worker down, until it shows progress.
-        r.step(Event::WorkerFailed { worker: "offsets reader", error: "boom".into(), at: t + s(17) });
+        r.step(Event::WorkerFailed {
+            worker: "offsets reader",
+            failure: Failure::new(FailureKind::Panic, "boom"),
+            at: t + s(17),
+        });
         assert_eq!(r.failures("offsets reader"), 1);
         assert!(r.verdict(t + s(17)).reason.is_some_and(|why| why.contains("offsets reader failed")));
         r.step(Event::WorkerRunning("offsets reader"));
