@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use crate::keyspace::Snapshot;
 use crate::keyspace::{KeyValue, WatchEvent};
 use crate::model::{AssignmentValue, Keys, MemberSpec, ShardSpec};
-use crate::node::ShardRow;
+use crate::shard_row::ShardRow;
 use crate::status::{ReplicaCode, ReplicaStatus};
 
 /// One replica as the keyspace has it.

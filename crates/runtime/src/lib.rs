@@ -49,6 +49,7 @@ pub mod allocator;
 // Reached from outside only through `internals`, for tests (feature `testing`).
 #[cfg_attr(not(feature = "testing"), allow(unreachable_pub, dead_code))]
 mod allocator_runner;
+mod app_error;
 mod application;
 mod backoff;
 mod cluster_view;
@@ -65,8 +66,10 @@ mod metrics;
 mod model;
 mod node;
 mod node_http;
+mod node_shared;
 mod outputs;
 pub mod partitions;
+mod progress;
 mod queries;
 pub mod recovery_log;
 pub mod replica;
@@ -75,6 +78,7 @@ mod replica_worker;
 mod resolver;
 mod selector;
 mod serve;
+mod shard_row;
 pub mod shard_specs;
 #[cfg(any(test, feature = "testing"))]
 pub mod simulation;
@@ -84,9 +88,11 @@ mod status;
 #[cfg_attr(not(feature = "testing"), allow(unreachable_pub, dead_code))]
 mod status_writer;
 mod store;
+mod store_data;
 mod store_view;
 pub mod unassign;
 mod unlogged;
+mod worker_context;
 
 // The Kafka types the API names (a member's settings, the log topic's admin),
 // and axum, whose Router an application's routes are.
@@ -108,14 +114,16 @@ pub use model::{
     Assignment, AssignmentKey, AssignmentValue, Hint, Hints, KeyError, Keys, MemberSpec, RecoveryLog, Refusals,
     ShardSpec, Source, valid_id,
 };
-pub use node::{Created, NodeConfig, NodeError, NodeShared, ShardRow, create_shard, read_hints};
+pub use node::{Created, NodeConfig, NodeError, create_shard, read_hints};
 pub use node_http::{MemberClient, replicas_response, router as http_router, shard_table, shards_response};
+pub use node_shared::NodeShared;
+pub use progress::{Progress, ProgressMap};
 pub use queries::Queries;
-pub use recovery_log::replica::HintsError;
-pub use replica_worker::{Progress, ProgressMap};
+pub use recovery_log::hints::HintsError;
 pub use resolver::{DEFAULT_WAIT, MAX_WAIT, ReadOptions};
 pub use selector::Selector;
 pub use serve::{Member, ServeError};
+pub use shard_row::ShardRow;
 pub use status::{ReplicaCode, ReplicaStatus};
 pub use store::{Checkpoint, Entries, LogPosition, MemoryStore, Partial, RedbStore, Store, StoreError};
 pub use store_view::{StoreRead, StoreView, StoreViews};

@@ -22,20 +22,19 @@ use tokio::time::Instant;
 
 use crate::allocator_runner::AllocatorRunner;
 use crate::application::Application;
-use crate::cluster_view::ClusterView;
 use crate::disk::{Disk, RedbDisk};
 use crate::keyspace::{Compare, Keyspace, KeyspaceError, LeaseId, Op, Snapshot, Txn, WatchEvent};
 use crate::member::{MemberError, Membership, become_leader};
-use crate::metrics::Metrics;
 use crate::model::{AssignmentValue, Hints, Keys, MemberSpec, ShardSpec};
+use crate::node_shared::NodeShared;
 use crate::partitions::Partitions;
 use crate::partitions::kafka::KafkaPartitions;
-use crate::recovery_log::replica::{HintBoard, HintCall, HintsError};
+use crate::recovery_log::hints::{HintBoard, HintCall, HintsError};
 use crate::replica::{Action, AssignmentId, Event, Replica, State};
-use crate::replica_worker::{self, Command, Progress, ProgressMap, WorkerContext};
+use crate::replica_worker::{self, Command};
 use crate::status::ReplicaCode;
 use crate::status_writer::write_status;
-use crate::store_view::StoreViews;
+use crate::worker_context::WorkerContext;
 
 /// How a member runs.
 #[derive(Debug, Clone)]
@@ -72,104 +71,6 @@ impl NodeConfig {
         kafka: impl Into<Client>,
     ) -> Self {
         NodeConfig { keys, member, lease_ttl, data_dir, disk: None, kafka: kafka.into(), partitions: None }
-    }
-}
-
-/// What a running member shares with its HTTP endpoints.
-#[derive(Debug, Clone, Default)]
-pub struct NodeShared {
-    /// Its metrics.
-    pub metrics: Arc<Metrics>,
-    /// Its replicas' positions in their logs.
-    pub progress: ProgressMap,
-    /// Its replicas' statuses, by shard (IDLE ones are left out).
-    pub statuses: Arc<std::sync::Mutex<BTreeMap<String, ReplicaCode>>>,
-    /// Every shard's replicas across the cluster, as the keyspace says.
-    pub cluster: Arc<std::sync::Mutex<ClusterView>>,
-    /// Its replicas' stores, for readers ([`crate::Queries`]).
-    pub(crate) views: StoreViewsMap,
-}
-
-impl NodeShared {
-    /// The member's replicas and their statuses, by shard.
-    pub fn statuses(&self) -> BTreeMap<String, ReplicaCode> {
-        self.statuses.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
-    }
-
-    /// This member's replicas as `kshard shards list` rows (statuses as the
-    /// member last wrote them, and how far each is behind its log).
-    pub fn local_rows(&self, member: &str, zone: &str) -> Vec<ShardRow> {
-        let progress = self.progress.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
-        self.statuses()
-            .into_iter()
-            .map(|(shard, code)| ShardRow {
-                behind: progress.get(&shard).map(Progress::behind),
-                status: code.name().to_owned(),
-                shard,
-                member: member.to_owned(),
-                zone: zone.to_owned(),
-                slot: None,
-                errors: Vec::new(),
-            })
-            .collect()
-    }
-
-    /// `f` of the cluster's replicas as the keyspace says, under its lock.
-    pub(crate) fn with_cluster<T>(&self, f: impl FnOnce(&ClusterView) -> T) -> T {
-        f(&self.cluster.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
-    }
-
-    /// A copy of the cluster's replicas as the keyspace says.
-    pub fn cluster(&self) -> ClusterView {
-        self.cluster.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
-    }
-
-    /// The positions of this member's replicas in their logs.
-    pub fn progress(&self) -> BTreeMap<String, Progress> {
-        self.progress.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
-    }
-
-    /// The views of this member's replica of `shard`, while it has one.
-    pub(crate) fn views(&self, shard: &str) -> Option<Arc<dyn StoreViews>> {
-        self.views.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(shard).cloned()
-    }
-
-    fn set_status(&self, shard: &str, code: ReplicaCode) {
-        let mut statuses = self.statuses.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if code == ReplicaCode::Idle {
-            statuses.remove(shard);
-        } else {
-            statuses.insert(shard.to_owned(), code);
-        }
-    }
-}
-
-/// The member's replicas' store views, by shard (each added when its
-/// replica's store opens, removed when the replica is torn down).
-#[derive(Clone, Default)]
-pub(crate) struct StoreViewsMap(Arc<std::sync::Mutex<BTreeMap<String, Arc<dyn StoreViews>>>>);
-
-impl std::fmt::Debug for StoreViewsMap {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let shards: Vec<String> =
-            self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).keys().cloned().collect();
-        f.debug_tuple("StoreViewsMap").field(&shards).finish()
-    }
-}
-
-impl StoreViewsMap {
-    /// `views` are `shard`'s from now on.
-    pub(crate) fn insert(&self, shard: &str, views: Arc<dyn StoreViews>) {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(shard.to_owned(), views);
-    }
-
-    /// `shard`'s views are gone, when they are still `views` (a replica of
-    /// the same shard started since keeps its own).
-    pub(crate) fn remove(&self, shard: &str, views: &Arc<dyn StoreViews>) {
-        let mut map = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if map.get(shard).is_some_and(|v| Arc::ptr_eq(v, views)) {
-            map.remove(shard);
-        }
     }
 }
 
@@ -662,42 +563,6 @@ async fn follow<K: Keyspace>(
                 },
                 () = &mut retry => break,
             }
-        }
-    }
-}
-
-/// One row of `kshard shards list`: a replica of a shard.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ShardRow {
-    /// The shard.
-    pub shard: String,
-    /// The member holding the replica (empty: the shard has no replica).
-    pub member: String,
-    /// Its zone.
-    pub zone: String,
-    /// Its slot (0: primary).
-    pub slot: Option<u32>,
-    /// Its status (IDLE … FAILED; NONE when unassigned).
-    pub status: String,
-    /// Why it failed.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub errors: Vec<String>,
-    /// Records between the replica's position and its log's end, when its
-    /// member says.
-    pub behind: Option<i64>,
-}
-
-impl ShardRow {
-    /// The row of a shard without any replica (status NONE).
-    pub fn unassigned(shard: &str) -> Self {
-        ShardRow {
-            shard: shard.to_owned(),
-            member: String::new(),
-            zone: String::new(),
-            slot: None,
-            status: "NONE".into(),
-            errors: vec![],
-            behind: None,
         }
     }
 }

@@ -24,8 +24,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
 use crate::cluster_view::ClusterView;
-use crate::node::{NodeShared, ShardRow};
-use crate::replica_worker::Progress;
+use crate::node_shared::NodeShared;
+use crate::progress::Progress;
+use crate::shard_row::ShardRow;
 
 /// The member's routes.
 pub fn router(member: String, shared: NodeShared) -> Router {

@@ -21,8 +21,8 @@ use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use tokio::time::Instant;
 
-use crate::application::AppError;
-use crate::node::NodeShared;
+use crate::app_error::AppError;
+use crate::node_shared::NodeShared;
 use crate::resolver::{LocalReplica, ReadOptions, Route, not_read, resolve, unapplied};
 use crate::store_view::StoreView;
 

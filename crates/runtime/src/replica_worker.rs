@@ -15,23 +15,19 @@
 //! the log holds after it — unless a newer snapshot is closer, or the log no
 //! longer holds what follows the checkpoint (see [`crate::recovery_log::replica`]).
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::mpsc::error::TryRecvError;
 
-use crate::application::Application;
-use crate::disk::Disk;
-use crate::metrics::Metrics;
 use crate::model::ShardSpec;
-use crate::partitions::Partitions;
-use crate::recovery_log::replica::{HintBoard, Log, ReplicaError};
+use crate::recovery_log::replica::{Log, ReplicaError};
 use crate::replica::Event;
 use crate::replica_log::{Parts, ReplicaLog};
 use crate::sources::Sources;
 use crate::unlogged::NoLog;
+use crate::worker_context::WorkerContext;
 
 /// What the state machine tells the worker to do next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,56 +38,6 @@ pub(crate) enum Command {
     StartSources,
     TearDown,
 }
-
-/// Where a replica stands in its log, for operators.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Progress {
-    /// The next log offset the replica reads.
-    pub next_offset: i64,
-    /// The log's end when last asked.
-    pub log_end: i64,
-    /// When the replica last said so (every second at least while it
-    /// tails): an old one is a replica stuck somewhere.
-    #[serde(skip)]
-    pub published: Option<std::time::Instant>,
-    /// When the replica last applied a record of its log. A primary commits
-    /// about every [`crate::recovery_log::policy::HEARTBEAT`] while it runs (an empty transaction when
-    /// its sources are idle), so this is the age of the state served here,
-    /// and an old one means the primary is gone or stuck — seen before its
-    /// lease runs out.
-    #[serde(skip)]
-    pub applied: Option<std::time::Instant>,
-}
-
-impl Progress {
-    /// Records between the replica's position and its log's end.
-    pub fn behind(&self) -> i64 {
-        self.log_end.saturating_sub(self.next_offset)
-    }
-}
-
-/// The replicas' progress on this member, by shard.
-pub type ProgressMap = Arc<Mutex<BTreeMap<String, Progress>>>;
-
-/// What a worker needs, shared by all the member's replicas.
-pub(crate) struct WorkerContext {
-    /// Where the recovery logs are and the sources come from (Kafka, or
-    /// memory), shared by the member's replicas.
-    pub(crate) partitions: Arc<dyn Partitions>,
-    /// Where the replicas' stores are.
-    pub(crate) disk: Arc<dyn Disk>,
-    pub(crate) app: Arc<dyn Application>,
-    pub(crate) metrics: Arc<Metrics>,
-    pub(crate) progress: ProgressMap,
-    /// The replicas' store views, for readers.
-    pub(crate) views: crate::node::StoreViewsMap,
-    /// The shards' hints.
-    pub(crate) hints: Arc<dyn HintBoard>,
-}
-
-/// The fetch queue of each replica's readers (its log's, and a primary's
-/// sources'): a member runs two per shard it is primary of, one per standby.
-pub(crate) const READER_QUEUE_KBYTES: u32 = 256;
 
 /// How long an idle replica waits before it publishes its progress again.
 const IDLE_WAIT: Duration = Duration::from_secs(1);

@@ -12,7 +12,8 @@ use crate::application::Application;
 use crate::generator::{self, GenerateError, PartitionShards};
 use crate::keyspace::{Keyspace, KeyspaceError};
 use crate::model::ShardSpec;
-use crate::node::{self, NodeConfig, NodeError, NodeShared};
+use crate::node::{self, NodeConfig, NodeError};
+use crate::node_shared::NodeShared;
 
 /// Why a member stopped other than by its shutdown.
 #[derive(Debug, thiserror::Error)]

@@ -19,7 +19,7 @@ use crate::recovery_log::policy::{self, Timing};
 use crate::recovery_log::record::SourceOffset;
 use crate::recovery_log::replica::{Done, InFlight, ReplicaError, kafka};
 use crate::replica_log::{Parts, ReplicaLog};
-use crate::replica_worker::{READER_QUEUE_KBYTES, WorkerContext};
+use crate::worker_context::{READER_QUEUE_KBYTES, WorkerContext};
 
 /// A primary's readers of its sources, and their next offsets (topic →
 /// partition → offset: looked up per message without allocating).

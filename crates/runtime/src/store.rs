@@ -21,68 +21,18 @@ use std::path::Path;
 use std::sync::{Arc, Weak};
 
 use redb::{Database, ReadableDatabase, TableDefinition};
-use serde::{Deserialize, Serialize};
 
-use crate::recovery_log::record::{Mutation, SourceOffset};
+use crate::recovery_log::record::Mutation;
+pub use crate::store_data::{Checkpoint, Entries, LogPosition, Partial, StoreError};
 use crate::store_view::{StoreRead, StoreView, StoreViews};
 
 const DATA: TableDefinition<'_, &[u8], &[u8]> = TableDefinition::new("data");
 const META: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("meta");
 const CHECKPOINT: &str = "checkpoint";
 
-/// Where playback of the recovery log stands: the next log offset to read and
-/// the chain state after the last applied record.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LogPosition {
-    /// The next offset of the log's partition to read.
-    pub next_offset: i64,
-    /// The last applied sequence number.
-    pub seq: u64,
-    /// The chain's checksum after it.
-    pub checksum: u64,
-    /// The current author.
-    pub author: Option<u64>,
-}
-
-/// What a store's state covers.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Checkpoint {
-    /// Where playback of the log goes on.
-    pub log: LogPosition,
-    /// The sources' next offsets.
-    pub offsets: Vec<SourceOffset>,
-    /// Set while the store does not hold the whole state yet: it was played
-    /// from a snapshot start found at a truncated log's start, and no
-    /// snapshot it played has ended (see `recovery_log::player`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub partial: Option<Partial>,
-}
-
-/// A store played from a truncated log's start, before its first complete
-/// snapshot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Partial {
-    /// The offset of the snapshot start whose end would make the store whole
-    /// (`None` after a hand-off cut that snapshot short: the next one will).
-    pub snapshot: Option<i64>,
-}
-
-/// A store failure, naming the step.
-#[derive(Debug, thiserror::Error)]
-#[error("store {step}: {message}")]
-pub struct StoreError {
-    /// What was being done.
-    pub step: &'static str,
-    /// The cause.
-    pub message: String,
-}
-
 fn err(step: &'static str) -> impl FnOnce(redb::Error) -> StoreError {
     move |e| StoreError { step, message: e.to_string() }
 }
-
-/// Keys and values, in key order.
-pub type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// The replica's store.
 pub trait Store: Send + Sync {
@@ -441,6 +391,7 @@ impl StoreViews for RedbViews {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::recovery_log::record::SourceOffset;
 
     fn checkpoint(next_offset: i64, seq: u64, offset: i64) -> Checkpoint {
         Checkpoint {

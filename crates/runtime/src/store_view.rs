@@ -9,8 +9,11 @@
 //! (readers never block the writer), a copy-on-write snapshot for the stores
 //! of a [`MemoryDisk`](crate::MemoryDisk).
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
 use crate::recovery_log::record::SourceOffset;
-use crate::store::{Checkpoint, Entries, StoreError};
+use crate::store_data::{Checkpoint, Entries, StoreError};
 
 /// One consistent state of a store, read only: what a view reads through
 /// (a [`Store`](crate::Store) of an application's own implements it to
@@ -77,5 +80,39 @@ impl StoreView {
     /// has not committed a transaction yet).
     pub fn offset(&self, topic: &str, partition: i32) -> Option<i64> {
         self.offsets().iter().find(|o| o.topic == topic && o.partition == partition).map(|o| o.offset)
+    }
+}
+
+/// The member's replicas' store views, by shard (each added when its
+/// replica's store opens, removed when the replica is torn down).
+#[derive(Clone, Default)]
+pub(crate) struct StoreViewsMap(Arc<std::sync::Mutex<BTreeMap<String, Arc<dyn StoreViews>>>>);
+
+impl std::fmt::Debug for StoreViewsMap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let shards: Vec<String> =
+            self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).keys().cloned().collect();
+        f.debug_tuple("StoreViewsMap").field(&shards).finish()
+    }
+}
+
+impl StoreViewsMap {
+    /// `views` are `shard`'s from now on.
+    pub(crate) fn insert(&self, shard: &str, views: Arc<dyn StoreViews>) {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(shard.to_owned(), views);
+    }
+
+    /// `shard`'s views, while its replica has them.
+    pub(crate) fn get(&self, shard: &str) -> Option<Arc<dyn StoreViews>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(shard).cloned()
+    }
+
+    /// `shard`'s views are gone, when they are still `views` (a replica of
+    /// the same shard started since keeps its own).
+    pub(crate) fn remove(&self, shard: &str, views: &Arc<dyn StoreViews>) {
+        let mut map = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if map.get(shard).is_some_and(|v| Arc::ptr_eq(v, views)) {
+            map.remove(shard);
+        }
     }
 }

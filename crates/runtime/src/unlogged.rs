@@ -13,12 +13,13 @@ use std::time::Duration;
 
 use crate::application::{Output, ShardApp};
 use crate::model::ShardSpec;
+use crate::progress::Progress;
 use crate::recovery_log::record::{Mutation, SourceOffset};
 use crate::recovery_log::replica::{Done, ReplicaError, ReplicaStore, store_name};
 use crate::replica_log::{Parts, ReplicaLog, random_author};
-use crate::replica_worker::{Progress, WorkerContext};
 use crate::store::{Checkpoint, LogPosition};
 use crate::store_view::StoreViews;
+use crate::worker_context::WorkerContext;
 
 /// The replica's store and application object (see the module).
 pub(crate) struct NoLog<'a> {

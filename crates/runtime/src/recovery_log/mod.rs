@@ -13,6 +13,7 @@
 //! place, tailing, snapshots and hints).
 
 pub(crate) mod chain;
+pub(crate) mod hints;
 pub(crate) mod io;
 pub(crate) mod lineage;
 pub(crate) mod player;

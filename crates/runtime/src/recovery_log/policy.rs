@@ -9,7 +9,7 @@ use crate::model::ShardSpec;
 
 /// A primary whose sources are idle commits an empty transaction this often,
 /// so that its standbys know it runs (see
-/// [`crate::replica_worker::Progress::applied`]).
+/// [`crate::Progress::applied`]).
 pub const HEARTBEAT: Duration = Duration::from_secs(2);
 
 /// A transaction ends at the first message boundary once its writes and

@@ -13,13 +13,12 @@
 //! newest hint starts from that hint with an empty store, so it replays at most
 //! the snapshot plus `snapshot_factor` times its size (or `snapshot_min_bytes`).
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::hints::HintsError;
 use super::io::{
     LogClients, LogError, WriterSlot, append, commit, commit_with, ends, offer, read_back, records_keeping,
     write_transaction,
@@ -30,59 +29,15 @@ use super::record::{Body, Mutation, SourceOffset};
 use super::start::{Found, Start, choose, why};
 use crate::model::{Hint, Hints, RecoveryLog, ShardSpec};
 use crate::partitions::{PartitionRead, Partitions, Polled, next_event};
-use crate::replica_worker::{Progress, WorkerContext};
+use crate::progress::Progress;
 use crate::store::{Store, StoreError};
+use crate::worker_context::{READER_QUEUE_KBYTES, WorkerContext};
 
 pub(crate) const KAFKA_TIMEOUT: Duration = Duration::from_secs(30);
 /// How often a tailing replica asks where the log ends.
 const END_EVERY: Duration = Duration::from_secs(1);
 /// Keys and values per snapshot record: well under Kafka's 1 MiB record limit.
 const SNAPSHOT_CHUNK: usize = 256 << 10;
-
-/// A hint board's answer, to await.
-pub(crate) type HintCall<'a, T> = Pin<Box<dyn Future<Output = Result<T, HintsError>> + Send + 'a>>;
-
-/// Why a shard's hints could not be read, checked or recorded.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum HintsError {
-    /// The keyspace failed.
-    #[error("the keyspace: {0}")]
-    Keyspace(#[from] crate::keyspace::KeyspaceError),
-    /// The keyspace did not answer in time.
-    #[error("the keyspace did not answer within {0:?}")]
-    Timeout(Duration),
-    /// The hints under `key` do not parse.
-    #[error("{key} does not parse: {source}")]
-    Malformed {
-        /// Their key.
-        key: String,
-        /// Why.
-        #[source]
-        source: serde_json::Error,
-    },
-    /// Encoding them failed.
-    #[error("encoding the hints: {0}")]
-    Encode(#[source] serde_json::Error),
-    /// The log failed.
-    #[error("reading the snapshot a hint names: {0}")]
-    Log(#[from] kshard_kafka::Error),
-    /// A newer snapshot is recorded.
-    #[error("a newer snapshot at {0} is recorded already")]
-    Newer(i64),
-    /// The hints changed while they were written.
-    #[error("the hints changed while they were written")]
-    Raced,
-}
-
-/// Where a replica reads and writes its shard's hints (the keyspace).
-pub(crate) trait HintBoard: Send + Sync {
-    /// The shard's hints, if any, and the revision they were written at.
-    fn read<'a>(&'a self, shard: &'a str) -> HintCall<'a, Option<(Hints, i64)>>;
-    /// Replaces the shard's hints if they are still at `revision` (0: none);
-    /// false when someone wrote them meanwhile.
-    fn write<'a>(&'a self, shard: &'a str, hints: &'a Hints, revision: i64) -> HintCall<'a, bool>;
-}
 
 /// Why a replica failed.
 #[derive(Debug, thiserror::Error)]
@@ -330,7 +285,7 @@ impl<'a> Log<'a> {
         let start = [(log.partition, Some(player.next_offset()))];
         // Committed records only: a zombie's transaction aborted when a new
         // primary fenced it must never be played.
-        let queue = crate::replica_worker::READER_QUEUE_KBYTES;
+        let queue = READER_QUEUE_KBYTES;
         let reader = partitions
             .reader(&log.topic, &start, queue, kshard_kafka::Isolation::Committed)
             .map_err(kafka("opening a reader"))?;

@@ -10,6 +10,7 @@ use crate::application::{AppError, Application, Message, ShardApp, Transaction};
 use crate::disk::MemoryDisk;
 use crate::model::{RecoveryLog, Source};
 use crate::partitions::memory::MemoryPartitions;
+use crate::recovery_log::hints::{HintBoard, HintCall};
 use crate::recovery_log::io::hand_off;
 use crate::store::MemoryStore;
 
