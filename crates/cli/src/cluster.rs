@@ -15,7 +15,9 @@ use kshard_runtime::NodeConfig;
 use kshard_runtime::keyspace::EtcdKeyspace;
 use kshard_runtime::keyspace::Keyspace;
 use kshard_runtime::keyspace::MemoryKeyspace;
-use kshard_runtime::{Keys, MemberSpec, ShardSpec, valid_id};
+use kshard_runtime::{Keys, MemberSpec, ShardSpec};
+
+use crate::member_identity::member_identity;
 use kshard_runtime::{Member, ServeError};
 
 /// Where the application's coordination lives, and who this member is.
@@ -52,25 +54,6 @@ pub(crate) struct ClusterArgs {
     pub(crate) shard_limit: u32,
 }
 
-/// A member's id (`given`, else the host name) and zone, checked.
-pub(crate) fn member_identity(given: Option<&str>, zone: &str) -> Result<String> {
-    let id = match given {
-        Some(id) => id.to_owned(),
-        None => std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map(|h| h.trim().to_owned())
-            .ok()
-            .filter(|h| valid_id(h))
-            .unwrap_or_else(|| "member".to_owned()),
-    };
-    if !valid_id(&id) {
-        bail!("invalid member_id: {id:?} (not empty, no '#' or '/')");
-    }
-    if !valid_id(zone) {
-        bail!("invalid zone: {zone:?} (not empty, no '#' or '/')");
-    }
-    Ok(id)
-}
-
 impl ClusterArgs {
     /// The keys of application `app` (default prefix `/kshard/<app>`).
     pub(crate) fn keys(&self, app: &str) -> Result<Keys> {
@@ -104,9 +87,9 @@ pub(crate) fn run_member(cluster: &ClusterArgs, run: MemberRun) -> Result<()> {
     let data_dir = cluster.data_dir.clone().unwrap_or_else(|| PathBuf::from("kshard-data").join(&member_id));
     std::fs::create_dir_all(&data_dir)
         .with_context(|| format!("invalid data_dir: cannot create {}", data_dir.display()))?;
-    let runtime = crate::serve::async_runtime()?;
+    let runtime = crate::process_runtime::async_runtime()?;
     runtime.block_on(async {
-        let listener = crate::serve::bind(cluster.listen).await?;
+        let listener = crate::process_runtime::bind(cluster.listen).await?;
         let endpoint = listener.local_addr().context("the listener's address")?;
         let member = MemberSpec {
             id: member_id,
@@ -137,7 +120,7 @@ async fn serve<K: Keyspace>(
 ) -> Result<()> {
     let root = config.keys.root().to_owned();
     let member = Member::new(ks, config, run.app).with_shards(run.shards);
-    match member.serve(Some(listener), crate::serve::shutdown_signal()).await {
+    match member.serve(Some(listener), crate::process_runtime::shutdown_signal()).await {
         Err(ServeError::Taken { ours, theirs }) => bail!(
             "invalid etcd_prefix: shard {} under {root} reads {:?} into {}, not {:?} into {} — another \
              application uses these keys; give this one its own --etcd-prefix",

@@ -18,9 +18,9 @@ pub(crate) fn serve(args: &ServeArgs) -> Result<()> {
                 .with_context(|| format!("invalid data_dir: cannot create {}", dir.display()))?;
         }
     }
-    let runtime = crate::serve::async_runtime()?;
+    let runtime = crate::process_runtime::async_runtime()?;
     runtime.block_on(async {
-        let listener = crate::serve::bind(config.listen).await?;
+        let listener = crate::process_runtime::bind(config.listen).await?;
         let addr = listener.local_addr()?;
         let clusters = config
             .clusters
@@ -54,7 +54,7 @@ pub(crate) fn serve(args: &ServeArgs) -> Result<()> {
                 }
             })
             .collect();
-        run_many(clusters, listener, shutdown_signal()).await.context("kshard serve")
+        run_many(clusters, listener, crate::process_runtime::shutdown_signal()).await.context("kshard serve")
     })
 }
 
@@ -67,20 +67,6 @@ fn endpoint(addr: std::net::SocketAddr) -> Option<String> {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
     let host = host.trim();
     (!host.is_empty()).then(|| format!("{host}:{}", addr.port()))
-}
-
-/// The async runtime a long-running command (`serve`, a runtime member) runs on.
-pub(crate) fn async_runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("starting the async runtime")
-}
-
-/// Binds the HTTP listener, or fails naming the `listen` setting.
-pub(crate) async fn bind(listen: std::net::SocketAddr) -> Result<tokio::net::TcpListener> {
-    tokio::net::TcpListener::bind(listen).await.with_context(|| format!("invalid listen: cannot bind {listen}"))
 }
 
 /// Logs to stderr as `format` says, at `KSHARD_LOG`'s levels; each message
@@ -109,29 +95,6 @@ struct LogCounter(std::sync::Arc<kshard_lag::LogCounts>);
 impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for LogCounter {
     fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
         self.0.count(event.metadata().level());
-    }
-}
-
-/// Completes on SIGINT or SIGTERM.
-pub(crate) async fn shutdown_signal() {
-    let interrupt = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = interrupt.await;
-                return;
-            }
-        };
-        tokio::select! {
-            _ = interrupt => info!("SIGINT: shutting down"),
-            _ = term.recv() => info!("SIGTERM: shutting down"),
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = interrupt.await;
     }
 }
 

@@ -575,7 +575,8 @@ fn cluster(
         bail!("invalid etcd_prefix: {prefix:?} must start with / and name something");
     }
     let zone = args.zone.clone().or(file.zone.clone()).unwrap_or_else(|| "local".into());
-    let member = crate::cluster::member_identity(args.member_id.as_deref().or(file.member_id.as_deref()), &zone)?;
+    let member =
+        crate::member_identity::member_identity(args.member_id.as_deref().or(file.member_id.as_deref()), &zone)?;
     let ttl = args.lease_ttl_seconds.or(file.lease_ttl_seconds).unwrap_or(10);
     if !(2..=3600).contains(&ttl) {
         bail!("invalid lease_ttl_seconds: {ttl} (between 2 and 3600)");

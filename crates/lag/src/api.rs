@@ -108,7 +108,7 @@ pub(crate) fn readiness(monitor: &Monitor, member: Option<&kshard_runtime::NodeS
         primaries: member.map(|shared| {
             let cluster = shared.cluster();
             (0..p.partitions as i32)
-                .map(|p| crate::shards_reader::shard_id(crate::catch_up::Log::Offsets, p))
+                .map(|p| crate::log_reader::shard_id(crate::catch_up::Log::Offsets, p))
                 .filter_map(|shard| cluster.primary(&shard).map(|m| (shard.clone(), m.to_owned())))
                 .collect()
         }),

@@ -34,17 +34,17 @@ pub use io::end_to_end::EndToEndSettings;
 pub use io::local_member::LocalMember;
 pub use io::otlp_export::OtlpSettings;
 pub use io::otlp_transport::{OtlpProtocol, OtlpSettingError, OtlpTls};
-pub use io::{brokers, service};
 pub(crate) use io::{
-    catch_up_log, cluster_info, http, log_shards, memory_shard, offsets_layout, offsets_reader, refresher,
-    shards_reader, share_layout, share_scrape, shutdown, supervisor,
+    app_state, catch_up_log, cluster_info, http, log_app, log_reader, log_shards, memory_shard, offsets_layout,
+    offsets_reader, refresher, shards_reader, share_layout, share_scrape, shutdown, supervisor,
 };
+pub use io::{brokers, service};
 pub use metrics::otlp::export_bodies as otlp_export_bodies;
 pub use metrics::process::LogCounts;
 pub(crate) use state::{
-    catch_up, cluster_view, consumer_status, derived, end_to_end, failure, filter, group_offsets, health,
-    invalid_setting, lag_history, lag_time, monitor, names, open_transactions, readiness, shard_store, share_partition,
-    share_rows, share_state, share_store, snapshot, stalls, units, velocity, watermarks,
+    catch_up, cluster_view, consumer_status, derived, end_to_end, failure, filter, group, group_offsets, health,
+    invalid_setting, lag_history, lag_time, monitor, monitor_settings, names, open_transactions, readiness,
+    shard_store, share_partition, share_rows, share_state, share_store, snapshot, stalls, units, velocity, watermarks,
 };
 
 pub use api::{
@@ -65,11 +65,12 @@ pub use group_offsets::{
 };
 pub use invalid_setting::InvalidSetting;
 pub use lag_history::{HistorySettings, LagHistory};
+pub use log_reader::ClusterOptions;
 pub use metrics::{Metrics, Profile, SelfTimings};
 pub use monitor::{Clock, DEFAULT_STALE_AFTER, Granularity, Monitor, MonitorSettings, SystemClock};
 pub use names::Names;
 pub use readiness::Verdict;
-pub use shards_reader::{ClusterOptions, recovery_log_topic, share_recovery_log_topic};
+pub use shards_reader::{recovery_log_topic, share_recovery_log_topic};
 pub use share_partition::{Run, SharePartition};
 pub use share_rows::{DEFAULT_DELIVERY_COUNT_LIMIT, ShareRow};
 pub use share_state::{ShareApplied, ShareKey, ShareState};

@@ -6,20 +6,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use super::{KillOnDrop, ProcessStats, median, process_stats};
+use super::{KillOnDrop, Run, median, process_stats};
 use crate::serve_config::KafkaArgs;
-
-/// One measured run of a child process.
-#[derive(Debug, Clone)]
-pub(crate) struct Run {
-    pub(crate) seconds: f64,
-    pub(crate) stats: ProcessStats,
-    pub(crate) records: u64,
-    /// Where a `kshard serve` run listens (empty for a drain).
-    pub(crate) addr: String,
-    /// Connections it held to the (first bootstrap) broker when measured.
-    pub(crate) connections: usize,
-}
 
 /// Runs `kshard bench drain` as a child and measures it.
 fn run_drain(kafka: &KafkaArgs) -> Result<Run> {

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use super::catch_up::{Run, start_serve};
+use super::Run;
+use super::catch_up::start_serve;
 use super::{KillOnDrop, http_get, median};
 use crate::serve_config::KafkaArgs;
 

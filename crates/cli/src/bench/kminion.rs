@@ -11,7 +11,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 
 use super::KillOnDrop;
-use super::catch_up::Run;
+use super::Run;
 
 /// Runs the kminion binary at `kminion` against `brokers` (PLAINTEXT) to ready.
 pub(crate) fn run_kminion(kminion: &Path, brokers: &str, port: u16) -> Result<Run> {

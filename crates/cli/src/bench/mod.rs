@@ -33,6 +33,18 @@ use std::process::Child;
 
 use anyhow::{Context, Result};
 
+/// One measured run of a child process.
+#[derive(Debug, Clone)]
+pub(crate) struct Run {
+    pub(crate) seconds: f64,
+    pub(crate) stats: ProcessStats,
+    pub(crate) records: u64,
+    /// Where a `kshard serve` run listens (empty for a drain).
+    pub(crate) addr: String,
+    /// Connections it held to the (first bootstrap) broker when measured.
+    pub(crate) connections: usize,
+}
+
 /// CPU time and peak memory of a process, from `/proc`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ProcessStats {

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use kshard_kafka::Admin;
 
-use super::catch_up::{Run, start_serve};
+use super::Run;
+use super::catch_up::start_serve;
 use super::median;
 use crate::serve_config::KafkaArgs;
 

@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Serialize;
 
-use super::http::AppState;
+use crate::app_state::AppState;
 use crate::burrow::{self, Answer, ClusterDetail, ClusterModule, Clusters, Empty, RequestInfo, StatusBody};
 
 type All = Arc<[AppState]>;

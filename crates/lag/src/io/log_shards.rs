@@ -29,7 +29,7 @@ use kshard_runtime::ReplicaCode;
 use kshard_runtime::ShardSpec;
 use kshard_runtime::Store;
 use kshard_runtime::recovery_log::{Mutation, SourceOffset};
-use kshard_runtime::{AppError, Application, Isolation, Message, ShardApp, Transaction};
+use kshard_runtime::{AppError, Isolation, Message, ShardApp, Transaction};
 use tracing::info;
 
 use crate::catch_up::Log;
@@ -77,7 +77,7 @@ pub(crate) trait Layout: Send + Sync + 'static {
 
 /// The worker's name in logs and on `/ready` while a shard of `log` is not served.
 fn worker(log: Log) -> &'static str {
-    crate::offsets_reader::worker(log)
+    crate::log_reader::worker(log)
 }
 
 /// The lag application over the shards of one log.
@@ -185,29 +185,19 @@ pub(crate) fn partition_of(shard: &ShardSpec) -> Result<i32, AppError> {
     shard.sources.first().map(|s| s.partition).ok_or_else(|| format!("shard {} has no source", shard.id).into())
 }
 
-/// The lag monitor as an application of the runtime: each replica's object
-/// ([`LogShard`]) hands its calls to the shared [`LogShards`].
-pub(crate) struct LogApp<L: Layout>(pub(crate) Arc<LogShards<L>>);
-
-impl<L: Layout> Application for LogApp<L> {
-    fn shard(&self, shard: &ShardSpec) -> Result<Box<dyn ShardApp>, AppError> {
-        if self.0.in_memory {
-            return Ok(Box::new(crate::memory_shard::MemoryShard::new(Arc::clone(&self.0), shard)?));
-        }
-        Ok(Box::new(LogShard { shards: Arc::clone(&self.0), spec: shard.clone(), pending: L::Pending::default() }))
-    }
-
-    fn isolation(&self) -> Isolation {
-        self.0.layout.isolation()
-    }
-}
-
 /// One replica's object: its shard, and the monitor's shared state.
-struct LogShard<L: Layout> {
+pub(crate) struct LogShard<L: Layout> {
     shards: Arc<LogShards<L>>,
     spec: ShardSpec,
     /// What the transaction under way set aside (see [`Layout::Pending`]).
     pending: L::Pending,
+}
+
+impl<L: Layout> LogShard<L> {
+    /// The replica of `spec` on `shards`.
+    pub(crate) fn new(shards: Arc<LogShards<L>>, spec: &ShardSpec) -> Self {
+        LogShard { shards, spec: spec.clone(), pending: L::Pending::default() }
+    }
 }
 
 impl<L: Layout> ShardApp for LogShard<L> {
@@ -398,7 +388,7 @@ pub(crate) fn watch_foreign_writers(
     let now = monitor.now();
     if cluster.members().len() <= 1 {
         for p in 0..partitions {
-            let shard = crate::shards_reader::shard_id(log, p);
+            let shard = crate::log_reader::shard_id(log, p);
             let fenced = cluster.replicas(&shard).is_some_and(|replicas| {
                 replicas.values().any(|r| {
                     r.status.code == ReplicaCode::Failed
@@ -437,7 +427,7 @@ fn hold_each(
     let at = monitor.now();
     let mut held = Vec::new();
     for p in 0..partitions {
-        let (key, why) = check(p, &crate::shards_reader::shard_id(log, p));
+        let (key, why) = check(p, &crate::log_reader::shard_id(log, p));
         match why {
             Some(why) => {
                 monitor.step(Event::Hold { key, why, grace, at });
@@ -539,7 +529,7 @@ mod tests {
     #[test]
     fn a_standby_behind_past_the_grace_makes_ready_say_so() {
         let monitor = Monitor::new(crate::MonitorSettings::default());
-        let shard = crate::shards_reader::shard_id(Log::Offsets, 2);
+        let shard = crate::log_reader::shard_id(Log::Offsets, 2);
         let statuses = [(shard.clone(), ReplicaCode::Standby)].into();
         let now = Some(std::time::Instant::now());
         let far = [(shard.clone(), Progress { next_offset: 10, log_end: 5_000, published: now, applied: now })].into();
@@ -564,7 +554,7 @@ mod tests {
     fn state_whose_primary_committed_nothing_for_long_is_named_with_its_age() {
         let monitor = Monitor::new(crate::MonitorSettings::default());
         let (standby, primary) =
-            (crate::shards_reader::shard_id(Log::Offsets, 1), crate::shards_reader::shard_id(Log::Offsets, 3));
+            (crate::log_reader::shard_id(Log::Offsets, 1), crate::log_reader::shard_id(Log::Offsets, 3));
         let statuses = [(standby.clone(), ReplicaCode::Standby), (primary.clone(), ReplicaCode::Primary)].into();
         let now = Some(std::time::Instant::now());
         let long_ago = std::time::Instant::now().checked_sub(Duration::from_secs(20));

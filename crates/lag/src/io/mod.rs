@@ -3,6 +3,7 @@
 //! through (durable with `data_dir`, in memory without), their supervision,
 //! and HTTP.
 
+pub(crate) mod app_state;
 pub mod brokers;
 pub(crate) mod burrow_http;
 pub(crate) mod catch_up_log;
@@ -11,11 +12,14 @@ pub(crate) mod end_to_end;
 pub(crate) mod error;
 pub(crate) mod http;
 pub(crate) mod local_member;
+pub(crate) mod log_app;
+pub(crate) mod log_reader;
 pub(crate) mod log_shards;
 pub(crate) mod memory_shard;
 pub(crate) mod offsets_layout;
 pub(crate) mod offsets_reader;
 pub(crate) mod otlp_export;
+pub(crate) mod otlp_settings;
 pub(crate) mod otlp_transport;
 pub(crate) mod refresher;
 pub mod service;

@@ -12,91 +12,19 @@
 //! its partitions over when it appears.
 
 use super::error::WorkerError;
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use kshard_kafka::{Client, TopicPartition};
-use tracing::{debug, info, warn};
+use kshard_kafka::TopicPartition;
+use tracing::{info, warn};
 
-use crate::brokers::{BrokerAdmin, Connector, SourceEvent};
+use crate::brokers::BrokerAdmin;
 use crate::catch_up::Log;
+use crate::log_reader::{OffsetsReader, refusal, share_state_unreadable};
 use crate::monitor::Monitor;
 use crate::readiness::Event;
-use crate::shutdown::Shutdown;
-
-/// The worker's name in logs and on `/ready`.
-pub(crate) const WORKER: &str = "offsets reader";
-
-/// The share-state reader's name in logs and on `/ready`.
-pub(crate) const SHARE_WORKER: &str = "share-state reader";
-
-/// The name of the worker that reads `log`.
-pub(crate) fn worker(log: Log) -> &'static str {
-    match log {
-        Log::Offsets => WORKER,
-        Log::ShareState => SHARE_WORKER,
-    }
-}
 
 /// How long to wait before asking again for a topic that is not there yet.
 const RETRY: Duration = Duration::from_secs(5);
-
-#[derive(Clone)]
-pub(crate) struct OffsetsReader {
-    pub(crate) kafka: Client,
-    /// Which log it reads.
-    pub(crate) log: Log,
-    pub(crate) topic: String,
-    pub(crate) timeout: Duration,
-    pub(crate) monitor: Arc<Monitor>,
-    pub(crate) shutdown: Shutdown,
-    /// Partitions of the topic that appeared later, from the refresher
-    /// (taken by each life's partition grower in turn).
-    pub(crate) new_partitions: Arc<Mutex<mpsc::Receiver<Vec<i32>>>>,
-    /// The shards it reads through, and where they keep their stores.
-    pub(crate) shards: crate::shards_reader::Shards,
-    /// Makes the Kafka clients.
-    pub(crate) brokers: Arc<dyn Connector>,
-}
-
-/// Whether the brokers refuse to let kshard read `topic`, asked by one read
-/// of the partition `first` (from its offset) for up to `timeout`: the
-/// refusal, if they do.
-pub(crate) fn refusal(
-    brokers: &dyn Connector,
-    topic: &str,
-    first: (i32, Option<i64>),
-    timeout: Duration,
-    shutdown: &Shutdown,
-) -> Result<Option<kshard_kafka::Error>, WorkerError> {
-    let mut reader = brokers.reader(topic, &[first])?;
-    let deadline = Instant::now() + timeout;
-    let mut answered = false;
-    while !answered && Instant::now() < deadline && !shutdown.is_set() {
-        let polled = reader.poll(Duration::from_millis(250), &mut |event| {
-            answered |= !matches!(event, SourceEvent::Idle);
-        });
-        match polled {
-            Ok(()) => {}
-            Err(e) if e.is_authorization() => return Ok(Some(e)),
-            Err(e) => debug!(error = %e, topic, "asking whether the topic may be read; the client retries"),
-        }
-    }
-    Ok(None)
-}
-
-/// Share groups' progress is left out, said, rather than the whole service
-/// kept from ready: kshard may not read `topic` (the ACLs of kshard before
-/// share groups grant Read on `__consumer_offsets` only).
-pub(crate) fn share_state_unreadable(monitor: &Monitor, topic: &str, e: &kshard_kafka::Error) {
-    let why = format!(
-        "kshard may not Read {topic}: share groups' progress (their lag) is left out; grant Read on the topic and restart kshard"
-    );
-    warn!(error = %e, topic, "{why}");
-    monitor.log_unreadable(Log::ShareState, why);
-    monitor.step(Event::WorkerRunning(worker(Log::ShareState)));
-}
 
 /// Tracks `partitions` of `topic` (read as `log`) with their current
 /// watermarks; returns how many offsets they hold. Fails when the brokers gave

@@ -14,51 +14,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::shutdown::Shutdown;
 use tracing::{info, warn};
 
-use super::otlp_transport::{Failure, OtlpProtocol, OtlpTls, Sink};
+pub use super::otlp_settings::OtlpSettings;
+use super::otlp_transport::{Failure, Sink};
 use crate::metrics::exposition_read;
 use crate::metrics::otlp::{Envelope, points, requests};
-
-/// The export's settings (`otlp:` in the file, or the `OTEL_…` variables).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OtlpSettings {
-    /// gRPC: the collector (`http://host:4317`); HTTP: the full URL of its
-    /// metrics path (`http://host:4318/v1/metrics`).
-    pub endpoint: String,
-    /// gRPC or HTTP/protobuf.
-    pub protocol: OtlpProtocol,
-    /// How often the series are pushed.
-    pub interval: Duration,
-    /// How long one request may take.
-    pub timeout: Duration,
-    /// Sent with every request (an API key, `authorization`).
-    pub headers: Vec<(String, String)>,
-    /// The resource's attributes (`service.name` first).
-    pub resource: Vec<(String, String)>,
-    /// TLS for an `https` endpoint.
-    pub tls: OtlpTls,
-    /// At most this many data points a request.
-    pub max_points_per_request: usize,
-    /// Compress each request with gzip (`compression: gzip`).
-    pub gzip: bool,
-}
-
-impl OtlpSettings {
-    /// The OpenTelemetry SDKs' defaults for `endpoint` and `protocol`: a
-    /// minute between exports, 10 s a request, `service.name` `kshard`.
-    pub fn new(endpoint: impl Into<String>, protocol: OtlpProtocol) -> Self {
-        OtlpSettings {
-            endpoint: endpoint.into(),
-            protocol,
-            interval: Duration::from_secs(60),
-            timeout: Duration::from_secs(10),
-            headers: Vec::new(),
-            resource: vec![("service.name".to_owned(), "kshard".to_owned())],
-            tls: OtlpTls::default(),
-            max_points_per_request: 8192,
-            gzip: false,
-        }
-    }
-}
 
 /// What the export has done, for `/metrics`.
 #[derive(Debug, Default)]
@@ -228,6 +187,7 @@ mod tests {
 
     use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 
+    use super::super::otlp_settings::OtlpProtocol;
     use super::super::otlp_transport::Accepted;
     use super::*;
 

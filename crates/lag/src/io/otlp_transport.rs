@@ -7,7 +7,6 @@
 //! a timeout, a refused connection), or not.
 
 use std::future::Future;
-use std::path::PathBuf;
 use std::pin::Pin;
 use std::time::Duration;
 
@@ -22,27 +21,8 @@ use tokio::net::TcpStream;
 use tokio_openssl::SslStream;
 use tonic::transport::{Channel, Endpoint, Uri};
 
-/// OTLP's two transports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OtlpProtocol {
-    /// OTLP/gRPC (a collector's port 4317).
-    Grpc,
-    /// OTLP/HTTP with protobuf bodies (port 4318, path `/v1/metrics`).
-    HttpProtobuf,
-}
-
-/// TLS towards the collector (an `https` endpoint).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct OtlpTls {
-    /// The CA that signed the collector's certificate (else the system's).
-    pub ca_file: Option<PathBuf>,
-    /// A client certificate (PEM, with its chain) for mutual TLS.
-    pub cert_file: Option<PathBuf>,
-    /// Its key (PEM).
-    pub key_file: Option<PathBuf>,
-    /// Accept any certificate, any name (for tests; logged at start).
-    pub insecure_skip_verify: bool,
-}
+use super::otlp_settings::OtlpSettings;
+pub use super::otlp_settings::{OtlpProtocol, OtlpTls};
 
 /// The collector's answer to one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,7 +96,7 @@ fn invalid(setting: &'static str, why: impl std::fmt::Display) -> OtlpSettingErr
 impl Transport {
     /// The transport to `endpoint`, checked now (its URL, headers and TLS
     /// files); it connects on the first export. Needs a tokio runtime.
-    pub(crate) fn new(settings: &super::otlp_export::OtlpSettings) -> Result<Self, OtlpSettingError> {
+    pub(crate) fn new(settings: &OtlpSettings) -> Result<Self, OtlpSettingError> {
         let (endpoint, protocol, headers, tls, timeout, gzip) = (
             settings.endpoint.as_str(),
             settings.protocol,
@@ -532,9 +512,9 @@ mod tests {
 
     #[tokio::test]
     async fn an_answer_that_never_ends_is_read_no_further_than_the_most() {
-        let settings = |endpoint: String| super::super::otlp_export::OtlpSettings {
+        let settings = |endpoint: String| super::OtlpSettings {
             timeout: Duration::from_secs(600),
-            ..super::super::otlp_export::OtlpSettings::new(endpoint, OtlpProtocol::HttpProtobuf)
+            ..super::OtlpSettings::new(endpoint, OtlpProtocol::HttpProtobuf)
         };
         // Accepted (the collector said 200); an error would send it again.
         let ok = Transport::new(&settings(endless_collector("200 OK").await)).expect("transport");
@@ -546,9 +526,9 @@ mod tests {
 
     #[tokio::test]
     async fn bad_settings_name_their_field() {
-        let settings = |endpoint: &str, protocol| super::super::otlp_export::OtlpSettings::new(endpoint, protocol);
+        let settings = |endpoint: &str, protocol| super::OtlpSettings::new(endpoint, protocol);
         let new = |endpoint: &str, headers: &[(String, String)], tls: &OtlpTls| {
-            let s = super::super::otlp_export::OtlpSettings {
+            let s = super::OtlpSettings {
                 headers: headers.to_vec(),
                 tls: tls.clone(),
                 ..settings(endpoint, OtlpProtocol::HttpProtobuf)

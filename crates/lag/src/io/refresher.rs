@@ -28,11 +28,23 @@ use crate::metrics::SelfTimings;
 use crate::monitor::Monitor;
 use crate::offsets_reader::track_range;
 use crate::readiness::Event;
-use crate::service::ScrapeMode;
 use crate::watermarks::{Watermark, Watermarks};
 
 /// The worker's name in logs and on `/ready`.
 pub(crate) const WORKER: &str = "watermark refresher";
+
+/// Where group offsets come from (`offsets_topic` or `admin_api` in a
+/// configuration file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScrapeMode {
+    /// Read the offsets topic (the default: fast, complete, with metadata).
+    #[default]
+    OffsetsTopic,
+    /// Ask the brokers (ListGroups, OffsetFetch) at every refresh, for clusters
+    /// whose `__consumer_offsets` cannot be read. Ready after the first scrape.
+    AdminApi,
+}
 
 /// When refreshes are due: on schedule, and at once when catch-up completes
 /// (after a failure, at most every second), so that readiness waits for

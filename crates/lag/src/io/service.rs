@@ -28,22 +28,10 @@ use crate::catch_up::Log;
 use crate::http;
 use crate::metrics::{Metrics, SelfTimings};
 use crate::monitor::{Monitor, MonitorSettings};
+use crate::refresher;
+pub use crate::refresher::ScrapeMode;
 use crate::shutdown::Shutdown;
 use crate::supervisor::{self, Life};
-use crate::{offsets_reader, refresher};
-
-/// Where group offsets come from (`offsets_topic` or `admin_api` in a
-/// configuration file).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ScrapeMode {
-    /// Read the offsets topic (the default: fast, complete, with metadata).
-    #[default]
-    OffsetsTopic,
-    /// Ask the brokers (ListGroups, OffsetFetch) at every refresh, for clusters
-    /// whose `__consumer_offsets` cannot be read. Ready after the first scrape.
-    AdminApi,
-}
 
 /// How `kshard serve` watches one cluster ([`run_many`] takes several).
 #[derive(Debug)]
@@ -85,7 +73,7 @@ pub struct ServeOptions {
     pub recovery_log_topic: Option<String>,
     /// With `data_dir`: several processes share the shards through etcd,
     /// each serving the whole cluster's lag.
-    pub cluster: Option<crate::shards_reader::ClusterOptions>,
+    pub cluster: Option<crate::log_reader::ClusterOptions>,
     /// kminion's cluster, broker and topic families: what is asked, how often.
     pub cluster_info: crate::cluster_info::ClusterInfoSettings,
     /// kminion's end-to-end probe (off by default).
@@ -364,10 +352,10 @@ fn start(options: ServeOptions, stop: &Shutdown) -> (http::AppState, Vec<tokio::
             // Without a data directory, the shards' stores are in memory,
             // kept across the readers' lives.
             let stores = match options.data_dir.clone() {
-                Some(dir) => crate::shards_reader::Stores::Durable(dir),
-                None => crate::shards_reader::Stores::Memory(kshard_runtime::MemoryDisk::default()),
+                Some(dir) => crate::log_reader::Stores::Durable(dir),
+                None => crate::log_reader::Stores::Memory(kshard_runtime::MemoryDisk::default()),
             };
-            let shards = crate::shards_reader::Shards {
+            let shards = crate::log_reader::Shards {
                 stores,
                 cluster: options.cluster.clone(),
                 log_topic: options
@@ -376,7 +364,7 @@ fn start(options: ServeOptions, stop: &Shutdown) -> (http::AppState, Vec<tokio::
                     .unwrap_or_else(|| crate::recovery_log_topic(&options.offsets_topic)),
                 member: member.clone(),
             };
-            let reader = offsets_reader::OffsetsReader {
+            let reader = crate::log_reader::OffsetsReader {
                 kafka: kafka.clone(),
                 log: Log::Offsets,
                 topic: options.offsets_topic.clone(),
@@ -387,11 +375,11 @@ fn start(options: ServeOptions, stop: &Shutdown) -> (http::AppState, Vec<tokio::
                 shards: shards.clone(),
                 brokers: Arc::clone(&brokers),
             };
-            workers.push(spawn(offsets_reader::WORKER, Box::new(move || Box::pin(reader.clone().run()))));
+            workers.push(spawn(crate::log_reader::WORKER, Box::new(move || Box::pin(reader.clone().run()))));
             if options.share_groups {
                 let (tx, rx) = mpsc::channel();
                 new_share_partitions = Some(tx);
-                let reader = offsets_reader::OffsetsReader {
+                let reader = crate::log_reader::OffsetsReader {
                     kafka: kafka.clone(),
                     log: Log::ShareState,
                     topic: Log::ShareState.topic().to_owned(),
@@ -402,14 +390,14 @@ fn start(options: ServeOptions, stop: &Shutdown) -> (http::AppState, Vec<tokio::
                     // Shards of their own, run by a second runtime member
                     // (its own keys and recovery logs; not listed by HTTP's
                     // /api/shards, which shows the offsets topic's).
-                    shards: crate::shards_reader::Shards {
+                    shards: crate::log_reader::Shards {
                         log_topic: crate::shards_reader::share_recovery_log_topic(&shards.log_topic),
                         member: crate::LocalMember::default(),
                         ..shards
                     },
                     brokers: Arc::clone(&brokers),
                 };
-                workers.push(spawn(offsets_reader::SHARE_WORKER, Box::new(move || Box::pin(reader.clone().run()))));
+                workers.push(spawn(crate::log_reader::SHARE_WORKER, Box::new(move || Box::pin(reader.clone().run()))));
             }
         }
         ScrapeMode::AdminApi => {

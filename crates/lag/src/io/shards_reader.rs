@@ -30,9 +30,9 @@ use kshard_runtime::{NodeConfig, NodeShared};
 use tracing::info;
 
 use crate::catch_up::Log;
+use crate::log_reader::{OffsetsReader, Shards, Stores, shard_id};
 use crate::log_shards::{Layout, LogShards};
 use crate::offsets_layout::OffsetsLayout;
-use crate::offsets_reader::OffsetsReader;
 use crate::readiness::Event;
 use crate::share_layout::ShareLayout;
 
@@ -68,36 +68,9 @@ fn ensure_log_topic(admin: &Admin, log_topic: &str, partitions: i32) -> Result<(
     Ok(())
 }
 
-/// Several `kshard serve` processes sharing the shards through etcd.
-#[derive(Debug, Clone)]
-pub struct ClusterOptions {
-    /// etcd endpoints (`http://host:port`, or `https://` with TLS).
-    pub etcd: Vec<String>,
-    /// TLS and a user for etcd.
-    pub access: kshard_runtime::keyspace::EtcdAccess,
-    /// The prefix of every key kept in etcd.
-    pub prefix: String,
-    /// This member's id: stable across restarts (its stores are found by it).
-    pub member: String,
-    /// Its zone.
-    pub zone: String,
-    /// Its lease: how long after a crash its primaries move.
-    pub lease_ttl: Duration,
-    /// Where other members and tools reach its HTTP endpoints.
-    pub endpoint: Option<String>,
-}
-
 /// More hot standbys than any cluster has members: a replica of every shard
 /// on every member.
 const EVERY_MEMBER: u32 = 1024;
-
-/// The id of the shard of partition `p` of `log`.
-pub(crate) fn shard_id(log: Log, p: i32) -> String {
-    match log {
-        Log::Offsets => format!("offsets-{p:03}"),
-        Log::ShareState => format!("share-state-{p:03}"),
-    }
-}
 
 /// The shard of partition `p` of `log`, read from `topic`.
 pub(crate) fn shard(log: Log, topic: &str, shards: &Shards, p: i32) -> ShardSpec {
@@ -118,31 +91,6 @@ pub(crate) fn shard(log: Log, topic: &str, shards: &Shards, p: i32) -> ShardSpec
         refusals: kshard_runtime::Refusals::Skip,
         ..spec
     }
-}
-
-/// Where the shards keep their stores.
-#[derive(Debug, Clone)]
-pub(crate) enum Stores {
-    /// redb files in a data directory, each shard logging its changes to a
-    /// partition of the recovery-log topic.
-    Durable(std::path::PathBuf),
-    /// Memory, without recovery logs (plain `serve`): kept across the
-    /// reader's lives in this process, read again from the log when the
-    /// process starts.
-    Memory(kshard_runtime::MemoryDisk),
-}
-
-/// How a log is read through shards.
-#[derive(Debug, Clone)]
-pub(crate) struct Shards {
-    /// Where the shards keep their stores.
-    pub(crate) stores: Stores,
-    /// The members to share the shards with; `None`: this process alone.
-    pub(crate) cluster: Option<ClusterOptions>,
-    /// The recovery logs' topic.
-    pub(crate) log_topic: String,
-    /// Where the member that runs the shards is made known to HTTP.
-    pub(crate) member: crate::LocalMember,
 }
 
 /// One life of the worker: until the shutdown (`Ok`) or a failure.
@@ -266,7 +214,7 @@ async fn run_on<K: Keyspace, L: Layout>(
         grower.grow(&announced)
     });
     let root = keys.root().to_owned();
-    let application = Arc::new(super::log_shards::LogApp(Arc::clone(&app))) as Arc<dyn Application>;
+    let application = Arc::new(crate::log_app::LogApp(Arc::clone(&app))) as Arc<dyn Application>;
     let member = Member::new(ks, config, application).with_shards(specs).with_shared(shared);
     let served = member.serve(None, reader.shutdown.stopped()).await.map_err(|e| worker_error(e, &root));
     // The member stopped: so does the grower.
@@ -375,7 +323,7 @@ impl<K: Keyspace, L: Layout> Grower<K, L> {
 
     /// Whether the first partitions of the share state's topic (it had
     /// none at start: no share group yet) may not be read: asked once, and
-    /// said on `/ready` as at start ([`crate::offsets_reader::share_state_unreadable`]).
+    /// said on `/ready` as at start ([`crate::log_reader::share_state_unreadable`]).
     fn unreadable(&self, pending: &std::collections::BTreeSet<i32>) -> Result<bool, WorkerError> {
         if L::LOG != Log::ShareState {
             return Ok(false);
@@ -387,10 +335,9 @@ impl<K: Keyspace, L: Layout> Grower<K, L> {
         if self.app.partitions.load(Ordering::Acquire) > 0 {
             return Ok(false);
         }
-        match crate::offsets_reader::refusal(&*self.brokers, &self.topic, (first, None), self.timeout, &self.shutdown)?
-        {
+        match crate::log_reader::refusal(&*self.brokers, &self.topic, (first, None), self.timeout, &self.shutdown)? {
             Some(e) => {
-                crate::offsets_reader::share_state_unreadable(&self.app.monitor, &self.topic, &e);
+                crate::log_reader::share_state_unreadable(&self.app.monitor, &self.topic, &e);
                 Ok(true)
             }
             None => Ok(false),

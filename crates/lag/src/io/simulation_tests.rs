@@ -16,10 +16,11 @@ use kshard_offsets::{OffsetCommitValue, Record};
 use kshard_runtime::simulation::{Input, Simulation};
 
 use crate::catch_up::Log;
-use crate::log_shards::{LogApp, LogShards};
+use crate::log_app::LogApp;
+use crate::log_reader::{Shards, Stores};
+use crate::log_shards::LogShards;
 use crate::monitor::{Monitor, MonitorSettings};
 use crate::offsets_layout::OffsetsLayout;
-use crate::shards_reader::{Shards, Stores};
 use crate::shutdown::Shutdown;
 
 const TOPIC: &str = "__consumer_offsets";

@@ -182,7 +182,7 @@ pub(super) fn shards_without_primary(
     let cluster = shared.cluster();
     let partitions = m.progress().partitions as i32;
     let without = (0..partitions)
-        .filter(|p| cluster.primary(&crate::shards_reader::shard_id(crate::catch_up::Log::Offsets, *p)).is_none())
+        .filter(|p| cluster.primary(&crate::log_reader::shard_id(crate::catch_up::Log::Offsets, *p)).is_none())
         .count();
     gauge(
         e,

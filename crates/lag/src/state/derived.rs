@@ -10,10 +10,9 @@ use std::sync::{Arc, MutexGuard};
 use crate::consumer_status::{Commit, CommitWindow, Status, StatusSettings};
 use crate::lag_history::{HistorySettings, LagHistory, LagPoint};
 use crate::lag_time::{LagTimes, Written};
-use crate::monitor::MonitorSettings;
+use crate::monitor_settings::MonitorSettings;
 use crate::names::FastMap;
 use crate::share_rows::ShareRow;
-use crate::snapshot::LagSnapshot;
 use crate::units::Units;
 use crate::velocity::Velocity;
 use crate::watermarks::Watermarks;
@@ -99,10 +98,10 @@ impl<'a> DerivedView<'a> {
         DerivedView { derived, now_ms }
     }
 
-    /// Each group's total lag and highest lag in seconds in `snapshot`, at
-    /// `now_ms`, go into its history (groups gone are forgotten).
-    pub(crate) fn record_history(&mut self, snapshot: &LagSnapshot, now_ms: i64) {
-        let totals = snapshot.totals(self, now_ms);
+    /// Each group's total lag and highest lag in seconds at `now_ms`
+    /// (`totals`: group, records, seconds) go into its history (groups gone
+    /// are forgotten).
+    pub(crate) fn record_history(&mut self, totals: Vec<(Arc<str>, i64, Option<f64>)>, now_ms: i64) {
         self.derived.history.record(now_ms, totals);
     }
 }

@@ -17,7 +17,7 @@
 
 use std::sync::Arc;
 
-use crate::group_offsets::CommittedOffset;
+use crate::group::CommittedOffset;
 use crate::names::FastMap;
 
 /// An offset commit of an open transaction.

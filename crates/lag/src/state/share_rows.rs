@@ -8,7 +8,7 @@ use std::sync::Arc;
 use kshard_offsets::Uuid;
 
 use crate::group_offsets::GroupOffsets;
-use crate::monitor::MonitorSettings;
+use crate::monitor_settings::MonitorSettings;
 use crate::names::FastMap;
 use crate::share_partition::{Run, SharePartition};
 use crate::share_state::ShareState;

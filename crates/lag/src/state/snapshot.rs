@@ -14,7 +14,7 @@ use crate::consumer_status::Status;
 use crate::derived::{DerivedView, Motion};
 use crate::group_offsets::{Group, GroupInfo};
 use crate::lag_time::{Method, Written};
-use crate::monitor::MonitorSettings;
+use crate::monitor_settings::MonitorSettings;
 use crate::share_rows::ShareRow;
 use crate::units::Units;
 use crate::velocity::{Velocity, commit_age_s};

@@ -14,50 +14,10 @@ use kshard_offsets::{
 };
 
 use super::{Applied, GroupOffsets, MemberClient};
+use crate::group::{StreamsMember, SubtopologyInfo, TaskList, Topology};
 
 /// The protocol type of streams groups.
 pub(crate) const STREAMS: &str = "streams";
-
-/// Tasks by subtopology id, each with its partitions.
-pub type TaskList = Vec<(Box<str>, Vec<i32>)>;
-
-/// A streams group's topology, as its members last declared it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Topology {
-    /// The topology's epoch.
-    pub epoch: i32,
-    /// Its subtopologies.
-    pub subtopologies: Vec<SubtopologyInfo>,
-}
-
-/// One subtopology: what its tasks read and keep.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SubtopologyInfo {
-    /// Its id (`0`, `1`, …).
-    pub id: Box<str>,
-    /// The topics its tasks read.
-    pub source_topics: Vec<Arc<str>>,
-    /// The internal repartition topics its tasks read.
-    pub repartition_source_topics: Vec<Arc<str>>,
-    /// The changelog topics of its state stores.
-    pub state_changelog_topics: Vec<Arc<str>>,
-}
-
-/// What a streams group's member is beside a client: its process, its
-/// endpoint for interactive queries, and its tasks.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct StreamsMember {
-    /// The Kafka Streams process the member's thread belongs to.
-    pub process_id: Box<str>,
-    /// `host:port` for interactive queries, when the application set one.
-    pub endpoint: Option<Box<str>>,
-    /// The tasks it processes.
-    pub active: TaskList,
-    /// The standby tasks it keeps (state replicas, for fail-over).
-    pub standby: TaskList,
-    /// The warm-up tasks it is catching up.
-    pub warmup: TaskList,
-}
 
 fn tasks(ids: &[TaskIds<'_>]) -> TaskList {
     ids.iter().map(|t| (Box::from(t.subtopology_id.as_ref()), t.partitions.clone())).collect()
