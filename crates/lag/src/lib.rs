@@ -35,8 +35,9 @@ pub use io::local_member::LocalMember;
 pub use io::otlp_export::OtlpSettings;
 pub use io::otlp_transport::{OtlpProtocol, OtlpSettingError, OtlpTls};
 pub(crate) use io::{
-    app_state, catch_up_log, cluster_info, http, log_app, log_reader, log_shards, memory_shard, offsets_layout,
-    offsets_reader, refresher, shards_reader, share_layout, share_scrape, shutdown, supervisor,
+    app_state, catch_up_log, cluster_info, cluster_workers, http, log_app, log_reader, log_shards, memory_shard,
+    offsets_layout, offsets_reader, refresher, serve_options, shards_reader, share_layout, share_scrape, shutdown,
+    supervisor,
 };
 pub use io::{brokers, service};
 pub use metrics::otlp::export_bodies as otlp_export_bodies;
