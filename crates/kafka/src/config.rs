@@ -34,13 +34,18 @@ pub enum ReaderKind {
     Librdkafka,
 }
 
+/// A reader kshard does not have.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown reader {0:?}: kshard or librdkafka")]
+pub struct UnknownReader(pub String);
+
 impl std::str::FromStr for ReaderKind {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
+    type Err = UnknownReader;
+    fn from_str(s: &str) -> std::result::Result<Self, UnknownReader> {
         match s {
             "kshard" => Ok(ReaderKind::Kshard),
             "librdkafka" => Ok(ReaderKind::Librdkafka),
-            other => Err(format!("unknown reader {other:?}: kshard or librdkafka")),
+            other => Err(UnknownReader(other.to_owned())),
         }
     }
 }

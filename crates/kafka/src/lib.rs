@@ -44,7 +44,7 @@ mod traits;
 mod wire;
 
 pub use client::Client;
-pub use config::{ClientSettings, ReaderKind};
+pub use config::{ClientSettings, ReaderKind, UnknownReader};
 pub use delivery::Delivery;
 pub use error::{Error, Result};
 pub use librdkafka::admin::{Admin, OffsetSpec, TopicSpec};

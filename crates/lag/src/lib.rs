@@ -40,6 +40,7 @@ pub(crate) use io::{
     supervisor,
 };
 pub use io::{brokers, service};
+pub use metrics::exposition_read::ReadError as ExpositionError;
 pub use metrics::otlp::export_bodies as otlp_export_bodies;
 pub use metrics::process::LogCounts;
 pub(crate) use state::{

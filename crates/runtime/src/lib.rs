@@ -120,7 +120,7 @@ pub use node_shared::NodeShared;
 pub use progress::{Progress, ProgressMap};
 pub use queries::Queries;
 pub use recovery_log::hints::HintsError;
-pub use resolver::{DEFAULT_WAIT, MAX_WAIT, ReadOptions};
+pub use resolver::{DEFAULT_WAIT, InvalidReadOption, MAX_WAIT, ReadOptions};
 pub use selector::Selector;
 pub use serve::{Member, ServeError};
 pub use shard_row::ShardRow;

@@ -110,7 +110,7 @@ impl Queries {
     {
         let options = match ReadOptions::parse(request.uri().query()) {
             Ok(options) => options,
-            Err(e) => return unavailable(StatusCode::BAD_REQUEST, e),
+            Err(e) => return unavailable(StatusCode::BAD_REQUEST, e.to_string()),
         };
         let forwarded = request.headers().contains_key(FORWARDED_BY);
         let deadline = Instant::now() + options.wait;

@@ -46,24 +46,28 @@ impl Default for ReadOptions {
 impl ReadOptions {
     /// The options of a request's query string (other parameters are the
     /// application's and left alone); the error names the parameter.
-    pub fn parse(query: Option<&str>) -> Result<Self, String> {
+    pub fn parse(query: Option<&str>) -> Result<Self, InvalidReadOption> {
         let mut options = ReadOptions::default();
         for (name, value) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
             let value = value.as_ref();
             match name.as_ref() {
                 "seen" => {
                     for item in value.split(',').filter(|s| !s.is_empty()) {
-                        options.seen.push(parse_seen(item)?);
+                        options.seen.push(parse_seen(item).map_err(InvalidReadOption::seen)?);
                         if options.seen.len() > MAX_SEEN {
-                            return Err(format!("invalid seen: more than {MAX_SEEN} offsets"));
+                            return Err(InvalidReadOption::seen(format!("more than {MAX_SEEN} offsets")));
                         }
                     }
                 }
-                "stale" => options.stale = Some(parse_duration(value).map_err(|e| format!("invalid stale: {e}"))?),
+                "stale" => {
+                    let stale = parse_duration(value).map_err(|why| InvalidReadOption { parameter: "stale", why })?;
+                    options.stale = Some(stale);
+                }
                 "wait" => {
-                    let wait = parse_duration(value).map_err(|e| format!("invalid wait: {e}"))?;
+                    let wait = parse_duration(value).map_err(|why| InvalidReadOption { parameter: "wait", why })?;
                     if wait > MAX_WAIT {
-                        return Err(format!("invalid wait: at most {}s", MAX_WAIT.as_secs()));
+                        let why = format!("at most {}s", MAX_WAIT.as_secs());
+                        return Err(InvalidReadOption { parameter: "wait", why });
                     }
                     options.wait = wait;
                 }
@@ -74,9 +78,25 @@ impl ReadOptions {
     }
 }
 
+/// A read option of a query string that cannot be used: which, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid {parameter}: {why}")]
+pub struct InvalidReadOption {
+    /// The parameter: `seen`, `stale` or `wait`.
+    pub parameter: &'static str,
+    /// What is wrong with its value.
+    pub why: String,
+}
+
+impl InvalidReadOption {
+    fn seen(why: String) -> Self {
+        InvalidReadOption { parameter: "seen", why }
+    }
+}
+
 /// `topic:partition:offset` (a topic has no `:`).
 fn parse_seen(item: &str) -> Result<SourceOffset, String> {
-    let bad = || format!("invalid seen: {item:?} is not topic:partition:offset");
+    let bad = || format!("{item:?} is not topic:partition:offset");
     let mut parts = item.rsplitn(3, ':');
     let (offset, partition, topic) = (parts.next(), parts.next(), parts.next());
     let (Some(offset), Some(partition), Some(topic)) = (offset, partition, topic) else { return Err(bad()) };
@@ -296,7 +316,8 @@ mod tests {
             ("wait=61s", "wait"),
         ] {
             let e = ReadOptions::parse(Some(query)).expect_err(query);
-            assert!(e.starts_with(&format!("invalid {names}")), "{query}: {e}");
+            assert_eq!(e.parameter, names, "{query}: {e}");
+            assert!(e.to_string().starts_with(&format!("invalid {names}: ")), "{query}: {e}");
         }
         let many = format!("seen={}", vec!["t:0:1"; MAX_SEEN + 1].join(","));
         assert!(ReadOptions::parse(Some(&many)).is_err(), "bounded");

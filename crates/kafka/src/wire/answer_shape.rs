@@ -403,10 +403,24 @@ answer!(DescribeLogDirsResponse, DescribeLogDirs, 4 => &[
 /// shape at `version`, then decoded by the crate: what
 /// [`crate::wire::broker_link::BrokerLink::call`] reads, and the fuzz
 /// targets drive. An error says which field did not fit, or the crate's.
-pub(crate) fn decode<A: Answer>(mut body: bytes::Bytes, version: i16) -> Result<A, String> {
-    let shape = A::shape(version).ok_or("a version kshard does not read")?;
-    check(&body, shape).map_err(|e| e.to_string())?;
-    A::decode(&mut body, version).map_err(|e| e.to_string())
+pub(crate) fn decode<A: Answer>(mut body: bytes::Bytes, version: i16) -> Result<A, Unreadable> {
+    let shape = A::shape(version).ok_or(Unreadable::Version(version))?;
+    check(&body, shape)?;
+    A::decode(&mut body, version).map_err(|e| Unreadable::Decode(e.to_string()))
+}
+
+/// Why an answer could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Unreadable {
+    /// kshard does not ask for this version of the answer.
+    #[error("version {0}, which kshard does not read")]
+    Version(i16),
+    /// A field does not fit the bytes.
+    #[error(transparent)]
+    Misshapen(#[from] Misshapen),
+    /// The protocol crate refused what fitted (its words).
+    #[error("{0}")]
+    Decode(String),
 }
 
 /// A frame that does not fit its shape: which field, and how.

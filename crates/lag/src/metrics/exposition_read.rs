@@ -43,10 +43,11 @@ pub(crate) struct Sample<'a> {
 
 /// A line that is not Prometheus text.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ReadError {
-    /// 1-based.
-    pub(crate) line: usize,
-    pub(crate) why: String,
+pub struct ReadError {
+    /// The line, 1-based.
+    pub line: usize,
+    /// What is wrong with it.
+    pub why: String,
 }
 
 impl fmt::Display for ReadError {

@@ -56,9 +56,9 @@ pub(crate) fn requests(families: &[Family<'_>], envelope: &Envelope<'_>) -> Vec<
 /// What one OTLP export of the Prometheus text `text` sends: each
 /// request's protobuf body, at most `max_points` data points each (as the
 /// export builds them; for `kshard bench state`).
-pub fn export_bodies(text: &str, max_points: usize) -> Result<Vec<Vec<u8>>, String> {
+pub fn export_bodies(text: &str, max_points: usize) -> Result<Vec<Vec<u8>>, super::exposition_read::ReadError> {
     use prost::Message;
-    let families = super::exposition_read::read(text).map_err(|e| e.to_string())?;
+    let families = super::exposition_read::read(text)?;
     let resource = [("service.name".to_owned(), "kshard".to_owned())];
     let envelope = Envelope { resource: &resource, start_ns: 1, now_ns: 2, max_points };
     Ok(requests(&families, &envelope).iter().map(Message::encode_to_vec).collect())

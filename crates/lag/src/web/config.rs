@@ -397,7 +397,7 @@ fn check_bcrypt(hash: &str) -> Result<(), String> {
 fn rate_limit(file: RateLimitFile) -> Result<RateLimit, WebConfigError> {
     let interval = match file.interval.as_deref() {
         None | Some("") => Duration::ZERO,
-        Some(text) => go_duration(text).map_err(|why| invalid("rate_limit.interval", why))?,
+        Some(text) => go_duration(text).map_err(|why| invalid("rate_limit.interval", why.to_string()))?,
     };
     let burst = file.burst.unwrap_or(0);
     let burst = u32::try_from(burst).map_err(|_| invalid("rate_limit.burst", format!("{burst} is not 0 or more")))?;
@@ -408,9 +408,14 @@ fn rate_limit(file: RateLimitFile) -> Result<RateLimit, WebConfigError> {
     Ok(RateLimit { interval, burst })
 }
 
+/// Text that is not a Go duration.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a duration (like 1s, 500ms or 1m30s)")]
+pub(crate) struct NotADuration(String);
+
 /// A Go duration (`1s`, `1m30s`, `250ms`, `0`).
-pub(crate) fn go_duration(text: &str) -> Result<Duration, String> {
-    let bad = || format!("`{text}` is not a duration (like 1s, 500ms or 1m30s)");
+pub(crate) fn go_duration(text: &str) -> Result<Duration, NotADuration> {
+    let bad = || NotADuration(text.to_owned());
     if text == "0" {
         return Ok(Duration::ZERO);
     }
