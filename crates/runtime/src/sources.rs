@@ -27,7 +27,7 @@ pub(crate) struct Sources {
     pub(crate) reader: Box<dyn PartitionRead>,
     /// The member's metrics.
     metrics: Arc<Metrics>,
-    next: BTreeMap<String, BTreeMap<i32, i64>>,
+    next: Positions,
     /// The last transaction read everything the reader had: the next one
     /// waits until it is readable.
     pub(crate) drained: bool,
@@ -130,10 +130,7 @@ impl Sources {
                     Err(kshard_kafka::Error::CorruptBatch { topic, partition, offset, what })
                         if spec.refusals != Refusals::Fail =>
                     {
-                        // Skipped by the reader, which reads on.
-                        tracing::warn!(shard = %spec.id, topic, partition, offset, error = %what, "skipped a source batch that failed its checksum");
-                        self.metrics.source_event(&spec.id, SourceEvent::BatchSkipped);
-                        app.source_skipped(&topic, partition, offset, &what);
+                        batch_skipped(&self.metrics, spec, &mut *app, (&topic, partition, offset), &what);
                         clock.polled(policy::Polled::EndOfSource);
                         continue;
                     }
@@ -141,17 +138,9 @@ impl Sources {
                 };
                 match event {
                     Polled::Reset { topic, partition, position, log_start } => {
-                        let next = self.next.get_mut(&topic).and_then(|p| p.get_mut(&partition));
-                        if let Some(next) = next {
-                            tracing::warn!(shard = %spec.id, topic, partition, position, log_start, "a source's log was cut below the position: reading it again from its start");
-                            self.metrics.source_event(&spec.id, SourceEvent::Reset);
-                            // Its records from the start are new ones.
-                            *next = log_start;
+                        if reset(&mut self.next, &self.metrics, spec, (&topic, partition), (position, log_start)) {
                             moved = true;
-                            if !begun {
-                                app.begin(&mut txn).map_err(application("beginning a transaction"))?;
-                                begun = true;
-                            }
+                            begin_once(&mut *app, &mut txn, &mut begun)?;
                             let reset = app.source_reset(&mut txn, &topic, partition, position, log_start);
                             reset.map_err(application("undoing what a cut source gave"))?;
                         }
@@ -172,53 +161,21 @@ impl Sources {
                             continue;
                         }
                         *next = r.offset() + 1;
-                        if !begun {
-                            app.begin(&mut txn).map_err(application("beginning a transaction"))?;
-                            begun = true;
-                        }
+                        begin_once(&mut *app, &mut txn, &mut begun)?;
                         if app.awaits() {
                             // Owned, and awaited below once the record's borrow
                             // of the reader is gone.
                             awaiting = Some(OwnedMessage::of(&r));
                         } else {
                             let headers = r.headers();
-                            let (timestamp_ms, log_append_time) = r.timestamp();
-                            let message = Message {
-                                topic: r.topic(),
-                                partition: r.partition(),
-                                offset: r.offset(),
-                                timestamp_ms,
-                                log_append_time,
-                                headers: &headers,
-                                key: r.key(),
-                                value: r.value(),
-                                transactional: r.transactional(),
-                            };
                             txn.count_message();
-                            consume_now(&mut *app, spec, &mut txn, &message, &mut refused)?;
+                            consume_now(&mut *app, spec, &mut txn, &message_of(&r, &headers), &mut refused)?;
                         }
                         policy::Polled::Message { bytes: txn.bytes() }
                     }
                     Polled::EndOfPartition { partition, next_offset } => {
-                        // The event names the partition only: a number two source
-                        // topics share cannot be told apart, and moves nothing.
-                        let mut candidates = spec.sources.iter().filter(|s| s.partition == partition);
-                        let topic = match (candidates.next(), candidates.next()) {
-                            (Some(s), None) => Some(s.topic.as_str()),
-                            _ => None,
-                        };
-                        if let Some(topic) = topic {
-                            // Past the last message there may be transaction
-                            // markers, never delivered: the position moves past
-                            // them, and is committed (replicas, and the next
-                            // primary, then know the source was read to its end).
-                            let next = self.next.get_mut(topic).and_then(|p| p.get_mut(&partition));
-                            if let (Some(next), Some(end)) = (next, next_offset)
-                                && end > *next
-                            {
-                                *next = end;
-                                moved = true;
-                            }
+                        if let Some((topic, past)) = end_of_partition(&mut self.next, spec, partition, next_offset) {
+                            moved |= past;
                             app.end_of_source(topic, partition, next_offset);
                         }
                         policy::Polled::EndOfSource
@@ -260,6 +217,91 @@ impl Sources {
         log.commit(author, (mutations, offsets), outputs, done).await?;
         self.committed = Instant::now();
         Ok(())
+    }
+}
+
+/// Each source's next offset, by topic and partition.
+type Positions = BTreeMap<String, BTreeMap<i32, i64>>;
+
+/// A source batch that failed its checksum, at `(topic, partition,
+/// offset)`: skipped by the reader, which reads on; counted, logged and
+/// told to the application.
+fn batch_skipped(metrics: &Metrics, spec: &ShardSpec, app: &mut dyn ShardApp, at: (&str, i32, i64), what: &str) {
+    let (topic, partition, offset) = at;
+    tracing::warn!(shard = %spec.id, topic, partition, offset, error = %what, "skipped a source batch that failed its checksum");
+    metrics.source_event(&spec.id, SourceEvent::BatchSkipped);
+    app.source_skipped(topic, partition, offset, what);
+}
+
+/// A source's log was cut below `position` (it starts at `log_start` now):
+/// its records from the start are new ones. False when it is not a source
+/// of the shard.
+fn reset(
+    next: &mut Positions,
+    metrics: &Metrics,
+    spec: &ShardSpec,
+    source: (&str, i32),
+    (position, log_start): (i64, i64),
+) -> bool {
+    let (topic, partition) = source;
+    let Some(next) = next.get_mut(topic).and_then(|p| p.get_mut(&partition)) else { return false };
+    tracing::warn!(shard = %spec.id, topic, partition, position, log_start, "a source's log was cut below the position: reading it again from its start");
+    metrics.source_event(&spec.id, SourceEvent::Reset);
+    *next = log_start;
+    true
+}
+
+/// A source partition read to its end, `next_offset` its position: its
+/// topic, and whether the position moved (past transaction markers, never
+/// delivered: committed, so that replicas and the next primary know the
+/// source was read to its end). `None` when the partition number is not one
+/// source's: the event names the partition only, and a number two source
+/// topics share cannot be told apart.
+fn end_of_partition<'s>(
+    next: &mut Positions,
+    spec: &'s ShardSpec,
+    partition: i32,
+    next_offset: Option<i64>,
+) -> Option<(&'s str, bool)> {
+    let mut candidates = spec.sources.iter().filter(|s| s.partition == partition);
+    let topic = match (candidates.next(), candidates.next()) {
+        (Some(s), None) => s.topic.as_str(),
+        _ => return None,
+    };
+    let next = next.get_mut(topic).and_then(|p| p.get_mut(&partition));
+    let moved = match (next, next_offset) {
+        (Some(next), Some(end)) if end > *next => {
+            *next = end;
+            true
+        }
+        _ => false,
+    };
+    Some((topic, moved))
+}
+
+/// Begins the application's transaction at its first message (a heartbeat
+/// is no transaction of the application's).
+fn begin_once(app: &mut dyn ShardApp, txn: &mut Transaction<'_>, begun: &mut bool) -> Result<(), ReplicaError> {
+    if !*begun {
+        app.begin(txn).map_err(application("beginning a transaction"))?;
+        *begun = true;
+    }
+    Ok(())
+}
+
+/// The message `r` is, its headers given.
+fn message_of<'a>(r: &'a crate::partitions::LogRecord<'_>, headers: &'a [(&'a str, Option<&'a [u8]>)]) -> Message<'a> {
+    let (timestamp_ms, log_append_time) = r.timestamp();
+    Message {
+        topic: r.topic(),
+        partition: r.partition(),
+        offset: r.offset(),
+        timestamp_ms,
+        log_append_time,
+        headers,
+        key: r.key(),
+        value: r.value(),
+        transactional: r.transactional(),
     }
 }
 
