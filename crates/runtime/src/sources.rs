@@ -97,13 +97,8 @@ impl Sources {
         let started = Instant::now();
         let Parts { store, in_flight, app } = log.parts();
         // Over the transaction before, while Kafka commits it.
-        let mut txn = Transaction::over(store, in_flight.map(|f| &f.overlay));
-        let mut moved = false;
-        let mut refused = Refused::default();
-        // A message for an application that awaits, taken out of the reader.
-        let mut awaiting: Option<OwnedMessage> = None;
-        // Begun at the first message: a heartbeat is no transaction of the application's.
-        let mut begun = false;
+        let txn = Transaction::over(store, in_flight.map(|f| &f.overlay));
+        let mut t = UnderWay { txn, app, begun: false, moved: false, refused: Refused::default(), awaiting: None };
         self.drained = false;
         // The transaction's age, as last read (see `policy::ClockReads`).
         let (mut elapsed, mut clock) = (Duration::ZERO, policy::ClockReads::default());
@@ -126,71 +121,40 @@ impl Sources {
                 } else {
                     first
                 };
-                let event = match ready {
+                match ready {
                     Err(kshard_kafka::Error::CorruptBatch { topic, partition, offset, what })
                         if spec.refusals != Refusals::Fail =>
                     {
-                        batch_skipped(&self.metrics, spec, &mut *app, (&topic, partition, offset), &what);
-                        clock.polled(policy::Polled::EndOfSource);
-                        continue;
+                        batch_skipped(&self.metrics, spec, &mut *t.app, (&topic, partition, offset), &what);
+                        None
                     }
-                    event => event.map_err(kafka("reading a source"))?,
-                };
-                match event {
-                    Polled::Reset { topic, partition, position, log_start } => {
-                        if reset(&mut self.next, &self.metrics, spec, (&topic, partition), (position, log_start)) {
-                            moved = true;
-                            begin_once(&mut *app, &mut txn, &mut begun)?;
-                            let reset = app.source_reset(&mut txn, &topic, partition, position, log_start);
-                            reset.map_err(application("undoing what a cut source gave"))?;
-                        }
-                        policy::Polled::EndOfSource
-                    }
-                    Polled::Record(r) => {
-                        // Not a source, or before the position (a re-read after a
-                        // reset): taking it would count a message twice.
-                        let next = self.next.get_mut(r.topic()).and_then(|p| p.get_mut(&r.partition()));
-                        // (Counted as one taken for the clock: a long re-read
-                        // reads it too.)
-                        let Some(next) = next else {
-                            clock.polled(policy::Polled::Message { bytes: 0 });
-                            continue;
-                        };
-                        if r.offset() < *next {
-                            clock.polled(policy::Polled::Message { bytes: 0 });
-                            continue;
-                        }
-                        *next = r.offset() + 1;
-                        begin_once(&mut *app, &mut txn, &mut begun)?;
-                        if app.awaits() {
-                            // Owned, and awaited below once the record's borrow
-                            // of the reader is gone.
-                            awaiting = Some(OwnedMessage::of(&r));
-                        } else {
-                            let headers = r.headers();
-                            txn.count_message();
-                            consume_now(&mut *app, spec, &mut txn, &message_of(&r, &headers), &mut refused)?;
-                        }
-                        policy::Polled::Message { bytes: txn.bytes() }
-                    }
-                    Polled::EndOfPartition { partition, next_offset } => {
-                        if let Some((topic, past)) = end_of_partition(&mut self.next, spec, partition, next_offset) {
-                            moved |= past;
-                            app.end_of_source(topic, partition, next_offset);
-                        }
-                        policy::Polled::EndOfSource
-                    }
-                    Polled::Idle => policy::Polled::Idle,
+                    event => Some(take(
+                        event.map_err(kafka("reading a source"))?,
+                        &mut t,
+                        &mut self.next,
+                        &self.metrics,
+                        spec,
+                    )?),
                 }
             };
-            if let Some(owned) = awaiting.take() {
+            let Some(polled) = polled else {
+                clock.polled(policy::Polled::EndOfSource);
+                continue;
+            };
+            // Not a source, or before the position (a re-read after a reset):
+            // counted as one taken for the clock (a long re-read reads it too).
+            let Some(polled) = polled else {
+                clock.polled(policy::Polled::Message { bytes: 0 });
+                continue;
+            };
+            if let Some(owned) = t.awaiting.take() {
                 let headers = owned.headers();
                 let message = owned.message(&headers);
-                txn.count_message();
-                consume(&mut *app, spec, &mut txn, &message, &mut refused).await?;
+                t.txn.count_message();
+                consume(&mut *t.app, spec, &mut t.txn, &message, &mut t.refused).await?;
             }
             let polled = match polled {
-                policy::Polled::Message { .. } => policy::Polled::Message { bytes: txn.bytes() },
+                policy::Polled::Message { .. } => policy::Polled::Message { bytes: t.txn.bytes() },
                 other => other,
             };
             clock.polled(polled);
@@ -199,14 +163,17 @@ impl Sources {
                 break;
             }
         }
-        if begun {
-            app.finalize(&mut txn).map_err(application("finalizing a transaction"))?;
-        }
-        let messages = txn.messages();
+        let finished = t.finish()?;
+        self.commit(log, author, finished).await
+    }
+
+    /// Ends a transaction of `log`'s: committed when it took messages,
+    /// moved a position, or the log needs a heartbeat; else nothing is written.
+    async fn commit(&mut self, log: &mut impl ReplicaLog, author: u64, t: Finished) -> Result<(), ReplicaError> {
+        let Finished { begun, moved, refused, messages, mutations, outputs } = t;
         if !policy::commits(messages, moved, self.committed.elapsed()) {
             return log.idle().await;
         }
-        let (mutations, outputs) = txn.into_parts();
         let offsets = self.offsets();
         let done = Done {
             begun: begun.then(|| offsets.clone()),
@@ -218,6 +185,90 @@ impl Sources {
         self.committed = Instant::now();
         Ok(())
     }
+}
+
+/// A consumer transaction under way.
+struct UnderWay<'t, 'a> {
+    txn: Transaction<'t>,
+    app: &'a mut dyn ShardApp,
+    /// Begun at the first message: a heartbeat is no transaction of the application's.
+    begun: bool,
+    /// A source's position moved.
+    moved: bool,
+    refused: Refused,
+    /// A message for an application that awaits, taken out of the reader.
+    awaiting: Option<OwnedMessage>,
+}
+
+impl UnderWay<'_, '_> {
+    /// The transaction, finalized by the application when it began.
+    fn finish(mut self) -> Result<Finished, ReplicaError> {
+        if self.begun {
+            self.app.finalize(&mut self.txn).map_err(application("finalizing a transaction"))?;
+        }
+        let messages = self.txn.messages();
+        let (mutations, outputs) = self.txn.into_parts();
+        let (begun, moved, refused) = (self.begun, self.moved, self.refused);
+        Ok(Finished { begun, moved, refused, messages, mutations, outputs })
+    }
+}
+
+/// A transaction the application is done with, to commit.
+struct Finished {
+    begun: bool,
+    moved: bool,
+    refused: Refused,
+    messages: usize,
+    mutations: Vec<crate::recovery_log::record::Mutation>,
+    outputs: Vec<crate::application::Output>,
+}
+
+/// Takes one polled event into `t`: what it was, for the clock; `None` for
+/// a record of no source, or before its source's position (a re-read after a
+/// reset: taking it would count a message twice).
+fn take(
+    event: Polled<'_>,
+    t: &mut UnderWay<'_, '_>,
+    next: &mut Positions,
+    metrics: &Metrics,
+    spec: &ShardSpec,
+) -> Result<Option<policy::Polled>, ReplicaError> {
+    Ok(Some(match event {
+        Polled::Reset { topic, partition, position, log_start } => {
+            if reset(next, metrics, spec, (&topic, partition), (position, log_start)) {
+                t.moved = true;
+                begin_once(&mut *t.app, &mut t.txn, &mut t.begun)?;
+                let reset = t.app.source_reset(&mut t.txn, &topic, partition, position, log_start);
+                reset.map_err(application("undoing what a cut source gave"))?;
+            }
+            policy::Polled::EndOfSource
+        }
+        Polled::Record(r) => {
+            let Some(next) = next.get_mut(r.topic()).and_then(|p| p.get_mut(&r.partition())) else { return Ok(None) };
+            if r.offset() < *next {
+                return Ok(None);
+            }
+            *next = r.offset() + 1;
+            begin_once(&mut *t.app, &mut t.txn, &mut t.begun)?;
+            if t.app.awaits() {
+                // Owned, and awaited once the record's borrow of the reader is gone.
+                t.awaiting = Some(OwnedMessage::of(&r));
+            } else {
+                let headers = r.headers();
+                t.txn.count_message();
+                consume_now(&mut *t.app, spec, &mut t.txn, &message_of(&r, &headers), &mut t.refused)?;
+            }
+            policy::Polled::Message { bytes: t.txn.bytes() }
+        }
+        Polled::EndOfPartition { partition, next_offset } => {
+            if let Some((topic, past)) = end_of_partition(next, spec, partition, next_offset) {
+                t.moved |= past;
+                t.app.end_of_source(topic, partition, next_offset);
+            }
+            policy::Polled::EndOfSource
+        }
+        Polled::Idle => policy::Polled::Idle,
+    }))
 }
 
 /// Each source's next offset, by topic and partition.
