@@ -310,31 +310,7 @@ impl WireAdmin {
         }
         let mut found = HashMap::with_capacity(partitions.len());
         for (address, topics) in by_leader {
-            let request = ListOffsetsRequest::default()
-                .with_replica_id((-1).into())
-                // read_uncommitted: "latest" is the high watermark, the log
-                // end Kafka's own tools report; read_committed: the last
-                // stable offset.
-                .with_isolation_level(isolation_level)
-                .with_topics(
-                    topics
-                        .iter()
-                        .map(|(topic, ps)| {
-                            ListOffsetsTopic::default()
-                                .with_name(TopicName(StrBytes::from_string((*topic).to_owned())))
-                                .with_partitions(
-                                    ps.iter()
-                                        .map(|p| {
-                                            ListOffsetsPartition::default()
-                                                .with_partition_index(*p)
-                                                .with_current_leader_epoch(-1)
-                                                .with_timestamp(timestamp)
-                                        })
-                                        .collect(),
-                                )
-                        })
-                        .collect(),
-                );
+            let request = list_offsets_request(&topics, timestamp, isolation_level);
             let answer: Result<ListOffsetsResponse> =
                 self.links.on(address, self.timeout, |link| link.call(&request, LIST_OFFSETS_VERSION, self.timeout));
             let answer = match answer {
@@ -704,4 +680,22 @@ impl BrokerAdmin for WireAdmin {
     fn group_offsets(&self, groups: &[String]) -> Result<Vec<FetchedOffsets>> {
         self.with_backend(|a| a.wire_group_offsets(groups), |a| a.group_offsets(groups))
     }
+}
+/// ListOffsets of `topics`' partitions (by topic) at `timestamp` (-1:
+/// latest, -2: earliest), reading as `isolation_level` says:
+/// read_uncommitted's latest is the high watermark, the log end Kafka's own
+/// tools report; read_committed's the last stable offset.
+fn list_offsets_request(topics: &BTreeMap<&str, Vec<i32>>, timestamp: i64, isolation_level: i8) -> ListOffsetsRequest {
+    let partition = |p: &i32| {
+        ListOffsetsPartition::default().with_partition_index(*p).with_current_leader_epoch(-1).with_timestamp(timestamp)
+    };
+    let topic = |(topic, ps): (&&str, &Vec<i32>)| {
+        ListOffsetsTopic::default()
+            .with_name(TopicName(StrBytes::from_string((*topic).to_owned())))
+            .with_partitions(ps.iter().map(partition).collect())
+    };
+    ListOffsetsRequest::default()
+        .with_replica_id((-1).into())
+        .with_isolation_level(isolation_level)
+        .with_topics(topics.iter().map(topic).collect())
 }
