@@ -374,4 +374,4 @@ impl BatchCursor {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -2,14 +2,13 @@
 
 use super::*;
 use crate::wire::read_ahead::{Queued, READ_AHEAD_BYTES, answer_room};
-use bytes::BytesMut;
 use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use kafka_protocol::messages::{BrokerId, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+use kafka_protocol::records::Compression;
 
 /// Every partition of `state` led by `broker`, which has a thread, and
 /// no leaders due.
@@ -43,27 +42,8 @@ fn heard(sink: &Sink) -> Vec<String> {
 
 /// Records at offsets `first..first + count`, one batch, as a producer writes it.
 fn batch(first: i64, count: i64) -> Bytes {
-    let records: Vec<Record> = (first..first + count)
-        .map(|offset| Record {
-            transactional: false,
-            control: false,
-            partition_leader_epoch: 0,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset,
-            sequence: -1,
-            timestamp: 1_000,
-            key: None,
-            value: Some(Bytes::from_static(b"v")),
-            headers: Default::default(),
-            delete_horizon: false,
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(&mut buf, &records, &RecordEncodeOptions { version: 2, compression: Compression::None })
-        .expect("encode");
-    buf.freeze()
+    let records: Vec<(i64, Option<&'static [u8]>)> = (first..first + count).map(|o| (o, Some(&b"v"[..]))).collect();
+    crate::wire::records::tests::batch(&records, Compression::None, None)
 }
 
 /// An answer for `topic`/`partition` with `records`, its high watermark `hw`.

@@ -8,7 +8,11 @@ use proptest::prelude::*;
 
 /// A batch of `records` (offset, value), by kafka-protocol's encoder
 /// (the bytes a Java producer writes, CRC and all).
-fn batch(records: &[(i64, Option<&'static [u8]>)], compression: Compression, producer: Option<i64>) -> Bytes {
+pub(crate) fn batch(
+    records: &[(i64, Option<&'static [u8]>)],
+    compression: Compression,
+    producer: Option<i64>,
+) -> Bytes {
     batch_of(records, compression, producer, false)
 }
 
