@@ -96,7 +96,13 @@ fn code(path: &Path) -> String {
     let mut lines = text.lines().peekable();
     while let Some(line) = lines.next() {
         if line.trim() == "#[cfg(test)]" && lines.peek().is_some_and(|next| is_module(next)) {
-            break;
+            // An inline test module ends the code; a test module in a file
+            // of its own (`mod tests;`) is only its declaration.
+            if lines.peek().is_some_and(|next| next.trim_end().ends_with('{')) {
+                break;
+            }
+            lines.next();
+            continue;
         }
         // Whole-line comments only: `//` inside a string is no comment.
         if !line.trim_start().starts_with("//") {
@@ -199,6 +205,16 @@ struct Reexports {
 
 fn reexports(mods: &BTreeMap<Vec<String>, PathBuf>) -> Reexports {
     let mut r = Reexports { aliases: BTreeMap::new(), items: BTreeMap::new() };
+    // Twice: a re-export through a module another re-export names
+    // (`pub use monitor::Monitor` where `monitor` is `state::monitor`)
+    // resolves once the alias is known.
+    for _ in 0..2 {
+        reexport_pass(mods, &mut r);
+    }
+    r
+}
+
+fn reexport_pass(mods: &BTreeMap<Vec<String>, PathBuf>, r: &mut Reexports) {
     for (module, path) in mods {
         let code = code(path);
         for statement in code.split(';') {
@@ -218,7 +234,10 @@ fn reexports(mods: &BTreeMap<Vec<String>, PathBuf>) -> Reexports {
             };
             for target in targets {
                 let Some(name) = target.last().cloned() else { continue };
-                let full: Vec<String> = base.iter().cloned().chain(target.iter().cloned()).collect();
+                let mut full: Vec<String> = base.iter().cloned().chain(target.iter().cloned()).collect();
+                if let Some(n) = (1..full.len()).rev().find(|n| r.aliases.contains_key(&full[..*n])) {
+                    full = r.aliases[&full[..n]].iter().cloned().chain(full[n..].iter().cloned()).collect();
+                }
                 let key: Vec<String> = module.iter().cloned().chain([name]).collect();
                 if mods.contains_key(&full) {
                     r.aliases.insert(key, full);
@@ -228,7 +247,6 @@ fn reexports(mods: &BTreeMap<Vec<String>, PathBuf>) -> Reexports {
             }
         }
     }
-    r
 }
 
 fn longest_module(mods: &BTreeMap<Vec<String>, PathBuf>, path: &[String]) -> Option<Vec<String>> {
@@ -487,7 +505,7 @@ fn a_circle_is_found_through_a_reexport() {
     let dir = std::env::temp_dir().join(format!("kshard-code-shape-{}", std::process::id()));
     std::fs::create_dir_all(dir.join("state")).expect("a scratch crate");
     let write = |path: &str, text: &str| std::fs::write(dir.join(path), text).expect("write");
-    write("lib.rs", "mod state;\npub(crate) use state::{a, b};\npub use state::b::Thing;\n");
+    write("lib.rs", "mod state;\npub(crate) use state::{a, b};\npub use b::Thing;\n");
     write("state/mod.rs", "pub(crate) mod a;\npub(crate) mod b;\n");
     write("state/a.rs", "use crate::Thing;\npub struct Other;\n");
     write("state/b.rs", "pub struct Thing(crate::a::Other);\n#[cfg(test)]\nmod tests { use crate::c::X; }\n");

@@ -62,7 +62,9 @@ pub struct NodeConfig {
 impl NodeConfig {
     /// A member on Kafka (through `kafka`: a [`Client`], or the
     /// [`kshard_kafka::ClientSettings`] to make one from) keeping redb
-    /// stores in `data_dir`.
+    /// stores in `data_dir`. Pass the [`Client`] the rest of the process
+    /// uses: a handle made from settings shares no connection, traffic
+    /// count or access problem with any other.
     pub fn new(
         keys: Keys,
         member: MemberSpec,

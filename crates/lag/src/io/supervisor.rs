@@ -4,7 +4,7 @@
 //! [`Readiness`](crate::Readiness) (so `/ready` says why lag is not
 //! current), and restarted until the service's [`Shutdown`]: after a backoff
 //! that grows with each failure in a row (1 s, 2 s, 4 s, … up to 30 s), or
-//! every 30 s for a failure only someone can mend (an ACL, credentials). A
+//! every 30 s for a failure only someone can mend (an ACL, settings). A
 //! worker is one life after another: a future ([`spawn`]), or a blocking
 //! body run on tokio's blocking pool ([`blocking`]) for the workers that
 //! call Kafka's blocking clients.
