@@ -455,23 +455,16 @@ fn out_of_range(p: &mut Partition, key: &PartitionKey, offset: i64) {
 /// topic made again, and the reader hears it, to drop what it built from
 /// records the log no longer has.
 fn lost(key: &PartitionKey, r: &Reading, offset: i64, start: i64) {
-    if offset < start {
-        tracing::warn!(
-            topic = &*key.0,
-            partition = key.1,
-            offset,
-            log_start = start,
-            "records deleted before they were read: reading on from the log's start"
-        );
+    let deleted = offset < start;
+    let what = if deleted {
+        "records deleted before they were read: reading on from the log's start"
+    } else {
+        "offset past the log's end (truncated, or the topic made again): reading again from its start"
+    };
+    tracing::warn!(topic = &*key.0, partition = key.1, offset, log_start = start, "{what}");
+    if deleted {
         return;
     }
-    tracing::warn!(
-        topic = &*key.0,
-        partition = key.1,
-        offset,
-        log_start = start,
-        "offset past the log's end (truncated, or the topic made again): reading again from its start"
-    );
     r.sink.push(Delivery::Failed(Error::Truncated {
         topic: key.0.to_string(),
         partition: key.1,

@@ -103,6 +103,16 @@ impl WorkerError {
     pub(crate) fn failure(&self) -> Failure {
         Failure::new(self.kind(), self)
     }
+
+    /// [`WorkerError::failure`] of a worker whose clients are `kafka`'s:
+    /// a TLS or authentication failure behind it, when the handle met one,
+    /// makes it a `credentials` failure that says so.
+    pub(crate) fn failure_on(&self, kafka: &Client) -> Failure {
+        match kafka.access_problem() {
+            Some(problem) => Failure::new(FailureKind::Credentials, format!("{self} ({problem})")),
+            None => self.failure(),
+        }
+    }
 }
 
 /// The kind of a Kafka client's failure, by its variant and Kafka's code.

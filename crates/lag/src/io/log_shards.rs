@@ -75,11 +75,6 @@ pub(crate) trait Layout: Send + Sync + 'static {
     fn size(unit: &Self::Unit) -> usize;
 }
 
-/// The worker's name in logs and on `/ready` while a shard of `log` is not served.
-fn worker(log: Log) -> &'static str {
-    crate::log_reader::worker(log)
-}
-
 /// The lag application over the shards of one log.
 pub(crate) struct LogShards<L> {
     pub(crate) layout: L,
@@ -127,7 +122,7 @@ impl<L: Layout> LogShards<L> {
         let standbys = self.standbys.lock().unwrap_or_else(PoisonError::into_inner).clone();
         let held = primaries.union(&standbys).count() as i32;
         if held >= self.partitions.load(Ordering::Acquire) {
-            self.monitor.step(Event::WorkerRunning(worker(L::LOG)));
+            self.monitor.step(Event::WorkerRunning(crate::log_reader::worker(L::LOG)));
         }
     }
 

@@ -22,7 +22,6 @@ use tracing::{debug, warn};
 
 use crate::brokers::{BrokerAdmin, Connector, RecordTimes, ShareGroupAdmin};
 use crate::catch_up::Log;
-use crate::failure::{Failure, FailureKind};
 use crate::group_offsets::DescribedMember;
 use crate::metrics::SelfTimings;
 use crate::monitor::Monitor;
@@ -132,9 +131,7 @@ impl Refresher {
                             Some(started.elapsed());
                     }
                     Err(e) => {
-                        let kind =
-                            if self.kafka.access_problem().is_some() { FailureKind::Credentials } else { e.kind() };
-                        let failure = Failure::new(kind, self.kafka.with_access_problem(e));
+                        let failure = e.failure_on(&self.kafka);
                         warn!(error = %failure.error, kind = failure.kind.label(), "refreshing groups and watermarks");
                         self.monitor.step(Event::RefreshFailed { worker: WORKER, failure });
                     }
