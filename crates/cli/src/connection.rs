@@ -2,16 +2,15 @@
 //! connection flags and `KSHARD_…` variables they share ([`KafkaArgs`]),
 //! over the `--config` file's `brokers`, `tls`, `sasl`, `kafka_properties`,
 //! `reader` and `offsets_topic`, checked and turned into
-//! [`ClientSettings`] with a typed [`Security`]. The rest of the file is
-//! `serve_config.rs`'s.
+//! [`ClientSettings`] with a typed [`Security`]. The file's shape is
+//! `settings_file.rs`'s; the flags go over it as a layer of its keys.
 
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use kshard_kafka::{Client, ClientSettings, Mechanism, Protocol, Sasl, Security};
-use serde::Deserialize;
 
-use crate::serve_config::FileConfig;
+use crate::settings_file::{FileConfig, Layer, read_file};
 
 /// How to reach Kafka: the flags and environment variables every command that
 /// talks to Kafka shares, over the `--config` file's settings (flags win).
@@ -74,18 +73,27 @@ pub(crate) struct KafkaTarget {
 }
 
 impl KafkaArgs {
-    /// The client settings and offsets topic from the file (if any), the
-    /// environment and flags.
+    /// The client settings and offsets topic from the file (if any), with
+    /// the environment and flags over it.
     pub(crate) fn target(&self) -> Result<KafkaTarget> {
-        let file = match &self.config {
-            Some(path) => crate::serve_config::read_file(path)?,
-            None => FileConfig::default(),
-        };
-        Ok(KafkaTarget { kafka: Client::new(kafka_settings(self, &file)?), offsets_topic: offsets_topic(self, &file)? })
+        let mut flags = Layer::default();
+        self.put(&mut flags);
+        let file = crate::settings_file::with_flags(read_file(self.config.as_deref())?, flags)?;
+        Ok(KafkaTarget { kafka: Client::new(kafka_settings(&file)?), offsets_topic: offsets_topic(&file) })
     }
-}
 
-impl KafkaArgs {
+    /// Puts these flags in `layer` under the file's keys.
+    pub(crate) fn put(&self, layer: &mut Layer) {
+        layer.set("brokers", self.brokers.clone());
+        layer.set("sasl.mechanism", self.sasl_mechanism.clone());
+        layer.set("sasl.username", self.sasl_username.clone());
+        layer.set("sasl.password", self.sasl_password.clone());
+        layer.set("tls.enabled", self.tls_enabled);
+        layer.set_path("tls.ca_file", self.tls_ca_file.as_deref());
+        layer.set("offsets_topic", self.offsets_topic.clone());
+        layer.set("reader", self.reader.clone());
+    }
+
     /// Hands these settings to a child `kshard` process: as flags, except the
     /// password, which goes in the environment (never on a command line that
     /// `ps` shows).
@@ -109,82 +117,34 @@ impl KafkaArgs {
     }
 }
 
-pub(crate) fn offsets_topic(args: &KafkaArgs, file: &FileConfig) -> Result<String> {
-    let topic = args
-        .offsets_topic
-        .clone()
-        .or_else(|| file.offsets_topic.clone())
-        .unwrap_or_else(|| kshard_kafka::CONSUMER_OFFSETS_TOPIC.to_owned());
-    if !valid_topic(&topic) {
-        bail!("invalid offsets_topic: {topic:?} is not a Kafka topic name");
-    }
-    Ok(topic)
+/// The offsets topic the settings name (checked as they were read).
+pub(crate) fn offsets_topic(file: &FileConfig) -> String {
+    file.offsets_topic.as_deref().unwrap_or(kshard_kafka::CONSUMER_OFFSETS_TOPIC).to_owned()
 }
 
-/// True for a legal Kafka topic name.
-pub(crate) fn valid_topic(topic: &str) -> bool {
-    let legal = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
-    !topic.is_empty() && topic.len() <= 249 && topic.chars().all(legal) && topic != "." && topic != ".."
-}
-
-/// `tls:` in the file.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct TlsFile {
-    enabled: Option<bool>,
-    ca_file: Option<PathBuf>,
-    cert_file: Option<PathBuf>,
-    key_file: Option<PathBuf>,
-    #[serde(default)]
-    insecure_skip_verify: bool,
-}
-
-/// `sasl:` in the file.
-#[derive(Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct SaslFile {
-    mechanism: Option<String>,
-    username: Option<String>,
-    password: Option<String>,
-}
-
-impl std::fmt::Debug for SaslFile {
-    /// Everything but the password.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SaslFile")
-            .field("mechanism", &self.mechanism)
-            .field("username", &self.username)
-            .field("password", &self.password.as_ref().map(|_| "…"))
-            .finish()
-    }
-}
-
-/// Brokers, TLS, SASL and extra properties: flags and environment over the file.
-pub(crate) fn kafka_settings(args: &KafkaArgs, file: &FileConfig) -> Result<ClientSettings> {
-    let brokers = args
+/// Brokers, TLS, SASL and extra properties, checked.
+pub(crate) fn kafka_settings(file: &FileConfig) -> Result<ClientSettings> {
+    let brokers = file
         .brokers
         .clone()
-        .or_else(|| file.brokers.clone())
         .context("brokers is not set (--brokers, KSHARD_BROKERS or brokers: in the config file)")?;
     if brokers.trim().is_empty() {
         bail!("invalid brokers: empty");
     }
     let mut kafka = ClientSettings::new(brokers);
-    kafka.security = security(args, file)?;
+    kafka.security = security(file)?;
     kafka.properties.extend(file.kafka_properties.0.clone());
-    if let Some(reader) = args.reader.as_ref().or(file.reader.as_ref()) {
+    if let Some(reader) = &file.reader {
         kafka.reader = reader.parse().map_err(|e| anyhow::anyhow!("invalid reader: {e}"))?;
     }
     Ok(kafka)
 }
 
-/// TLS and SASL: flags and environment over the file.
-fn security(args: &KafkaArgs, file: &FileConfig) -> Result<Security> {
-    let tls_enabled = args.tls_enabled.or(file.tls.enabled).unwrap_or(false);
-    let sasl = file.sasl.clone().unwrap_or_default();
-    let mechanism = args.sasl_mechanism.clone().or(sasl.mechanism);
-    let username = args.sasl_username.clone().or(sasl.username);
-    let password = args.sasl_password.clone().or(sasl.password);
+/// TLS and SASL, checked.
+fn security(file: &FileConfig) -> Result<Security> {
+    let tls_enabled = file.tls.enabled.unwrap_or(false);
+    let sasl = file.sasl.clone();
+    let (mechanism, username, password) = (sasl.mechanism, sasl.username, sasl.password);
     let mut security = Security { protocol: Protocol::new(tls_enabled, mechanism.is_some()), ..Security::default() };
     if let Some(mechanism) = mechanism {
         let Ok(parsed) = mechanism.parse::<Mechanism>() else {
@@ -196,9 +156,8 @@ fn security(args: &KafkaArgs, file: &FileConfig) -> Result<Security> {
     }
     if tls_enabled {
         let tls = &mut security.tls;
-        let ca_file = args.tls_ca_file.clone().or_else(|| file.tls.ca_file.clone());
         for (setting, path, field) in [
-            ("tls.ca_file", ca_file, &mut tls.ca),
+            ("tls.ca_file", file.tls.ca_file.clone(), &mut tls.ca),
             ("tls.cert_file", file.tls.cert_file.clone(), &mut tls.certificate),
             ("tls.key_file", file.tls.key_file.clone(), &mut tls.key),
         ] {
@@ -214,19 +173,6 @@ fn security(args: &KafkaArgs, file: &FileConfig) -> Result<Security> {
     Ok(security)
 }
 
-/// `kafka_properties:` in the file: librdkafka's properties, some of them
-/// secrets (`sasl.password`, `ssl.key.password`, OAuth's client secret), so
-/// their values are not shown by `Debug`.
-#[derive(Clone, Default, Deserialize)]
-#[serde(transparent)]
-pub(crate) struct Properties(pub(crate) std::collections::BTreeMap<String, String>);
-
-impl std::fmt::Debug for Properties {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_map().entries(self.0.keys().map(|k| (k, "…"))).finish()
-    }
-}
-
 #[cfg(test)]
 mod secret_tests {
     use super::*;
@@ -234,11 +180,7 @@ mod secret_tests {
     #[test]
     fn debug_shows_no_secret() {
         let args = KafkaArgs { sasl_password: Some("s3cret-1".into()), ..Default::default() };
-        let file: SaslFile =
-            serde_norway::from_str("mechanism: PLAIN\nusername: u\npassword: s3cret-2\n").expect("parses");
-        let properties: Properties = serde_norway::from_str("sasl.password: s3cret-3\n").expect("parses");
-        let text = format!("{args:?} {file:?} {properties:?}");
+        let text = format!("{args:?}");
         assert!(!text.contains("s3cret"), "{text}");
-        assert!(text.contains("sasl.password"), "the keys are shown: {text}");
     }
 }

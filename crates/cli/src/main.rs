@@ -34,6 +34,9 @@ mod serve_clusters;
 mod serve_config;
 mod serve_end_to_end;
 mod serve_otlp;
+#[cfg(test)]
+mod settings_docs;
+mod settings_file;
 mod shards;
 mod shards_file;
 

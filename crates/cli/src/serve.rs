@@ -1,7 +1,7 @@
 //! `kshard serve`: the lag monitor.
 
 use anyhow::{Context, Result};
-use kshard_lag::service::{ServeOptions, run_many};
+use kshard_lag::service::{ProcessOptions, run_many};
 use tracing::info;
 
 use crate::serve_config::{LogFormat, ServeArgs, ServeConfig};
@@ -10,51 +10,28 @@ use crate::serve_config::{LogFormat, ServeArgs, ServeConfig};
 pub(crate) fn serve(args: &ServeArgs) -> Result<()> {
     let config = ServeConfig::load(args)?;
     let log_counts = init_logging(config.log_format);
-    info!(listen = %config.listen, namespace = %config.namespace, profile = config.profile.name(), clusters = config.clusters.len(), "starting kshard serve");
+    let process = ProcessOptions { log_counts, ..config.process };
+    info!(listen = %config.listen, namespace = %process.namespace, profile = process.profile.name(), clusters = config.clusters.len(), "starting kshard serve");
     for c in &config.clusters {
-        info!(cluster = c.name.as_deref().unwrap_or("-"), brokers = %c.kafka.brokers, offsets_topic = %c.offsets_topic, scrape_mode = ?c.scrape_mode, "watching");
+        info!(cluster = c.name.as_deref().unwrap_or("-"), brokers = %c.kafka.brokers, offsets_topic = %c.offsets_topic, scrape_mode = ?c.mode, "watching");
         if let Some(dir) = &c.data_dir {
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("invalid data_dir: cannot create {}", dir.display()))?;
         }
     }
+    let mut clusters = config.clusters;
     let runtime = crate::process_runtime::async_runtime()?;
     runtime.block_on(async {
         let listener = crate::process_runtime::bind(config.listen).await?;
         let addr = listener.local_addr()?;
-        let clusters = config
-            .clusters
-            .iter()
-            .map(|c| {
-                let mut cluster = c.cluster.clone();
-                if let Some(member) = &mut cluster {
-                    // Other members ask this one's replicas under its cluster's path.
-                    let path = c.name.as_ref().map(|n| format!("/clusters/{n}")).unwrap_or_default();
-                    member.endpoint = endpoint(addr).map(|e| format!("{e}{path}"));
-                }
-                ServeOptions {
-                    name: c.name.clone(),
-                    offsets_topic: c.offsets_topic.clone(),
-                    share_groups: c.share_groups,
-                    mode: c.scrape_mode,
-                    namespace: config.namespace.clone(),
-                    profile: config.profile,
-                    cluster_label: config.cluster_label.clone(),
-                    watermark_interval: c.watermark_interval,
-                    monitor: c.monitor.clone(),
-                    data_dir: c.data_dir.clone(),
-                    cluster,
-                    recovery_log_topic: c.recovery_log_topic.clone(),
-                    cluster_info: c.cluster_info.clone(),
-                    end_to_end: c.end_to_end.clone(),
-                    web_config: config.web_config.clone(),
-                    otlp: config.otlp.clone(),
-                    log_counts: log_counts.clone(),
-                    ..ServeOptions::new(c.kafka.clone())
-                }
-            })
-            .collect();
-        run_many(clusters, listener, crate::process_runtime::shutdown_signal()).await.context("kshard serve")
+        for c in &mut clusters {
+            if let Some(member) = &mut c.cluster {
+                // Other members ask this one's replicas under its cluster's path.
+                let path = c.name.as_ref().map(|n| format!("/clusters/{n}")).unwrap_or_default();
+                member.endpoint = endpoint(addr).map(|e| format!("{e}{path}"));
+            }
+        }
+        run_many(process, clusters, listener, crate::process_runtime::shutdown_signal()).await.context("kshard serve")
     })
 }
 

@@ -9,12 +9,17 @@
 //! and its keys under `<etcd_prefix>/<name>` unless its entry sets its own. `brokers` and
 //! `recovery_log_topic` are each entry's own: at the top level, an error.
 //! Flags and `KSHARD_…` variables are the top level's: what an entry sets
-//! itself wins over them.
+//! itself wins over them (they are merged over the top level first).
 
-use std::collections::BTreeSet;
+use std::path::Path;
 
 use anyhow::{Context, Result, bail};
+use kshard_lag::settings::ClusterName;
 use serde_norway::{Mapping, Value};
+
+use crate::settings_file::merged;
+#[cfg(test)]
+use crate::settings_file::top_level;
 
 /// The keys only the top level may set.
 const PROCESS_WIDE: [&str; 7] =
@@ -27,20 +32,16 @@ const ROOTS: [&str; 1] = ["data_dir"];
 /// cluster twice, or mix two clusters' shards in one recovery log.
 const PER_CLUSTER: [&str; 2] = ["brokers", "recovery_log_topic"];
 
-/// A cluster's entry, merged over the top level.
+/// A cluster's entry as written.
 #[derive(Debug)]
 pub(crate) struct ClusterEntry {
-    pub(crate) name: String,
-    /// Its settings as a whole file would have them.
+    pub(crate) name: ClusterName,
+    /// The settings it sets itself.
     pub(crate) settings: Mapping,
-    /// The settings the entry sets itself, as paths (`granularity`,
-    /// `tls.ca_file`, `cluster.etcd_prefix`…): flags and environment
-    /// variables give the top level's, which these override.
-    pub(crate) own: BTreeSet<String>,
 }
 
-/// The top level without `clusters:`, and each cluster's entry over it;
-/// `clusters` names nothing when the file has none.
+/// The top level without `clusters:`, and each cluster's entry; no entry
+/// when the file has no `clusters:`.
 pub(crate) fn split(mut top: Mapping) -> Result<(Mapping, Vec<ClusterEntry>)> {
     let Some(list) = top.remove("clusters") else { return Ok((top, Vec::new())) };
     let Value::Sequence(list) = list else {
@@ -52,79 +53,58 @@ pub(crate) fn split(mut top: Mapping) -> Result<(Mapping, Vec<ClusterEntry>)> {
     if let Some(key) = PER_CLUSTER.iter().find(|k| top.contains_key(**k)) {
         bail!("invalid {key}: with clusters:, each cluster sets its own (move it into each entry)");
     }
-    let mut shared = top.clone();
-    for key in PROCESS_WIDE.iter().chain(&ROOTS) {
-        shared.remove(*key);
-    }
-    if let Some(Value::Mapping(cluster)) = shared.get_mut("cluster") {
-        cluster.remove("etcd_prefix");
-    }
     let mut entries = Vec::new();
     for (i, entry) in list.into_iter().enumerate() {
-        let Value::Mapping(mut entry) = entry else {
+        let Value::Mapping(mut settings) = entry else {
             bail!("invalid clusters[{i}]: a mapping with a name and the cluster's settings");
         };
-        let name = match entry.remove("name") {
-            Some(Value::String(name)) if kshard_lag::service::valid_cluster_name(&name) => name,
+        let name = match settings.remove("name") {
+            Some(Value::String(name)) => {
+                name.parse::<ClusterName>().with_context(|| format!("invalid clusters[{i}].name"))?
+            }
             Some(other) => bail!(
-                "invalid clusters[{i}].name: {} (letters, digits, '.', '_' and '-': it is a label value and a path)",
+                "invalid clusters[{i}].name: {} is not a cluster name",
                 serde_norway::to_string(&other).unwrap_or_default().trim()
             ),
             None => bail!("invalid clusters[{i}]: no name"),
         };
-        if let Some(key) = PROCESS_WIDE.iter().find(|k| entry.contains_key(**k)) {
+        if let Some(key) = PROCESS_WIDE.iter().find(|k| settings.contains_key(**k)) {
             bail!("invalid clusters[{i}].{key}: it is the whole process's; set it at the top level");
         }
-        let mut own = BTreeSet::new();
-        paths(&entry, "", &mut own);
-        let settings = merged(shared.clone(), entry);
-        entries.push(ClusterEntry { name, settings, own });
+        if entries.iter().any(|e: &ClusterEntry| e.name == name) {
+            bail!("invalid clusters[{i}].name: {:?} is given twice", name.as_str());
+        }
+        entries.push(ClusterEntry { name, settings });
     }
     Ok((top, entries))
 }
 
-/// The paths of every setting in `m` (`a`, and `a.b` under a mapping).
-fn paths(m: &Mapping, prefix: &str, out: &mut BTreeSet<String>) {
-    for (key, value) in m {
-        let Some(key) = key.as_str() else { continue };
-        let path = if prefix.is_empty() { key.to_owned() } else { format!("{prefix}.{key}") };
-        if let Value::Mapping(inner) = value {
-            paths(inner, &path, out);
-        }
-        out.insert(path);
+/// `entry`'s settings over `top` (the file's top level with the flags and
+/// variables over it): what the entry sets wins; the process's settings stay
+/// at the top; the roots get the entry's name appended.
+pub(crate) fn over_top(top: &Mapping, entry: &ClusterEntry) -> Mapping {
+    let mut shared = top.clone();
+    for key in PROCESS_WIDE.iter().chain(&ROOTS) {
+        shared.remove(*key);
     }
-}
-
-/// `over` on `base`: mappings merge key by key, anything else replaces.
-fn merged(mut base: Mapping, over: Mapping) -> Mapping {
-    for (key, value) in over {
-        let value = match (base.remove(&key), value) {
-            (Some(Value::Mapping(b)), Value::Mapping(o)) => Value::Mapping(merged(b, o)),
-            (_, value) => value,
-        };
-        base.insert(key, value);
+    let mut root_prefix = None;
+    if let Some(Value::Mapping(cluster)) = shared.get_mut("cluster") {
+        root_prefix = cluster.remove("etcd_prefix");
     }
-    base
-}
-
-/// A cluster's merged settings as a file's. Through YAML text, so that an
-/// error names the setting (without a line: the text is not the user's).
-pub(crate) fn parse<T: serde::de::DeserializeOwned>(settings: Mapping) -> Result<T> {
-    let text = serde_norway::to_string(&settings).context("writing the settings")?;
-    serde_norway::from_str(&text).map_err(|e| {
-        let message = e.to_string();
-        let message = message.split(" at line ").next().unwrap_or(&message).to_owned();
-        anyhow::anyhow!(message)
-    })
-}
-
-/// The YAML text's top-level mapping (empty for an empty file).
-pub(crate) fn top_level(text: &str) -> Result<Mapping> {
-    match serde_norway::from_str::<Value>(text).context("not YAML")? {
-        Value::Mapping(m) => Ok(m),
-        Value::Null => Ok(Mapping::new()),
-        _ => bail!("the file is not a mapping of settings"),
+    let mut settings = merged(shared, entry.settings.clone());
+    let name = entry.name.as_str();
+    if let (None, Some(Value::String(root))) = (settings.get("data_dir"), top.get("data_dir")) {
+        let dir = Path::new(root).join(name).display().to_string();
+        settings.insert("data_dir".into(), dir.into());
     }
+    let cluster = settings.entry("cluster".into()).or_insert_with(|| Value::Mapping(Mapping::new()));
+    if let Value::Mapping(cluster) = cluster
+        && !cluster.contains_key("etcd_prefix")
+    {
+        let root = root_prefix.as_ref().and_then(Value::as_str).unwrap_or("/kshard/lag").trim_end_matches('/');
+        cluster.insert("etcd_prefix".into(), format!("{root}/{name}").into());
+    }
+    settings
 }
 
 #[cfg(test)]
@@ -155,14 +135,16 @@ mod tests {
         .expect("valid");
         assert!(top.get("clusters").is_none() && top.get("listen").is_some());
         let [eu, us] = &entries[..] else { panic!("two clusters: {entries:?}") };
-        assert_eq!(eu.name, "eu");
-        assert_eq!(get(&eu.settings, &["brokers"]).and_then(Value::as_str), Some("eu:9092"));
-        assert_eq!(get(&eu.settings, &["tls", "enabled"]).and_then(Value::as_bool), Some(true), "inherited");
-        assert_eq!(get(&eu.settings, &["tls", "ca_file"]).and_then(Value::as_str), Some("/eu.pem"), "its own");
-        assert!(get(&eu.settings, &["listen"]).is_none(), "process-wide keys stay at the top");
-        assert!(get(&eu.settings, &["data_dir"]).is_none() && !eu.own.contains("data_dir"), "a root, not inherited");
-        assert!(us.own.contains("data_dir") && us.own.contains("groups.ignore") && eu.own.contains("tls.ca_file"));
-        assert_eq!(get(&us.settings, &["groups", "ignore"]).and_then(Value::as_sequence).map(Vec::len), Some(0));
+        assert_eq!(eu.name.as_str(), "eu");
+        let (eu, us) = (over_top(&top, eu), over_top(&top, us));
+        assert_eq!(get(&eu, &["brokers"]).and_then(Value::as_str), Some("eu:9092"));
+        assert_eq!(get(&eu, &["tls", "enabled"]).and_then(Value::as_bool), Some(true), "inherited");
+        assert_eq!(get(&eu, &["tls", "ca_file"]).and_then(Value::as_str), Some("/eu.pem"), "its own");
+        assert!(get(&eu, &["listen"]).is_none(), "process-wide keys stay at the top");
+        assert_eq!(get(&eu, &["data_dir"]).and_then(Value::as_str), Some("/var/lib/kshard/eu"), "under the root");
+        assert_eq!(get(&us, &["data_dir"]).and_then(Value::as_str), Some("/srv/us"), "its own");
+        assert_eq!(get(&eu, &["cluster", "etcd_prefix"]).and_then(Value::as_str), Some("/kshard/lag/eu"));
+        assert_eq!(get(&us, &["groups", "ignore"]).and_then(Value::as_sequence).map(Vec::len), Some(0));
     }
 
     #[test]
@@ -172,6 +154,7 @@ mod tests {
         assert!(err("clusters: {a: 1}\n").contains("invalid clusters:"));
         assert!(err("clusters:\n- brokers: a:1\n").contains("clusters[0]: no name"));
         assert!(err("clusters:\n- name: a/b\n").contains("clusters[0].name"));
+        assert!(err("clusters:\n- name: a\n- name: a\n").contains("clusters[1].name"));
         assert!(err("clusters:\n- name: a\n- name: b\n  listen: 0.0.0.0:1\n").contains("clusters[1].listen"));
         assert!(err("- 1\n").contains("not a mapping"));
         assert!(err("brokers: a:1\nclusters:\n- name: a\n").contains("invalid brokers: with clusters:"));

@@ -1,19 +1,27 @@
 //! `kshard serve` configuration: a YAML file (`--config`), then `KSHARD_…`
-//! environment variables, then flags, each source overriding the one before.
-//! Every setting is checked at start; an invalid one fails naming the setting.
+//! environment variables, then flags, each source overriding the one before:
+//! the flags (clap reads the variables into them) become a layer of the
+//! file's keys, merged over the file and checked by the same parser
+//! (`settings_file.rs`). Every setting is checked at start; an invalid one
+//! fails naming the setting.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use kshard_kafka::ClientSettings;
+use kshard_lag::service::{ProcessOptions, ScrapeMode, ServeOptions};
+use kshard_lag::settings::ClusterName;
+use kshard_lag::{Granularity, MonitorSettings, NameFilter};
+use serde_norway::Value;
 
 pub(crate) use crate::connection::{KafkaArgs, KafkaTarget};
-use crate::connection::{SaslFile, TlsFile, kafka_settings, offsets_topic, valid_topic};
-use kshard_lag::service::ScrapeMode;
-use kshard_lag::{Granularity, MonitorSettings, NameFilter};
-use serde::Deserialize;
+use crate::connection::{kafka_settings, offsets_topic};
+use crate::serve_clusters::{over_top, split};
+pub(crate) use crate::settings_file::LogFormat;
+use crate::settings_file::{
+    ClusterFile, ClusterInfoFile, FileConfig, HistoryFile, Layer, ShareGroupsFile, StatusFile, merged, parse, read_file,
+};
 
 /// Flags and environment variables of `kshard serve` (clap reads both; flags win).
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -84,102 +92,42 @@ pub(crate) struct ServeArgs {
     pub(crate) web_config_file: Option<PathBuf>,
 }
 
-/// The YAML file's shape. Unknown keys are errors, so a typo is not ignored.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct FileConfig {
-    pub(crate) brokers: Option<String>,
-    pub(crate) offsets_topic: Option<String>,
-    pub(crate) reader: Option<String>,
-    listen: Option<String>,
-    metrics_namespace: Option<String>,
-    metrics_profile: Option<String>,
-    cluster_label: Option<String>,
-    data_dir: Option<PathBuf>,
-    web_config_file: Option<PathBuf>,
-    recovery_log_topic: Option<String>,
-    scrape_mode: Option<ScrapeMode>,
-    granularity: Option<Granularity>,
-    motion_granularity: Option<Granularity>,
-    max_partition_series: Option<usize>,
-    watermark_interval_seconds: Option<f64>,
-    log_format: Option<LogFormat>,
-    #[serde(default)]
-    cluster: ClusterFile,
-    #[serde(default)]
-    status: StatusFile,
-    #[serde(default)]
-    history: HistoryFile,
-    #[serde(default)]
-    share_groups: ShareGroupsFile,
-    #[serde(default)]
-    cluster_info: ClusterInfoFile,
-    #[serde(default)]
-    end_to_end: crate::serve_end_to_end::EndToEndFile,
-    #[serde(default)]
-    otlp: crate::serve_otlp::OtlpFile,
-    #[serde(default)]
-    groups: Lists,
-    #[serde(default)]
-    topics: Lists,
-    #[serde(default)]
-    pub(crate) tls: TlsFile,
-    pub(crate) sasl: Option<SaslFile>,
-    /// Extra librdkafka properties, applied last.
-    #[serde(default)]
-    pub(crate) kafka_properties: crate::connection::Properties,
-    /// `clusters:` as written (read by `serve_clusters.rs`).
-    #[serde(default, rename = "clusters")]
-    _clusters: Option<serde::de::IgnoredAny>,
-    /// `clusters:`, each entry merged over the top level.
-    #[serde(skip)]
-    pub(crate) clusters: Vec<NamedCluster>,
-}
-
-/// One entry of `clusters:`.
-#[derive(Debug, Default)]
-pub(crate) struct NamedCluster {
-    pub(crate) name: String,
-    pub(crate) file: FileConfig,
-    /// The settings the entry sets itself (paths like `tls.ca_file`): they
-    /// win over flags and environment variables, which are the top level's.
-    pub(crate) own: std::collections::BTreeSet<String>,
-}
-
-/// `status:` in the file: how consumer status is judged.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct StatusFile {
-    window: Option<usize>,
-    single_commit_stop_seconds: Option<i64>,
-}
-
-/// `share_groups:` in the file: whether `__share_group_state` is read, and
-/// the delivery limit poison messages are counted at.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ShareGroupsFile {
-    enabled: Option<bool>,
-    delivery_count_limit: Option<i16>,
-}
-
-/// `cluster_info:` in the file: kminion's cluster, broker and topic families.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ClusterInfoFile {
-    enabled: Option<bool>,
-    interval_seconds: Option<f64>,
-    topic_config_keys: Option<Vec<String>>,
-    log_dirs: Option<bool>,
+impl ServeArgs {
+    /// These flags and variables under the file's keys.
+    fn layer(&self) -> Layer {
+        let mut layer = Layer::default();
+        self.kafka.put(&mut layer);
+        let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string());
+        layer.set("listen", self.listen.clone());
+        layer.set("metrics_namespace", self.metrics_namespace.clone());
+        layer.set("metrics_profile", self.metrics_profile.clone());
+        layer.set("data_dir", path(&self.data_dir));
+        layer.set("scrape_mode", self.scrape_mode.clone());
+        layer.set("granularity", self.granularity.clone());
+        layer.set("max_partition_series", self.max_partition_series.map(|n| n as u64));
+        layer.set("watermark_interval_seconds", self.watermark_interval_seconds);
+        layer.set("log_format", self.log_format.clone());
+        layer.set("recovery_log_topic", self.recovery_log_topic.clone());
+        let etcd = self.etcd.iter().map(|e| Value::from(e.as_str())).collect::<Vec<_>>();
+        layer.set("cluster.etcd", (!etcd.is_empty()).then_some(Value::Sequence(etcd)));
+        layer.set("cluster.etcd_prefix", self.etcd_prefix.clone());
+        let e = &self.etcd_access;
+        layer.set("cluster.etcd_ca_file", path(&e.etcd_ca_file));
+        layer.set("cluster.etcd_cert_file", path(&e.etcd_cert_file));
+        layer.set("cluster.etcd_key_file", path(&e.etcd_key_file));
+        layer.set("cluster.etcd_user", e.etcd_user.clone());
+        layer.set("cluster.etcd_password", e.etcd_password.clone());
+        layer.set("cluster.member_id", self.member_id.clone());
+        layer.set("cluster.zone", self.zone.clone());
+        layer.set("cluster.lease_ttl_seconds", self.lease_ttl_seconds);
+        layer.set("web_config_file", path(&self.web_config_file));
+        layer
+    }
 }
 
 /// The cluster-info settings, checked.
 fn cluster_info_settings(file: &ClusterInfoFile) -> Result<kshard_lag::ClusterInfoSettings> {
     let defaults = kshard_lag::ClusterInfoSettings::default();
-    let interval = file.interval_seconds.unwrap_or(defaults.interval.as_secs_f64());
-    if !(interval.is_finite() && (1.0..=3600.0).contains(&interval)) {
-        bail!("invalid cluster_info.interval_seconds: {interval} (between 1 and 3600)");
-    }
     let keys = file.topic_config_keys.clone().unwrap_or(defaults.topic_config_keys);
     if let Some(bad) =
         keys.iter().find(|k| k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '_'))
@@ -188,7 +136,7 @@ fn cluster_info_settings(file: &ClusterInfoFile) -> Result<kshard_lag::ClusterIn
     }
     Ok(kshard_lag::ClusterInfoSettings {
         enabled: file.enabled.unwrap_or(defaults.enabled),
-        interval: Duration::from_secs_f64(interval),
+        interval: file.interval_seconds.map_or(defaults.interval, |s| s.get()),
         topic_config_keys: keys,
         log_dirs: file.log_dirs.unwrap_or(defaults.log_dirs),
     })
@@ -212,14 +160,6 @@ fn status_settings(file: &StatusFile) -> Result<kshard_lag::StatusSettings> {
     Ok(kshard_lag::StatusSettings::checked(window, stop)?)
 }
 
-/// `history:` in the file: each group's lag history for the page's chart.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct HistoryFile {
-    window_seconds: Option<u32>,
-    resolution_seconds: Option<u32>,
-}
-
 /// The history settings, checked.
 fn history_settings(file: &HistoryFile) -> Result<kshard_lag::HistorySettings> {
     let defaults = kshard_lag::HistorySettings::default();
@@ -228,239 +168,82 @@ fn history_settings(file: &HistoryFile) -> Result<kshard_lag::HistorySettings> {
     Ok(kshard_lag::HistorySettings::checked(window, resolution)?)
 }
 
-/// `cluster:` in the file.
-#[derive(Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ClusterFile {
-    #[serde(default)]
-    etcd: Vec<String>,
-    etcd_prefix: Option<String>,
-    etcd_ca_file: Option<std::path::PathBuf>,
-    etcd_cert_file: Option<std::path::PathBuf>,
-    etcd_key_file: Option<std::path::PathBuf>,
-    etcd_user: Option<String>,
-    etcd_password: Option<String>,
-    member_id: Option<String>,
-    zone: Option<String>,
-    lease_ttl_seconds: Option<u64>,
-}
-
-impl std::fmt::Debug for ClusterFile {
-    /// Everything but the password.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ClusterFile")
-            .field("etcd", &self.etcd)
-            .field("etcd_prefix", &self.etcd_prefix)
-            .field("etcd_user", &self.etcd_user)
-            .field("etcd_password", &self.etcd_password.as_ref().map(|_| "…"))
-            .field("member_id", &self.member_id)
-            .finish_non_exhaustive()
-    }
-}
-
-impl ClusterFile {
-    /// Its etcd TLS and user keys.
-    fn access(&self) -> crate::etcd_access::EtcdAccessFile {
-        crate::etcd_access::EtcdAccessFile {
-            etcd_ca_file: self.etcd_ca_file.clone(),
-            etcd_cert_file: self.etcd_cert_file.clone(),
-            etcd_key_file: self.etcd_key_file.clone(),
-            etcd_user: self.etcd_user.clone(),
-            etcd_password: self.etcd_password.clone(),
-        }
-    }
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Lists {
-    #[serde(default)]
-    allow: Vec<String>,
-    #[serde(default)]
-    ignore: Vec<String>,
-}
-
-/// How logs are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum LogFormat {
-    #[default]
-    Text,
-    Json,
-}
-
 /// The resolved, checked configuration: the process's settings and the
 /// clusters it watches (one, unnamed, without `clusters:`).
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct ServeConfig {
     pub(crate) listen: SocketAddr,
-    pub(crate) namespace: String,
-    pub(crate) profile: kshard_lag::Profile,
-    /// The label naming each series' cluster, when not the profile's.
-    pub(crate) cluster_label: Option<String>,
     pub(crate) log_format: LogFormat,
-    /// The exporter-toolkit web configuration file.
-    pub(crate) web_config: Option<PathBuf>,
-    /// Where the series are pushed over OTLP, if anywhere.
-    pub(crate) otlp: Option<kshard_lag::OtlpSettings>,
-    pub(crate) clusters: Vec<ClusterConfig>,
+    pub(crate) process: ProcessOptions,
+    pub(crate) clusters: Vec<ServeOptions>,
 }
 
-/// One watched Kafka cluster's settings, resolved and checked.
-#[derive(Debug, Clone)]
-pub(crate) struct ClusterConfig {
-    /// Its name under `clusters:`.
-    pub(crate) name: Option<String>,
-    pub(crate) kafka: ClientSettings,
-    pub(crate) offsets_topic: String,
-    pub(crate) data_dir: Option<PathBuf>,
-    pub(crate) scrape_mode: ScrapeMode,
-    pub(crate) watermark_interval: Duration,
-    pub(crate) monitor: MonitorSettings,
-    pub(crate) cluster: Option<kshard_lag::ClusterOptions>,
-    pub(crate) recovery_log_topic: Option<String>,
-    /// Read `__share_group_state` (offsets-topic mode).
-    pub(crate) share_groups: bool,
-    /// kminion's cluster, broker and topic families.
-    pub(crate) cluster_info: kshard_lag::ClusterInfoSettings,
-    /// kminion's end-to-end probe.
-    pub(crate) end_to_end: kshard_lag::EndToEndSettings,
-}
-
-/// Parses a value the way the YAML file would, naming the setting on error.
-fn parse_named<T: for<'de> Deserialize<'de>>(setting: &str, value: &str) -> Result<T> {
-    serde_norway::from_str(value).with_context(|| format!("invalid {setting}: {value:?}"))
-}
+/// The flags that stand for one cluster's own setting: with `clusters:`,
+/// each entry sets its own.
+const PER_CLUSTER_FLAGS: [(&str, &str); 3] = [
+    ("brokers", "--brokers, KSHARD_BROKERS"),
+    ("offsets_topic", "--offsets-topic, KSHARD_OFFSETS_TOPIC"),
+    ("recovery_log_topic", "--recovery-log-topic, KSHARD_RECOVERY_LOG_TOPIC"),
+];
 
 impl ServeConfig {
-    /// Reads the file (if any) and applies the environment and flags over it.
+    /// The file (if any), with the environment and flags over it, and each
+    /// `clusters:` entry over that.
     pub(crate) fn load(args: &ServeArgs) -> Result<Self> {
-        let file = match &args.kafka.config {
-            Some(path) => read_file(path)?,
-            None => FileConfig::default(),
-        };
-        let listen = args.listen.clone().or(file.listen.clone()).unwrap_or_else(|| "0.0.0.0:9308".into());
-        let listen: SocketAddr = listen
-            .parse()
-            .with_context(|| format!("invalid listen: {listen:?} is not an address like 0.0.0.0:9308"))?;
-        let profile = match args.metrics_profile.clone().or(file.metrics_profile.clone()) {
-            Some(p) => p.parse::<kshard_lag::Profile>().map_err(|e| anyhow::anyhow!("invalid metrics_profile: {e}"))?,
-            None => kshard_lag::Profile::Kshard,
-        };
-        let namespace = args
-            .metrics_namespace
-            .clone()
-            .or(file.metrics_namespace.clone())
-            .unwrap_or_else(|| profile.default_namespace().into());
-        if namespace.is_empty()
-            || !namespace.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-            || namespace.starts_with(|c: char| c.is_ascii_digit())
+        let (file, entries) = split(read_file(args.kafka.config.as_deref())?)?;
+        let flags = args.layer();
+        if !entries.is_empty()
+            && let Some((key, flag)) = PER_CLUSTER_FLAGS.iter().find(|(key, _)| flags.has(key))
         {
-            bail!("invalid metrics_namespace: {namespace:?} (letters, digits and _, not starting with a digit)");
+            bail!("invalid {key} ({flag}): the configuration file lists clusters:, and each names its own");
         }
-        let log_format = match &args.log_format {
-            Some(v) => parse_named("log_format (text or json)", v)?,
-            None => file.log_format.unwrap_or_default(),
-        };
-        let cluster_label = file.cluster_label.clone();
-        if let Some(label) = &cluster_label
-            && (label.is_empty()
-                || label.starts_with("__")
-                || label.starts_with(|c: char| c.is_ascii_digit())
-                || !label.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
-        {
-            bail!(
-                "invalid cluster_label: {label:?} (a Prometheus label name: letters, digits and _, not starting with a digit or __)"
-            );
-        }
-        let web_config = args.web_config_file.clone().or(file.web_config_file.clone());
-        let otlp = crate::serve_otlp::otlp_settings(&file.otlp, &|name| std::env::var(name).ok())?;
-        let clusters = if file.clusters.is_empty() {
-            vec![ClusterConfig::load(None, args, &file)?]
+        let flags = flags.into_mapping();
+        let _: FileConfig = parse(flags.clone()).context("invalid flag or KSHARD_… variable")?;
+        let top = merged(file, flags);
+        let settings: FileConfig = parse(top.clone())?;
+        let process = process_options(&settings)?;
+        let clusters = if entries.is_empty() {
+            vec![cluster_options(None, &settings)?]
         } else {
-            // Each cluster names its own brokers and offsets topic; the other
-            // flags apply to every cluster, over the file.
-            for (set, what) in [
-                (args.kafka.brokers.is_some(), "brokers (--brokers, KSHARD_BROKERS)"),
-                (args.kafka.offsets_topic.is_some(), "offsets_topic (--offsets-topic, KSHARD_OFFSETS_TOPIC)"),
-                (
-                    args.recovery_log_topic.is_some(),
-                    "recovery_log_topic (--recovery-log-topic, KSHARD_RECOVERY_LOG_TOPIC)",
-                ),
-            ] {
-                if set {
-                    bail!("invalid {what}: the configuration file lists clusters:, and each names its own");
-                }
-            }
-            // data_dir and etcd_prefix (flag or top level) are roots each
-            // cluster's go under, unless its entry sets its own.
-            let data_root = args.data_dir.clone().or(file.data_dir.clone());
-            let prefix_root = args.etcd_prefix.clone().or(file.cluster.etcd_prefix.clone());
-            let prefix_root = prefix_root.as_deref().unwrap_or("/kshard/lag").trim_end_matches('/').to_owned();
-            let mut names = std::collections::BTreeSet::new();
             let mut clusters = Vec::new();
-            for (i, entry) in file.clusters.iter().enumerate() {
+            for (i, entry) in entries.iter().enumerate() {
                 let name = &entry.name;
-                if !names.insert(name.as_str()) {
-                    bail!("invalid clusters[{i}].name: {name:?} is given twice");
-                }
-                let own = |key: &str| entry.own.contains(key);
-                let args = ServeArgs {
-                    data_dir: if own("data_dir") { None } else { data_root.as_ref().map(|d| d.join(name)) },
-                    etcd_prefix: (!own("cluster.etcd_prefix")).then(|| format!("{prefix_root}/{name}")),
-                    ..entry_wins(args, &entry.own)
-                };
-                let cluster = ClusterConfig::load(Some(name.clone()), &args, &entry.file)
+                let cluster = parse(over_top(&top, entry))
+                    .and_then(|settings| cluster_options(Some(name.clone()), &settings))
                     .with_context(|| format!("invalid clusters[{i}] ({name})"))?;
                 clusters.push(cluster);
             }
             shards_apart(&clusters)?;
             clusters
         };
-        Ok(ServeConfig { listen, namespace, profile, cluster_label, log_format, web_config, otlp, clusters })
+        Ok(ServeConfig {
+            listen: settings.listen.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 9308))),
+            log_format: settings.log_format.unwrap_or_default(),
+            process,
+            clusters,
+        })
     }
 }
 
-/// `args` without what a `clusters:` entry sets itself (paths in `own`):
-/// the flags and variables are the top level's, and the entry wins.
-fn entry_wins(args: &ServeArgs, own: &std::collections::BTreeSet<String>) -> ServeArgs {
-    let mut a = args.clone();
-    let own = |key: &str| own.contains(key);
-    fn clear<T>(set: bool, field: &mut Option<T>) {
-        if set {
-            *field = None;
-        }
-    }
-    let k = &mut a.kafka;
-    clear(own("offsets_topic"), &mut k.offsets_topic);
-    clear(own("reader"), &mut k.reader);
-    clear(own("sasl.mechanism"), &mut k.sasl_mechanism);
-    clear(own("sasl.username"), &mut k.sasl_username);
-    clear(own("sasl.password"), &mut k.sasl_password);
-    clear(own("tls.enabled"), &mut k.tls_enabled);
-    clear(own("tls.ca_file"), &mut k.tls_ca_file);
-    clear(own("scrape_mode"), &mut a.scrape_mode);
-    clear(own("granularity"), &mut a.granularity);
-    clear(own("cluster.member_id"), &mut a.member_id);
-    clear(own("cluster.zone"), &mut a.zone);
-    clear(own("max_partition_series"), &mut a.max_partition_series);
-    clear(own("watermark_interval_seconds"), &mut a.watermark_interval_seconds);
-    clear(own("cluster.lease_ttl_seconds"), &mut a.lease_ttl_seconds);
-    if own("cluster.etcd") {
-        a.etcd.clear();
-    }
-    let e = &mut a.etcd_access;
-    clear(own("cluster.etcd_ca_file"), &mut e.etcd_ca_file);
-    clear(own("cluster.etcd_cert_file"), &mut e.etcd_cert_file);
-    clear(own("cluster.etcd_key_file"), &mut e.etcd_key_file);
-    clear(own("cluster.etcd_user"), &mut e.etcd_user);
-    clear(own("cluster.etcd_password"), &mut e.etcd_password);
-    a
+/// The whole process's settings (the top level's).
+fn process_options(file: &FileConfig) -> Result<ProcessOptions> {
+    let profile = match &file.metrics_profile {
+        Some(p) => p.parse::<kshard_lag::Profile>().map_err(|e| anyhow::anyhow!("invalid metrics_profile: {e}"))?,
+        None => kshard_lag::Profile::Kshard,
+    };
+    let defaults = ProcessOptions::new(profile);
+    Ok(ProcessOptions {
+        namespace: file.metrics_namespace.clone().unwrap_or(defaults.namespace),
+        cluster_label: file.cluster_label.clone(),
+        web_config: file.web_config_file.clone(),
+        otlp: crate::serve_otlp::otlp_settings(&file.otlp, &|name| std::env::var(name).ok())?,
+        ..ProcessOptions::new(profile)
+    })
 }
 
 /// Two clusters keeping state must not share a data directory, nor one
 /// Kafka cluster's recovery log topic.
-fn shards_apart(clusters: &[ClusterConfig]) -> Result<()> {
+fn shards_apart(clusters: &[ServeOptions]) -> Result<()> {
     let mut dirs = std::collections::BTreeMap::new();
     let mut logs = std::collections::BTreeMap::new();
     for c in clusters.iter().filter(|c| c.data_dir.is_some()) {
@@ -478,86 +261,59 @@ fn shards_apart(clusters: &[ClusterConfig]) -> Result<()> {
     Ok(())
 }
 
-impl ClusterConfig {
-    /// One cluster's settings: the flags and environment over `file` (for a
-    /// named cluster, its entry over the file's top level).
-    fn load(name: Option<String>, args: &ServeArgs, file: &FileConfig) -> Result<Self> {
-        let kafka = kafka_settings(&args.kafka, file)?;
-        let offsets_topic = offsets_topic(&args.kafka, file)?;
-        let scrape_mode = match &args.scrape_mode {
-            Some(v) => parse_named("scrape_mode (offsets_topic or admin_api)", v)?,
-            None => file.scrape_mode.unwrap_or(ScrapeMode::OffsetsTopic),
-        };
-        let granularity = match &args.granularity {
-            Some(v) => parse_named("granularity (partition or topic)", v)?,
-            None => file.granularity.unwrap_or(Granularity::Partition),
-        };
-        let max_partition_series = args.max_partition_series.or(file.max_partition_series);
-        if max_partition_series == Some(0) {
-            bail!("invalid max_partition_series: 0 (at least 1; for no per-partition series, granularity: topic)");
-        }
-        let interval = args.watermark_interval_seconds.or(file.watermark_interval_seconds).unwrap_or(5.0);
-        if !(interval.is_finite() && (0.1..=3600.0).contains(&interval)) {
-            bail!("invalid watermark_interval_seconds: {interval} (between 0.1 and 3600)");
-        }
-        let groups = NameFilter::new(&file.groups.allow, &file.groups.ignore)
-            .context("invalid groups: a pattern is not a valid regular expression")?;
-        let topics = NameFilter::new(&file.topics.allow, &file.topics.ignore)
-            .context("invalid topics: a pattern is not a valid regular expression")?;
-
-        let data_dir = args.data_dir.clone().or(file.data_dir.clone());
-        let status = status_settings(&file.status)?;
-        let history = history_settings(&file.history)?;
-        let cluster = cluster(args, &file.cluster, data_dir.is_some(), scrape_mode)?;
-        let recovery_log_topic = args.recovery_log_topic.clone().or(file.recovery_log_topic.clone());
-        if let Some(topic) = &recovery_log_topic
-            && !valid_topic(topic)
-        {
-            bail!("invalid recovery_log_topic: {topic:?} is not a Kafka topic name");
-        }
-        if let Some(topic) = &recovery_log_topic
-            && !valid_topic(&kshard_lag::share_recovery_log_topic(topic))
-        {
-            bail!(
-                "invalid recovery_log_topic: {topic:?} leaves no room for the share state's log beside it ({:?} is not a Kafka topic name)",
-                kshard_lag::share_recovery_log_topic(topic)
-            );
-        }
-        Ok(ClusterConfig {
-            name,
-            kafka,
-            offsets_topic,
-            data_dir,
-            scrape_mode,
-            watermark_interval: Duration::from_secs_f64(interval),
-            monitor: MonitorSettings {
-                groups,
-                topics,
-                granularity,
-                motion_granularity: file.motion_granularity.unwrap_or(granularity),
-                status,
-                history,
-                max_partition_series,
-                share_delivery_count_limit: delivery_count_limit(&file.share_groups)?,
-                every_topic_watermarks: false,
-            },
-            share_groups: file.share_groups.enabled.unwrap_or(true),
-            cluster_info: cluster_info_settings(&file.cluster_info)?,
-            end_to_end: crate::serve_end_to_end::end_to_end_settings(&file.end_to_end)?,
-            cluster,
-            recovery_log_topic,
-        })
+/// One cluster's options from its settings (for a named cluster, its entry
+/// over the top level).
+fn cluster_options(name: Option<ClusterName>, file: &FileConfig) -> Result<ServeOptions> {
+    let kafka = kafka_settings(file)?;
+    let scrape_mode = file.scrape_mode.unwrap_or(ScrapeMode::OffsetsTopic);
+    let granularity = file.granularity.unwrap_or(Granularity::Partition);
+    if file.max_partition_series == Some(0) {
+        bail!("invalid max_partition_series: 0 (at least 1; for no per-partition series, granularity: topic)");
     }
+    let groups = NameFilter::new(&file.groups.allow, &file.groups.ignore)
+        .context("invalid groups: a pattern is not a valid regular expression")?;
+    let topics = NameFilter::new(&file.topics.allow, &file.topics.ignore)
+        .context("invalid topics: a pattern is not a valid regular expression")?;
+    let recovery_log_topic = file.recovery_log_topic.as_ref().map(|t| t.to_string());
+    if let Some(topic) = &recovery_log_topic
+        && topic.parse::<kshard_lag::settings::TopicName>().is_ok()
+        && kshard_lag::share_recovery_log_topic(topic).parse::<kshard_lag::settings::TopicName>().is_err()
+    {
+        bail!(
+            "invalid recovery_log_topic: {topic:?} leaves no room for the share state's log beside it ({:?} is not a Kafka topic name)",
+            kshard_lag::share_recovery_log_topic(topic)
+        );
+    }
+    let data_dir = file.data_dir.clone();
+    Ok(ServeOptions {
+        name,
+        offsets_topic: offsets_topic(file),
+        share_groups: file.share_groups.enabled.unwrap_or(true),
+        mode: scrape_mode,
+        watermark_interval: file.watermark_interval_seconds.map_or(Duration::from_secs(5), |s| s.get()),
+        monitor: MonitorSettings {
+            groups,
+            topics,
+            granularity,
+            motion_granularity: file.motion_granularity.unwrap_or(granularity),
+            status: status_settings(&file.status)?,
+            history: history_settings(&file.history)?,
+            max_partition_series: file.max_partition_series,
+            share_delivery_count_limit: delivery_count_limit(&file.share_groups)?,
+            every_topic_watermarks: false,
+        },
+        cluster: cluster(&file.cluster, data_dir.is_some(), scrape_mode)?,
+        data_dir,
+        recovery_log_topic,
+        cluster_info: cluster_info_settings(&file.cluster_info)?,
+        end_to_end: crate::serve_end_to_end::end_to_end_settings(&file.end_to_end)?,
+        ..ServeOptions::new(kafka)
+    })
 }
 
-/// The cluster settings: flags and environment over the file's `cluster:`.
-fn cluster(
-    args: &ServeArgs,
-    file: &ClusterFile,
-    has_data_dir: bool,
-    mode: ScrapeMode,
-) -> Result<Option<kshard_lag::ClusterOptions>> {
-    let etcd = if args.etcd.is_empty() { file.etcd.clone() } else { args.etcd.clone() };
+/// The settings of a cluster of lag monitors (`cluster:`), checked.
+fn cluster(file: &ClusterFile, has_data_dir: bool, mode: ScrapeMode) -> Result<Option<kshard_lag::ClusterOptions>> {
+    let etcd = file.etcd.clone();
     if etcd.is_empty() {
         return Ok(None);
     }
@@ -570,49 +326,29 @@ fn cluster(
     if mode == ScrapeMode::AdminApi {
         bail!("invalid etcd: scrape_mode admin_api keeps no state to share; use offsets_topic");
     }
-    let prefix = args.etcd_prefix.clone().or(file.etcd_prefix.clone()).unwrap_or_else(|| "/kshard/lag".into());
+    let prefix = file.etcd_prefix.clone().unwrap_or_else(|| "/kshard/lag".into());
     if !prefix.starts_with('/') || prefix.trim_end_matches('/').is_empty() {
         bail!("invalid etcd_prefix: {prefix:?} must start with / and name something");
     }
-    let zone = args.zone.clone().or(file.zone.clone()).unwrap_or_else(|| "local".into());
-    let member =
-        crate::member_identity::member_identity(args.member_id.as_deref().or(file.member_id.as_deref()), &zone)?;
-    let ttl = args.lease_ttl_seconds.or(file.lease_ttl_seconds).unwrap_or(10);
-    if !(2..=3600).contains(&ttl) {
-        bail!("invalid lease_ttl_seconds: {ttl} (between 2 and 3600)");
-    }
-    let access = args.etcd_access.access(&file.access())?;
+    let zone = file.zone.clone().unwrap_or_else(|| "local".into());
+    let member = crate::member_identity::member_identity(file.member_id.as_deref(), &zone)?;
+    let access = crate::etcd_access::EtcdAccessArgs::default().access(&file.access())?;
     Ok(Some(kshard_lag::ClusterOptions {
         etcd,
         access,
         prefix: prefix.trim_end_matches('/').to_owned(),
         member,
         zone,
-        lease_ttl: Duration::from_secs(ttl),
+        lease_ttl: file.lease_ttl_seconds.map_or(Duration::from_secs(10), |s| s.get()),
         // Known once bound (see `serve`).
         endpoint: None,
     }))
 }
 
-pub(crate) fn read_file(path: &Path) -> Result<FileConfig> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading the config file {}", path.display()))?;
-    let invalid = || format!("invalid config file {}", path.display());
-    // Parsed from the text, so that an error says the line.
-    let mut file: FileConfig = serde_norway::from_str(&text).with_context(invalid)?;
-    let (_, entries) = crate::serve_clusters::split(crate::serve_clusters::top_level(&text).with_context(invalid)?)
-        .with_context(invalid)?;
-    for (i, entry) in entries.into_iter().enumerate() {
-        let settings = crate::serve_clusters::parse(entry.settings)
-            .with_context(|| format!("invalid clusters[{i}] ({})", entry.name))
-            .with_context(invalid)?;
-        file.clusters.push(NamedCluster { name: entry.name, file: settings, own: entry.own });
-    }
-    Ok(file)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     fn load(yaml: &str, args: ServeArgs) -> Result<ServeConfig> {
         let dir = std::env::temp_dir().join(format!("kshard-config-{}-{}", std::process::id(), yaml.len()));
@@ -642,7 +378,7 @@ mod tests {
         .expect("valid");
         assert_eq!(c.clusters[0].kafka.brokers, "b:9092");
         assert_eq!(c.listen.to_string(), "127.0.0.1:1000");
-        assert_eq!(c.namespace, "kminion");
+        assert_eq!(c.process.namespace.as_str(), "kminion");
         assert_eq!(c.clusters[0].monitor.granularity, Granularity::Topic);
         assert_eq!(c.clusters[0].monitor.motion_granularity, Granularity::Topic, "follows granularity");
         assert!(c.clusters[0].monitor.groups.allows("orders-1") && !c.clusters[0].monitor.groups.allows("billing"));
@@ -684,6 +420,20 @@ mod tests {
         assert!(err("brokers: a:1\ncluster_info:\n  interval_seconds: 0\n").contains("cluster_info.interval_seconds"));
         let e = err("brokers: a:1\ncluster_info:\n  topic_config_keys: ['retention ms']\n");
         assert!(e.contains("cluster_info.topic_config_keys"), "{e}");
+    }
+
+    #[test]
+    fn the_types_name_the_setting_and_the_source() {
+        let e = err("brokers: a:1\ncluster:\n  etcd: ['http://e:1']\n  lease_ttl_seconds: 1\n");
+        assert!(e.contains("invalid cluster.lease_ttl_seconds: 1 (between 2 and 3600 seconds) at line "), "{e}");
+        let e = err("brokers: a:1\nmetrics_namespace: 'my-ns'\n");
+        assert!(e.contains("invalid metrics_namespace: \"my-ns\" is not a metric namespace"), "{e}");
+        let flag = ServeArgs { watermark_interval_seconds: Some(0.0), ..Default::default() };
+        let e = format!("{:#}", load("brokers: a:1\n", flag).expect_err("out of range"));
+        assert!(
+            e.contains("flag or KSHARD_") && e.contains("invalid watermark_interval_seconds: 0 (between 0.1"),
+            "{e}"
+        );
     }
 
     #[test]

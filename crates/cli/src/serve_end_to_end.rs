@@ -4,10 +4,10 @@
 use std::time::Duration;
 
 use anyhow::{Result, bail};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// `end_to_end:` as written.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct EndToEndFile {
     enabled: Option<bool>,
@@ -20,7 +20,7 @@ pub(crate) struct EndToEndFile {
     consumer: ConsumerFile,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 struct TopicFile {
     name: Option<String>,
@@ -30,21 +30,21 @@ struct TopicFile {
     reconcile_interval_seconds: Option<u64>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 struct ProducerFile {
     ack_sla_ms: Option<u64>,
     required_acks: Option<Acks>,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Debug, Clone, Copy, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 enum Acks {
     All,
     Leader,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 struct ConsumerFile {
     group_id_prefix: Option<String>,

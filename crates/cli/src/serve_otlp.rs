@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use anyhow::{Result, bail};
 use kshard_lag::{OtlpProtocol, OtlpSettings, OtlpTls};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// `otlp:` as written.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct OtlpFile {
     enabled: Option<bool>,
@@ -31,7 +31,7 @@ pub(crate) struct OtlpFile {
     tls: OtlpTlsFile,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 struct OtlpTlsFile {
     ca_file: Option<PathBuf>,

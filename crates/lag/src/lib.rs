@@ -25,6 +25,7 @@ mod api;
 pub mod burrow;
 mod io;
 mod metrics;
+pub mod settings;
 mod state;
 pub mod web;
 

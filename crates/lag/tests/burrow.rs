@@ -58,7 +58,7 @@ fn every_endpoint_answers_in_burrows_shapes() {
     w.commit(&group, &topic, 0, 3, 40);
     w.commit(&group, &topic, 1, 3, 50);
     w.flush();
-    let mut service = TestService::start(options(&w, "kshard", only(&p)));
+    let mut service = TestService::start(options(&w, only(&p)));
     service.wait_ready();
     // The status windows fill at watermark refreshes (every 200 ms here).
     std::thread::sleep(Duration::from_millis(600));

@@ -11,13 +11,12 @@ use std::time::Duration;
 
 use common::*;
 use kshard_kafka::Client;
-use kshard_lag::service::ServeOptions;
+use kshard_lag::service::{ProcessOptions, ServeOptions};
 use kshard_lag::{ClusterInfoSettings, Profile};
 use kshard_testkit::{Broker, unique_name};
 
-fn options(settings: &Client, prefix: &str, profile: Profile, enabled: bool) -> ServeOptions {
+fn options(settings: &Client, prefix: &str, enabled: bool) -> ServeOptions {
     ServeOptions {
-        profile,
         watermark_interval: Duration::from_millis(200),
         monitor: only(prefix),
         cluster_info: ClusterInfoSettings {
@@ -51,7 +50,7 @@ fn cluster_broker_and_topic_families_as_kminion_gives_them() {
         .expect("commit");
     let port = broker.brokers().rsplit(':').next().expect("port").to_owned();
 
-    let mut service = TestService::start(options(&settings, &p, Profile::Kshard, true));
+    let mut service = TestService::start(options(&settings, &p, true));
     service.wait_ready();
     let topic_info = format!("kshard_kafka_topic_info{{topic_name=\"{topic}\",");
     let topic_size = format!("kshard_kafka_topic_log_dir_size_total_bytes{{topic_name=\"{topic}\"}}");
@@ -80,7 +79,8 @@ fn cluster_broker_and_topic_families_as_kminion_gives_them() {
     drop(service);
 
     // In kafka_exporter's names: its broker families.
-    let mut service = TestService::start(options(&settings, &p, Profile::KafkaExporter, true));
+    let mut service =
+        TestService::start_as(ProcessOptions::new(Profile::KafkaExporter), vec![options(&settings, &p, true)]);
     service.wait_ready();
     service.eventually("kafka_brokers", |m| m.get("kafka_brokers") == Some(&1.0));
     let m = service.metrics();
@@ -97,7 +97,7 @@ fn cluster_broker_and_topic_families_as_kminion_gives_them() {
     drop(service);
 
     // Off: none of them.
-    let mut service = TestService::start(options(&settings, &p, Profile::Kshard, false));
+    let mut service = TestService::start(options(&settings, &p, false));
     service.wait_ready();
     std::thread::sleep(Duration::from_millis(1500));
     let m = service.metrics();

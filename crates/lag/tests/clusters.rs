@@ -16,7 +16,7 @@ use kshard_testkit::{API_VERSIONS_NULL_LIST, Broker, HostileBroker, METADATA_2_P
 
 fn options(name: &str, settings: &Client, prefix: &str) -> ServeOptions {
     ServeOptions {
-        name: Some(name.to_owned()),
+        name: Some(name.parse().expect("a cluster name")),
         watermark_interval: Duration::from_millis(200),
         // Stale after one interval plus the request timeout: about 5 s.
         request_timeout: Duration::from_secs(5),

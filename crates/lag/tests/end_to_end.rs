@@ -13,14 +13,17 @@ use std::time::Duration;
 
 use common::*;
 use kshard_kafka::{Admin, Client};
-use kshard_lag::service::ServeOptions;
+use kshard_lag::service::{ProcessOptions, ServeOptions};
 use kshard_lag::{EndToEndSettings, ProbeSlas, Profile};
 use kshard_testkit::{Broker, unique_name};
 
+/// The service under kminion's names.
+fn kminion(options: ServeOptions) -> TestService {
+    TestService::start_as(ProcessOptions::new(Profile::Kminion), vec![options])
+}
+
 fn options(settings: &Client, prefix: &str, slas: ProbeSlas) -> ServeOptions {
     ServeOptions {
-        profile: Profile::Kminion,
-        namespace: "kminion".to_owned(),
         watermark_interval: Duration::from_millis(200),
         monitor: only(prefix),
         end_to_end: EndToEndSettings {
@@ -58,7 +61,7 @@ fn the_probe_round_trips_commits_and_exports_kminions_families() {
     let settings = Client::to_brokers(broker.brokers());
     let p = unique_name("e2e");
     let slas = EndToEndSettings::default().slas;
-    let mut service = TestService::start(options(&settings, &p, slas));
+    let mut service = kminion(options(&settings, &p, slas));
     service.wait_ready();
     let received = "kminion_end_to_end_messages_received_total{partition_id=\"0\"}";
     service.eventually("probe messages read back and a commit", |m| {
@@ -119,7 +122,7 @@ fn a_killed_broker_shows_as_lost_messages_and_the_probe_recovers() {
     // Short SLAs, so the outage counts within the test.
     let slas =
         ProbeSlas { ack: Duration::from_secs(1), roundtrip: Duration::from_secs(2), commit: Duration::from_secs(2) };
-    let mut service = TestService::start(options(&settings, &p, slas));
+    let mut service = kminion(options(&settings, &p, slas));
     let received = "kminion_end_to_end_messages_received_total{partition_id=\"0\"}";
     let lost = "kminion_end_to_end_messages_lost_total{partition_id=\"0\"}";
     service.eventually("probe messages read back", |m| value(m, received) >= 10.0);
@@ -174,7 +177,7 @@ fn a_probe_group_left_behind_is_deleted_at_the_next_start() {
         admin.list_groups().expect("groups").into_iter().map(|g| g.group_id).filter(|g| g.starts_with(&p)).collect()
     };
     assert!(listed(&admin).contains(&orphan));
-    let mut service = TestService::start(options(&settings, &p, EndToEndSettings::default().slas));
+    let mut service = kminion(options(&settings, &p, EndToEndSettings::default().slas));
     service.wait_ready();
     let groups = until(
         "the orphan is deleted and the probe's own group joined",

@@ -16,7 +16,7 @@ use std::time::Duration;
 use common::*;
 use kshard_kafka::{Client, GroupConsumer};
 use kshard_lag::Profile;
-use kshard_lag::service::ServeOptions;
+use kshard_lag::service::{ProcessOptions, ServeOptions};
 use kshard_testkit::{Broker, unique_name};
 
 /// kminion's sample names and their labels, sorted.
@@ -87,20 +87,24 @@ fn every_family_kminion_exports_with_its_labels() {
     assert_eq!(member.consume(5, Duration::from_secs(60)).expect("consume"), 5);
     member.commit().expect("commit");
 
-    let mut service = TestService::start(ServeOptions {
-        profile: Profile::Kminion,
-        namespace: "kminion".to_owned(),
-        watermark_interval: Duration::from_millis(200),
-        monitor: only(&p),
-        end_to_end: kshard_lag::EndToEndSettings {
-            enabled: true,
-            topic: format!("{p}-e2e"),
-            group_prefix: format!("{p}-probe"),
-            ..kshard_lag::EndToEndSettings::default()
-        },
+    let process = ProcessOptions {
         log_counts: Some(std::sync::Arc::new(kshard_lag::LogCounts::default())),
-        ..ServeOptions::new(settings.settings().clone())
-    });
+        ..ProcessOptions::new(Profile::Kminion)
+    };
+    let mut service = TestService::start_as(
+        process,
+        vec![ServeOptions {
+            watermark_interval: Duration::from_millis(200),
+            monitor: only(&p),
+            end_to_end: kshard_lag::EndToEndSettings {
+                enabled: true,
+                topic: format!("{p}-e2e"),
+                group_prefix: format!("{p}-probe"),
+                ..kshard_lag::EndToEndSettings::default()
+            },
+            ..ServeOptions::new(settings.settings().clone())
+        }],
+    );
     service.wait_ready();
     let members = format!("kminion_kafka_consumer_group_topic_members{{group_id=\"{group}\"");
     let sizes = "kminion_kafka_topic_log_dir_size_total_bytes{";

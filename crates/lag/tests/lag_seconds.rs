@@ -47,7 +47,7 @@ fn lag_in_seconds_is_the_age_of_the_first_unconsumed_record() {
     w.commit(&read, &topic, 0, 3, 0);
     w.commit(&gone, &topic, 0, 3, 0);
     w.flush();
-    let mut service = TestService::start(options(&w, "kshard", only(&p)));
+    let mut service = TestService::start(options(&w, only(&p)));
     service.wait_ready();
 
     // Ten records, two seconds, ten more: kshard sees the high watermark move.
@@ -124,7 +124,7 @@ fn lag_in_seconds_follows_a_moving_consumer() {
         std::thread::sleep(Duration::from_millis(100));
     }
     // Refreshes a second apart: the group commits three times in between.
-    let options = ServeOptions { watermark_interval: Duration::from_secs(1), ..options(&w, "kshard", only(&p)) };
+    let options = ServeOptions { watermark_interval: Duration::from_secs(1), ..options(&w, only(&p)) };
     let mut service = TestService::start(options);
     service.wait_ready();
     let (mut checked, mut methods) = (0, std::collections::BTreeMap::<String, usize>::new());
@@ -190,7 +190,7 @@ fn a_compacted_away_record_falls_back_to_the_estimate() {
     let group = format!("{p}-group");
     w.commit(&group, &topic, 0, 3, 0);
     w.flush();
-    let mut service = TestService::start(options(&w, "kshard", only(&p)));
+    let mut service = TestService::start(options(&w, only(&p)));
     service.wait_ready();
 
     // Keys k0..k9 at offsets 0-9; two seconds later k0..k4 again (10-14),

@@ -20,7 +20,7 @@ use common::pki::certificate;
 use common::*;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
-use kshard_lag::service::ServeOptions;
+use kshard_lag::service::{ProcessOptions, ServeOptions};
 use kshard_lag::{MonitorSettings, NameFilter, OtlpProtocol, OtlpSettings, OtlpTls};
 use kshard_testkit::{Broker, unique_name};
 use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_server::{
@@ -247,12 +247,17 @@ fn resource(request: &ExportMetricsServiceRequest) -> BTreeMap<String, String> {
     resource.attributes.iter().map(|kv| (kv.key.clone(), string(&kv.value))).collect()
 }
 
-fn cluster(w: &Writer, name: &str, group: &str, otlp: &OtlpSettings) -> ServeOptions {
+/// kshard's names, pushed as `otlp` says.
+fn exporting(otlp: &OtlpSettings) -> ProcessOptions {
+    ProcessOptions { otlp: Some(otlp.clone()), ..ProcessOptions::default() }
+}
+
+fn cluster(w: &Writer, name: &str, group: &str) -> ServeOptions {
     let monitor = MonitorSettings {
         groups: NameFilter::new(&[format!("{group}.*")], &[]).expect("filter"),
         ..MonitorSettings::default()
     };
-    ServeOptions { name: Some(name.to_owned()), otlp: Some(otlp.clone()), ..options(w, "kshard", monitor) }
+    ServeOptions { name: Some(name.parse().expect("a cluster name")), ..options(w, monitor) }
 }
 
 #[test]
@@ -282,7 +287,7 @@ fn a_grpc_collector_gets_what_metrics_shows_for_every_cluster() {
     west.flush();
     let group = format!("{p}-g");
     let mut service =
-        TestService::start_many(vec![cluster(&east, "east", &group, &otlp), cluster(&west, "west", &group, &otlp)]);
+        TestService::start_as(exporting(&otlp), vec![cluster(&east, "east", &group), cluster(&west, "west", &group)]);
     service.wait_ready();
 
     // One export is several requests; after the scrape, the next whole
@@ -416,8 +421,7 @@ fn https_with_a_token_a_wrong_token_refused_and_a_late_collector() {
         groups: NameFilter::new(&[format!("{p}-g")], &[]).expect("filter"),
         ..MonitorSettings::default()
     };
-    let mut service =
-        TestService::start(ServeOptions { otlp: Some(otlp.clone()), ..options(&w, "kshard", monitor.clone()) });
+    let mut service = TestService::start_as(exporting(&otlp), vec![options(&w, monitor.clone())]);
     service.wait_ready();
     // Nobody answers (the connection is never accepted): the export fails,
     // is counted, and the lag is served all the same.
@@ -448,7 +452,7 @@ fn https_with_a_token_a_wrong_token_refused_and_a_late_collector() {
     let port = listener.local_addr().expect("addr").port();
     let strict = https_collector(&rt, listener, &pki, "another");
     let wrong = OtlpSettings { endpoint: format!("https://127.0.0.1:{port}/v1/metrics"), ..otlp };
-    let mut service = TestService::start(ServeOptions { otlp: Some(wrong), ..options(&w, "kshard", monitor) });
+    let mut service = TestService::start_as(exporting(&wrong), vec![options(&w, monitor)]);
     service.eventually("refused exports counted", |m| {
         m.get("kshard_otlp_exports_total{outcome=\"failure\"}").is_some_and(|n| *n >= 2.0)
     });
@@ -542,10 +546,9 @@ fn grpc_over_tls_with_the_collectors_ca() {
     let options = ServeOptions {
         mode: kshard_lag::service::ScrapeMode::AdminApi,
         request_timeout: Duration::from_secs(1),
-        otlp: Some(otlp),
         ..ServeOptions::new(kshard_kafka::ClientSettings::new("127.0.0.1:1"))
     };
-    let service = TestService::start(options);
+    let service = TestService::start_as(exporting(&otlp), vec![options]);
     until("an export over gRPC and TLS", Duration::from_secs(30), Duration::from_millis(100), || {
         (collector.requests() >= 1).then_some(()).ok_or_else(|| "none yet".to_owned())
     });

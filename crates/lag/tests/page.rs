@@ -218,7 +218,7 @@ fn ten_thousand_groups_stay_readable_in_chromium() {
         w.commit(&format!("{p}-group-{i:05}"), &topic, i % 3, 1, i64::from(i % 101));
     }
     w.flush();
-    let mut service = TestService::start(options(&w, "kshard", only(&p)));
+    let mut service = TestService::start(options(&w, only(&p)));
     service.wait_ready();
     until("kshard sees 10,000 groups", Duration::from_secs(60), Duration::from_millis(250), || {
         let n = overview(&mut service).len();

@@ -13,7 +13,7 @@ use std::time::Duration;
 use common::*;
 use kshard_kafka::{Client, GroupConsumer, OffsetCommitter};
 use kshard_lag::Profile;
-use kshard_lag::service::ServeOptions;
+use kshard_lag::service::{ProcessOptions, ServeOptions};
 use kshard_testkit::{Broker, unique_name};
 
 /// Each family the profile must export, with its labels (kshard's
@@ -89,12 +89,14 @@ fn each_profile_exports_its_tools_names_labels_and_values() {
     member.commit().expect("commit");
 
     for profile in [Profile::KafkaExporter, Profile::KafkaLagExporter, Profile::Burrow] {
-        let mut service = TestService::start(ServeOptions {
-            profile,
-            watermark_interval: Duration::from_millis(200),
-            monitor: only(&p),
-            ..ServeOptions::new(settings.settings().clone())
-        });
+        let mut service = TestService::start_as(
+            ProcessOptions::new(profile),
+            vec![ServeOptions {
+                watermark_interval: Duration::from_millis(200),
+                monitor: only(&p),
+                ..ServeOptions::new(settings.settings().clone())
+            }],
+        );
         service.wait_ready();
         let what = profile.name();
         // The live member's assignment is read from the log once it is written.

@@ -15,7 +15,7 @@ use kshard_testkit::{Broker, unique_name};
 const RECORDS: &str = "kshard_exporter_offset_consumer_records_consumed_total";
 
 fn start(w: &Writer, prefix: &str, data_dir: &std::path::Path) -> TestService {
-    let mut opts = options(w, "kshard", only(prefix));
+    let mut opts = options(w, only(prefix));
     opts.data_dir = Some(data_dir.to_owned());
     let mut service = TestService::start(opts);
     service.wait_ready();

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use common::*;
 use kshard_kafka::{Admin, Client, ClientSettings, OffsetCommitter, RecordWriter, TopicSpec};
-use kshard_lag::service::{ScrapeMode, ServeOptions};
+use kshard_lag::service::{ProcessOptions, ScrapeMode, ServeOptions};
 use kshard_lag::{Granularity, MonitorSettings, NameFilter};
 use kshard_offsets::*;
 use kshard_testkit::{Broker, unique_name};
@@ -81,7 +81,7 @@ fn every_value_version_tombstones_members_and_a_malformed_record() {
     w.flush();
 
     let ns = "kshard";
-    let mut service = TestService::start(options(&w, ns, only(&p)));
+    let mut service = TestService::start(options(&w, only(&p)));
     service.wait_ready();
     let m = service.metrics();
     for version in 0..=4 {
@@ -172,7 +172,8 @@ fn filters_topic_granularity_and_the_kminion_namespace() {
         ..MonitorSettings::default()
     };
     let ns = "kminion";
-    let mut service = TestService::start(options(&w, ns, settings));
+    let process = ProcessOptions::default().with_namespace(ns).expect("a namespace");
+    let mut service = TestService::start_as(process, vec![options(&w, settings)]);
     service.wait_ready();
     let m = service.metrics();
     assert_eq!(m.get(&topic_series(ns, "topic_lag", &a, &shown)), Some(&10.0));
@@ -195,7 +196,7 @@ fn lag_follows_new_commits_and_new_produce() {
     w.commit(&g, &topic, 0, 4, 15);
     w.flush();
     let ns = "kshard";
-    let mut service = TestService::start(options(&w, ns, only(&p)));
+    let mut service = TestService::start(options(&w, only(&p)));
     service.wait_ready();
     let lag = partition_lag(ns, &g, &topic, 0);
     assert_eq!(service.metrics().get(&lag), Some(&5.0));
@@ -223,7 +224,7 @@ fn admin_api_mode_reports_real_consumer_groups() {
     member.commit().expect("commit");
 
     let ns = "kshard";
-    let mut service = TestService::start(ServeOptions { mode: ScrapeMode::AdminApi, ..options(&w, ns, only(&p)) });
+    let mut service = TestService::start(ServeOptions { mode: ScrapeMode::AdminApi, ..options(&w, only(&p)) });
     service.wait_ready();
     let lag = partition_lag(ns, &group, &topic, 0);
     service.eventually("the real group's lag", |m| m.get(&lag) == Some(&18.0));
@@ -250,10 +251,8 @@ fn waits_not_ready_until_consumer_offsets_exists() {
     // Kafka creates it then, and writes the commit itself.
     let broker = Broker::start_private(&[]);
     let p = unique_name("lag-wait");
-    let ns = "kshard";
     let settings = Client::to_brokers(broker.brokers());
     let options = ServeOptions {
-        namespace: ns.to_owned(),
         watermark_interval: Duration::from_millis(200),
         monitor: only(&p),
         ..ServeOptions::new(settings.settings().clone())
@@ -279,7 +278,7 @@ fn waits_not_ready_until_consumer_offsets_exists() {
     let g = format!("{p}-g");
     OffsetCommitter::new(&settings, &g).expect("committer").commit(&[(&topic, 0, 1)]).expect("commit");
     service.wait_ready();
-    service.eventually("the first group's lag", |m| m.get(&partition_lag(ns, &g, &topic, 0)) == Some(&3.0));
+    service.eventually("the first group's lag", |m| m.get(&partition_lag("kshard", &g, &topic, 0)) == Some(&3.0));
 }
 
 /// A client may commit any offset: one near `i64::MIN` beside an ordinary
@@ -299,7 +298,7 @@ fn a_commit_near_i64_min_saturates_lag_and_its_totals() {
     w.commit(&g, &topic, 1, 3, 5);
     w.flush();
     let ns = "kshard";
-    let mut service = TestService::start(options(&w, ns, only(&p)));
+    let mut service = TestService::start(options(&w, only(&p)));
     service.wait_ready();
     let saturated = i64::MAX as f64;
     service.eventually("lag saturated", |m| m.get(&partition_lag(ns, &g, &topic, 0)) == Some(&saturated));

@@ -10,7 +10,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use kshard_kafka::ClientSettings;
-use kshard_lag::service::{ScrapeMode, ServeError, ServeOptions, run};
+use kshard_lag::service::{ProcessOptions, ScrapeMode, ServeError, ServeOptions, run};
 use openssl::pkey::{PKey, Private};
 use openssl::ssl::{SslConnector, SslMethod, SslVerifyMode};
 use openssl::x509::X509;
@@ -48,11 +48,11 @@ async fn serve(
     let options = ServeOptions {
         mode: ScrapeMode::AdminApi,
         request_timeout: Duration::from_secs(1),
-        web_config: Some(config.to_owned()),
         ..ServeOptions::new(ClientSettings::new("127.0.0.1:1"))
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(run(options, listener, async move {
+    let process = ProcessOptions { web_config: Some(config.to_owned()), ..ProcessOptions::default() };
+    let task = tokio::spawn(run(process, options, listener, async move {
         let _ = stopped.await;
     }));
     (port, stop, task)
@@ -289,8 +289,9 @@ async fn a_bad_file_fails_at_start_naming_the_field() {
     std::fs::write(&config, "tls_server_config:\n  cert_file: /nonexistent/server.pem\n  key_file: k\n")
         .expect("write");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let options = ServeOptions { web_config: Some(config), ..ServeOptions::new(ClientSettings::new("127.0.0.1:1")) };
-    let err = run(options, listener, std::future::pending()).await.expect_err("must fail");
+    let options = ServeOptions::new(ClientSettings::new("127.0.0.1:1"));
+    let process = ProcessOptions { web_config: Some(config), ..ProcessOptions::default() };
+    let err = run(process, options, listener, std::future::pending()).await.expect_err("must fail");
     let text = err.to_string();
     assert!(text.contains("tls_server_config.cert_file") && text.contains("/nonexistent/server.pem"), "{text}");
 }

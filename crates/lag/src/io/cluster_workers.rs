@@ -19,6 +19,7 @@ use crate::metrics::{Metrics, SelfTimings};
 use crate::monitor::Monitor;
 use crate::refresher::{self, ScrapeMode};
 use crate::serve_options::ServeOptions;
+use crate::settings::ProcessOptions;
 use crate::shutdown::Shutdown;
 use crate::supervisor::{self, Life};
 
@@ -26,12 +27,16 @@ use crate::supervisor::{self, Life};
 type Body = Box<dyn FnMut() -> Life + Send>;
 
 /// Starts one cluster's workers: what HTTP serves of it, and their tasks.
-pub(crate) fn start(options: ServeOptions, stop: &Shutdown) -> (AppState, Vec<JoinHandle<()>>) {
+pub(crate) fn start(
+    process: &ProcessOptions,
+    options: ServeOptions,
+    stop: &Shutdown,
+) -> (AppState, Vec<JoinHandle<()>>) {
     // Every client of the cluster's workers shares one handle: one
     // connection per broker for all its readers, one traffic count.
     let kafka = Client::new(options.kafka.clone());
     let mut settings = options.monitor.clone();
-    settings.every_topic_watermarks |= options.profile == crate::Profile::KafkaExporter;
+    settings.every_topic_watermarks |= process.profile == crate::Profile::KafkaExporter;
     let monitor = Arc::new(Monitor::with_stale_after(settings, options.stale_after()));
     monitor.watch_stalls(kafka.reads_with_own_client());
     let timings = Arc::new(SelfTimings::default());
@@ -43,8 +48,8 @@ pub(crate) fn start(options: ServeOptions, stop: &Shutdown) -> (AppState, Vec<Jo
         .then(|| Arc::new(crate::ClusterView::new(options.cluster_info.interval * 3 + options.request_timeout)));
     let probe = options.end_to_end.enabled.then(|| Arc::new(crate::EndToEnd::new(options.end_to_end.slas)));
     let metrics = Arc::new(Metrics::with_profile(
-        options.profile,
-        &options.namespace,
+        process.profile,
+        &process.namespace,
         Arc::clone(&monitor),
         member.clone(),
         Arc::clone(&timings),
@@ -78,14 +83,14 @@ pub(crate) fn start(options: ServeOptions, stop: &Shutdown) -> (AppState, Vec<Jo
     tasks.push(workers.refresher(timings, new_partitions, new_share_partitions));
     tasks.extend(workers.beside(cluster_view, probe));
     let state = AppState {
-        name: options.name.clone().map(Arc::from),
+        name: options.name.as_deref().map(Arc::from),
         refresh_seconds: options.watermark_interval.as_secs() as i64,
-        cluster_label: options.cluster_label.as_deref().map(Arc::from),
+        cluster_label: process.cluster_label.as_deref().map(Arc::from),
         brokers: Arc::from(kafka.brokers()),
         monitor,
         metrics,
         member,
-        namespace: Arc::from(options.namespace.as_str()),
+        namespace: Arc::from(process.namespace.as_str()),
         traffic: kafka.traffic(),
         process: None,
     };

@@ -34,7 +34,7 @@ pub(crate) const WORKER: &str = "watermark refresher";
 
 /// Where group offsets come from (`offsets_topic` or `admin_api` in a
 /// configuration file).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ScrapeMode {
     /// Read the offsets topic (the default: fast, complete, with metadata).

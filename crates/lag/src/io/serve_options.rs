@@ -2,7 +2,6 @@
 //! service (`service.rs`) and the cluster's workers (`cluster_workers.rs`)
 //! read it.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use kshard_kafka::{CONSUMER_OFFSETS_TOPIC, ClientSettings};
@@ -16,7 +15,7 @@ pub struct ServeOptions {
     /// The cluster's name under `clusters:`: the `cluster` label on each of
     /// its series, its path (`/clusters/{name}/`) and its name in Burrow's
     /// API. `None`: one cluster, no label, `local` in Burrow's API.
-    pub name: Option<String>,
+    pub name: Option<crate::settings::ClusterName>,
     /// How to reach Kafka.
     pub kafka: ClientSettings,
     /// The topic to read: `__consumer_offsets`, or a topic of the same layout.
@@ -26,14 +25,6 @@ pub struct ServeOptions {
     pub share_groups: bool,
     /// Where group offsets come from.
     pub mode: ScrapeMode,
-    /// Metric name prefix (`kshard`; `kminion` for drop-in names).
-    pub namespace: String,
-    /// Whose metric names `/metrics` uses (process-wide).
-    pub profile: crate::Profile,
-    /// The name of the label naming the cluster of every series (`None`:
-    /// `cluster`, or `cluster_name` in the kafka_lag_exporter profile), for
-    /// Prometheus setups whose own `cluster` label would collide (process-wide).
-    pub cluster_label: Option<String>,
     /// How often watermarks are refreshed.
     pub watermark_interval: Duration,
     /// Filters and granularity.
@@ -55,21 +46,11 @@ pub struct ServeOptions {
     pub cluster_info: crate::cluster_info::ClusterInfoSettings,
     /// kminion's end-to-end probe (off by default).
     pub end_to_end: crate::EndToEndSettings,
-    /// Where the process counts its log messages (`<ns>_log_messages_total`;
-    /// the whole process's: the first cluster's is used); `None`: not shown.
-    pub log_counts: Option<Arc<crate::LogCounts>>,
-    /// Push the series to an OpenTelemetry collector (the whole process's:
-    /// the same in every cluster's options); `None`: no export.
-    pub otlp: Option<crate::OtlpSettings>,
-    /// The exporter-toolkit web configuration file (TLS, basic auth,
-    /// headers, rate limit), read again whenever it changes; `None`: plain,
-    /// open HTTP.
-    pub web_config: Option<std::path::PathBuf>,
 }
 
 impl ServeOptions {
     /// Options with kshard's defaults: `__consumer_offsets`, read from the log,
-    /// metric names prefixed `kshard`, watermarks every 5 s.
+    /// watermarks every 5 s.
     pub fn new(kafka: ClientSettings) -> Self {
         ServeOptions {
             name: None,
@@ -77,9 +58,6 @@ impl ServeOptions {
             offsets_topic: CONSUMER_OFFSETS_TOPIC.to_owned(),
             share_groups: true,
             mode: ScrapeMode::OffsetsTopic,
-            namespace: "kshard".to_owned(),
-            profile: crate::Profile::Kshard,
-            cluster_label: None,
             watermark_interval: Duration::from_secs(5),
             monitor: MonitorSettings::default(),
             request_timeout: Duration::from_secs(30),
@@ -88,9 +66,6 @@ impl ServeOptions {
             cluster: None,
             cluster_info: crate::cluster_info::ClusterInfoSettings::default(),
             end_to_end: crate::EndToEndSettings::default(),
-            otlp: None,
-            log_counts: None,
-            web_config: None,
         }
     }
 

@@ -28,6 +28,7 @@ use crate::monitor::{Monitor, MonitorSettings};
 use crate::refresher;
 pub use crate::refresher::ScrapeMode;
 pub use crate::serve_options::ServeOptions;
+pub use crate::settings::ProcessOptions;
 use crate::shutdown::Shutdown;
 
 /// Why the service stopped with an error.
@@ -72,32 +73,32 @@ pub fn lag_once(
 
 /// Runs the lag monitor of one cluster until `shutdown` completes.
 pub async fn run(
+    process: ProcessOptions,
     options: ServeOptions,
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
-    run_many(vec![options], listener, shutdown).await
+    run_many(process, vec![options], listener, shutdown).await
 }
 
 /// Runs the lag monitor of every cluster in `clusters` until `shutdown`
 /// completes: each with workers of its own, so that one whose brokers fail
-/// leaves the others current. Several clusters must each have a name, and
-/// share the namespace and the web configuration file (process-wide).
+/// leaves the others current. Several clusters must each have a name, each
+/// its own.
 pub async fn run_many(
+    process: ProcessOptions,
     clusters: Vec<ServeOptions>,
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
-    let first = fitting_together(&clusters)?;
+    named_apart(&clusters)?;
     // Checked before anything starts: a bad file fails naming its field.
-    let web = first.web_config.as_deref().map(crate::web::WebConfigFile::open).transpose()?;
-    let (namespace, otlp_settings) = (first.namespace.clone(), first.otlp.clone());
-    let log_counts = first.log_counts.clone();
+    let web = process.web_config.as_deref().map(crate::web::WebConfigFile::open).transpose()?;
     // So is the OTLP collector's address and TLS files, before any cluster's
     // workers touch Kafka.
-    let otlp_settings = match otlp_settings {
+    let otlp_settings = match &process.otlp {
         None => None,
-        Some(s) => Some((super::otlp_transport::Transport::new(&s).map_err(ServeError::Otlp)?, s)),
+        Some(s) => Some((super::otlp_transport::Transport::new(s).map_err(ServeError::Otlp)?, s.clone())),
     };
     let stop = Shutdown::default();
     // An early return (HTTP failing to start) stops the workers started.
@@ -105,28 +106,32 @@ pub async fn run_many(
     let mut states = Vec::new();
     let mut workers = Vec::new();
     for options in clusters {
-        let (state, started) = crate::cluster_workers::start(options, &stop);
+        let (state, started) = crate::cluster_workers::start(&process, options, &stop);
         states.push(state);
         workers.extend(started);
     }
     // Stopped first: its last export, while the workers still run.
     let otlp_stop = stop.child();
-    let mut process = http::ProcessSeries { namespace: Arc::from(namespace.as_str()), logs: log_counts, otlp: None };
+    let mut shown = http::ProcessSeries {
+        namespace: Arc::from(process.namespace.as_str()),
+        logs: process.log_counts.clone(),
+        otlp: None,
+    };
     let otlp = match otlp_settings {
         Some((transport, settings)) => {
             if settings.tls.insecure_skip_verify {
                 tracing::warn!("otlp.tls.insecure_skip_verify: the collector's certificate is not checked");
             }
             let status = Arc::new(super::otlp_export::OtlpStatus::default());
-            process.otlp = Some(Arc::clone(&status));
-            let (all, shown) = (states.clone(), process.clone());
+            shown.otlp = Some(Arc::clone(&status));
+            let (all, series) = (states.clone(), shown.clone());
             let render: Arc<dyn Fn() -> Result<String, String> + Send + Sync> =
-                Arc::new(move || http::root_metrics(&all, Some(&shown)).map_err(|e| format!("rendering: {e}")));
+                Arc::new(move || http::root_metrics(&all, Some(&series)).map_err(|e| format!("rendering: {e}")));
             Some(tokio::spawn(super::otlp_export::run(transport, settings, render, status, otlp_stop.clone())))
         }
         None => None,
     };
-    let app = http::app(states, process);
+    let app = http::app(states, shown);
     let addr = listener.local_addr().map_err(ServeError::Http)?;
     let limits = HttpLimits::default().within_descriptors();
     let served = match web {
@@ -161,46 +166,18 @@ pub async fn run_many(
     served
 }
 
-/// The first of `clusters`, once they are known to fit together: at least
-/// one; several each named, the names distinct; one namespace and one web
-/// configuration file.
-fn fitting_together(clusters: &[ServeOptions]) -> Result<&ServeOptions, ServeError> {
+/// Several clusters each named, the names distinct.
+fn named_apart(clusters: &[ServeOptions]) -> Result<(), ServeError> {
     let bad = |why: String| Err(ServeError::Clusters(why));
-    let Some(first) = clusters.first() else { return bad("no cluster to watch".into()) };
+    if clusters.is_empty() {
+        return bad("no cluster to watch".into());
+    }
     if clusters.len() > 1 && clusters.iter().any(|c| c.name.is_none()) {
         return bad("watching several clusters, each needs a name".into());
     }
     let mut names = std::collections::BTreeSet::new();
-    for c in clusters {
-        if let Some(name) = &c.name {
-            if !valid_cluster_name(name) {
-                return bad(format!("{name:?} is not a cluster name (letters, digits, '.', '_' and '-')"));
-            }
-            if !names.insert(name.as_str()) {
-                return bad(format!("the name {name:?} is given twice"));
-            }
-        }
-        if c.namespace != first.namespace
-            || c.web_config != first.web_config
-            || c.profile != first.profile
-            || c.cluster_label != first.cluster_label
-            || c.otlp != first.otlp
-        {
-            return bad(
-                "the metrics namespace and profile, the web configuration file and the OTLP export are the whole process's"
-                    .into(),
-            );
-        }
+    if let Some(twice) = clusters.iter().filter_map(|c| c.name.as_ref()).find(|n| !names.insert(n.as_str())) {
+        return bad(format!("the name {twice:?} is given twice"));
     }
-    Ok(first)
-}
-
-/// Whether `name` can name a cluster: in a path, a label value and Burrow's
-/// API alike.
-pub fn valid_cluster_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 100
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-        && name != "."
-        && name != ".."
+    Ok(())
 }

@@ -30,7 +30,7 @@ impl Clock for SystemClock {
 
 /// Which lag series to export (`partition` or `topic` in a configuration
 /// file).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Granularity {
     /// Per partition and per topic.

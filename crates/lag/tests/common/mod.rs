@@ -12,7 +12,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use kshard_kafka::{Admin, Client, ClientSettings, RecordWriter, TopicSpec, offsets_partition_for};
-use kshard_lag::service::{ServeError, ServeOptions, run_many};
+use kshard_lag::service::{ProcessOptions, ServeError, ServeOptions, run_many};
 use kshard_lag::{Granularity, MonitorSettings, NameFilter};
 use kshard_offsets::{OffsetCommitValue, Record};
 use kshard_testkit::{KafkaLag, http_get, parse_metrics};
@@ -26,10 +26,9 @@ pub struct TestService {
 }
 
 /// Options for a test: the offsets topic `w` writes, watermarks every 200 ms.
-pub fn options(w: &Writer, namespace: &str, monitor: MonitorSettings) -> ServeOptions {
+pub fn options(w: &Writer, monitor: MonitorSettings) -> ServeOptions {
     ServeOptions {
         offsets_topic: w.offsets_topic.clone(),
-        namespace: namespace.to_owned(),
         watermark_interval: Duration::from_millis(200),
         monitor,
         ..ServeOptions::new(w.settings.clone())
@@ -37,12 +36,19 @@ pub fn options(w: &Writer, namespace: &str, monitor: MonitorSettings) -> ServeOp
 }
 
 impl TestService {
+    /// The service watching one cluster, under kshard's own names.
     pub fn start(options: ServeOptions) -> Self {
         Self::start_many(vec![options])
     }
 
-    /// The service watching every cluster of `clusters`.
+    /// The service watching every cluster of `clusters`, under kshard's own names.
     pub fn start_many(clusters: Vec<ServeOptions>) -> Self {
+        Self::start_as(ProcessOptions::default(), clusters)
+    }
+
+    /// The service watching every cluster of `clusters`, with `process`'s
+    /// names, web configuration and export.
+    pub fn start_as(process: ProcessOptions, clusters: Vec<ServeOptions>) -> Self {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         listener.set_nonblocking(true).expect("nonblocking");
         let addr = listener.local_addr().expect("addr");
@@ -52,7 +58,7 @@ impl TestService {
                 tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("rt");
             runtime.block_on(async move {
                 let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
-                run_many(clusters, listener, async move {
+                run_many(process, clusters, listener, async move {
                     let _ = shutdown_rx.await;
                 })
                 .await
