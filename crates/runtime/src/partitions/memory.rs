@@ -16,165 +16,17 @@
 //! reader skips aborted records and stops at the first record of an open
 //! transaction (the last stable offset), an uncommitted one reads them all.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
-use std::time::{Duration, Instant};
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use kshard_kafka::{Error, Isolation, Transactional};
 
-use super::{
-    Appended, AppendedOf, Ends, LogRecord, OutBatch, OutRecord, PartitionRead, Partitions, Pending, Polled, Readable,
-    RecordOf, TxnWrite,
-};
-
-/// A record kept.
-#[derive(Debug)]
-pub(crate) struct Stored {
-    pub(crate) offset: i64,
-    pub(crate) key: Option<Vec<u8>>,
-    pub(crate) value: Option<Vec<u8>>,
-    /// Its headers, in order.
-    pub(crate) headers: Vec<(String, Option<Vec<u8>>)>,
-    /// Its timestamp (the writer's; the append's time for a plain append).
-    pub(crate) timestamp_ms: i64,
-    /// The transaction that wrote it (`None`: no transaction).
-    txn: Option<u64>,
-    /// Its part in that transaction: a record of it, or the marker that
-    /// ended it (read by uncommitted readers only, as Kafka's are).
-    pub(crate) transactional: Option<Transactional>,
-}
-
-/// Where a transaction stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Outcome {
-    Open,
-    Committed,
-    Aborted,
-}
+use super::memory_log::{Outcome, Shared, State, Txn, TxnProducer, last_stable, next_visible, unavailable};
+use super::memory_reader::MemoryReader;
+use super::{Appended, AppendedOf, Ends, OutBatch, OutRecord, PartitionRead, Partitions, Pending, TxnWrite};
 
 /// A record as [`MemoryPartitions::read_committed`] reads it: offset, key, value.
 pub type ReadBack = (i64, Option<Vec<u8>>, Option<Vec<u8>>);
-
-/// A transactional id's current writer, and its open transaction.
-#[derive(Debug, Default)]
-struct TxnProducer {
-    /// Its producer id, as Kafka's: one per transactional id.
-    id: i64,
-    epoch: u64,
-    open: Option<u64>,
-}
-
-/// A transaction: where it stands, its producer, the partitions it wrote.
-#[derive(Debug)]
-struct Txn {
-    outcome: Outcome,
-    producer_id: i64,
-    partitions: Vec<(Arc<str>, i32)>,
-}
-
-/// A control record's key as Kafka writes it: version 0, then the type
-/// (0 ABORT, 1 COMMIT).
-fn marker_key(committed: bool) -> Vec<u8> {
-    vec![0, 0, 0, u8::from(committed)]
-}
-
-#[derive(Debug, Default)]
-struct Partition {
-    /// The offset of the first record kept.
-    start: i64,
-    records: VecDeque<Arc<Stored>>,
-}
-
-impl Partition {
-    fn end(&self) -> i64 {
-        self.start + self.records.len() as i64
-    }
-}
-
-#[derive(Debug)]
-struct State {
-    partitions: HashMap<(Arc<str>, i32), Partition>,
-    available: bool,
-    /// Every transactional id's writer.
-    producers: HashMap<String, TxnProducer>,
-    /// Every transaction.
-    txns: HashMap<u64, Txn>,
-    next_txn: u64,
-    /// Records readers are told failed their checksum, and skip.
-    corrupt: std::collections::HashSet<(Arc<str>, i32, i64)>,
-}
-
-impl State {
-    /// Appends a record to `topic`/`partition`: its offset.
-    fn push(
-        &mut self,
-        (topic, partition): (&str, i32),
-        record: OutRecord,
-        txn: Option<u64>,
-        transactional: Option<Transactional>,
-    ) -> i64 {
-        let p = self.partitions.entry((Arc::from(topic), partition)).or_default();
-        let offset = p.end();
-        let bytes = |b: Option<&[u8]>| b.map(<[u8]>::to_vec);
-        p.records.push_back(Arc::new(Stored {
-            offset,
-            key: bytes(record.key.as_deref()),
-            value: bytes(record.value.as_deref()),
-            headers: record.headers.iter().map(|(k, v)| (k.clone(), bytes(v.as_deref()))).collect(),
-            timestamp_ms: record.timestamp_ms,
-            txn,
-            transactional,
-        }));
-        offset
-    }
-
-    /// Ends `txn`: its markers appended, its records visible or not.
-    fn end_txn(&mut self, txn: u64, outcome: Outcome) {
-        let Some(t) = self.txns.get_mut(&txn) else { return };
-        t.outcome = outcome;
-        let (partitions, producer_id) = (t.partitions.clone(), t.producer_id);
-        let committed = outcome == Outcome::Committed;
-        let marker = Transactional::Marker { producer_id, committed };
-        for (topic, partition) in partitions {
-            let record = OutRecord::new(Some(&marker_key(committed)), Some(&[0; 6]));
-            self.push((&topic, partition), record, Some(txn), Some(marker));
-        }
-    }
-
-    /// The error of a writer of `id` at `epoch` that is no longer the current one.
-    fn fenced(&self, id: &str, epoch: u64) -> Option<Error> {
-        (self.producers.get(id).map(|p| p.epoch) != Some(epoch))
-            .then(|| Error::Kafka { step: format!("writing as transactional id {id}"), code: 90 })
-    }
-}
-
-#[derive(Debug)]
-struct Shared {
-    state: Mutex<State>,
-    /// Rung on every append.
-    appended: Condvar,
-    /// Each reader's async waiter, rung with `appended`.
-    waiters: Mutex<Vec<Weak<tokio::sync::Notify>>>,
-}
-
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Wakes every reader, blocked or awaiting.
-    fn ring(&self) {
-        self.appended.notify_all();
-        let mut waiters = self.waiters.lock().unwrap_or_else(PoisonError::into_inner);
-        waiters.retain(|w| match w.upgrade() {
-            Some(n) => {
-                n.notify_one();
-                true
-            }
-            None => false,
-        });
-    }
-}
 
 /// Partitions in memory, shared by its clones (every member of a simulated
 /// cluster holds one).
@@ -196,11 +48,6 @@ impl Default for MemoryPartitions {
         let shared = Shared { state: Mutex::new(state), appended: Condvar::new(), waiters: Mutex::new(Vec::new()) };
         MemoryPartitions { shared: Arc::new(shared) }
     }
-}
-
-/// The error of every call while unavailable.
-fn unavailable(step: &str) -> Error {
-    Error::Refused { step: step.to_owned(), message: "the log is unavailable (injected)".into() }
 }
 
 impl MemoryPartitions {
@@ -381,33 +228,6 @@ impl MemoryPartitions {
     }
 }
 
-/// From `next`, the next record of `p` a reader reads, and its offset (or
-/// where it stops): a committed reader skips markers and aborted records
-/// and stops at an open transaction's first; an uncommitted one reads them
-/// all.
-fn next_visible(p: &Partition, txns: &HashMap<u64, Txn>, mut next: i64, committed: bool) -> (i64, Option<Arc<Stored>>) {
-    while next < p.end() {
-        let record = &p.records[usize::try_from(next - p.start).unwrap_or_default()];
-        let outcome = record.txn.and_then(|t| txns.get(&t)).map(|t| t.outcome);
-        let marker = matches!(record.transactional, Some(Transactional::Marker { .. }));
-        match (marker, outcome) {
-            (true, _) if committed => next += 1,
-            (false, Some(Outcome::Open)) if committed => break,
-            (false, Some(Outcome::Aborted)) if committed => next += 1,
-            _ => return (next, Some(Arc::clone(record))),
-        }
-    }
-    (next, None)
-}
-
-/// The offset of `p`'s first record of a transaction still open, or its end.
-fn last_stable(p: &Partition, txns: &HashMap<u64, Txn>) -> i64 {
-    p.records
-        .iter()
-        .find(|r| r.txn.and_then(|t| txns.get(&t)).is_some_and(|t| t.outcome == Outcome::Open))
-        .map_or(p.end(), |r| r.offset)
-}
-
 /// A transactional id's writer in memory.
 #[derive(Debug)]
 struct MemoryTxn {
@@ -493,125 +313,11 @@ impl TxnWrite for MemoryTxn {
     }
 }
 
-/// One partition a reader reads.
-#[derive(Debug)]
-struct Reading {
-    key: (Arc<str>, i32),
-    /// The next offset (`None`: the partition's start).
-    next: Option<i64>,
-    /// The position its end was last told at.
-    told_end: Option<i64>,
-}
-
-/// A reader of [`MemoryPartitions`].
-#[derive(Debug)]
-struct MemoryReader {
-    shared: Arc<Shared>,
-    reading: Mutex<Vec<Reading>>,
-    /// Rung on every append (see [`Shared::ring`]).
-    readable: Arc<tokio::sync::Notify>,
-    /// Committed records only, or every record.
-    isolation: Isolation,
-}
-
-impl MemoryReader {
-    /// The next event of a partition with one ready, if any.
-    fn ready(&self, state: &mut State) -> Option<Result<Polled<'static>, Error>> {
-        let mut reading = self.reading.lock().unwrap_or_else(PoisonError::into_inner);
-        // Each partition in turn: the one served goes last.
-        let (mut served, mut event) = (None, None);
-        let committed = self.isolation == Isolation::Committed;
-        let State { partitions, txns, corrupt, .. } = state;
-        for (i, r) in reading.iter_mut().enumerate() {
-            let p = partitions.entry(r.key.clone()).or_default();
-            // Before the start (deleted) or past the end: from the start,
-            // said when past the end (the log was cut under the reader).
-            let next = match r.next {
-                Some(n) if n >= p.start && n <= p.end() => n,
-                Some(n) if n > p.end() => {
-                    r.next = Some(p.start);
-                    r.told_end = None;
-                    let (topic, partition) = (r.key.0.to_string(), r.key.1);
-                    event = Some(Ok(Polled::Reset { topic, partition, position: n, log_start: p.start }));
-                    served = Some(i);
-                    break;
-                }
-                _ => p.start,
-            };
-            let (next, found) = next_visible(p, txns, next, committed);
-            r.next = Some(next);
-            if let Some(record) = found {
-                r.next = Some(next + 1);
-                r.told_end = None;
-                if corrupt.contains(&(Arc::clone(&r.key.0), r.key.1, next)) {
-                    let (topic, partition, offset) = (r.key.0.to_string(), r.key.1, next);
-                    let what = format!("the record batch at offset {offset}: its checksum does not match (injected)");
-                    event = Some(Err(Error::CorruptBatch { topic, partition, offset, what }));
-                    served = Some(i);
-                    break;
-                }
-                let every = !committed;
-                event =
-                    Some(Ok(Polled::Record(LogRecord(RecordOf::Memory(Arc::clone(&r.key.0), r.key.1, record, every)))));
-            } else if r.told_end != Some(next) {
-                r.told_end = Some(next);
-                event = Some(Ok(Polled::EndOfPartition { partition: r.key.1, next_offset: Some(next) }));
-            }
-            if event.is_some() {
-                served = Some(i);
-                break;
-            }
-        }
-        if let Some(i) = served {
-            reading[i..].rotate_left(1);
-        }
-        event
-    }
-}
-
-impl PartitionRead for MemoryReader {
-    fn poll(&self, timeout: Duration) -> Result<Polled<'_>, Error> {
-        let deadline = Instant::now() + timeout;
-        let mut state = self.shared.lock();
-        loop {
-            if !state.available {
-                return Err(unavailable("reading"));
-            }
-            if let Some(event) = self.ready(&mut state) {
-                return event;
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Ok(Polled::Idle);
-            }
-            state = self.shared.appended.wait_timeout(state, left).unwrap_or_else(PoisonError::into_inner).0;
-        }
-    }
-
-    fn readable(&self) -> Readable<'_> {
-        Box::pin(self.readable.notified())
-    }
-
-    fn add_partitions(&self, topic: &str, start: &[(i32, Option<i64>)]) -> Result<(), Error> {
-        let mut reading = self.reading.lock().unwrap_or_else(PoisonError::into_inner);
-        for (partition, next) in start {
-            reading.push(Reading { key: (Arc::from(topic), *partition), next: *next, told_end: None });
-        }
-        // Its records (or its end) may be there to read already.
-        self.readable.notify_one();
-        Ok(())
-    }
-
-    fn known_end(&self, topic: &str, partition: i32) -> Option<i64> {
-        let state = self.shared.lock();
-        let p = state.partitions.get(&(Arc::from(topic), partition))?;
-        // A committed reader ends at the last stable offset, as Kafka's.
-        Some(if self.isolation == Isolation::Committed { last_stable(p, &state.txns) } else { p.end() })
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use super::super::Polled;
     use super::*;
 
     #[tokio::test]

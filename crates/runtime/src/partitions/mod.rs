@@ -20,6 +20,8 @@
 pub mod conformance;
 pub(crate) mod kafka;
 pub(crate) mod memory;
+mod memory_log;
+mod memory_reader;
 
 pub use kafka::{KafkaPartitions, LogTopicError, ensure_log_topic, ensure_output_topic};
 pub use kshard_kafka::{OutBatch, OutRecord};
@@ -184,7 +186,7 @@ enum RecordOf<'a> {
     Kafka(ReadRecord<'a>),
     /// A record of the memory log, and whether it was read with every
     /// record (uncommitted ones and markers too).
-    Memory(Arc<str>, i32, Arc<memory::Stored>, bool),
+    Memory(Arc<str>, i32, Arc<memory_log::Stored>, bool),
 }
 
 impl<'a> LogRecord<'a> {
