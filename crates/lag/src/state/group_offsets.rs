@@ -22,11 +22,15 @@ use kshard_offsets::{
 
 pub use crate::group::{CommittedOffset, Group, GroupInfo, Member, StreamsMember, SubtopologyInfo, TaskList, Topology};
 use crate::names::{FastMap, Names};
-use crate::open_transactions::{OpenTransactions, PendingCommit};
+use crate::open_transactions::OpenTransactions;
 pub use kshard_kafka::Transactional;
 
+mod admin_api;
 mod share;
 mod streams;
+mod transactions;
+
+pub use admin_api::DescribedMember;
 pub(crate) use share::SHARE;
 
 /// The protocol type of KIP-848 consumer groups.
@@ -96,21 +100,6 @@ impl Skipped {
 /// A KIP-848 assignment: partitions by topic id.
 type AssignmentById = Vec<(Uuid, Vec<i32>)>;
 
-/// A member as DescribeGroups reports it, for [`GroupOffsets::set_described`].
-#[derive(Debug, Clone, Copy)]
-pub struct DescribedMember<'a> {
-    /// The member id.
-    pub member_id: &'a str,
-    /// The static membership id, if any.
-    pub instance: Option<&'a str>,
-    /// The client id.
-    pub client_id: &'a str,
-    /// The client host.
-    pub host: &'a str,
-    /// The assigned partitions: topic and partition.
-    pub assigned: &'a [(String, i32)],
-}
-
 /// The groups of one `__consumer_offsets` partition.
 #[derive(Debug, Default)]
 pub struct GroupOffsets {
@@ -172,105 +161,6 @@ impl GroupOffsets {
             }
             _ => Ok(self.apply_at(offset, &record)),
         }
-    }
-
-    /// Ends `producer`'s transaction: at a COMMIT, each of its offset
-    /// commits replaces the group's offset unless the record of the offset
-    /// in place is later in the log (Kafka's rule).
-    fn end_transaction(&mut self, producer: i64, committed: bool) {
-        let commits = self.open.end(producer);
-        if !committed {
-            return;
-        }
-        for c in commits {
-            self.commit_if_newer(&c.group, &c.topic, c.partition, c.committed);
-        }
-    }
-
-    /// Sets a group's offset unless the one in place has a later record.
-    fn commit_if_newer(&mut self, group: &str, topic: &str, partition: i32, committed: CommittedOffset) -> bool {
-        let in_place = self.groups.get(group).and_then(|g| g.offset(topic, partition)).map(|c| c.record_offset);
-        if in_place.is_some_and(|at| at >= committed.record_offset) {
-            return false;
-        }
-        let g = match self.groups.get_mut(group) {
-            Some(g) => g,
-            None => self.groups.entry(self.names.intern(group)).or_default(),
-        };
-        g.set_offset(&mut self.names, topic, partition, committed);
-        g.commits += 1;
-        true
-    }
-
-    /// Applies the offset commit at `offset` unless the group's offset in
-    /// place has a later record, without moving the position: a standby
-    /// taking a transaction's commits its primary applied at the marker.
-    /// Other records are not taken (false).
-    pub fn apply_if_newer(&mut self, offset: i64, key: &[u8], value: &[u8]) -> Result<bool, Skipped> {
-        match Record::decode(key, Some(value)).map_err(Skipped::Malformed)? {
-            Record { key: RecordKey::OffsetCommit { key, .. }, value: Some(RecordValue::OffsetCommit(v)) } => {
-                Ok(self.commit_if_newer(&key.group, &key.topic, key.partition, committed(&v, offset)))
-            }
-            _ => Ok(false),
-        }
-    }
-
-    /// The open transactions' offset commits.
-    pub fn open_transactions(&self) -> &OpenTransactions {
-        &self.open
-    }
-
-    /// Sets the offset commit at `offset` (raw key and value, restored from a
-    /// store) aside in `producer`'s open transaction; a record that does not
-    /// decode, or is no offset commit, is left out.
-    pub fn restore_pending(&mut self, producer: i64, offset: i64, key: &[u8], value: &[u8]) {
-        if let Ok(Record { key: RecordKey::OffsetCommit { key, .. }, value: Some(RecordValue::OffsetCommit(v)) }) =
-            Record::decode(key, Some(value))
-        {
-            self.set_aside(producer, &key, &v, offset);
-        }
-    }
-
-    /// Drops `producer`'s pending commit of the offset `key` (raw) names (a
-    /// standby: its primary applied the marker, or a tombstone).
-    pub fn drop_pending(&mut self, producer: i64, key: &[u8]) {
-        if let Ok(RecordKey::OffsetCommit { key, .. }) = RecordKey::decode(key) {
-            self.open.remove(producer, &key.group, &key.topic, key.partition);
-        }
-    }
-
-    /// The producers whose open transaction holds a commit of the offset
-    /// `key` (raw) names.
-    pub fn pending_producers_of(&self, key: &[u8]) -> Vec<i64> {
-        if self.open.is_empty() {
-            return Vec::new();
-        }
-        match RecordKey::decode(key) {
-            Ok(RecordKey::OffsetCommit { key, .. }) => self.open.producers_with(&key.group, &key.topic, key.partition),
-            _ => Vec::new(),
-        }
-    }
-
-    /// Forgets `producer`'s open transaction, its commits unapplied.
-    pub fn drop_transaction(&mut self, producer: i64) {
-        self.open.end(producer);
-    }
-
-    /// Sets a transaction's commit aside (and learns the topic's id: a
-    /// fact whatever the transaction's end).
-    fn set_aside(&mut self, producer: i64, key: &OffsetCommitKey<'_>, v: &OffsetCommitValue<'_>, offset: i64) {
-        if let Some(id) = v.topic_id
-            && !self.topic_ids.contains_key(&id)
-        {
-            self.learn_topic_id(id, &key.topic);
-        }
-        let pending = PendingCommit {
-            group: self.names.intern(&key.group),
-            topic: self.names.intern(&key.topic),
-            partition: key.partition,
-            committed: committed(v, offset),
-        };
-        self.open.add(producer, pending);
     }
 
     /// Applies a decoded record, as the record at the current position.
@@ -567,77 +457,6 @@ impl GroupOffsets {
             reported_state: None,
             topology: None,
         }
-    }
-
-    /// Sets a group's committed offset as an Admin API reported it.
-    pub fn set_committed(&mut self, group: &str, topic: &str, partition: i32, offset: i64) {
-        let committed =
-            CommittedOffset { offset, commit_timestamp: -1, leader_epoch: -1, metadata: None, record_offset: -1 };
-        let g = match self.groups.get_mut(group) {
-            Some(g) => g,
-            None => self.groups.entry(self.names.intern(group)).or_default(),
-        };
-        g.set_offset(&mut self.names, topic, partition, committed);
-    }
-
-    /// Sets a group's state as an Admin API reported it (members unknown).
-    pub fn set_reported_state(&mut self, group: &str, protocol_type: &str, state: &str) {
-        let info = GroupInfo {
-            protocol_type: self.names.intern(protocol_type),
-            protocol: None,
-            generation: -1,
-            state_timestamp: None,
-            members: None,
-            reported_state: Some(self.names.intern(state)),
-            topology: None,
-        };
-        self.group_mut(group).info = Some(Arc::new(info));
-    }
-
-    /// Sets a group's state and members as DescribeGroups reported them
-    /// (admin-API mode).
-    pub fn set_described(
-        &mut self,
-        group: &str,
-        protocol_type: &str,
-        assignor: &str,
-        state: &str,
-        members: &[DescribedMember<'_>],
-    ) {
-        let members = members
-            .iter()
-            .map(|&DescribedMember { member_id, instance, client_id, host, assigned }| {
-                let mut by_topic: Vec<(Arc<str>, Vec<i32>)> = Vec::new();
-                // As from the offsets topic: an assignment naming a topic no
-                // broker would accept (client bytes, unchecked) is none.
-                let legal = assigned.iter().all(|(topic, _)| kshard_offsets::is_legal_topic_name(topic));
-                for (topic, partition) in assigned.iter().filter(|_| legal) {
-                    match by_topic.iter_mut().find(|(t, _)| **t == **topic) {
-                        Some((_, partitions)) => partitions.push(*partition),
-                        None => by_topic.push((self.names.intern(topic), vec![*partition])),
-                    }
-                }
-                Member {
-                    member_id: member_id.into(),
-                    group_instance_id: instance.map(Into::into),
-                    client_id: client_id.into(),
-                    client_host: host.into(),
-                    assignment: by_topic,
-                    assignment_by_id: Vec::new(),
-                    streams: None,
-                }
-            })
-            .collect();
-        let info = GroupInfo {
-            protocol_type: self.names.intern(protocol_type),
-            protocol: (!assignor.is_empty()).then(|| self.names.intern(assignor)),
-            generation: -1,
-            state_timestamp: None,
-            members: Some(members),
-            reported_state: Some(self.names.intern(state)),
-            topology: None,
-        };
-        self.group_mut(group).info = Some(Arc::new(info));
     }
 
     /// Drops interned names nothing refers to any more; call now and then.
