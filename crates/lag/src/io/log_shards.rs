@@ -58,9 +58,10 @@ pub(crate) trait Layout: Send + Sync + 'static {
         txn: &mut Transaction<'_>,
         m: &Message<'_>,
     ) -> Result<(), AppError>;
-    /// Applies `m` to its unit alone: shards whose stores are in memory
-    /// keep nothing else (the units are the state).
-    fn apply(&self, monitor: &Monitor, m: &Message<'_>);
+    /// Applies `m` to `unit` (its partition's, of [`Units::unit`]) alone:
+    /// shards whose stores are in memory keep nothing else (the units are
+    /// the state).
+    fn apply(&self, monitor: &Monitor, unit: &std::sync::Mutex<Self::Unit>, m: &Message<'_>);
     /// The transaction ends: what `pending` holds goes to the store, and
     /// `pending` is empty again.
     fn finalize(pending: &mut Self::Pending, txn: &mut Transaction<'_>);

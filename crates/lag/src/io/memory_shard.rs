@@ -22,18 +22,22 @@ pub(crate) struct MemoryShard<L: Layout> {
     partition: i32,
     /// Records before this offset are in the unit already.
     floor: i64,
+    /// The partition's unit, applied to without the units' map lock.
+    unit: Arc<std::sync::Mutex<L::Unit>>,
 }
 
 impl<L: Layout> MemoryShard<L> {
     pub(crate) fn new(shards: Arc<LogShards<L>>, spec: &ShardSpec) -> Result<Self, AppError> {
-        Ok(MemoryShard { shards, spec: spec.clone(), partition: partition_of(spec)?, floor: 0 })
+        let partition = partition_of(spec)?;
+        let unit = L::units(&shards.monitor).unit(partition);
+        Ok(MemoryShard { shards, spec: spec.clone(), partition, floor: 0, unit })
     }
 }
 
 impl<L: Layout> ShardApp for MemoryShard<L> {
     fn consume(&mut self, _: &mut Transaction<'_>, m: &Message<'_>) -> Result<(), AppError> {
         if m.offset >= self.floor {
-            self.shards.layout.apply(&self.shards.monitor, m);
+            self.shards.layout.apply(&self.shards.monitor, &self.unit, m);
         }
         Ok(())
     }

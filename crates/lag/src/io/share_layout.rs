@@ -57,8 +57,8 @@ impl Layout for ShareLayout {
         Ok(())
     }
 
-    fn apply(&self, monitor: &Monitor, m: &Message<'_>) {
-        if let (Err(s), ()) = monitor.share_units().apply_then(record_at(m, m.key, m.value), |_| ()) {
+    fn apply(&self, monitor: &Monitor, unit: &std::sync::Mutex<ShareState>, m: &Message<'_>) {
+        if let Err(s) = monitor.share_units().apply_in(unit, record_at(m, m.key, m.value)) {
             warn!(partition = s.partition, offset = s.offset, reason = s.skipped.reason(), error = %s.skipped, topic = m.topic, "skipped a record of the share-state topic");
         }
     }

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard};
 
 use kshard_offsets::RecordType;
 
@@ -134,7 +134,9 @@ pub struct RecordAt<'a> {
 /// The partition units and their counters.
 #[derive(Debug, Default)]
 pub struct Units<U = GroupOffsets> {
-    units: RwLock<BTreeMap<i32, Mutex<U>>>,
+    /// Never drops a unit, and [`Units::replace`] writes in place: a
+    /// handle from [`Units::unit`] stays the partition's unit.
+    units: RwLock<BTreeMap<i32, Arc<Mutex<U>>>>,
     counters: ReadCounters,
 }
 
@@ -144,7 +146,7 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl<U: Unit> Units<U> {
-    fn read(&self) -> RwLockReadGuard<'_, BTreeMap<i32, Mutex<U>>> {
+    fn read(&self) -> RwLockReadGuard<'_, BTreeMap<i32, Arc<Mutex<U>>>> {
         self.units.read().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -225,7 +227,32 @@ impl<U: Unit> Units<U> {
     /// Replaces the unit of `partition` wholesale (admin-API mode rebuilds
     /// its one unit at every scrape; a new primary rebuilds from its store).
     pub fn replace(&self, partition: i32, unit: U) {
-        self.units.write().unwrap_or_else(PoisonError::into_inner).insert(partition, Mutex::new(unit));
+        let mut units = self.units.write().unwrap_or_else(PoisonError::into_inner);
+        match units.get(&partition) {
+            Some(held) => *lock(held) = unit,
+            None => {
+                units.insert(partition, Arc::new(Mutex::new(unit)));
+            }
+        }
+    }
+
+    /// The unit of `partition` (tracked if it was not), for the one reader
+    /// of that partition to apply records to without the map's lock (see
+    /// [`Units::apply_in`]): per record, only the unit's own lock.
+    pub fn unit(&self, partition: i32) -> Arc<Mutex<U>> {
+        loop {
+            if let Some(unit) = self.read().get(&partition) {
+                return Arc::clone(unit);
+            }
+            self.track(partition);
+        }
+    }
+
+    /// Applies `record` to `unit` (one of [`Units::unit`]); counts what it was.
+    pub fn apply_in(&self, unit: &Mutex<U>, record: RecordAt<'_>) -> Result<U::Applied, SkippedRecord> {
+        self.counters.records.fetch_add(1, Ordering::Relaxed);
+        let result = lock(unit).apply_at(&record);
+        self.count(record.partition, record.offset, result)
     }
 
     /// Calls `f` with each unit in turn, holding its lock only during the call.
@@ -251,5 +278,34 @@ impl Units<GroupOffsets> {
     /// commits wait for their marker.
     pub fn open_transactions(&self) -> Vec<(i32, usize)> {
         self.read().iter().map(|(p, u)| (*p, lock(u).open_transactions().len())).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_partitions_unit_stays_the_one_its_reader_holds_through_a_replace() {
+        let units: Units = Units::default();
+        let held = units.unit(3);
+        let marker = RecordAt {
+            partition: 3,
+            offset: 41,
+            transactional: Some(Transactional::Marker { producer_id: 1, committed: true }),
+            key: None,
+            value: None,
+        };
+        assert!(units.apply_in(&held, marker).is_ok());
+        assert_eq!(units.position(3), Some(42), "applied to the partition's unit");
+        let null_key = RecordAt { offset: 42, transactional: None, ..marker };
+        assert!(units.apply_in(&held, null_key).is_err());
+        assert_eq!(units.counters().null_key.load(Ordering::Relaxed), 1);
+        assert_eq!(units.counters().records.load(Ordering::Relaxed), 2);
+        let mut rebuilt = GroupOffsets::default();
+        rebuilt.advance_to(100);
+        units.replace(3, rebuilt);
+        assert_eq!(lock(&held).next_offset(), Some(100), "the reader's unit is the one put in place");
+        assert!(Arc::ptr_eq(&held, &units.unit(3)));
     }
 }
