@@ -146,6 +146,21 @@ pub(crate) fn otlp_settings(file: &OtlpFile, env: &dyn Fn(&str) -> Option<String
     if !enabled {
         return Ok(None);
     }
+    let (endpoint, protocol) = endpoint(file, env)?;
+    let mut settings = OtlpSettings::new(endpoint, protocol);
+    timing(&mut settings, file, env)?;
+    labels(&mut settings, file, env)?;
+    settings.tls = tls(file, env)?;
+    if settings.tls != OtlpTls::default() && settings.endpoint.starts_with("http://") {
+        bail!("invalid otlp.tls: the endpoint {} is not https://", settings.endpoint);
+    }
+    Ok(Some(settings))
+}
+
+/// The collector's URL and protocol: the variables over the file's keys.
+fn endpoint(file: &OtlpFile, env: &dyn Fn(&str) -> Option<String>) -> Result<(String, OtlpProtocol)> {
+    let specific_endpoint = env("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT").filter(|v| !v.trim().is_empty());
+    let general_endpoint = env("OTEL_EXPORTER_OTLP_ENDPOINT").filter(|v| !v.trim().is_empty());
     let protocol = match either(env, "PROTOCOL") {
         Some((name, value)) => protocol(&name, &value)?,
         None => match &file.protocol {
@@ -170,8 +185,11 @@ pub(crate) fn otlp_settings(file: &OtlpFile, env: &dyn Fn(&str) -> Option<String
     if !(scheme_ok && host_ok) {
         bail!("invalid {source}: {endpoint:?} (an http:// or https:// URL with a host)");
     }
+    Ok((endpoint, protocol))
+}
 
-    let mut settings = OtlpSettings::new(endpoint, protocol);
+/// How often, how long, how much per request and whether gzipped.
+fn timing(settings: &mut OtlpSettings, file: &OtlpFile, env: &dyn Fn(&str) -> Option<String>) -> Result<()> {
     if let Some(s) = file.interval_seconds {
         settings.interval = seconds("otlp.interval_seconds", s, 1.0..=86_400.0)?;
     }
@@ -190,7 +208,6 @@ pub(crate) fn otlp_settings(file: &OtlpFile, env: &dyn Fn(&str) -> Option<String
         }
         settings.max_points_per_request = n;
     }
-
     let compression = match either(env, "COMPRESSION") {
         Some((name, value)) => Some((name, value)),
         None => file.compression.clone().map(|v| ("otlp.compression".to_owned(), v)),
@@ -201,14 +218,17 @@ pub(crate) fn otlp_settings(file: &OtlpFile, env: &dyn Fn(&str) -> Option<String
         Some((_, v)) if v == "none" => false,
         Some((name, v)) => bail!("invalid {name}: {v:?} (gzip or none)"),
     };
+    Ok(())
+}
 
+/// The headers sent and the resource's attributes.
+fn labels(settings: &mut OtlpSettings, file: &OtlpFile, env: &dyn Fn(&str) -> Option<String>) -> Result<()> {
     settings.headers = file.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     if let Some((name, v)) = either(env, "HEADERS") {
         for (k, v) in pairs(&name, &v, true)? {
             set(&mut settings.headers, &k, v);
         }
     }
-
     let resource = &mut settings.resource;
     set(resource, "service.version", env!("CARGO_PKG_VERSION").to_owned());
     if let Some(host) = host_name() {
@@ -225,9 +245,13 @@ pub(crate) fn otlp_settings(file: &OtlpFile, env: &dyn Fn(&str) -> Option<String
     if let Some(name) = env("OTEL_SERVICE_NAME").filter(|v| !v.trim().is_empty()) {
         set(resource, "service.name", name.trim().to_owned());
     }
+    Ok(())
+}
 
+/// The TLS files, each from its variable or the file's key, checked now.
+fn tls(file: &OtlpFile, env: &dyn Fn(&str) -> Option<String>) -> Result<OtlpTls> {
     let tls = &file.tls;
-    // Each file from its variable or the file's key, checked now, named by where it came from.
+    // Named by where each came from.
     let path = |what: &str, setting: &str, from_file: &Option<PathBuf>| -> Result<Option<PathBuf>> {
         let (source, path) = match (either(env, what), from_file) {
             (Some((name, v)), _) => (name, PathBuf::from(v)),
@@ -239,16 +263,12 @@ pub(crate) fn otlp_settings(file: &OtlpFile, env: &dyn Fn(&str) -> Option<String
         }
         Ok(Some(path))
     };
-    settings.tls = OtlpTls {
+    Ok(OtlpTls {
         ca_file: path("CERTIFICATE", "ca_file", &tls.ca_file)?,
         cert_file: path("CLIENT_CERTIFICATE", "cert_file", &tls.cert_file)?,
         key_file: path("CLIENT_KEY", "key_file", &tls.key_file)?,
         insecure_skip_verify: tls.insecure_skip_verify.unwrap_or(false),
-    };
-    if settings.tls != OtlpTls::default() && settings.endpoint.starts_with("http://") {
-        bail!("invalid otlp.tls: the endpoint {} is not https://", settings.endpoint);
-    }
-    Ok(Some(settings))
+    })
 }
 
 /// `base` with `/v1/metrics` after its path, as the specification builds

@@ -128,50 +128,7 @@ impl Transport {
         };
         let connector = if https { Some(connector(tls, protocol)?) } else { None };
         match protocol {
-            OtlpProtocol::Grpc => {
-                let mut metadata = tonic::metadata::MetadataMap::new();
-                for (k, v) in headers {
-                    let key = tonic::metadata::MetadataKey::from_bytes(k.to_ascii_lowercase().as_bytes())
-                        .map_err(|e| invalid("headers", format!("{k:?}: {e}")))?;
-                    let value = v.parse().map_err(|e| invalid("headers", format!("{k}'s value: {e}")))?;
-                    metadata.insert(key, value);
-                }
-                // With TLS of our own (OpenSSL, below), tonic is given the
-                // URI as http://: tonic built with TLS (etcd-client asks for
-                // its rustls) would otherwise refuse an https:// URI without
-                // its own TLS settings, or wrap ours in a second session.
-                let uri = match &connector {
-                    Some(_) => {
-                        let mut parts = uri.into_parts();
-                        parts.scheme = Some(hyper::http::uri::Scheme::HTTP);
-                        Uri::from_parts(parts).map_err(|e| invalid("endpoint", format!("{endpoint:?}: {e}")))?
-                    }
-                    None => uri,
-                };
-                let endpoint = Endpoint::from(uri).connect_timeout(timeout).timeout(timeout);
-                let channel = match connector {
-                    None => endpoint.connect_lazy(),
-                    Some(connector) => {
-                        let verify = !tls.insecure_skip_verify;
-                        endpoint.connect_with_connector_lazy(tower::service_fn(move |uri: Uri| {
-                            let connector = connector.clone();
-                            async move {
-                                let host = uri.host().unwrap_or_default().trim_matches(['[', ']']).to_owned();
-                                let port = uri.port_u16().unwrap_or(4317);
-                                let stream = tls_stream(&connector, verify, &host, port).await?;
-                                Ok::<_, std::io::Error>(TokioIo::new(stream))
-                            }
-                        }))
-                    }
-                };
-                let mut client = MetricsServiceClient::new(channel);
-                if gzip {
-                    client = client
-                        .send_compressed(tonic::codec::CompressionEncoding::Gzip)
-                        .accept_compressed(tonic::codec::CompressionEncoding::Gzip);
-                }
-                Ok(Transport::Grpc { client, headers: metadata, timeout })
-            }
+            OtlpProtocol::Grpc => grpc(settings, uri, connector),
             OtlpProtocol::HttpProtobuf => {
                 let headers = headers
                     .iter()
@@ -196,6 +153,55 @@ impl Transport {
             }
         }
     }
+}
+
+/// The gRPC client of `settings`' collector at `uri`, over `connector`'s
+/// TLS when given.
+fn grpc(settings: &OtlpSettings, uri: Uri, connector: Option<SslConnector>) -> Result<Transport, OtlpSettingError> {
+    let (endpoint, headers, tls, timeout, gzip) =
+        (settings.endpoint.as_str(), &settings.headers, &settings.tls, settings.timeout, settings.gzip);
+    let mut metadata = tonic::metadata::MetadataMap::new();
+    for (k, v) in headers {
+        let key = tonic::metadata::MetadataKey::from_bytes(k.to_ascii_lowercase().as_bytes())
+            .map_err(|e| invalid("headers", format!("{k:?}: {e}")))?;
+        let value = v.parse().map_err(|e| invalid("headers", format!("{k}'s value: {e}")))?;
+        metadata.insert(key, value);
+    }
+    // With TLS of our own (OpenSSL, below), tonic is given the
+    // URI as http://: tonic built with TLS (etcd-client asks for
+    // its rustls) would otherwise refuse an https:// URI without
+    // its own TLS settings, or wrap ours in a second session.
+    let uri = match &connector {
+        Some(_) => {
+            let mut parts = uri.into_parts();
+            parts.scheme = Some(hyper::http::uri::Scheme::HTTP);
+            Uri::from_parts(parts).map_err(|e| invalid("endpoint", format!("{endpoint:?}: {e}")))?
+        }
+        None => uri,
+    };
+    let endpoint = Endpoint::from(uri).connect_timeout(timeout).timeout(timeout);
+    let channel = match connector {
+        None => endpoint.connect_lazy(),
+        Some(connector) => {
+            let verify = !tls.insecure_skip_verify;
+            endpoint.connect_with_connector_lazy(tower::service_fn(move |uri: Uri| {
+                let connector = connector.clone();
+                async move {
+                    let host = uri.host().unwrap_or_default().trim_matches(['[', ']']).to_owned();
+                    let port = uri.port_u16().unwrap_or(4317);
+                    let stream = tls_stream(&connector, verify, &host, port).await?;
+                    Ok::<_, std::io::Error>(TokioIo::new(stream))
+                }
+            }))
+        }
+    };
+    let mut client = MetricsServiceClient::new(channel);
+    if gzip {
+        client = client
+            .send_compressed(tonic::codec::CompressionEncoding::Gzip)
+            .accept_compressed(tonic::codec::CompressionEncoding::Gzip);
+    }
+    Ok(Transport::Grpc { client, headers: metadata, timeout })
 }
 
 /// The TLS client for `tls`, its files read now; ALPN `h2` for gRPC.

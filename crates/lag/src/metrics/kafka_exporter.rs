@@ -30,6 +30,12 @@ pub(super) fn encode(
         })?;
         partition_replicas(e, cluster, topics)?;
     }
+    topic_offsets(e, rows)?;
+    group_offsets(e, rows)
+}
+
+/// The topics' partitions and watermarks.
+fn topic_offsets(e: &mut DescriptorEncoder<'_>, rows: &ProfileRows) -> Encoded {
     let mut partitions_per_topic: Vec<(&str, i64)> = Vec::new();
     for (topic, _, _, _) in &rows.watermarks {
         match partitions_per_topic.last_mut() {
@@ -54,7 +60,11 @@ pub(super) fn encode(
         "Oldest Offset of a Broker at Topic/Partition",
         &rows.watermarks,
         |(t, p, low, _)| Some((tp(t, *p), *low)),
-    )?;
+    )
+}
+
+/// The groups' offsets, lag and members.
+fn group_offsets(e: &mut DescriptorEncoder<'_>, rows: &ProfileRows) -> Encoded {
     let gtp = |g: &str, t: &str, p: i32| {
         vec![("consumergroup", g.to_owned()), ("topic", t.to_owned()), ("partition", p.to_string())]
     };

@@ -232,22 +232,7 @@ fn tls_server(file: TlsFile) -> Result<TlsServer, WebConfigError> {
         pem(F, "cert", file.cert, file.cert_file)?.ok_or_else(|| invalid(format!("{F}.cert_file"), "missing"))?;
     let key = pem(F, "key", file.key, file.key_file)?.ok_or_else(|| invalid(format!("{F}.key_file"), "missing"))?;
     let client_ca = pem(F, "client_ca", file.client_ca, file.client_ca_file)?;
-    let client_auth = match file.client_auth_type.as_deref().unwrap_or("NoClientCert") {
-        "" | "NoClientCert" => ClientAuth::NoClientCert,
-        "RequestClientCert" => ClientAuth::RequestClientCert,
-        "RequireAnyClientCert" => ClientAuth::RequireAnyClientCert,
-        "VerifyClientCertIfGiven" => ClientAuth::VerifyClientCertIfGiven,
-        "RequireAndVerifyClientCert" => ClientAuth::RequireAndVerifyClientCert,
-        other => {
-            return Err(invalid(
-                format!("{F}.client_auth_type"),
-                format!(
-                    "`{other}` is not one of NoClientCert, RequestClientCert, RequireAnyClientCert, \
-                     VerifyClientCertIfGiven, RequireAndVerifyClientCert"
-                ),
-            ));
-        }
-    };
+    let client_auth = client_auth(file.client_auth_type.as_deref())?;
     if client_ca.is_some() && !client_auth.verifies() {
         return Err(invalid(
             format!("{F}.client_auth_type"),
@@ -270,8 +255,49 @@ fn tls_server(file: TlsFile) -> Result<TlsServer, WebConfigError> {
     if min_version > max_version {
         return Err(invalid(format!("{F}.min_version"), "is above max_version"));
     }
+    let cipher_suites = cipher_suites(file.cipher_suites.unwrap_or_default())?;
+    let curves = curves(file.curve_preferences.unwrap_or_default())?;
+    Ok(TlsServer {
+        cert,
+        key,
+        client_auth,
+        client_ca,
+        client_allowed_sans,
+        min_version,
+        max_version,
+        cipher_suites,
+        prefer_server_cipher_suites: file.prefer_server_cipher_suites.unwrap_or(true),
+        curves,
+    })
+}
+
+/// `tls_server_config.client_auth_type`, Go's names.
+fn client_auth(given: Option<&str>) -> Result<ClientAuth, WebConfigError> {
+    const F: &str = "tls_server_config";
+    Ok(match given.unwrap_or("NoClientCert") {
+        "" | "NoClientCert" => ClientAuth::NoClientCert,
+        "RequestClientCert" => ClientAuth::RequestClientCert,
+        "RequireAnyClientCert" => ClientAuth::RequireAnyClientCert,
+        "VerifyClientCertIfGiven" => ClientAuth::VerifyClientCertIfGiven,
+        "RequireAndVerifyClientCert" => ClientAuth::RequireAndVerifyClientCert,
+        other => {
+            return Err(invalid(
+                format!("{F}.client_auth_type"),
+                format!(
+                    "`{other}` is not one of NoClientCert, RequestClientCert, RequireAnyClientCert, \
+                     VerifyClientCertIfGiven, RequireAndVerifyClientCert"
+                ),
+            ));
+        }
+    })
+}
+
+/// `tls_server_config.cipher_suites`, Go's names in OpenSSL's (TLS 1.3's
+/// are always on, as in Go).
+fn cipher_suites(names: Vec<String>) -> Result<Vec<&'static str>, WebConfigError> {
+    const F: &str = "tls_server_config";
     let mut cipher_suites = Vec::new();
-    for name in file.cipher_suites.unwrap_or_default() {
+    for name in names {
         if TLS13_SUITES.contains(&name.as_str()) {
             continue;
         }
@@ -286,8 +312,14 @@ fn tls_server(file: TlsFile) -> Result<TlsServer, WebConfigError> {
             }
         }
     }
+    Ok(cipher_suites)
+}
+
+/// `tls_server_config.curve_preferences`, Go's names in OpenSSL's.
+fn curves(names: Vec<String>) -> Result<Vec<&'static str>, WebConfigError> {
+    const F: &str = "tls_server_config";
     let mut curves = Vec::new();
-    for name in file.curve_preferences.unwrap_or_default() {
+    for name in names {
         match CURVES.iter().find(|(go, _)| *go == name) {
             Some((_, openssl)) => curves.push(*openssl),
             None => {
@@ -298,18 +330,7 @@ fn tls_server(file: TlsFile) -> Result<TlsServer, WebConfigError> {
             }
         }
     }
-    Ok(TlsServer {
-        cert,
-        key,
-        client_auth,
-        client_ca,
-        client_allowed_sans,
-        min_version,
-        max_version,
-        cipher_suites,
-        prefer_server_cipher_suites: file.prefer_server_cipher_suites.unwrap_or(true),
-        curves,
-    })
+    Ok(curves)
 }
 
 /// One PEM setting given inline (`name`) or as a file (`name_file`), not both.
