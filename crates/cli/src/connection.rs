@@ -168,7 +168,7 @@ fn security(file: &FileConfig) -> Result<Security> {
                 *field = Some(path);
             }
         }
-        tls.verify_certificate = !file.tls.insecure_skip_verify;
+        tls.verify_certificate = !file.tls.insecure_skip_verify.unwrap_or(false);
     }
     Ok(security)
 }

@@ -19,7 +19,7 @@ use serde_norway::{Mapping, Value};
 
 use crate::settings_file::merged;
 #[cfg(test)]
-use crate::settings_file::top_level;
+use crate::settings_file::settings_of;
 
 /// The keys only the top level may set.
 const PROCESS_WIDE: [&str; 7] =
@@ -33,16 +33,26 @@ const ROOTS: [&str; 1] = ["data_dir"];
 const PER_CLUSTER: [&str; 2] = ["brokers", "recovery_log_topic"];
 
 /// A cluster's entry as written.
-#[derive(Debug)]
 pub(crate) struct ClusterEntry {
     pub(crate) name: ClusterName,
     /// The settings it sets itself.
     pub(crate) settings: Mapping,
 }
 
+impl std::fmt::Debug for ClusterEntry {
+    /// Its name and the keys it sets, not their values (passwords among them).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let keys: Vec<&str> = self.settings.keys().filter_map(Value::as_str).collect();
+        f.debug_struct("ClusterEntry").field("name", &self.name).field("sets", &keys).finish()
+    }
+}
+
 /// The top level without `clusters:`, and each cluster's entry; no entry
 /// when the file has no `clusters:`.
 pub(crate) fn split(mut top: Mapping) -> Result<(Mapping, Vec<ClusterEntry>)> {
+    if top.contains_key("name") {
+        bail!("invalid name: only an entry of clusters: has one");
+    }
     let Some(list) = top.remove("clusters") else { return Ok((top, Vec::new())) };
     let Value::Sequence(list) = list else {
         bail!("invalid clusters: a list of clusters, each with a name and its settings");
@@ -68,6 +78,9 @@ pub(crate) fn split(mut top: Mapping) -> Result<(Mapping, Vec<ClusterEntry>)> {
             ),
             None => bail!("invalid clusters[{i}]: no name"),
         };
+        if settings.contains_key("clusters") {
+            bail!("invalid clusters[{i}].clusters: an entry is one cluster");
+        }
         if let Some(key) = PROCESS_WIDE.iter().find(|k| settings.contains_key(**k)) {
             bail!("invalid clusters[{i}].{key}: it is the whole process's; set it at the top level");
         }
@@ -112,7 +125,7 @@ mod tests {
     use super::*;
 
     fn split_text(yaml: &str) -> Result<(Mapping, Vec<ClusterEntry>)> {
-        split(top_level(yaml)?)
+        split(settings_of(yaml)?)
     }
 
     fn get<'a>(m: &'a Mapping, path: &[&str]) -> Option<&'a Value> {

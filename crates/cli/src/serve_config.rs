@@ -270,9 +270,10 @@ fn cluster_options(name: Option<ClusterName>, file: &FileConfig) -> Result<Serve
     if file.max_partition_series == Some(0) {
         bail!("invalid max_partition_series: 0 (at least 1; for no per-partition series, granularity: topic)");
     }
-    let groups = NameFilter::new(&file.groups.allow, &file.groups.ignore)
+    let list = |l: &Option<Vec<String>>| l.clone().unwrap_or_default();
+    let groups = NameFilter::new(&list(&file.groups.allow), &list(&file.groups.ignore))
         .context("invalid groups: a pattern is not a valid regular expression")?;
-    let topics = NameFilter::new(&file.topics.allow, &file.topics.ignore)
+    let topics = NameFilter::new(&list(&file.topics.allow), &list(&file.topics.ignore))
         .context("invalid topics: a pattern is not a valid regular expression")?;
     let recovery_log_topic = file.recovery_log_topic.as_ref().map(|t| t.to_string());
     if let Some(topic) = &recovery_log_topic
@@ -313,7 +314,7 @@ fn cluster_options(name: Option<ClusterName>, file: &FileConfig) -> Result<Serve
 
 /// The settings of a cluster of lag monitors (`cluster:`), checked.
 fn cluster(file: &ClusterFile, has_data_dir: bool, mode: ScrapeMode) -> Result<Option<kshard_lag::ClusterOptions>> {
-    let etcd = file.etcd.clone();
+    let etcd = file.etcd.clone().unwrap_or_default();
     if etcd.is_empty() {
         return Ok(None);
     }
@@ -339,7 +340,10 @@ fn cluster(file: &ClusterFile, has_data_dir: bool, mode: ScrapeMode) -> Result<O
         prefix: prefix.trim_end_matches('/').to_owned(),
         member,
         zone,
-        lease_ttl: file.lease_ttl_seconds.map_or(Duration::from_secs(10), |s| s.get()),
+        // etcd grants whole seconds: a fraction is rounded up.
+        lease_ttl: file
+            .lease_ttl_seconds
+            .map_or(Duration::from_secs(10), |s| Duration::from_secs(s.get().as_secs_f64().ceil() as u64)),
         // Known once bound (see `serve`).
         endpoint: None,
     }))
@@ -437,6 +441,22 @@ mod tests {
     }
 
     #[test]
+    fn what_the_file_gives_is_taken_as_given() {
+        // A section left empty (its keys commented out) sets nothing.
+        let c = load("brokers: a:1\nstatus:\ntls:\ncluster:\n", ServeArgs::default()).expect("valid");
+        assert_eq!(c.clusters[0].monitor.status, kshard_lag::StatusSettings::default());
+        // A text that YAML would read as a number stays the text.
+        let sasl = "sasl:\n  mechanism: PLAIN\n  username: u\n  password: 0x1F\n";
+        let c = load(&format!("brokers: a:1\n{sasl}"), ServeArgs::default()).expect("valid");
+        let password = |c: &ServeOptions| c.kafka.security.sasl.as_ref().map(|s| s.password.clone());
+        assert_eq!(password(&c.clusters[0]).as_deref(), Some("0x1F"));
+        let entry = "clusters:\n- name: a\n  brokers: a:1\n  data_dir: 2024\n  sasl:\n    mechanism: PLAIN\n    username: u\n    password: 1e3\n";
+        let c = load(entry, ServeArgs::default()).expect("valid");
+        assert_eq!(password(&c.clusters[0]).as_deref(), Some("1e3"), "in an entry too");
+        assert_eq!(c.clusters[0].data_dir.as_deref(), Some(Path::new("2024")));
+    }
+
+    #[test]
     fn history_settings_default_to_an_hour_by_the_minute() {
         let c = load("brokers: a:1\n", ServeArgs::default()).expect("valid");
         assert_eq!(c.clusters[0].monitor.history, kshard_lag::HistorySettings { window_s: 3600, resolution_s: 60 });
@@ -511,10 +531,11 @@ mod tests {
         assert!(e.contains("clusters[2].name") && e.contains("twice"), "{e}");
         let e = err("clusters:\n- name: a\n  brokers: a:1\n- name: b\n");
         assert!(e.contains("clusters[1] (b)") && e.contains("brokers"), "{e}");
+        // What the entry's own text gets wrong is named by its path and line.
         let e = err("clusters:\n- name: a\n  brokers: a:1\n  granularity: nope\n");
-        assert!(e.contains("clusters[0] (a)") && e.contains("granularity"), "{e}");
+        assert!(e.contains("invalid clusters[0].granularity") && e.contains("at line 4"), "{e}");
         let e = err("clusters:\n- name: a\n  brokers: a:1\n  brokerz: b\n");
-        assert!(e.contains("clusters[0] (a)") && e.contains("brokerz"), "{e}");
+        assert!(e.contains("clusters[0]") && e.contains("brokerz"), "{e}");
         let flag = load(
             two,
             ServeArgs { kafka: KafkaArgs { brokers: Some("x:1".into()), ..Default::default() }, ..Default::default() },

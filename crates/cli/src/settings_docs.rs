@@ -1,8 +1,9 @@
 //! docs/settings.md (with docs/otlp.md for `otlp:`) is checked against the
 //! settings' model: every key of
 //! the file's shape and every flag and variable of `kshard serve` is in it,
-//! and every example in it is a valid configuration. A setting cannot be
-//! added without its documentation, nor documented once it is gone.
+//! every setting its table names is one of the model's, and every example
+//! in it parses. A setting cannot be added without its documentation, nor
+//! left in the table once it is gone.
 
 use std::collections::BTreeSet;
 
@@ -11,14 +12,15 @@ use serde_norway::{Mapping, Value};
 
 use crate::settings_file::FileConfig;
 
+/// docs/`name`.
+fn page(name: &str) -> String {
+    let path = format!("{}/../../docs/{name}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
 /// docs/settings.md, and the page it sends `otlp:` to.
 fn settings_md() -> String {
-    ["settings.md", "otlp.md"]
-        .map(|page| {
-            let path = format!("{}/../../docs/{page}", env!("CARGO_MANIFEST_DIR"));
-            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
-        })
-        .join("\n")
+    ["settings.md", "otlp.md"].map(page).join("\n")
 }
 
 /// The YAML examples of the page.
@@ -81,6 +83,22 @@ fn every_setting_of_the_model_is_documented() {
 }
 
 #[test]
+fn every_setting_the_table_names_is_the_models() {
+    let page = page("settings.md");
+    let model = model_keys();
+    let mut unknown = Vec::new();
+    for row in page.lines().filter(|l| l.starts_with("| `")) {
+        let first = row.split('|').nth(1).unwrap_or_default();
+        for key in first.split('`').skip(1).step_by(2) {
+            if !model.contains(key) && !model.iter().any(|k| k.starts_with(&format!("{key}."))) {
+                unknown.push(key.to_owned());
+            }
+        }
+    }
+    assert!(unknown.is_empty(), "settings in docs/settings.md's table that the model does not have: {unknown:?}");
+}
+
+#[test]
 fn every_flag_and_variable_of_serve_is_documented() {
     let page = settings_md();
     let cli = crate::Cli::command();
@@ -105,7 +123,7 @@ fn every_flag_and_variable_of_serve_is_documented() {
 #[test]
 fn every_example_is_a_valid_configuration() {
     for example in examples(&settings_md()) {
-        let top = crate::settings_file::top_level(&example).expect("YAML");
+        let top = crate::settings_file::settings_of(&example).unwrap_or_else(|e| panic!("{e:#}\n{example}"));
         let (top, entries) = crate::serve_clusters::split(top).unwrap_or_else(|e| panic!("{e:#}\n{example}"));
         let parsed: anyhow::Result<FileConfig> = crate::settings_file::parse(top.clone());
         parsed.unwrap_or_else(|e| panic!("{e:#}\n{example}"));

@@ -60,18 +60,18 @@ pub(crate) struct FileConfig {
     /// Extra librdkafka properties, applied last.
     #[serde(default)]
     pub(crate) kafka_properties: Properties,
-    /// `clusters:`, checked apart (`serve_clusters.rs`): each entry is a
-    /// whole cluster's settings.
-    #[serde(default, rename = "clusters", skip_serializing)]
-    _clusters: Option<serde::de::IgnoredAny>,
+    /// `clusters:`: each entry a cluster's settings and its `name`, merged
+    /// over the top level (`serve_clusters.rs`).
+    pub(crate) clusters: Option<Vec<FileConfig>>,
+    /// A `clusters:` entry's name (`serve_clusters.rs` refuses it elsewhere).
+    pub(crate) name: Option<String>,
 }
 
 /// `cluster:`: etcd, and this member of the lag monitors sharing it.
 #[derive(Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ClusterFile {
-    #[serde(default)]
-    pub(crate) etcd: Vec<String>,
+    pub(crate) etcd: Option<Vec<String>>,
     pub(crate) etcd_prefix: Option<String>,
     pub(crate) etcd_ca_file: Option<PathBuf>,
     pub(crate) etcd_cert_file: Option<PathBuf>,
@@ -148,10 +148,8 @@ pub(crate) struct ClusterInfoFile {
 #[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Lists {
-    #[serde(default)]
-    pub(crate) allow: Vec<String>,
-    #[serde(default)]
-    pub(crate) ignore: Vec<String>,
+    pub(crate) allow: Option<Vec<String>>,
+    pub(crate) ignore: Option<Vec<String>>,
 }
 
 /// How logs are written.
@@ -171,8 +169,7 @@ pub(crate) struct TlsFile {
     pub(crate) ca_file: Option<PathBuf>,
     pub(crate) cert_file: Option<PathBuf>,
     pub(crate) key_file: Option<PathBuf>,
-    #[serde(default)]
-    pub(crate) insecure_skip_verify: bool,
+    pub(crate) insecure_skip_verify: Option<bool>,
 }
 
 /// `sasl:`: a user for the brokers.
@@ -211,8 +208,15 @@ impl std::fmt::Debug for Properties {
 /// Settings given by flags and `KSHARD_…` variables, under the file's keys:
 /// each is put where the file would have it, so that they merge over the
 /// file's and are checked by the same parser.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct Layer(Mapping);
+
+impl std::fmt::Debug for Layer {
+    /// The keys set, not their values (passwords among them).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.0.keys().filter_map(Value::as_str)).finish()
+    }
+}
 
 impl Layer {
     /// Sets `path` (`tls.ca_file`: a key under `tls:`) to `value`, if given.
@@ -244,15 +248,6 @@ impl Layer {
     /// The settings, as a mapping of the file's keys.
     pub(crate) fn into_mapping(self) -> Mapping {
         self.0
-    }
-}
-
-/// The YAML text's top-level mapping (empty for an empty file).
-pub(crate) fn top_level(text: &str) -> Result<Mapping> {
-    match serde_norway::from_str::<Value>(text).context("not YAML")? {
-        Value::Mapping(m) => Ok(m),
-        Value::Null => Ok(Mapping::new()),
-        _ => bail!("the file is not a mapping of settings"),
     }
 }
 
@@ -301,9 +296,51 @@ pub(crate) fn from_yaml<T: serde::de::DeserializeOwned>(text: &str, lines: bool)
 pub(crate) fn read_file(path: Option<&Path>) -> Result<Mapping> {
     let Some(path) = path else { return Ok(Mapping::new()) };
     let text = std::fs::read_to_string(path).with_context(|| format!("reading the config file {}", path.display()))?;
-    let invalid = || format!("invalid config file {}", path.display());
-    let _: FileConfig = from_yaml(&text, true).with_context(invalid)?;
-    top_level(&text).with_context(invalid)
+    settings_of(&text).with_context(|| format!("invalid config file {}", path.display()))
+}
+
+/// The settings `text` gives, checked (an error says its line), as a
+/// mapping of the keys it sets.
+pub(crate) fn settings_of(text: &str) -> Result<Mapping> {
+    if !matches!(serde_norway::from_str::<Value>(text).context("not YAML")?, Value::Mapping(_) | Value::Null) {
+        bail!("the file is not a mapping of settings");
+    }
+    let file: FileConfig = from_yaml(text, true)?;
+    // Written back from the typed settings, not from the text's YAML values:
+    // a text setting stays the text given (`password: 0x1F` is not 31), and
+    // what was not given is left out (it overrides nothing).
+    match serde_norway::to_value(&file).context("writing the settings")? {
+        Value::Mapping(m) => Ok(given(m)),
+        _ => bail!("the settings are not a mapping"),
+    }
+}
+
+/// `m` without what is not set (`null`, as a key left empty reads, and
+/// sections with nothing set), at every depth: a setting not given
+/// overrides nothing.
+pub(crate) fn given(m: Mapping) -> Mapping {
+    m.into_iter()
+        .filter_map(|(k, v)| {
+            let v = match v {
+                Value::Null => return None,
+                Value::Mapping(inner) => {
+                    let inner = given(inner);
+                    if inner.is_empty() {
+                        return None;
+                    }
+                    Value::Mapping(inner)
+                }
+                Value::Sequence(items) => Value::Sequence(
+                    items
+                        .into_iter()
+                        .map(|i| if let Value::Mapping(m) = i { Value::Mapping(given(m)) } else { i })
+                        .collect(),
+                ),
+                other => other,
+            };
+            Some((k, v))
+        })
+        .collect()
 }
 
 /// The settings of `file` with `flags` over them, checked; `flags` are
@@ -335,7 +372,7 @@ mod tests {
         layer.set("tls.ca_file", Some("/flag.pem"));
         layer.set("tls.enabled", None::<bool>);
         layer.set("granularity", Some("topic"));
-        let file = top_level("tls:\n  enabled: true\n  ca_file: /file.pem\n").expect("yaml");
+        let file = settings_of("tls:\n  enabled: true\n  ca_file: /file.pem\n").expect("yaml");
         let c = with_flags(file, layer).expect("valid");
         assert_eq!(c.tls.enabled, Some(true), "the file's, where no flag is given");
         assert_eq!(c.tls.ca_file.as_deref(), Some(Path::new("/flag.pem")), "the flag's");

@@ -9,7 +9,7 @@
 //! | `kshard_runtime_replica_status{shard,status}` | gauge | 1 for the replica's status (IDLE … FAILED) |
 //! | `kshard_runtime_log_behind_records{shard}` | gauge | records between the replica's position and the log's end |
 //! | `kshard_runtime_failover_seconds{shard}` | gauge | last promotion: from the slot becoming 0 to PRIMARY |
-//! | `kshard_runtime_replica_failures_total{shard}` | counter | replicas of the shard that failed here |
+//! | `kshard_runtime_replica_failures_total{shard,kind}` | counter | replicas of the shard that failed here, by what they failed of (`kafka`, `fenced`, `recovery_log`, `store`, `application`, `panic`, `keyspace`, `spec`, `runtime`) |
 //! | `kshard_runtime_snapshots_total{shard}` | counter | snapshots this member wrote as primary |
 //! | `kshard_runtime_snapshot_bytes{shard}` | gauge | the last one's size: the live state |
 //! | `kshard_runtime_messages_refused_total{shard,outcome}` | counter | messages the application refused, `skipped` or `dead_lettered` (committed transactions only) |
@@ -21,11 +21,18 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use crate::replica_failure::FailureKind;
 use crate::status::ReplicaCode;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ShardLabel {
     shard: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FailureLabels {
+    shard: String,
+    kind: &'static str,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -66,7 +73,7 @@ pub struct Metrics {
     status: Family<StatusLabels, Gauge>,
     behind: Family<ShardLabel, Gauge>,
     failover: Family<ShardLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
-    failures: Family<ShardLabel, Counter>,
+    failures: Family<FailureLabels, Counter>,
     snapshots: Family<ShardLabel, Counter>,
     snapshot_bytes: Family<ShardLabel, Gauge>,
     refused: Family<RefusedLabels, Counter>,
@@ -179,9 +186,11 @@ impl Metrics {
         if code == ReplicaCode::Idle {
             self.behind.remove(&shard(s));
         }
-        if code == ReplicaCode::Failed {
-            self.failures.get_or_create(&shard(s)).inc();
-        }
+    }
+
+    /// A replica of the shard failed of `kind`.
+    pub fn failure(&self, s: &str, kind: FailureKind) {
+        self.failures.get_or_create(&FailureLabels { shard: s.to_owned(), kind: kind.name() }).inc();
     }
 
     /// The replica is `records` behind the end of its log.

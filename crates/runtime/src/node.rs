@@ -30,7 +30,7 @@ use crate::node_shared::NodeShared;
 use crate::partitions::Partitions;
 use crate::partitions::kafka::KafkaPartitions;
 use crate::recovery_log::hints::{HintBoard, HintCall, HintsError};
-use crate::replica::{Action, AssignmentId, Event, Replica, State};
+use crate::replica::{Action, AssignmentId, Event, FailureKind, Replica, ReplicaFailure, State};
 use crate::replica_worker::{self, Command};
 use crate::status::ReplicaCode;
 use crate::status_writer::write_status;
@@ -168,7 +168,10 @@ impl<K: Keyspace> Driver<K> {
         match action {
             Action::StartPlayback => {
                 let Some(spec) = self.specs.get(shard).cloned() else {
-                    self.step(shard, Event::Failed(format!("no spec for shard {shard}")));
+                    self.step(
+                        shard,
+                        Event::Failed(ReplicaFailure::new(FailureKind::Spec, format!("no spec for shard {shard}"))),
+                    );
                     return;
                 };
                 slot.generation += 1;
@@ -200,6 +203,7 @@ impl<K: Keyspace> Driver<K> {
                     None => {}
                 }
             }
+            Action::CountFailure(kind) => self.shared.metrics.failure(shard, kind),
             Action::WriteStatus(id, status) => {
                 let metrics = &self.shared.metrics;
                 metrics.status(shard, status.code);

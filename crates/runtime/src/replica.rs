@@ -15,6 +15,7 @@
 //! down; FAILED sticks to that assignment until a new one (a new create
 //! revision) starts over. Removing the assignment tears the replica down.
 
+pub use crate::replica_failure::{FailureKind, ReplicaFailure};
 use crate::status::{ReplicaCode, ReplicaStatus};
 
 /// The identity of one assignment: its key's create revision. A new assignment
@@ -89,7 +90,7 @@ pub enum Event {
     /// The store is open and the checkpoint restored.
     Recovered,
     /// Something failed.
-    Failed(String),
+    Failed(ReplicaFailure),
     /// Tear-down finished: readers stopped, appends flushed, store closed.
     TornDown,
 }
@@ -111,6 +112,8 @@ pub enum Action {
     /// Write this status under the assignment (reduced with the stored one,
     /// with a revision-checked transaction, retried with backoff).
     WriteStatus(AssignmentId, ReplicaStatus),
+    /// Count the replica's failure, by what it failed of.
+    CountFailure(FailureKind),
     /// Stop everything and release the store.
     TearDown,
 }
@@ -216,10 +219,14 @@ impl Replica {
 
             (S::Idle | S::Failed { .. }, Event::Failed(_)) => vec![],
             (S::TearingDown { .. }, Event::Failed(_)) => vec![],
-            (_, Event::Failed(error)) => {
+            (_, Event::Failed(failure)) => {
                 let assignment = self.assignment().unwrap_or_default();
                 self.state = S::Failed { assignment, torn_down: false };
-                vec![Action::WriteStatus(assignment, ReplicaStatus::failed(error)), Action::TearDown]
+                vec![
+                    Action::WriteStatus(assignment, ReplicaStatus::failed(failure.message)),
+                    Action::CountFailure(failure.kind),
+                    Action::TearDown,
+                ]
             }
 
             (S::Idle, Event::Unassigned) => vec![],
@@ -323,8 +330,12 @@ mod tests {
         let mut r = Replica::default();
         r.step(Event::Assigned { assignment: 9, slot: 1 });
         assert_eq!(
-            r.step(Event::Failed("log: read failed".into())),
-            [Action::WriteStatus(9, ReplicaStatus::failed("log: read failed")), Action::TearDown]
+            r.step(Event::Failed(ReplicaFailure::new(FailureKind::Kafka, "log: read failed"))),
+            [
+                Action::WriteStatus(9, ReplicaStatus::failed("log: read failed")),
+                Action::CountFailure(FailureKind::Kafka),
+                Action::TearDown
+            ]
         );
         assert_eq!(r.step(Event::PlayedToHead), [], "late signals are ignored");
         assert_eq!(r.step(Event::Assigned { assignment: 9, slot: 0 }), [], "same assignment: still failed");
@@ -335,7 +346,7 @@ mod tests {
         assert_eq!(r.step(Event::TornDown), [backfill(10), Action::StartPlayback]);
         let mut done = Replica::default();
         done.step(Event::Assigned { assignment: 1, slot: 1 });
-        done.step(Event::Failed("x".into()));
+        done.step(Event::Failed(ReplicaFailure::new(FailureKind::Store, "x")));
         done.step(Event::TornDown);
         assert_eq!(done.step(Event::Assigned { assignment: 2, slot: 1 }), [backfill(2), Action::StartPlayback]);
     }
@@ -352,7 +363,7 @@ mod tests {
         // A failed replica's own tear-down ends it.
         let mut f = Replica::default();
         f.step(Event::Assigned { assignment: 4, slot: 1 });
-        f.step(Event::Failed("x".into()));
+        f.step(Event::Failed(ReplicaFailure::new(FailureKind::Store, "x")));
         assert_eq!(f.step(Event::Unassigned), [], "its tear-down is under way");
         assert_eq!(f.step(Event::TornDown), []);
         assert_eq!(f.state(), &State::Idle);

@@ -24,6 +24,7 @@ use tokio::sync::mpsc::error::TryRecvError;
 use crate::model::ShardSpec;
 use crate::recovery_log::replica::{Log, ReplicaError};
 use crate::replica::Event;
+use crate::replica_failure::{FailureKind, ReplicaFailure};
 use crate::replica_log::{Parts, ReplicaLog};
 use crate::sources::Sources;
 use crate::unlogged::NoLog;
@@ -55,7 +56,7 @@ pub(crate) fn spawn(ctx: Arc<WorkerContext>, spec: ShardSpec, commands: Unbounde
         let served = tokio::spawn(async move { serve(&c, &s, commands, &*r).await }).await;
         let failure = match served {
             Ok(Ok(())) => None,
-            Ok(Err(e)) => Some(e.to_string()),
+            Ok(Err(e)) => Some(ReplicaFailure::new(e.kind(), e.to_string())),
             Err(e) => match e.try_into_panic() {
                 Ok(panic) => {
                     let what = panic
@@ -63,13 +64,13 @@ pub(crate) fn spawn(ctx: Arc<WorkerContext>, spec: ShardSpec, commands: Unbounde
                         .map(|s| (*s).to_owned())
                         .or_else(|| panic.downcast_ref::<String>().cloned())
                         .unwrap_or_default();
-                    Some(format!("panicked: {what}"))
+                    Some(ReplicaFailure::new(FailureKind::Panic, format!("panicked: {what}")))
                 }
-                Err(e) => Some(format!("its task ended: {e}")),
+                Err(e) => Some(ReplicaFailure::new(FailureKind::Runtime, format!("its task ended: {e}"))),
             },
         };
         if let Some(e) = failure {
-            tracing::error!(shard = %spec.id, error = %e, "replica failed");
+            tracing::error!(shard = %spec.id, kind = e.kind.name(), error = %e, "replica failed");
             report(Event::Failed(e));
         }
         ctx.progress.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&spec.id);

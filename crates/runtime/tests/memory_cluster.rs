@@ -272,7 +272,10 @@ fn a_failed_replica_is_retried_with_backoff_until_it_serves() {
     let waited = failed_at.map(|at| at.elapsed()).unwrap_or_default();
     assert!(waited >= Duration::from_secs(1), "retried after its backoff, not at once ({waited:?})");
     let metrics = shared.metrics.encode();
-    assert!(metrics.contains("kshard_runtime_replica_failures_total{shard=\"sum-0\"} 2"), "{metrics}");
+    assert!(
+        metrics.contains("kshard_runtime_replica_failures_total{shard=\"sum-0\",kind=\"store\"} 2"),
+        "counted as the store's: {metrics}"
+    );
     let _ = stop.send(());
     runtime.block_on(task).expect("joins").expect("stops cleanly");
 }

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use kshard_runtime::ReplicaCode;
-use kshard_runtime::replica::{Action, AssignmentId, Event, Replica};
+use kshard_runtime::replica::{Action, AssignmentId, Event, FailureKind, Replica, ReplicaFailure};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 
@@ -22,7 +22,7 @@ fn event() -> impl Strategy<Value = Event> {
         4 => Just(Event::PlayedToHead),
         4 => Just(Event::HandedOff),
         4 => Just(Event::Recovered),
-        1 => Just(Event::Failed("boom".into())),
+        1 => Just(Event::Failed(ReplicaFailure::new(FailureKind::Application, "boom"))),
         2 => Just(Event::TornDown),
     ]
 }
@@ -65,6 +65,10 @@ fn check(events: Vec<Event>) -> Result<usize, TestCaseError> {
                     }
                     life.last_code = Some(status.code);
                 }
+                Action::CountFailure(_) => {
+                    let failed = current.and_then(|a| lives.get(&a)).is_some_and(|l| l.failed);
+                    prop_assert!(failed, "a failure counted without its FAILED status");
+                }
                 work => {
                     prop_assert!(!tearing_down, "{work:?} while a tear-down is pending");
                     let assignment = current.expect("work happens under an assignment");
@@ -89,7 +93,7 @@ fn check(events: Vec<Event>) -> Result<usize, TestCaseError> {
                             prop_assert!(!life.served, "sources started twice");
                             life.served = true;
                         }
-                        Action::TearDown | Action::WriteStatus(..) => unreachable!(),
+                        Action::TearDown | Action::WriteStatus(..) | Action::CountFailure(_) => unreachable!(),
                     }
                 }
             }

@@ -227,6 +227,10 @@ impl<U: Unit> Units<U> {
     /// Replaces the unit of `partition` wholesale (admin-API mode rebuilds
     /// its one unit at every scrape; a new primary rebuilds from its store).
     pub fn replace(&self, partition: i32, unit: U) {
+        if let Some(held) = self.read().get(&partition) {
+            *lock(held) = unit;
+            return;
+        }
         let mut units = self.units.write().unwrap_or_else(PoisonError::into_inner);
         match units.get(&partition) {
             Some(held) => *lock(held) = unit,

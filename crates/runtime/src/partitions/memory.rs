@@ -67,7 +67,7 @@ impl MemoryPartitions {
 
     /// Cuts `topic`/`partition` to end at `end` (its records from `end` on
     /// lost), as an unclean leader election does: a reader past the new end
-    /// hears of it ([`Polled::Reset`]) and reads on from the start; the next
+    /// hears of it ([`Polled::Reset`](super::Polled::Reset)) and reads on from the start; the next
     /// records appended take the lost offsets again.
     pub fn truncate(&self, topic: &str, partition: i32, end: i64) {
         let mut state = self.shared.lock();

@@ -30,6 +30,7 @@ use super::start::{Found, Start, choose, why};
 use crate::model::{Hint, Hints, RecoveryLog, ShardSpec};
 use crate::partitions::{PartitionRead, Partitions, Polled, next_event};
 use crate::progress::Progress;
+use crate::replica_failure::FailureKind;
 use crate::store::{Store, StoreError};
 use crate::worker_context::{READER_QUEUE_KBYTES, WorkerContext};
 
@@ -58,6 +59,23 @@ pub(crate) enum ReplicaError {
     NoSnapshotAtStart(i64),
     #[error("the shard has no recovery log, and {0}")]
     Unlogged(&'static str),
+}
+
+impl ReplicaError {
+    /// What the replica failed of.
+    pub(crate) fn kind(&self) -> FailureKind {
+        match self {
+            ReplicaError::Log(LogError::Kafka { .. }) => FailureKind::Kafka,
+            ReplicaError::Log(LogError::Fenced { .. }) => FailureKind::Fenced,
+            ReplicaError::Log(LogError::Store(_)) | ReplicaError::Store(_) => FailureKind::Store,
+            ReplicaError::Log(_) | ReplicaError::Truncated { .. } | ReplicaError::NoSnapshotAtStart(_) => {
+                FailureKind::RecoveryLog
+            }
+            ReplicaError::Application { .. } => FailureKind::Application,
+            ReplicaError::Hints(_) => FailureKind::Keyspace,
+            ReplicaError::NoSources | ReplicaError::Unlogged(_) => FailureKind::Spec,
+        }
+    }
 }
 
 pub(crate) fn kafka(step: &'static str) -> impl FnOnce(kshard_kafka::Error) -> LogError {
