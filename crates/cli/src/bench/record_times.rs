@@ -35,10 +35,10 @@ pub(crate) struct RecordTimesBench<'a> {
 /// Records per partition; the committed offsets are spread over them.
 const RECORDS: u32 = 20;
 
-pub(crate) fn record_times(b: &RecordTimesBench<'_>) -> Result<()> {
-    let target = b.kafka.target()?;
-    let admin = Admin::new(&target.kafka, Duration::from_secs(120))?;
-    let writer = RecordWriter::new(&target.kafka)?;
+/// The benchmark's topics, each partition with its records (written once:
+/// a later run finds them there), and their partitions.
+fn prepared(b: &RecordTimesBench<'_>, kafka: &kshard_kafka::Client, admin: &Admin) -> Result<Vec<TopicPartition>> {
+    let writer = RecordWriter::new(kafka)?;
     let values = if b.value_bytes == 1 { String::new() } else { format!("-v{}", b.value_bytes) };
     let names: Vec<String> =
         (0..b.topics).map(|t| format!("kshard-bench-times-{}x{}{values}-{t:04}", b.topics, b.partitions)).collect();
@@ -63,6 +63,13 @@ pub(crate) fn record_times(b: &RecordTimesBench<'_>) -> Result<()> {
         "some benchmark partitions hold fewer than {RECORDS} records"
     );
     eprintln!("{} partitions ready in {:.1} s", partitions.len(), started.elapsed().as_secs_f64());
+    Ok(partitions)
+}
+
+pub(crate) fn record_times(b: &RecordTimesBench<'_>) -> Result<()> {
+    let target = b.kafka.target()?;
+    let admin = Admin::new(&target.kafka, Duration::from_secs(120))?;
+    let partitions = prepared(b, &target.kafka, &admin)?;
     // Each partition's "committed offset" somewhere in its records.
     let wanted: Vec<TopicPartitionOffset> = partitions
         .iter()

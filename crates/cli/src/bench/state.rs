@@ -71,15 +71,8 @@ fn apply(monitor: &Monitor, unit: i32, offset: i64, (key, value): &Encoded) -> R
 /// `bench state`: memory per tracked group-partition and `/metrics` render time.
 pub(crate) fn state(groups: u32, partitions: u32, topics: u32, max_partition_series: Option<usize>) -> Result<()> {
     let shape = Shape { groups, partitions, topics };
-    // An hour of history by the minute for every group, measured first (on
-    // memory no earlier step freed) and kept to the end.
-    let rss_before_history = rss()?;
-    let mut history = kshard_lag::LagHistory::new(kshard_lag::HistorySettings::default());
-    let names: Vec<Arc<str>> = (0..groups).map(|g| Arc::from(format!("consumer-group-{g:06}"))).collect();
-    for minute in 0..60 {
-        history.record(minute * 60_000, names.iter().map(|g| (Arc::clone(g), 1000 + minute, Some(12.5))));
-    }
-    let history_per_group = (rss()? - rss_before_history) / f64::from(groups);
+    // Measured first (on memory no earlier step freed) and kept to the end.
+    let (history, history_per_group) = hour_of_history(groups)?;
     let rss_before = rss()?;
     let monitor = Arc::new(Monitor::new(MonitorSettings { max_partition_series, ..MonitorSettings::default() }));
     for p in 0..UNITS {
@@ -110,25 +103,7 @@ pub(crate) fn state(groups: u32, partitions: u32, topics: u32, max_partition_ser
         anyhow::ensure!(monitor.sample().is_empty(), "known record times were wanted again");
         Ok(())
     })?;
-    // The snapshot every output reads (a pass per refresh, each group's lag
-    // into its history with it), the page's overview, and the memory of an
-    // hour of history by the minute.
-    let (snapshot_pass, ()) = timed_ms(5, || {
-        monitor.take_snapshot();
-        Ok(())
-    })?;
-    let (overview_ms, overview_bytes) =
-        timed_ms(5, || Ok(serde_json::to_vec(&kshard_lag::group_overview(&monitor))?.len()))?;
-    let metrics = Metrics::new("kshard", Arc::clone(&monitor), Arc::new(SelfTimings::default()));
-    let (times, size) = timed_ms(7, || Ok(metrics.render().map_err(|_| anyhow::anyhow!("render failed"))?.len()))?;
-    // What the OTLP export does with that text each interval: read it back,
-    // map it, encode its requests (8,192 data points each, the default).
-    let text = metrics.render().map_err(|_| anyhow::anyhow!("render failed"))?;
-    let (otlp_times, (requests, otlp_bytes)) = timed_ms(5, || {
-        let bodies = kshard_lag::otlp_export_bodies(&text, 8192).map_err(|e| anyhow::anyhow!(e))?;
-        Ok((bodies.len(), bodies.iter().map(Vec::len).sum::<usize>()))
-    })?;
-    drop(text);
+    let renders = Renders::measure(&monitor)?;
     let per = (rss_after - rss_before) / tracked as f64;
     println!("tracked group-partitions: {tracked} ({groups} groups × {partitions} partitions, {topics} topics)");
     println!("apply: {:.2} million offset commits/s (decode and update, one thread)", apply_rate / 1e6);
@@ -146,24 +121,78 @@ pub(crate) fn state(groups: u32, partitions: u32, topics: u32, max_partition_ser
         median(steady) / (tracked as f64 / 10_000.0)
     );
     let cap = max_partition_series.map_or("all".to_owned(), |n| n.to_string());
-    println!(
-        "/metrics render: median {:.1} ms over 7 renders ({:.1} MB of text; per-partition series: {cap})",
-        median(times),
-        size as f64 / 1e6
-    );
-    println!(
-        "OTLP export of that text: median {:.1} ms over 5 (read back, mapped, encoded: {requests} requests, {:.1} MB of protobuf)",
-        median(otlp_times),
-        otlp_bytes as f64 / 1e6
-    );
     drop(history);
-    println!(
-        "the snapshot every output reads, with the page's lag history: median {:.1} ms per refresh; an hour by the minute {history_per_group:.0} bytes per group (names included); /api/overview median {:.1} ms ({:.1} MB of JSON for {groups} groups)",
-        median(snapshot_pass),
-        median(overview_ms),
-        overview_bytes as f64 / 1e6
-    );
+    renders.print(&cap, history_per_group, groups);
     Ok(())
+}
+
+/// An hour of lag history by the minute for every one of `groups`, and
+/// the memory it took per group.
+fn hour_of_history(groups: u32) -> Result<(kshard_lag::LagHistory, f64)> {
+    let rss_before = rss()?;
+    let mut history = kshard_lag::LagHistory::new(kshard_lag::HistorySettings::default());
+    let names: Vec<Arc<str>> = (0..groups).map(|g| Arc::from(format!("consumer-group-{g:06}"))).collect();
+    for minute in 0..60 {
+        history.record(minute * 60_000, names.iter().map(|g| (Arc::clone(g), 1000 + minute, Some(12.5))));
+    }
+    Ok((history, (rss()? - rss_before) / f64::from(groups)))
+}
+
+/// What every refresh and scrape renders from the state, timed.
+struct Renders {
+    snapshot_pass: Vec<f64>,
+    overview_ms: Vec<f64>,
+    overview_bytes: usize,
+    times: Vec<f64>,
+    size: usize,
+    otlp_times: Vec<f64>,
+    requests: usize,
+    otlp_bytes: usize,
+}
+
+impl Renders {
+    fn measure(monitor: &Arc<Monitor>) -> Result<Self> {
+        // The snapshot every output reads (a pass per refresh, each group's lag
+        // into its history with it), the page's overview, and the memory of an
+        // hour of history by the minute.
+        let (snapshot_pass, ()) = timed_ms(5, || {
+            monitor.take_snapshot();
+            Ok(())
+        })?;
+        let (overview_ms, overview_bytes) =
+            timed_ms(5, || Ok(serde_json::to_vec(&kshard_lag::group_overview(monitor))?.len()))?;
+        let metrics = Metrics::new("kshard", Arc::clone(monitor), Arc::new(SelfTimings::default()));
+        let (times, size) = timed_ms(7, || Ok(metrics.render().map_err(|_| anyhow::anyhow!("render failed"))?.len()))?;
+        // What the OTLP export does with that text each interval: read it back,
+        // map it, encode its requests (8,192 data points each, the default).
+        let text = metrics.render().map_err(|_| anyhow::anyhow!("render failed"))?;
+        let (otlp_times, (requests, otlp_bytes)) = timed_ms(5, || {
+            let bodies = kshard_lag::otlp_export_bodies(&text, 8192).map_err(|e| anyhow::anyhow!(e))?;
+            Ok((bodies.len(), bodies.iter().map(Vec::len).sum::<usize>()))
+        })?;
+        drop(text);
+        Ok(Renders { snapshot_pass, overview_ms, overview_bytes, times, size, otlp_times, requests, otlp_bytes })
+    }
+
+    fn print(self, cap: &str, history_per_group: f64, groups: u32) {
+        println!(
+            "/metrics render: median {:.1} ms over 7 renders ({:.1} MB of text; per-partition series: {cap})",
+            median(self.times),
+            self.size as f64 / 1e6
+        );
+        println!(
+            "OTLP export of that text: median {:.1} ms over 5 (read back, mapped, encoded: {} requests, {:.1} MB of protobuf)",
+            median(self.otlp_times),
+            self.requests,
+            self.otlp_bytes as f64 / 1e6
+        );
+        println!(
+            "the snapshot every output reads, with the page's lag history: median {:.1} ms per refresh; an hour by the minute {history_per_group:.0} bytes per group (names included); /api/overview median {:.1} ms ({:.1} MB of JSON for {groups} groups)",
+            median(self.snapshot_pass),
+            median(self.overview_ms),
+            self.overview_bytes as f64 / 1e6
+        );
+    }
 }
 
 /// The steady state of a monitor following commits: existing offsets
