@@ -82,6 +82,48 @@ pub(crate) fn failover(b: &FailoverBench<'_>) -> Result<()> {
     Ok(())
 }
 
+/// One fail-over: who was killed (and where it stood among the members),
+/// how many primaries it held of how many shards, the seconds until every
+/// shard was PRIMARY on a survivor, and a survivor's lag series before and
+/// at the fewest meanwhile.
+struct Takeover {
+    victim: String,
+    index: usize,
+    held: usize,
+    shards: usize,
+    seconds: f64,
+    series_before: usize,
+    fewest: usize,
+}
+
+/// Kills the member holding the most primaries (SIGKILL, by dropping its
+/// child) and times the survivors' takeover, watching a survivor's series.
+fn takeover(members: &mut Vec<Member>) -> Result<Takeover> {
+    let (shards, per_member) = primaries(&members[0].addr)?;
+    let (victim, held) =
+        per_member.iter().max_by_key(|(_, n)| **n).map(|(m, n)| (m.clone(), *n)).context("no primaries")?;
+    let index = members.iter().position(|m| m.id == victim).context("the victim is not a member")?;
+    let killed = members.remove(index);
+    let survivor = members[0].addr.clone();
+    let series_before = lag_series(&survivor)?;
+    let started = Instant::now();
+    drop(killed.child);
+    let mut fewest = series_before;
+    let seconds = loop {
+        fewest = fewest.min(lag_series(&survivor)?);
+        let (_, now) = primaries(&survivor)?;
+        let on_survivors: usize = members.iter().map(|m| now.get(&m.id).copied().unwrap_or(0)).sum();
+        if on_survivors == shards {
+            break started.elapsed().as_secs_f64();
+        }
+        if started.elapsed() > Duration::from_secs(300) {
+            bail!("the shards of {victim} were not taken over within 300 s: {now:?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    Ok(Takeover { victim, index, held, shards, seconds, series_before, fewest })
+}
+
 fn failover_with(b: &FailoverBench<'_>) -> Result<()> {
     b.kafka.target()?;
     // Each reader's run on etcd keys, a log topic and data of its own.
@@ -120,28 +162,7 @@ fn failover_with(b: &FailoverBench<'_>) -> Result<()> {
     wait_balanced(&members)?;
     let mut times = Vec::new();
     for run in 1..=b.runs {
-        let (shards, per_member) = primaries(&members[0].addr)?;
-        let (victim, held) =
-            per_member.iter().max_by_key(|(_, n)| **n).map(|(m, n)| (m.clone(), *n)).context("no primaries")?;
-        let index = members.iter().position(|m| m.id == victim).context("the victim is not a member")?;
-        let killed = members.remove(index);
-        let survivor = members[0].addr.clone();
-        let series_before = lag_series(&survivor)?;
-        let started = Instant::now();
-        drop(killed.child);
-        let mut fewest = series_before;
-        let seconds = loop {
-            fewest = fewest.min(lag_series(&survivor)?);
-            let (_, now) = primaries(&survivor)?;
-            let on_survivors: usize = members.iter().map(|m| now.get(&m.id).copied().unwrap_or(0)).sum();
-            if on_survivors == shards {
-                break started.elapsed().as_secs_f64();
-            }
-            if started.elapsed() > Duration::from_secs(300) {
-                bail!("the shards of {victim} were not taken over within 300 s: {now:?}");
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        };
+        let Takeover { victim, index, held, shards, seconds, series_before, fewest } = takeover(&mut members)?;
         println!(
             "run {run}: SIGKILL of {victim} ({held} of {shards} primaries): every shard PRIMARY on a survivor after {seconds:.2} s (lease {} s); lag series on a survivor: {series_before} before, {fewest} at the fewest",
             b.lease_ttl
