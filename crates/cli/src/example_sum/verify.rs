@@ -119,6 +119,25 @@ fn compare(
         }
         bail!("{} of {} streams differ", differences.len(), file.streams.len());
     }
+    let outputs = check_published(client, admin, topic, partitions, file, (timeout, replayed_outputs))?;
+    println!(
+        "verified: {} streams, {records} records, every sum exact ({skipped} recovery-log records of fenced writers skipped); {outputs} sums published, each stream's once per transaction in order, the last exact",
+        file.streams.len()
+    );
+    Ok(())
+}
+
+/// Checks what was published to the sums topic against `file`: each
+/// stream's sums in order (unless outputs were replayed) and its last one
+/// exact; how many were published.
+fn check_published(
+    client: &Client,
+    admin: &Admin,
+    topic: &TopicArgs,
+    partitions: i32,
+    file: &ExpectedFile,
+    (timeout, replayed_outputs): (Duration, bool),
+) -> Result<usize> {
     let published = published(client, admin, &super::app::sums_topic(&topic.topic), partitions, timeout)?;
     let mut wrong = Vec::new();
     for (id, want) in &file.streams {
@@ -136,12 +155,7 @@ fn compare(
         }
         bail!("{} of {} streams' published sums are wrong", wrong.len(), file.streams.len());
     }
-    let outputs: usize = published.values().map(Vec::len).sum();
-    println!(
-        "verified: {} streams, {records} records, every sum exact ({skipped} recovery-log records of fenced writers skipped); {outputs} sums published, each stream's once per transaction in order, the last exact",
-        file.streams.len()
-    );
-    Ok(())
+    Ok(published.values().map(Vec::len).sum())
 }
 
 /// Every sum published to `sums` (its `partitions`), as a reader of
