@@ -17,10 +17,8 @@ const KNOWN_CIRCLES: [&str; 0] = [];
 const KNOWN_LONG_FILES: [&str; 0] = [];
 
 /// Functions over 80 lines not split yet (file and name).
-const KNOWN_LONG_FUNCTIONS: [&str; 2] = [
-    "crates/runtime/src/recovery_log/player.rs offer_with",
-    "crates/runtime/src/replica.rs step",
-];
+const KNOWN_LONG_FUNCTIONS: [&str; 2] =
+    ["crates/runtime/src/recovery_log/player.rs offer_with", "crates/runtime/src/replica.rs step"];
 
 /// Functions seen from another module that still fail with a `String`:
 /// the simulation harness's descriptions of a failed schedule, and the
