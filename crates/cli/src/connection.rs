@@ -78,7 +78,7 @@ impl KafkaArgs {
     pub(crate) fn target(&self) -> Result<KafkaTarget> {
         let mut flags = Layer::default();
         self.put(&mut flags);
-        let file = crate::settings_file::with_flags(read_file(self.config.as_deref())?, flags)?;
+        let (file, _) = crate::settings_file::with_flags(read_file(self.config.as_deref())?, flags)?;
         Ok(KafkaTarget { kafka: Client::new(kafka_settings(&file)?), offsets_topic: offsets_topic(&file) })
     }
 

@@ -20,7 +20,8 @@ use crate::connection::{kafka_settings, offsets_topic};
 use crate::serve_clusters::{over_top, split};
 pub(crate) use crate::settings_file::LogFormat;
 use crate::settings_file::{
-    ClusterFile, ClusterInfoFile, FileConfig, HistoryFile, Layer, ShareGroupsFile, StatusFile, merged, parse, read_file,
+    ClusterFile, ClusterInfoFile, FileConfig, HistoryFile, Layer, ShareGroupsFile, StatusFile, parse, read_file,
+    with_flags,
 };
 
 /// Flags and environment variables of `kshard serve` (clap reads both; flags win).
@@ -97,11 +98,10 @@ impl ServeArgs {
     fn layer(&self) -> Layer {
         let mut layer = Layer::default();
         self.kafka.put(&mut layer);
-        let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string());
         layer.set("listen", self.listen.clone());
         layer.set("metrics_namespace", self.metrics_namespace.clone());
         layer.set("metrics_profile", self.metrics_profile.clone());
-        layer.set("data_dir", path(&self.data_dir));
+        layer.set_path("data_dir", self.data_dir.as_deref());
         layer.set("scrape_mode", self.scrape_mode.clone());
         layer.set("granularity", self.granularity.clone());
         layer.set("max_partition_series", self.max_partition_series.map(|n| n as u64));
@@ -112,15 +112,15 @@ impl ServeArgs {
         layer.set("cluster.etcd", (!etcd.is_empty()).then_some(Value::Sequence(etcd)));
         layer.set("cluster.etcd_prefix", self.etcd_prefix.clone());
         let e = &self.etcd_access;
-        layer.set("cluster.etcd_ca_file", path(&e.etcd_ca_file));
-        layer.set("cluster.etcd_cert_file", path(&e.etcd_cert_file));
-        layer.set("cluster.etcd_key_file", path(&e.etcd_key_file));
+        layer.set_path("cluster.etcd_ca_file", e.etcd_ca_file.as_deref());
+        layer.set_path("cluster.etcd_cert_file", e.etcd_cert_file.as_deref());
+        layer.set_path("cluster.etcd_key_file", e.etcd_key_file.as_deref());
         layer.set("cluster.etcd_user", e.etcd_user.clone());
         layer.set("cluster.etcd_password", e.etcd_password.clone());
         layer.set("cluster.member_id", self.member_id.clone());
         layer.set("cluster.zone", self.zone.clone());
         layer.set("cluster.lease_ttl_seconds", self.lease_ttl_seconds);
-        layer.set("web_config_file", path(&self.web_config_file));
+        layer.set_path("web_config_file", self.web_config_file.as_deref());
         layer
     }
 }
@@ -197,10 +197,7 @@ impl ServeConfig {
         {
             bail!("invalid {key} ({flag}): the configuration file lists clusters:, and each names its own");
         }
-        let flags = flags.into_mapping();
-        let _: FileConfig = parse(flags.clone()).context("invalid flag or KSHARD_… variable")?;
-        let top = merged(file, flags);
-        let settings: FileConfig = parse(top.clone())?;
+        let (settings, top) = with_flags(file, flags)?;
         let process = process_options(&settings)?;
         let clusters = if entries.is_empty() {
             vec![cluster_options(None, &settings)?]

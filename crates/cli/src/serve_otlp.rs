@@ -146,7 +146,7 @@ pub(crate) fn otlp_settings(file: &OtlpFile, env: &dyn Fn(&str) -> Option<String
     if !enabled {
         return Ok(None);
     }
-    let (endpoint, protocol) = endpoint(file, env)?;
+    let (endpoint, protocol) = endpoint(file, env, specific_endpoint, general_endpoint)?;
     let mut settings = OtlpSettings::new(endpoint, protocol);
     timing(&mut settings, file, env)?;
     labels(&mut settings, file, env)?;
@@ -158,9 +158,14 @@ pub(crate) fn otlp_settings(file: &OtlpFile, env: &dyn Fn(&str) -> Option<String
 }
 
 /// The collector's URL and protocol: the variables over the file's keys.
-fn endpoint(file: &OtlpFile, env: &dyn Fn(&str) -> Option<String>) -> Result<(String, OtlpProtocol)> {
-    let specific_endpoint = env("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT").filter(|v| !v.trim().is_empty());
-    let general_endpoint = env("OTEL_EXPORTER_OTLP_ENDPOINT").filter(|v| !v.trim().is_empty());
+/// (`specific_endpoint` and `general_endpoint`: the metrics and the general
+/// endpoint variables, when set.)
+fn endpoint(
+    file: &OtlpFile,
+    env: &dyn Fn(&str) -> Option<String>,
+    specific_endpoint: Option<String>,
+    general_endpoint: Option<String>,
+) -> Result<(String, OtlpProtocol)> {
     let protocol = match either(env, "PROTOCOL") {
         Some((name, value)) => protocol(&name, &value)?,
         None => match &file.protocol {

@@ -343,12 +343,14 @@ pub(crate) fn given(m: Mapping) -> Mapping {
         .collect()
 }
 
-/// The settings of `file` with `flags` over them, checked; `flags` are
-/// checked on their own first, so that an error names where it came from.
-pub(crate) fn with_flags(file: Mapping, flags: Layer) -> Result<FileConfig> {
+/// The settings of `file` with `flags` over them, checked, and as merged
+/// (what `clusters:` entries go over); `flags` are checked on their own
+/// first, so that an error names where it came from.
+pub(crate) fn with_flags(file: Mapping, flags: Layer) -> Result<(FileConfig, Mapping)> {
     let flags = flags.into_mapping();
     let _: FileConfig = parse(flags.clone()).context("invalid flag or KSHARD_… variable")?;
-    parse(merged(file, flags))
+    let top = merged(file, flags);
+    Ok((parse(top.clone())?, top))
 }
 
 #[cfg(test)]
@@ -373,7 +375,7 @@ mod tests {
         layer.set("tls.enabled", None::<bool>);
         layer.set("granularity", Some("topic"));
         let file = settings_of("tls:\n  enabled: true\n  ca_file: /file.pem\n").expect("yaml");
-        let c = with_flags(file, layer).expect("valid");
+        let (c, _) = with_flags(file, layer).expect("valid");
         assert_eq!(c.tls.enabled, Some(true), "the file's, where no flag is given");
         assert_eq!(c.tls.ca_file.as_deref(), Some(Path::new("/flag.pem")), "the flag's");
         assert_eq!(c.granularity, Some(Granularity::Topic));
