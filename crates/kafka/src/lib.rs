@@ -53,7 +53,7 @@ pub use librdkafka::group_consumer::{GroupConsumer, GroupProtocol};
 pub use librdkafka::groups::{FetchedOffsets, GroupDescription, GroupListing, MemberDescription};
 pub use librdkafka::timestamps::{RecordTime, TimesRead, TimestampReader};
 pub use librdkafka::writer::RecordWriter;
-pub use read_record::{Isolation, ReadEvent, ReadRecord};
+pub use read_record::{Isolation, ReadEvent, ReadRecord, RecordRun};
 pub use reader::PartitionReader;
 pub use security::{Mechanism, Protocol, Sasl, Security, Tls};
 pub use topic_partition::{TopicPartition, TopicPartitionOffset};

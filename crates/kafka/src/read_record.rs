@@ -8,7 +8,7 @@ use bytes::Bytes;
 use rdkafka::message::{BorrowedMessage, Message};
 
 use crate::wire::fetch_session::PartitionKey;
-use crate::wire::records::{Headers, PartitionRecords, RecordAt, Transactional};
+use crate::wire::records::{Corrupt, Headers, PartitionRecords, RecordAt, Transactional};
 
 /// Which records a reader hands out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -42,6 +42,12 @@ enum RecordOf<'a> {
         walk: MutexGuard<'a, Option<Walk>>,
         record: RecordAt,
     },
+    /// A record of a [`RecordRun`], which holds the walk.
+    InRun {
+        key: &'a PartitionKey,
+        buffer: &'a Bytes,
+        record: RecordAt,
+    },
 }
 
 /// A partition's records being handed out, one poll at a time.
@@ -52,6 +58,15 @@ impl RecordOf<'_> {
     fn kshard(&self) -> Option<(&PartitionKey, &Bytes, &RecordAt)> {
         match self {
             RecordOf::Kshard { walk, record } => walk.as_ref().map(|(key, records)| (key, records.buffer(), record)),
+            RecordOf::InRun { key, buffer, record } => Some((key, buffer, record)),
+            RecordOf::Librdkafka(_) => None,
+        }
+    }
+
+    /// kshard's record (its offset, timestamp and part in a transaction).
+    fn kshard_record(&self) -> Option<&RecordAt> {
+        match self {
+            RecordOf::Kshard { record, .. } | RecordOf::InRun { record, .. } => Some(record),
             RecordOf::Librdkafka(_) => None,
         }
     }
@@ -76,6 +91,10 @@ impl<'a> ReadRecord<'a> {
         ReadRecord { record: RecordOf::Kshard { walk, record } }
     }
 
+    fn in_run(key: &'a PartitionKey, buffer: &'a Bytes, record: RecordAt) -> Self {
+        ReadRecord { record: RecordOf::InRun { key, buffer, record } }
+    }
+
     /// The topic.
     pub fn topic(&self) -> &str {
         match (&self.record, self.record.kshard()) {
@@ -96,9 +115,10 @@ impl<'a> ReadRecord<'a> {
 
     /// The record's offset.
     pub fn offset(&self) -> i64 {
-        match &self.record {
-            RecordOf::Librdkafka(m) => m.offset(),
-            RecordOf::Kshard { record, .. } => record.offset,
+        match (&self.record, self.record.kshard_record()) {
+            (RecordOf::Librdkafka(m), _) => m.offset(),
+            (_, Some(record)) => record.offset,
+            (_, None) => -1,
         }
     }
 
@@ -106,10 +126,7 @@ impl<'a> ReadRecord<'a> {
     /// [`Isolation::Uncommitted`] records; `None` for a record written
     /// outside one, and always when reading committed records.
     pub fn transactional(&self) -> Option<Transactional> {
-        match &self.record {
-            RecordOf::Librdkafka(_) => None,
-            RecordOf::Kshard { record, .. } => record.transactional,
-        }
+        self.record.kshard_record().and_then(|record| record.transactional)
     }
 
     /// The key (`None` when null).
@@ -125,13 +142,14 @@ impl<'a> ReadRecord<'a> {
     /// broker set it when appending (LogAppendTime) rather than the producer
     /// when creating it (CreateTime).
     pub fn timestamp(&self) -> (i64, bool) {
-        match &self.record {
-            RecordOf::Librdkafka(m) => match m.timestamp() {
+        match (&self.record, self.record.kshard_record()) {
+            (RecordOf::Librdkafka(m), _) => match m.timestamp() {
                 rdkafka::Timestamp::LogAppendTime(ms) => (ms, true),
                 rdkafka::Timestamp::CreateTime(ms) => (ms, false),
                 rdkafka::Timestamp::NotAvailable => (-1, false),
             },
-            RecordOf::Kshard { record, .. } => (record.timestamp_ms, record.log_append_time),
+            (_, Some(record)) => (record.timestamp_ms, record.log_append_time),
+            (_, None) => (-1, false),
         }
     }
 
@@ -159,11 +177,12 @@ impl<'a> ReadRecord<'a> {
     }
 }
 
-/// What one poll produced.
+/// What one poll produced: a record ([`crate::PartitionReader::poll`]), or
+/// a run of them ([`crate::PartitionReader::poll_run`]).
 #[derive(Debug)]
-pub enum ReadEvent<'a> {
-    /// A record.
-    Record(ReadRecord<'a>),
+pub enum ReadEvent<R> {
+    /// A record, or a run of records.
+    Record(R),
     /// The reader reached the current end of a partition.
     EndOfPartition {
         /// The partition.
@@ -176,4 +195,82 @@ pub enum ReadEvent<'a> {
     },
     /// Nothing arrived within the poll timeout.
     Idle,
+}
+
+/// Records of one partition handed out together, in order, by
+/// [`crate::PartitionReader::poll_run`]: one poll, then a call per record
+/// that reads it in place. The reader is held until the run is dropped;
+/// records the run did not hand out are the next poll's.
+pub struct RecordRun<'a>(RunOf<'a>);
+
+enum RunOf<'a> {
+    /// kshard's reader: its walk, held.
+    Kshard(MutexGuard<'a, Option<Walk>>),
+    /// librdkafka's: one record.
+    One(Option<ReadRecord<'a>>),
+}
+
+impl std::fmt::Debug for RecordRun<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let partition = match &self.0 {
+            RunOf::Kshard(walk) => walk.as_ref().map(|(key, _)| (key.0.to_string(), key.1)),
+            RunOf::One(record) => record.as_ref().map(|r| (r.topic().to_owned(), r.partition())),
+        };
+        f.debug_struct("RecordRun").field("partition", &partition).finish_non_exhaustive()
+    }
+}
+
+impl<'a> RecordRun<'a> {
+    pub(crate) fn kshard(walk: MutexGuard<'a, Option<Walk>>) -> Self {
+        RecordRun(RunOf::Kshard(walk))
+    }
+
+    pub(crate) fn one(record: ReadRecord<'a>) -> Self {
+        RecordRun(RunOf::One(Some(record)))
+    }
+
+    /// The run's first record, holding the reader as the run did.
+    pub(crate) fn into_first(self) -> crate::Result<Option<ReadRecord<'a>>> {
+        let mut walk = match self.0 {
+            RunOf::One(record) => return Ok(record),
+            RunOf::Kshard(walk) => walk,
+        };
+        let Some((key, records)) = walk.as_mut() else { return Ok(None) };
+        match records.next_record() {
+            Ok(Some(record)) => Ok(Some(ReadRecord::kshard(walk, record))),
+            Ok(None) => {
+                *walk = None;
+                Ok(None)
+            }
+            Err(e) => Err(corrupt(key, &e)),
+        }
+    }
+
+    /// The run's next record (`None`: the run is over). A batch that fails
+    /// its checksum or does not add up is [`crate::Error::CorruptBatch`]: it
+    /// is skipped, and the run goes on with the next batch.
+    pub fn next_record(&mut self) -> crate::Result<Option<ReadRecord<'_>>> {
+        let walk = match &mut self.0 {
+            RunOf::One(record) => return Ok(record.take()),
+            RunOf::Kshard(walk) => walk,
+        };
+        let Some((key, records)) = walk.as_mut() else { return Ok(None) };
+        match records.next_record() {
+            Ok(Some(record)) => {
+                let Some((key, records)) = walk.as_ref() else { return Ok(None) };
+                Ok(Some(ReadRecord::in_run(key, records.buffer(), record)))
+            }
+            Ok(None) => {
+                **walk = None;
+                Ok(None)
+            }
+            Err(e) => Err(corrupt(key, &e)),
+        }
+    }
+}
+
+/// A batch of `key`'s that failed its checksum or did not add up: skipped
+/// (the error says which), the walk going on with the next one.
+fn corrupt(key: &PartitionKey, e: &Corrupt) -> crate::Error {
+    crate::Error::CorruptBatch { topic: key.0.to_string(), partition: key.1, offset: e.offset, what: e.to_string() }
 }

@@ -17,7 +17,7 @@ use crate::client::Client;
 use crate::config::ReaderKind;
 use crate::error::{Error, Result};
 use crate::librdkafka::rdkafka_reader::RdkafkaReader;
-use crate::read_record::{Isolation, ReadEvent, ReadRecord, Walk};
+use crate::read_record::{Isolation, ReadEvent, ReadRecord, RecordRun, Walk};
 use crate::wire::fetcher::{Delivery, Fetcher, Sink};
 
 /// Reads partitions by manual assignment (see the module's doc).
@@ -95,10 +95,26 @@ impl PartitionReader {
     }
 
     /// Waits up to `timeout` for the next event.
-    pub fn poll(&self, timeout: Duration) -> Result<ReadEvent<'_>> {
+    pub fn poll(&self, timeout: Duration) -> Result<ReadEvent<ReadRecord<'_>>> {
         match &self.backend {
             Backend::Librdkafka(r) => r.poll(timeout),
             Backend::Kshard(r) => r.poll(timeout),
+        }
+    }
+
+    /// [`PartitionReader::poll`], with the records of one partition ready
+    /// now handed out together ([`RecordRun`]): one poll for many records.
+    /// librdkafka's runs are of one record.
+    pub fn poll_run(&self, timeout: Duration) -> Result<ReadEvent<RecordRun<'_>>> {
+        match &self.backend {
+            Backend::Librdkafka(r) => Ok(match r.poll(timeout)? {
+                ReadEvent::Record(record) => ReadEvent::Record(RecordRun::one(record)),
+                ReadEvent::EndOfPartition { partition, next_offset } => {
+                    ReadEvent::EndOfPartition { partition, next_offset }
+                }
+                ReadEvent::Idle => ReadEvent::Idle,
+            }),
+            Backend::Kshard(r) => r.poll_run(timeout),
         }
     }
 
@@ -172,11 +188,36 @@ impl Drop for OwnReader {
 }
 
 impl OwnReader {
-    fn poll(&self, timeout: Duration) -> Result<ReadEvent<'_>> {
+    fn poll(&self, timeout: Duration) -> Result<ReadEvent<ReadRecord<'_>>> {
+        // A run of a walk read to its end is empty (rare: its last record
+        // was taken without asking for the next): wait on for the rest of
+        // `timeout`, reading the clock only then.
+        let mut deadline: Option<Instant> = None;
+        loop {
+            let left = deadline.map_or(timeout, |at| at.saturating_duration_since(Instant::now()));
+            match self.poll_run(left)? {
+                ReadEvent::Record(run) => {
+                    if let Some(record) = run.into_first()? {
+                        return Ok(ReadEvent::Record(record));
+                    }
+                }
+                ReadEvent::EndOfPartition { partition, next_offset } => {
+                    return Ok(ReadEvent::EndOfPartition { partition, next_offset });
+                }
+                ReadEvent::Idle => return Ok(ReadEvent::Idle),
+            }
+            if left.is_zero() {
+                return Ok(ReadEvent::Idle);
+            }
+            deadline.get_or_insert_with(|| Instant::now() + left);
+        }
+    }
+
+    fn poll_run(&self, timeout: Duration) -> Result<ReadEvent<RecordRun<'_>>> {
         // Set once a delivery has been waited for (see `next_delivery`).
         let mut deadline: Option<Instant> = None;
-        // A record holds the walk until it is dropped: a second poll while
-        // one is held is a caller's mistake, told, not a deadlock.
+        // A record or run holds the walk until it is dropped: a second poll
+        // while one is held is a caller's mistake, told, not a deadlock.
         let mut walk = match self.walk.try_lock() {
             Ok(walk) => walk,
             Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
@@ -188,23 +229,8 @@ impl OwnReader {
             }
         };
         loop {
-            if let Some((key, records)) = walk.as_mut() {
-                match records.next_record() {
-                    Ok(Some(record)) => {
-                        return Ok(ReadEvent::Record(ReadRecord::kshard(walk, record)));
-                    }
-                    Ok(None) => *walk = None,
-                    // The batch is skipped (the error says which); the walk
-                    // goes on with the next one at the next poll.
-                    Err(e) => {
-                        return Err(Error::CorruptBatch {
-                            topic: key.0.to_string(),
-                            partition: key.1,
-                            offset: e.offset,
-                            what: e.to_string(),
-                        });
-                    }
-                }
+            if walk.is_some() {
+                return Ok(ReadEvent::Record(RecordRun::kshard(walk)));
             }
             let left = match deadline {
                 None => {

@@ -21,8 +21,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use kshard_kafka::{
-    Admin, Client, ClientSettings, Isolation, PartitionReader, Protocol, ReadEvent, ReaderKind, RecordWriter, Sasl,
-    TopicSpec, Transactional,
+    Admin, Client, ClientSettings, Isolation, PartitionReader, Protocol, ReadEvent, ReadRecord, ReaderKind,
+    RecordWriter, Sasl, TopicSpec, Transactional,
 };
 use kshard_testkit::{Broker, Listener, unique_name};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
@@ -40,7 +40,7 @@ struct ReadBack {
 
 /// Polls `reader` without waiting; when it has nothing, waits until it says
 /// it is readable (or `deadline` passes), as a runtime replica's task does.
-fn poll_as_a_task(reader: &PartitionReader, deadline: Instant) -> ReadEvent<'_> {
+fn poll_as_a_task(reader: &PartitionReader, deadline: Instant) -> ReadEvent<ReadRecord<'_>> {
     let event = reader.poll(Duration::ZERO).expect("poll");
     if let ReadEvent::Idle = event {
         let left = deadline.saturating_duration_since(Instant::now());

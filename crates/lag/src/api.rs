@@ -101,7 +101,7 @@ pub(crate) fn readiness(monitor: &Monitor, member: Option<&kshard_runtime::NodeS
         offsets_read: p.offsets_read,
         offsets_remaining: p.offsets_remaining,
         percent: p.percent,
-        records: monitor.units().counters().records.load(std::sync::atomic::Ordering::Relaxed),
+        records: monitor.units().counters().records.get(),
         behind,
         shards: member
             .map(|shared| shared.statuses().into_iter().map(|(shard, code)| (shard, code.name().to_owned())).collect()),

@@ -47,7 +47,8 @@ pub use metrics::process::LogCounts;
 pub(crate) use state::{
     catch_up, cluster_view, consumer_status, derived, end_to_end, failure, filter, group, group_offsets, health,
     invalid_setting, lag_history, lag_time, monitor, monitor_settings, names, open_transactions, readiness,
-    shard_store, share_partition, share_rows, share_state, share_store, snapshot, stalls, units, velocity, watermarks,
+    shard_store, share_partition, share_rows, share_state, share_store, snapshot, stalls, striped_count, units,
+    velocity, watermarks,
 };
 
 pub use api::{
@@ -77,6 +78,7 @@ pub use shards_reader::{recovery_log_topic, share_recovery_log_topic};
 pub use share_partition::{Run, SharePartition};
 pub use share_rows::{DEFAULT_DELIVERY_COUNT_LIMIT, ShareRow};
 pub use share_state::{ShareApplied, ShareKey, ShareState};
+pub use striped_count::StripedCount;
 pub use units::{ReadCounters, RecordAt, SkippedRecord, Unit, Units};
 pub use velocity::{Velocity, commit_age_s};
 pub use watermarks::{Watermark, Watermarks, lag};

@@ -83,6 +83,7 @@ mod shard_row;
 pub mod shard_specs;
 #[cfg(any(test, feature = "testing"))]
 pub mod simulation;
+mod source_message;
 mod sources;
 mod status;
 // Reached from outside only through `internals`, for tests (feature `testing`).

@@ -11,14 +11,15 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::application::{Message, OutRecord, ShardApp, Transaction};
+use crate::application::{ShardApp, Transaction};
 use crate::metrics::{Metrics, SourceEvent};
 use crate::model::{Refusals, ShardSpec};
-use crate::partitions::{PartitionRead, Polled, next_event};
+use crate::partitions::{PartitionRead, Polled, RecordRun, next_event};
 use crate::recovery_log::policy::{self, Timing};
 use crate::recovery_log::record::SourceOffset;
 use crate::recovery_log::replica::{Done, InFlight, ReplicaError, kafka};
 use crate::replica_log::{Parts, ReplicaLog};
+use crate::source_message::{OwnedMessage, Refused, application, consume, consume_now, message_of};
 use crate::worker_context::{READER_QUEUE_KBYTES, WorkerContext};
 
 /// A primary's readers of its sources, and their next offsets (topic →
@@ -93,25 +94,16 @@ impl Sources {
         log: &mut impl ReplicaLog,
         author: u64,
     ) -> Result<(), ReplicaError> {
-        let timing = Timing::of(spec);
-        let started = Instant::now();
         let Parts { store, in_flight, app } = log.parts();
         // Over the transaction before, while Kafka commits it.
         let txn = Transaction::over(store, in_flight.map(|f| &f.overlay));
-        let mut t = UnderWay { txn, app, begun: false, moved: false, refused: Refused::default(), awaiting: None };
+        let mut t = UnderWay { txn, app, begun: false, moved: false, refused: Refused::default() };
+        let mut pace = Pace::new(spec, in_flight);
         self.drained = false;
-        // The transaction's age, as last read (see `policy::ClockReads`).
-        let (mut elapsed, mut clock) = (Duration::ZERO, policy::ClockReads::default());
-        loop {
-            if clock.due() {
-                elapsed = started.elapsed();
-                clock.read(elapsed);
-            }
-            let committing = in_flight.is_some_and(InFlight::committing);
-            let Some(wait) = timing.before_poll(elapsed, committing) else { break };
-            // (`event` borrows the reader: gone, with the block, before
-            // anything is awaited.)
-            let polled = {
+        while let Some(wait) = pace.before_poll() {
+            // (What a poll gives borrows the reader: gone, with the block,
+            // before anything is awaited.)
+            let step = {
                 // What is ready is taken without a future (most records,
                 // while a source is read ahead); the wait is awaited.
                 let first = self.reader.poll(Duration::ZERO);
@@ -121,44 +113,20 @@ impl Sources {
                 } else {
                     first
                 };
-                match ready {
-                    Err(kshard_kafka::Error::CorruptBatch { topic, partition, offset, what })
-                        if spec.refusals != Refusals::Fail =>
-                    {
-                        batch_skipped(&self.metrics, spec, &mut *t.app, (&topic, partition, offset), &what);
-                        None
-                    }
-                    event => Some(take(
-                        event.map_err(kafka("reading a source"))?,
-                        &mut t,
-                        &mut self.next,
-                        &self.metrics,
-                        spec,
-                    )?),
+                take(ready, &mut t, &mut self.next, &mut pace, (&self.metrics, spec))?
+            };
+            let end = match step {
+                Step::Go => None,
+                Step::End(end) => Some(end),
+                Step::Await(owned) => {
+                    let headers = owned.headers();
+                    let message = owned.message(&headers);
+                    t.txn.count_message();
+                    consume(&mut *t.app, spec, &mut t.txn, &message, &mut t.refused).await?;
+                    pace.polled(policy::Polled::Message { bytes: t.txn.bytes() })
                 }
             };
-            let Some(polled) = polled else {
-                clock.polled(policy::Polled::EndOfSource);
-                continue;
-            };
-            // Not a source, or before the position (a re-read after a reset):
-            // counted as one taken for the clock (a long re-read reads it too).
-            let Some(polled) = polled else {
-                clock.polled(policy::Polled::Message { bytes: 0 });
-                continue;
-            };
-            if let Some(owned) = t.awaiting.take() {
-                let headers = owned.headers();
-                let message = owned.message(&headers);
-                t.txn.count_message();
-                consume(&mut *t.app, spec, &mut t.txn, &message, &mut t.refused).await?;
-            }
-            let polled = match polled {
-                policy::Polled::Message { .. } => policy::Polled::Message { bytes: t.txn.bytes() },
-                other => other,
-            };
-            clock.polled(polled);
-            if let Some(end) = timing.after_poll(elapsed, polled, committing) {
+            if let Some(end) = end {
                 self.drained = end.drained;
                 break;
             }
@@ -196,8 +164,6 @@ struct UnderWay<'t, 'a> {
     /// A source's position moved.
     moved: bool,
     refused: Refused,
-    /// A message for an application that awaits, taken out of the reader.
-    awaiting: Option<OwnedMessage>,
 }
 
 impl UnderWay<'_, '_> {
@@ -223,17 +189,36 @@ struct Finished {
     outputs: Vec<crate::application::Output>,
 }
 
-/// Takes one polled event into `t`: what it was, for the clock; `None` for
-/// a record of no source, or before its source's position (a re-read after a
-/// reset: taking it would count a message twice).
+/// What the transaction does after a poll.
+enum Step {
+    /// Polls again.
+    Go,
+    /// Ends.
+    End(policy::End),
+    /// Awaits the application's `consume_async` of this message, taken out
+    /// of the reader (the rest of its run is the next poll's).
+    Await(OwnedMessage),
+}
+
+/// Takes what a poll gave into `t`: every record of a run while the
+/// transaction lasts, or one event.
 fn take(
-    event: Polled<'_>,
+    ready: Result<Polled<'_>, kshard_kafka::Error>,
     t: &mut UnderWay<'_, '_>,
     next: &mut Positions,
-    metrics: &Metrics,
-    spec: &ShardSpec,
-) -> Result<Option<policy::Polled>, ReplicaError> {
-    Ok(Some(match event {
+    pace: &mut Pace<'_>,
+    (metrics, spec): (&Metrics, &ShardSpec),
+) -> Result<Step, ReplicaError> {
+    let event = match ready {
+        Ok(event) => event,
+        Err(e) => {
+            skip_corrupt(e, metrics, spec, &mut *t.app)?;
+            pace.clock.polled(policy::Polled::EndOfSource);
+            return Ok(Step::Go);
+        }
+    };
+    let polled = match event {
+        Polled::Records(run) => return take_run(run, t, next, pace, (metrics, spec)),
         Polled::Reset { topic, partition, position, log_start } => {
             if reset(next, metrics, spec, (&topic, partition), (position, log_start)) {
                 t.moved = true;
@@ -243,23 +228,6 @@ fn take(
             }
             policy::Polled::EndOfSource
         }
-        Polled::Record(r) => {
-            let Some(next) = next.get_mut(r.topic()).and_then(|p| p.get_mut(&r.partition())) else { return Ok(None) };
-            if r.offset() < *next {
-                return Ok(None);
-            }
-            *next = r.offset() + 1;
-            begin_once(&mut *t.app, &mut t.txn, &mut t.begun)?;
-            if t.app.awaits() {
-                // Owned, and awaited once the record's borrow of the reader is gone.
-                t.awaiting = Some(OwnedMessage::of(&r));
-            } else {
-                let headers = r.headers();
-                t.txn.count_message();
-                consume_now(&mut *t.app, spec, &mut t.txn, &message_of(&r, &headers), &mut t.refused)?;
-            }
-            policy::Polled::Message { bytes: t.txn.bytes() }
-        }
         Polled::EndOfPartition { partition, next_offset } => {
             if let Some((topic, past)) = end_of_partition(next, spec, partition, next_offset) {
                 t.moved |= past;
@@ -268,21 +236,136 @@ fn take(
             policy::Polled::EndOfSource
         }
         Polled::Idle => policy::Polled::Idle,
-    }))
+    };
+    Ok(pace.polled(polled).map_or(Step::Go, Step::End))
+}
+
+/// Takes a run's records into `t` (each one polled, for the clock) until
+/// it ends, or the transaction does: its position is looked up once, and
+/// the records left are the next poll's. A record of no source, or before
+/// its source's position (a re-read after a reset: taking it would count a
+/// message twice), is passed over.
+fn take_run(
+    mut run: RecordRun<'_>,
+    t: &mut UnderWay<'_, '_>,
+    next: &mut Positions,
+    pace: &mut Pace<'_>,
+    (metrics, spec): (&Metrics, &ShardSpec),
+) -> Result<Step, ReplicaError> {
+    // A run is of one partition: its position is looked up at the first
+    // record (`next` is given up for it).
+    let (mut next, mut position) = (Some(next), None);
+    loop {
+        let r = match run.next_record() {
+            Ok(Some(r)) => r,
+            Ok(None) => return Ok(Step::Go),
+            Err(e) => {
+                skip_corrupt(e, metrics, spec, &mut *t.app)?;
+                pace.clock.polled(policy::Polled::EndOfSource);
+                return Ok(Step::Go);
+            }
+        };
+        let at = position.get_or_insert_with(|| {
+            next.take().and_then(|next| next.get_mut(r.topic())).and_then(|p| p.get_mut(&r.partition()))
+        });
+        let taken = match at {
+            Some(at) if r.offset() >= **at => {
+                **at = r.offset() + 1;
+                begin_once(&mut *t.app, &mut t.txn, &mut t.begun)?;
+                if t.app.awaits() {
+                    // Owned, and awaited once the run's borrow of the reader is gone.
+                    return Ok(Step::Await(OwnedMessage::of(&r)));
+                }
+                let headers = r.headers();
+                t.txn.count_message();
+                consume_now(&mut *t.app, spec, &mut t.txn, &message_of(&r, &headers), &mut t.refused)?;
+                t.txn.bytes()
+            }
+            // Counted as one taken for the clock (a long re-read reads it too).
+            _ => 0,
+        };
+        if let Some(end) = pace.polled(policy::Polled::Message { bytes: taken }) {
+            return Ok(Step::End(end));
+        }
+        if pace.over() {
+            return Ok(Step::Go);
+        }
+    }
+}
+
+/// A source batch that failed its checksum, skipped by the reader (which
+/// reads on), as the shard's refusals say: counted, logged and told to the
+/// application, unless refusals fail the replica. Any other error stands.
+fn skip_corrupt(
+    e: kshard_kafka::Error,
+    metrics: &Metrics,
+    spec: &ShardSpec,
+    app: &mut dyn ShardApp,
+) -> Result<(), ReplicaError> {
+    match e {
+        kshard_kafka::Error::CorruptBatch { topic, partition, offset, what } if spec.refusals != Refusals::Fail => {
+            tracing::warn!(shard = %spec.id, topic, partition, offset, error = %what, "skipped a source batch that failed its checksum");
+            metrics.source_event(&spec.id, SourceEvent::BatchSkipped);
+            app.source_skipped(&topic, partition, offset, &what);
+            Ok(())
+        }
+        e => Err(kafka("reading a source")(e).into()),
+    }
+}
+
+/// A transaction's pace: its age, read on its clock as seldom as
+/// [`policy::ClockReads`] allows, against the shard's [`Timing`].
+struct Pace<'f> {
+    timing: Timing,
+    started: Instant,
+    /// The transaction before, while Kafka commits it.
+    in_flight: Option<&'f InFlight>,
+    /// The transaction's age, as last read.
+    elapsed: Duration,
+    clock: policy::ClockReads,
+}
+
+impl<'f> Pace<'f> {
+    fn new(spec: &ShardSpec, in_flight: Option<&'f InFlight>) -> Self {
+        let timing = Timing::of(spec);
+        Pace { timing, started: Instant::now(), in_flight, elapsed: Duration::ZERO, clock: Default::default() }
+    }
+
+    fn committing(&self) -> bool {
+        self.in_flight.is_some_and(InFlight::committing)
+    }
+
+    /// How long the next poll may wait; `None`: the transaction is over.
+    fn before_poll(&mut self) -> Option<Duration> {
+        self.read_clock();
+        self.timing.before_poll(self.elapsed, self.committing())
+    }
+
+    /// Whether the transaction is as long as it may be (the next record of a
+    /// run is then the next transaction's).
+    fn over(&mut self) -> bool {
+        self.read_clock();
+        self.timing.before_poll(self.elapsed, false).is_none()
+    }
+
+    fn read_clock(&mut self) {
+        if self.clock.due() {
+            self.elapsed = self.started.elapsed();
+            self.clock.read(self.elapsed);
+        }
+    }
+
+    /// A poll gave `polled`: whether the transaction ends.
+    fn polled(&mut self, polled: policy::Polled) -> Option<policy::End> {
+        self.clock.polled(polled);
+        // (A message ends it by its size alone: the commit is not asked after.)
+        let committing = !matches!(polled, policy::Polled::Message { .. }) && self.committing();
+        self.timing.after_poll(self.elapsed, polled, committing)
+    }
 }
 
 /// Each source's next offset, by topic and partition.
 type Positions = BTreeMap<String, BTreeMap<i32, i64>>;
-
-/// A source batch that failed its checksum, at `(topic, partition,
-/// offset)`: skipped by the reader, which reads on; counted, logged and
-/// told to the application.
-fn batch_skipped(metrics: &Metrics, spec: &ShardSpec, app: &mut dyn ShardApp, at: (&str, i32, i64), what: &str) {
-    let (topic, partition, offset) = at;
-    tracing::warn!(shard = %spec.id, topic, partition, offset, error = %what, "skipped a source batch that failed its checksum");
-    metrics.source_event(&spec.id, SourceEvent::BatchSkipped);
-    app.source_skipped(topic, partition, offset, what);
-}
 
 /// A source's log was cut below `position` (it starts at `log_start` now):
 /// its records from the start are new ones. False when it is not a source
@@ -338,167 +421,4 @@ fn begin_once(app: &mut dyn ShardApp, txn: &mut Transaction<'_>, begun: &mut boo
         *begun = true;
     }
     Ok(())
-}
-
-/// The message `r` is, its headers given.
-fn message_of<'a>(r: &'a crate::partitions::LogRecord<'_>, headers: &'a [(&'a str, Option<&'a [u8]>)]) -> Message<'a> {
-    let (timestamp_ms, log_append_time) = r.timestamp();
-    Message {
-        topic: r.topic(),
-        partition: r.partition(),
-        offset: r.offset(),
-        timestamp_ms,
-        log_append_time,
-        headers,
-        key: r.key(),
-        value: r.value(),
-        transactional: r.transactional(),
-    }
-}
-
-/// Messages a transaction refused, by what became of them.
-#[derive(Debug, Default)]
-struct Refused {
-    skipped: u64,
-    dead_lettered: u64,
-}
-
-/// An application's error at `at`, failing the replica.
-fn application(at: &'static str) -> impl FnOnce(crate::application::AppError) -> ReplicaError {
-    move |error| ReplicaError::Application { at: at.to_owned(), error }
-}
-
-/// Where a message is, for errors and logs.
-fn at(message: &Message<'_>) -> String {
-    format!("{}/{} offset {}", message.topic, message.partition, message.offset)
-}
-
-/// Takes `message` into `txn` through the application's `consume`,
-/// handling a refusal as the shard's policy says.
-fn consume_now(
-    app: &mut dyn ShardApp,
-    spec: &ShardSpec,
-    txn: &mut Transaction<'_>,
-    message: &Message<'_>,
-    refused: &mut Refused,
-) -> Result<(), ReplicaError> {
-    mark_undoable(spec, txn);
-    let consumed = app.consume(txn, message);
-    settle(spec, txn, message, consumed, refused)
-}
-
-/// [`consume_now`] through the application's `consume_async`, awaited.
-async fn consume(
-    app: &mut dyn ShardApp,
-    spec: &ShardSpec,
-    txn: &mut Transaction<'_>,
-    message: &Message<'_>,
-    refused: &mut Refused,
-) -> Result<(), ReplicaError> {
-    mark_undoable(spec, txn);
-    let consumed = app.consume_async(txn, message).await;
-    settle(spec, txn, message, consumed, refused)
-}
-
-/// Keeps what the next message changes, so that a refusal can undo it —
-/// only where a refusal is not the replica's end.
-fn mark_undoable(spec: &ShardSpec, txn: &mut Transaction<'_>) {
-    if spec.refusals != Refusals::Fail {
-        txn.mark();
-    }
-}
-
-/// What the application's answer to `message` makes of it: taken, refused
-/// (undone, then skipped or dead-lettered), or the replica's failure.
-fn settle(
-    spec: &ShardSpec,
-    txn: &mut Transaction<'_>,
-    message: &Message<'_>,
-    consumed: Result<(), crate::application::AppError>,
-    refused: &mut Refused,
-) -> Result<(), ReplicaError> {
-    let error = match consumed {
-        Ok(()) => return Ok(()),
-        Err(error) => error,
-    };
-    match &spec.refusals {
-        _ if !error.is_refusal() => Err(ReplicaError::Application { at: at(message), error }),
-        Refusals::Fail => Err(ReplicaError::Application { at: format!("{} (refused)", at(message)), error }),
-        Refusals::Skip => {
-            txn.undo();
-            tracing::warn!(shard = %spec.id, topic = message.topic, partition = message.partition, offset = message.offset, reason = %error, "skipping a message the application refused");
-            refused.skipped += 1;
-            Ok(())
-        }
-        Refusals::DeadLetter { topic, partition } => {
-            txn.undo();
-            tracing::warn!(shard = %spec.id, topic = message.topic, partition = message.partition, offset = message.offset, reason = %error, dead_letter = %topic, "publishing a message the application refused to the dead-letter topic");
-            let bytes = |b: Option<&[u8]>| b.map(bytes::Bytes::copy_from_slice);
-            let mut headers: Vec<(String, Option<bytes::Bytes>)> =
-                message.headers.iter().map(|(k, v)| ((*k).to_owned(), bytes(*v))).collect();
-            for (name, value) in [
-                ("kshard.refused", error.to_string()),
-                ("kshard.source.topic", message.topic.to_owned()),
-                ("kshard.source.partition", message.partition.to_string()),
-                ("kshard.source.offset", message.offset.to_string()),
-                ("kshard.shard", spec.id.clone()),
-            ] {
-                headers.push((name.to_owned(), Some(bytes::Bytes::from(value))));
-            }
-            let record = OutRecord {
-                key: bytes(message.key),
-                value: bytes(message.value),
-                headers,
-                timestamp_ms: message.timestamp_ms,
-            };
-            txn.publish(topic, partition.unwrap_or(message.partition), record);
-            refused.dead_lettered += 1;
-            Ok(())
-        }
-    }
-}
-
-/// A message copied out of its reader's buffer, for an application that awaits.
-struct OwnedMessage {
-    topic: String,
-    partition: i32,
-    offset: i64,
-    timestamp: (i64, bool),
-    headers: Vec<(String, Option<Vec<u8>>)>,
-    key: Option<Vec<u8>>,
-    value: Option<Vec<u8>>,
-    transactional: Option<crate::application::Transactional>,
-}
-
-impl OwnedMessage {
-    fn of(r: &crate::partitions::LogRecord<'_>) -> Self {
-        OwnedMessage {
-            topic: r.topic().to_owned(),
-            partition: r.partition(),
-            offset: r.offset(),
-            timestamp: r.timestamp(),
-            headers: r.headers().into_iter().map(|(k, v)| (k.to_owned(), v.map(<[u8]>::to_vec))).collect(),
-            key: r.key().map(<[u8]>::to_vec),
-            value: r.value().map(<[u8]>::to_vec),
-            transactional: r.transactional(),
-        }
-    }
-
-    fn headers(&self) -> Vec<(&str, Option<&[u8]>)> {
-        self.headers.iter().map(|(k, v)| (k.as_str(), v.as_deref())).collect()
-    }
-
-    fn message<'a>(&'a self, headers: &'a [(&'a str, Option<&'a [u8]>)]) -> Message<'a> {
-        Message {
-            topic: &self.topic,
-            partition: self.partition,
-            offset: self.offset,
-            timestamp_ms: self.timestamp.0,
-            log_append_time: self.timestamp.1,
-            headers,
-            key: self.key.as_deref(),
-            value: self.value.as_deref(),
-            transactional: self.transactional,
-        }
-    }
 }

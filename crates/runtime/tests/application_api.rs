@@ -185,9 +185,10 @@ fn transactions_call_in_order_and_refusals_follow_each_shards_policy() {
     assert_eq!(key.as_deref(), Some(&b"bad"[..]));
     assert_eq!(value_read.as_deref(), Some(&20u64.to_be_bytes()[..]));
     let reader = log.reader("dlq", &[(0, None)], 64, kshard_kafka::Isolation::Committed).expect("a reader");
-    let Ok(kshard_runtime::partitions::Polled::Record(r)) = reader.poll(Duration::from_secs(1)) else {
+    let Ok(kshard_runtime::partitions::Polled::Records(mut run)) = reader.poll(Duration::from_secs(1)) else {
         panic!("the dead letter is not read back")
     };
+    let r = run.next_record().expect("reads").expect("the dead letter");
     let headers: BTreeMap<&str, String> = r
         .headers()
         .into_iter()

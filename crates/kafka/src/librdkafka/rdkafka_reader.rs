@@ -108,7 +108,7 @@ impl RdkafkaReader {
     }
 
     /// Waits up to `timeout` for the next event.
-    pub(crate) fn poll(&self, timeout: Duration) -> Result<ReadEvent<'_>> {
+    pub(crate) fn poll(&self, timeout: Duration) -> Result<ReadEvent<ReadRecord<'_>>> {
         match self.consumer.poll(timeout) {
             None => Ok(ReadEvent::Idle),
             Some(Ok(message)) => Ok(ReadEvent::Record(ReadRecord::librdkafka(message))),

@@ -1,7 +1,6 @@
 //! The log lines of catching up with a log: progress every five seconds,
 //! then once "caught up" with the rate.
 
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use tracing::info;
@@ -25,14 +24,14 @@ pub(crate) struct CatchUpLog {
 impl CatchUpLog {
     pub(crate) fn new(monitor: &Monitor, log: Log) -> Self {
         let now = Instant::now();
-        let records = monitor.counters(log).records.load(Ordering::Relaxed);
+        let records = monitor.counters(log).records.get();
         let announced = monitor.progress_of(log).is_some_and(|p| p.ready);
         CatchUpLog { log, started: now, last: now, records_at_last: records, announced }
     }
 
     /// Says where catching up stands, when it is time to.
     pub(crate) fn report(&mut self, monitor: &Monitor) {
-        let records = monitor.counters(self.log).records.load(Ordering::Relaxed);
+        let records = monitor.counters(self.log).records.get();
         let Some(p) = monitor.progress_of(self.log) else { return };
         let topic = self.log.topic();
         if p.ready {

@@ -19,7 +19,7 @@ pub(super) fn up(e: &mut DescriptorEncoder<'_>) -> Encoded {
 }
 
 pub(super) fn records_consumed(e: &mut DescriptorEncoder<'_>, m: &Monitor) -> Encoded {
-    let n = m.units().counters().records.load(Ordering::Relaxed);
+    let n = m.units().counters().records.get();
     counter(e, "exporter_offset_consumer_records_consumed", "Records read from __consumer_offsets.", n)
 }
 
@@ -59,7 +59,7 @@ pub(super) fn share_state_records(e: &mut DescriptorEncoder<'_>, m: &Monitor) ->
     }
     gauge(e, "share_state_readable", SHARE_READABLE_HELP, 1)?;
     let c = m.share_units().counters();
-    let n = c.records.load(Ordering::Relaxed);
+    let n = c.records.get();
     counter(e, "share_state_records_consumed", "Records read from __share_group_state.", n)?;
     skipped(e, c, "share_state_records_skipped", "Records of __share_group_state skipped, by reason.")
 }

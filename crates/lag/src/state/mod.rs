@@ -27,6 +27,7 @@ pub(crate) mod share_state;
 pub(crate) mod share_store;
 pub(crate) mod snapshot;
 pub(crate) mod stalls;
+pub(crate) mod striped_count;
 pub(crate) mod units;
 pub(crate) mod velocity;
 pub(crate) mod watermarks;

@@ -12,6 +12,7 @@ use kshard_offsets::RecordType;
 
 use crate::group_offsets::{Applied, GroupOffsets, Skipped, Transactional};
 use crate::share_state::{ShareApplied, ShareState};
+use crate::striped_count::StripedCount;
 
 /// The state of one partition of a log kshard reads, built by applying its
 /// records in order.
@@ -87,7 +88,7 @@ impl Unit for ShareState {
 #[derive(Debug, Default)]
 pub struct ReadCounters {
     /// Records read from the topic (`__consumer_offsets`, `__share_group_state`).
-    pub records: AtomicU64,
+    pub records: StripedCount,
     /// Records skipped because the key was null.
     pub null_key: AtomicU64,
     /// Records skipped because the key did not decode.
@@ -174,7 +175,7 @@ impl<U: Unit> Units<U> {
         record: RecordAt<'_>,
         after: impl FnOnce(&U) -> R,
     ) -> (Result<U::Applied, SkippedRecord>, R) {
-        self.counters.records.fetch_add(1, Ordering::Relaxed);
+        self.counters.records.add(record.partition, 1);
         let (result, then) = self.update(record.partition, |unit| {
             let result = unit.apply_at(&record);
             (result, after(unit))
@@ -254,7 +255,7 @@ impl<U: Unit> Units<U> {
 
     /// Applies `record` to `unit` (one of [`Units::unit`]); counts what it was.
     pub fn apply_in(&self, unit: &Mutex<U>, record: RecordAt<'_>) -> Result<U::Applied, SkippedRecord> {
-        self.counters.records.fetch_add(1, Ordering::Relaxed);
+        self.counters.records.add(record.partition, 1);
         let result = lock(unit).apply_at(&record);
         self.count(record.partition, record.offset, result)
     }
@@ -305,7 +306,7 @@ mod tests {
         let null_key = RecordAt { offset: 42, transactional: None, ..marker };
         assert!(units.apply_in(&held, null_key).is_err());
         assert_eq!(units.counters().null_key.load(Ordering::Relaxed), 1);
-        assert_eq!(units.counters().records.load(Ordering::Relaxed), 2);
+        assert_eq!(units.counters().records.get(), 2);
         let mut rebuilt = GroupOffsets::default();
         rebuilt.advance_to(100);
         units.replace(3, rebuilt);

@@ -290,7 +290,7 @@ mod tests {
         assert_eq!(first.delivered().await.ok(), Some(0));
         writes.set(Passage::Closed);
         assert!(gated.append("t", 0, b"3", None).is_err(), "writes closed");
-        assert!(matches!(reader.poll(Duration::ZERO), Ok(Polled::Record(_))), "reads go on");
+        assert!(matches!(reader.poll(Duration::ZERO), Ok(Polled::Records(_))), "reads go on");
         gate.set(Passage::Closed);
         assert!(reader.poll(Duration::ZERO).is_err(), "closed: reads fail");
     }

@@ -25,9 +25,11 @@ async fn read_to_end(reader: &dyn PartitionRead, at_least: usize) -> (Vec<Read>,
         // is readable stalls here and fails.
         let left = deadline.saturating_duration_since(Instant::now());
         match next_event(reader, left).await.expect("poll") {
-            Polled::Record(r) => {
-                assert_eq!(r.partition(), 0);
-                read.push((r.offset(), r.key().map(<[u8]>::to_vec), r.value().map(<[u8]>::to_vec)));
+            Polled::Records(mut run) => {
+                while let Some(r) = run.next_record().expect("a record") {
+                    assert_eq!(r.partition(), 0);
+                    read.push((r.offset(), r.key().map(<[u8]>::to_vec), r.value().map(<[u8]>::to_vec)));
+                }
             }
             Polled::EndOfPartition { partition: 0, next_offset: Some(end) } if read.len() >= at_least => {
                 return (read, end);
@@ -125,7 +127,9 @@ pub async fn transactions_are_read_whole_or_never_and_a_new_writer_fences(log: &
     // Each record's headers and timestamp, as written.
     let reader = log.reader(a, &[(0, None)], 256, Isolation::Committed).expect("reader");
     loop {
-        if let Polled::Record(r) = next_event(reader.as_ref(), Duration::from_secs(30)).await.expect("poll") {
+        if let Polled::Records(mut run) = next_event(reader.as_ref(), Duration::from_secs(30)).await.expect("poll")
+            && let Some(r) = run.next_record().expect("a record")
+        {
             assert_eq!(r.timestamp(), (1_700_000_000_000, false));
             assert_eq!(r.headers(), [("source", Some(&b"r1"[..])), ("none", None)]);
             break;
@@ -137,7 +141,10 @@ pub async fn transactions_are_read_whole_or_never_and_a_new_writer_fences(log: &
     let deadline = Instant::now() + Duration::from_secs(30);
     while every.len() < 8 {
         assert!(Instant::now() < deadline, "read {every:?}");
-        if let Polled::Record(r) = next_event(reader.as_ref(), Duration::from_secs(1)).await.expect("poll") {
+        let Polled::Records(mut run) = next_event(reader.as_ref(), Duration::from_secs(1)).await.expect("poll") else {
+            continue;
+        };
+        while let Some(r) = run.next_record().expect("a record") {
             let what = match r.transactional() {
                 Some(kshard_kafka::Transactional::Marker { committed: true, .. }) => "COMMIT".to_owned(),
                 Some(kshard_kafka::Transactional::Marker { committed: false, .. }) => "ABORT".to_owned(),
@@ -171,6 +178,18 @@ pub async fn appends_read_back_in_order(log: &dyn Partitions, topic: &str) {
     assert_eq!(reader.known_end(topic, 0), Some(3), "the end is known after reading to it");
     let inside = log.reader(topic, &[(0, Some(1))], 256, Isolation::Uncommitted).expect("reader");
     assert_eq!(read_to_end(inside.as_ref(), 2).await, (want[1..].to_vec(), 3));
+    // A run given up after its first record leaves the rest to the next poll.
+    let reader = log.reader(topic, &[(0, None)], 256, Isolation::Committed).expect("reader");
+    let (mut firsts, deadline) = (Vec::new(), Instant::now() + Duration::from_secs(30));
+    while firsts.len() < 3 {
+        assert!(Instant::now() < deadline, "only {firsts:?} within 30 s");
+        if let Polled::Records(mut run) = next_event(reader.as_ref(), Duration::from_secs(1)).await.expect("poll")
+            && let Some(r) = run.next_record().expect("a record")
+        {
+            firsts.push(r.offset());
+        }
+    }
+    assert_eq!(firsts, [0, 1, 2], "one record per poll, none lost");
 }
 
 /// A reader at the end hears of a record appended later, while it waits:

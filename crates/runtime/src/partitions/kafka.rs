@@ -18,7 +18,7 @@ use kshard_kafka::{
 };
 
 use super::{
-    Appended, AppendedOf, Ends, LogRecord, OutBatch, PartitionRead, Partitions, Pending, Polled, Readable, TxnWrite,
+    Appended, AppendedOf, Ends, OutBatch, PartitionRead, Partitions, Pending, Polled, Readable, RecordRun, TxnWrite,
 };
 
 /// Kafka, through one [`Client`].
@@ -280,7 +280,7 @@ impl PartitionRead for PartitionReader {
         // recovery log's chain and lineage tell a log made again, and a
         // source's records are the application's to judge). kshard's reader
         // says so first, and reads on at the next poll.
-        let event = match PartitionReader::poll(self, timeout) {
+        let event = match PartitionReader::poll_run(self, timeout) {
             Err(Error::Truncated { topic, partition, offset, log_start }) => {
                 tracing::warn!(topic, partition, offset, log_start, "past the log's end: reading on from its start");
                 return Ok(Polled::Reset { topic, partition, position: offset, log_start });
@@ -288,7 +288,7 @@ impl PartitionRead for PartitionReader {
             event => event,
         };
         Ok(match event? {
-            ReadEvent::Record(r) => Polled::Record(LogRecord::kafka(r)),
+            ReadEvent::Record(run) => Polled::Records(RecordRun::kafka(run)),
             ReadEvent::EndOfPartition { partition, next_offset } => Polled::EndOfPartition { partition, next_offset },
             ReadEvent::Idle => Polled::Idle,
         })

@@ -336,6 +336,6 @@ mod tests {
         assert!(reader.poll(Duration::from_millis(10)).is_err());
         log.set_available(true);
         assert_eq!(log.append("t", 0, b"k", None).and_then(|a| a.wait(Duration::ZERO)).ok(), Some(0));
-        assert!(matches!(reader.poll(Duration::from_millis(10)), Ok(Polled::Record(_))));
+        assert!(matches!(reader.poll(Duration::from_millis(10)), Ok(Polled::Records(_))));
     }
 }

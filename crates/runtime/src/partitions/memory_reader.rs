@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use kshard_kafka::{Error, Isolation};
 
 use super::memory_log::{Shared, State, last_stable, next_visible, unavailable};
-use super::{LogRecord, PartitionRead, Polled, Readable, RecordOf};
+use super::{LogRecord, PartitionRead, Polled, Readable, RecordOf, RecordRun};
 
 /// One partition a reader reads.
 #[derive(Debug)]
@@ -67,8 +67,12 @@ impl MemoryReader {
                     break;
                 }
                 let every = !committed;
-                event =
-                    Some(Ok(Polled::Record(LogRecord(RecordOf::Memory(Arc::clone(&r.key.0), r.key.1, record, every)))));
+                event = Some(Ok(Polled::Records(RecordRun::one(LogRecord(RecordOf::Memory(
+                    Arc::clone(&r.key.0),
+                    r.key.1,
+                    record,
+                    every,
+                ))))));
             } else if r.told_end != Some(next) {
                 r.told_end = Some(next);
                 event = Some(Ok(Polled::EndOfPartition { partition: r.key.1, next_offset: Some(next) }));

@@ -19,21 +19,23 @@
 #[cfg(any(test, feature = "testing"))]
 pub mod conformance;
 pub(crate) mod kafka;
+mod log_record;
 pub(crate) mod memory;
 mod memory_log;
 mod memory_reader;
 
 pub use kafka::{KafkaPartitions, LogTopicError, ensure_log_topic, ensure_output_topic};
 pub use kshard_kafka::{OutBatch, OutRecord};
+pub(crate) use log_record::RecordOf;
+pub use log_record::{LogRecord, RecordRun};
 pub use memory::{MemoryPartitions, ReadBack};
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::time::Duration;
 
-use kshard_kafka::{Error, Isolation, ReadRecord, Transactional};
+use kshard_kafka::{Error, Isolation};
 
 /// (low, high) offsets by (topic, partition).
 pub type Ends = HashMap<(String, i32), (i64, i64)>;
@@ -149,8 +151,9 @@ pub async fn next_event(reader: &dyn PartitionRead, timeout: Duration) -> Result
 /// What one poll produced.
 #[derive(Debug)]
 pub enum Polled<'a> {
-    /// A record.
-    Record(LogRecord<'a>),
+    /// Records of one partition, in order: as many as were ready (a
+    /// reader of Kafka hands out what it fetched; the memory log, one).
+    Records(RecordRun<'a>),
     /// The reader reached the current end of `partition`; its next offset,
     /// when known.
     EndOfPartition {
@@ -175,90 +178,6 @@ pub enum Polled<'a> {
     },
     /// Nothing arrived in time.
     Idle,
-}
-
-/// A record read, valid until the next poll.
-#[derive(Debug)]
-pub struct LogRecord<'a>(RecordOf<'a>);
-
-#[derive(Debug)]
-enum RecordOf<'a> {
-    Kafka(ReadRecord<'a>),
-    /// A record of the memory log, and whether it was read with every
-    /// record (uncommitted ones and markers too).
-    Memory(Arc<str>, i32, Arc<memory_log::Stored>, bool),
-}
-
-impl<'a> LogRecord<'a> {
-    pub(crate) fn kafka(record: ReadRecord<'a>) -> Self {
-        LogRecord(RecordOf::Kafka(record))
-    }
-
-    /// The topic.
-    pub fn topic(&self) -> &str {
-        match &self.0 {
-            RecordOf::Kafka(r) => r.topic(),
-            RecordOf::Memory(topic, ..) => topic,
-        }
-    }
-
-    /// The partition.
-    pub fn partition(&self) -> i32 {
-        match &self.0 {
-            RecordOf::Kafka(r) => r.partition(),
-            RecordOf::Memory(_, partition, ..) => *partition,
-        }
-    }
-
-    /// The offset.
-    pub fn offset(&self) -> i64 {
-        match &self.0 {
-            RecordOf::Kafka(r) => r.offset(),
-            RecordOf::Memory(_, _, s, _) => s.offset,
-        }
-    }
-
-    /// The key (`None`: null).
-    pub fn key(&self) -> Option<&[u8]> {
-        match &self.0 {
-            RecordOf::Kafka(r) => r.key(),
-            RecordOf::Memory(_, _, s, _) => s.key.as_deref(),
-        }
-    }
-
-    /// The value (`None`: null).
-    pub fn value(&self) -> Option<&[u8]> {
-        match &self.0 {
-            RecordOf::Kafka(r) => r.value(),
-            RecordOf::Memory(_, _, s, _) => s.value.as_deref(),
-        }
-    }
-
-    /// Its timestamp (milliseconds since the epoch) and whether the broker
-    /// set it on append (LogAppendTime) rather than its producer (CreateTime).
-    pub fn timestamp(&self) -> (i64, bool) {
-        match &self.0 {
-            RecordOf::Kafka(r) => r.timestamp(),
-            RecordOf::Memory(_, _, s, _) => (s.timestamp_ms, false),
-        }
-    }
-
-    /// Its headers, in order: name and value (`None`: null).
-    pub fn headers(&self) -> Vec<(&str, Option<&[u8]>)> {
-        match &self.0 {
-            RecordOf::Kafka(r) => r.headers(),
-            RecordOf::Memory(_, _, s, _) => s.headers.iter().map(|(k, v)| (k.as_str(), v.as_deref())).collect(),
-        }
-    }
-
-    /// Its part in a transaction, for a reader of every record (see
-    /// [`ReadRecord::transactional`]).
-    pub fn transactional(&self) -> Option<Transactional> {
-        match &self.0 {
-            RecordOf::Kafka(r) => r.transactional(),
-            RecordOf::Memory(_, _, s, every) => s.transactional.filter(|_| *every),
-        }
-    }
 }
 
 /// A record appended, its delivery to come.

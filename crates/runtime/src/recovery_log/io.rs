@@ -240,13 +240,17 @@ pub(crate) async fn play_to<S: Store>(
         if left.is_zero() {
             return Err(LogError::Timeout(timeout));
         }
-        let event = next_event(log.reader, left.min(Duration::from_secs(1)))
-            .await
-            .map_err(|source| LogError::Kafka { step: "reading", source })?;
+        let reading = |source| LogError::Kafka { step: "reading", source };
+        let event = next_event(log.reader, left.min(Duration::from_secs(1))).await.map_err(reading)?;
         match event {
-            Polled::Record(r) => {
-                if let Some(p) = offer(player, &r, |_, _| {})? {
-                    played.push(p);
+            Polled::Records(mut run) => {
+                while let Some(r) = run.next_record().map_err(reading)? {
+                    if let Some(p) = offer(player, &r, |_, _| {})? {
+                        played.push(p);
+                    }
+                    if player.next_offset() >= end {
+                        break;
+                    }
                 }
             }
             // Past the markers after the last record.

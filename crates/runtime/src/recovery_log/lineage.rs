@@ -81,10 +81,15 @@ pub(crate) async fn record_at(
             });
         }
         match next_event(reader.as_ref(), left).await? {
-            Polled::Record(r) if r.offset() == offset => return Ok(Some(r.value().unwrap_or_default().to_vec())),
-            // Read from elsewhere (the offset was deleted: the reader went to
-            // the start), or the end reached: not there.
-            Polled::Record(_) | Polled::EndOfPartition { .. } => return Ok(None),
+            Polled::Records(mut run) => match run.next_record()? {
+                Some(r) if r.offset() == offset => return Ok(Some(r.value().unwrap_or_default().to_vec())),
+                // Read from elsewhere (the offset was deleted: the reader
+                // went to the start): not there.
+                Some(_) => return Ok(None),
+                None => {}
+            },
+            // The end reached: not there.
+            Polled::EndOfPartition { .. } => return Ok(None),
             // Cut below the reader: read on from the start.
             Polled::Reset { .. } | Polled::Idle => {}
         }

@@ -402,12 +402,18 @@ impl<'a> Log<'a> {
     /// Plays the next record arriving within `wait`, if any (see [`Log::play_next`]).
     async fn play_one(&mut self, wait: Duration) -> Result<(), PlayError> {
         // The record borrows the reader until it is dropped, below.
-        let event = next_event(self.io.reader.as_ref(), wait).await.map_err(|e| Other(kafka("reading")(e).into()))?;
+        let reading = |e| Other(kafka("reading")(e).into());
+        let event = next_event(self.io.reader.as_ref(), wait).await.map_err(reading)?;
         if let Polled::EndOfPartition { next_offset: Some(next), .. } = event {
             // Past the markers after the last record.
             self.player.skip_to(next);
         }
-        if let Polled::Record(r) = event {
+        // One record of the run; the rest are the next poll's.
+        let mut run = match event {
+            Polled::Records(run) => run,
+            _ => return Ok(()),
+        };
+        if let Some(r) = run.next_record().map_err(reading)? {
             let (offset, size) = (r.offset(), r.value().map_or(0, <[u8]>::len));
             let (app, follow) = (self.app.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner), self.follow);
             let position = self.player.next_offset();

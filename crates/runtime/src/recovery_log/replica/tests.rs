@@ -126,9 +126,10 @@ async fn a_record_past_the_chains_next_fails_playback() {
     let hint = Hint { offset: 2, seq: 0, checksum: crate::recovery_log::chain::EMPTY, author: Some(7), bytes: 0 };
     let mut player = Player::open_at(MemoryStore::default(), &hint);
     let reader = log.reader("log", &[(0, Some(2))], 64, Isolation::Committed).expect("a reader");
-    let Polled::Record(r) = next_event(reader.as_ref(), Duration::from_secs(1)).await.expect("reads") else {
+    let Polled::Records(mut run) = next_event(reader.as_ref(), Duration::from_secs(1)).await.expect("reads") else {
         panic!("a record at 2");
     };
+    let r = run.next_record().expect("reads").expect("a record at 2");
     let broken = offer(&mut player, &r, |_, _| {}).expect_err("the chain cannot continue");
     assert!(matches!(broken, LogError::ChainBroken { offset: 2, expected: 1, got: 3 }), "{broken}");
 }
