@@ -20,16 +20,8 @@ const KNOWN_LONG_FILES: [&str; 0] = [];
 const KNOWN_LONG_FUNCTIONS: [&str; 2] =
     ["crates/runtime/src/recovery_log/player.rs offer_with", "crates/runtime/src/replica.rs step"];
 
-/// Functions seen from another module that still fail with a `String`:
-/// the simulation harness's descriptions of a failed schedule, and the
-/// test kit's promtool check.
-const KNOWN_STRING_ERRORS: [&str; 5] = [
-    "crates/runtime/src/simulation/schedule.rs reference",
-    "crates/runtime/src/simulation/schedule.rs schedule",
-    "crates/runtime/src/simulation/world.rs primaries_stores",
-    "crates/runtime/src/simulation/world.rs settled",
-    "crates/testkit/src/lib.rs promtool_check_metrics",
-];
+/// Functions seen from another module that still fail with a `String`.
+const KNOWN_STRING_ERRORS: [&str; 0] = [];
 
 const MOST_LINES: usize = 600;
 const MOST_FUNCTION_LINES: usize = 80;

@@ -480,7 +480,7 @@ pub fn promtool() -> Option<PathBuf> {
 /// findings such as missing units are not errors). Without promtool the
 /// check is [`skipped`]: said, or a failure under `KSHARD_NO_SKIP` — never
 /// an `Ok` a caller could take for a check.
-pub fn promtool_check_metrics(text: &str, what: &str) -> Result<(), String> {
+pub fn promtool_check_metrics(text: &str, what: &str) -> Result<(), PromtoolError> {
     use std::io::Write;
     let Some(promtool) = promtool() else {
         skipped(&format!("promtool is not installed: {what} was not checked by it"));
@@ -492,17 +492,37 @@ pub fn promtool_check_metrics(text: &str, what: &str) -> Result<(), String> {
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .map_err(|e| format!("running promtool: {e}"))?;
-    child.stdin.take().map(|mut stdin| stdin.write_all(text.as_bytes())).transpose().map_err(|e| e.to_string())?;
-    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+        .map_err(PromtoolError::Run)?;
+    child.stdin.take().map(|mut stdin| stdin.write_all(text.as_bytes())).transpose().map_err(PromtoolError::Run)?;
+    let out = child.wait_with_output().map_err(PromtoolError::Run)?;
     let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     // Exit 3: lint findings only (no HELP, a unit not in the name, …); 1: the
     // text does not parse.
     match out.status.code() {
         Some(0 | 3) => Ok(()),
-        _ => Err(said),
+        _ => Err(PromtoolError::Refused(said)),
     }
 }
+
+/// Why [`promtool_check_metrics`] failed.
+#[derive(Debug)]
+pub enum PromtoolError {
+    /// promtool could not be run, or not given the text.
+    Run(std::io::Error),
+    /// The text is not valid Prometheus text: what promtool said.
+    Refused(String),
+}
+
+impl std::fmt::Display for PromtoolError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PromtoolError::Run(e) => write!(f, "running promtool: {e}"),
+            PromtoolError::Refused(said) => write!(f, "promtool refused the text: {said}"),
+        }
+    }
+}
+
+impl std::error::Error for PromtoolError {}
 
 /// A name no other test run uses.
 pub fn unique_name(prefix: &str) -> String {

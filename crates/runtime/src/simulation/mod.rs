@@ -60,6 +60,7 @@
 //! assert_eq!((report.schedules, report.outputs), (20, 40));
 //! ```
 
+mod failure;
 mod reference;
 mod schedule;
 mod world;
@@ -70,6 +71,7 @@ use std::time::{Duration, Instant};
 
 use crate::application::Application;
 use crate::model::ShardSpec;
+use failure::ScheduleFailure;
 
 /// A record of the input, appended to `topic`/`partition` (a null key is
 /// appended as an empty one).
@@ -226,7 +228,7 @@ impl Simulation {
         let started = Instant::now();
         let count = seeds.len() as u64;
         let reference = on_paused_clock(schedule::reference(self))
-            .map_err(|why| Failed { failures: vec![(0, why)], schedules: count })?;
+            .map_err(|why| Failed { failures: vec![(0, why.to_string())], schedules: count })?;
         let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).min(2);
         let failures: Vec<(u64, String)> = std::thread::scope(|scope| {
             let workers: Vec<_> = (0..threads)
@@ -238,7 +240,9 @@ impl Simulation {
                             .skip(t)
                             .step_by(threads)
                             .filter_map(|&s| {
-                                on_paused_clock(schedule::schedule(self, reference, s)).err().map(|e| (s, e))
+                                on_paused_clock(schedule::schedule(self, reference, s))
+                                    .err()
+                                    .map(|e| (s, e.to_string()))
                             })
                             .collect::<Vec<_>>()
                     })
@@ -265,16 +269,18 @@ impl Simulation {
 
 /// Runs `run` on a tokio runtime of its own, its clock paused; a panic is
 /// an error saying so.
-fn on_paused_clock<T>(run: impl std::future::Future<Output = Result<T, String>>) -> Result<T, String> {
+fn on_paused_clock<T>(
+    run: impl std::future::Future<Output = Result<T, ScheduleFailure>>,
+) -> Result<T, ScheduleFailure> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .start_paused(true)
         .build()
-        .map_err(|e| e.to_string())?;
+        .map_err(ScheduleFailure::Runtime)?;
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| runtime.block_on(run)));
     outcome.unwrap_or_else(|panic| {
         let what =
             panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()));
-        Err(format!("panicked: {}", what.unwrap_or_default()))
+        Err(ScheduleFailure::Panicked(what.unwrap_or_default()))
     })
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tokio::time::{Instant, sleep};
 
+use super::failure::ScheduleFailure;
 use super::world::{Link, TTL, World};
 use super::{Reference, Simulation};
 use crate::faults::Passage;
@@ -124,7 +125,7 @@ async fn apply(world: &mut World, reference: &Reference, outputs: &[&str], fault
 }
 
 /// Runs schedule `seed` of `sim`; why it broke an invariant, if it did.
-pub(super) async fn schedule(sim: &Simulation, reference: &Reference, seed: u64) -> Result<(), String> {
+pub(super) async fn schedule(sim: &Simulation, reference: &Reference, seed: u64) -> Result<(), ScheduleFailure> {
     let mut rng = Rng(seed);
     let shards = sim.shards.len();
     let mut world = World::new(sim.members, sim.shards.clone(), Arc::clone(&sim.app), Arc::clone(&sim.input)).await;
@@ -146,7 +147,7 @@ pub(super) async fn schedule(sim: &Simulation, reference: &Reference, seed: u64)
             }
         };
         if let Some(why) = broken {
-            return Err(format!("step {step} of {done:?}: {why}"));
+            return Err(ScheduleFailure::Step { step, done: format!("{done:?}"), why });
         }
     }
     world.heal();
@@ -159,12 +160,12 @@ pub(super) async fn schedule(sim: &Simulation, reference: &Reference, seed: u64)
         sleep(Duration::from_secs(1)).await;
         let settled = world.settled(reference, &outputs);
         if let Some(why) = world.broken(Some(reference), &outputs).await {
-            return Err(format!("settling after {done:?}: {why}"));
+            return Err(ScheduleFailure::Settling { done: format!("{done:?}"), why });
         }
         match settled {
             Ok(()) => break,
             Err(why) if Instant::now() > deadline => {
-                return Err(format!("not settled {SETTLE:?} after {done:?} healed: {why}"));
+                return Err(ScheduleFailure::NotSettled { within: SETTLE, done: format!("{done:?}"), why });
             }
             Err(_) => {}
         }
@@ -183,7 +184,7 @@ pub(super) async fn schedule(sim: &Simulation, reference: &Reference, seed: u64)
 
 /// The run without faults: every record of the input at once, until the
 /// stores and outputs stay the same for [`QUIET`] with one PRIMARY per shard.
-pub(super) async fn reference(sim: &Simulation) -> Result<Reference, String> {
+pub(super) async fn reference(sim: &Simulation) -> Result<Reference, ScheduleFailure> {
     let mut world = World::new(sim.members, sim.shards.clone(), Arc::clone(&sim.app), Arc::clone(&sim.input)).await;
     let topics: Vec<&str> = sim.outputs.iter().map(String::as_str).collect();
     world.produce(sim.input.len());
@@ -192,7 +193,7 @@ pub(super) async fn reference(sim: &Simulation) -> Result<Reference, String> {
     loop {
         sleep(Duration::from_secs(1)).await;
         if let Some(why) = world.broken(None, &topics).await {
-            return Err(format!("without faults: {why}"));
+            return Err(ScheduleFailure::Reference(why));
         }
         match world.primaries_stores() {
             Err(_) => stable = None,
@@ -209,11 +210,11 @@ pub(super) async fn reference(sim: &Simulation) -> Result<Reference, String> {
             }
         }
         if Instant::now() > deadline {
-            return Err(format!("without faults: not settled within {SETTLE:?}"));
+            return Err(ScheduleFailure::ReferenceUnsettled { within: SETTLE });
         }
     }
     for m in 0..sim.members {
         world.stop(m).await;
     }
-    stable.map(|(reference, _)| reference).ok_or_else(|| "without faults: nothing settled".into())
+    stable.map(|(reference, _)| reference).ok_or(ScheduleFailure::ReferenceUnsettled { within: SETTLE })
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 use kshard_kafka::Client;
 use tokio::task::JoinHandle;
 
+use super::failure::Unsettled;
 use super::reference::{Chain, Recording};
 use super::{Contents, Input, Outputs, Reference};
 use crate::faults::{Gate, GatedDisk, GatedKeyspace, GatedPartitions, Passage};
@@ -342,7 +343,7 @@ impl World {
 
     /// Each shard's store as its one PRIMARY holds it (an error names a
     /// shard without exactly one).
-    pub(super) fn primaries_stores(&self) -> Result<Vec<Contents>, String> {
+    pub(super) fn primaries_stores(&self) -> Result<Vec<Contents>, Unsettled> {
         (0..self.shards.len())
             .map(|s| {
                 let name = self.store_name(s);
@@ -350,10 +351,11 @@ impl World {
                 let primaries: Vec<usize> =
                     statuses.iter().filter(|(_, c)| *c == ReplicaCode::Primary).map(|(m, _)| *m).collect();
                 let [primary] = primaries[..] else {
-                    return Err(format!("{name}: primaries {primaries:?} ({statuses:?})"));
+                    return Err(Unsettled::Primaries { store: name, primaries, statuses: format!("{statuses:?}") });
                 };
-                let store = self.members[primary].disk.store(&name).ok_or("the primary has no store")?;
-                Ok(store.scan(None, usize::MAX).map_err(|e| e.to_string())?.into_iter().collect())
+                let store_of = |why: String| Unsettled::Store { store: name.clone(), why };
+                let store = self.members[primary].disk.store(&name).ok_or_else(|| store_of("none".into()))?;
+                Ok(store.scan(None, usize::MAX).map_err(|e| store_of(e.to_string()))?.into_iter().collect())
             })
             .collect()
     }
@@ -361,23 +363,27 @@ impl World {
     /// Whether every shard has one PRIMARY whose store, and the log's
     /// chain, hold what the run without faults ended with, and the outputs
     /// are that run's.
-    pub(super) fn settled(&self, reference: &Reference, outputs: &[&str]) -> Result<(), String> {
+    pub(super) fn settled(&self, reference: &Reference, outputs: &[&str]) -> Result<(), Unsettled> {
         let stores = self.primaries_stores()?;
         for (s, store) in stores.iter().enumerate() {
             let name = self.store_name(s);
             if *store != reference.stores[s] {
-                return Err(format!("{name}: the primary holds {}", difference(store, &reference.stores[s])));
+                return Err(Unsettled::PrimaryHolds {
+                    store: name,
+                    difference: difference(store, &reference.stores[s]),
+                });
             }
             let chain = Chain::play(&self.log_records(s));
             let logged = chain.last.map(|c| c.data).unwrap_or_default();
             if logged != reference.stores[s] {
-                return Err(format!("{name}: the log's chain holds {}", difference(&logged, &reference.stores[s])));
+                let difference = difference(&logged, &reference.stores[s]);
+                return Err(Unsettled::ChainHolds { store: name, difference });
             }
         }
         let published = self.read_outputs(outputs);
         if published != reference.outputs {
             let differ = reference.outputs.iter().find(|(k, v)| published.get(*k) != Some(*v));
-            return Err(format!("outputs differ from the run without faults, first at {differ:?}"));
+            return Err(Unsettled::Outputs { first: format!("{differ:?}") });
         }
         Ok(())
     }
