@@ -189,9 +189,10 @@ impl Drop for OwnReader {
 
 impl OwnReader {
     fn poll(&self, timeout: Duration) -> Result<ReadEvent<ReadRecord<'_>>> {
-        // A run of a walk read to its end is empty (rare: its last record
-        // was taken without asking for the next): wait on for the rest of
-        // `timeout`, reading the clock only then.
+        // A run of a walk read to its end is empty (its last record was
+        // taken without asking for the next): the walk is dropped, and the
+        // next delivery polled for the rest of `timeout` (even of none: one
+        // queued is handed out), the clock read only then.
         let mut deadline: Option<Instant> = None;
         loop {
             let left = deadline.map_or(timeout, |at| at.saturating_duration_since(Instant::now()));
@@ -205,9 +206,6 @@ impl OwnReader {
                     return Ok(ReadEvent::EndOfPartition { partition, next_offset });
                 }
                 ReadEvent::Idle => return Ok(ReadEvent::Idle),
-            }
-            if left.is_zero() {
-                return Ok(ReadEvent::Idle);
             }
             deadline.get_or_insert_with(|| Instant::now() + left);
         }
