@@ -160,23 +160,37 @@ impl Replica {
     /// Applies `event`; returns what to do. Events that do not apply in the
     /// current state (a late playback signal after a failure, say) do nothing.
     pub fn step(&mut self, event: Event) -> Vec<Action> {
-        use State as S;
-        match &event {
-            Event::Assigned { assignment, .. } if *assignment <= self.retired_through => return vec![],
-            Event::Assigned { assignment, .. } if Some(*assignment) != self.assignment() => self.retire(),
-            Event::Unassigned => self.retire(),
-            _ => {}
+        match event {
+            Event::Assigned { assignment, slot } => self.assigned(assignment, slot),
+            Event::Unassigned => {
+                self.retire();
+                self.unassigned()
+            }
+            Event::Failed(failure) => self.failed(failure),
+            Event::TornDown => self.torn_down(),
+            Event::PlayedToHead | Event::HandedOff | Event::Recovered => self.progressed(event),
         }
-        match (self.state.clone(), event) {
+    }
+
+    /// The member's assignment, new or updated.
+    fn assigned(&mut self, assignment: AssignmentId, slot: u32) -> Vec<Action> {
+        use State as S;
+        if assignment <= self.retired_through {
+            return vec![];
+        }
+        if Some(assignment) != self.assignment() {
+            self.retire();
+        }
+        match self.state.clone() {
             // A new assignment: start from scratch, tearing down first if
             // something of an older one is still running.
-            (S::Idle, Event::Assigned { assignment, slot }) => self.begin(assignment, slot),
-            (S::TearingDown { .. }, Event::Assigned { assignment, slot }) => {
+            S::Idle => self.begin(assignment, slot),
+            S::TearingDown { .. } => {
                 self.state = S::TearingDown { next: Some((assignment, slot)) };
                 vec![]
             }
             // A failed replica is torn down already, or is being torn down.
-            (S::Failed { assignment: old, torn_down }, Event::Assigned { assignment, slot }) if assignment != old => {
+            S::Failed { assignment: old, torn_down } if assignment != old => {
                 if torn_down {
                     self.begin(assignment, slot)
                 } else {
@@ -184,29 +198,35 @@ impl Replica {
                     vec![]
                 }
             }
-            (_, Event::Assigned { assignment, slot }) if Some(assignment) != self.assignment() => {
+            _ if Some(assignment) != self.assignment() => {
                 self.state = S::TearingDown { next: Some((assignment, slot)) };
                 vec![Action::TearDown]
             }
             // The same assignment updated: only a slot dropping to 0 matters.
-            (S::Backfill { assignment, .. }, Event::Assigned { slot: 0, .. }) => {
+            S::Backfill { assignment, .. } if slot == 0 => {
                 self.state = S::Backfill { assignment, promote: true };
                 vec![]
             }
-            (S::Standby { assignment }, Event::Assigned { slot: 0, .. }) => {
+            S::Standby { assignment } if slot == 0 => {
                 self.state = S::HandingOff { assignment };
                 vec![Action::AppendHandOff]
             }
-            (_, Event::Assigned { .. }) => vec![],
+            _ => vec![],
+        }
+    }
 
-            (S::Backfill { assignment, promote }, Event::PlayedToHead) => {
-                if promote {
-                    self.state = S::HandingOff { assignment };
-                    vec![status(assignment, ReplicaCode::Standby), Action::AppendHandOff]
-                } else {
-                    self.state = S::Standby { assignment };
-                    vec![status(assignment, ReplicaCode::Standby), Action::Follow]
-                }
+    /// Playback, hand-off or recovery reached its end: the next step, or
+    /// nothing for a signal of work that no longer runs.
+    fn progressed(&mut self, event: Event) -> Vec<Action> {
+        use State as S;
+        match (self.state.clone(), event) {
+            (S::Backfill { assignment, promote: true }, Event::PlayedToHead) => {
+                self.state = S::HandingOff { assignment };
+                vec![status(assignment, ReplicaCode::Standby), Action::AppendHandOff]
+            }
+            (S::Backfill { assignment, promote: false }, Event::PlayedToHead) => {
+                self.state = S::Standby { assignment };
+                vec![status(assignment, ReplicaCode::Standby), Action::Follow]
             }
             (S::HandingOff { assignment }, Event::HandedOff) => {
                 self.state = S::Recovering { assignment };
@@ -216,47 +236,57 @@ impl Replica {
                 self.state = S::Primary { assignment };
                 vec![status(assignment, ReplicaCode::Primary), Action::StartSources]
             }
+            _ => vec![],
+        }
+    }
 
-            (S::Idle | S::Failed { .. }, Event::Failed(_)) => vec![],
-            (S::TearingDown { .. }, Event::Failed(_)) => vec![],
-            (_, Event::Failed(failure)) => {
+    fn failed(&mut self, failure: ReplicaFailure) -> Vec<Action> {
+        match self.state {
+            State::Idle | State::Failed { .. } | State::TearingDown { .. } => vec![],
+            _ => {
                 let assignment = self.assignment().unwrap_or_default();
-                self.state = S::Failed { assignment, torn_down: false };
+                self.state = State::Failed { assignment, torn_down: false };
                 vec![
                     Action::WriteStatus(assignment, ReplicaStatus::failed(failure.message)),
                     Action::CountFailure(failure.kind),
                     Action::TearDown,
                 ]
             }
+        }
+    }
 
-            (S::Idle, Event::Unassigned) => vec![],
-            (S::TearingDown { .. }, Event::Unassigned) => {
+    fn unassigned(&mut self) -> Vec<Action> {
+        use State as S;
+        match self.state {
+            S::Idle => vec![],
+            S::TearingDown { .. } => {
                 self.state = S::TearingDown { next: None };
                 vec![]
             }
             // A failed replica's tear-down is done, or under way.
-            (S::Failed { torn_down, .. }, Event::Unassigned) => {
+            S::Failed { torn_down, .. } => {
                 self.state = if torn_down { S::Idle } else { S::TearingDown { next: None } };
                 vec![]
             }
-            (S::Failed { assignment, .. }, Event::TornDown) => {
-                self.state = S::Failed { assignment, torn_down: true };
-                vec![]
-            }
-            (_, Event::Unassigned) => {
+            _ => {
                 self.state = S::TearingDown { next: None };
                 vec![Action::TearDown]
             }
+        }
+    }
 
-            (S::TearingDown { next }, Event::TornDown) => match next {
-                Some((assignment, slot)) => self.begin(assignment, slot),
-                None => {
-                    self.state = S::Idle;
-                    vec![]
-                }
-            },
-            // Signals of work that no longer runs.
-            (_, Event::PlayedToHead | Event::HandedOff | Event::Recovered | Event::TornDown) => vec![],
+    fn torn_down(&mut self) -> Vec<Action> {
+        match self.state.clone() {
+            State::Failed { assignment, .. } => {
+                self.state = State::Failed { assignment, torn_down: true };
+                vec![]
+            }
+            State::TearingDown { next: Some((assignment, slot)) } => self.begin(assignment, slot),
+            State::TearingDown { next: None } => {
+                self.state = State::Idle;
+                vec![]
+            }
+            _ => vec![],
         }
     }
 
