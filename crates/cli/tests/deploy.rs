@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use kshard_lag::{Metrics, Monitor, MonitorSettings, SelfTimings, Watermark, Watermarks};
+use kshard_lag::{Log, Metrics, Monitor, MonitorSettings, SelfTimings, Watermark, Watermarks};
 use serde_json::Value;
 
 fn deploy(file: &str) -> PathBuf {
@@ -20,8 +20,8 @@ fn deploy(file: &str) -> PathBuf {
 /// the runtime's.
 fn exported() -> BTreeSet<String> {
     let monitor = Arc::new(Monitor::new(MonitorSettings::default()));
-    monitor.track_partition(0, 0, 1);
-    monitor.start();
+    monitor.track(Log::Offsets, 0, 0, 1);
+    monitor.start_log(Log::Offsets);
     let (k, v) =
         kshard_offsets::Record::offset_commit("g", "t", 0, Some(kshard_offsets::OffsetCommitValue::new(3, 1, 0)))
             .encode();

@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kshard_lag::{
-    Clock, Granularity, Metrics, Monitor, MonitorSettings, NameFilter, RecordAt, SelfTimings, Watermark, Watermarks,
+    Clock, Granularity, Log, Metrics, Monitor, MonitorSettings, NameFilter, RecordAt, SelfTimings, Watermark,
+    Watermarks,
 };
 use kshard_offsets::{OffsetCommitValue, Record};
 use kshard_testkit::parse_metrics;
@@ -27,8 +28,8 @@ fn watermarks(topics: &[(&str, i64)]) -> Watermarks {
 fn a_topic_missing_from_the_watermarks_has_no_series() {
     let monitor = Arc::new(Monitor::new(MonitorSettings::default()));
     let metrics = Metrics::new("kshard", Arc::clone(&monitor), Arc::new(SelfTimings::default()));
-    monitor.track_partition(0, 0, 2);
-    monitor.start();
+    monitor.track(Log::Offsets, 0, 0, 2);
+    monitor.start_log(Log::Offsets);
     for (offset, (k, v)) in [commit("g", "kept", 0, 3), commit("g", "doomed", 0, 4)].into_iter().enumerate() {
         monitor.apply(0, offset as i64, Some(&k), v.as_deref()).expect("applies");
     }
@@ -61,8 +62,8 @@ fn commits_ahead_of_the_watermark_have_zero_lag() {
     };
     let monitor = Arc::new(Monitor::new(settings));
     let metrics = Metrics::new("kshard", Arc::clone(&monitor), Arc::new(SelfTimings::default()));
-    monitor.track_partition(0, 0, 1);
-    monitor.start();
+    monitor.track(Log::Offsets, 0, 0, 1);
+    monitor.start_log(Log::Offsets);
     let (k, v) = commit("g", "t", 0, 50);
     monitor.apply(0, 0, Some(&k), v.as_deref()).expect("applies");
     monitor.set_watermarks(watermarks(&[("t", 40)]), true, monitor.now());
@@ -107,9 +108,9 @@ fn nothing_of_groups_before_ready_and_no_lag_on_stale_watermarks() {
     let monitor = Arc::new(Monitor::with_clock(MonitorSettings::default(), stale_after, clock.clone()));
     let metrics = Metrics::new("kshard", Arc::clone(&monitor), Arc::new(SelfTimings::default()));
     let lag = "kshard_kafka_consumer_group_topic_partition_lag{group_id=\"g\",topic_name=\"t\",partition_id=\"0\"}";
-    monitor.track_partition(0, 0, 2);
-    monitor.track_partition(1, 0, 5);
-    monitor.start();
+    monitor.track(Log::Offsets, 0, 0, 2);
+    monitor.track(Log::Offsets, 1, 0, 5);
+    monitor.start_log(Log::Offsets);
     let (k, v) = commit("g", "t", 0, 3);
     monitor.apply(0, 0, Some(&k), v.as_deref()).expect("applies");
     monitor.set_watermarks(watermarks(&[("t", 10)]), monitor.is_caught_up(), clock.now());
@@ -120,8 +121,8 @@ fn nothing_of_groups_before_ready_and_no_lag_on_stale_watermarks() {
     assert!(!m.keys().any(|k| k.contains("group_id")), "no group series before catch-up: {m:#?}");
     assert!(monitor.verdict().reason.is_some_and(|r| r.contains("catching up")));
 
-    monitor.end_of_partition(0, Some(2));
-    monitor.end_of_partition(1, Some(5));
+    monitor.end_of(Log::Offsets, 0, Some(2));
+    monitor.end_of(Log::Offsets, 1, Some(5));
     assert!(monitor.is_caught_up() && !monitor.is_ready(), "waits for a refresh begun after catching up");
     clock.advance(Duration::from_secs(1));
     monitor.set_watermarks(watermarks(&[("t", 10)]), true, clock.now());
@@ -151,8 +152,8 @@ fn status_by_burrows_rules_and_records_lost_to_retention() {
     let clock = Arc::new(ManualClock::new());
     let monitor = Arc::new(Monitor::with_clock(MonitorSettings::default(), Duration::from_secs(60), clock.clone()));
     let metrics = Metrics::new("kshard", Arc::clone(&monitor), Arc::new(SelfTimings::default()));
-    monitor.track_partition(0, 0, 0);
-    monitor.start();
+    monitor.track(Log::Offsets, 0, 0, 0);
+    monitor.start_log(Log::Offsets);
     let status = |m: &std::collections::BTreeMap<String, f64>| -> Vec<(String, f64)> {
         m.iter()
             .filter(|(k, _)| k.starts_with("kshard_kafka_consumer_group_status{"))
@@ -211,8 +212,8 @@ fn commit_age_rates_and_time_to_catch_up_follow_a_consumer() {
     let settings = MonitorSettings { granularity: Granularity::Partition, ..MonitorSettings::default() };
     let monitor = Arc::new(Monitor::with_clock(settings, Duration::from_secs(60), clock.clone()));
     let metrics = Metrics::new("kshard", Arc::clone(&monitor), Arc::new(SelfTimings::default()));
-    monitor.track_partition(0, 0, 0);
-    monitor.start();
+    monitor.track(Log::Offsets, 0, 0, 0);
+    monitor.start_log(Log::Offsets);
     let series = |name: &str| format!("kshard_{name}{{group_id=\"g\",topic_name=\"t\",partition_id=\"0\"}}");
     let (mut offset, mut high, mut at) = (0i64, 1000i64, 0i64);
     let mut step = |consumed: i64, clock: &ManualClock| {
@@ -277,8 +278,8 @@ fn motion_per_topic_only_leaves_out_the_four_partition_families() {
     };
     let monitor = Arc::new(Monitor::with_clock(settings, Duration::from_secs(60), clock.clone()));
     let metrics = Metrics::new("kshard", Arc::clone(&monitor), Arc::new(SelfTimings::default()));
-    monitor.track_partition(0, 0, 0);
-    monitor.start();
+    monitor.track(Log::Offsets, 0, 0, 0);
+    monitor.start_log(Log::Offsets);
     for i in 0..4 {
         let v = OffsetCommitValue::new(3, 100 * (i + 1), clock.epoch_ms());
         let (k, v) = Record::offset_commit("g", "t", 0, Some(v)).encode();
@@ -313,8 +314,8 @@ fn five_lagging_partitions(records: i64) -> (Arc<Monitor>, Metrics, Watermarks) 
     };
     let monitor = Arc::new(Monitor::new(settings));
     let metrics = Metrics::new("kshard", Arc::clone(&monitor), Arc::new(SelfTimings::default()));
-    monitor.track_partition(0, 0, records);
-    monitor.start();
+    monitor.track(Log::Offsets, 0, 0, records);
+    monitor.start_log(Log::Offsets);
     let mut w = Watermarks::default();
     for p in 0..5 {
         let (k, v) = Record::offset_commit("g", "t", p, Some(OffsetCommitValue::new(3, 10 * i64::from(p), 0))).encode();

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use kshard_lag::{Granularity, LocalMember, Metrics, Monitor, MonitorSettings, Profile, SelfTimings};
+use kshard_lag::{Granularity, LocalMember, Log, Metrics, Monitor, MonitorSettings, Profile, SelfTimings};
 use kshard_lag::{Watermark, Watermarks};
 use kshard_offsets::{OffsetCommitValue, Record};
 use kshard_testkit::parse_metrics;
@@ -119,14 +119,14 @@ fn assert_every_output(monitor: &Arc<Monitor>, expected: &Lags, when: &str) {
 fn every_output_shows_the_lag_of_one_refresh() {
     let settings = MonitorSettings { granularity: Granularity::Partition, ..MonitorSettings::default() };
     let monitor = Arc::new(Monitor::new(settings));
-    monitor.track_partition(0, 0, 5);
-    monitor.start();
+    monitor.track(Log::Offsets, 0, 0, 5);
+    monitor.start_log(Log::Offsets);
     commit(&monitor, 0, "orders-app", "orders", 0, 40);
     commit(&monitor, 1, "orders-app", "orders", 1, 95);
     commit(&monitor, 2, "orders-app", "orders", 2, 3);
     commit(&monitor, 3, "audit", "orders", 0, 100);
     commit(&monitor, 4, "audit", "payments", 0, 7);
-    monitor.end_of_partition(0, Some(5));
+    monitor.end_of(Log::Offsets, 0, Some(5));
     let mut w = Watermarks::default();
     for (topic, partition, low, high) in [("orders", 0, 0, 100), ("orders", 1, 0, 100), ("orders", 2, 10, 60)] {
         w.insert(topic, partition, Watermark { low, high });

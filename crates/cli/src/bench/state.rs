@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Result;
-use kshard_lag::{Metrics, Monitor, MonitorSettings, SelfTimings, Watermark, Watermarks};
+use kshard_lag::{Log, Metrics, Monitor, MonitorSettings, SelfTimings, Watermark, Watermarks};
 
 use super::median;
 
@@ -76,9 +76,9 @@ pub(crate) fn state(groups: u32, partitions: u32, topics: u32, max_partition_ser
     let rss_before = rss()?;
     let monitor = Arc::new(Monitor::new(MonitorSettings { max_partition_series, ..MonitorSettings::default() }));
     for p in 0..UNITS {
-        monitor.track_partition(p, 0, 0);
+        monitor.track(Log::Offsets, p, 0, 0);
     }
-    monitor.start();
+    monitor.start_log(Log::Offsets);
     let mut watermarks = Watermarks::default();
     let mut offset = 0i64;
     for (unit, group, topic, p, g) in shape.each(groups) {

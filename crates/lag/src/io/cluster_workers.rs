@@ -75,7 +75,7 @@ pub(crate) fn start(
         ScrapeMode::OffsetsTopic => workers.readers(&member, new_partitions_rx, &mut tasks),
         ScrapeMode::AdminApi => {
             // Nothing to catch up with: ready once the first scrape has landed.
-            monitor.start();
+            monitor.start_log(Log::Offsets);
             info!("scrape_mode admin_api: groups and offsets come from ListGroups and OffsetFetch");
             None
         }

@@ -88,6 +88,7 @@ mod tests {
     use kshard_runtime::{MemoryStore, Source};
 
     use super::*;
+    use crate::Log;
     use crate::monitor::{Monitor, MonitorSettings};
     use crate::offsets_layout::OffsetsLayout;
 
@@ -114,8 +115,8 @@ mod tests {
     #[test]
     fn a_replica_started_again_passes_over_what_the_unit_holds_already() {
         let monitor = Arc::new(Monitor::new(MonitorSettings::default()));
-        monitor.track_partition(0, 0, 10);
-        monitor.start();
+        monitor.track(Log::Offsets, 0, 0, 10);
+        monitor.start_log(Log::Offsets);
         let spec = ShardSpec::unlogged(
             "offsets-000",
             vec![Source { topic: "__consumer_offsets".into(), partition: 0, min_offset: 0 }],

@@ -306,7 +306,7 @@ pub(crate) fn scrape_once(
     let share = brokers.share_admin()?;
     scrape_groups(&*admin, share.as_deref(), monitor)?;
     let (watermarks, _) = fetch_watermarks(&*admin, monitor, &admin.topics()?, None)?;
-    monitor.start();
+    monitor.start_log(Log::Offsets);
     let times = brokers.timestamps()?;
     monitor.refresh(watermarks, true, monitor.now(), |monitor, wanted| read_times(&*times, monitor, wanted));
     Ok(())

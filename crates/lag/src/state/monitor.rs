@@ -176,11 +176,6 @@ impl Monitor {
         lock(&self.readiness).health().conditions(self.clock.now())
     }
 
-    /// Starts tracking a `__consumer_offsets` partition with its watermarks.
-    pub fn track_partition(&self, partition: i32, low: i64, high: i64) {
-        self.track(Log::Offsets, partition, low, high);
-    }
-
     /// `log` is read, and to be caught up with before lag is served.
     pub fn expect(&self, log: Log) {
         self.step(Event::Expected(log));
@@ -213,7 +208,7 @@ impl Monitor {
         }
     }
 
-    /// True once the initial partitions are tracked ([`Monitor::start`] was called).
+    /// True once the initial partitions are tracked ([`Monitor::start_log`] was called).
     pub(crate) fn is_started(&self) -> bool {
         lock(&self.readiness).is_started()
     }
@@ -223,19 +218,9 @@ impl Monitor {
         lock(&self.readiness).log(log).is_some_and(crate::CatchUp::is_started)
     }
 
-    /// Ends the initial set of partitions (see [`crate::CatchUp::start`]).
-    pub fn start(&self) {
-        self.start_log(Log::Offsets);
-    }
-
-    /// Ends the initial set of partitions of `log`.
+    /// Ends the initial set of partitions of `log` (see [`crate::CatchUp::start`]).
     pub fn start_log(&self, log: Log) {
         self.readiness().step(Event::Started(log));
-    }
-
-    /// The reader reached the end of `partition`.
-    pub fn end_of_partition(&self, partition: i32, next_offset: Option<i64>) {
-        self.end_of(Log::Offsets, partition, next_offset);
     }
 
     /// The log of `partition` was truncated under its reader at `was_at`,

@@ -392,14 +392,15 @@ fn group_at(name: &Arc<str>, g: &Group, coordinator: Option<i32>, settings: &Mon
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Log;
 
     /// The lag history's totals are the rows' own.
     #[test]
     fn the_totals_are_the_rows_sums() {
         use kshard_offsets::{OffsetCommitValue, Record};
         let monitor = crate::monitor::Monitor::new(MonitorSettings::default());
-        monitor.track_partition(0, 0, 0);
-        monitor.start();
+        monitor.track(Log::Offsets, 0, 0, 0);
+        monitor.start_log(Log::Offsets);
         for (at, (group, topic, partition, offset)) in
             [("a", "t", 0, 5), ("a", "t", 1, 40), ("a", "u", 0, 3), ("b", "t", 0, 100), ("c", "gone", 0, 1)]
                 .into_iter()

@@ -95,9 +95,9 @@ fn a_refresh_is_due_on_schedule_and_at_once_after_catch_up_retrying_each_second(
 #[test]
 fn a_refresh_asks_for_committed_topics_only_and_hands_new_offsets_partitions_to_the_reader() {
     let monitor = Arc::new(Monitor::new(MonitorSettings::default()));
-    monitor.track_partition(0, 0, 1);
-    monitor.track_partition(1, 0, 0);
-    monitor.start();
+    monitor.track(Log::Offsets, 0, 0, 1);
+    monitor.track(Log::Offsets, 1, 0, 0);
+    monitor.start_log(Log::Offsets);
     let (k, v) = Record::offset_commit("g", "orders", 1, Some(OffsetCommitValue::new(3, 4, 0))).encode();
     monitor.apply(0, 0, Some(&k), v.as_deref()).expect("applies");
     // The offsets topic grew to three partitions; "idle" has no commits.
@@ -132,8 +132,8 @@ fn every_topic_watermarks_asks_for_every_allowed_topic_each_partition_once() {
         ..MonitorSettings::default()
     };
     let monitor = Arc::new(Monitor::new(settings));
-    monitor.track_partition(0, 0, 0);
-    monitor.start();
+    monitor.track(Log::Offsets, 0, 0, 0);
+    monitor.start_log(Log::Offsets);
     let fake = Fake {
         topics: HashMap::from([("__consumer_offsets".into(), 1), ("idle".into(), 2), ("hidden".into(), 1)]),
         watermarks: HashMap::from([
