@@ -371,10 +371,11 @@ impl FetchState {
     ) -> bool {
         let mut moved = false;
         // Records are handed out in the answer's buffer, which lives as long
-        // as any of them is unread. One reader of every partition (the lag
-        // monitor's) walks an answer through and frees it; when several read
-        // it (a runtime member's replicas, a partition each), the slowest
-        // would hold the whole answer (up to 4 MiB) for its own few records:
+        // as any of them is unread. One reader of every partition with
+        // records in it (most answers: one is about a partition's first ask,
+        // see `ANSWER_MAX_BYTES`) walks an answer through and frees it; when
+        // several read it (a runtime member's replicas, a partition each),
+        // the slowest would hold the whole answer for its own few records:
         // each then gets a copy of its records (a cold start of 50 shards
         // peaked at 83 MB instead of 102).
         let parts: Vec<(PartitionKey, _)> =
