@@ -8,16 +8,19 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// What one answer may carry: one partition's first ask. Records are handed
-/// out in their answer's buffer when one reader reads every partition with
-/// records in it, and copied for each reader otherwise (see
-/// `fetch_plan.rs`); an answer of about one partition is read in place by
-/// the runtime's replicas too (a partition each), with no copy, and no
-/// reader holds more than its own records. Measured with `kshard bench
-/// catch-up` on the 1M-commit load (5 runs, medians): answers of 4 MiB,
-/// copied, peaked at 36.1–37.1 MB for plain `serve` and 29.7 MB for the raw
-/// drain; of 1 MiB, 27.6–28.1 MB and 18.6 MB, CPU and time unchanged;
-/// `bench restart` unchanged (106 MB, 3.1–3.2 s).
+/// What one answer may carry: one partition's first ask (the broker still
+/// sends a first batch larger than this whole). Records are handed out in
+/// their answer's buffer when one reader reads every partition with records
+/// in it, and copied for each reader otherwise (see `fetch_plan.rs`); an
+/// answer of about one partition is read in place by the runtime's
+/// replicas too (a partition each), with no copy, and holds no other
+/// reader's records. Measured with `kshard bench catch-up` on the
+/// 1M-commit load (medians of 3 and 5 runs, docs/performance.md): answers
+/// of 4 MiB, copied for the 50 replicas, peaked at 36.1–37.1 MB for plain
+/// `serve` (0.42–0.43 CPU-s, 0.42–0.58 s to ready); of 1 MiB, at
+/// 27.6–28.1 MB (0.40–0.45 CPU-s, 0.66–0.72 s). The raw drain (one reader,
+/// in place either way) peaked at 29.7 and 18.6 MB, at 0.21 CPU-s both;
+/// `bench restart` did not change (106 MB, 3.1–3.2 s).
 pub(crate) const ANSWER_MAX_BYTES: i32 = 1024 * 1024;
 /// What one partition's part of an answer may carry at first; a batch
 /// larger than this is asked for whole (its size is in its header).
