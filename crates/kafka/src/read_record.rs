@@ -62,14 +62,6 @@ impl RecordOf<'_> {
             RecordOf::Librdkafka(_) => None,
         }
     }
-
-    /// kshard's record (its offset, timestamp and part in a transaction).
-    fn kshard_record(&self) -> Option<&RecordAt> {
-        match self {
-            RecordOf::Kshard { record, .. } | RecordOf::InRun { record, .. } => Some(record),
-            RecordOf::Librdkafka(_) => None,
-        }
-    }
 }
 
 impl std::fmt::Debug for ReadRecord<'_> {
@@ -115,10 +107,9 @@ impl<'a> ReadRecord<'a> {
 
     /// The record's offset.
     pub fn offset(&self) -> i64 {
-        match (&self.record, self.record.kshard_record()) {
-            (RecordOf::Librdkafka(m), _) => m.offset(),
-            (_, Some(record)) => record.offset,
-            (_, None) => -1,
+        match &self.record {
+            RecordOf::Librdkafka(m) => m.offset(),
+            RecordOf::Kshard { record, .. } | RecordOf::InRun { record, .. } => record.offset,
         }
     }
 
@@ -126,7 +117,10 @@ impl<'a> ReadRecord<'a> {
     /// [`Isolation::Uncommitted`] records; `None` for a record written
     /// outside one, and always when reading committed records.
     pub fn transactional(&self) -> Option<Transactional> {
-        self.record.kshard_record().and_then(|record| record.transactional)
+        match &self.record {
+            RecordOf::Librdkafka(_) => None,
+            RecordOf::Kshard { record, .. } | RecordOf::InRun { record, .. } => record.transactional,
+        }
     }
 
     /// The key (`None` when null).
@@ -142,14 +136,15 @@ impl<'a> ReadRecord<'a> {
     /// broker set it when appending (LogAppendTime) rather than the producer
     /// when creating it (CreateTime).
     pub fn timestamp(&self) -> (i64, bool) {
-        match (&self.record, self.record.kshard_record()) {
-            (RecordOf::Librdkafka(m), _) => match m.timestamp() {
+        match &self.record {
+            RecordOf::Librdkafka(m) => match m.timestamp() {
                 rdkafka::Timestamp::LogAppendTime(ms) => (ms, true),
                 rdkafka::Timestamp::CreateTime(ms) => (ms, false),
                 rdkafka::Timestamp::NotAvailable => (-1, false),
             },
-            (_, Some(record)) => (record.timestamp_ms, record.log_append_time),
-            (_, None) => (-1, false),
+            RecordOf::Kshard { record, .. } | RecordOf::InRun { record, .. } => {
+                (record.timestamp_ms, record.log_append_time)
+            }
         }
     }
 
@@ -195,6 +190,19 @@ pub enum ReadEvent<R> {
     },
     /// Nothing arrived within the poll timeout.
     Idle,
+}
+
+impl<R> ReadEvent<R> {
+    /// The same event, its record (or run) made another by `f`.
+    pub fn map<S>(self, f: impl FnOnce(R) -> S) -> ReadEvent<S> {
+        match self {
+            ReadEvent::Record(r) => ReadEvent::Record(f(r)),
+            ReadEvent::EndOfPartition { partition, next_offset } => {
+                ReadEvent::EndOfPartition { partition, next_offset }
+            }
+            ReadEvent::Idle => ReadEvent::Idle,
+        }
+    }
 }
 
 /// Records of one partition handed out together, in order, by

@@ -107,13 +107,7 @@ impl PartitionReader {
     /// librdkafka's runs are of one record.
     pub fn poll_run(&self, timeout: Duration) -> Result<ReadEvent<RecordRun<'_>>> {
         match &self.backend {
-            Backend::Librdkafka(r) => Ok(match r.poll(timeout)? {
-                ReadEvent::Record(record) => ReadEvent::Record(RecordRun::one(record)),
-                ReadEvent::EndOfPartition { partition, next_offset } => {
-                    ReadEvent::EndOfPartition { partition, next_offset }
-                }
-                ReadEvent::Idle => ReadEvent::Idle,
-            }),
+            Backend::Librdkafka(r) => Ok(r.poll(timeout)?.map(RecordRun::one)),
             Backend::Kshard(r) => r.poll_run(timeout),
         }
     }

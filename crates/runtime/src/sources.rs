@@ -211,11 +211,7 @@ fn take(
 ) -> Result<Step, ReplicaError> {
     let event = match ready {
         Ok(event) => event,
-        Err(e) => {
-            skip_corrupt(e, metrics, spec, &mut *t.app)?;
-            pace.clock.polled(policy::Polled::EndOfSource);
-            return Ok(Step::Go);
-        }
+        Err(e) => return skip_corrupt(e, pace, metrics, spec, &mut *t.app),
     };
     let polled = match event {
         Polled::Records(run) => return take_run(run, t, next, pace, (metrics, spec)),
@@ -259,11 +255,7 @@ fn take_run(
         let r = match run.next_record() {
             Ok(Some(r)) => r,
             Ok(None) => return Ok(Step::Go),
-            Err(e) => {
-                skip_corrupt(e, metrics, spec, &mut *t.app)?;
-                pace.clock.polled(policy::Polled::EndOfSource);
-                return Ok(Step::Go);
-            }
+            Err(e) => return skip_corrupt(e, pace, metrics, spec, &mut *t.app),
         };
         let at = position.get_or_insert_with(|| {
             next.take().and_then(|next| next.get_mut(r.topic())).and_then(|p| p.get_mut(&r.partition()))
@@ -295,19 +287,22 @@ fn take_run(
 
 /// A source batch that failed its checksum, skipped by the reader (which
 /// reads on), as the shard's refusals say: counted, logged and told to the
-/// application, unless refusals fail the replica. Any other error stands.
+/// application, unless refusals fail the replica; for the clock, the end of
+/// a source. Any other error stands.
 fn skip_corrupt(
     e: kshard_kafka::Error,
+    pace: &mut Pace<'_>,
     metrics: &Metrics,
     spec: &ShardSpec,
     app: &mut dyn ShardApp,
-) -> Result<(), ReplicaError> {
+) -> Result<Step, ReplicaError> {
     match e {
         kshard_kafka::Error::CorruptBatch { topic, partition, offset, what } if spec.refusals != Refusals::Fail => {
             tracing::warn!(shard = %spec.id, topic, partition, offset, error = %what, "skipped a source batch that failed its checksum");
             metrics.source_event(&spec.id, SourceEvent::BatchSkipped);
             app.source_skipped(&topic, partition, offset, &what);
-            Ok(())
+            pace.clock.polled(policy::Polled::EndOfSource);
+            Ok(Step::Go)
         }
         e => Err(kafka("reading a source")(e).into()),
     }
