@@ -142,9 +142,14 @@ pub(crate) struct PartitionRecords {
 
 /// The records of one batch, as yet unread.
 struct BatchCursor {
-    /// The records' bytes: the answer's (uncompressed) or a decompressed copy.
-    buffer: Bytes,
+    /// The records' bytes when the batch was compressed: a decompressed
+    /// copy. `None`: they are read in place in the answer's buffer, with
+    /// no reference taken per batch.
+    inflated: Option<Bytes>,
+    /// Where the next record starts, and where the batch's records end,
+    /// in the buffer they are read in.
     at: usize,
+    end: usize,
     left: i32,
     base_offset: i64,
     timestamp_ms: i64,
@@ -176,8 +181,8 @@ impl PartitionRecords {
     /// The buffer the last record's key and value ranges point into.
     pub(crate) fn buffer(&self) -> &Bytes {
         match &self.current {
-            Some(c) => &c.buffer,
-            None => &self.batches,
+            Some(BatchCursor { inflated: Some(buffer), .. }) => buffer,
+            _ => &self.batches,
         }
     }
 
@@ -185,7 +190,7 @@ impl PartitionRecords {
     pub(crate) fn next_record(&mut self) -> Result<Option<RecordAt>, Corrupt> {
         loop {
             if let Some(cursor) = &mut self.current {
-                match cursor.next() {
+                match cursor.next(&self.batches) {
                     Ok(Some(r)) if r.offset < self.from => continue,
                     // A control record that is no transaction marker.
                     Ok(Some(RecordAt { transactional: None, .. })) if cursor.control => continue,
@@ -247,7 +252,7 @@ impl PartitionRecords {
                     self.aborted.pop();
                 }
                 if h.control {
-                    if is_abort_marker(self.batches.slice(start..start + size)) {
+                    if is_abort_marker(&self.batches, start + HEADER..start + size) {
                         self.aborting.remove(&h.producer_id);
                     }
                     continue;
@@ -259,11 +264,16 @@ impl PartitionRecords {
             if h.last_offset < self.from || (h.control && self.committed_only) || h.count == 0 {
                 continue;
             }
-            let records = self.batches.slice(start + HEADER..start + size);
-            let buffer = decompress(h.codec, records, self.inflated_most).map_err(corrupt)?;
+            let records = start + HEADER..start + size;
+            let inflated = match h.codec {
+                0 => None,
+                codec => Some(inflate(codec, &self.batches[records.clone()], self.inflated_most).map_err(corrupt)?),
+            };
+            let (at, end) = inflated.as_ref().map_or((records.start, records.end), |b| (0, b.len()));
             self.current = Some(BatchCursor {
-                buffer,
-                at: 0,
+                inflated,
+                at,
+                end,
                 left: h.count,
                 base_offset: h.base_offset,
                 timestamp_ms: h.timestamp_ms,
@@ -276,12 +286,14 @@ impl PartitionRecords {
     }
 }
 
-/// Whether a control batch holds an ABORT marker: its one record's key is
-/// `version int16, type int16`, type 0 (COMMIT is 1).
-fn is_abort_marker(batch: Bytes) -> bool {
+/// Whether a control batch, its records at `records` in `batches`, holds
+/// an ABORT marker: its one record's key is `version int16, type int16`,
+/// type 0 (COMMIT is 1).
+fn is_abort_marker(batches: &Bytes, records: Range<usize>) -> bool {
     let mut cursor = BatchCursor {
-        buffer: batch.slice(HEADER..),
-        at: 0,
+        inflated: None,
+        at: records.start,
+        end: records.end,
         left: 1,
         base_offset: 0,
         timestamp_ms: 0,
@@ -290,7 +302,7 @@ fn is_abort_marker(batch: Bytes) -> bool {
         control: true,
     };
     matches!(
-        cursor.next(),
+        cursor.next(batches),
         Ok(Some(RecordAt { transactional: Some(Transactional::Marker { committed: false, .. }), .. }))
     )
 }
@@ -312,20 +324,17 @@ fn marker_of(key: Option<&[u8]>, producer_id: i64) -> Option<Transactional> {
 /// `__consumer_offsets` uncompressed, and clients cannot write to it.
 pub(crate) const INFLATED_MOST: usize = 256 * 1024 * 1024;
 
-/// The records' bytes of a batch compressed with `codec`: in place when
-/// uncompressed, else inflated into a buffer of their own of at most
-/// `most` bytes.
-fn decompress(codec: i16, records: Bytes, most: usize) -> Result<Bytes, String> {
-    if codec == 0 {
-        return Ok(records);
-    }
-    crate::wire::inflate::inflate(codec, &records, most).map(Bytes::from).map_err(|e| e.to_string())
+/// The records' bytes of a batch compressed with `codec` (not 0: none),
+/// inflated into a buffer of their own of at most `most` bytes.
+fn inflate(codec: i16, records: &[u8], most: usize) -> Result<Bytes, String> {
+    crate::wire::inflate::inflate(codec, records, most).map(Bytes::from).map_err(|e| e.to_string())
 }
 
 impl BatchCursor {
     /// The next record of the batch: length, attributes, timestamp delta,
     /// offset delta, key, value, headers (kept as a range, read when asked).
-    fn next(&mut self) -> Result<Option<RecordAt>, Corrupt> {
+    /// The records are read in `batches` unless the batch was inflated.
+    fn next(&mut self, batches: &Bytes) -> Result<Option<RecordAt>, Corrupt> {
         if self.left <= 0 {
             return Ok(None);
         }
@@ -336,7 +345,7 @@ impl BatchCursor {
             CursorError::VarintOverflow { .. } => corrupt("a varint over 10 bytes"),
             _ => corrupt("past the record"),
         };
-        let buf = &self.buffer[..];
+        let buf = &self.inflated.as_ref().unwrap_or(batches)[..self.end];
         let mut batch = Cursor::resume(buf, self.at);
         let length = batch.varlong().map_err(|_| corrupt("a varint cut"))?;
         let length = usize::try_from(length).map_err(|_| corrupt("a negative length"))?;

@@ -24,13 +24,22 @@ pub(crate) struct MemoryShard<L: Layout> {
     floor: i64,
     /// The partition's unit, applied to without the units' map lock.
     unit: Arc<std::sync::Mutex<L::Unit>>,
+    /// Records applied and not yet counted read: counted at the end of each
+    /// transaction and before the partition's end is told, one atomic add
+    /// rather than one a record.
+    uncounted: u64,
 }
 
 impl<L: Layout> MemoryShard<L> {
     pub(crate) fn new(shards: Arc<LogShards<L>>, spec: &ShardSpec) -> Result<Self, AppError> {
         let partition = partition_of(spec)?;
         let unit = L::units(&shards.monitor).unit(partition);
-        Ok(MemoryShard { shards, spec: spec.clone(), partition, floor: 0, unit })
+        Ok(MemoryShard { shards, spec: spec.clone(), partition, floor: 0, unit, uncounted: 0 })
+    }
+
+    /// Counts the records applied since the last count.
+    fn count_read(&mut self) {
+        L::units(&self.shards.monitor).count_read(self.partition, std::mem::take(&mut self.uncounted));
     }
 }
 
@@ -38,7 +47,13 @@ impl<L: Layout> ShardApp for MemoryShard<L> {
     fn consume(&mut self, _: &mut Transaction<'_>, m: &Message<'_>) -> Result<(), AppError> {
         if m.offset >= self.floor {
             self.shards.layout.apply(&self.shards.monitor, &self.unit, m);
+            self.uncounted += 1;
         }
+        Ok(())
+    }
+
+    fn finalize(&mut self, _: &mut Transaction<'_>) -> Result<(), AppError> {
+        self.count_read();
         Ok(())
     }
 
@@ -54,6 +69,7 @@ impl<L: Layout> ShardApp for MemoryShard<L> {
     }
 
     fn end_of_source(&mut self, _: &str, partition: i32, next_offset: Option<i64>) {
+        self.count_read();
         self.shards.end_of_source(partition, next_offset);
     }
 
@@ -77,6 +93,7 @@ impl<L: Layout> ShardApp for MemoryShard<L> {
     }
 
     fn stopped(&mut self) {
+        self.count_read();
         self.shards.stopped(&self.spec);
     }
 }
@@ -105,6 +122,7 @@ mod tests {
         let store = MemoryStore::default();
         let mut txn = Transaction::new(&store);
         shard.consume(&mut txn, &message).expect("consumes");
+        shard.finalize(&mut txn).expect("finalizes");
         assert!(txn.into_mutations().is_empty(), "nothing goes to the store: the unit is the state");
     }
 
@@ -136,5 +154,29 @@ mod tests {
             commit(&mut next, offset);
         }
         assert_eq!(commits(&monitor), Some(4), "offsets 1 and 2 are not counted twice");
+        assert_eq!(monitor.units().counters().records.get(), 4, "each record applied is counted read once");
+    }
+
+    #[test]
+    fn records_are_counted_read_by_the_partitions_end() {
+        let monitor = Arc::new(Monitor::new(MonitorSettings::default()));
+        monitor.track(Log::Offsets, 0, 0, 2);
+        monitor.start_log(Log::Offsets);
+        let spec = ShardSpec::unlogged(
+            "offsets-000",
+            vec![Source { topic: "__consumer_offsets".into(), partition: 0, min_offset: 0 }],
+        );
+        let mut shard = MemoryShard::new(shards(&monitor), &spec).expect("a shard");
+        shard.recovered(&MemoryStore::default(), &[]).expect("recovers");
+        let store = MemoryStore::default();
+        let mut txn = Transaction::new(&store);
+        for offset in 0..2 {
+            let (key, value) = Record::offset_commit("g", "t", 0, Some(OffsetCommitValue::new(3, offset, 0))).encode();
+            let message = Message::new("__consumer_offsets", 0, offset, Some(&key), value.as_deref());
+            shard.consume(&mut txn, &message).expect("consumes");
+        }
+        // The end comes inside the transaction, before it is finalized.
+        shard.end_of_source("__consumer_offsets", 0, Some(2));
+        assert_eq!(monitor.units().counters().records.get(), 2);
     }
 }

@@ -253,11 +253,19 @@ impl<U: Unit> Units<U> {
         }
     }
 
-    /// Applies `record` to `unit` (one of [`Units::unit`]); counts what it was.
+    /// Applies `record` to `unit` (one of [`Units::unit`]); counts what it
+    /// was, but not that it was read: its reader counts the records it
+    /// applies in bulk ([`Units::count_read`]), not with an atomic add each.
     pub fn apply_in(&self, unit: &Mutex<U>, record: RecordAt<'_>) -> Result<U::Applied, SkippedRecord> {
-        self.counters.records.add(record.partition, 1);
         let result = lock(unit).apply_at(&record);
         self.count(record.partition, record.offset, result)
+    }
+
+    /// Counts `n` records of `partition` read (applied with [`Units::apply_in`]).
+    pub fn count_read(&self, partition: i32, n: u64) {
+        if n > 0 {
+            self.counters.records.add(partition, n);
+        }
     }
 
     /// Calls `f` with each unit in turn, holding its lock only during the call.
@@ -306,6 +314,8 @@ mod tests {
         let null_key = RecordAt { offset: 42, transactional: None, ..marker };
         assert!(units.apply_in(&held, null_key).is_err());
         assert_eq!(units.counters().null_key.load(Ordering::Relaxed), 1);
+        assert_eq!(units.counters().records.get(), 0, "its reader counts what it read");
+        units.count_read(3, 2);
         assert_eq!(units.counters().records.get(), 2);
         let mut rebuilt = GroupOffsets::default();
         rebuilt.advance_to(100);
