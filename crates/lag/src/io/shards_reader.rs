@@ -164,15 +164,17 @@ async fn run_on<K: Keyspace, L: Layout>(
     let (admin, config) = match &shards.stores {
         Stores::Durable(data_dir) => {
             let (settings, timeout, topic) = (reader.kafka.clone(), reader.timeout, log_topic.clone());
-            let admin = blocking(move || {
+            // The admin client (librdkafka's: threads and buffers) is
+            // dropped once the topic is checked, before the replicas start,
+            // and made again only when the log grows.
+            blocking(move || {
                 let admin = Admin::connect(&settings, timeout)?;
-                ensure_log_topic(&admin, &topic, partitions)?;
-                Ok(admin)
+                ensure_log_topic(&admin, &topic, partitions)
             })
             .await?;
             info!(partitions, topic = %reader.topic, %log_topic, data_dir = %data_dir.display(), member = %member.id, "reading through durable shards");
             let config = NodeConfig::new(keys.clone(), member, lease_ttl, data_dir.clone(), reader.kafka.clone());
-            (Some(Arc::new(admin)), config)
+            (Some(reader.kafka.clone()), config)
         }
         Stores::Memory(disk) => {
             info!(partitions, topic = %reader.topic, "reading through shards kept in memory");
@@ -255,8 +257,9 @@ struct Grower<K, L> {
     /// Triggered when the member stops, or with the service.
     shutdown: crate::shutdown::Shutdown,
     topic: String,
-    /// The recovery logs' topic's admin client (durable shards).
-    admin: Option<Arc<Admin>>,
+    /// The cluster of the recovery logs' topic, to make an admin client for
+    /// when the log grows (durable shards).
+    admin: Option<kshard_kafka::Client>,
     /// Makes the reader that asks whether a log that had no partitions may
     /// be read, when its first ones appear.
     brokers: Arc<dyn crate::brokers::Connector>,
@@ -346,8 +349,8 @@ impl<K: Keyspace, L: Layout> Grower<K, L> {
 
     fn give_shards(&self, partitions: &std::collections::BTreeSet<i32>, last: i32) -> Result<(), WorkerError> {
         // Created with the first partitions of a log that had none.
-        if let Some(admin) = &self.admin {
-            ensure_log_topic(admin, &self.shards.log_topic, last + 1)?;
+        if let Some(kafka) = &self.admin {
+            ensure_log_topic(&Admin::connect(kafka, self.timeout)?, &self.shards.log_topic, last + 1)?;
         }
         self.app.partitions.fetch_max(last + 1, Ordering::AcqRel);
         for &p in partitions {

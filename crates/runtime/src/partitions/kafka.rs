@@ -7,7 +7,7 @@
 //! (plain appends, DeleteRecords) and where the settings' security is one
 //! only librdkafka speaks, made on first use (a librdkafka client costs
 //! threads and buffers, and a member may hold hundreds of replicas). The
-//! admin calls run on tokio's blocking pool.
+//! admin calls run on tokio's blocking pool, `ADMIN_CALLS` at a time.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -21,11 +21,20 @@ use super::{
     Appended, AppendedOf, Ends, OutBatch, PartitionRead, Partitions, Pending, Polled, Readable, RecordRun, TxnWrite,
 };
 
+/// Admin calls of one member on tokio's blocking pool at once. kshard's
+/// admin client makes one request at a time anyway (its connections are
+/// behind one lock): without a bound, the replicas of a member starting
+/// together (50 of the offsets topic) each held a blocking thread waiting
+/// for it, 65 threads and 5 MB more than plain `serve` at a restart.
+const ADMIN_CALLS: usize = 4;
+
 /// Kafka, through one [`Client`].
 pub struct KafkaPartitions {
     kafka: Client,
     /// Each admin call's timeout.
     timeout: Duration,
+    /// Admin calls under way (see `ADMIN_CALLS`).
+    admin_calls: Arc<tokio::sync::Semaphore>,
     clients: Mutex<Option<(Arc<RecordWriter>, Arc<Admin>)>>,
     /// kshard's own writer, made on first use (`None` inside: the settings'
     /// security is one only librdkafka speaks).
@@ -48,6 +57,7 @@ impl KafkaPartitions {
         KafkaPartitions {
             kafka: kafka.into(),
             timeout,
+            admin_calls: Arc::new(tokio::sync::Semaphore::new(ADMIN_CALLS)),
             clients: Mutex::new(None),
             writer: std::sync::OnceLock::new(),
             wire_admin: std::sync::OnceLock::new(),
@@ -60,6 +70,22 @@ impl KafkaPartitions {
         self.wire_admin
             .get_or_init(|| kshard_kafka::WireAdmin::new(&self.kafka, self.timeout).ok().flatten().map(Arc::new))
             .clone()
+    }
+
+    /// Runs a blocking admin call on tokio's blocking pool, at most
+    /// `ADMIN_CALLS` at once: a replica's task waits for the broker
+    /// without holding a runtime thread.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        call: impl FnOnce() -> Result<T, Error> + Send + 'static,
+    ) -> Result<T, Error> {
+        let ended = |e: &dyn std::fmt::Display| Error::Refused {
+            step: "an admin call".into(),
+            message: format!("its task ended: {e}"),
+        };
+        // Never closed: an error is impossible, but said rather than unwrapped.
+        let _permit = self.admin_calls.acquire().await.map_err(|e| ended(&e))?;
+        tokio::task::spawn_blocking(call).await.unwrap_or_else(|e| Err(ended(&e)))
     }
 
     /// The member's writer and admin client, made on first use.
@@ -100,10 +126,10 @@ impl Partitions for KafkaPartitions {
             // kshard's own client where it speaks the settings' security: a
             // member's replicas then start without any librdkafka client.
             let ends = match self.wire_admin() {
-                Some(wire) => blocking(move || kshard_kafka::BrokerAdmin::watermarks(&*wire, &partitions)).await?,
+                Some(wire) => self.blocking(move || kshard_kafka::BrokerAdmin::watermarks(&*wire, &partitions)).await?,
                 None => {
                     let admin = self.clients()?.1;
-                    blocking(move || admin.watermarks(&partitions)).await?
+                    self.blocking(move || admin.watermarks(&partitions)).await?
                 }
             };
             Ok(ends.into_iter().map(|(tp, marks)| ((tp.topic, tp.partition), marks)).collect())
@@ -113,8 +139,13 @@ impl Partitions for KafkaPartitions {
     fn partition_count<'a>(&'a self, topic: &'a str) -> Pending<'a, Option<i32>> {
         let topic = topic.to_owned();
         Box::pin(async move {
+            // kshard's own client where it speaks the settings' security: no
+            // librdkafka client made for it (threads and buffers).
+            if let Some(wire) = self.wire_admin() {
+                return self.blocking(move || kshard_kafka::BrokerAdmin::partition_count(&*wire, &topic)).await;
+            }
             let admin = self.clients()?.1;
-            blocking(move || admin.partition_count(&topic)).await
+            self.blocking(move || admin.partition_count(&topic)).await
         })
     }
 
@@ -122,7 +153,7 @@ impl Partitions for KafkaPartitions {
         let topic = topic.to_owned();
         Box::pin(async move {
             let admin = self.clients()?.1;
-            blocking(move || admin.delete_records(&topic, partition, offset)).await
+            self.blocking(move || admin.delete_records(&topic, partition, offset)).await
         })
     }
 
@@ -138,7 +169,7 @@ impl Partitions for KafkaPartitions {
             };
             let tp = TopicPartition::new(topic.to_owned(), partition);
             let key = tp.clone();
-            let found = blocking(move || wire.stable_ends(&[tp])).await?;
+            let found = self.blocking(move || wire.stable_ends(&[tp])).await?;
             found.get(&key).copied().ok_or_else(|| Error::Refused {
                 step: format!("listing the last stable offset of {topic}/{partition}"),
                 message: "no leader, or no such partition".into(),
@@ -264,14 +295,6 @@ impl TxnWrite for KafkaTxn {
     fn abort(&mut self) -> Pending<'_, ()> {
         Box::pin(self.producer.abort())
     }
-}
-
-/// Runs a blocking admin call on tokio's blocking pool: a replica's task
-/// waits for the broker without holding a runtime thread.
-async fn blocking<T: Send + 'static>(call: impl FnOnce() -> Result<T, Error> + Send + 'static) -> Result<T, Error> {
-    tokio::task::spawn_blocking(call).await.unwrap_or_else(|e| {
-        Err(Error::Refused { step: "an admin call".into(), message: format!("its task ended: {e}") })
-    })
 }
 
 impl PartitionRead for PartitionReader {
