@@ -62,8 +62,8 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 # A single-process application's build: kshard-runtime without etcd (no
 # etcd-client, tonic or protoc; crates/runtime/tests/features.rs checks the tree).
 cargo clippy -p kshard-runtime --lib --no-default-features --locked -- -D warnings
-# The library's documentation, as docs.rs would build it: no broken or private links.
-RUSTDOCFLAGS="-D warnings" cargo doc -p kshard-runtime --no-deps --locked
+# The libraries' documentation, as docs.rs would build it: no broken or private links.
+RUSTDOCFLAGS="-D warnings" cargo doc -p kshard-offsets -p kshard-kafka -p kshard-lag -p kshard-runtime --no-deps --locked
 # Tests that need the broker or etcd are #[ignore]d for a plain `cargo test`
 # (which then says so); here they run too. A test that would skip for want
 # of a tool (promtool, say) fails instead: this script installs them all.

@@ -64,8 +64,8 @@ pub use end_to_end::{
 };
 pub use filter::NameFilter;
 pub use group_offsets::{
-    Applied, CommittedOffset, DescribedMember, Group, GroupInfo, GroupOffsets, Member, Skipped, StreamsMember,
-    SubtopologyInfo, TaskList, Topology, Transactional,
+    Applied, CommittedOffset, DescribedMember, Group, GroupInfo, GroupOffsets, Member, ReportedGroups, Skipped,
+    StreamsMember, SubtopologyInfo, TaskList, Topology, Transactional,
 };
 pub use invalid_setting::InvalidSetting;
 pub use lag_history::{HistorySettings, LagHistory};

@@ -4,7 +4,7 @@
 
 use std::borrow::Cow;
 
-use kshard_lag::{Applied, DescribedMember, GroupOffsets, Skipped};
+use kshard_lag::{Applied, DescribedMember, GroupOffsets, ReportedGroups, Skipped};
 use kshard_offsets::*;
 
 fn commit(group: &str, topic: &str, partition: i32, offset: i64) -> Record<'static> {
@@ -288,11 +288,12 @@ fn a_kip848_member_tombstone_creates_no_group() {
 
 #[test]
 fn a_described_assignment_naming_no_legal_topic_is_no_assignment() {
-    let mut s = GroupOffsets::default();
+    let mut s = ReportedGroups::default();
     let good = [("t".to_owned(), 0), ("t".to_owned(), 1)];
     let bad = [("t".to_owned(), 2), ("x".repeat(30_000), 0)];
     let member = |id, assigned| DescribedMember { member_id: id, instance: None, client_id: "c", host: "/h", assigned };
     s.set_described("g", "consumer", "range", "Stable", &[member("m1", &good), member("m2", &bad)]);
+    let s = s.into_unit();
     let info = s.group("g").and_then(|g| g.info.as_ref()).expect("info");
     assert_eq!(info.members()[0].assignment.len(), 1, "t, partitions 0 and 1");
     assert!(info.members()[1].assignment.is_empty(), "admin-API answers are client bytes too");

@@ -327,7 +327,7 @@ fn scrape_groups(
     let exported = |g: &str| monitor.settings().groups.allows(g) && !share_names.contains(g);
     let ids: Vec<String> = listings.iter().map(|g| g.group_id.clone()).filter(|g| exported(g)).collect();
     let offsets = admin.group_offsets(&ids)?;
-    let mut unit = crate::group_offsets::GroupOffsets::default();
+    let mut unit = crate::group_offsets::ReportedGroups::default();
     let mut to_describe = Vec::new();
     for listing in listings.iter().filter(|g| exported(&g.group_id)) {
         if listing.simple {
@@ -385,7 +385,7 @@ fn scrape_groups(
     if let Some(share) = share {
         crate::share_scrape::scrape(share, monitor, &share_groups, &mut unit)?;
     }
-    monitor.units().replace(0, unit);
+    monitor.units().replace(0, unit.into_unit());
     Ok(())
 }
 

@@ -1,7 +1,7 @@
 //! The lag monitor as a service: reads the offsets topic through the
 //! runtime's shards, refreshes watermarks, and serves `/metrics`, `/ready`,
 //! the JSON API and the web page over HTTP until `shutdown` completes. Every
-//! worker is a task of the caller's tokio runtime, and one [`Shutdown`]
+//! worker is a task of the caller's tokio runtime, and one `Shutdown`
 //! reaches them all.
 //!
 //! The workers are supervised: one that fails or panics is logged, reported on

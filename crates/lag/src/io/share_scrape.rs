@@ -12,7 +12,7 @@ use kshard_offsets::Uuid;
 use tracing::{debug, warn};
 
 use crate::brokers::ShareGroupAdmin;
-use crate::group_offsets::{DescribedMember, GroupOffsets};
+use crate::group_offsets::{DescribedMember, ReportedGroups};
 use crate::monitor::Monitor;
 use crate::share_state::ShareState;
 
@@ -37,7 +37,7 @@ pub(crate) fn scrape(
     share: &dyn ShareGroupAdmin,
     monitor: &Monitor,
     listed: &[ShareGroupListing],
-    unit: &mut GroupOffsets,
+    unit: &mut ReportedGroups,
 ) -> Result<(), kshard_kafka::Error> {
     let ids: Vec<String> = listed.iter().map(|g| g.group_id.clone()).collect();
     for g in listed {

@@ -30,7 +30,7 @@ mod share;
 mod streams;
 mod transactions;
 
-pub use admin_api::DescribedMember;
+pub use admin_api::{DescribedMember, ReportedGroups};
 pub(crate) use share::SHARE;
 
 /// The protocol type of KIP-848 consumer groups.

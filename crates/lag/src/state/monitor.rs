@@ -420,7 +420,7 @@ impl Monitor {
     }
 
     /// After a refresh and its record times: the snapshot every output
-    /// reads until the next refresh ([`Monitor::snapshot`]), and, once ready,
+    /// reads until the next refresh (`Monitor::snapshot`), and, once ready,
     /// each group's total lag and highest lag in seconds into its history
     /// (groups gone are forgotten). [`Monitor::refresh`] takes it.
     pub fn take_snapshot(&self) {

@@ -4,7 +4,7 @@
 //! format, so a file written for node_exporter or kminion's peers works
 //! unchanged. Parsing is pure: the text in, a checked [`WebConfig`] or an
 //! error naming the field out. Reading the files it names (certificates,
-//! keys, CAs) is [`super::tls`]'s.
+//! keys, CAs) is `web::tls`'s.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -41,22 +41,6 @@ impl GroupOffsets {
         Applied::GroupMetadata
     }
 
-    /// A share group's topics by id and name, as the brokers reported them
-    /// (admin-API mode).
-    pub fn set_share_topics<'a>(&mut self, group: &str, topics: impl IntoIterator<Item = (Uuid, &'a str)>) {
-        let mut named = Vec::new();
-        for (id, name) in topics {
-            if !self.topic_ids.contains_key(&id) {
-                self.learn_topic_id(id, name);
-            }
-            if let Some(name) = self.topic_ids.get(&id) {
-                named.push((id, Arc::clone(name)));
-            }
-        }
-        let group = self.names.intern(group);
-        self.share_topics.insert(group, named);
-    }
-
     /// The name of the topic with id `id`, once a record named it.
     pub fn topic_name(&self, id: &Uuid) -> Option<&std::sync::Arc<str>> {
         self.topic_ids.get(id)
