@@ -136,6 +136,45 @@ impl Lanes {
         After { look_up_leaders: false }
     }
 
+    /// Settles a Produce request that carried the heads of `sent`'s lanes:
+    /// each partition of the broker's `answer` as [`Lanes::answered`], one
+    /// the answer left out or a request without an answer (`Err`: why) as
+    /// [`Lanes::unanswered`]. Returns the lanes whose partitions' leaders
+    /// are to be looked up again: those the answer says moved, or every
+    /// one sent when no answer came (the connection, or the broker, is gone).
+    pub(crate) fn settle(
+        &mut self,
+        sent: &[LaneKey],
+        answer: Result<&[(String, i32, Landed)], &str>,
+        now: Instant,
+    ) -> Vec<LaneKey> {
+        let outcomes = match answer {
+            Ok(outcomes) => outcomes,
+            Err(why) => {
+                self.unanswered(sent, now, why);
+                return sent.to_vec();
+            }
+        };
+        let mut answered = vec![false; sent.len()];
+        let mut moved = Vec::new();
+        for (topic, partition, landed) in outcomes {
+            let Some(i) = sent.iter().position(|k| *k.topic == **topic && k.partition == *partition) else {
+                // A partition not asked about: nothing of ours.
+                continue;
+            };
+            if std::mem::replace(&mut answered[i], true) {
+                // Answered twice in one answer: the first stands.
+                continue;
+            }
+            if self.answered(&sent[i], landed.clone(), now).look_up_leaders {
+                moved.push(sent[i].clone());
+            }
+        }
+        let missing: Vec<LaneKey> = sent.iter().zip(&answered).filter(|(_, a)| !**a).map(|(k, _)| k.clone()).collect();
+        self.unanswered(&missing, now, "the broker's answer left the partition out");
+        moved
+    }
+
     /// The request carrying `keys`' heads got no answer (the connection
     /// failed or timed out): each goes again, same sequence, unless late.
     pub(crate) fn unanswered(&mut self, keys: &[LaneKey], now: Instant, why: &str) {
@@ -288,6 +327,37 @@ mod tests {
         let never_routed = pending(&mut lanes, key(3, 0), now + Duration::from_secs(1));
         lanes.expire(now + Duration::from_secs(2));
         assert!(never_routed.wait(Duration::ZERO).is_err());
+        assert_eq!(lanes.len(), 0);
+    }
+
+    #[test]
+    fn an_answer_settles_what_it_names_and_sends_again_what_it_leaves_out() {
+        let now = Instant::now();
+        let later = now + Duration::from_secs(30);
+        let mut lanes = Lanes::default();
+        let written = pending(&mut lanes, key(1, 0), later);
+        let moved = pending(&mut lanes, key(1, 1), later);
+        let left_out = pending(&mut lanes, key(1, 2), later);
+        let sent: Vec<LaneKey> = lanes.take(|_, _| true)[0].batches.iter().map(|(k, _)| k.clone()).collect();
+        let answer = [
+            ("t".to_owned(), 0, Landed::Written(5)),
+            // Twice for one partition, and one not asked about: neither counts.
+            ("t".to_owned(), 0, Landed::Fenced(90)),
+            ("t".to_owned(), 9, Landed::Written(1)),
+            ("t".to_owned(), 1, Landed::Again(6)),
+        ];
+        let look_up = lanes.settle(&sent, Ok(&answer), now);
+        assert_eq!(look_up, [key(1, 1)], "NOT_LEADER_OR_FOLLOWER: its leader moved");
+        assert_eq!(written.wait(Duration::ZERO).expect("written"), 5);
+        assert!(moved.answered().is_none() && left_out.answered().is_none(), "both go again");
+        let again: Vec<LaneKey> = lanes.take(|_, _| true)[0].batches.iter().map(|(k, _)| k.clone()).collect();
+        assert_eq!(again, [key(1, 1), key(1, 2)]);
+        // No answer at all, past their deadline: they fail, saying why.
+        let look_up = lanes.settle(&again, Err("connection reset"), later);
+        assert_eq!(look_up, again, "every leader is asked again");
+        let e = left_out.wait(Duration::ZERO).expect_err("late");
+        assert!(e.to_string().contains("connection reset"), "{e}");
+        assert!(moved.wait(Duration::ZERO).is_err());
         assert_eq!(lanes.len(), 0);
     }
 

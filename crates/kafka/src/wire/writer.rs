@@ -4,6 +4,9 @@
 //! thread looks partitions' leaders up. Producers ([`crate::Producer`]:
 //! idempotent, or transactional) hand it encoded batches; it keeps them in
 //! [`Lanes`] (pure) and reports each batch's outcome to its [`Delivery`].
+//! What to do with an answer, or its absence, is the lanes' decision
+//! ([`Lanes::settle`], on the caller's clock), as is which leader a
+//! partition goes to (`leaders_in`); the threads here do the I/O.
 //!
 //! What a sender does each turn: first the coordinator calls queued for
 //! its broker (a transaction waits on them), then one Produce request per
@@ -17,7 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use kafka_protocol::messages::ProduceResponse;
+use kafka_protocol::messages::{MetadataResponse, ProduceResponse};
 
 use crate::client::Client;
 use crate::delivery::{Delivered, Delivery, Failure};
@@ -346,35 +349,16 @@ fn produce_once(shared: &Shared, link: &mut Option<BrokerLink>, address: &str, r
     let keys: Vec<LaneKey> = request.batches.iter().map(|(k, _)| k.clone()).collect();
     let answer = connected(link, address, &shared.security)
         .and_then(|l| l.call::<_, ProduceResponse>(&body, PRODUCE_VERSION, REQUEST_TIMEOUT + Duration::from_secs(5)));
-    let now = Instant::now();
-    match answer {
-        Ok(answer) => {
-            let mut answered = vec![false; keys.len()];
-            let mut moved = Vec::new();
-            let mut lanes = shared.lanes();
-            for (topic, partition, landed) in produce::outcomes(&answer) {
-                let Some(i) = keys.iter().position(|k| *k.topic == topic && k.partition == partition) else {
-                    continue;
-                };
-                answered[i] = true;
-                if lanes.answered(&keys[i], landed, now).look_up_leaders {
-                    moved.push(keys[i].clone());
-                }
-            }
-            let missing: Vec<LaneKey> =
-                keys.iter().zip(&answered).filter(|(_, a)| !**a).map(|(k, _)| k.clone()).collect();
-            lanes.unanswered(&missing, now, "the broker's answer left the partition out");
-            drop(lanes);
-            if !moved.is_empty() {
-                shared.forget_leaders(&moved);
-            }
-        }
-        Err(e) => {
-            tracing::debug!(broker = address, error = %e, batches = keys.len(), "a Produce request got no answer; sending again");
-            *link = None;
-            shared.lanes().unanswered(&keys, now, &e.to_string());
-            shared.forget_leaders(&keys);
-        }
+    let outcomes = answer.as_ref().map(produce::outcomes);
+    if let Err(e) = &answer {
+        tracing::debug!(broker = address, error = %e, batches = keys.len(), "a Produce request got no answer; sending again");
+        *link = None;
+    }
+    let why = answer.as_ref().err().map(ToString::to_string).unwrap_or_default();
+    let settled = outcomes.as_deref().map_err(|_| why.as_str());
+    let moved = shared.lanes().settle(&keys, settled, Instant::now());
+    if !moved.is_empty() {
+        shared.forget_leaders(&moved);
     }
 }
 
@@ -401,19 +385,9 @@ fn route(shared: &Arc<Shared>) {
         topics.dedup();
         match shared.links.metadata_of(Some(&topics), REQUEST_TIMEOUT) {
             Ok(metadata) => {
-                let brokers = Links::brokers(&metadata);
-                let mut found = Vec::new();
-                for topic in &metadata.topics {
-                    let Some(name) = topic.name.as_ref() else { continue };
-                    for p in &topic.partitions {
-                        if let Some(address) = brokers.get(&p.leader_id.0) {
-                            found.push(((Arc::from(name.0.as_str()), p.partition_index), address.clone()));
-                        }
-                    }
-                }
+                let (found, addresses) = leaders_in(&metadata);
                 let routed = !found.is_empty();
                 shared.leaders.lock().unwrap_or_else(PoisonError::into_inner).extend(found);
-                let addresses: Vec<String> = brokers.into_values().collect();
                 for address in addresses {
                     if let Some(sender) = shared.start_sender(&address) {
                         sender.signal.raise();
@@ -432,6 +406,29 @@ fn route(shared: &Arc<Shared>) {
     }
 }
 
+/// A partition (topic, index) and its leader's address.
+type Led = ((Arc<str>, i32), String);
+
+/// The leader's address of each partition `metadata` names with a leader
+/// among its brokers (one without, or led by a broker it does not list, is
+/// looked up again later), and every broker's address.
+fn leaders_in(metadata: &MetadataResponse) -> (Vec<Led>, Vec<String>) {
+    let brokers = Links::brokers(metadata);
+    let mut found = Vec::new();
+    for topic in &metadata.topics {
+        let Some(name) = topic.name.as_ref() else { continue };
+        let name: Arc<str> = Arc::from(name.0.as_str());
+        for p in &topic.partitions {
+            if let Some(address) = brokers.get(&p.leader_id.0) {
+                found.push(((Arc::clone(&name), p.partition_index), address.clone()));
+            }
+        }
+    }
+    let mut addresses: Vec<String> = brokers.into_values().collect();
+    addresses.sort();
+    (found, addresses)
+}
+
 /// A record's delivery as its batch's slot gives it.
 pub(crate) fn delivery(slot: &Arc<Delivered>, index: usize, topic: &str, partition: i32) -> Delivery {
     Delivery::new(Arc::clone(slot), i64::try_from(index).unwrap_or(i64::MAX), format!("{topic}/{partition}"))
@@ -439,7 +436,22 @@ pub(crate) fn delivery(slot: &Arc<Delivered>, index: usize, topic: &str, partiti
 
 #[cfg(test)]
 mod tests {
-    use super::any_broker;
+    use std::sync::Arc;
+
+    use super::{any_broker, leaders_in};
+    use crate::wire::fetch_plan::tests::metadata;
+
+    #[test]
+    fn a_partition_is_routed_to_a_leader_the_answer_lists_and_to_none_else() {
+        // Partition 1's leader is none (-1), partition 2's a broker the
+        // answer does not list: both are looked up again later.
+        let answer = metadata(&[1, 2], &[("t", 0, 2), ("t", 1, -1), ("t", 2, 7), ("u", 0, 1)]);
+        let (found, brokers) = leaders_in(&answer);
+        let t: Arc<str> = Arc::from("t");
+        let u: Arc<str> = Arc::from("u");
+        assert_eq!(found, [((t, 0), "127.0.0.1:9002".to_owned()), ((u, 0), "127.0.0.1:9001".to_owned())]);
+        assert_eq!(brokers, ["127.0.0.1:9001", "127.0.0.1:9002"], "a sender for each broker");
+    }
 
     fn known(list: &[(&str, bool)]) -> Vec<(String, bool)> {
         list.iter().map(|(a, up)| ((*a).to_owned(), *up)).collect()
