@@ -79,6 +79,6 @@ pub use share_partition::{Run, SharePartition};
 pub use share_rows::{DEFAULT_DELIVERY_COUNT_LIMIT, ShareRow};
 pub use share_state::{ShareApplied, ShareKey, ShareState};
 pub use striped_count::StripedCount;
-pub use units::{ReadCounters, RecordAt, SkippedRecord, Unit, Units};
+pub use units::{LogUnits, ReadCounters, RecordAt, SkippedRecord, Unit, Units};
 pub use velocity::{Velocity, commit_age_s};
 pub use watermarks::{Watermark, Watermarks, lag};

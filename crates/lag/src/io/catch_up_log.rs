@@ -24,14 +24,14 @@ pub(crate) struct CatchUpLog {
 impl CatchUpLog {
     pub(crate) fn new(monitor: &Monitor, log: Log) -> Self {
         let now = Instant::now();
-        let records = monitor.counters(log).records.get();
+        let records = monitor.log(log).counters().records.get();
         let announced = monitor.progress_of(log).is_some_and(|p| p.ready);
         CatchUpLog { log, started: now, last: now, records_at_last: records, announced }
     }
 
     /// Says where catching up stands, when it is time to.
     pub(crate) fn report(&mut self, monitor: &Monitor) {
-        let records = monitor.counters(self.log).records.get();
+        let records = monitor.log(self.log).counters().records.get();
         let Some(p) = monitor.progress_of(self.log) else { return };
         let topic = self.log.topic();
         if p.ready {

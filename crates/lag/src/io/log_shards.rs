@@ -135,7 +135,7 @@ impl<L: Layout> LogShards<L> {
 
     /// A source batch that failed its checksum was skipped: counted.
     pub(crate) fn batch_skipped(&self) {
-        self.monitor.counters(L::LOG).corrupt_batch.fetch_add(1, Ordering::Relaxed);
+        self.monitor.log(L::LOG).counters().corrupt_batch.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Partition `partition`'s shard is primary here.

@@ -78,7 +78,7 @@ impl OffsetsReader {
     /// worker fails naming the rights it needs; the share state's is left out,
     /// said, until the service stops (`false`).
     fn may_read(&self) -> Result<bool, WorkerError> {
-        let start = self.monitor.positions(self.log);
+        let start = self.monitor.log(self.log).positions();
         let Some(first) = start.first() else { return Ok(true) };
         match refusal(&*self.brokers, &self.topic, *first, self.timeout, &self.shutdown)? {
             Some(e) => self.denied(e),

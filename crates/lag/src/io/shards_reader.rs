@@ -154,7 +154,7 @@ async fn run_on<K: Keyspace, L: Layout>(
     lease_ttl: Duration,
 ) -> Result<(), WorkerError> {
     let shards = &reader.shards;
-    let partitions = reader.monitor.positions(L::LOG).len() as i32;
+    let partitions = reader.monitor.log(L::LOG).positions().len() as i32;
     let log_topic = shards.log_topic.clone();
     let specs: Vec<ShardSpec> = (0..partitions).map(|p| shard(L::LOG, &reader.topic, shards, p)).collect();
     let mut app = LogShards::new(layout, Arc::clone(&reader.monitor), partitions, reader.shutdown.clone());

@@ -19,7 +19,7 @@ pub use crate::monitor_settings::{Clock, Granularity, MonitorSettings, SystemClo
 use crate::readiness::{Event, Readiness, Verdict};
 use crate::share_state::ShareState;
 use crate::snapshot::LagSnapshot;
-use crate::units::{ReadCounters, RecordAt, SkippedRecord, Units, lock};
+use crate::units::{LogUnits, RecordAt, SkippedRecord, Units, lock};
 use crate::watermarks::Watermarks;
 
 /// What the last refresh found of the brokers, replaced as a whole.
@@ -104,11 +104,12 @@ impl Monitor {
         &self.share
     }
 
-    /// The counters of what was read of `log`.
-    pub(crate) fn counters(&self, log: Log) -> &ReadCounters {
+    /// The units of `log`, whatever they hold: its state, its positions
+    /// and its counters.
+    pub fn log(&self, log: Log) -> &dyn LogUnits {
         match log {
-            Log::Offsets => self.units.counters(),
-            Log::ShareState => self.share.counters(),
+            Log::Offsets => &self.units,
+            Log::ShareState => &self.share,
         }
     }
 
@@ -193,19 +194,8 @@ impl Monitor {
 
     /// Starts tracking a partition of `log` with its watermarks.
     pub fn track(&self, log: Log, partition: i32, low: i64, high: i64) {
-        match log {
-            Log::Offsets => self.units.track(partition),
-            Log::ShareState => self.share.track(partition),
-        }
+        self.log(log).track(partition);
         self.step(Event::Tracked { log, partition, low, high });
-    }
-
-    /// Each partition of `log` with its next offset (`None`: nothing read).
-    pub(crate) fn positions(&self, log: Log) -> Vec<(i32, Option<i64>)> {
-        match log {
-            Log::Offsets => self.units.positions(),
-            Log::ShareState => self.share.positions(),
-        }
     }
 
     /// True once the initial partitions are tracked ([`Monitor::start_log`] was called).
@@ -227,20 +217,14 @@ impl Monitor {
     /// which reads it again from `from`: what was read of it is dropped, and
     /// `/ready` says so until the reader reaches the partition's end.
     pub(crate) fn rebuild(&self, log: Log, partition: i32, was_at: i64, from: i64) {
-        match log {
-            Log::Offsets => self.units.replace(partition, Default::default()),
-            Log::ShareState => self.share.replace(partition, Default::default()),
-        }
+        self.log(log).clear(partition);
         self.step(Event::Rebuilding { log, partition, from, was_at, at: self.clock.now() });
     }
 
     /// The reader of `log` reached the end of `partition`.
     pub fn end_of(&self, log: Log, partition: i32, next_offset: Option<i64>) {
         if let Some(next) = next_offset {
-            match log {
-                Log::Offsets => self.units.advance(partition, next),
-                Log::ShareState => self.share.advance(partition, next),
-            }
+            self.log(log).advance(partition, next);
         }
         self.step(Event::EndOfPartition { log, partition, next: next_offset });
     }

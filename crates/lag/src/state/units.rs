@@ -286,6 +286,44 @@ impl<U: Unit> Units<U> {
     }
 }
 
+/// A log's units seen whatever they hold (the offsets topic's groups, the
+/// share state's share-partitions): the per-log state the monitor keeps,
+/// [`crate::Monitor::log`].
+pub trait LogUnits: Send + Sync {
+    /// Makes sure `partition` has a unit (an empty one at first).
+    fn track(&self, partition: i32);
+    /// Each unit's next offset (`None`: nothing read yet), by partition.
+    fn positions(&self) -> Vec<(i32, Option<i64>)>;
+    /// Empties `partition`'s unit (its log was cut under the reader).
+    fn clear(&self, partition: i32);
+    /// Moves `partition`'s unit to `next` (the reader saw its end there).
+    fn advance(&self, partition: i32, next: i64);
+    /// The counters of what was read.
+    fn counters(&self) -> &ReadCounters;
+}
+
+impl<U: Unit> LogUnits for Units<U> {
+    fn track(&self, partition: i32) {
+        Units::track(self, partition);
+    }
+
+    fn positions(&self) -> Vec<(i32, Option<i64>)> {
+        Units::positions(self)
+    }
+
+    fn clear(&self, partition: i32) {
+        self.replace(partition, U::default());
+    }
+
+    fn advance(&self, partition: i32, next: i64) {
+        Units::advance(self, partition, next);
+    }
+
+    fn counters(&self) -> &ReadCounters {
+        Units::counters(self)
+    }
+}
+
 impl Units<GroupOffsets> {
     /// For each unit, how many transactions are open in it whose offset
     /// commits wait for their marker.
