@@ -117,7 +117,9 @@ PROPERTIES
   kafka_tool kafka.tools.StorageTool format --cluster-id "$cluster_id" --config "$dir/server.properties" \
     "${scram[@]}" >"$dir/format.log" 2>&1 || { cat "$dir/format.log" >&2; die "formatting the broker's storage failed"; }
 
-  launch
+  launch choose-again
+  # Read again: launch may have chosen other ports.
+  plaintext="$(sed -n 's/^KSHARD_BROKERS=127.0.0.1://p' "$dir/broker.env")"
   create_acls "$plaintext"
   log "broker up in $((SECONDS - began)) s (pid $(cat "$pidfile")), log: $dir/broker.log"
   cp "$dir/broker.env" "$envfile"
@@ -125,15 +127,41 @@ PROPERTIES
 }
 
 # Starts the JVM on the formatted data directory and waits until it serves.
+# With `choose-again` (a fresh start, whose ports nobody knows yet), a port
+# taken by another process between free_ports and the broker's bind is
+# replaced by a free one and the broker started again, up to 3 times; a
+# resumed broker keeps its ports.
 launch() {
-  local plaintext
-  plaintext="$(sed -n 's/^KSHARD_BROKERS=127.0.0.1://p' "$dir/broker.env")"
-  : >"$dir/broker.log"
-  java -Xms256m -Xmx768m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true \
-    -Dlog4j2.configurationFile="$KAFKA_HOME/config/log4j2.xml" \
-    -cp "$KAFKA_HOME/libs/*" kafka.Kafka "$dir/server.properties" >>"$dir/broker.log" 2>&1 &
-  echo $! >"$pidfile"
-  wait_until_up "$pidfile" broker "$dir/broker.log" serving "$plaintext"
+  local plaintext attempt rc
+  for attempt in 1 2 3; do
+    plaintext="$(sed -n 's/^KSHARD_BROKERS=127.0.0.1://p' "$dir/broker.env")"
+    : >"$dir/broker.log"
+    java -Xms256m -Xmx768m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true \
+      -Dlog4j2.configurationFile="$KAFKA_HOME/config/log4j2.xml" \
+      -cp "$KAFKA_HOME/libs/*" kafka.Kafka "$dir/server.properties" >>"$dir/broker.log" 2>&1 &
+    echo $! >"$pidfile"
+    rc=0
+    PORT_TAKEN_RETURNS=1 wait_until_up "$pidfile" broker "$dir/broker.log" serving "$plaintext" || rc=$?
+    ((rc == 0)) && return 0
+    [[ "${1:-}" == choose-again ]] && ((attempt < 3)) || die "the broker's ports are taken (log: $dir/broker.log)"
+    choose_other_ports
+  done
+}
+
+# Gives the broker free ports in place of those its configuration names
+# (server.properties and broker.env), each replaced through a placeholder so
+# that a new port equal to another old one is not replaced twice.
+choose_other_ports() {
+  local old new i
+  mapfile -t old < <(sed -n 's/^listeners=//p' "$dir/server.properties" | grep -oE ':[0-9]+' | tr -d :)
+  mapfile -t new < <(free_ports "${#old[@]}")
+  for i in "${!old[@]}"; do
+    sed -i "s/127\.0\.0\.1:${old[$i]}\b/127.0.0.1:@port$i@/g" "$dir/server.properties" "$dir/broker.env"
+  done
+  for i in "${!new[@]}"; do
+    sed -i "s/@port$i@/${new[$i]}/g" "$dir/server.properties" "$dir/broker.env"
+  done
+  log "starting the broker again on ports ${new[*]}"
 }
 
 # True once the broker has logged that it started and accepts connections.

@@ -37,7 +37,18 @@ start() {
     make_certificates "$dir/tls"
     touch "$dir/secure"
   fi
-  launch
+  # A port taken by another process between free_ports and etcd's bind is
+  # replaced by a free one, on a new data directory, up to 3 times.
+  local attempt rc
+  for attempt in 1 2 3; do
+    rc=0
+    PORT_TAKEN_RETURNS=1 launch || rc=$?
+    ((rc == 0)) && break
+    ((rc == 2 && attempt < 3)) || die "etcd's ports are taken (log: $dir/etcd.log)"
+    rm -rf "$dir/data"
+    free_ports 2 | paste -sd' ' >"$dir/ports"
+    log "starting etcd again on ports $(cat "$dir/ports")"
+  done
   [[ -f "$dir/secure" ]] && enable_auth
   cat "$envfile"
 }
@@ -58,7 +69,7 @@ launch() {
     --initial-cluster "kshard-dev=http://127.0.0.1:$peer" "${tls[@]}" \
     >>"$dir/etcd.log" 2>&1 &
   echo $! >"$pidfile"
-  wait_until_up "$pidfile" etcd "$dir/etcd.log" healthy "$client"
+  wait_until_up "$pidfile" etcd "$dir/etcd.log" healthy "$client" || return
   echo "KSHARD_ETCD=$scheme://127.0.0.1:$client" >"$envfile"
   if [[ -f "$dir/secure" ]]; then
     {

@@ -98,16 +98,26 @@ port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 # True when the process in PID file $1 is alive.
 pid_alive() { [[ -f "$1" ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
-# Waits up to 30 s for a service just started: fails with its log's tail if the
-# process in PID file $1 exits, succeeds once `$4…` (a readiness check) does.
-# $2 names the service in messages, $3 is its log file.
+# Waits up to 30 s for a service just started: fails with its log's errors
+# and tail if the process in PID file $1 exits, succeeds once `$4…` (a
+# readiness check) does. $2 names the service in messages, $3 is its log
+# file. With PORT_TAKEN_RETURNS set, a service that exited because a port
+# chosen for it was bound by another process meanwhile (free_ports gives
+# ports free when asked, not when the service binds) returns 2 instead: the
+# caller may choose other ports.
 wait_until_up() {
   local pidfile="$1" name="$2" logfile="$3"
   shift 3
   for _ in $(seq 300); do
     if ! pid_alive "$pidfile"; then
-      tail -n 20 "$logfile" >&2 || true
       rm -f "$pidfile"
+      if [[ -n "${PORT_TAKEN_RETURNS:-}" ]] && grep -qiE "address already in use|BindException" "$logfile"; then
+        log "$name could not bind a port chosen for it: another process took it meanwhile"
+        return 2
+      fi
+      # The cause first: a JVM logs its whole shutdown after it.
+      grep -m 10 -E "ERROR|FATAL|Exception|already in use" "$logfile" >&2 || true
+      tail -n 20 "$logfile" >&2 || true
       die "$name exited during start (log above: $logfile)"
     fi
     if "$@"; then
