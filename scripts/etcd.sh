@@ -38,14 +38,15 @@ start() {
     touch "$dir/secure"
   fi
   # A port taken by another process between free_ports and etcd's bind is
-  # replaced by a free one, on a new data directory, up to 3 times.
+  # replaced by a free one, on a new data directory and log (3 starts in all).
   local attempt rc
   for attempt in 1 2 3; do
     rc=0
     PORT_TAKEN_RETURNS=1 launch || rc=$?
     ((rc == 0)) && break
-    ((rc == 2 && attempt < 3)) || die "etcd's ports are taken (log: $dir/etcd.log)"
+    ((rc == 2 && attempt < 3)) || die "etcd's ports were taken at each of 3 starts (log: $dir/etcd.log)"
     rm -rf "$dir/data"
+    : >"$dir/etcd.log"
     free_ports 2 | paste -sd' ' >"$dir/ports"
     log "starting etcd again on ports $(cat "$dir/ports")"
   done

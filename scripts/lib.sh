@@ -31,24 +31,39 @@ log() { printf '[kshard] %s\n' "$*" >&2; }
 die() { printf '[kshard] error: %s\n' "$*" >&2; exit 1; }
 
 # Prints N (default 1) distinct TCP ports on 127.0.0.1 that are free now, one
-# per line: all sockets are held open until every port is chosen.
+# per line: all sockets are held open until every port is chosen. They are
+# chosen below the kernel's range of ephemeral ports
+# (/proc/sys/net/ipv4/ip_local_port_range), so that no process's outgoing
+# connection takes one before the service binds it; a service restarted on
+# its ports (resume) finds them free for the same reason.
 free_ports() {
-  local n="${1:-1}"
+  local n="${1:-1}" low=32768
+  [[ -r /proc/sys/net/ipv4/ip_local_port_range ]] && read -r low _ </proc/sys/net/ipv4/ip_local_port_range
+  ((low > 10000 + n)) || low=$((10000 + n + 1))
   if command -v python3 >/dev/null 2>&1; then
-    python3 - "$n" <<'PY'
-import socket, sys
+    python3 - "$n" "$low" <<'PY'
+import random, socket, sys
+n, low = int(sys.argv[1]), int(sys.argv[2])
 held = []
-for _ in range(int(sys.argv[1])):
+for _ in range(100_000):
+    if len(held) == n:
+        break
     s = socket.socket()
-    s.bind(("127.0.0.1", 0))
+    try:
+        s.bind(("127.0.0.1", random.randint(10000, low - 1)))
+    except OSError:
+        s.close()
+        continue
     held.append(s)
+else:
+    sys.exit("no free port on 127.0.0.1 below the ephemeral range")
 print("\n".join(str(s.getsockname()[1]) for s in held))
 PY
     return
   fi
   local port chosen=()
   while ((${#chosen[@]} < n)); do
-    port=$(((RANDOM % 20000) + 30000))
+    port=$(((RANDOM % (low - 10000)) + 10000))
     if [[ " ${chosen[*]} " != *" $port "* ]] && ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
       chosen+=("$port")
     fi

@@ -98,6 +98,14 @@ impl<L: Layout> ShardApp for MemoryShard<L> {
     }
 }
 
+/// Records applied but not yet counted are counted when the replica's
+/// object goes, however its task ended (dropped before `stopped`, say).
+impl<L: Layout> Drop for MemoryShard<L> {
+    fn drop(&mut self) {
+        self.count_read();
+    }
+}
+
 #[cfg(test)]
 mod tests {
 

@@ -282,6 +282,7 @@ impl<K: Keyspace, L: Layout> Grower<K, L> {
     fn grow(self, announced: &std::sync::mpsc::Receiver<Vec<i32>>) -> Result<(), WorkerError> {
         let mut pending = std::collections::BTreeSet::new();
         let mut fenced = std::collections::BTreeMap::new();
+        let mut log_admin = None;
         let mut catch_up = crate::catch_up_log::CatchUpLog::new(&self.app.monitor, L::LOG);
         while !self.shutdown.is_set() {
             if !catch_up.announced {
@@ -301,9 +302,11 @@ impl<K: Keyspace, L: Layout> Grower<K, L> {
                 pending.clear();
             }
             if let Some(&last) = pending.iter().next_back() {
-                match self.give_shards(&pending, last) {
+                match self.give_shards(&pending, last, &mut log_admin) {
                     Ok(()) => {
                         pending.clear();
+                        // Done growing: the admin client goes until the next time.
+                        log_admin = None;
                         self.app.monitor.step(Event::Release(unsharded(L::LOG)));
                         self.app.settle();
                     }
@@ -347,10 +350,23 @@ impl<K: Keyspace, L: Layout> Grower<K, L> {
         }
     }
 
-    fn give_shards(&self, partitions: &std::collections::BTreeSet<i32>, last: i32) -> Result<(), WorkerError> {
+    /// Gives `partitions` shards, growing the recovery logs' topic to
+    /// `last` + 1 partitions first with `log_admin` (made at the first try,
+    /// kept through the retries: a librdkafka client costs threads).
+    fn give_shards(
+        &self,
+        partitions: &std::collections::BTreeSet<i32>,
+        last: i32,
+        log_admin: &mut Option<Admin>,
+    ) -> Result<(), WorkerError> {
         // Created with the first partitions of a log that had none.
         if let Some(kafka) = &self.admin {
-            ensure_log_topic(&Admin::connect(kafka, self.timeout)?, &self.shards.log_topic, last + 1)?;
+            if log_admin.is_none() {
+                *log_admin = Some(Admin::connect(kafka, self.timeout)?);
+            }
+            if let Some(admin) = log_admin.as_ref() {
+                ensure_log_topic(admin, &self.shards.log_topic, last + 1)?;
+            }
         }
         self.app.partitions.fetch_max(last + 1, Ordering::AcqRel);
         for &p in partitions {

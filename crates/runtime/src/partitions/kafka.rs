@@ -84,8 +84,14 @@ impl KafkaPartitions {
             message: format!("its task ended: {e}"),
         };
         // Never closed: an error is impossible, but said rather than unwrapped.
-        let _permit = self.admin_calls.acquire().await.map_err(|e| ended(&e))?;
-        tokio::task::spawn_blocking(call).await.unwrap_or_else(|e| Err(ended(&e)))
+        let permit = Arc::clone(&self.admin_calls).acquire_owned().await.map_err(|e| ended(&e))?;
+        // The call holds the permit, not this task: a task dropped while its
+        // call runs on does not let a fifth one start beside it.
+        let held = move || {
+            let _permit = permit;
+            call()
+        };
+        tokio::task::spawn_blocking(held).await.unwrap_or_else(|e| Err(ended(&e)))
     }
 
     /// The member's writer and admin client, made on first use.

@@ -114,6 +114,23 @@ fn every_codec_reads_back_the_same_records() {
 }
 
 #[test]
+fn plain_and_compressed_batches_in_one_answer_each_read_in_their_own_buffer() {
+    // A plain batch is read in place in the answer, a compressed one in its
+    // inflated copy: the buffer the ranges point into follows the batch.
+    let bytes = join(&[
+        batch(&[(0, Some(b"plain")), (1, Some(b"in place"))], Compression::None, None),
+        batch(&[(2, Some(b"inflated")), (3, None)], Compression::Zstd, None),
+        batch(&[(4, Some(b"plain again"))], Compression::None, None),
+        batch(&[(5, Some(b"gzip"))], Compression::Gzip, None),
+    ]);
+    let read = read_all(bytes, 0, false, vec![]).expect("read");
+    let values: Vec<Option<&[u8]>> = read.iter().map(|(_, v)| v.as_deref()).collect();
+    let expected: [Option<&[u8]>; 6] =
+        [Some(b"plain"), Some(b"in place"), Some(b"inflated"), None, Some(b"plain again"), Some(b"gzip")];
+    assert_eq!(values, expected);
+}
+
+#[test]
 fn a_batch_that_inflates_past_the_most_is_corrupt_and_the_next_is_read() {
     // One value of zeros just past the most (4 MiB here, as a test's
     // walk is set to): a few kilobytes of zstd.
