@@ -117,8 +117,8 @@ PROPERTIES
   kafka_tool kafka.tools.StorageTool format --cluster-id "$cluster_id" --config "$dir/server.properties" \
     "${scram[@]}" >"$dir/format.log" 2>&1 || { cat "$dir/format.log" >&2; die "formatting the broker's storage failed"; }
 
-  launch choose-again
-  # Read again: launch may have chosen other ports.
+  start_choosing_ports broker launch choose_other_ports
+  # Read again: other ports may have been chosen.
   plaintext="$(sed -n 's/^KSHARD_BROKERS=127.0.0.1://p' "$dir/broker.env")"
   create_acls "$plaintext"
   log "broker up in $((SECONDS - began)) s (pid $(cat "$pidfile")), log: $dir/broker.log"
@@ -126,27 +126,17 @@ PROPERTIES
   cat "$envfile"
 }
 
-# Starts the JVM on the formatted data directory and waits until it serves.
-# With `choose-again` (a fresh start, whose ports nobody knows yet), a port
-# taken by another process between free_ports and the broker's bind is
-# replaced by a free one and the broker started again (3 starts in all); a
-# resumed broker keeps its ports, and fails as any start that fails.
+# Starts the JVM on the formatted data directory and waits until it serves
+# (see start_choosing_ports for a port taken meanwhile).
 launch() {
-  local plaintext attempt rc choose=""
-  [[ "${1:-}" == choose-again ]] && choose=1
-  for attempt in 1 2 3; do
-    plaintext="$(sed -n 's/^KSHARD_BROKERS=127.0.0.1://p' "$dir/broker.env")"
-    : >"$dir/broker.log"
-    java -Xms256m -Xmx768m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true \
-      -Dlog4j2.configurationFile="$KAFKA_HOME/config/log4j2.xml" \
-      -cp "$KAFKA_HOME/libs/*" kafka.Kafka "$dir/server.properties" >>"$dir/broker.log" 2>&1 &
-    echo $! >"$pidfile"
-    rc=0
-    PORT_TAKEN_RETURNS="${choose:-}" wait_until_up "$pidfile" broker "$dir/broker.log" serving "$plaintext" || rc=$?
-    ((rc == 0)) && return 0
-    ((attempt < 3)) || die "the broker's ports were taken at each of 3 starts (log: $dir/broker.log)"
-    choose_other_ports
-  done
+  local plaintext
+  plaintext="$(sed -n 's/^KSHARD_BROKERS=127.0.0.1://p' "$dir/broker.env")"
+  : >"$dir/broker.log"
+  java -Xms256m -Xmx768m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true \
+    -Dlog4j2.configurationFile="$KAFKA_HOME/config/log4j2.xml" \
+    -cp "$KAFKA_HOME/libs/*" kafka.Kafka "$dir/server.properties" >>"$dir/broker.log" 2>&1 &
+  echo $! >"$pidfile"
+  wait_until_up "$pidfile" broker "$dir/broker.log" serving "$plaintext"
 }
 
 # Gives the broker free ports in place of those its configuration names

@@ -37,21 +37,18 @@ start() {
     make_certificates "$dir/tls"
     touch "$dir/secure"
   fi
-  # A port taken by another process between free_ports and etcd's bind is
-  # replaced by a free one, on a new data directory and log (3 starts in all).
-  local attempt rc
-  for attempt in 1 2 3; do
-    rc=0
-    PORT_TAKEN_RETURNS=1 launch || rc=$?
-    ((rc == 0)) && break
-    ((rc == 2 && attempt < 3)) || die "etcd's ports were taken at each of 3 starts (log: $dir/etcd.log)"
-    rm -rf "$dir/data"
-    : >"$dir/etcd.log"
-    free_ports 2 | paste -sd' ' >"$dir/ports"
-    log "starting etcd again on ports $(cat "$dir/ports")"
-  done
+  start_choosing_ports etcd launch choose_other_ports
   [[ -f "$dir/secure" ]] && enable_auth
   cat "$envfile"
+}
+
+# Gives etcd free ports, on a new data directory and log: its data names
+# its peer port.
+choose_other_ports() {
+  rm -rf "$dir/data"
+  : >"$dir/etcd.log"
+  free_ports 2 | paste -sd' ' >"$dir/ports"
+  log "starting etcd again on ports $(cat "$dir/ports")"
 }
 
 # Starts etcd on the data directory and ports in $dir, and waits until healthy.

@@ -144,6 +144,23 @@ wait_until_up() {
   die "$name did not answer within 30 s (log: $logfile)"
 }
 
+# Runs `$2` (a service's start, which waits with wait_until_up) with
+# PORT_TAKEN_RETURNS set: when a port chosen for the service was taken by
+# another process before it bound it, runs `$3` (which gives the service
+# other free ports) and starts it again, 3 starts in all. $1 names the
+# service in messages. For a fresh start only: a service resumed keeps its
+# ports, which its clients know.
+start_choosing_ports() {
+  local name="$1" start="$2" choose_again="$3" attempt rc
+  for attempt in 1 2 3; do
+    rc=0
+    PORT_TAKEN_RETURNS=1 "$start" || rc=$?
+    ((rc == 0)) && return 0
+    ((attempt < 3)) || die "$name's ports were taken at each of 3 starts"
+    "$choose_again"
+  done
+}
+
 # Kills the process in PID file $1 with SIGKILL (a crash, for fault tests) and
 # removes the file; $2 names it, $3 says where its data stays.
 kill_pid() {

@@ -28,9 +28,9 @@ pub(crate) const PARTITION_MAX_BYTES: i32 = 1024 * 1024;
 
 /// What every reader of one fetcher may hold queued, together. A reader
 /// of one queue of 1 MiB stays below it; a durable cold start (50 source
-/// readers of 256 KiB each) held up to 58 MB queued before it. Measured with `kshard bench restart` (3 runs
-/// each): 8 MiB gave 48–55 MB of peak RSS and 1.8–2.4 s to ready, 16 MiB
-/// 53–56 MB and 1.6–1.9 s.
+/// readers of 256 KiB each) held up to 58 MB queued before it. Measured
+/// with `kshard bench restart` (3 runs each): 8 MiB gave 48–55 MB of peak
+/// RSS and 1.8–2.4 s to ready, 16 MiB 53–56 MB and 1.6–1.9 s.
 pub(crate) const READ_AHEAD_BYTES: usize = 16 << 20;
 
 /// The bytes a fetcher's readers hold queued, shared by their queues.

@@ -349,14 +349,14 @@ fn produce_once(shared: &Shared, link: &mut Option<BrokerLink>, address: &str, r
     let keys: Vec<LaneKey> = request.batches.iter().map(|(k, _)| k.clone()).collect();
     let answer = connected(link, address, &shared.security)
         .and_then(|l| l.call::<_, ProduceResponse>(&body, PRODUCE_VERSION, REQUEST_TIMEOUT + Duration::from_secs(5)));
-    let outcomes = answer.as_ref().map(produce::outcomes);
-    if let Err(e) = &answer {
-        tracing::debug!(broker = address, error = %e, batches = keys.len(), "a Produce request got no answer; sending again");
-        *link = None;
-    }
-    let why = answer.as_ref().err().map(ToString::to_string).unwrap_or_default();
-    let settled = outcomes.as_deref().map_err(|_| why.as_str());
-    let moved = shared.lanes().settle(&keys, settled, Instant::now());
+    let moved = match &answer {
+        Ok(answer) => shared.lanes().settle(&keys, Ok(&produce::outcomes(answer)), Instant::now()),
+        Err(e) => {
+            tracing::debug!(broker = address, error = %e, batches = keys.len(), "a Produce request got no answer; sending again");
+            *link = None;
+            shared.lanes().settle(&keys, Err(&e.to_string()), Instant::now())
+        }
+    };
     if !moved.is_empty() {
         shared.forget_leaders(&moved);
     }

@@ -124,12 +124,30 @@ mod tests {
         Arc::new(shards)
     }
 
-    fn commit(shard: &mut MemoryShard<OffsetsLayout>, offset: i64) {
+    /// A monitor tracking partition 0 of the offsets topic up to `high`,
+    /// and the spec of that partition's shard.
+    fn started(high: i64) -> (Arc<Monitor>, ShardSpec) {
+        let monitor = Arc::new(Monitor::new(MonitorSettings::default()));
+        monitor.track(Log::Offsets, 0, 0, high);
+        monitor.start_log(Log::Offsets);
+        let spec = ShardSpec::unlogged(
+            "offsets-000",
+            vec![Source { topic: "__consumer_offsets".into(), partition: 0, min_offset: 0 }],
+        );
+        (monitor, spec)
+    }
+
+    /// Group g's commit of offset `offset`, written at `offset`.
+    fn consume_commit(shard: &mut MemoryShard<OffsetsLayout>, txn: &mut Transaction<'_>, offset: i64) {
         let (key, value) = Record::offset_commit("g", "t", 0, Some(OffsetCommitValue::new(3, offset, 0))).encode();
         let message = Message::new("__consumer_offsets", 0, offset, Some(&key), value.as_deref());
+        shard.consume(txn, &message).expect("consumes");
+    }
+
+    fn commit(shard: &mut MemoryShard<OffsetsLayout>, offset: i64) {
         let store = MemoryStore::default();
         let mut txn = Transaction::new(&store);
-        shard.consume(&mut txn, &message).expect("consumes");
+        consume_commit(shard, &mut txn, offset);
         shard.finalize(&mut txn).expect("finalizes");
         assert!(txn.into_mutations().is_empty(), "nothing goes to the store: the unit is the state");
     }
@@ -140,13 +158,7 @@ mod tests {
 
     #[test]
     fn a_replica_started_again_passes_over_what_the_unit_holds_already() {
-        let monitor = Arc::new(Monitor::new(MonitorSettings::default()));
-        monitor.track(Log::Offsets, 0, 0, 10);
-        monitor.start_log(Log::Offsets);
-        let spec = ShardSpec::unlogged(
-            "offsets-000",
-            vec![Source { topic: "__consumer_offsets".into(), partition: 0, min_offset: 0 }],
-        );
+        let (monitor, spec) = started(10);
         let mut first = MemoryShard::new(shards(&monitor), &spec).expect("a shard");
         first.recovered(&MemoryStore::default(), &[]).expect("recovers");
         for offset in 0..3 {
@@ -167,21 +179,13 @@ mod tests {
 
     #[test]
     fn records_are_counted_read_by_the_partitions_end() {
-        let monitor = Arc::new(Monitor::new(MonitorSettings::default()));
-        monitor.track(Log::Offsets, 0, 0, 2);
-        monitor.start_log(Log::Offsets);
-        let spec = ShardSpec::unlogged(
-            "offsets-000",
-            vec![Source { topic: "__consumer_offsets".into(), partition: 0, min_offset: 0 }],
-        );
+        let (monitor, spec) = started(2);
         let mut shard = MemoryShard::new(shards(&monitor), &spec).expect("a shard");
         shard.recovered(&MemoryStore::default(), &[]).expect("recovers");
         let store = MemoryStore::default();
         let mut txn = Transaction::new(&store);
         for offset in 0..2 {
-            let (key, value) = Record::offset_commit("g", "t", 0, Some(OffsetCommitValue::new(3, offset, 0))).encode();
-            let message = Message::new("__consumer_offsets", 0, offset, Some(&key), value.as_deref());
-            shard.consume(&mut txn, &message).expect("consumes");
+            consume_commit(&mut shard, &mut txn, offset);
         }
         // The end comes inside the transaction, before it is finalized.
         shard.end_of_source("__consumer_offsets", 0, Some(2));

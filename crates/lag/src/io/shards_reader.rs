@@ -161,7 +161,7 @@ async fn run_on<K: Keyspace, L: Layout>(
     app.in_memory = matches!(shards.stores, Stores::Memory(_));
     let app = Arc::new(app);
     // The recovery logs' topic is made and grown with it: durable shards only.
-    let (admin, config) = match &shards.stores {
+    let (log_topic_cluster, config) = match &shards.stores {
         Stores::Durable(data_dir) => {
             let (settings, timeout, topic) = (reader.kafka.clone(), reader.timeout, log_topic.clone());
             // The admin client (librdkafka's: threads and buffers) is
@@ -192,7 +192,7 @@ async fn run_on<K: Keyspace, L: Layout>(
     let grower = Grower {
         shutdown: member_stopped.clone(),
         topic: reader.topic.clone(),
-        admin,
+        log_topic_cluster,
         brokers: Arc::clone(&reader.brokers),
         timeout: reader.timeout,
         shards: shards.clone(),
@@ -259,7 +259,7 @@ struct Grower<K, L> {
     topic: String,
     /// The cluster of the recovery logs' topic, to make an admin client for
     /// when the log grows (durable shards).
-    admin: Option<kshard_kafka::Client>,
+    log_topic_cluster: Option<kshard_kafka::Client>,
     /// Makes the reader that asks whether a log that had no partitions may
     /// be read, when its first ones appear.
     brokers: Arc<dyn crate::brokers::Connector>,
@@ -360,7 +360,7 @@ impl<K: Keyspace, L: Layout> Grower<K, L> {
         log_admin: &mut Option<Admin>,
     ) -> Result<(), WorkerError> {
         // Created with the first partitions of a log that had none.
-        if let Some(kafka) = &self.admin {
+        if let Some(kafka) = &self.log_topic_cluster {
             if log_admin.is_none() {
                 *log_admin = Some(Admin::connect(kafka, self.timeout)?);
             }

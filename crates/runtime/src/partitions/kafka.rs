@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use kshard_kafka::{
-    Admin, Client, Error, Isolation, PartitionReader, Producer, ReadEvent, RecordWriter, TRANSACTION_TIMEOUT,
-    TopicPartition, Writer,
+    Admin, BrokerAdmin, Client, Error, Isolation, PartitionReader, Producer, ReadEvent, RecordWriter,
+    TRANSACTION_TIMEOUT, TopicPartition, Writer,
 };
 
 use super::{
@@ -94,6 +94,16 @@ impl KafkaPartitions {
         tokio::task::spawn_blocking(held).await.unwrap_or_else(|e| Err(ended(&e)))
     }
 
+    /// The admin client for metadata and the logs' ends: kshard's own where
+    /// it speaks the settings' security (a member's replicas then start
+    /// without any librdkafka client: threads and buffers), else librdkafka's.
+    fn broker_admin(&self) -> Result<Arc<dyn BrokerAdmin + Send + Sync>, Error> {
+        match self.wire_admin() {
+            Some(wire) => Ok(wire),
+            None => Ok(self.clients()?.1),
+        }
+    }
+
     /// The member's writer and admin client, made on first use.
     fn clients(&self) -> Result<(Arc<RecordWriter>, Arc<Admin>), Error> {
         let mut clients = self.clients.lock().unwrap_or_else(PoisonError::into_inner);
@@ -129,15 +139,8 @@ impl Partitions for KafkaPartitions {
         let partitions: Vec<TopicPartition> =
             partitions.iter().map(|(t, p)| TopicPartition::new(t.clone(), *p)).collect();
         Box::pin(async move {
-            // kshard's own client where it speaks the settings' security: a
-            // member's replicas then start without any librdkafka client.
-            let ends = match self.wire_admin() {
-                Some(wire) => self.blocking(move || kshard_kafka::BrokerAdmin::watermarks(&*wire, &partitions)).await?,
-                None => {
-                    let admin = self.clients()?.1;
-                    self.blocking(move || admin.watermarks(&partitions)).await?
-                }
-            };
+            let admin = self.broker_admin()?;
+            let ends = self.blocking(move || admin.watermarks(&partitions)).await?;
             Ok(ends.into_iter().map(|(tp, marks)| ((tp.topic, tp.partition), marks)).collect())
         })
     }
@@ -145,12 +148,7 @@ impl Partitions for KafkaPartitions {
     fn partition_count<'a>(&'a self, topic: &'a str) -> Pending<'a, Option<i32>> {
         let topic = topic.to_owned();
         Box::pin(async move {
-            // kshard's own client where it speaks the settings' security: no
-            // librdkafka client made for it (threads and buffers).
-            if let Some(wire) = self.wire_admin() {
-                return self.blocking(move || kshard_kafka::BrokerAdmin::partition_count(&*wire, &topic)).await;
-            }
-            let admin = self.clients()?.1;
+            let admin = self.broker_admin()?;
             self.blocking(move || admin.partition_count(&topic)).await
         })
     }
