@@ -130,16 +130,8 @@ healthy() {
     ETCDCTL_API=3 etcdctl --endpoints "https://127.0.0.1:$1" --cacert "$dir/tls/ca.pem" \
       --cert "$dir/tls/client.crt" --key "$dir/tls/client.key" endpoint health >/dev/null 2>&1
   else
-    health "$1" | grep -q '"health":"true"'
+    http_get "$1" /health | grep -q '"health":"true"'
   fi
-}
-
-# GET /health over bash's /dev/tcp (no curl needed).
-health() {
-  exec 3<>"/dev/tcp/127.0.0.1/$1" || return 1
-  printf 'GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
-  timeout 2 cat <&3 || true
-  exec 3>&-
 }
 
 case "${1:-}" in

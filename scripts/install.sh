@@ -5,6 +5,8 @@
 #     openssl (the test broker's throwaway CA),
 #     libssl-dev, pkg-config, make, perl (librdkafka's build), python3, a Java 17
 #     runtime and Maven (the broker), when missing;
+#   - Prometheus, promtool and Alertmanager: the binaries of Debian's
+#     packages, into $KSHARD_TOOLS_DIR/bin (the packages are not installed);
 #   - Apache Kafka $KAFKA_DEFAULT_VERSION and $KAFKA_3_VERSION (the Kafka 3 broker
 #     the suite also tests the transactional writer on; and $KAFKA_VERSION when
 #     the environment names another): each broker's jars and their
@@ -158,26 +160,44 @@ else
   touch "$KAFKA_STREAMS_HOME/.complete"
 fi
 
-# promtool, Prometheus's rule checker, for the test of deploy/prometheus: taken
-# out of Debian's prometheus package (a static binary) without installing or
-# starting the server. Without it the test checks the rules with its own parser.
-promtool="$KSHARD_TOOLS_DIR/bin/promtool"
-if command -v promtool >/dev/null 2>&1 || [[ -x "$promtool" ]]; then
-  log "promtool found"
-else
-  log "fetching promtool from Debian's prometheus package"
+# Prometheus, its rule checker promtool and Alertmanager, for the tests of
+# deploy/prometheus and of the published dashboards and alerts against a live
+# Prometheus: the static binaries taken out of Debian's prometheus and
+# prometheus-alertmanager packages into $KSHARD_TOOLS_DIR/bin, without
+# installing the packages or starting their services.
+# debian_binary PACKAGE PATH-IN-PACKAGE NAME [SHARED-DIR]: the file as
+# $KSHARD_TOOLS_DIR/bin/NAME, and the package's folder SHARED-DIR (the
+# binary reads it at its absolute path) where it is missing.
+debian_binary() {
+  local package="$1" inside="$2" name="$3" shared="${4:-}" tmp as_root=()
+  if [[ -x "$KSHARD_TOOLS_DIR/bin/$name" ]] && [[ -z "$shared" || -d "/$shared" ]]; then
+    log "$name found"
+    return
+  fi
+  log "taking $name out of Debian's $package package"
   tmp="$(mktemp -d)"
-  fetch() { (cd "$tmp" && apt-get download prometheus >/dev/null 2>&1); }
-  as_root=(); [[ $(id -u) -eq 0 ]] || as_root=(sudo -n)
+  [[ $(id -u) -eq 0 ]] || as_root=(sudo -n)
+  fetch() { (cd "$tmp" && apt-get download "$package" >/dev/null 2>&1); }
   if fetch || { "${as_root[@]}" apt-get update -qq >/dev/null 2>&1 && fetch; }; then
-    dpkg-deb -x "$tmp"/prometheus_*.deb "$tmp/x"
+    dpkg-deb -x "$tmp/${package}"_*.deb "$tmp/x"
     mkdir -p "$KSHARD_TOOLS_DIR/bin"
-    cp "$tmp/x/usr/bin/promtool" "$promtool"
+    cp "$tmp/x/$inside" "$KSHARD_TOOLS_DIR/bin/$name"
+    if [[ -n "$shared" && ! -d "/$shared" ]]; then
+      log "copying Debian's /$shared (what $name reads there)"
+      "${as_root[@]}" mkdir -p "/$(dirname "$shared")"
+      "${as_root[@]}" cp -r "$tmp/x/$shared" "/$shared"
+    fi
   else
-    log "promtool is not available here: the alert rules are checked by kshard's own parser only"
+    rm -rf "$tmp"
+    die "Debian's $package package could not be downloaded (apt-get download $package)"
   fi
   rm -rf "$tmp"
-fi
+}
+debian_binary prometheus usr/bin/promtool promtool
+debian_binary prometheus usr/bin/prometheus prometheus
+# Debian's Alertmanager reads its default notification templates from
+# /usr/share/prometheus/alertmanager, where its package puts them.
+debian_binary prometheus-alertmanager usr/bin/prometheus-alertmanager alertmanager usr/share/prometheus/alertmanager
 
 # Helm, for the test of the chart in deploy/helm (helm lint, helm template):
 # built with the machine's Go from the Go module proxy into the tools cache

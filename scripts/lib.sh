@@ -107,6 +107,15 @@ kafka_tool() {
     -cp "$KAFKA_HOME/libs/*" "$class" "$@"
 }
 
+# GET http://127.0.0.1:$1$2 over bash's /dev/tcp (no curl needed): prints
+# the whole answer, status line and headers first.
+http_get() {
+  exec 3<>"/dev/tcp/127.0.0.1/$1" || return 1
+  printf 'GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' "$2" >&3
+  timeout 2 cat <&3 || true
+  exec 3>&-
+}
+
 # True when something accepts TCP connections on 127.0.0.1:$1.
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 

@@ -32,6 +32,7 @@ fn documented(profile: Profile) -> Vec<(&'static str, &'static [&'static str])> 
             ("kafka_consumergroup_lag", GTP),
             ("kafka_consumergroup_lag_sum", &["consumergroup", "topic"]),
             ("kafka_consumergroup_members", &["consumergroup"]),
+            ("kafka_exporter_build_info", &["branch", "goarch", "goos", "goversion", "revision", "tags", "version"]),
         ],
         Profile::KafkaLagExporter => vec![
             ("kafka_partition_latest_offset", &["cluster_name", "partition", "topic"]),

@@ -11,16 +11,21 @@
 //! reaching the host's services through [`Link`]s the test cuts and heals.
 //! [`KafkaProxy`] stands in front of the broker and freezes its clients'
 //! fetch connections only, on demand; [`HostileBroker`] answers every
-//! request with bytes no broker sends.
+//! request with bytes no broker sends. [`Prometheus`] and [`Alertmanager`]
+//! are Debian's, with a configuration of the test's own, and a
+//! [`WebhookReceiver`] keeps what notifiers send it.
 
 pub mod bomb;
+pub mod grafana;
 mod hostile_broker;
 mod kafka_proxy;
 mod netns;
+mod prometheus;
 
 pub use hostile_broker::{API_VERSIONS_NULL_LIST, HostileBroker, METADATA_2_POW_32_BROKERS};
 pub use kafka_proxy::KafkaProxy;
 pub use netns::{Link, Namespace};
+pub use prometheus::{Alertmanager, Delivery, Prometheus, QueryError, WebhookReceiver, url_encoded};
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -191,7 +196,7 @@ impl Cluster {
 /// directory of its own; stopped by PID and its directory removed on drop.
 #[derive(Debug)]
 struct Started {
-    /// `broker`, `cluster` or `etcd`: the script is `scripts/{name}.sh`.
+    /// `broker`, `cluster`, `etcd` or `prometheus`: the script is `scripts/{name}.sh`.
     name: &'static str,
     state: PathBuf,
 }
@@ -199,8 +204,23 @@ struct Started {
 impl Started {
     /// Starts the service; returns it and the settings its script printed.
     fn start(name: &'static str, args: &[&str]) -> (Self, BTreeMap<String, String>) {
-        let started = Started { name, state: std::env::temp_dir().join(unique_name(&format!("kshard-test-{name}"))) };
+        let started = Started::new(name);
         let out = started.run("start", args);
+        (started, parse_settings(&String::from_utf8_lossy(&out.stdout)))
+    }
+
+    fn new(name: &'static str) -> Self {
+        Started { name, state: std::env::temp_dir().join(unique_name(&format!("kshard-test-{name}"))) }
+    }
+
+    /// Starts the service with `scripts/{name}.sh {command} FILE`, where FILE
+    /// holds `config` in the service's state directory.
+    fn start_configured(name: &'static str, command: &str, config: &str) -> (Self, BTreeMap<String, String>) {
+        let started = Started::new(name);
+        std::fs::create_dir_all(&started.state).expect("the service's state directory");
+        let file = started.state.join(format!("{command}.yml"));
+        std::fs::write(&file, config).expect("the service's configuration");
+        let out = started.run(command, &[file.to_str().expect("a UTF-8 temporary path")]);
         (started, parse_settings(&String::from_utf8_lossy(&out.stdout)))
     }
 

@@ -59,6 +59,7 @@ pub(crate) fn root_metrics(all: &[AppState], process: Option<&ProcessSeries>) ->
         if let Some(otlp) = &p.otlp {
             text.push_str(&otlp.render(&p.namespace));
         }
+        text.push_str(&crate::metrics::process_resources::render());
     }
     Ok(text)
 }

@@ -7,7 +7,9 @@
 //! offset and lag `-1`, counted in `current_offset_sum` but not in
 //! `lag_sum`. `kafka_brokers`, `kafka_broker_info` and the partitions'
 //! leader, replica and in-sync replica families come from the cluster
-//! worker's metadata (while its answer is fresh).
+//! worker's metadata (while its answer is fresh). `kafka_exporter_build_info`
+//! is always there, current lag or not, as kafka_exporter's: dashboards
+//! (Strimzi's until 2024) fill their variables from it.
 
 use super::Encoded;
 use super::profile_rows::{ProfileRows, gauges, per_group_topic};
@@ -32,6 +34,30 @@ pub(super) fn encode(
     }
     topic_offsets(e, rows)?;
     group_offsets(e, rows)
+}
+
+/// kafka_exporter's `kafka_exporter_build_info` (Prometheus's Go version
+/// collector's labels) for kshard's build: `version` is kshard's, `tags`
+/// says `kshard`; what a Go build knows and kshard's does not (`revision`,
+/// `branch`, `goversion`) is `unknown`, as the collector has it for a build
+/// without them.
+pub(super) fn build_info(e: &mut DescriptorEncoder<'_>) -> Encoded {
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    let labels = vec![
+        ("branch", "unknown".to_owned()),
+        ("goarch", arch.to_owned()),
+        ("goos", std::env::consts::OS.to_owned()),
+        ("goversion", "unknown".to_owned()),
+        ("revision", "unknown".to_owned()),
+        ("tags", "kshard".to_owned()),
+        ("version", env!("CARGO_PKG_VERSION").to_owned()),
+    ];
+    let help = "A metric with a constant '1' value labeled by version, revision, branch, goversion from which kafka_exporter was built, and the goos and goarch for the build.";
+    gauges(e, "kafka_exporter_build_info", help, [labels], |l| Some((l, 1i64)))
 }
 
 /// The topics' partitions and watermarks.

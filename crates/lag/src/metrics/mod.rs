@@ -21,6 +21,7 @@ mod kafka_exporter;
 mod kafka_lag_exporter;
 pub(crate) mod otlp;
 pub(crate) mod process;
+pub(crate) mod process_resources;
 mod profile;
 mod profile_rows;
 mod share_groups;
@@ -185,6 +186,9 @@ impl Collector for LagCollector {
         let (e, m) = (&mut encoder, &*self.monitor);
         let cluster = self.cluster.as_ref().and_then(|c| c.fresh(m.now()));
         if !self.profile.is_native() {
+            if self.profile == Profile::KafkaExporter {
+                kafka_exporter::build_info(e)?;
+            }
             // Another tool's names: its series only while lag is current and complete.
             if m.problem().is_none() && m.is_ready() {
                 let rows = profile_rows::ProfileRows::collect(m, &m.snapshot(), self.profile);

@@ -50,11 +50,16 @@ impl LogCounts {
 /// to `out`: its HELP, its TYPE, then one sample per row (its labels as
 /// written between the braces, `""` for none, and its value).
 pub(crate) fn family(out: &mut String, namespace: &str, name: &str, help: &str, kind: &str, rows: &[(String, f64)]) {
-    let _ = write!(out, "# HELP {namespace}_{name} {help}\n# TYPE {namespace}_{name} {kind}\n");
+    family_named(out, &format!("{namespace}_{name}"), help, kind, rows);
+}
+
+/// [`family`] under `name` as it is, without a namespace.
+pub(crate) fn family_named(out: &mut String, name: &str, help: &str, kind: &str, rows: &[(String, f64)]) {
+    let _ = write!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n");
     for (labels, value) in rows {
         let _ = match labels.as_str() {
-            "" => writeln!(out, "{namespace}_{name} {value}"),
-            labels => writeln!(out, "{namespace}_{name}{{{labels}}} {value}"),
+            "" => writeln!(out, "{name} {value}"),
+            labels => writeln!(out, "{name}{{{labels}}} {value}"),
         };
     }
 }
