@@ -15,7 +15,12 @@ pub(crate) fn async_runtime() -> Result<tokio::runtime::Runtime> {
 
 /// Binds the HTTP listener, or fails naming the `listen` setting.
 pub(crate) async fn bind(listen: std::net::SocketAddr) -> Result<tokio::net::TcpListener> {
-    tokio::net::TcpListener::bind(listen).await.with_context(|| format!("invalid listen: cannot bind {listen}"))
+    bind_setting("listen", listen).await
+}
+
+/// [`bind`] for the setting `setting`, which the error names.
+pub(crate) async fn bind_setting(setting: &str, listen: std::net::SocketAddr) -> Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(listen).await.with_context(|| format!("invalid {setting}: cannot bind {listen}"))
 }
 
 /// Completes on SIGINT or SIGTERM.

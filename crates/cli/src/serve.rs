@@ -1,7 +1,7 @@
 //! `kshard serve`: the lag monitor.
 
 use anyhow::{Context, Result};
-use kshard_lag::service::{ProcessOptions, run_many};
+use kshard_lag::service::{Listeners, ProcessOptions, run_listening};
 use tracing::info;
 
 use crate::serve_config::{LogFormat, ServeArgs, ServeConfig};
@@ -31,7 +31,14 @@ pub(crate) fn serve(args: &ServeArgs) -> Result<()> {
                 member.endpoint = endpoint(addr).map(|e| format!("{e}{path}"));
             }
         }
-        run_many(process, clusters, listener, crate::process_runtime::shutdown_signal()).await.context("kshard serve")
+        let keda = match config.keda_listen {
+            Some(a) => Some(crate::process_runtime::bind_setting("keda.listen", a).await?),
+            None => None,
+        };
+        let listeners = Listeners { http: listener, keda };
+        run_listening(process, clusters, listeners, crate::process_runtime::shutdown_signal())
+            .await
+            .context("kshard serve")
     })
 }
 

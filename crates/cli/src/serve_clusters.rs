@@ -22,8 +22,16 @@ use crate::settings_file::merged;
 use crate::settings_file::settings_of;
 
 /// The keys only the top level may set.
-const PROCESS_WIDE: [&str; 7] =
-    ["listen", "metrics_namespace", "metrics_profile", "cluster_label", "web_config_file", "log_format", "otlp"];
+const PROCESS_WIDE: [&str; 8] = [
+    "listen",
+    "metrics_namespace",
+    "metrics_profile",
+    "cluster_label",
+    "web_config_file",
+    "log_format",
+    "otlp",
+    "keda",
+];
 
 /// The keys whose top-level value is a root each cluster's goes under.
 const ROOTS: [&str; 1] = ["data_dir"];

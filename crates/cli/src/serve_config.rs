@@ -91,6 +91,9 @@ pub(crate) struct ServeArgs {
     /// response headers and a rate limit, for every HTTP endpoint.
     #[arg(long, env = "KSHARD_WEB_CONFIG_FILE")]
     pub(crate) web_config_file: Option<PathBuf>,
+    /// Address to serve KEDA's external scaler (gRPC) on; not served without it.
+    #[arg(long, env = "KSHARD_KEDA_LISTEN")]
+    pub(crate) keda_listen: Option<String>,
 }
 
 impl ServeArgs {
@@ -121,6 +124,7 @@ impl ServeArgs {
         layer.set("cluster.zone", self.zone.clone());
         layer.set("cluster.lease_ttl_seconds", self.lease_ttl_seconds);
         layer.set_path("web_config_file", self.web_config_file.as_deref());
+        layer.set("keda.listen", self.keda_listen.clone());
         layer
     }
 }
@@ -173,6 +177,8 @@ fn history_settings(file: &HistoryFile) -> Result<kshard_lag::HistorySettings> {
 #[derive(Debug)]
 pub(crate) struct ServeConfig {
     pub(crate) listen: SocketAddr,
+    /// Where KEDA's external scaler is served, when it is.
+    pub(crate) keda_listen: Option<SocketAddr>,
     pub(crate) log_format: LogFormat,
     pub(crate) process: ProcessOptions,
     pub(crate) clusters: Vec<ServeOptions>,
@@ -215,6 +221,7 @@ impl ServeConfig {
         };
         Ok(ServeConfig {
             listen: settings.listen.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 9308))),
+            keda_listen: settings.keda.listen,
             log_format: settings.log_format.unwrap_or_default(),
             process,
             clusters,

@@ -50,6 +50,8 @@ pub(crate) struct FileConfig {
     #[serde(default)]
     pub(crate) otlp: crate::serve_otlp::OtlpFile,
     #[serde(default)]
+    pub(crate) keda: KedaFile,
+    #[serde(default)]
     pub(crate) groups: Lists,
     #[serde(default)]
     pub(crate) topics: Lists,
@@ -65,6 +67,14 @@ pub(crate) struct FileConfig {
     pub(crate) clusters: Option<Vec<FileConfig>>,
     /// A `clusters:` entry's name (`serve_clusters.rs` refuses it elsewhere).
     pub(crate) name: Option<String>,
+}
+
+/// `keda:`: KEDA's external scaler.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct KedaFile {
+    /// Where to serve it (gRPC); not served without it.
+    pub(crate) listen: Option<SocketAddr>,
 }
 
 /// `cluster:`: etcd, and this member of the lag monitors sharing it.

@@ -12,6 +12,7 @@ pub(crate) mod cluster_workers;
 pub(crate) mod end_to_end;
 pub(crate) mod error;
 pub(crate) mod http;
+pub mod keda_server;
 pub(crate) mod local_member;
 pub(crate) mod log_app;
 pub(crate) mod log_reader;

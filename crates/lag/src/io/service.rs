@@ -49,6 +49,19 @@ pub enum ServeError {
     /// The clusters given to [`run_many`] do not fit together.
     #[error("invalid clusters: {0}")]
     Clusters(String),
+    /// Serving KEDA's external scaler failed.
+    #[error("serving KEDA's external scaler: {0}")]
+    Keda(#[source] tonic::transport::Error),
+}
+
+/// Where a `serve` process listens: HTTP, and KEDA's external scaler
+/// (gRPC) when it serves one.
+#[derive(Debug)]
+pub struct Listeners {
+    /// `/metrics`, `/ready`, the API and the page.
+    pub http: tokio::net::TcpListener,
+    /// KEDA's external scaler; `None`: not served.
+    pub keda: Option<tokio::net::TcpListener>,
 }
 
 /// Why [`lag_once`] could not answer: the step that failed, as `/ready`
@@ -91,6 +104,18 @@ pub async fn run_many(
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
+    run_listening(process, clusters, Listeners { http: listener, keda: None }, shutdown).await
+}
+
+/// [`run_many`] on `listeners`: HTTP, and KEDA's external scaler when
+/// given a listener for it.
+pub async fn run_listening(
+    process: ProcessOptions,
+    clusters: Vec<ServeOptions>,
+    listeners: Listeners,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    let Listeners { http: listener, keda } = listeners;
     named_apart(&clusters)?;
     // Checked before anything starts: a bad file fails naming its field.
     let web = process.web_config.as_deref().map(crate::web::WebConfigFile::open).transpose()?;
@@ -131,10 +156,36 @@ pub async fn run_many(
         }
         None => None,
     };
-    let app = http::app(states, shown);
+    let keda = keda.map(|listener| super::keda_server::spawn(listener, states.clone(), stop.child()));
+    let served = serve_http(listener, http::app(states, shown), web, shutdown).await;
+
+    // The last export, while the workers still answer.
+    otlp_stop.trigger();
+    if let Some(task) = otlp {
+        let _ = task.await;
+    }
+    stop.trigger();
+    if let Some(task) = keda {
+        task.await.map_err(ServeError::Worker)?.map_err(ServeError::Keda)?;
+    }
+    for worker in workers {
+        worker.await.map_err(ServeError::Worker)?;
+    }
+    info!("stopped");
+    served
+}
+
+/// Serves `app` on `listener` (as the web configuration file says, when
+/// there is one) until `shutdown` completes.
+async fn serve_http(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    web: Option<Arc<crate::web::WebConfigFile>>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
     let addr = listener.local_addr().map_err(ServeError::Http)?;
     let limits = HttpLimits::default().within_descriptors();
-    let served = match web {
+    match web {
         None => {
             info!(%addr, "serving /metrics, /ready, /api/groups and the web page");
             http_server::serve(listener, app, limits, shutdown).await
@@ -151,19 +202,7 @@ pub async fn run_many(
             }
         }
     }
-    .map_err(ServeError::Http);
-
-    // The last export, while the workers still answer.
-    otlp_stop.trigger();
-    if let Some(task) = otlp {
-        let _ = task.await;
-    }
-    stop.trigger();
-    for worker in workers {
-        worker.await.map_err(ServeError::Worker)?;
-    }
-    info!("stopped");
-    served
+    .map_err(ServeError::Http)
 }
 
 /// Several clusters each named, the names distinct.

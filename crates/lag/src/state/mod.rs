@@ -20,6 +20,7 @@ pub(crate) mod monitor_settings;
 pub(crate) mod names;
 pub(crate) mod open_transactions;
 pub(crate) mod readiness;
+pub(crate) mod scaler;
 pub(crate) mod shard_store;
 pub(crate) mod share_partition;
 pub(crate) mod share_rows;

@@ -12,7 +12,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use kshard_kafka::{Admin, Client, ClientSettings, RecordWriter, TopicSpec, offsets_partition_for};
-use kshard_lag::service::{ProcessOptions, ServeError, ServeOptions, run_many};
+use kshard_lag::service::{Listeners, ProcessOptions, ServeError, ServeOptions, run_listening};
 use kshard_lag::{Granularity, MonitorSettings, NameFilter};
 use kshard_offsets::{OffsetCommitValue, Record};
 use kshard_testkit::{KafkaLag, http_get, parse_metrics};
@@ -21,6 +21,8 @@ use tokio::sync::oneshot;
 /// The service on a runtime of its own, stopped on drop.
 pub struct TestService {
     addr: SocketAddr,
+    /// Where KEDA's external scaler listens, when it is served.
+    pub keda: Option<SocketAddr>,
     shutdown: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<Result<(), ServeError>>>,
 }
@@ -49,22 +51,35 @@ impl TestService {
     /// The service watching every cluster of `clusters`, with `process`'s
     /// names, web configuration and export.
     pub fn start_as(process: ProcessOptions, clusters: Vec<ServeOptions>) -> Self {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        listener.set_nonblocking(true).expect("nonblocking");
+        Self::start_serving(process, clusters, false)
+    }
+
+    /// [`TestService::start_as`], serving KEDA's external scaler too when
+    /// `keda` says (its address in [`TestService::keda`]).
+    pub fn start_serving(process: ProcessOptions, clusters: Vec<ServeOptions>, keda: bool) -> Self {
+        let bound = || {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            listener.set_nonblocking(true).expect("nonblocking");
+            listener
+        };
+        let listener = bound();
         let addr = listener.local_addr().expect("addr");
+        let keda_listener = keda.then(bound);
+        let keda = keda_listener.as_ref().map(|l| l.local_addr().expect("addr"));
         let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {
             let runtime =
                 tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("rt");
             runtime.block_on(async move {
-                let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
-                run_many(process, clusters, listener, async move {
+                let tokio_listener = |l| tokio::net::TcpListener::from_std(l).expect("listener");
+                let listeners = Listeners { http: tokio_listener(listener), keda: keda_listener.map(tokio_listener) };
+                run_listening(process, clusters, listeners, async move {
                     let _ = shutdown_rx.await;
                 })
                 .await
             })
         });
-        TestService { addr, shutdown: Some(shutdown_tx), thread: Some(thread) }
+        TestService { addr, keda, shutdown: Some(shutdown_tx), thread: Some(thread) }
     }
 
     /// The address it listens on.
