@@ -163,6 +163,22 @@ enum BenchCommand {
         #[arg(long, default_value_t = 5)]
         scrape_seconds: u64,
     },
+    /// KEDA's external scaler of a caught-up `kshard serve`: scaled objects
+    /// polling IsActive and GetMetrics; latency p50/p99, and the Kafka
+    /// requests sent with them beside an idle window.
+    Keda {
+        #[command(flatten)]
+        brokers: serve_config::KafkaArgs,
+        /// Scaled objects.
+        #[arg(long, default_value_t = 1000)]
+        objects: usize,
+        /// Seconds between one object's polls (KEDA's pollingInterval).
+        #[arg(long, default_value_t = 5)]
+        interval: u64,
+        /// Seconds each window lasts.
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+    },
     /// `serve --data-dir` on the offsets topic as it is: a cold start, then
     /// restarts after kill -9 on the data directory, next to the catch-up
     /// without one.
@@ -292,6 +308,9 @@ fn main() -> ExitCode {
         Command::Bench { command: BenchCommand::Restart { brokers, runs } } => bench::restart::restart(&brokers, runs),
         Command::Bench { command: BenchCommand::Failover { brokers, etcd, runs, lease_ttl } } => {
             bench::failover::failover(&bench::failover::FailoverBench { kafka: &brokers, etcd: &etcd, runs, lease_ttl })
+        }
+        Command::Bench { command: BenchCommand::Keda { brokers, objects, interval, seconds } } => {
+            bench::keda::keda(&bench::keda::KedaBench { kafka: &brokers, objects, interval, seconds })
         }
         Command::Bench { command: BenchCommand::Idle { brokers, seconds, scrape_seconds } } => {
             bench::idle::idle(&bench::idle::IdleBench { kafka: &brokers, seconds, scrape_seconds })

@@ -7,6 +7,8 @@
 //!   `kshard serve` (each its own process): time to done/ready, CPU-seconds and
 //!   peak RSS, medians over several runs;
 //! - [`idle`]: a caught-up `serve`'s CPU while scraped, and while not;
+//! - [`keda`]: KEDA's external scaler under many scaled objects: latency,
+//!   and the Kafka requests they cause (none);
 //! - [`state`]: memory per tracked group-partition and `/metrics` render time;
 //! - [`record_times`]: one refresh's read of record times for lag in seconds;
 //! - [`restart`]: `serve --data-dir`'s cold start and restarts (after `kill -9`);
@@ -21,6 +23,7 @@ pub(crate) mod contender;
 pub(crate) mod drain;
 pub(crate) mod failover;
 pub(crate) mod idle;
+pub(crate) mod keda;
 pub(crate) mod kminion;
 pub(crate) mod outputs;
 pub(crate) mod record_times;
