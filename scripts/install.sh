@@ -2,7 +2,8 @@
 # Installs what kshard's development and tests need, reusing what is there:
 #   - Debian packages: etcd-server, etcd-client (etcdctl), protobuf-compiler
 #     (the etcd-client crate's build),
-#     openssl (the test broker's throwaway CA),
+#     openssl (the test broker's throwaway CA), python3-aiosmtpd (the
+#     notifiers' test's SMTP server),
 #     libssl-dev, pkg-config, make, perl (librdkafka's build), python3, a Java 17
 #     runtime and Maven (the broker), when missing;
 #   - Prometheus, promtool and Alertmanager: the binaries of Debian's
@@ -35,6 +36,8 @@ command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 command -v make >/dev/null 2>&1 || need_apt+=(make)
 command -v perl >/dev/null 2>&1 || need_apt+=(perl)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
+# The notifiers' test: a local SMTP server that requires STARTTLS and a password.
+/usr/bin/python3 -c 'import aiosmtpd' >/dev/null 2>&1 || need_apt+=(python3-aiosmtpd)
 # Kafka 4 needs Java 17 or newer.
 java_major() { java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n 1; }
 if ! command -v java >/dev/null 2>&1 || (($(java_major || echo 0) < 17)); then

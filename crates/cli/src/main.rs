@@ -33,6 +33,7 @@ mod serve;
 mod serve_clusters;
 mod serve_config;
 mod serve_end_to_end;
+mod serve_notifiers;
 mod serve_otlp;
 #[cfg(test)]
 mod settings_docs;

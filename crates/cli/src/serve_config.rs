@@ -241,6 +241,7 @@ fn process_options(file: &FileConfig) -> Result<ProcessOptions> {
         cluster_label: file.cluster_label.clone(),
         web_config: file.web_config_file.clone(),
         otlp: crate::serve_otlp::otlp_settings(&file.otlp, &|name| std::env::var(name).ok())?,
+        notifiers: crate::serve_notifiers::notifiers(&file.notifiers)?,
         ..ProcessOptions::new(profile)
     })
 }

@@ -52,6 +52,8 @@ pub(crate) struct FileConfig {
     #[serde(default)]
     pub(crate) keda: KedaFile,
     #[serde(default)]
+    pub(crate) notifiers: Vec<crate::serve_notifiers::NotifierFile>,
+    #[serde(default)]
     pub(crate) groups: Lists,
     #[serde(default)]
     pub(crate) topics: Lists,

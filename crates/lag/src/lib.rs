@@ -34,6 +34,9 @@ pub use io::cluster_info::ClusterInfoSettings;
 pub use io::end_to_end::EndToEndSettings;
 pub use io::keda_server as keda;
 pub use io::local_member::LocalMember;
+pub use io::notifier_settings::{
+    HttpTarget, MailTarget, MailTls, NoticeThreshold, NotifierSettingError, NotifierSettings, Sender as NotifierSender,
+};
 pub use io::otlp_export::OtlpSettings;
 pub use io::otlp_transport::{OtlpProtocol, OtlpSettingError, OtlpTls};
 pub(crate) use io::{
@@ -47,8 +50,8 @@ pub use metrics::otlp::export_bodies as otlp_export_bodies;
 pub use metrics::process::LogCounts;
 pub(crate) use state::{
     catch_up, cluster_view, consumer_status, derived, end_to_end, failure, filter, group, group_offsets, health,
-    invalid_setting, lag_history, lag_time, monitor, monitor_settings, names, open_transactions, readiness, scaler,
-    shard_store, share_partition, share_rows, share_state, share_store, snapshot, stalls, striped_count, units,
+    invalid_setting, lag_history, lag_time, monitor, monitor_settings, names, notify, open_transactions, readiness,
+    scaler, shard_store, share_partition, share_rows, share_state, share_store, snapshot, stalls, striped_count, units,
     velocity, watermarks,
 };
 

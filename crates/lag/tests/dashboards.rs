@@ -201,12 +201,14 @@ fn alert_exprs(file: &str) -> Vec<(String, String)> {
     out.into_iter().collect()
 }
 
-/// Each published file is byte for byte the one its repository holds: its
+/// Each published file (dashboards, rules, Burrow's notifier templates) is
+/// byte for byte the one its repository holds: its
 /// git blob id is the one `SOURCES.md` gives with the file's commit.
 #[test]
 fn the_published_files_are_unchanged() {
     let sources = published("SOURCES.md");
-    for file in DASHBOARDS.iter().map(|(f, _)| *f).chain(RULES) {
+    let templates = ["burrow-default-http-post.tmpl", "burrow-default-http-delete.tmpl", "burrow-default-email.tmpl"];
+    for file in DASHBOARDS.iter().map(|(f, _)| *f).chain(RULES).chain(templates) {
         let section = sources.split(&format!("### {file}\n")).nth(1).unwrap_or_else(|| panic!("SOURCES.md: no {file}"));
         let blob = section
             .lines()

@@ -21,11 +21,16 @@ mod hostile_broker;
 mod kafka_proxy;
 mod netns;
 mod prometheus;
+mod smtp;
 
 pub use hostile_broker::{API_VERSIONS_NULL_LIST, HostileBroker, METADATA_2_POW_32_BROKERS};
 pub use kafka_proxy::KafkaProxy;
 pub use netns::{Link, Namespace};
-pub use prometheus::{Alertmanager, Delivery, Prometheus, QueryError, WebhookReceiver, url_encoded};
+pub use prometheus::{
+    Alertmanager, Delivery, Prometheus, PromtoolError, QueryError, WebhookReceiver, promtool, promtool_check_metrics,
+    url_encoded,
+};
+pub use smtp::SmtpSink;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -488,61 +493,6 @@ pub fn tool(name: &str, version_arg: &str) -> Option<PathBuf> {
         .into_iter()
         .find(|p| std::process::Command::new(p).arg(version_arg).output().is_ok_and(|o| o.status.success()))
 }
-
-/// Prometheus's `promtool` (scripts/install.sh takes it out of Debian's
-/// prometheus package).
-pub fn promtool() -> Option<PathBuf> {
-    tool("promtool", "--version")
-}
-
-/// `promtool check metrics` of an exposition (`what` names it): `Err` with
-/// what promtool says when the text is not valid Prometheus text (lint
-/// findings such as missing units are not errors). Without promtool the
-/// check is [`skipped`]: said, or a failure under `KSHARD_NO_SKIP` — never
-/// an `Ok` a caller could take for a check.
-pub fn promtool_check_metrics(text: &str, what: &str) -> Result<(), PromtoolError> {
-    use std::io::Write;
-    let Some(promtool) = promtool() else {
-        skipped(&format!("promtool is not installed: {what} was not checked by it"));
-        return Ok(());
-    };
-    let mut child = std::process::Command::new(promtool)
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .map_err(PromtoolError::Run)?;
-    child.stdin.take().map(|mut stdin| stdin.write_all(text.as_bytes())).transpose().map_err(PromtoolError::Run)?;
-    let out = child.wait_with_output().map_err(PromtoolError::Run)?;
-    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    // Exit 3: lint findings only (no HELP, a unit not in the name, …); 1: the
-    // text does not parse.
-    match out.status.code() {
-        Some(0 | 3) => Ok(()),
-        _ => Err(PromtoolError::Refused(said)),
-    }
-}
-
-/// Why [`promtool_check_metrics`] failed.
-#[derive(Debug)]
-pub enum PromtoolError {
-    /// promtool could not be run, or not given the text.
-    Run(std::io::Error),
-    /// The text is not valid Prometheus text: what promtool said.
-    Refused(String),
-}
-
-impl std::fmt::Display for PromtoolError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            PromtoolError::Run(e) => write!(f, "running promtool: {e}"),
-            PromtoolError::Refused(said) => write!(f, "promtool refused the text: {said}"),
-        }
-    }
-}
-
-impl std::error::Error for PromtoolError {}
 
 /// A name no other test run uses.
 pub fn unique_name(prefix: &str) -> String {

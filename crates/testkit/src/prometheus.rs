@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{Started, http_get};
+use std::path::PathBuf;
+
+use super::{Started, http_get, skipped, tool};
 
 /// Why Prometheus gave no answer (or what it said instead), or why a
 /// dashboard's query could not be made.
@@ -235,3 +237,58 @@ fn read_request(mut stream: TcpStream) -> Option<Delivery> {
     stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").ok()?;
     Some(Delivery { request_line: request_line.trim_end().to_owned(), headers, body })
 }
+
+/// Prometheus's `promtool` (scripts/install.sh takes it out of Debian's
+/// prometheus package).
+pub fn promtool() -> Option<PathBuf> {
+    tool("promtool", "--version")
+}
+
+/// `promtool check metrics` of an exposition (`what` names it): `Err` with
+/// what promtool says when the text is not valid Prometheus text (lint
+/// findings such as missing units are not errors). Without promtool the
+/// check is [`skipped`]: said, or a failure under `KSHARD_NO_SKIP` — never
+/// an `Ok` a caller could take for a check.
+pub fn promtool_check_metrics(text: &str, what: &str) -> Result<(), PromtoolError> {
+    use std::io::Write;
+    let Some(promtool) = promtool() else {
+        skipped(&format!("promtool is not installed: {what} was not checked by it"));
+        return Ok(());
+    };
+    let mut child = std::process::Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(PromtoolError::Run)?;
+    child.stdin.take().map(|mut stdin| stdin.write_all(text.as_bytes())).transpose().map_err(PromtoolError::Run)?;
+    let out = child.wait_with_output().map_err(PromtoolError::Run)?;
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    // Exit 3: lint findings only (no HELP, a unit not in the name, …); 1: the
+    // text does not parse.
+    match out.status.code() {
+        Some(0 | 3) => Ok(()),
+        _ => Err(PromtoolError::Refused(said)),
+    }
+}
+
+/// Why [`promtool_check_metrics`] failed.
+#[derive(Debug)]
+pub enum PromtoolError {
+    /// promtool could not be run, or not given the text.
+    Run(std::io::Error),
+    /// The text is not valid Prometheus text: what promtool said.
+    Refused(String),
+}
+
+impl std::fmt::Display for PromtoolError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PromtoolError::Run(e) => write!(f, "running promtool: {e}"),
+            PromtoolError::Refused(said) => write!(f, "promtool refused the text: {said}"),
+        }
+    }
+}
+
+impl std::error::Error for PromtoolError {}

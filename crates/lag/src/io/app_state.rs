@@ -43,6 +43,8 @@ pub(crate) struct ProcessSeries {
     pub(crate) logs: Option<Arc<crate::LogCounts>>,
     /// The OTLP export's outcomes, when it exports.
     pub(crate) otlp: Option<Arc<crate::io::otlp_export::OtlpStatus>>,
+    /// The notifiers' notices, when there are notifiers.
+    pub(crate) notifiers: Option<Arc<crate::io::notifier_status::NotifierStatus>>,
 }
 
 /// What the root `/metrics` shows, and the OTLP export sends: the one
@@ -58,6 +60,9 @@ pub(crate) fn root_metrics(all: &[AppState], process: Option<&ProcessSeries>) ->
         }
         if let Some(otlp) = &p.otlp {
             text.push_str(&otlp.render(&p.namespace));
+        }
+        if let Some(notifiers) = &p.notifiers {
+            text.push_str(&notifiers.render(&p.namespace));
         }
         text.push_str(&crate::metrics::process_resources::render());
     }

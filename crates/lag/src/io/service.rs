@@ -49,6 +49,9 @@ pub enum ServeError {
     /// The clusters given to [`run_many`] do not fit together.
     #[error("invalid clusters: {0}")]
     Clusters(String),
+    /// A notifier's settings cannot work.
+    #[error(transparent)]
+    Notifier(#[from] crate::NotifierSettingError),
     /// Serving KEDA's external scaler failed.
     #[error("serving KEDA's external scaler: {0}")]
     Keda(#[source] tonic::transport::Error),
@@ -121,6 +124,9 @@ pub async fn run_listening(
     let web = process.web_config.as_deref().map(crate::web::WebConfigFile::open).transpose()?;
     // So is the OTLP collector's address and TLS files, before any cluster's
     // workers touch Kafka.
+    // And the notifiers' templates.
+    let notifiers =
+        process.notifiers.iter().cloned().enumerate().map(|(i, n)| n.prepare(i)).collect::<Result<Vec<_>, _>>()?;
     let otlp_settings = match &process.otlp {
         None => None,
         Some(s) => Some((super::otlp_transport::Transport::new(s).map_err(ServeError::Otlp)?, s.clone())),
@@ -137,10 +143,18 @@ pub async fn run_listening(
     }
     // Stopped first: its last export, while the workers still run.
     let otlp_stop = stop.child();
+    let (notified, notifier_task) = match notifiers.is_empty() {
+        true => (None, None),
+        false => {
+            let (status, task) = super::notifier::spawn(notifiers, states.clone(), stop.child());
+            (Some(status), Some(task))
+        }
+    };
     let mut shown = http::ProcessSeries {
         namespace: Arc::from(process.namespace.as_str()),
         logs: process.log_counts.clone(),
         otlp: None,
+        notifiers: notified,
     };
     let otlp = match otlp_settings {
         Some((transport, settings)) => {
@@ -165,6 +179,9 @@ pub async fn run_listening(
         let _ = task.await;
     }
     stop.trigger();
+    if let Some(task) = notifier_task {
+        task.await.map_err(ServeError::Worker)?;
+    }
     if let Some(task) = keda {
         task.await.map_err(ServeError::Worker)?.map_err(ServeError::Keda)?;
     }

@@ -28,6 +28,8 @@ pub struct ProcessOptions {
     /// Where the process counts its log messages
     /// (`<ns>_log_messages_total`); `None`: not shown.
     pub log_counts: Option<Arc<crate::LogCounts>>,
+    /// Burrow's notifiers (HTTP and email) over every cluster's groups.
+    pub notifiers: Vec<crate::NotifierSettings>,
 }
 
 impl ProcessOptions {
@@ -41,6 +43,7 @@ impl ProcessOptions {
             web_config: None,
             otlp: None,
             log_counts: None,
+            notifiers: Vec::new(),
         }
     }
 

@@ -18,6 +18,7 @@ pub(crate) mod lag_time;
 pub(crate) mod monitor;
 pub(crate) mod monitor_settings;
 pub(crate) mod names;
+pub(crate) mod notify;
 pub(crate) mod open_transactions;
 pub(crate) mod readiness;
 pub(crate) mod scaler;
