@@ -5,7 +5,9 @@
 # opens on the live groups, the most urgent first), starts
 # live demo groups of every kind (`kshard demo`: producers; classic groups
 # keeping up and falling behind; a KIP-848 group; a transactional one that
-# aborts every fifth commit; a stalled one), and runs the lag monitor until
+# aborts every fifth commit; a stalled one; and on the JVM a share group
+# whose member keeps releasing a poison record until Kafka archives it, and
+# a Kafka Streams application's group), and runs the lag monitor until
 # Ctrl-C. The broker and the demo are stopped by PID when the script ends.
 # Usage: scripts/run.sh [kshard serve options]   (listens on $KSHARD_LISTEN, default 127.0.0.1:9308)
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -24,10 +26,17 @@ export_settings "$broker_env"
 
 log "creating 50 background groups (commits through the group coordinator, ending caught up)"
 "$kshard" loadgen --groups 50 --partitions 3 --rounds 5 --topics 5 --prefix static --caught-up
-log "starting live demo groups (kshard demo)"
+log "starting live demo groups (kshard demo, a share group and a Kafka Streams application)"
 "$kshard" demo --brokers "$KSHARD_BROKERS" &
-demo_pid=$!
-trap 'kill -TERM "$demo_pid" 2>/dev/null || true; "$KSHARD_ROOT/scripts/broker.sh" stop' EXIT
+demo_pids=("$!")
+# The demo made their topics; they run until this script ends (ten years at most).
+sleep 3
+"$KSHARD_ROOT/scripts/share-demo.sh" "$KSHARD_BROKERS" demo-jobs-workers demo-jobs 315360000 >/dev/null 2>&1 &
+demo_pids+=("$!")
+"$KSHARD_ROOT/scripts/streams-app.sh" "$KSHARD_BROKERS" demo-orders-streams demo-orders demo-orders-upper 315360000 \
+  >/dev/null 2>&1 &
+demo_pids+=("$!")
+trap 'kill -TERM "${demo_pids[@]}" 2>/dev/null || true; "$KSHARD_ROOT/scripts/broker.sh" stop' EXIT
 
 listen="${KSHARD_LISTEN:-127.0.0.1:9308}"
 cat >&2 <<MSG
@@ -44,6 +53,11 @@ cat >&2 <<MSG
                         commits never count (lag stays about 5 per partition)
   demo-orders-fast      a classic member keeping up: lag near 0, OK
   demo-clicks-kip848    a KIP-848 member (group.protocol=consumer) keeping up
+  demo-jobs-workers     a share group (KIP-932): one record in a hundred is poison,
+                        released each time until Kafka archives it after 5
+                        deliveries (records in flight, redelivered, archived)
+  demo-orders-streams   a Kafka Streams application (streams protocol, KIP-1071):
+                        its members, tasks and topology
   then 50 background groups (static-group-…), caught up: lag 0, OK
 [kshard] broker: KSHARD_BROKERS=$KSHARD_BROKERS; write more with:
   $kshard loadgen --brokers $KSHARD_BROKERS --groups 20 --prefix more
@@ -53,5 +67,5 @@ MSG
 # In the background, so that a TERM to this script stops the monitor too.
 "$kshard" serve --brokers "$KSHARD_BROKERS" --listen "$listen" --watermark-interval-seconds 2 "$@" &
 serve_pid=$!
-trap 'kill -TERM "$serve_pid" "$demo_pid" 2>/dev/null || true; wait "$serve_pid" 2>/dev/null || true; "$KSHARD_ROOT/scripts/broker.sh" stop' EXIT
+trap 'kill -TERM "$serve_pid" "${demo_pids[@]}" 2>/dev/null || true; wait "$serve_pid" 2>/dev/null || true; "$KSHARD_ROOT/scripts/broker.sh" stop' EXIT
 wait "$serve_pid"

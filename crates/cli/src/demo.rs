@@ -9,6 +9,11 @@
 //! - `demo-payments-txn` commits inside transactions (as an exactly-once
 //!   processor does), aborting every fifth: aborted commits never count;
 //! - `demo-clicks-stalled` (no members) committed once and stopped: lag grows.
+//!
+//! It also writes `demo-jobs`, one record in a hundred of it `poison`, for
+//! `scripts/run.sh`'s share group (`scripts/share-demo.sh`), and makes
+//! `demo-orders-upper` for its Kafka Streams application
+//! (`scripts/streams-app.sh`): those two run on the JVM, beside it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,7 +26,18 @@ use kshard_kafka::{
 };
 
 /// The demo's topics: name, partitions, records produced per second.
-const TOPICS: [(&str, i32, u32); 3] = [("demo-orders", 6, 60), ("demo-payments", 3, 20), ("demo-clicks", 4, 200)];
+const TOPICS: [(&str, i32, u32); 5] = [
+    ("demo-orders", 6, 60),
+    ("demo-payments", 3, 20),
+    ("demo-clicks", 4, 200),
+    ("demo-jobs", 2, 10),
+    // The streams application's output: it writes it, the demo does not.
+    ("demo-orders-upper", 6, 0),
+];
+
+/// The share group's topic, and how often one of its records is poison.
+const JOBS: &str = "demo-jobs";
+const POISON_EVERY: u64 = 100;
 
 /// Runs the demo for `seconds` (until killed when `None`).
 pub(crate) fn run(kafka: &Client, seconds: Option<u64>) -> Result<()> {
@@ -63,7 +79,9 @@ fn produce(kafka: &Client, stop: &AtomicBool) -> Result<()> {
         for (topic, partitions, per_second) in TOPICS {
             for i in 0..per_second / 10 {
                 let partition = ((n + u64::from(i)) % partitions as u64) as i32;
-                writer.send(topic, partition, format!("key-{n}-{i}").as_bytes(), Some(b"demo"))?;
+                let poison = topic == JOBS && n.is_multiple_of(POISON_EVERY);
+                let value: &[u8] = if poison { b"poison" } else { b"demo" };
+                writer.send(topic, partition, format!("key-{n}-{i}").as_bytes(), Some(value))?;
             }
         }
         n += 1;

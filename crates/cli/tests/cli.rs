@@ -349,8 +349,21 @@ impl Drop for KillOnDrop {
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn demo_runs_groups_of_every_kind_through_the_broker() {
     let broker = kshard_testkit::Broker::start_private(&[]);
-    let out = kshard(&["demo", "--brokers", broker.brokers(), "--seconds", "8"]);
+    // scripts/run.sh's share group member, once the demo made its topic.
+    let brokers = broker.brokers().to_owned();
+    let share = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_secs(3));
+        std::process::Command::new(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/share-demo.sh"))
+            .args([&brokers, "demo-jobs-workers", "demo-jobs", "10"])
+            .output()
+            .expect("scripts/share-demo.sh")
+    });
+    let out = kshard(&["demo", "--brokers", broker.brokers(), "--seconds", "15"]);
     assert!(out.status.success(), "demo failed: {}", String::from_utf8_lossy(&out.stderr));
+    let share = share.join().expect("the share demo's thread");
+    assert!(share.status.success(), "share-demo.sh failed: {}", String::from_utf8_lossy(&share.stderr));
+    let shared = kshard_testkit::kafka_share_groups(broker.brokers(), "demo-jobs-workers");
+    assert_eq!(shared.len(), 2, "the share group on both partitions of demo-jobs: {shared:#?}");
     // Rows with a committed offset, as Kafka's own tool reports them.
     let described = kshard_testkit::kafka_consumer_groups(broker.brokers(), "demo-");
     for group in
