@@ -26,6 +26,7 @@ mod lag;
 mod loadgen;
 mod loadgen_write;
 mod member_identity;
+mod objectives;
 mod offsets_dump;
 mod offsets_json;
 mod process_runtime;
@@ -34,6 +35,7 @@ mod serve_clusters;
 mod serve_config;
 mod serve_end_to_end;
 mod serve_notifiers;
+mod serve_objectives;
 mod serve_otlp;
 #[cfg(test)]
 mod settings_docs;
@@ -72,6 +74,12 @@ enum Command {
     Example {
         #[command(subcommand)]
         command: Box<ExampleCommand>,
+    },
+    /// The Prometheus rule file of the configuration's lag objectives
+    /// (recording rules and multi-window burn-rate alerts).
+    Objectives {
+        #[command(flatten)]
+        args: objectives::ObjectivesArgs,
     },
     /// Every group's lag now (committed offset, end offset, lag, records
     /// lost, status per partition), asked of the brokers: a table or --json.
@@ -302,6 +310,7 @@ fn main() -> ExitCode {
         },
         Command::Shards { command } => shards::run(&command),
         Command::Lag { args } => lag::run(&args),
+        Command::Objectives { args } => objectives::run(&args),
         Command::Demo { brokers, seconds } => brokers.target().and_then(|t| demo::run(&t.kafka, seconds)),
         Command::Bench { command: BenchCommand::Drain { brokers, apply } } => {
             brokers.target().and_then(|t| bench::drain::drain(&t, apply)).map(|n| println!("{n}"))

@@ -236,6 +236,8 @@ fn process_options(file: &FileConfig) -> Result<ProcessOptions> {
         None => kshard_lag::Profile::Kshard,
     };
     let defaults = ProcessOptions::new(profile);
+    // Checked here too, so that serve refuses what `kshard objectives` would.
+    crate::serve_objectives::objectives(&file.objectives)?;
     Ok(ProcessOptions {
         namespace: file.metrics_namespace.clone().unwrap_or(defaults.namespace),
         cluster_label: file.cluster_label.clone(),

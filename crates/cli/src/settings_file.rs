@@ -54,6 +54,8 @@ pub(crate) struct FileConfig {
     #[serde(default)]
     pub(crate) notifiers: Vec<crate::serve_notifiers::NotifierFile>,
     #[serde(default)]
+    pub(crate) objectives: Vec<crate::serve_objectives::ObjectiveFile>,
+    #[serde(default)]
     pub(crate) groups: Lists,
     #[serde(default)]
     pub(crate) topics: Lists,

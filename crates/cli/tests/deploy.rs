@@ -161,3 +161,42 @@ fn the_alert_rules_load_and_name_only_exported_metrics() {
         None => kshard_testkit::skipped("promtool is not installed: the rules were checked by this test's parser only"),
     }
 }
+
+/// `deploy/prometheus/kshard-objectives.yaml` is what `kshard objectives`
+/// makes of `objectives-example.yaml` today, and promtool's tests of it
+/// (`kshard-objectives.test.yaml`: a group burning its budget fast alerts,
+/// one under the bound keeps its budget) pass.
+#[test]
+fn the_objectives_rules_are_kshards_and_pass_promtools_tests() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kshard"))
+        .args(["objectives", "--config"])
+        .arg(deploy("prometheus/objectives-example.yaml"))
+        .env_remove("KSHARD_CONFIG")
+        .output()
+        .expect("kshard objectives");
+    assert!(out.status.success(), "kshard objectives: {}", String::from_utf8_lossy(&out.stderr));
+    let made = String::from_utf8(out.stdout).expect("UTF-8");
+    let kept = std::fs::read_to_string(deploy("prometheus/kshard-objectives.yaml")).expect("the rules");
+    assert_eq!(
+        made, kept,
+        "deploy/prometheus/kshard-objectives.yaml is stale: run kshard objectives --config deploy/prometheus/objectives-example.yaml"
+    );
+    let Some(promtool) = kshard_testkit::promtool() else {
+        kshard_testkit::skipped("promtool is not installed: the objectives' rules were not tested");
+        return;
+    };
+    for args in [&["check", "rules", "kshard-objectives.yaml"][..], &["test", "rules", "kshard-objectives.test.yaml"]] {
+        let out = std::process::Command::new(&promtool)
+            .args(args)
+            .current_dir(deploy("prometheus"))
+            .output()
+            .expect("promtool");
+        assert!(
+            out.status.success(),
+            "promtool {}: {}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

@@ -5,7 +5,9 @@
 //! own. A group that stops committing while behind (ERR), one that commits
 //! but falls further behind each time (WARN) and one whose unread records
 //! retention deletes (records lost) each raise their alert at the receiver,
-//! and each alert resolves once its group has caught up.
+//! and each alert resolves once its group has caught up. A lag objective
+//! over the stopped group (`kshard objectives`' rules, its window an hour)
+//! burns its budget fast and pages through the same route.
 
 mod common;
 
@@ -73,12 +75,24 @@ fn stopped_falling_behind_and_lost_groups_alert_and_resolve_through_alertmanager
     std::fs::create_dir_all(&dir).expect("a folder for the rules");
     let rules = dir.join("kshard-alerts.yaml");
     std::fs::write(&rules, rules_in_seconds()).expect("the rules");
+    // 1 s of lag, 99% of an hour: the burn-rate windows scale down to 30 s.
+    let objective = kshard_lag::Objective {
+        name: "stopped-fresh".into(),
+        selector: kshard_lag::Matcher::parse_selector(&format!("group_id=\"{}\"", group("stopped")))
+            .expect("a selector"),
+        lag_seconds: 1.0,
+        target: 0.99,
+        window: Duration::from_secs(3600),
+    };
+    let objectives = dir.join("kshard-objectives.yaml");
+    std::fs::write(&objectives, kshard_lag::prometheus_rules(&[objective], "kshard")).expect("the objectives' rules");
     let prometheus = Prometheus::start(&format!(
         "global: {{scrape_interval: {EVALUATION_SECONDS}s, evaluation_interval: {EVALUATION_SECONDS}s}}\n\
-         rule_files: ['{}']\n\
+         rule_files: ['{}', '{}']\n\
          alerting: {{alertmanagers: [{{static_configs: [{{targets: ['{}']}}]}}]}}\n\
          scrape_configs: [{{job_name: kshard, static_configs: [{{targets: ['{}']}}]}}]\n",
         rules.display(),
+        objectives.display(),
         alertmanager.address(),
         service.addr()
     ));
@@ -87,6 +101,7 @@ fn stopped_falling_behind_and_lost_groups_alert_and_resolve_through_alertmanager
         ("KafkaConsumerGroupError", group("stopped")),
         ("KafkaConsumerGroupFallingBehind", group("behind")),
         ("KafkaConsumerGroupRecordsLost", group("lost")),
+        ("KafkaLagObjectiveBurnFast", group("stopped")),
     ];
     let has = |seen: &BTreeSet<(String, String, String)>, status: &str| {
         expected.iter().all(|(alert, g)| seen.contains(&(status.to_owned(), (*alert).to_owned(), g.clone())))
