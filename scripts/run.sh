@@ -29,8 +29,12 @@ log "creating 50 background groups (commits through the group coordinator, endin
 log "starting live demo groups (kshard demo, a share group and a Kafka Streams application)"
 "$kshard" demo --brokers "$KSHARD_BROKERS" &
 demo_pids=("$!")
-# The demo made their topics; they run until this script ends (ten years at most).
-sleep 3
+# Once the demo made their topics; they run until this script ends (ten years at most).
+for _ in $(seq 60); do
+  "$KSHARD_ROOT/scripts/kafka-tool.sh" topics --bootstrap-server "$KSHARD_BROKERS" --list 2>/dev/null |
+    grep -q '^demo-orders-upper$' && break
+  sleep 1
+done
 "$KSHARD_ROOT/scripts/share-demo.sh" "$KSHARD_BROKERS" demo-jobs-workers demo-jobs 315360000 >/dev/null 2>&1 &
 demo_pids+=("$!")
 "$KSHARD_ROOT/scripts/streams-app.sh" "$KSHARD_BROKERS" demo-orders-streams demo-orders demo-orders-upper 315360000 \

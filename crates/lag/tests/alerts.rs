@@ -122,7 +122,7 @@ fn stopped_falling_behind_and_lost_groups_alert_and_resolve_through_alertmanager
     let deadline = Instant::now() + Duration::from_secs(240);
     let (mut stopped_since, mut pending_since, mut stop_notified) = (None, None, None);
     let pending = format!("ALERTS{{alertname=\"KafkaConsumerGroupError\",group_id=\"{}\"}}", group("stopped"));
-    let mut healed = false;
+    let (mut healed, mut healed_at) = (false, usize::MAX);
     let mut last_commit = Instant::now();
     loop {
         if last_commit.elapsed() >= Duration::from_millis(1100) {
@@ -145,7 +145,10 @@ fn stopped_falling_behind_and_lost_groups_alert_and_resolve_through_alertmanager
         if pending_since.is_none() && prometheus.query(&pending).is_ok_and(|s| !s.is_empty()) {
             pending_since = Some(Instant::now());
         }
-        let seen = notified(&receiver.received());
+        let deliveries = receiver.received();
+        let seen = notified(&deliveries);
+        // Resolves count only once healed (a flap before would not do).
+        let resolved = notified(&deliveries[healed_at.min(deliveries.len())..]);
         if stop_notified.is_none()
             && seen.contains(&("firing".into(), "KafkaConsumerGroupError".into(), group("stopped")))
         {
@@ -153,8 +156,9 @@ fn stopped_falling_behind_and_lost_groups_alert_and_resolve_through_alertmanager
         }
         if !healed && has(&seen, "firing") {
             healed = true;
+            healed_at = deliveries.len();
         }
-        if healed && has(&seen, "resolved") {
+        if healed && has(&resolved, "resolved") {
             break;
         }
         assert!(

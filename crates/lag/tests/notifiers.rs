@@ -169,18 +169,17 @@ fn burrows_templates_reach_an_http_server_and_a_starttls_smtp_server() {
     assert_eq!(closed.request_line, format!("DELETE /v1/{stopped}/{id} HTTP/1.1"));
     let close: serde_json::Value = serde_json::from_str(&closed.body).expect("JSON");
     assert_eq!(close["ids"][0], id.as_str());
-    std::thread::sleep(Duration::from_secs(2));
-    let got = receiver.received();
-    assert_eq!(got.len(), 2, "one open notice (repeat 1 h), one close, none for the group that is fine: {got:?}");
-    assert_eq!(smtp.messages().len(), 1, "the mail notifier sends no close notice (send_close off)");
-    let m = service.metrics();
-    let count = |notifier: &str, kind: &str| {
+    // The counts are bumped once each exchange ended: waited for.
+    let count = |m: &std::collections::BTreeMap<String, f64>, notifier: &str, kind: &str| {
         m.get(&format!("kshard_notifier_notices_total{{notifier=\"{notifier}\",kind=\"{kind}\",outcome=\"sent\"}}"))
             .copied()
     };
-    assert_eq!(
-        (count("events", "open"), count("events", "close"), count("mail", "open")),
-        (Some(1.0), Some(1.0), Some(1.0))
-    );
+    service.eventually("the notices counted", |m| {
+        (count(m, "events", "open"), count(m, "events", "close"), count(m, "mail", "open"))
+            == (Some(1.0), Some(1.0), Some(1.0))
+    });
+    let got = receiver.received();
+    assert_eq!(got.len(), 2, "one open notice (repeat 1 h), one close, none for the group that is fine: {got:?}");
+    assert_eq!(smtp.messages().len(), 1, "the mail notifier sends no close notice (send_close off)");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -49,32 +49,57 @@ pub(crate) fn spawn(
     })
 }
 
+/// Streams open at once, over every client (each a small task that looks
+/// at the lag every second): past it, `RESOURCE_EXHAUSTED`.
+const MOST_STREAMS: usize = 10_000;
+
+/// The most a request may be: a scaled object's name and metadata are small.
+const MOST_REQUEST_BYTES: usize = 64 << 10;
+
 /// The scaler over every cluster the process watches.
 #[derive(Clone)]
 pub(crate) struct KedaScaler {
     clusters: Arc<Vec<AppState>>,
     stop: Shutdown,
+    streams: Arc<tokio::sync::Semaphore>,
 }
 
 impl KedaScaler {
     pub(crate) fn new(clusters: Vec<AppState>, stop: Shutdown) -> Self {
-        KedaScaler { clusters: Arc::new(clusters), stop }
+        KedaScaler { clusters: Arc::new(clusters), stop, streams: Arc::new(tokio::sync::Semaphore::new(MOST_STREAMS)) }
+    }
+
+    fn stream_permit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, Status> {
+        Arc::clone(&self.streams)
+            .try_acquire_owned()
+            .map_err(|_| Status::resource_exhausted(format!("{MOST_STREAMS} streams are open already")))
     }
 
     /// Serves on `listener` until the process stops.
     pub(crate) async fn serve(self, listener: tokio::net::TcpListener) -> Result<(), tonic::transport::Error> {
         let stop = self.stop.clone();
         let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+        // A client that vanishes (its pod killed) is found out by keepalives,
+        // and its streams end.
         tonic::transport::Server::builder()
-            .add_service(ExternalScalerServer::new(self))
+            .http2_keepalive_interval(Some(Duration::from_secs(30)))
+            .http2_keepalive_timeout(Some(Duration::from_secs(20)))
+            .tcp_keepalive(Some(Duration::from_secs(60)))
+            .max_concurrent_streams(Some(1000))
+            .add_service(ExternalScalerServer::new(self).max_decoding_message_size(MOST_REQUEST_BYTES))
             .serve_with_incoming_shutdown(incoming, stop.stopped())
             .await
     }
 
     /// The trigger's query and its value now, or why not.
     fn answer(&self, object: Option<&ScaledObjectRef>) -> Result<(ScalerQuery, f64), Status> {
-        let metadata = object.map(|o| &o.scaler_metadata).cloned().unwrap_or_default();
-        let query = ScalerQuery::parse(&metadata).map_err(invalid)?;
+        let query = query_of(object)?;
+        let v = self.value_of(&query)?;
+        Ok((query, v))
+    }
+
+    /// `query`'s value now, or why not.
+    fn value_of(&self, query: &ScalerQuery) -> Result<f64, Status> {
         let state = self.cluster(query.cluster.as_deref())?;
         let m = &state.monitor;
         if let Some(problem) = m.problem() {
@@ -83,10 +108,15 @@ impl KedaScaler {
         if !m.is_ready() {
             return Err(Status::unavailable("kshard is not ready: it has not caught up (see /ready)"));
         }
+        if query.share
+            && let Some(why) = m.share_unreadable()
+        {
+            return Err(Status::unavailable(format!("share groups' lag is not known: {why}")));
+        }
         let (snapshot, derived) = (m.snapshot(), m.derived());
         let group = snapshot.group(&query.group, &derived);
-        let v = value(&query, group.as_ref(), m.epoch_ms()).map_err(unanswerable)?;
-        Ok((query, v))
+        drop(derived);
+        value(query, group.as_ref(), m.epoch_ms()).map_err(unanswerable)
     }
 
     fn cluster(&self, name: Option<&str>) -> Result<&AppState, Status> {
@@ -107,6 +137,11 @@ impl KedaScaler {
     fn names(&self) -> Vec<String> {
         self.clusters.iter().map(|s| s.cluster_name().to_owned()).collect()
     }
+}
+
+fn query_of(object: Option<&ScaledObjectRef>) -> Result<ScalerQuery, Status> {
+    let metadata = object.map(|o| &o.scaler_metadata).cloned().unwrap_or_default();
+    ScalerQuery::parse(&metadata).map_err(invalid)
 }
 
 fn invalid(e: MetadataError) -> Status {
@@ -148,26 +183,29 @@ impl ExternalScaler for KedaScaler {
         &self,
         request: Request<ScaledObjectRef>,
     ) -> Result<Response<Self::StreamIsActiveStream>, Status> {
-        let object = request.into_inner();
-        let (query, v) = self.answer(Some(&object))?;
+        let permit = self.stream_permit()?;
+        let (query, v) = self.answer(Some(request.get_ref()))?;
         let (scaler, mut last) = (self.clone(), v > query.activation);
         let (tx, rx) = tokio::sync::mpsc::channel(4);
         let _ = tx.send(Ok(IsActiveResponse { result: last })).await;
         tokio::spawn(async move {
+            let _permit = permit;
             loop {
                 tokio::select! {
                     _ = tokio::time::sleep(STREAM_EVERY) => {}
                     _ = tx.closed() => return,
                     _ = scaler.stop.stopped() => return,
                 }
-                let now = scaler.answer(Some(&object)).map(|(q, v)| v > q.activation);
-                match now {
-                    Ok(active) if active == last => continue,
-                    Ok(active) => last = active,
-                    Err(_) => {}
+                // While the lag is not current the stream stays open and
+                // says nothing: KEDA's polling (IsActive) is refused
+                // meanwhile, and an ended stream would back KEDA off.
+                let Ok(value) = scaler.value_of(&query) else { continue };
+                let active = value > query.activation;
+                if active == last {
+                    continue;
                 }
-                let done = now.is_err();
-                if tx.send(now.map(|result| IsActiveResponse { result })).await.is_err() || done {
+                last = active;
+                if tx.send(Ok(IsActiveResponse { result: active })).await.is_err() {
                     return;
                 }
             }
@@ -203,12 +241,14 @@ impl ExternalScaler for KedaScaler {
         &self,
         request: Request<ScaledObjectRef>,
     ) -> Result<Response<Self::StreamMetricSpecStream>, Status> {
+        let permit = self.stream_permit()?;
         let query = ScalerQuery::parse(&request.get_ref().scaler_metadata).map_err(invalid)?;
         self.cluster(query.cluster.as_deref())?;
         let (tx, rx) = tokio::sync::mpsc::channel(1);
         let _ = tx.send(Ok(spec(&query))).await;
         let stop = self.stop.clone();
         tokio::spawn(async move {
+            let _permit = permit;
             tokio::select! {
                 _ = tx.closed() => {}
                 _ = stop.stopped() => {}
@@ -218,11 +258,11 @@ impl ExternalScaler for KedaScaler {
     }
 }
 
-/// The metadata of a scaled object's trigger, as KEDA sends it.
+/// A scaled object's trigger as KEDA sends it: `metadata`, and KEDA's own
+/// `scalerAddress` beside it.
 pub fn scaled_object(name: &str, metadata: &[(&str, &str)]) -> ScaledObjectRef {
-    ScaledObjectRef {
-        name: name.to_owned(),
-        namespace: "default".to_owned(),
-        scaler_metadata: metadata.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect::<HashMap<_, _>>(),
-    }
+    let mut scaler_metadata: HashMap<String, String> =
+        metadata.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+    scaler_metadata.entry("scalerAddress".into()).or_insert_with(|| "kshard.monitoring.svc:9309".into());
+    ScaledObjectRef { name: name.to_owned(), namespace: "default".to_owned(), scaler_metadata }
 }

@@ -31,9 +31,23 @@ pub(crate) fn spawn(
     (status, task)
 }
 
+/// Notices of one notifier queued or in flight at once; past it, its other
+/// groups wait for the next interval.
+const MOST_PENDING: usize = 1000;
+
+/// What a notifier's sending tasks tell its loop.
+#[derive(Default)]
+struct Pending {
+    /// (cluster, group) of each notice queued or in flight.
+    groups: std::collections::HashSet<(String, String)>,
+    /// Those whose notice failed: sent again at the next look.
+    failed: Vec<(String, String)>,
+}
+
 async fn run(notifiers: Vec<Arc<Notifier>>, clusters: Vec<AppState>, status: Arc<NotifierStatus>, stop: Shutdown) {
     let mut incidents: Vec<Incidents> = notifiers.iter().map(|_| Incidents::default()).collect();
     let mut due: Vec<Instant> = notifiers.iter().map(|_| Instant::now()).collect();
+    let pending: Vec<Arc<std::sync::Mutex<Pending>>> = notifiers.iter().map(|_| Arc::default()).collect();
     let permits = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
     loop {
         let next = due.iter().min().copied().unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
@@ -47,14 +61,35 @@ async fn run(notifiers: Vec<Arc<Notifier>>, clusters: Vec<AppState>, status: Arc
                 continue;
             }
             due[i] = now + notifier.settings.interval;
+            let busy = {
+                let mut p = lock(&pending[i]);
+                for (c, g) in std::mem::take(&mut p.failed) {
+                    incidents[i].not_sent(&c, &g);
+                }
+                p.groups.clone()
+            };
             for state in clusters.iter().filter(|s| watches(notifier, s)) {
-                for (notice, data) in judge(notifier, state, &mut incidents[i], now) {
+                for (notice, data) in judge(notifier, state, &mut incidents[i], now, &busy) {
+                    let key = (data.cluster.clone(), data.group.clone());
+                    {
+                        let mut p = lock(&pending[i]);
+                        if p.groups.len() >= MOST_PENDING {
+                            // Sent at a later look: the incident is kept.
+                            p.failed.push(key);
+                            continue;
+                        }
+                        p.groups.insert(key.clone());
+                    }
                     let (notifier, status, permits) = (Arc::clone(notifier), Arc::clone(&status), Arc::clone(&permits));
+                    let pending = Arc::clone(&pending[i]);
                     tokio::spawn(async move {
                         let Ok(_permit) = permits.acquire_owned().await else { return };
                         let sent = deliver(&notifier, &notice, &data).await;
+                        let mut p = lock(&pending);
+                        p.groups.remove(&key);
                         if let Err(why) = &sent {
                             tracing::warn!(notifier = %notifier.settings.name, group = %data.group, cluster = %data.cluster, close = notice.close, %why, "a notice was not sent");
+                            p.failed.push(key);
                         }
                         status.count(i, notice.close, sent.is_ok());
                     });
@@ -64,12 +99,23 @@ async fn run(notifiers: Vec<Arc<Notifier>>, clusters: Vec<AppState>, status: Arc
     }
 }
 
+fn lock(p: &std::sync::Mutex<Pending>) -> std::sync::MutexGuard<'_, Pending> {
+    p.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn watches(notifier: &Notifier, state: &AppState) -> bool {
     notifier.settings.cluster.as_deref().is_none_or(|c| c == state.cluster_name())
 }
 
-/// The notices `notifier` sends about `state`'s groups at `now`.
-fn judge(notifier: &Notifier, state: &AppState, incidents: &mut Incidents, now: Instant) -> Vec<(Notice, NoticeData)> {
+/// The notices `notifier` sends about `state`'s groups at `now` (those in
+/// `busy` have one on its way, and are not looked at).
+fn judge(
+    notifier: &Notifier,
+    state: &AppState,
+    incidents: &mut Incidents,
+    now: Instant,
+    busy: &std::collections::HashSet<(String, String)>,
+) -> Vec<(Notice, NoticeData)> {
     let m = &state.monitor;
     if m.problem().is_some() || !m.is_ready() {
         return Vec::new();
@@ -80,6 +126,9 @@ fn judge(notifier: &Notifier, state: &AppState, incidents: &mut Incidents, now: 
     let mut out = Vec::new();
     let now_ms = m.epoch_ms();
     for group in &groups {
+        if busy.contains(&(cluster.to_owned(), group.to_string())) {
+            continue;
+        }
         let result = crate::burrow::group_status(m, cluster, group, false);
         let burrow = BurrowStatus::from_name(result.status);
         let notice =

@@ -172,16 +172,60 @@ pub(crate) struct Notifier {
     pub(crate) url_close: Option<gotmpl::Template>,
 }
 
+/// Every notifier of `settings` ready, or the first that cannot work.
+pub(crate) fn prepare_all(
+    settings: &[NotifierSettings],
+    clusters: &[String],
+) -> Result<Vec<Notifier>, NotifierSettingError> {
+    settings.iter().cloned().enumerate().map(|(i, n)| n.prepare(i, clusters)).collect()
+}
+
 impl NotifierSettings {
-    /// Checks the settings and parses the templates.
-    pub(crate) fn prepare(self, index: usize) -> Result<Notifier, NotifierSettingError> {
+    /// Checks the settings (its cluster among `clusters`) and parses the
+    /// templates.
+    pub(crate) fn prepare(self, index: usize, clusters: &[String]) -> Result<Notifier, NotifierSettingError> {
         let fail =
             |field: &'static str, why: String| NotifierSettingError { index, name: self.name.clone(), field, why };
         let template = |field: &'static str, text: &str| {
             notice_data::parse(field, text).map_err(|e| fail(field, format!("the template does not parse: {e}")))
         };
+        if self.name.is_empty() || !self.name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+            return Err(fail("name", "letters, digits, -, _ and . only".into()));
+        }
         if self.interval.is_zero() {
             return Err(fail("interval_seconds", "must be above 0".into()));
+        }
+        if let Some(c) = &self.cluster
+            && !clusters.contains(c)
+        {
+            return Err(fail("cluster", format!("{c:?} is none of the clusters watched ({})", clusters.join(", "))));
+        }
+        let readable = |field: &'static str, file: &Option<PathBuf>| match file {
+            Some(f) => std::fs::File::open(f).map(drop).map_err(|e| fail(field, format!("{}: {e}", f.display()))),
+            None => Ok(()),
+        };
+        match &self.sender {
+            Sender::Http(h) => {
+                for (field, method) in [("http.method_open", &h.method_open), ("http.method_close", &h.method_close)] {
+                    hyper::Method::from_bytes(method.as_bytes())
+                        .map_err(|e| fail(field, format!("{method:?}: {e}")))?;
+                }
+                for (k, v) in &h.headers {
+                    hyper::header::HeaderName::from_bytes(k.as_bytes())
+                        .map_err(|e| fail("http.headers", format!("{k:?}: {e}")))?;
+                    hyper::header::HeaderValue::from_str(v)
+                        .map_err(|e| fail("http.headers", format!("the value of {k:?}: {e}")))?;
+                }
+                readable("http.ca_file", &h.ca_file)?;
+            }
+            Sender::Email(m) => {
+                for address in std::iter::once(&m.from).chain(&m.to) {
+                    address
+                        .parse::<lettre::Address>()
+                        .map_err(|e| fail("email", format!("{address:?} is not an address: {e}")))?;
+                }
+                readable("email.ca_file", &m.ca_file)?;
+            }
         }
         let open = template("template_open", &self.template_open)?;
         let close = match (&self.template_close, self.send_close) {

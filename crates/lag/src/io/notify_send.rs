@@ -36,19 +36,24 @@ pub(crate) async fn http(target: &HttpTarget, method: &str, url: &str, body: Str
 }
 
 async fn http_once(target: &HttpTarget, method: &str, url: &str, body: String) -> Result<(), String> {
-    let uri: hyper::Uri = url.trim().parse().map_err(|e| format!("the URL {url:?} does not parse: {e}"))?;
+    // The URL may carry a secret (a webhook's token): errors do not show it.
+    let uri: hyper::Uri = url.trim().parse().map_err(|e| format!("the URL does not parse: {e}"))?;
     let https = match uri.scheme_str() {
         Some("https") => true,
         Some("http") => false,
-        _ => return Err(format!("{url:?} is not an http:// or https:// URL")),
+        _ => return Err("the URL is not http:// or https://".into()),
     };
-    let host = uri.host().ok_or_else(|| format!("{url:?} names no host"))?.trim_matches(['[', ']']).to_owned();
+    let host = uri.host().ok_or("the URL names no host")?.trim_matches(['[', ']']).to_owned();
     let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
     let tcp =
         TcpStream::connect((host.as_str(), port)).await.map_err(|e| format!("connecting to {host}:{port}: {e}"))?;
     let method = hyper::Method::from_bytes(method.as_bytes()).map_err(|e| format!("method {method:?}: {e}"))?;
     let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
-    let authority = uri.authority().map_or(host.clone(), |a| a.to_string());
+    // Without the URL's user and password, if it has them.
+    let authority = match uri.port_u16() {
+        Some(p) => format!("{}:{p}", uri.host().unwrap_or_default()),
+        None => uri.host().unwrap_or_default().to_owned(),
+    };
     let mut request = hyper::Request::builder()
         .method(method)
         .uri(path)
@@ -134,7 +139,7 @@ impl Mail {
             if let Some(s) = line.strip_prefix("Subject: ").filter(|_| subject.is_none()) {
                 subject = Some(s.trim_end_matches('\r').to_owned());
             } else if let Some(ct) = line.strip_prefix("Content-Type: ") {
-                content_type = ct.replace(';', "").trim().to_owned();
+                content_type = ct.trim().to_owned();
             } else if line.starts_with("MIME-version: ") {
                 // Mail is MIME 1.0 whatever the template says.
             } else {
@@ -158,7 +163,8 @@ pub(crate) async fn email(target: &MailTarget, mail: Mail) -> Result<(), NotDeli
     for to in &target.to {
         message = message.to(to.parse().map_err(|e| format!("to {to:?}: {e}"))?);
     }
-    let content_type = ContentType::parse(&mail.content_type).unwrap_or(ContentType::TEXT_PLAIN);
+    let content_type = ContentType::parse(&mail.content_type)
+        .map_err(|e| NotDelivered(format!("the template's Content-Type {:?}: {e}", mail.content_type)))?;
     let message = message.header(content_type).body(mail.body).map_err(|e| format!("the mail: {e}"))?;
 
     let parameters = || -> Result<TlsParameters, String> {
@@ -202,7 +208,8 @@ mod tests {
         )
         .expect("a mail");
         assert_eq!(mail.subject, "lag on billing");
-        assert_eq!(mail.content_type, "text/html charset=utf-8");
+        assert_eq!(mail.content_type, "text/html; charset=utf-8");
+        assert!(lettre::message::header::ContentType::parse(&mail.content_type).is_ok(), "lettre reads it");
         assert_eq!(mail.body, "\n<b>ERR</b>\n\n");
         assert!(Mail::parse("no subject\n").is_err());
     }

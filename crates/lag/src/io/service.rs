@@ -122,11 +122,11 @@ pub async fn run_listening(
     named_apart(&clusters)?;
     // Checked before anything starts: a bad file fails naming its field.
     let web = process.web_config.as_deref().map(crate::web::WebConfigFile::open).transpose()?;
+    // And the notifiers' templates, files and clusters.
+    let names = clusters.iter().map(|c| c.name.as_ref().map_or(crate::burrow::CLUSTER.to_owned(), |n| n.to_string()));
+    let notifiers = super::notifier_settings::prepare_all(&process.notifiers, &names.collect::<Vec<_>>())?;
     // So is the OTLP collector's address and TLS files, before any cluster's
     // workers touch Kafka.
-    // And the notifiers' templates.
-    let notifiers =
-        process.notifiers.iter().cloned().enumerate().map(|(i, n)| n.prepare(i)).collect::<Result<Vec<_>, _>>()?;
     let otlp_settings = match &process.otlp {
         None => None,
         Some(s) => Some((super::otlp_transport::Transport::new(s).map_err(ServeError::Otlp)?, s.clone())),

@@ -11,6 +11,10 @@ use crate::snapshot::GroupLag;
 const KEYS: [&str; 7] =
     ["cluster", "consumerGroup", "shareGroup", "topic", "metric", "lagThreshold", "activationLagThreshold"];
 
+/// KEDA's own keys of an external trigger, which it sends on with the rest.
+const KEDAS: [&str; 7] =
+    ["scalerAddress", "enableTLS", "unsafeSsl", "caCert", "tlsCertFile", "tlsClientCert", "tlsClientKey"];
+
 /// A trigger's metadata, key to value.
 pub(crate) type Metadata = HashMap<String, String>;
 
@@ -59,7 +63,7 @@ pub(crate) enum MetadataError {
 impl ScalerQuery {
     /// Reads a trigger's metadata.
     pub(crate) fn parse(metadata: &Metadata) -> Result<Self, MetadataError> {
-        if let Some(k) = metadata.keys().find(|k| !KEYS.contains(&k.as_str())) {
+        if let Some(k) = metadata.keys().find(|k| !KEYS.contains(&k.as_str()) && !KEDAS.contains(&k.as_str())) {
             return Err(MetadataError::Unknown(k.clone()));
         }
         let get = |k: &str| metadata.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
@@ -152,9 +156,11 @@ pub(crate) enum Unanswerable {
 /// when absent) at `now_ms`.
 pub(crate) fn value(query: &ScalerQuery, group: Option<&GroupLag>, now_ms: i64) -> Result<f64, Unanswerable> {
     let Some(g) = group else { return Err(Unanswerable::NoGroup(query.group.clone())) };
-    match (query.share, g.is_share()) {
+    // The kind its metadata says, else what its rows are.
+    let is_share = g.info.as_ref().map_or(g.is_share() || g.share_only, |i| &*i.protocol_type == "share");
+    match (query.share, is_share) {
         (false, true) => return Err(Unanswerable::IsShare(query.group.clone())),
-        (true, false) if !g.partitions.is_empty() => return Err(Unanswerable::NotShare(query.group.clone())),
+        (true, false) => return Err(Unanswerable::NotShare(query.group.clone())),
         _ => {}
     }
     let wanted = |topic: &str| query.topic.as_deref().is_none_or(|t| t == topic);
@@ -172,16 +178,23 @@ pub(crate) fn value(query: &ScalerQuery, group: Option<&GroupLag>, now_ms: i64) 
             .map(|p| (&*p.topic, p.partition, p.lag(), p.lag_seconds(now_ms).map(|(s, _)| s)))
             .collect()
     };
-    if rows.is_empty()
-        && let Some(topic) = &query.topic
-    {
-        return Err(Unanswerable::NoTopic { group: query.group.clone(), topic: topic.clone() });
+    if rows.is_empty() {
+        // Nothing committed (or no share state) yet: not a 0, which would
+        // scale the group in before it has ever read.
+        return Err(match &query.topic {
+            Some(topic) => Unanswerable::NoTopic { group: query.group.clone(), topic: topic.clone() },
+            None => {
+                Unanswerable::NotKnown(format!("group {:?} has no committed offset (or share state) yet", query.group))
+            }
+        });
     }
     let mut total = 0i64;
     let mut oldest = 0f64;
     for (topic, partition, lag, seconds) in rows {
         let lag = lag.ok_or_else(|| {
-            Unanswerable::NotKnown(format!("the watermarks of {topic}/{partition} are not known yet"))
+            Unanswerable::NotKnown(format!(
+                "the lag of {topic}/{partition} is not known yet (its watermarks, or its share-partition's start)"
+            ))
         })?;
         total = total.saturating_add(lag);
         if query.metric == ScalerMetric::LagSeconds && lag > 0 {
@@ -237,5 +250,8 @@ mod tests {
         assert!(err(&[("consumerGroup", "a"), ("lagThreshold", "NaN")]).contains("lagThreshold"));
         assert!(err(&[("consumerGroup", "a"), ("activationLagThreshold", "-1")]).contains("activationLagThreshold"));
         assert!(err(&[("consumerGroup", "a"), ("lagTreshold", "5")]).contains("lagTreshold"));
+        // KEDA sends its own keys on with the trigger's.
+        let keda = [("consumerGroup", "a"), ("scalerAddress", "kshard:9309"), ("enableTLS", "false")];
+        assert!(ScalerQuery::parse(&meta(&keda)).is_ok());
     }
 }

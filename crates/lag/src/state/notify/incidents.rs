@@ -97,7 +97,12 @@ impl Incidents {
         new_id: impl FnOnce() -> String,
     ) -> Option<Notice> {
         let key = (cluster.to_owned(), group.to_owned());
-        if status <= BurrowStatus::Ok {
+        if status == BurrowStatus::NotFound {
+            // Not known now (deleted, or between two reads): nothing to say,
+            // and an incident stays open.
+            return None;
+        }
+        if status == BurrowStatus::Ok {
             let incident = self.open.remove(&key)?;
             // Told about, and the notifier sends close notices.
             let told = rules.send_close && incident.last_sent.is_some();
@@ -113,6 +118,14 @@ impl Incidents {
         }
         incident.last_sent = Some(now);
         Some(Notice { id: incident.id.clone(), started: incident.started, close: false })
+    }
+
+    /// A notice about the group's incident did not go out: the next
+    /// evaluation sends it again (and a close notice needs one that did).
+    pub(crate) fn not_sent(&mut self, cluster: &str, group: &str) {
+        if let Some(incident) = self.open.get_mut(&(cluster.to_owned(), group.to_owned())) {
+            incident.last_sent = None;
+        }
     }
 
     /// Forgets the incidents of groups `keep` says are gone.
@@ -168,6 +181,19 @@ mod tests {
         assert_eq!(sent, [(10, false, "id1".to_owned()), (20, true, "id1".to_owned())], "one incident from WARN on");
         let quiet = NoticeRules { send_close: false, ..RULES };
         assert_eq!(run(&quiet, &[(0, Err), (10, Ok)]), [(0, false, "id1".to_owned())]);
+    }
+
+    #[test]
+    fn a_notice_not_sent_goes_again_and_not_found_closes_nothing() {
+        let mut incidents = Incidents::default();
+        let t0 = Instant::now();
+        let at = |s| t0 + Duration::from_secs(s);
+        assert!(incidents.evaluate(&RULES, "c", "g", Err, at(0), || "a".into()).is_some());
+        incidents.not_sent("c", "g");
+        let again = incidents.evaluate(&RULES, "c", "g", Err, at(1), || "b".into()).expect("sent again");
+        assert_eq!(again.id, "a", "the same incident");
+        assert_eq!(incidents.evaluate(&RULES, "c", "g", NotFound, at(2), || "c".into()), None);
+        assert!(incidents.evaluate(&RULES, "c", "g", Ok, at(3), || "d".into()).expect("closed").close);
     }
 
     #[test]
