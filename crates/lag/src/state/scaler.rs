@@ -220,6 +220,46 @@ mod tests {
         pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
     }
 
+    /// Groups `a` (t/0 5 of 100, t/1 40 of 50, u/0 3 of 3) and `c`
+    /// (committed on `gone`, a topic without watermarks), as a refresh
+    /// sees them.
+    fn values(query: &[(&str, &str)]) -> Result<f64, Unanswerable> {
+        use crate::watermarks::{Watermark, Watermarks};
+        use kshard_offsets::{OffsetCommitValue, Record};
+        let monitor = crate::monitor::Monitor::new(crate::MonitorSettings::default());
+        monitor.track(crate::Log::Offsets, 0, 0, 0);
+        monitor.start_log(crate::Log::Offsets);
+        let commits = [("a", "t", 0, 5), ("a", "t", 1, 40), ("a", "u", 0, 3), ("c", "gone", 0, 1)];
+        for (at, (group, topic, partition, offset)) in commits.into_iter().enumerate() {
+            let (k, v) =
+                Record::offset_commit(group, topic, partition, Some(OffsetCommitValue::new(3, offset, 1_000))).encode();
+            monitor.apply(0, at as i64, Some(&k), v.as_deref()).expect("applies");
+        }
+        let mut w = Watermarks::default();
+        for (topic, partition, high) in [("t", 0, 100), ("t", 1, 50), ("u", 0, 3)] {
+            w.insert(topic, partition, Watermark { low: 0, high });
+        }
+        monitor.set_watermarks(w, true, monitor.now());
+        let q = ScalerQuery::parse(&meta(query)).expect("a valid trigger");
+        let (snapshot, derived) = (monitor.snapshot(), monitor.derived());
+        value(&q, snapshot.group(&q.group, &derived).as_ref(), monitor.epoch_ms())
+    }
+
+    #[test]
+    fn values_come_from_the_snapshot_and_unknowns_are_refused() {
+        assert_eq!(values(&[("consumerGroup", "a")]), Ok(105.0));
+        assert_eq!(values(&[("consumerGroup", "a"), ("topic", "u")]), Ok(0.0));
+        assert!(matches!(values(&[("consumerGroup", "a"), ("topic", "v")]), Err(Unanswerable::NoTopic { .. })));
+        assert!(matches!(values(&[("consumerGroup", "nobody")]), Err(Unanswerable::NoGroup(_))));
+        // No record read here: lag in seconds is kshard's estimate from the
+        // watermark just sampled (as /metrics gives it), moments old.
+        let seconds = values(&[("consumerGroup", "a"), ("metric", "lagSeconds")]).expect("an estimate");
+        assert!((0.0..5.0).contains(&seconds), "{seconds}");
+        // A partition without watermarks is not a 0 either.
+        assert!(matches!(values(&[("consumerGroup", "c")]), Err(Unanswerable::NotKnown(_))));
+        assert!(matches!(values(&[("shareGroup", "a")]), Err(Unanswerable::NotShare(_))));
+    }
+
     #[test]
     fn a_trigger_is_read_with_kedas_kafka_defaults() {
         let q = ScalerQuery::parse(&meta(&[("consumerGroup", "orders")])).expect("valid");
