@@ -55,11 +55,6 @@ const NOT_KSHARDS: [(&str, &str, &str); 4] = [
     ),
 ];
 
-fn published(file: &str) -> String {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/published").join(file);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
 /// The labels a Kubernetes scrape adds (Strimzi's PodMonitor adds
 /// `strimzi_io_cluster`; kafka-lag-exporter's and Strimzi's dashboards
 /// choose by `namespace`), as docs/dashboards.md says to add them.

@@ -17,11 +17,6 @@ use kshard_lag::service::{ProcessOptions, ServeOptions};
 use kshard_lag::{HttpTarget, MailTarget, MailTls, NameFilter, NoticeThreshold, NotifierSender, NotifierSettings};
 use kshard_testkit::{Broker, SmtpSink, WebhookReceiver, unique_name};
 
-fn published(name: &str) -> String {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/published").join(name);
-    std::fs::read_to_string(path).expect("a published template")
-}
-
 #[test]
 #[ignore = "needs the real broker or etcd: scripts/test.sh runs it (or cargo test -- --include-ignored)"]
 fn burrows_templates_reach_an_http_server_and_a_starttls_smtp_server() {

@@ -16,6 +16,7 @@ use kshard_lag::keda::proto::external_scaler_client::ExternalScalerClient;
 use kshard_lag::keda::scaled_object;
 
 use super::catch_up::start_serve;
+use super::outputs::quantile;
 use super::{http_get, process_stats};
 use crate::serve_config::KafkaArgs;
 
@@ -54,13 +55,6 @@ fn groups(addr: &str) -> Result<Vec<String>> {
         .collect())
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    sorted[((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1]
-}
-
 /// `bench keda`.
 pub(crate) fn keda(b: &KedaBench<'_>) -> Result<()> {
     b.kafka.target()?;
@@ -79,7 +73,7 @@ pub(crate) fn keda(b: &KedaBench<'_>) -> Result<()> {
     let idle_to = sent_and_cpu(&run.addr, pid)?;
 
     let load_from = sent_and_cpu(&run.addr, pid)?;
-    let (all, refused) = poll(&keda_addr, &groups, b.objects, interval, window)?;
+    let (mut all, refused) = poll(&keda_addr, &groups, b.objects, interval, window)?;
     let load_to = sent_and_cpu(&run.addr, pid)?;
     drop(child);
 
@@ -94,8 +88,8 @@ pub(crate) fn keda(b: &KedaBench<'_>) -> Result<()> {
     );
     println!(
         "latency ms: p50 {:.2}, p99 {:.2}, max {:.2}",
-        percentile(&all, 0.50),
-        percentile(&all, 0.99),
+        quantile(&mut all, 0.50),
+        quantile(&mut all, 0.99),
         all.last().copied().unwrap_or(f64::NAN)
     );
     println!(

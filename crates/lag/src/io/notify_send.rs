@@ -4,8 +4,6 @@
 //! client). Each attempt is bounded by the notifier's timeout; an answer
 //! over 64 KiB is not read on.
 
-use std::pin::Pin;
-
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use openssl::ssl::{SslConnector, SslMethod, SslVerifyMode};
@@ -45,8 +43,6 @@ async fn http_once(target: &HttpTarget, method: &str, url: &str, body: String) -
     };
     let host = uri.host().ok_or("the URL names no host")?.trim_matches(['[', ']']).to_owned();
     let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
-    let tcp =
-        TcpStream::connect((host.as_str(), port)).await.map_err(|e| format!("connecting to {host}:{port}: {e}"))?;
     let method = hyper::Method::from_bytes(method.as_bytes()).map_err(|e| format!("method {method:?}: {e}"))?;
     let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
     // Without the URL's user and password, if it has them.
@@ -72,15 +68,21 @@ async fn http_once(target: &HttpTarget, method: &str, url: &str, body: String) -
     }
     let request = request.body(Full::new(bytes::Bytes::from(body))).map_err(|e| format!("the request: {e}"))?;
     let status = if https {
-        let stream = tls(target, &host, tcp).await?;
+        let verify = !target.insecure_skip_verify;
+        let stream = super::otlp_transport::tls_stream(&connector(target)?, verify, &host, port)
+            .await
+            .map_err(|e| format!("connecting with TLS to {host}:{port}: {e}"))?;
         exchange(TokioIo::new(stream), request).await?
     } else {
+        let tcp =
+            TcpStream::connect((host.as_str(), port)).await.map_err(|e| format!("connecting to {host}:{port}: {e}"))?;
         exchange(TokioIo::new(tcp), request).await?
     };
     if (200..300).contains(&status) { Ok(()) } else { Err(format!("the endpoint answered {status}")) }
 }
 
-async fn tls(target: &HttpTarget, host: &str, tcp: TcpStream) -> Result<tokio_openssl::SslStream<TcpStream>, String> {
+/// The TLS client for `target` (its CA file, or none verified).
+fn connector(target: &HttpTarget) -> Result<SslConnector, String> {
     let mut builder = SslConnector::builder(SslMethod::tls_client()).map_err(|e| e.to_string())?;
     if let Some(ca) = &target.ca_file {
         builder.set_ca_file(ca).map_err(|e| format!("{}: {e}", ca.display()))?;
@@ -88,15 +90,7 @@ async fn tls(target: &HttpTarget, host: &str, tcp: TcpStream) -> Result<tokio_op
     if target.insecure_skip_verify {
         builder.set_verify(SslVerifyMode::NONE);
     }
-    let verify = !target.insecure_skip_verify;
-    let ssl = builder
-        .build()
-        .configure()
-        .and_then(|c| c.verify_hostname(verify).use_server_name_indication(verify).into_ssl(host))
-        .map_err(|e| e.to_string())?;
-    let mut stream = tokio_openssl::SslStream::new(ssl, tcp).map_err(|e| e.to_string())?;
-    Pin::new(&mut stream).connect().await.map_err(|e| format!("TLS with {host}: {e}"))?;
-    Ok(stream)
+    Ok(builder.build())
 }
 
 async fn exchange<T>(io: TokioIo<T>, request: hyper::Request<Full<bytes::Bytes>>) -> Result<u16, String>

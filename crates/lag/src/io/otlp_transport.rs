@@ -234,7 +234,9 @@ fn connector(tls: &OtlpTls, protocol: OtlpProtocol) -> Result<SslConnector, Otlp
     Ok(builder.build())
 }
 
-async fn tls_stream(
+/// A TLS connection to `host:port` through `connector` (the host's name
+/// checked unless `verify_hostname` is off); the notifiers' HTTP client's too.
+pub(crate) async fn tls_stream(
     connector: &SslConnector,
     verify_hostname: bool,
     host: &str,

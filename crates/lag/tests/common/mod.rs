@@ -317,3 +317,10 @@ pub fn parse_series(series: &str) -> (String, BTreeMap<String, String>) {
         .collect();
     (name.to_owned(), labels)
 }
+
+/// A file of `tests/published/`: a dashboard, rule file or template as its
+/// project publishes it (`tests/published/SOURCES.md`).
+pub fn published(name: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/published").join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
