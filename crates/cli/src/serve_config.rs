@@ -205,7 +205,7 @@ impl ServeConfig {
         }
         let (settings, top) = with_flags(file, flags)?;
         let process = process_options(&settings)?;
-        let clusters = if entries.is_empty() {
+        let mut clusters = if entries.is_empty() {
             vec![cluster_options(None, &settings)?]
         } else {
             let mut clusters = Vec::new();
@@ -219,6 +219,11 @@ impl ServeConfig {
             shards_apart(&clusters)?;
             clusters
         };
+        let objectives = crate::serve_objectives::objectives(&settings.objectives)?;
+        for c in &mut clusters {
+            let name = c.name.as_ref().map(|n| n.to_string()).unwrap_or_default();
+            c.monitor.objectives = objectives.iter().filter(|o| o.covers_cluster(&name)).cloned().collect();
+        }
         Ok(ServeConfig {
             listen: settings.listen.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 9308))),
             keda_listen: settings.keda.listen,
@@ -236,8 +241,6 @@ fn process_options(file: &FileConfig) -> Result<ProcessOptions> {
         None => kshard_lag::Profile::Kshard,
     };
     let defaults = ProcessOptions::new(profile);
-    // Checked here too, so that serve refuses what `kshard objectives` would.
-    crate::serve_objectives::objectives(&file.objectives)?;
     Ok(ProcessOptions {
         namespace: file.metrics_namespace.clone().unwrap_or(defaults.namespace),
         cluster_label: file.cluster_label.clone(),
@@ -309,6 +312,8 @@ fn cluster_options(name: Option<ClusterName>, file: &FileConfig) -> Result<Serve
             max_partition_series: file.max_partition_series,
             share_delivery_count_limit: delivery_count_limit(&file.share_groups)?,
             every_topic_watermarks: false,
+            // Those covering the cluster, once every cluster is read.
+            objectives: Default::default(),
         },
         cluster: cluster(&file.cluster, data_dir.is_some(), scrape_mode)?,
         data_dir,
@@ -507,6 +512,24 @@ mod tests {
         assert_eq!(us.data_dir.as_deref(), Some(Path::new("/srv/us")), "its own");
         assert_eq!(us.cluster.as_ref().map(|c| c.prefix.as_str()), Some("/kshard/lag/us"));
         assert_eq!(c.listen.to_string(), "127.0.0.1:9308");
+    }
+
+    #[test]
+    fn each_cluster_gets_the_objectives_covering_it() {
+        let c = load(
+            "objectives:\n\
+             - name: everywhere\n  lag_seconds: 30\n  target_percent: 99\n\
+             - name: eu-billing\n  selector: 'cluster=\"eu\", group_id=~\"billing-.*\"'\n  lag_seconds: 5\n  target_percent: 99.9\n\
+             clusters:\n- name: eu\n  brokers: eu:9092\n- name: us\n  brokers: us:9092\n",
+            ServeArgs::default(),
+        )
+        .expect("valid");
+        let names = |o: &ServeOptions| o.monitor.objectives.iter().map(|o| o.name.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&c.clusters[0]), ["everywhere", "eu-billing"]);
+        assert_eq!(names(&c.clusters[1]), ["everywhere"]);
+        let one = load("brokers: k:1\nobjectives:\n- name: eu\n  selector: 'cluster=\"eu\"'\n  lag_seconds: 5\n  target_percent: 99\n", ServeArgs::default())
+            .expect("valid");
+        assert!(one.clusters[0].monitor.objectives.is_empty(), "an unnamed cluster's series have no cluster label");
     }
 
     #[test]

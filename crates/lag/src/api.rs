@@ -374,6 +374,9 @@ pub struct GroupDetail {
     pub topology: Option<TopologyView>,
     /// Its recent lag.
     pub history: HistoryView,
+    /// The lag objectives covering it, as this kshard has measured them since
+    /// it started (empty when none does).
+    pub objectives: Vec<crate::objective_budget::BudgetView>,
 }
 
 /// A member of a group.
@@ -501,5 +504,6 @@ pub fn group(monitor: &Monitor, group_id: &str) -> Option<GroupDetail> {
         now_ms: monitor.epoch_ms(),
         points,
     };
-    Some(GroupDetail { group, generation, member_list, topology, history })
+    let objectives = monitor.budgets(group_id);
+    Some(GroupDetail { group, generation, member_list, topology, history, objectives })
 }

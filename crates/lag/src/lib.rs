@@ -50,9 +50,9 @@ pub use metrics::otlp::export_bodies as otlp_export_bodies;
 pub use metrics::process::LogCounts;
 pub(crate) use state::{
     catch_up, cluster_view, consumer_status, derived, end_to_end, failure, filter, group, group_offsets, health,
-    invalid_setting, lag_history, lag_time, monitor, monitor_settings, names, notify, objectives, open_transactions,
-    readiness, scaler, shard_store, share_partition, share_rows, share_state, share_store, snapshot, stalls,
-    striped_count, units, velocity, watermarks,
+    invalid_setting, lag_history, lag_time, monitor, monitor_settings, names, notify, objective_budget, objectives,
+    open_transactions, readiness, scaler, shard_store, share_partition, share_rows, share_state, share_store, snapshot,
+    stalls, striped_count, units, velocity, watermarks,
 };
 
 pub use api::{
@@ -77,6 +77,7 @@ pub use log_reader::ClusterOptions;
 pub use metrics::{Metrics, Profile, SelfTimings};
 pub use monitor::{Clock, DEFAULT_STALE_AFTER, Granularity, Monitor, MonitorSettings, SystemClock};
 pub use names::Names;
+pub use objective_budget::BudgetView;
 pub use objectives::{Matcher, Objective, ObjectiveError, prometheus_rules};
 pub use readiness::Verdict;
 pub use shards_reader::{recovery_log_topic, share_recovery_log_topic};

@@ -405,3 +405,55 @@ fn max_partition_series_ranks_share_partitions_with_the_others() {
     assert_eq!(m.get("kshard_partition_series_dropped"), Some(&4.0));
     assert_eq!(m.get("kshard_kafka_share_group_topic_lag{group_id=\"sg\",topic_name=\"s\"}"), Some(&95.0));
 }
+
+/// A group's lag objective on its page, refresh by refresh: a minute under
+/// the bound (caught up), then 20 s over it (10 records written a minute
+/// before), each interval counted as the refresh that began it.
+#[test]
+fn a_groups_objective_is_measured_refresh_by_refresh() {
+    let clock = Arc::new(ManualClock::new());
+    let fresh = kshard_lag::Objective {
+        name: "fresh".into(),
+        selector: Vec::new(),
+        lag_seconds: 30.0,
+        target: 0.99,
+        window: Duration::from_secs(3600),
+    };
+    let settings = MonitorSettings { objectives: Arc::from([fresh]), ..MonitorSettings::default() };
+    let monitor = Monitor::with_clock(settings, Duration::from_secs(60), clock.clone());
+    monitor.track(Log::Offsets, 0, 0, 0);
+    monitor.start_log(Log::Offsets);
+    let (k, v) = commit("g", "t", 0, 10);
+    monitor.apply(0, 0, Some(&k), v.as_deref()).expect("applies");
+    let written_ms = clock.epoch_ms();
+    let refresh = |high| {
+        monitor.refresh(watermark(0, high), true, clock.now(), |m, wanted| {
+            m.times_found(wanted.iter().map(|w| (w.clone(), (w.offset, written_ms))));
+        });
+    };
+    let budget = || {
+        let detail = kshard_lag::group_detail(&monitor, "g").expect("g is known");
+        let [b] = &detail.objectives[..] else { panic!("one objective: {:?}", detail.objectives) };
+        b.clone()
+    };
+    for _ in 0..6 {
+        refresh(10);
+        clock.advance(Duration::from_secs(10));
+    }
+    refresh(20);
+    let b = budget();
+    assert_eq!(
+        (b.good_now, b.measured_seconds, b.over_seconds, b.budget_remaining),
+        (Some(false), 60.0, 0.0, Some(1.0))
+    );
+    for _ in 0..2 {
+        clock.advance(Duration::from_secs(10));
+        refresh(20);
+    }
+    let b = budget();
+    assert_eq!((b.measured_seconds, b.over_seconds, b.good_ratio), (80.0, 20.0, Some(0.75)));
+    // A quarter of the time over, with 1% allowed: 25 budgets spent.
+    assert!((b.budget_remaining.expect("measured") + 24.0).abs() < 1e-9, "{b:?}");
+    assert!((b.allowed_over_seconds - 36.0).abs() < 1e-9, "1% of an hour: {b:?}");
+    assert_eq!(b.since_ms, Some(written_ms));
+}

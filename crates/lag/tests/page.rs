@@ -2,7 +2,8 @@
 //! driven by playwright-core (both installed by `scripts/install.sh`) through
 //! `tests/browser/page.cjs`, against `kshard serve` reading groups that commit
 //! through Kafka's group coordinator on the real broker. The page is loaded,
-//! filtered, paged, a group opened and its chart of lag over time seen; a
+//! filtered, paged, a group opened and its chart of lag over time and its
+//! lag objectives seen; a
 //! second test loads 10,000 groups. Screenshots are kept in
 //! `target/test-artifacts/page/`.
 
@@ -17,7 +18,7 @@ use std::time::Duration;
 use common::*;
 use kshard_kafka::{Admin, Client, GroupConsumer, OffsetCommitter, RecordWriter};
 use kshard_lag::service::ServeOptions;
-use kshard_lag::{HistorySettings, MonitorSettings, StatusSettings};
+use kshard_lag::{HistorySettings, Matcher, MonitorSettings, Objective, StatusSettings};
 use kshard_testkit::{Broker, share_consume, share_from_earliest, streams_app, unique_name};
 use serde_json::{Value, json};
 
@@ -145,6 +146,10 @@ fn the_page_in_chromium_filters_pages_and_charts_a_group() {
     let monitor = MonitorSettings {
         status: StatusSettings { single_commit_stop_s: 2, ..StatusSettings::default() },
         history: HistorySettings { window_s: 300, resolution_s: 1 },
+        objectives: Arc::from([
+            objective("fresh", &format!(r#"group_id=~"{p}-(live|stopped)""#), 3600.0),
+            objective("tight", &format!(r#"group_id="{}""#, group("stopped")), 1.0),
+        ]),
         ..only(&p)
     };
     let options = ServeOptions {
@@ -192,11 +197,40 @@ fn the_page_in_chromium_filters_pages_and_charts_a_group() {
             "share": share,
             "streams": streams,
             "minPoints": 3,
+            "stopped": group("stopped"),
         }),
     );
     assert!(result["first_rows_ms"].as_u64().is_some(), "{result}");
+    // The page's objectives are /api/group's: "stopped" has missed the
+    // tight one (a second) and kept "fresh" (an hour) whole.
+    let (status, body) = service.get(&format!("/api/group?id={}", group("stopped")));
+    assert_eq!(status, 200, "{body}");
+    let detail: Value = serde_json::from_str(&body).expect("JSON");
+    let of = |name: &str| detail["objectives"].as_array().and_then(|o| o.iter().find(|o| o["name"] == name)).cloned();
+    let (fresh, tight) = (of("fresh").expect("fresh covers stopped"), of("tight").expect("tight covers stopped"));
+    assert_eq!((fresh["good_now"].as_bool(), fresh["budget_remaining"].as_f64()), (Some(true), Some(1.0)), "{fresh}");
+    assert_eq!(tight["good_now"].as_bool(), Some(false), "{tight}");
+    assert!(tight["budget_remaining"].as_f64().is_some_and(|r| r < 0.0), "{tight}");
+    assert!(
+        tight["over_seconds"]
+            .as_f64()
+            .is_some_and(|s| s > 0.0 && s <= tight["measured_seconds"].as_f64().unwrap_or(0.0)),
+        "{tight}"
+    );
     stop.store(true, Ordering::Release);
     live.join().expect("the live consumer");
+}
+
+/// An objective over the groups `selector` picks: lag in seconds under
+/// `bound` for 99.9% of 30 days.
+fn objective(name: &str, selector: &str, bound: f64) -> Objective {
+    Objective {
+        name: name.into(),
+        selector: Matcher::parse_selector(selector).expect("a selector"),
+        lag_seconds: bound,
+        target: 0.999,
+        window: Duration::from_secs(30 * 86_400),
+    }
 }
 
 /// 10,000 groups in Chromium: the overview counts them all and shows pages

@@ -12,6 +12,8 @@ use crate::lag_history::{HistorySettings, LagHistory, LagPoint};
 use crate::lag_time::{LagTimes, Written};
 use crate::monitor_settings::MonitorSettings;
 use crate::names::FastMap;
+use crate::objective_budget::{BudgetView, Budgets};
+use crate::objectives::Objective;
 use crate::share_rows::ShareRow;
 use crate::units::Units;
 use crate::velocity::Velocity;
@@ -32,6 +34,8 @@ pub(crate) struct Derived {
     times: LagTimes,
     /// Each group's recent lag, for the page's chart.
     history: LagHistory,
+    /// Each group's lag objectives as measured here.
+    budgets: Budgets,
 }
 
 /// Statuses and lag in seconds as of one instant (see [`crate::Monitor::derived`]).
@@ -101,20 +105,30 @@ impl<'a> DerivedView<'a> {
     /// Each group's total lag and highest lag in seconds at `now_ms`
     /// (`totals`: group, records, seconds) go into its history (groups gone
     /// are forgotten).
+    /// Each group's worst lag in seconds also goes into the ledgers of its
+    /// objectives.
     pub(crate) fn record_history(&mut self, totals: Vec<(Arc<str>, i64, Option<f64>)>, now_ms: i64) {
+        self.derived.budgets.record(now_ms, totals.iter().map(|(group, _, seconds)| (group, *seconds)));
         self.derived.history.record(now_ms, totals);
+    }
+
+    /// A refresh while not ready: the objectives' ledgers count nothing
+    /// until the next one.
+    pub(crate) fn pause_budgets(&mut self) {
+        self.derived.budgets.pause();
     }
 }
 
 impl Derived {
     /// Nothing derived yet.
-    pub(crate) fn new(status: StatusSettings, history: HistorySettings) -> Self {
+    pub(crate) fn new(status: StatusSettings, history: HistorySettings, objectives: Arc<[Objective]>) -> Self {
         Derived {
             windows: FastMap::default(),
             status,
             generation: 0,
             times: LagTimes::default(),
             history: LagHistory::new(history),
+            budgets: Budgets::new(objectives),
         }
     }
 
@@ -226,5 +240,10 @@ impl Derived {
     /// A group's recent lag, oldest first, and the settings it was kept by.
     pub(crate) fn history(&self, group: &str) -> (Vec<LagPoint>, HistorySettings) {
         (self.history.points(group), self.history.settings())
+    }
+
+    /// A group's objectives as measured here, as of `now_ms`.
+    pub(crate) fn budgets(&self, group: &str, now_ms: i64) -> Vec<BudgetView> {
+        self.budgets.view(group, now_ms)
     }
 }

@@ -19,6 +19,7 @@ pub(crate) mod monitor;
 pub(crate) mod monitor_settings;
 pub(crate) mod names;
 pub(crate) mod notify;
+pub(crate) mod objective_budget;
 pub(crate) mod objectives;
 pub(crate) mod open_transactions;
 pub(crate) mod readiness;

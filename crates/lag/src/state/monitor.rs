@@ -66,7 +66,7 @@ impl Monitor {
 
     /// An empty monitor reading the time from `clock`.
     pub fn with_clock(settings: MonitorSettings, stale_after: std::time::Duration, clock: Arc<dyn Clock>) -> Self {
-        let derived = Derived::new(settings.status, settings.history);
+        let derived = Derived::new(settings.status, settings.history, Arc::clone(&settings.objectives));
         Monitor {
             settings,
             clock,
@@ -420,13 +420,17 @@ impl Monitor {
         *self.snapshot.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(snapshot);
     }
 
-    /// Once ready: each group's lag in the snapshot into its history.
+    /// Once ready: each group's lag in the snapshot into its history and
+    /// its objectives' ledgers (which count nothing until the next refresh
+    /// after one while not ready).
     fn record_history(&self) {
         if self.is_ready() {
             let (snapshot, now_ms) = (self.snapshot(), self.clock.epoch_ms());
             let mut derived = self.derived();
             let totals = snapshot.totals(&derived, now_ms);
             derived.record_history(totals, now_ms);
+        } else {
+            self.derived().pause_budgets();
         }
     }
 
@@ -438,6 +442,11 @@ impl Monitor {
     /// The snapshot of the last refresh (empty before the first).
     pub(crate) fn snapshot(&self) -> Arc<LagSnapshot> {
         Arc::clone(&self.snapshot.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// A group's lag objectives as measured here (empty when none covers it).
+    pub(crate) fn budgets(&self, group: &str) -> Vec<crate::objective_budget::BudgetView> {
+        self.derived_lock().budgets(group, self.clock.epoch_ms())
     }
 
     /// A group's recent lag, oldest first, and the settings it was kept by.

@@ -2,8 +2,8 @@
 //! groups a label selector picks, as Prometheus recording rules and
 //! multi-window, multi-burn-rate alerts (the SRE workbook's four pairs,
 //! their windows scaled to the objective's). The SLI is kshard's
-//! `<ns>_kafka_consumer_group_topic_max_lag_seconds`, the worst over a
-//! group's topics, under the bound or not at each evaluation; while kshard
+//! `<ns>_kafka_consumer_group_topic_max_lag_seconds` (or, for a share group,
+//! `…_share_group_…`), the worst over a group's topics, under the bound or not at each evaluation; while kshard
 //! cannot tell current lag it withholds that series, and the time is not
 //! counted either way. Pure: text from settings.
 
@@ -102,6 +102,20 @@ impl Objective {
         Ok(())
     }
 
+    /// Whether its `cluster` matchers accept the cluster named `cluster`
+    /// (`""` for a process's one unnamed cluster, whose series carry no
+    /// `cluster` label: Prometheus reads a missing label as empty).
+    pub fn covers_cluster(&self, cluster: &str) -> bool {
+        self.selector.iter().filter(|m| m.label == "cluster").all(|m| {
+            let hit = if m.op.contains('~') {
+                regex::Regex::new(&format!("^(?:{})$", m.value)).is_ok_and(|r| r.is_match(cluster))
+            } else {
+                m.value == cluster
+            };
+            hit != m.op.starts_with('!')
+        })
+    }
+
     fn matchers(&self, extra: &str) -> String {
         let mut all: Vec<String> =
             self.selector.iter().map(|m| format!("{}{}\"{}\"", m.label, m.op, m.value)).collect();
@@ -153,9 +167,9 @@ pub fn prometheus_rules(objectives: &[Objective], namespace: &str) -> String {
         let _ = writeln!(out, "      - record: kshard:objective_lag_good");
         let _ = writeln!(
             out,
-            "        expr: max by (cluster, group_id) ({namespace}_kafka_consumer_group_topic_max_lag_seconds{}) <= bool {}",
-            o.matchers(""),
-            o.lag_seconds
+            "        expr: max by (cluster, group_id) ({namespace}_kafka_consumer_group_topic_max_lag_seconds{m} or {namespace}_kafka_share_group_topic_max_lag_seconds{m}) <= bool {}",
+            o.lag_seconds,
+            m = o.matchers(""),
         );
         let _ = writeln!(out, "        labels:\n          objective: {}", o.name);
         let mut windows: Vec<Duration> =
@@ -224,7 +238,7 @@ mod tests {
     #[test]
     fn the_workbooks_windows_scale_with_the_objective() {
         let text = prometheus_rules(&[objective()], "kshard");
-        assert!(text.contains(r#"max by (cluster, group_id) (kshard_kafka_consumer_group_topic_max_lag_seconds{group_id=~"billing-.*",cluster="eu"}) <= bool 30"#), "{text}");
+        assert!(text.contains(r#"max by (cluster, group_id) (kshard_kafka_consumer_group_topic_max_lag_seconds{group_id=~"billing-.*",cluster="eu"} or kshard_kafka_share_group_topic_max_lag_seconds{group_id=~"billing-.*",cluster="eu"}) <= bool 30"#), "{text}");
         assert!(text.contains("kshard:objective_error_ratio:1h{objective=\"billing\"} > 0.014400 and kshard:objective_error_ratio:5m{objective=\"billing\"} > 0.014400"), "{text}");
         assert!(text.contains("[30d])) / 0.001000"), "{text}");
         let week = Objective { window: Duration::from_secs(7 * 86_400), ..objective() };
@@ -234,5 +248,17 @@ mod tests {
         assert!(objective().check().is_ok());
         assert!(Objective { target: 1.0, ..objective() }.check().is_err());
         assert!(Objective { name: "a b".into(), ..objective() }.check().is_err());
+    }
+
+    #[test]
+    fn cluster_matchers_pick_the_clusters_an_objective_covers() {
+        assert!(objective().covers_cluster("eu"));
+        assert!(!objective().covers_cluster("us"));
+        assert!(!objective().covers_cluster(""));
+        let not_test =
+            |sel: &str| Objective { selector: Matcher::parse_selector(sel).expect("a selector"), ..objective() };
+        assert!(not_test(r#"cluster!~"test-.*""#).covers_cluster(""));
+        assert!(!not_test(r#"cluster!~"test-.*""#).covers_cluster("test-1"));
+        assert!(not_test(r#"group_id="a""#).covers_cluster("anything"));
     }
 }

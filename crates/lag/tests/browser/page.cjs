@@ -142,6 +142,15 @@ async function walk(page) {
   check(members.length === 1 && members[0].includes(want.liveClient), `one member, ${want.liveClient}: ${members}`);
   const polyline = await page.$eval('#chart-records polyline', l => l.getAttribute('points').trim().split(/\s+/).length);
   check(polyline >= want.minPoints, `the records chart draws ${polyline} points`);
+  // Its objective, measured by kshard since it started: under an hour of
+  // lag all along, its budget whole.
+  await page.waitForFunction(() => {
+    const row = document.querySelector('#objectives tr[data-objective="fresh"]');
+    return row && /100\.0%/.test(row.querySelector('.budget-left').textContent);
+  }, null, { timeout: 60000 });
+  const fresh = await page.textContent('#objectives tr[data-objective="fresh"]');
+  check(/^fresh1 h 00 m99\.9% of 30 dOK100\.000%/.test(fresh), `the objective's row: ${fresh}`);
+  check(/measured by this kshard over/.test(await page.textContent('#objectives-note')), 'the objectives say since when they count');
   await shot(page, 'group.png', true);
 
   // Back to the overview, filter kept.
@@ -157,6 +166,18 @@ async function walk(page) {
   await page.click('#back');
   await page.waitForSelector('#overview:not([hidden]) #rows tr[data-group]');
   check((await page.inputValue('#filter')) === want.live, '"all groups" keeps the filter');
+
+  // A group that stopped behind records written a while ago: over a
+  // second of lag, it has missed its tight objective.
+  await page.goto(`${want.base}#/group/${encodeURIComponent(want.stopped)}`);
+  await page.waitForFunction(() => {
+    const row = document.querySelector('#objectives tr[data-objective="tight"]');
+    return row && /missed/.test(row.querySelector('.budget-left').textContent);
+  }, null, { timeout: 60000 });
+  const tight = await page.textContent('#objectives tr[data-objective="tight"]');
+  check(/^tight1\.0 s99\.9% of 30 dERR/.test(tight), `the missed objective's row: ${tight}`);
+  check((await page.$$('#objectives tr')).length === 2, 'both objectives cover the stopped group');
+  await shot(page, 'group-objectives.png', true);
 
   // A group id with '/', '?', '#', '%', '&' and '..' in it: its own page.
   await page.goto(`${want.base}#/group/${encodeURIComponent(want.odd)}`);
