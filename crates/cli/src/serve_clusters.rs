@@ -22,7 +22,7 @@ use crate::settings_file::merged;
 use crate::settings_file::settings_of;
 
 /// The keys only the top level may set.
-const PROCESS_WIDE: [&str; 8] = [
+const PROCESS_WIDE: [&str; 10] = [
     "listen",
     "metrics_namespace",
     "metrics_profile",
@@ -31,6 +31,8 @@ const PROCESS_WIDE: [&str; 8] = [
     "log_format",
     "otlp",
     "keda",
+    "notifiers",
+    "objectives",
 ];
 
 /// The keys whose top-level value is a root each cluster's goes under.

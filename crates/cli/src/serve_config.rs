@@ -530,6 +530,9 @@ mod tests {
         let one = load("brokers: k:1\nobjectives:\n- name: eu\n  selector: 'cluster=\"eu\"'\n  lag_seconds: 5\n  target_percent: 99\n", ServeArgs::default())
             .expect("valid");
         assert!(one.clusters[0].monitor.objectives.is_empty(), "an unnamed cluster's series have no cluster label");
+        let entry = "clusters:\n- name: a\n  brokers: a:1\n  objectives:\n  - name: x\n    lag_seconds: 5\n    target_percent: 99\n";
+        let e = load(entry, ServeArgs::default()).expect_err("the whole process's").to_string();
+        assert!(e.contains("clusters[0].objectives"), "{e}");
     }
 
     #[test]

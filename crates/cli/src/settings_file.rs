@@ -51,9 +51,9 @@ pub(crate) struct FileConfig {
     pub(crate) otlp: crate::serve_otlp::OtlpFile,
     #[serde(default)]
     pub(crate) keda: KedaFile,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) notifiers: Vec<crate::serve_notifiers::NotifierFile>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) objectives: Vec<crate::serve_objectives::ObjectiveFile>,
     #[serde(default)]
     pub(crate) groups: Lists,

@@ -147,8 +147,9 @@ fn the_page_in_chromium_filters_pages_and_charts_a_group() {
         status: StatusSettings { single_commit_stop_s: 2, ..StatusSettings::default() },
         history: HistorySettings { window_s: 300, resolution_s: 1 },
         objectives: Arc::from([
-            objective("fresh", &format!(r#"group_id=~"{p}-(live|stopped)""#), 3600.0),
-            objective("tight", &format!(r#"group_id="{}""#, group("stopped")), 1.0),
+            objective("fresh", &format!(r#"group_id=~"{p}-(live|stopped)""#), 3600.0, 30 * 86_400),
+            // 0.1% of an hour: 3.6 s over a second of lag.
+            objective("tight", &format!(r#"group_id="{}""#, group("stopped")), 1.0, 3600),
         ]),
         ..only(&p)
     };
@@ -209,8 +210,10 @@ fn the_page_in_chromium_filters_pages_and_charts_a_group() {
     let of = |name: &str| detail["objectives"].as_array().and_then(|o| o.iter().find(|o| o["name"] == name)).cloned();
     let (fresh, tight) = (of("fresh").expect("fresh covers stopped"), of("tight").expect("tight covers stopped"));
     assert_eq!((fresh["good_now"].as_bool(), fresh["budget_remaining"].as_f64()), (Some(true), Some(1.0)), "{fresh}");
+    assert_eq!(fresh["burn_rate"].as_f64(), Some(0.0), "{fresh}");
     assert_eq!(tight["good_now"].as_bool(), Some(false), "{tight}");
     assert!(tight["budget_remaining"].as_f64().is_some_and(|r| r < 0.0), "{tight}");
+    assert_eq!(tight["allowed_over_seconds"].as_f64(), Some(3.6), "{tight}");
     assert!(
         tight["over_seconds"]
             .as_f64()
@@ -222,14 +225,14 @@ fn the_page_in_chromium_filters_pages_and_charts_a_group() {
 }
 
 /// An objective over the groups `selector` picks: lag in seconds under
-/// `bound` for 99.9% of 30 days.
-fn objective(name: &str, selector: &str, bound: f64) -> Objective {
+/// `bound` for 99.9% of `window_s`.
+fn objective(name: &str, selector: &str, bound: f64, window_s: u64) -> Objective {
     Objective {
         name: name.into(),
         selector: Matcher::parse_selector(selector).expect("a selector"),
         lag_seconds: bound,
         target: 0.999,
-        window: Duration::from_secs(30 * 86_400),
+        window: Duration::from_secs(window_s),
     }
 }
 

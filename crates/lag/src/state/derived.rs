@@ -121,14 +121,19 @@ impl<'a> DerivedView<'a> {
 
 impl Derived {
     /// Nothing derived yet.
-    pub(crate) fn new(status: StatusSettings, history: HistorySettings, objectives: Arc<[Objective]>) -> Self {
+    pub(crate) fn new(
+        status: StatusSettings,
+        history: HistorySettings,
+        objectives: Arc<[Objective]>,
+        stale_after: std::time::Duration,
+    ) -> Self {
         Derived {
             windows: FastMap::default(),
             status,
             generation: 0,
             times: LagTimes::default(),
             history: LagHistory::new(history),
-            budgets: Budgets::new(objectives),
+            budgets: Budgets::new(objectives, stale_after),
         }
     }
 

@@ -66,7 +66,7 @@ impl Monitor {
 
     /// An empty monitor reading the time from `clock`.
     pub fn with_clock(settings: MonitorSettings, stale_after: std::time::Duration, clock: Arc<dyn Clock>) -> Self {
-        let derived = Derived::new(settings.status, settings.history, Arc::clone(&settings.objectives));
+        let derived = Derived::new(settings.status, settings.history, Arc::clone(&settings.objectives), stale_after);
         Monitor {
             settings,
             clock,

@@ -70,7 +70,7 @@ pub struct MonitorSettings {
     /// families cover every topic, as kafka_exporter's do.
     pub every_topic_watermarks: bool,
     /// The lag objectives covering this cluster's groups (see
-    /// [`crate::objectives`]): their budgets as measured here are on each
-    /// group's page. Only their `group_id` matchers are read.
+    /// [`crate::prometheus_rules`]): their budgets as measured here are on
+    /// each group's page. Only their `group_id` matchers are read.
     pub objectives: std::sync::Arc<[crate::objectives::Objective]>,
 }

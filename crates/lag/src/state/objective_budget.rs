@@ -3,40 +3,46 @@
 //! under each objective's bound, and what is left of the error budget.
 //!
 //! It counts as the rules of [`crate::objectives::prometheus_rules`] do over
-//! `kafka_consumer_group_topic_max_lag_seconds`: at each refresh the group is
-//! good (its worst lag in seconds is under the bound) or not, and that holds
+//! the group's `…_topic_max_lag_seconds`: at each refresh the group is good
+//! (its worst lag in seconds is at most the bound) or not, and that holds
 //! until the next refresh, as Prometheus holds a sample. Time with no verdict
-//! counts neither way: while kshard is not ready, while the group's lag in
-//! seconds is unknown, and any gap between refreshes longer than five minutes
-//! (Prometheus's lookback, past which a rule no longer sees the series).
+//! counts neither way: while the group's lag in seconds is unknown, while it
+//! is absent from the snapshot, while kshard is not ready, and any time
+//! between two refreshes past `stale_after` (kshard withholds its lag series
+//! then, and Prometheus no longer sees them).
 //!
 //! Bounded: each (group, objective) keeps the window in [`SLICES`] slices of
-//! good and measured time (the oldest slice leaves whole), 24 bytes each. It
-//! lives in memory and starts empty when kshard does: the figures say since
-//! when they count, and Prometheus's `kshard:objective_error_budget_remaining`
-//! covers the whole window across restarts. Pure: the caller passes the time.
+//! good and measured time (the oldest slice leaves whole), 24 bytes each:
+//! under 0.8 KB with its header. A group absent for [`FORGET_MS`] is
+//! forgotten. It lives in memory and starts empty when kshard does: the
+//! figures say since when they count, and Prometheus's
+//! `kshard:objective_error_budget_remaining` covers the whole window across
+//! restarts. Pure: the caller passes the time.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde::Serialize;
 
 use crate::names::FastMap;
-use crate::objectives::Objective;
+use crate::objectives::{Compiled, Objective};
 
 /// Slices each objective's window is kept in.
-pub(crate) const SLICES: u64 = 30;
+pub(crate) const SLICES: usize = 30;
 
-/// The longest time between two refreshes that still counts: Prometheus's
-/// default lookback (`--query.lookback-delta`).
-const LOOKBACK_MS: i64 = 5 * 60_000;
+/// How long a group absent from the snapshots keeps its ledgers (a group
+/// briefly not listed, while its coordinator moves, loses nothing).
+pub(crate) const FORGET_MS: i64 = 10 * 60_000;
 
 /// One slice of a window: the time measured in it, and how much of it good.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Slice {
     /// Its index: it starts `index × slice width` after the epoch.
     index: u64,
+    /// Time under the bound, in ms.
     good_ms: u64,
+    /// Time with a verdict, in ms.
     measured_ms: u64,
 }
 
@@ -50,35 +56,28 @@ struct Ledger {
     slices: VecDeque<Slice>,
     /// When the first measured time began.
     since_ms: Option<i64>,
+    /// Up to when time is counted: a clock stepping back counts nothing twice.
+    counted_to: i64,
+}
+
+/// A group's ledgers, and when it was last in a snapshot.
+#[derive(Debug)]
+struct Group {
+    seen_ms: i64,
+    ledgers: Vec<Ledger>,
 }
 
 /// The ledgers of every group an objective covers.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Budgets {
     objectives: Arc<[Objective]>,
-    /// The group-id matchers of each objective, compiled.
-    selectors: Vec<Vec<GroupMatcher>>,
-    /// By group: its ledgers, and the generation that last saw it.
-    groups: FastMap<Arc<str>, (u64, Vec<Ledger>)>,
-    generation: u64,
-    /// The last refresh counted from, when the next one may count from it.
+    /// The `group_id` matchers of each objective, compiled.
+    selectors: Vec<Vec<Compiled>>,
+    /// How long a refresh's verdicts hold at most.
+    stale_after_ms: i64,
+    groups: FastMap<Arc<str>, Group>,
+    /// The last refresh, when the next one may count from it.
     last_ms: Option<i64>,
-}
-
-/// A `group_id` matcher, compiled.
-#[derive(Debug)]
-enum GroupMatcher {
-    Equal(String, bool),
-    Regex(regex::Regex, bool),
-}
-
-impl GroupMatcher {
-    fn matches(&self, group: &str) -> bool {
-        match self {
-            GroupMatcher::Equal(v, want) => (v == group) == *want,
-            GroupMatcher::Regex(r, want) => r.is_match(group) == *want,
-        }
-    }
 }
 
 /// An objective as one group's page shows it.
@@ -92,7 +91,7 @@ pub struct BudgetView {
     pub target_percent: f64,
     /// Its window, in seconds.
     pub window_seconds: f64,
-    /// Whether the group's lag in seconds was under the bound at the last
+    /// Whether the group's lag in seconds was at most the bound at the last
     /// refresh; `None`: not known then.
     pub good_now: Option<bool>,
     /// Time with a verdict, in the window, in seconds.
@@ -103,68 +102,68 @@ pub struct BudgetView {
     pub allowed_over_seconds: f64,
     /// The share of the measured time under the bound; `None` before any.
     pub good_ratio: Option<f64>,
-    /// The share of the error budget left, as Prometheus's
-    /// `kshard:objective_error_budget_remaining`: 1 − (1 − good_ratio) /
-    /// (1 − target); 1 untouched, 0 spent, below 0 the objective missed.
-    pub budget_remaining: Option<f64>,
-    /// When kshard began measuring it (its process's start, in effect), ms
-    /// since the epoch.
+    /// The share of the window's allowance left: 1 − over / allowed (1
+    /// untouched, 0 spent, below 0 the objective missed). Time kshard did
+    /// not measure counts as good: with the whole window measured it is
+    /// Prometheus's `kshard:objective_error_budget_remaining`.
+    pub budget_remaining: f64,
+    /// How fast the measured time spent the budget: (1 − good_ratio) /
+    /// (1 − target); 1 spends exactly the allowance over a window, the
+    /// burn-rate alerts fire from 14.4 (fast) down to 1 (creeping).
+    pub burn_rate: Option<f64>,
+    /// Since when these figures count, ms since the epoch: when kshard began
+    /// measuring (its start, in effect), or the window's start if later.
     pub since_ms: Option<i64>,
 }
 
 impl Budgets {
     /// Ledgers for `objectives` (those of this cluster: only their `group_id`
-    /// matchers are read here).
-    pub(crate) fn new(objectives: Arc<[Objective]>) -> Self {
-        let selectors = objectives
-            .iter()
-            .map(|o| {
-                o.selector
-                    .iter()
-                    .filter(|m| m.label == "group_id")
-                    .map(|m| {
-                        let want = !m.op.starts_with('!');
-                        if m.op.contains('~') {
-                            // Checked when the objective was read.
-                            let r = regex::Regex::new(&format!("^(?:{})$", m.value)).unwrap_or_else(|_| never());
-                            GroupMatcher::Regex(r, want)
-                        } else {
-                            GroupMatcher::Equal(m.value.clone(), want)
-                        }
-                    })
-                    .collect()
-            })
-            .collect();
-        Budgets { objectives, selectors, ..Budgets::default() }
+    /// matchers are read here), a refresh's verdicts holding `stale_after`
+    /// at most.
+    pub(crate) fn new(objectives: Arc<[Objective]>, stale_after: Duration) -> Self {
+        let selectors = objectives.iter().map(|o| o.compiled("group_id")).collect();
+        let stale_after_ms = i64::try_from(stale_after.as_millis()).unwrap_or(i64::MAX);
+        Budgets { objectives, selectors, stale_after_ms, groups: FastMap::default(), last_ms: None }
     }
 
     /// One refresh's verdicts at `now_ms`: each group's worst lag in seconds,
-    /// when known. Groups absent are forgotten.
+    /// when known. Groups absent for [`FORGET_MS`] are forgotten.
     pub(crate) fn record<'a>(&mut self, now_ms: i64, groups: impl IntoIterator<Item = (&'a Arc<str>, Option<f64>)>) {
         if self.objectives.is_empty() {
             return;
         }
-        self.generation = self.generation.wrapping_add(1);
-        let generation = self.generation;
-        let counted = self.last_ms.filter(|last| (1..=LOOKBACK_MS).contains(&(now_ms - last)));
+        let from = self.last_ms.filter(|last| now_ms > *last);
+        let to = from.map(|from| now_ms.min(from.saturating_add(self.stale_after_ms)));
+        let (objectives, selectors) = (&self.objectives, &self.selectors);
         for (group, seconds) in groups {
-            let (seen, ledgers) = self.groups.entry(Arc::clone(group)).or_insert_with(|| {
-                let covering = self.selectors.iter().enumerate().filter(|(_, s)| s.iter().all(|m| m.matches(group)));
-                let ledgers = covering
-                    .map(|(objective, _)| Ledger { objective, good: None, slices: VecDeque::new(), since_ms: None })
-                    .collect();
-                (0, ledgers)
+            let entry = self.groups.entry(Arc::clone(group)).or_insert_with(|| Group {
+                seen_ms: now_ms,
+                ledgers: selectors
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| s.iter().all(|m| m.accepts(group)))
+                    .map(|(objective, _)| Ledger::new(objective))
+                    .collect(),
             });
-            *seen = generation;
-            for ledger in ledgers.iter_mut() {
-                let objective = &self.objectives[ledger.objective];
-                if let (Some(from), Some(good)) = (counted, ledger.good) {
-                    ledger.count(from, now_ms, good, slice_ms(objective));
+            entry.seen_ms = now_ms;
+            for ledger in &mut entry.ledgers {
+                let objective = &objectives[ledger.objective];
+                if let (Some(from), Some(to), Some(good)) = (from, to, ledger.good) {
+                    ledger.count(from, to, good, slice_ms(objective));
                 }
                 ledger.good = seconds.map(|s| s <= objective.lag_seconds);
             }
         }
-        self.groups.retain(|_, (seen, _)| *seen == generation);
+        // Absent: the interval its last verdict began counts, then no
+        // verdict until seen again; forgotten after a while.
+        for g in self.groups.values_mut().filter(|g| g.seen_ms != now_ms) {
+            for ledger in &mut g.ledgers {
+                if let (Some(from), Some(to), Some(good)) = (from, to, ledger.good.take()) {
+                    ledger.count(from, to, good, slice_ms(&objectives[ledger.objective]));
+                }
+            }
+        }
+        self.groups.retain(|_, g| now_ms.saturating_sub(g.seen_ms) <= FORGET_MS);
         self.last_ms = Some(now_ms);
     }
 
@@ -176,54 +175,47 @@ impl Budgets {
 
     /// The objectives covering `group`, as of `now_ms` (empty when none).
     pub(crate) fn view(&self, group: &str, now_ms: i64) -> Vec<BudgetView> {
-        let Some((_, ledgers)) = self.groups.get(group) else { return Vec::new() };
-        ledgers.iter().map(|l| l.view(&self.objectives[l.objective], now_ms)).collect()
+        let Some(g) = self.groups.get(group) else { return Vec::new() };
+        g.ledgers.iter().map(|l| l.view(&self.objectives[l.objective], now_ms)).collect()
     }
 
     /// (group, objective) pairs measured.
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.groups.values().map(|(_, l)| l.len()).sum()
+        self.groups.values().map(|g| g.ledgers.len()).sum()
     }
-
-    /// Whether no group is measured.
-    #[cfg(test)]
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
-/// A regular expression no group id matches, for one that cannot be
-/// compiled (never: objectives are checked when read).
-fn never() -> regex::Regex {
-    regex::Regex::new("[^\\s\\S]").unwrap_or_else(|_| unreachable!("a valid regular expression"))
 }
 
 /// The width of one slice of `objective`'s window, in ms.
 fn slice_ms(objective: &Objective) -> u64 {
-    (objective.window.as_millis() as u64 / SLICES).max(1)
+    (u64::try_from(objective.window.as_millis()).unwrap_or(u64::MAX) / SLICES as u64).max(1)
 }
 
 impl Ledger {
-    /// `from..to` was `good` (or not): into the slices it spans.
+    fn new(objective: usize) -> Self {
+        Ledger { objective, good: None, slices: VecDeque::with_capacity(SLICES), since_ms: None, counted_to: 0 }
+    }
+
+    /// `from..to` was `good` (or not): into the slices it spans, but for
+    /// what was counted already.
     fn count(&mut self, from: i64, to: i64, good: bool, width: u64) {
+        let from = from.max(self.counted_to).max(0);
+        if from >= to {
+            return;
+        }
         self.since_ms.get_or_insert(from);
-        let (mut at, to) = (from.max(0) as u64, to.max(0) as u64);
+        self.counted_to = to;
+        let (mut at, to) = (from as u64, to as u64);
         while at < to {
             let index = at / width;
-            let end = ((index + 1) * width).min(to);
-            let slice = match self.slices.back_mut() {
-                Some(last) if last.index == index => last,
-                // A clock that stepped back: leave what is recorded.
-                Some(last) if last.index > index => return,
-                _ => {
-                    self.slices.push_back(Slice { index, good_ms: 0, measured_ms: 0 });
-                    if self.slices.len() as u64 > SLICES {
-                        self.slices.pop_front();
-                    }
-                    self.slices.back_mut().unwrap_or_else(|| unreachable!("just pushed"))
+            let end = index.saturating_add(1).saturating_mul(width).min(to);
+            if self.slices.back().is_none_or(|last| last.index != index) {
+                if self.slices.len() == SLICES {
+                    self.slices.pop_front();
                 }
-            };
+                self.slices.push_back(Slice { index, good_ms: 0, measured_ms: 0 });
+            }
+            let Some(slice) = self.slices.back_mut() else { return };
             slice.measured_ms += end - at;
             if good {
                 slice.good_ms += end - at;
@@ -234,39 +226,45 @@ impl Ledger {
 
     fn view(&self, objective: &Objective, now_ms: i64) -> BudgetView {
         let width = slice_ms(objective);
-        let oldest = (now_ms.max(0) as u64 / width).saturating_sub(SLICES - 1);
+        let oldest = (now_ms.max(0) as u64 / width).saturating_sub(SLICES as u64 - 1);
         let (mut good, mut measured) = (0u64, 0u64);
         for s in self.slices.iter().filter(|s| s.index >= oldest) {
             good += s.good_ms;
             measured += s.measured_ms;
         }
+        let window_ms = objective.window.as_millis() as f64;
+        let budget = 1.0 - objective.target;
+        // Whole ms: 0.1% of 30 days is 43 m 12 s, not 2591.9999999 s.
+        let allowed_ms = (budget * window_ms).round();
+        let over_ms = (measured - good) as f64;
         let good_ratio = (measured > 0).then(|| good as f64 / measured as f64);
-        let window_seconds = objective.window.as_secs_f64();
+        let window_start = (oldest * width) as i64;
         BudgetView {
             name: objective.name.clone(),
             lag_seconds: objective.lag_seconds,
             // 99.9, not 99.89999999999999.
             target_percent: (objective.target * 1e8).round() / 1e6,
-            window_seconds,
+            window_seconds: window_ms / 1000.0,
             good_now: self.good,
             measured_seconds: measured as f64 / 1000.0,
-            over_seconds: (measured - good) as f64 / 1000.0,
-            allowed_over_seconds: (1.0 - objective.target) * window_seconds,
+            over_seconds: over_ms / 1000.0,
+            allowed_over_seconds: allowed_ms / 1000.0,
             good_ratio,
-            budget_remaining: good_ratio.map(|r| 1.0 - (1.0 - r) / (1.0 - objective.target)),
-            since_ms: self.since_ms,
+            budget_remaining: if allowed_ms > 0.0 { 1.0 - over_ms / allowed_ms } else { 1.0 },
+            burn_rate: good_ratio.map(|r| (1.0 - r) / budget),
+            since_ms: self.since_ms.map(|since| since.max(window_start)),
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
     use crate::objectives::Matcher;
 
     const MIN: i64 = 60_000;
+    /// Refreshes hold their verdicts this long (the monitor's default).
+    const STALE: Duration = Duration::from_secs(15);
 
     fn objective(name: &str, selector: &str, bound: f64, window: Duration) -> Objective {
         Objective {
@@ -282,85 +280,102 @@ mod tests {
         objective(name, selector, 30.0, Duration::from_secs(3600))
     }
 
+    fn budgets(objectives: impl Into<Arc<[Objective]>>) -> Budgets {
+        Budgets::new(objectives.into(), STALE)
+    }
+
     fn g(name: &str) -> Arc<str> {
         Arc::from(name)
     }
 
+    /// Records `a`'s lag in seconds every 10 s from `from_s` to `to_s`.
+    fn every_10s(b: &mut Budgets, from_s: i64, to_s: i64, seconds: Option<f64>) {
+        let a = g("a");
+        for t in (from_s..to_s).step_by(10) {
+            b.record(t * 1000, [(&a, seconds)]);
+        }
+    }
+
     #[test]
     fn each_interval_counts_as_the_refresh_that_began_it() {
-        let mut b = Budgets::new(Arc::from([hour("fresh", "")]));
-        let a = g("a");
-        b.record(0, [(&a, Some(1.0))]);
-        // The first minute was good (1 s at its start), the second over 30 s.
-        b.record(MIN, [(&a, Some(45.0))]);
-        b.record(2 * MIN, [(&a, Some(2.0))]);
+        let mut b = budgets([hour("fresh", "")]);
+        // A minute at most 30 s (30 s itself is good), then one over it.
+        every_10s(&mut b, 0, 60, Some(30.0));
+        every_10s(&mut b, 60, 120, Some(45.0));
+        every_10s(&mut b, 120, 130, Some(2.0));
         let v = &b.view("a", 2 * MIN)[0];
         assert_eq!((v.measured_seconds, v.over_seconds), (120.0, 60.0));
         assert_eq!(v.good_ratio, Some(0.5));
         assert_eq!(v.good_now, Some(true));
-        // Half the time over, with 1% allowed: fifty budgets spent.
-        assert!((v.budget_remaining.expect("measured") - (1.0 - 0.5 / 0.01)).abs() < 1e-9);
-        assert!((v.allowed_over_seconds - 36.0).abs() < 1e-9);
+        // 1% of an hour is 36 s: 60 s over spends it and 24 s more.
+        assert_eq!(v.allowed_over_seconds, 36.0);
+        assert!((v.budget_remaining - (1.0 - 60.0 / 36.0)).abs() < 1e-9);
+        // Half the time over, with 1% allowed: fifty times too fast.
+        assert!((v.burn_rate.expect("measured") - 50.0).abs() < 1e-9);
         assert_eq!(v.since_ms, Some(0));
     }
 
     #[test]
-    fn unknown_lag_not_ready_and_long_gaps_count_neither_way() {
-        let mut b = Budgets::new(Arc::from([hour("fresh", "")]));
+    fn unknown_lag_absence_not_ready_and_stale_time_count_neither_way() {
+        let mut b = budgets([hour("fresh", "")]);
         let a = g("a");
-        b.record(0, [(&a, None)]);
-        b.record(MIN, [(&a, Some(1.0))]);
+        every_10s(&mut b, 0, 60, None);
         assert_eq!(b.view("a", MIN)[0].good_ratio, None, "a minute of unknown lag");
         b.pause();
         b.record(2 * MIN, [(&a, Some(1.0))]);
         assert_eq!(b.view("a", 2 * MIN)[0].measured_seconds, 0.0, "not ready: not counted");
-        b.record(9 * MIN, [(&a, Some(1.0))]);
-        assert_eq!(b.view("a", 9 * MIN)[0].measured_seconds, 0.0, "seven minutes without a refresh");
-        b.record(10 * MIN, [(&a, Some(1.0))]);
-        let v = &b.view("a", 10 * MIN)[0];
-        assert_eq!((v.measured_seconds, v.budget_remaining), (60.0, Some(1.0)));
+        // No refresh for a minute: the last verdict holds for 15 s, as kshard
+        // keeps serving its lag until then.
+        b.record(3 * MIN, [(&a, Some(1.0))]);
+        assert_eq!(b.view("a", 3 * MIN)[0].measured_seconds, 15.0);
+        // Absent from a snapshot: no verdict until seen again.
+        b.record(3 * MIN + 10_000, []);
+        b.record(3 * MIN + 20_000, [(&a, Some(1.0))]);
+        b.record(3 * MIN + 30_000, [(&a, Some(1.0))]);
+        let v = &b.view("a", 3 * MIN + 30_000)[0];
+        assert_eq!((v.measured_seconds, v.budget_remaining, v.burn_rate), (35.0, 1.0, Some(0.0)));
     }
 
     #[test]
-    fn selectors_pick_groups_and_groups_gone_are_forgotten() {
+    fn selectors_pick_groups_and_groups_long_gone_are_forgotten() {
         let objectives = [hour("billing", r#"group_id=~"billing-.*""#), hour("not-a", r#"group_id!="a""#)];
-        let mut b = Budgets::new(Arc::from(objectives));
+        let mut b = budgets(objectives);
         let (a, billing) = (g("a"), g("billing-1"));
         b.record(0, [(&a, Some(1.0)), (&billing, Some(1.0))]);
-        let names = |group: &str| b.view(group, 0).into_iter().map(|v| v.name).collect::<Vec<_>>();
-        assert!(names("a").is_empty());
-        assert_eq!(names("billing-1"), ["billing", "not-a"]);
+        let names = |b: &Budgets, group: &str| b.view(group, 0).into_iter().map(|v| v.name).collect::<Vec<_>>();
+        assert!(names(&b, "a").is_empty());
+        assert_eq!(names(&b, "billing-1"), ["billing", "not-a"]);
         assert_eq!(b.len(), 2);
         b.record(MIN, [(&a, Some(1.0))]);
-        assert!(b.is_empty(), "billing-1 is gone");
+        assert_eq!(b.len(), 2, "billing-1 is kept a while");
+        assert_eq!(b.view("billing-1", MIN)[0].good_now, None, "without a verdict");
+        b.record(MIN + FORGET_MS + 1, [(&a, Some(1.0))]);
+        assert_eq!(b.len(), 0, "billing-1 is gone");
     }
 
     #[test]
     fn time_older_than_the_window_leaves_a_slice_at_a_time() {
         // An hour in 30 slices of two minutes.
-        let mut b = Budgets::new(Arc::from([hour("fresh", "")]));
-        let a = g("a");
-        b.record(0, [(&a, Some(99.0))]);
-        for minute in 1..=120 {
-            b.record(minute * MIN, [(&a, Some(1.0))]);
-        }
+        let mut b = budgets([hour("fresh", "")]);
+        every_10s(&mut b, 0, 60, Some(99.0));
+        every_10s(&mut b, 60, 7210, Some(1.0));
         let v = &b.view("a", 120 * MIN)[0];
         // The bad first minute left with its slice; the window holds 29
         // whole slices and the current one begun (0 minutes in).
         assert_eq!(v.over_seconds, 0.0);
         assert_eq!(v.measured_seconds, 58.0 * 60.0);
-        assert_eq!(v.budget_remaining, Some(1.0));
+        assert_eq!(v.budget_remaining, 1.0);
+        assert_eq!(v.since_ms, Some(62 * MIN), "the window's start");
     }
 
     #[test]
-    fn a_clock_stepping_back_changes_nothing_recorded() {
-        let mut b = Budgets::new(Arc::from([hour("fresh", "")]));
-        let a = g("a");
-        b.record(10 * MIN, [(&a, Some(1.0))]);
-        b.record(11 * MIN, [(&a, Some(1.0))]);
-        b.record(5 * MIN, [(&a, Some(99.0))]);
-        b.record(6 * MIN, [(&a, Some(1.0))]);
-        assert_eq!(b.view("a", 11 * MIN)[0].over_seconds, 0.0);
+    fn a_clock_stepping_back_counts_nothing_twice() {
+        let mut b = budgets([hour("fresh", "")]);
+        every_10s(&mut b, 600, 660, Some(1.0));
+        every_10s(&mut b, 300, 360, Some(99.0));
+        every_10s(&mut b, 650, 700, Some(1.0));
+        let v = &b.view("a", 700_000)[0];
+        assert_eq!((v.measured_seconds, v.over_seconds), (90.0, 0.0));
     }
 
     #[test]
@@ -368,23 +383,25 @@ mod tests {
         assert_eq!(std::mem::size_of::<Slice>(), 24);
         let docs = include_str!("../../../../docs/objectives.md");
         assert!(docs.contains("in 30 slices") && docs.contains("24 bytes a slice") && SLICES == 30);
+        assert!(docs.contains("for 10 minutes is forgotten") && FORGET_MS == 10 * 60_000);
     }
 
     proptest::proptest! {
         #[test]
-        fn bounded_and_never_more_than_the_window(steps in proptest::collection::vec((0i64..400_000, 0u32..100, proptest::bool::ANY), 1..300)) {
-            let mut b = Budgets::new(Arc::from([objective("fresh", "", 50.0, Duration::from_secs(3600))]));
+        fn bounded_and_never_more_than_the_window(steps in proptest::collection::vec((-100_000i64..400_000, 0u32..100, proptest::bool::ANY), 1..300)) {
+            let mut b = budgets([objective("fresh", "", 50.0, Duration::from_secs(3600))]);
             let a = g("a");
-            let mut now = 0;
+            let mut now = 1_000_000;
             for (advance, lag, known) in steps {
                 now += advance;
                 b.record(now, [(&a, known.then_some(f64::from(lag)))]);
                 let v = &b.view("a", now)[0];
                 proptest::prop_assert!(v.measured_seconds <= 3600.0);
                 proptest::prop_assert!(v.over_seconds <= v.measured_seconds);
-                proptest::prop_assert!(v.budget_remaining.is_none_or(|r| r <= 1.0));
-                let (_, ledgers) = b.groups.get("a").expect("kept");
-                proptest::prop_assert!(ledgers[0].slices.len() as u64 <= SLICES);
+                proptest::prop_assert!(v.budget_remaining <= 1.0);
+                let g = b.groups.get("a").expect("kept");
+                proptest::prop_assert!(g.ledgers[0].slices.len() <= SLICES);
+                proptest::prop_assert!(g.ledgers[0].slices.iter().all(|s| s.measured_ms <= 120_000 && s.good_ms <= s.measured_ms));
             }
         }
     }

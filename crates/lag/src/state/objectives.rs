@@ -47,6 +47,43 @@ pub struct ObjectiveError {
     pub why: String,
 }
 
+/// A matcher compiled, to test label values as Prometheus would.
+#[derive(Debug)]
+pub(crate) struct Compiled {
+    test: Test,
+    negated: bool,
+}
+
+#[derive(Debug)]
+enum Test {
+    Exact(String),
+    Regex(regex::Regex),
+    /// An expression that does not compile (never: selectors are checked
+    /// when read): it selects nothing.
+    Invalid,
+}
+
+impl Compiled {
+    fn new(m: &Matcher) -> Self {
+        let test = if m.op.contains('~') {
+            regex::Regex::new(&format!("^(?:{})$", m.value)).map_or(Test::Invalid, Test::Regex)
+        } else {
+            Test::Exact(m.value.clone())
+        };
+        Compiled { test, negated: m.op.starts_with('!') }
+    }
+
+    /// Whether a series whose label is `value` is selected.
+    pub(crate) fn accepts(&self, value: &str) -> bool {
+        let hit = match &self.test {
+            Test::Exact(exact) => exact == value,
+            Test::Regex(r) => r.is_match(value),
+            Test::Invalid => return false,
+        };
+        hit != self.negated
+    }
+}
+
 impl Matcher {
     /// Reads `group_id=~"billing-.*", cluster="eu"`.
     pub fn parse_selector(text: &str) -> Result<Vec<Matcher>, ObjectiveError> {
@@ -106,14 +143,12 @@ impl Objective {
     /// (`""` for a process's one unnamed cluster, whose series carry no
     /// `cluster` label: Prometheus reads a missing label as empty).
     pub fn covers_cluster(&self, cluster: &str) -> bool {
-        self.selector.iter().filter(|m| m.label == "cluster").all(|m| {
-            let hit = if m.op.contains('~') {
-                regex::Regex::new(&format!("^(?:{})$", m.value)).is_ok_and(|r| r.is_match(cluster))
-            } else {
-                m.value == cluster
-            };
-            hit != m.op.starts_with('!')
-        })
+        self.compiled("cluster").iter().all(|m| m.accepts(cluster))
+    }
+
+    /// Its matchers on `label`, compiled.
+    pub(crate) fn compiled(&self, label: &str) -> Vec<Compiled> {
+        self.selector.iter().filter(|m| m.label == label).map(Compiled::new).collect()
     }
 
     fn matchers(&self, extra: &str) -> String {
@@ -167,9 +202,9 @@ pub fn prometheus_rules(objectives: &[Objective], namespace: &str) -> String {
         let _ = writeln!(out, "      - record: kshard:objective_lag_good");
         let _ = writeln!(
             out,
-            "        expr: max by (cluster, group_id) ({namespace}_kafka_consumer_group_topic_max_lag_seconds{m} or {namespace}_kafka_share_group_topic_max_lag_seconds{m}) <= bool {}",
+            "        expr: max by (cluster, group_id) ({}) <= bool {}",
+            o.matchers(&format!("__name__=~\"{namespace}_kafka_(consumer|share)_group_topic_max_lag_seconds\"")),
             o.lag_seconds,
-            m = o.matchers(""),
         );
         let _ = writeln!(out, "        labels:\n          objective: {}", o.name);
         let mut windows: Vec<Duration> =
@@ -238,7 +273,7 @@ mod tests {
     #[test]
     fn the_workbooks_windows_scale_with_the_objective() {
         let text = prometheus_rules(&[objective()], "kshard");
-        assert!(text.contains(r#"max by (cluster, group_id) (kshard_kafka_consumer_group_topic_max_lag_seconds{group_id=~"billing-.*",cluster="eu"} or kshard_kafka_share_group_topic_max_lag_seconds{group_id=~"billing-.*",cluster="eu"}) <= bool 30"#), "{text}");
+        assert!(text.contains(r#"max by (cluster, group_id) ({group_id=~"billing-.*",cluster="eu",__name__=~"kshard_kafka_(consumer|share)_group_topic_max_lag_seconds"}) <= bool 30"#), "{text}");
         assert!(text.contains("kshard:objective_error_ratio:1h{objective=\"billing\"} > 0.014400 and kshard:objective_error_ratio:5m{objective=\"billing\"} > 0.014400"), "{text}");
         assert!(text.contains("[30d])) / 0.001000"), "{text}");
         let week = Objective { window: Duration::from_secs(7 * 86_400), ..objective() };

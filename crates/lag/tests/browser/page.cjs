@@ -149,7 +149,7 @@ async function walk(page) {
     return row && /100\.0%/.test(row.querySelector('.budget-left').textContent);
   }, null, { timeout: 60000 });
   const fresh = await page.textContent('#objectives tr[data-objective="fresh"]');
-  check(/^fresh1 h 00 m99\.9% of 30 dOK100\.000%/.test(fresh), `the objective's row: ${fresh}`);
+  check(/^fresh1 h 00 m99\.9% of 30 dOK100\.000%0\.0×/.test(fresh) && /0 s of 43 m 12 s$/.test(fresh), `the objective's row: ${fresh}`);
   check(/measured by this kshard over/.test(await page.textContent('#objectives-note')), 'the objectives say since when they count');
   await shot(page, 'group.png', true);
 
@@ -168,14 +168,14 @@ async function walk(page) {
   check((await page.inputValue('#filter')) === want.live, '"all groups" keeps the filter');
 
   // A group that stopped behind records written a while ago: over a
-  // second of lag, it has missed its tight objective.
+  // second of lag, it has spent the 3.6 s its tight objective allows an hour.
   await page.goto(`${want.base}#/group/${encodeURIComponent(want.stopped)}`);
   await page.waitForFunction(() => {
     const row = document.querySelector('#objectives tr[data-objective="tight"]');
     return row && /missed/.test(row.querySelector('.budget-left').textContent);
   }, null, { timeout: 60000 });
   const tight = await page.textContent('#objectives tr[data-objective="tight"]');
-  check(/^tight1\.0 s99\.9% of 30 dERR/.test(tight), `the missed objective's row: ${tight}`);
+  check(/^tight1\.0 s99\.9% of 1 h 00 mERR/.test(tight) && / of 3\.6 s$/.test(tight), `the missed objective's row: ${tight}`);
   check((await page.$$('#objectives tr')).length === 2, 'both objectives cover the stopped group');
   await shot(page, 'group-objectives.png', true);
 
