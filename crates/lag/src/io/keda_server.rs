@@ -14,6 +14,8 @@ use tonic::{Request, Response, Status};
 use super::app_state::AppState;
 use crate::scaler::{MetadataError, ScalerQuery, Unanswerable, value};
 use crate::shutdown::Shutdown;
+use crate::web::WebConfigFile;
+use crate::web::tls::{Alpn, TlsListener};
 
 /// The generated messages, service and client of KEDA's protocol.
 pub mod proto {
@@ -31,17 +33,21 @@ use proto::{
 /// refreshes are seconds apart; a change is pushed at the next look).
 const STREAM_EVERY: Duration = Duration::from_secs(1);
 
-/// Serves the scaler over `clusters` on `listener` until `stop`.
+/// Serves the scaler over `clusters` on `listener` until `stop`: over TLS
+/// when the web configuration file (`web`) sets `tls_server_config`, with
+/// its certificate and client certificate checks.
 pub(crate) fn spawn(
     listener: tokio::net::TcpListener,
     clusters: Vec<AppState>,
     stop: Shutdown,
+    web: Option<Arc<WebConfigFile>>,
 ) -> tokio::task::JoinHandle<Result<(), tonic::transport::Error>> {
     let addr = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
-    tracing::info!(%addr, "serving KEDA's external scaler (gRPC)");
+    let web = web.filter(|w| w.started_with_tls);
+    tracing::info!(%addr, tls = web.is_some(), "serving KEDA's external scaler (gRPC)");
     let scaler = KedaScaler::new(clusters, stop);
     tokio::spawn(async move {
-        let served = scaler.serve(listener).await;
+        let served = scaler.serve(listener, web).await;
         if let Err(e) = &served {
             tracing::error!(error = %e, "KEDA's external scaler stopped serving");
         }
@@ -75,20 +81,35 @@ impl KedaScaler {
             .map_err(|_| Status::resource_exhausted(format!("{MOST_STREAMS} streams are open already")))
     }
 
-    /// Serves on `listener` until the process stops.
-    pub(crate) async fn serve(self, listener: tokio::net::TcpListener) -> Result<(), tonic::transport::Error> {
+    /// Serves on `listener` (over TLS as `web` says) until the process stops.
+    pub(crate) async fn serve(
+        self,
+        listener: tokio::net::TcpListener,
+        web: Option<Arc<WebConfigFile>>,
+    ) -> Result<(), tonic::transport::Error> {
         let stop = self.stop.clone();
-        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
         // A client that vanishes (its pod killed) is found out by keepalives,
         // and its streams end.
-        tonic::transport::Server::builder()
+        let router = tonic::transport::Server::builder()
             .http2_keepalive_interval(Some(Duration::from_secs(30)))
             .http2_keepalive_timeout(Some(Duration::from_secs(20)))
-            .tcp_keepalive(Some(Duration::from_secs(60)))
             .max_concurrent_streams(Some(1000))
-            .add_service(ExternalScalerServer::new(self).max_decoding_message_size(MOST_REQUEST_BYTES))
-            .serve_with_incoming_shutdown(incoming, stop.stopped())
-            .await
+            .add_service(ExternalScalerServer::new(self).max_decoding_message_size(MOST_REQUEST_BYTES));
+        match web {
+            None => {
+                let incoming = tonic::transport::server::TcpIncoming::from(listener)
+                    .with_keepalive(Some(Duration::from_secs(60)))
+                    .with_nodelay(Some(true));
+                router.serve_with_incoming_shutdown(incoming, stop.stopped()).await
+            }
+            Some(web) => match TlsListener::spawn(listener, web, Alpn::H2) {
+                Ok(tls) => router.serve_with_incoming_shutdown(tls.incoming(), stop.stopped()).await,
+                Err(e) => {
+                    tracing::error!(error = %e, "KEDA's external scaler cannot accept TLS connections");
+                    Ok(())
+                }
+            },
+        }
     }
 
     /// The trigger's query and its value now, or why not.

@@ -170,7 +170,7 @@ pub async fn run_listening(
         }
         None => None,
     };
-    let keda = keda.map(|listener| super::keda_server::spawn(listener, states.clone(), stop.child()));
+    let keda = keda.map(|listener| super::keda_server::spawn(listener, states.clone(), stop.child(), web.clone()));
     let served = serve_http(listener, http::app(states, shown), web, shutdown).await;
 
     // The last export, while the workers still answer.
@@ -212,7 +212,7 @@ async fn serve_http(
             info!(%addr, tls, "serving /metrics, /ready, /api/groups and the web page, as the web configuration file says");
             let app = app.layer(axum::middleware::from_fn_with_state(Arc::clone(&web), crate::web::guard::guard));
             if tls {
-                let listener = crate::web::tls::TlsListener::spawn(listener, web).map_err(ServeError::Http)?;
+                let listener = crate::web::tls::TlsListener::spawn(listener, web, crate::web::tls::Alpn::Http1).map_err(ServeError::Http)?;
                 http_server::serve(listener, app, limits, shutdown).await
             } else {
                 http_server::serve(listener, app, limits, shutdown).await

@@ -27,7 +27,11 @@ pub struct WebConfigFile {
     /// plain listener into an HTTPS one without a restart.
     pub(crate) started_with_tls: bool,
     pub(crate) guard: guard::GuardState,
+    /// The web port's acceptor (HTTP/1.1).
     pub(crate) tls: tls::AcceptorCache,
+    /// KEDA's scaler port's acceptor: the same settings, offering HTTP/2
+    /// (gRPC clients require it by ALPN).
+    pub(crate) grpc_tls: tls::AcceptorCache,
 }
 
 /// The web configuration file's [`FileStamp`]: when it changes, it is read again.
@@ -84,7 +88,8 @@ impl WebConfigFile {
             loaded: Mutex::new(Loaded { stamp, config: Ok(Arc::clone(&config)), empty_since: None }),
             started_with_tls,
             guard: guard::GuardState::default(),
-            tls: tls::AcceptorCache::default(),
+            tls: tls::AcceptorCache::new(tls::Alpn::Http1),
+            grpc_tls: tls::AcceptorCache::new(tls::Alpn::H2),
         };
         if let Some(tls) = &config.tls {
             file.tls.acceptor(tls)?;

@@ -31,9 +31,29 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// out, nor make the process hold thousands of half-open sessions).
 const MOST_HANDSHAKES: usize = 64;
 
+/// The protocol a listener speaks over TLS, which its acceptor offers by
+/// ALPN.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Alpn {
+    /// The web port: HTTP/1.1 only.
+    Http1,
+    /// KEDA's scaler port: gRPC, over HTTP/2.
+    H2,
+}
+
+impl Alpn {
+    /// The protocol's name as ALPN writes it (length-prefixed).
+    fn wire(self) -> &'static [u8] {
+        match self {
+            Alpn::Http1 => b"\x08http/1.1",
+            Alpn::H2 => b"\x02h2",
+        }
+    }
+}
+
 /// The acceptor last built, and what it was built from.
-#[derive(Default)]
 pub(crate) struct AcceptorCache {
+    alpn: Alpn,
     built: Mutex<Option<(Stamp, Arc<SslAcceptor>)>>,
 }
 
@@ -47,6 +67,11 @@ impl std::fmt::Debug for AcceptorCache {
 type Stamp = (TlsServer, Vec<Option<FileStamp>>);
 
 impl AcceptorCache {
+    /// No acceptor yet; those built will offer `alpn`.
+    pub(crate) fn new(alpn: Alpn) -> Self {
+        AcceptorCache { alpn, built: Mutex::new(None) }
+    }
+
     /// The acceptor for `tls`, built again if it or its files changed.
     pub(crate) fn acceptor(&self, tls: &TlsServer) -> Result<Arc<SslAcceptor>, WebConfigError> {
         let files: Vec<Option<FileStamp>> = [Some(&tls.cert), Some(&tls.key), tls.client_ca.as_ref()]
@@ -64,7 +89,7 @@ impl AcceptorCache {
         {
             return Ok(Arc::clone(acceptor));
         }
-        let acceptor = Arc::new(build(tls)?);
+        let acceptor = Arc::new(build(tls, self.alpn)?);
         *built = Some((stamp, Arc::clone(&acceptor)));
         Ok(acceptor)
     }
@@ -89,7 +114,7 @@ fn field_of(pem: &Pem, name: &str) -> String {
     }
 }
 
-fn build(tls: &TlsServer) -> Result<SslAcceptor, WebConfigError> {
+fn build(tls: &TlsServer, alpn: Alpn) -> Result<SslAcceptor, WebConfigError> {
     fn ssl(field: &str) -> impl Fn(openssl::error::ErrorStack) -> WebConfigError + '_ {
         move |e| invalid(field, e)
     }
@@ -142,9 +167,9 @@ fn build(tls: &TlsServer) -> Result<SslAcceptor, WebConfigError> {
             b.set_verify(SslVerifyMode::PEER | required)
         }
     }
-    // Only HTTP/1.1 is served: say so to clients that offer ALPN.
-    b.set_alpn_select_callback(|_, offered| {
-        openssl::ssl::select_next_proto(b"\x08http/1.1", offered).ok_or(openssl::ssl::AlpnError::NOACK)
+    // One protocol is served: say which to clients that offer ALPN.
+    b.set_alpn_select_callback(move |_, offered| {
+        openssl::ssl::select_next_proto(alpn.wire(), offered).ok_or(openssl::ssl::AlpnError::NOACK)
     });
     Ok(b.build())
 }
@@ -182,14 +207,16 @@ fn allowed_san(ssl: &openssl::ssl::SslRef, allowed: &[String]) -> bool {
     })
 }
 
-/// The connections whose TLS handshake succeeded, for `axum::serve`.
+/// The connections whose TLS handshake succeeded, for `axum::serve`, or as
+/// tonic's incoming stream ([`TlsListener::incoming`]).
 pub(crate) struct TlsListener {
     accepted: mpsc::Receiver<(SslStream<TcpStream>, SocketAddr)>,
 }
 
 impl TlsListener {
-    /// Accepts on `listener` in a task of its own, until the listener is dropped.
-    pub(crate) fn spawn(listener: TcpListener, web: Arc<WebConfigFile>) -> std::io::Result<TlsListener> {
+    /// Accepts on `listener` in a task of its own, until the listener is
+    /// dropped, offering `alpn`.
+    pub(crate) fn spawn(listener: TcpListener, web: Arc<WebConfigFile>, alpn: Alpn) -> std::io::Result<TlsListener> {
         let (tx, accepted) = mpsc::channel(64);
         tokio::spawn(async move {
             let mut handshakes: VecDeque<tokio::task::AbortHandle> = VecDeque::new();
@@ -216,7 +243,7 @@ impl TlsListener {
                 let web = Arc::clone(&web);
                 let tx = tx.clone();
                 let task = tokio::spawn(async move {
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(&web, tcp)).await {
+                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(&web, alpn, tcp)).await {
                         Ok(Ok(stream)) => {
                             let _ = tx.send((stream, peer)).await;
                         }
@@ -229,12 +256,19 @@ impl TlsListener {
         });
         Ok(TlsListener { accepted })
     }
+
+    /// The connections as tonic's server takes them.
+    pub(crate) fn incoming(self) -> impl tokio_stream::Stream<Item = std::io::Result<TlsConnection>> {
+        use tokio_stream::StreamExt;
+        tokio_stream::wrappers::ReceiverStream::new(self.accepted).map(|(stream, _)| Ok(TlsConnection(stream)))
+    }
 }
 
-async fn handshake(web: &WebConfigFile, tcp: TcpStream) -> Result<SslStream<TcpStream>, String> {
+async fn handshake(web: &WebConfigFile, alpn: Alpn, tcp: TcpStream) -> Result<SslStream<TcpStream>, String> {
     let config = web.current().map_err(|e| e.to_string())?;
     let tls = config.tls.as_ref().ok_or("the web configuration no longer sets tls_server_config")?;
-    let acceptor = web.tls.acceptor(tls).map_err(|e| {
+    let cache = if alpn == Alpn::H2 { &web.grpc_tls } else { &web.tls };
+    let acceptor = cache.acceptor(tls).map_err(|e| {
         tracing::error!(error = %e, "cannot set up TLS from the web configuration");
         e.to_string()
     })?;
@@ -257,5 +291,41 @@ impl kshard_runtime::http_server::Accept for TlsListener {
             // The accepting task ended: no connection will ever come.
             None => std::future::pending().await,
         }
+    }
+}
+
+/// A TLS connection, as tonic's server takes it.
+pub(crate) struct TlsConnection(SslStream<TcpStream>);
+
+impl tonic::transport::server::Connected for TlsConnection {
+    type ConnectInfo = ();
+    fn connect_info(&self) {}
+}
+
+impl tokio::io::AsyncRead for TlsConnection {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().0).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for TlsConnection {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().0).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().0).poll_shutdown(cx)
     }
 }
