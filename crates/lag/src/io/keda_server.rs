@@ -102,13 +102,10 @@ impl KedaScaler {
                     .with_nodelay(Some(true));
                 router.serve_with_incoming_shutdown(incoming, stop.stopped()).await
             }
-            Some(web) => match TlsListener::spawn(listener, web, Alpn::H2) {
-                Ok(tls) => router.serve_with_incoming_shutdown(tls.incoming(), stop.stopped()).await,
-                Err(e) => {
-                    tracing::error!(error = %e, "KEDA's external scaler cannot accept TLS connections");
-                    Ok(())
-                }
-            },
+            Some(web) => {
+                let incoming = TlsListener::spawn(listener, web, Alpn::H2).incoming();
+                router.serve_with_incoming_shutdown(incoming, stop.stopped()).await
+            }
         }
     }
 

@@ -212,7 +212,7 @@ async fn serve_http(
             info!(%addr, tls, "serving /metrics, /ready, /api/groups and the web page, as the web configuration file says");
             let app = app.layer(axum::middleware::from_fn_with_state(Arc::clone(&web), crate::web::guard::guard));
             if tls {
-                let listener = crate::web::tls::TlsListener::spawn(listener, web, crate::web::tls::Alpn::Http1).map_err(ServeError::Http)?;
+                let listener = crate::web::tls::TlsListener::spawn(listener, web, crate::web::tls::Alpn::Http1);
                 http_server::serve(listener, app, limits, shutdown).await
             } else {
                 http_server::serve(listener, app, limits, shutdown).await

@@ -205,7 +205,10 @@ impl Ledger {
         }
         self.since_ms.get_or_insert(from);
         self.counted_to = to;
-        let (mut at, to) = (from as u64, to as u64);
+        // Only the last window's worth can stay: a long stretch (a clock
+        // jumping ahead) costs no more than the slices it fills.
+        let (to, keep) = (to as u64, (SLICES as u64).saturating_mul(width));
+        let mut at = (from as u64).max(to.saturating_sub(keep));
         while at < to {
             let index = at / width;
             let end = index.saturating_add(1).saturating_mul(width).min(to);
@@ -226,9 +229,11 @@ impl Ledger {
 
     fn view(&self, objective: &Objective, now_ms: i64) -> BudgetView {
         let width = slice_ms(objective);
-        let oldest = (now_ms.max(0) as u64 / width).saturating_sub(SLICES as u64 - 1);
+        let newest = now_ms.max(0) as u64 / width;
+        let oldest = newest.saturating_sub(SLICES as u64 - 1);
         let (mut good, mut measured) = (0u64, 0u64);
-        for s in self.slices.iter().filter(|s| s.index >= oldest) {
+        // Slices past now are of a clock since stepped back: not this window's.
+        for s in self.slices.iter().filter(|s| (oldest..=newest).contains(&s.index)) {
             good += s.good_ms;
             measured += s.measured_ms;
         }
@@ -376,6 +381,17 @@ mod tests {
         every_10s(&mut b, 650, 700, Some(1.0));
         let v = &b.view("a", 700_000)[0];
         assert_eq!((v.measured_seconds, v.over_seconds), (90.0, 0.0));
+    }
+
+    #[test]
+    fn a_clock_jumping_years_ahead_fills_only_the_window() {
+        let mut b = Budgets::new(Arc::from([hour("fresh", "")]), Duration::MAX);
+        let a = g("a");
+        b.record(0, [(&a, Some(1.0))]);
+        let ten_years = 10 * 366 * 86_400_000;
+        b.record(ten_years, [(&a, Some(1.0))]);
+        let v = &b.view("a", ten_years)[0];
+        assert!(v.measured_seconds <= 3600.0 && v.measured_seconds >= 3480.0, "{v:?}");
     }
 
     #[test]

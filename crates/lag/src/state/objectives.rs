@@ -136,6 +136,12 @@ impl Objective {
         if self.window < Duration::from_secs(3600) || self.window > Duration::from_secs(366 * 86_400) {
             return bad("window_days", "from an hour (1/24) to 366 days");
         }
+        if (1.0 - self.target) * self.window.as_secs_f64() < 1.0 {
+            return bad(
+                "target_percent",
+                "leaves less than a second over the bound in the window: no budget to measure",
+            );
+        }
         Ok(())
     }
 
@@ -169,6 +175,13 @@ const BURNS: [(f64, u64, u64, &str); 4] = [
     (3.0, 86_400, 7200, "warning"),
     (1.0, 259_200, 21_600, "warning"),
 ];
+
+/// `x` in decimal, to 12 places without trailing zeros: 1 − 0.999 is
+/// 0.001, and a budget of 99.99999% is not rounded to 0.
+fn decimal(x: f64) -> String {
+    let text = format!("{x:.12}");
+    text.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
 
 /// A duration as PromQL writes it, whole seconds (at least `30s`).
 fn promql(d: Duration) -> String {
@@ -217,15 +230,21 @@ pub fn prometheus_rules(objectives: &[Objective], namespace: &str) -> String {
             let _ = writeln!(out, "        labels:\n          objective: {}", o.name);
         }
         let _ = writeln!(out, "      - record: kshard:objective_error_budget_remaining");
-        let _ = writeln!(out, "        expr: 1 - (1 - avg_over_time({good}[{}])) / {budget:.6}", promql(o.window));
+        let _ =
+            writeln!(out, "        expr: 1 - (1 - avg_over_time({good}[{}])) / {}", promql(o.window), decimal(budget));
         let _ = writeln!(out, "        labels:\n          objective: {}", o.name);
         for (i, (burn, long, short, severity)) in BURNS.iter().enumerate() {
             let (long, short) = (promql(scaled(o, *long)), promql(scaled(o, *short)));
             let ratio = |w: &str| format!("kshard:objective_error_ratio:{w}{{objective=\"{}\"}}", o.name);
             let threshold = burn * budget;
             let _ = writeln!(out, "      - alert: KafkaLagObjectiveBurn{}", ["Fast", "Steady", "Slow", "Creeping"][i]);
-            let _ =
-                writeln!(out, "        expr: {} > {threshold:.6} and {} > {threshold:.6}", ratio(&long), ratio(&short));
+            let _ = writeln!(
+                out,
+                "        expr: {} > {t} and {} > {t}",
+                ratio(&long),
+                ratio(&short),
+                t = decimal(threshold)
+            );
             let _ = writeln!(out, "        labels:\n          severity: {severity}\n          objective: {}", o.name);
             let _ = writeln!(out, "        annotations:");
             let _ = writeln!(
@@ -274,14 +293,25 @@ mod tests {
     fn the_workbooks_windows_scale_with_the_objective() {
         let text = prometheus_rules(&[objective()], "kshard");
         assert!(text.contains(r#"max by (cluster, group_id) ({group_id=~"billing-.*",cluster="eu",__name__=~"kshard_kafka_(consumer|share)_group_topic_max_lag_seconds"}) <= bool 30"#), "{text}");
-        assert!(text.contains("kshard:objective_error_ratio:1h{objective=\"billing\"} > 0.014400 and kshard:objective_error_ratio:5m{objective=\"billing\"} > 0.014400"), "{text}");
-        assert!(text.contains("[30d])) / 0.001000"), "{text}");
+        assert!(text.contains("kshard:objective_error_ratio:1h{objective=\"billing\"} > 0.0144 and kshard:objective_error_ratio:5m{objective=\"billing\"} > 0.0144"), "{text}");
+        assert!(text.contains("[30d])) / 0.001\n"), "{text}");
         let week = Objective { window: Duration::from_secs(7 * 86_400), ..objective() };
         let text = prometheus_rules(&[week], "kshard");
         // 1 h of 30 days is 14 m of 7 days; 5 m is 70 s.
-        assert!(text.contains("kshard:objective_error_ratio:14m{objective=\"billing\"} > 0.014400 and kshard:objective_error_ratio:70s"), "{text}");
+        assert!(
+            text.contains(
+                "kshard:objective_error_ratio:14m{objective=\"billing\"} > 0.0144 and kshard:objective_error_ratio:70s"
+            ),
+            "{text}"
+        );
         assert!(objective().check().is_ok());
         assert!(Objective { target: 1.0, ..objective() }.check().is_err());
+        // 99.99999% of an hour allows 0.36 ms: nothing to measure.
+        let e = Objective { target: 0.9999999, window: Duration::from_secs(3600), ..objective() }.check();
+        assert_eq!(e.map_err(|e| e.field), Err("target_percent"));
+        assert_eq!(decimal(1.0 - 0.999), "0.001");
+        assert_eq!(decimal(1.0 - 0.9999999), "0.0000001");
+        assert_eq!(decimal(14.4 * (1.0 - 0.99)), "0.144");
         assert!(Objective { name: "a b".into(), ..objective() }.check().is_err());
     }
 

@@ -216,7 +216,7 @@ pub(crate) struct TlsListener {
 impl TlsListener {
     /// Accepts on `listener` in a task of its own, until the listener is
     /// dropped, offering `alpn`.
-    pub(crate) fn spawn(listener: TcpListener, web: Arc<WebConfigFile>, alpn: Alpn) -> std::io::Result<TlsListener> {
+    pub(crate) fn spawn(listener: TcpListener, web: Arc<WebConfigFile>, alpn: Alpn) -> TlsListener {
         let (tx, accepted) = mpsc::channel(64);
         tokio::spawn(async move {
             let mut handshakes: VecDeque<tokio::task::AbortHandle> = VecDeque::new();
@@ -233,6 +233,8 @@ impl TlsListener {
                 if tx.is_closed() {
                     return;
                 }
+                // As the plain listeners: small writes (gRPC's frames) go at once.
+                let _ = tcp.set_nodelay(true);
                 handshakes.retain(|h| !h.is_finished());
                 if handshakes.len() >= MOST_HANDSHAKES
                     && let Some(oldest) = handshakes.pop_front()
@@ -254,7 +256,7 @@ impl TlsListener {
                 handshakes.push_back(task.abort_handle());
             }
         });
-        Ok(TlsListener { accepted })
+        TlsListener { accepted }
     }
 
     /// The connections as tonic's server takes them.
@@ -266,7 +268,14 @@ impl TlsListener {
 
 async fn handshake(web: &WebConfigFile, alpn: Alpn, tcp: TcpStream) -> Result<SslStream<TcpStream>, String> {
     let config = web.current().map_err(|e| e.to_string())?;
-    let tls = config.tls.as_ref().ok_or("the web configuration no longer sets tls_server_config")?;
+    let Some(tls) = config.tls.as_ref() else {
+        // Every connection is refused until the file sets TLS again: say so
+        // where operators look, not at debug.
+        tracing::error!(
+            "the web configuration file no longer sets tls_server_config: TLS connections are refused until it does (or kshard restarts)"
+        );
+        return Err("the web configuration no longer sets tls_server_config".into());
+    };
     let cache = if alpn == Alpn::H2 { &web.grpc_tls } else { &web.tls };
     let acceptor = cache.acceptor(tls).map_err(|e| {
         tracing::error!(error = %e, "cannot set up TLS from the web configuration");
