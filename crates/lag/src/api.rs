@@ -327,15 +327,20 @@ pub struct GroupSummary {
     pub lagging_partitions: usize,
     /// The topics it consumes.
     pub topics: Vec<String>,
+    /// The lag objectives whose whole error budget it has spent in their
+    /// window, as this kshard measured them (empty: none).
+    pub objectives_missed: Vec<String>,
 }
 
 /// Every exported group in brief, the most urgent first: by status (ERR,
 /// WARN, OK), then lag in seconds (unknown last), then lag, then name.
 pub fn overview(monitor: &Monitor) -> Vec<GroupSummary> {
     let mut out = Vec::new();
+    let mut missed = monitor.missed_objectives();
     views(monitor, Wanted::All, false, |g, _| {
         let partitions = || g.topics.iter().flat_map(|t| &t.partitions);
         out.push(GroupSummary {
+            objectives_missed: missed.remove(g.group_id.as_str()).unwrap_or_default(),
             records_lost: crate::watermarks::total(partitions().map(|p| p.records_lost)),
             partitions: partitions().count(),
             lagging_partitions: partitions().filter(|p| p.lag.is_some_and(|l| l > 0)).count(),

@@ -214,6 +214,14 @@ fn the_page_in_chromium_filters_pages_and_charts_a_group() {
     assert_eq!(tight["good_now"].as_bool(), Some(false), "{tight}");
     assert!(tight["budget_remaining"].as_f64().is_some_and(|r| r < 0.0), "{tight}");
     assert_eq!(tight["allowed_over_seconds"].as_f64(), Some(3.6), "{tight}");
+    let (status, body) = service.get("/api/overview");
+    assert_eq!(status, 200, "{body}");
+    let rows: Value = serde_json::from_str(&body).expect("JSON");
+    let missed = |g: &str| {
+        rows.as_array().and_then(|r| r.iter().find(|r| r["group_id"] == g)).map(|r| r["objectives_missed"].clone())
+    };
+    assert_eq!(missed(&group("stopped")), Some(json!(["tight"])));
+    assert_eq!(missed(&group("live")), Some(json!([])));
     assert!(
         tight["over_seconds"]
             .as_f64()

@@ -247,6 +247,11 @@ impl Derived {
         (self.history.points(group), self.history.settings())
     }
 
+    /// The groups that missed an objective, as of `now_ms`, with its names.
+    pub(crate) fn missed_objectives(&self, now_ms: i64) -> FastMap<Arc<str>, Vec<String>> {
+        self.budgets.missed(now_ms)
+    }
+
     /// A group's objectives as measured here, as of `now_ms`.
     pub(crate) fn budgets(&self, group: &str, now_ms: i64) -> Vec<BudgetView> {
         self.budgets.view(group, now_ms)

@@ -444,6 +444,11 @@ impl Monitor {
         Arc::clone(&self.snapshot.read().unwrap_or_else(PoisonError::into_inner))
     }
 
+    /// The groups that missed a lag objective, with the objectives' names.
+    pub(crate) fn missed_objectives(&self) -> crate::names::FastMap<Arc<str>, Vec<String>> {
+        self.derived_lock().missed_objectives(self.clock.epoch_ms())
+    }
+
     /// A group's lag objectives as measured here (empty when none covers it).
     pub(crate) fn budgets(&self, group: &str) -> Vec<crate::objective_budget::BudgetView> {
         self.derived_lock().budgets(group, self.clock.epoch_ms())

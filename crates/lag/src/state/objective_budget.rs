@@ -179,6 +179,24 @@ impl Budgets {
         g.ledgers.iter().map(|l| l.view(&self.objectives[l.objective], now_ms)).collect()
     }
 
+    /// Each group that has spent an objective's whole allowance in its
+    /// window as of `now_ms`, with those objectives' names.
+    pub(crate) fn missed(&self, now_ms: i64) -> FastMap<Arc<str>, Vec<String>> {
+        let mut out = FastMap::default();
+        for (group, g) in &self.groups {
+            let names: Vec<String> = g
+                .ledgers
+                .iter()
+                .filter(|l| l.view(&self.objectives[l.objective], now_ms).budget_remaining < 0.0)
+                .map(|l| self.objectives[l.objective].name.clone())
+                .collect();
+            if !names.is_empty() {
+                out.insert(Arc::clone(group), names);
+            }
+        }
+        out
+    }
+
     /// (group, objective) pairs measured.
     #[cfg(test)]
     fn len(&self) -> usize {
@@ -309,6 +327,7 @@ mod tests {
         every_10s(&mut b, 60, 120, Some(45.0));
         every_10s(&mut b, 120, 130, Some(2.0));
         let v = &b.view("a", 2 * MIN)[0];
+        assert_eq!(b.missed(2 * MIN).get("a"), Some(&vec!["fresh".to_owned()]));
         assert_eq!((v.measured_seconds, v.over_seconds), (120.0, 60.0));
         assert_eq!(v.good_ratio, Some(0.5));
         assert_eq!(v.good_now, Some(true));
@@ -339,6 +358,7 @@ mod tests {
         b.record(3 * MIN + 30_000, [(&a, Some(1.0))]);
         let v = &b.view("a", 3 * MIN + 30_000)[0];
         assert_eq!((v.measured_seconds, v.budget_remaining, v.burn_rate), (35.0, 1.0, Some(0.0)));
+        assert!(b.missed(3 * MIN + 30_000).is_empty());
     }
 
     #[test]

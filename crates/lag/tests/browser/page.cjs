@@ -178,6 +178,11 @@ async function walk(page) {
   check(/^tight1\.0 s99\.9% of 1 h 00 mERR/.test(tight) && / of 3\.6 s$/.test(tight), `the missed objective's row: ${tight}`);
   check((await page.$$('#objectives tr')).length === 2, 'both objectives cover the stopped group');
   await shot(page, 'group-objectives.png', true);
+  // The overview says so beside the group.
+  await page.goto(`${want.base}#/?q=${encodeURIComponent(want.stopped)}`);
+  await page.waitForSelector(`#rows tr[data-group="${want.stopped}"] .objective-missed`);
+  const missed = await page.textContent(`#rows tr[data-group="${want.stopped}"] .objective-missed`);
+  check(missed === 'missed: tight', `the overview marks the missed objective: ${missed}`);
 
   // A group id with '/', '?', '#', '%', '&' and '..' in it: its own page.
   await page.goto(`${want.base}#/group/${encodeURIComponent(want.odd)}`);
