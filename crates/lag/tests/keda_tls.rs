@@ -8,15 +8,13 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::time::Duration;
 
 use hyper_util::rt::TokioIo;
-use kshard_kafka::ClientSettings;
 use kshard_lag::keda::proto::external_scaler_client::ExternalScalerClient;
 use kshard_lag::keda::scaled_object;
-use kshard_lag::service::{Listeners, ProcessOptions, ScrapeMode, ServeError, ServeOptions, run_listening};
 use openssl::pkey::{PKey, Private};
 use openssl::ssl::{SslConnector, SslMethod, SslVerifyMode};
 use openssl::x509::X509;
@@ -24,6 +22,7 @@ use tokio::net::TcpStream;
 use tonic::transport::{Channel, Endpoint};
 
 use common::pki::certificate;
+use common::serve_with_web_config;
 
 type Pair = (X509, PKey<Private>);
 
@@ -98,7 +97,8 @@ async fn the_scaler_takes_the_web_configurations_tls_and_client_certificates() {
         ),
     )
     .expect("write");
-    let (port, stop, task) = serve(&config).await;
+    let (_, scaler_port, stop, task) = serve_with_web_config(&config, true).await;
+    let port = scaler_port.expect("the scaler's port");
 
     let mut answered = Err(String::new());
     for _ in 0..100 {
@@ -120,26 +120,4 @@ async fn the_scaler_takes_the_web_configurations_tls_and_client_certificates() {
     let _ = stop.send(());
     task.await.expect("join").expect("served");
     let _ = std::fs::remove_dir_all(dir);
-}
-
-/// Serves with `config` as the web configuration file and KEDA's scaler on
-/// a port of its own (given back); the broker is unreachable.
-async fn serve(
-    config: &Path,
-) -> (u16, tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<Result<(), ServeError>>) {
-    let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let keda = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let port = keda.local_addr().expect("addr").port();
-    let options = ServeOptions {
-        mode: ScrapeMode::AdminApi,
-        request_timeout: Duration::from_secs(1),
-        ..ServeOptions::new(ClientSettings::new("127.0.0.1:1"))
-    };
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let process = ProcessOptions { web_config: Some(config.to_owned()), ..ProcessOptions::default() };
-    let listeners = Listeners { http, keda: Some(keda) };
-    let task = tokio::spawn(run_listening(process, vec![options], listeners, async move {
-        let _ = stopped.await;
-    }));
-    (port, stop, task)
 }

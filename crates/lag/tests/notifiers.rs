@@ -8,7 +8,7 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::pki::certificate;
 use common::*;
@@ -114,15 +114,13 @@ fn burrows_templates_reach_an_http_server_and_a_starttls_smtp_server() {
     std::thread::sleep(Duration::from_millis(1100));
     committer.commit(&[(&topic, 0, 20)]).expect("commit");
 
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let opened = loop {
+    let (within, every) = (Duration::from_secs(120), Duration::from_millis(200));
+    // The first request starting with `method`, once the receiver has one.
+    let request = |method: &str| {
         let got = receiver.received();
-        if let Some(d) = got.iter().find(|d| d.request_line.starts_with("POST ")) {
-            break d.clone();
-        }
-        assert!(Instant::now() < deadline, "no open notice within 120 s: {got:?}");
-        std::thread::sleep(Duration::from_millis(200));
+        got.iter().find(|d| d.request_line.starts_with(method)).cloned().ok_or_else(|| format!("{got:?}"))
     };
+    let opened = until("an open notice", within, every, || request("POST "));
     assert_eq!(opened.request_line, format!("POST /v1/{stopped} HTTP/1.1"), "the URL from its template");
     assert_eq!(opened.headers.get("x-team").map(String::as_str), Some("data"));
     assert_eq!(opened.headers.get("content-type").map(String::as_str), Some("application/json"));
@@ -137,13 +135,7 @@ fn burrows_templates_reach_an_http_server_and_a_starttls_smtp_server() {
     let id = event["id"].as_str().expect("the incident's id").to_owned();
 
     // The mail, through STARTTLS with the password.
-    let mail = loop {
-        if let Some(m) = smtp.messages().into_iter().next() {
-            break m;
-        }
-        assert!(Instant::now() < deadline, "no mail within 120 s");
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let mail = until("a mail", within, every, || smtp.messages().into_iter().next().ok_or_else(|| "none".to_owned()));
     assert!(mail.contains("X-Session-TLS: yes"), "{mail}");
     assert!(mail.contains("X-Envelope-To: oncall@example.com,data@example.com"), "{mail}");
     assert!(mail.contains("Subject: [Burrow] Kafka Consumer Lag Alert"), "{mail}");
@@ -153,14 +145,7 @@ fn burrows_templates_reach_an_http_server_and_a_starttls_smtp_server() {
 
     // Caught up: the close notice, with the same id, once.
     committer.commit(&[(&topic, 0, 100)]).expect("commit");
-    let closed = loop {
-        let got = receiver.received();
-        if let Some(d) = got.iter().find(|d| d.request_line.starts_with("DELETE ")) {
-            break d.clone();
-        }
-        assert!(Instant::now() < deadline, "no close notice within 120 s: {got:?}");
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let closed = until("a close notice", within, every, || request("DELETE "));
     assert_eq!(closed.request_line, format!("DELETE /v1/{stopped}/{id} HTTP/1.1"));
     let close: serde_json::Value = serde_json::from_str(&closed.body).expect("JSON");
     assert_eq!(close["ids"][0], id.as_str());

@@ -464,40 +464,6 @@ fn https_with_a_token_a_wrong_token_refused_and_a_late_collector() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// A TLS connection, as tonic's server takes it.
-struct TlsConnection(tokio_openssl::SslStream<tokio::net::TcpStream>);
-
-impl tonic::transport::server::Connected for TlsConnection {
-    type ConnectInfo = ();
-    fn connect_info(&self) {}
-}
-
-impl tokio::io::AsyncRead for TlsConnection {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().0).poll_read(cx, buf)
-    }
-}
-
-impl tokio::io::AsyncWrite for TlsConnection {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.get_mut().0).poll_write(cx, buf)
-    }
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().0).poll_flush(cx)
-    }
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().0).poll_shutdown(cx)
-    }
-}
-
 /// An OTLP/gRPC collector over TLS (HTTP/2 chosen by ALPN, as gRPC needs).
 fn grpc_tls_collector(rt: &tokio::runtime::Runtime, pki: &Pki) -> (Collector, SocketAddr) {
     use openssl::ssl::{AlpnError, SslAcceptor, SslMethod, select_next_proto};
@@ -508,7 +474,8 @@ fn grpc_tls_collector(rt: &tokio::runtime::Runtime, pki: &Pki) -> (Collector, So
     let acceptor = Arc::new(acceptor.build());
     let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).expect("bind");
     let addr = listener.local_addr().expect("addr");
-    let (connections, incoming) = tokio::sync::mpsc::channel::<Result<TlsConnection, std::io::Error>>(8);
+    let (connections, incoming) =
+        tokio::sync::mpsc::channel::<Result<kshard_lag::web::TlsConnection, std::io::Error>>(8);
     rt.spawn(async move {
         loop {
             let Ok((tcp, _)) = listener.accept().await else { continue };
@@ -517,7 +484,7 @@ fn grpc_tls_collector(rt: &tokio::runtime::Runtime, pki: &Pki) -> (Collector, So
                 let ssl = openssl::ssl::Ssl::new(acceptor.context()).expect("ssl");
                 let mut stream = tokio_openssl::SslStream::new(ssl, tcp).expect("stream");
                 if Pin::new(&mut stream).accept().await.is_ok() {
-                    let _ = connections.send(Ok(TlsConnection(stream))).await;
+                    let _ = connections.send(Ok(kshard_lag::web::TlsConnection::new(stream))).await;
                 }
             });
         }

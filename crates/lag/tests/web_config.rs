@@ -9,8 +9,6 @@ use std::path::Path;
 use std::pin::Pin;
 use std::time::Duration;
 
-use kshard_kafka::ClientSettings;
-use kshard_lag::service::{ProcessOptions, ScrapeMode, ServeError, ServeOptions, run};
 use openssl::pkey::{PKey, Private};
 use openssl::ssl::{SslConnector, SslMethod, SslVerifyMode};
 use openssl::x509::X509;
@@ -18,6 +16,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use common::pki::certificate;
+use common::serve_with_web_config;
+use kshard_kafka::ClientSettings;
+use kshard_lag::service::{ProcessOptions, ServeOptions, run};
 
 struct Pki {
     ca: X509,
@@ -36,26 +37,6 @@ fn pki(dir: &Path) -> Pki {
     let client = certificate("client", "client.kshard.test", Some((&ca, &ca_key)));
     let stranger = certificate("stranger", "stranger.kshard.test", Some((&ca, &ca_key)));
     Pki { ca, client, stranger }
-}
-
-/// Serves on a free port with `config` as the web configuration file; the
-/// broker is unreachable (nothing listens on port 1).
-async fn serve(
-    config: &Path,
-) -> (u16, tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<Result<(), ServeError>>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    let options = ServeOptions {
-        mode: ScrapeMode::AdminApi,
-        request_timeout: Duration::from_secs(1),
-        ..ServeOptions::new(ClientSettings::new("127.0.0.1:1"))
-    };
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let process = ProcessOptions { web_config: Some(config.to_owned()), ..ProcessOptions::default() };
-    let task = tokio::spawn(run(process, options, listener, async move {
-        let _ = stopped.await;
-    }));
-    (port, stop, task)
 }
 
 /// One GET over TLS: the status line and the whole response, or why the
@@ -120,7 +101,7 @@ async fn tls_and_basic_auth_refuse_a_wrong_password() {
         ),
     )
     .expect("write");
-    let (port, stop, task) = serve(&config).await;
+    let (port, _, stop, task) = serve_with_web_config(&config, false).await;
     until_up(port, &pki.ca, None, Some("alice:s3cret")).await;
 
     let (status, text) = get(port, &pki.ca, None, "/metrics", Some("alice:s3cret")).await.expect("get");
@@ -187,7 +168,7 @@ async fn client_certificates_are_verified_and_their_names_checked() {
         ),
     )
     .expect("write");
-    let (port, stop, task) = serve(&config).await;
+    let (port, _, stop, task) = serve_with_web_config(&config, false).await;
     until_up(port, &pki.ca, Some(&pki.client), None).await;
 
     let (status, _) = get(port, &pki.ca, Some(&pki.client), "/healthz", None).await.expect("get");
@@ -234,7 +215,7 @@ async fn a_renewed_certificate_is_served_even_with_its_old_modification_time() {
         format!("tls_server_config:\n  cert_file: {d}/server.pem\n  key_file: {d}/server.key\n", d = dir.display()),
     )
     .expect("write");
-    let (port, stop, task) = serve(&config).await;
+    let (port, _, stop, task) = serve_with_web_config(&config, false).await;
     until_up(port, &ca, None, None).await;
     let first = served_serial(port, &ca).await;
     // Renewed, the files' modification times set back as `cp -p` does.
@@ -262,7 +243,7 @@ async fn a_file_read_empty_mid_rewrite_keeps_basic_auth() {
     let hash = bcrypt::hash("s3cret", 4).expect("bcrypt");
     let config = dir.join("web.yml");
     std::fs::write(&config, format!("basic_auth_users:\n  alice: {hash}\n")).expect("write");
-    let (port, stop, task) = serve(&config).await;
+    let (port, _, stop, task) = serve_with_web_config(&config, false).await;
     let mut up = false;
     for _ in 0..100 {
         if TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
@@ -316,7 +297,7 @@ async fn the_rate_limit_counts_each_client_after_authentication() {
     let config = dir.join("web.yml");
     std::fs::write(&config, format!("basic_auth_users:\n  alice: {hash}\nrate_limit:\n  interval: 1h\n  burst: 2\n"))
         .expect("write");
-    let (port, stop, task) = serve(&config).await;
+    let (port, _, stop, task) = serve_with_web_config(&config, false).await;
     let mut up = false;
     for _ in 0..100 {
         let socket = TcpStream::connect(("127.0.0.1", port)).await;

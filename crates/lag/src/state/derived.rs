@@ -104,8 +104,7 @@ impl<'a> DerivedView<'a> {
 
     /// Each group's total lag and highest lag in seconds at `now_ms`
     /// (`totals`: group, records, seconds) go into its history (groups gone
-    /// are forgotten).
-    /// Each group's worst lag in seconds also goes into the ledgers of its
+    /// are forgotten), and its worst lag in seconds into the ledgers of its
     /// objectives.
     pub(crate) fn record_history(&mut self, totals: Vec<(Arc<str>, i64, Option<f64>)>, now_ms: i64) {
         self.derived.budgets.record(now_ms, totals.iter().map(|(group, _, seconds)| (group, *seconds)));

@@ -187,7 +187,7 @@ impl Budgets {
             let names: Vec<String> = g
                 .ledgers
                 .iter()
-                .filter(|l| l.view(&self.objectives[l.objective], now_ms).budget_remaining < 0.0)
+                .filter(|l| l.missed(&self.objectives[l.objective], now_ms))
                 .map(|l| self.objectives[l.objective].name.clone())
                 .collect();
             if !names.is_empty() {
@@ -245,7 +245,9 @@ impl Ledger {
         }
     }
 
-    fn view(&self, objective: &Objective, now_ms: i64) -> BudgetView {
+    /// The window's sums as of `now_ms`: (good ms, measured ms, the
+    /// window's start in ms).
+    fn sums(&self, objective: &Objective, now_ms: i64) -> (u64, u64, i64) {
         let width = slice_ms(objective);
         let newest = now_ms.max(0) as u64 / width;
         let oldest = newest.saturating_sub(SLICES as u64 - 1);
@@ -255,13 +257,23 @@ impl Ledger {
             good += s.good_ms;
             measured += s.measured_ms;
         }
+        (good, measured, (oldest * width) as i64)
+    }
+
+    /// Whether the time over the bound in the window passed its allowance.
+    fn missed(&self, objective: &Objective, now_ms: i64) -> bool {
+        let (good, measured, _) = self.sums(objective, now_ms);
+        let allowed = allowed_ms(objective);
+        allowed > 0.0 && (measured - good) as f64 > allowed
+    }
+
+    fn view(&self, objective: &Objective, now_ms: i64) -> BudgetView {
+        let (good, measured, window_start) = self.sums(objective, now_ms);
         let window_ms = objective.window.as_millis() as f64;
         let budget = 1.0 - objective.target;
-        // Whole ms: 0.1% of 30 days is 43 m 12 s, not 2591.9999999 s.
-        let allowed_ms = (budget * window_ms).round();
+        let allowed_ms = allowed_ms(objective);
         let over_ms = (measured - good) as f64;
         let good_ratio = (measured > 0).then(|| good as f64 / measured as f64);
-        let window_start = (oldest * width) as i64;
         BudgetView {
             name: objective.name.clone(),
             lag_seconds: objective.lag_seconds,
@@ -278,6 +290,13 @@ impl Ledger {
             since_ms: self.since_ms.map(|since| since.max(window_start)),
         }
     }
+}
+
+/// The time over the bound `objective` allows in its window, in whole ms:
+/// 0.1% of 30 days is 43 m 12 s, not 2591.9999999 s. (Under a second is
+/// refused when objectives are read; 0 would leave nothing to miss.)
+fn allowed_ms(objective: &Objective) -> f64 {
+    ((1.0 - objective.target) * objective.window.as_millis() as f64).round()
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 pub use config::{WebConfig, WebConfigError};
+pub use tls::TlsConnection;
 
 /// A web configuration file, read again when its size or modification time
 /// changes. A change that does not parse is refused (requests get 500 and

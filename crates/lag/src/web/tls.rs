@@ -262,7 +262,7 @@ impl TlsListener {
     /// The connections as tonic's server takes them.
     pub(crate) fn incoming(self) -> impl tokio_stream::Stream<Item = std::io::Result<TlsConnection>> {
         use tokio_stream::StreamExt;
-        tokio_stream::wrappers::ReceiverStream::new(self.accepted).map(|(stream, _)| Ok(TlsConnection(stream)))
+        tokio_stream::wrappers::ReceiverStream::new(self.accepted).map(|(stream, _)| Ok(TlsConnection::new(stream)))
     }
 }
 
@@ -303,8 +303,16 @@ impl kshard_runtime::http_server::Accept for TlsListener {
     }
 }
 
-/// A TLS connection, as tonic's server takes it.
-pub(crate) struct TlsConnection(SslStream<TcpStream>);
+/// A TLS connection, as tonic's server takes it (KEDA's scaler port; the
+/// tests' gRPC collector over TLS too).
+pub struct TlsConnection(SslStream<TcpStream>);
+
+impl TlsConnection {
+    /// `stream`, whose handshake is done.
+    pub fn new(stream: SslStream<TcpStream>) -> Self {
+        TlsConnection(stream)
+    }
+}
 
 impl tonic::transport::server::Connected for TlsConnection {
     type ConnectInfo = ();

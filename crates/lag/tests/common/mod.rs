@@ -126,6 +126,31 @@ impl TestService {
     }
 }
 
+/// Serves one cluster whose broker is unreachable (nothing listens on port
+/// 1: the HTTP endpoints and KEDA's scaler answer meanwhile) with `config` as
+/// the web configuration file, on a free port, and KEDA's scaler on another
+/// when `keda`: (port, scaler's port, stop, the serving task).
+pub async fn serve_with_web_config(
+    config: &std::path::Path,
+    keda: bool,
+) -> (u16, Option<u16>, oneshot::Sender<()>, tokio::task::JoinHandle<Result<(), ServeError>>) {
+    let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = http.local_addr().expect("addr").port();
+    let keda = if keda { Some(tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind")) } else { None };
+    let keda_port = keda.as_ref().map(|l| l.local_addr().expect("addr").port());
+    let options = ServeOptions {
+        mode: kshard_lag::service::ScrapeMode::AdminApi,
+        request_timeout: Duration::from_secs(1),
+        ..ServeOptions::new(ClientSettings::new("127.0.0.1:1"))
+    };
+    let (stop, stopped) = oneshot::channel::<()>();
+    let process = ProcessOptions { web_config: Some(config.to_owned()), ..ProcessOptions::default() };
+    let task = tokio::spawn(run_listening(process, vec![options], Listeners { http, keda }, async move {
+        let _ = stopped.await;
+    }));
+    (port, keda_port, stop, task)
+}
+
 /// Calls `check` every `every` until it returns `Ok`, and returns that; fails
 /// after `within`, naming `what` and the last `Err`.
 pub fn until<T>(what: &str, within: Duration, every: Duration, mut check: impl FnMut() -> Result<T, String>) -> T {
