@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kshard_kafka::{
-    Admin, Client, Isolation, OutBatch, OutRecord, PartitionReader, ReadEvent, TRANSACTION_TIMEOUT, TopicSpec, Writer,
+    Admin, Client, Isolation, OutBatch, OutRecord, PartitionReader, ReadEvent, TRANSACTION_TIMEOUT, TopicPartition,
+    TopicSpec, Writer,
 };
 use kshard_testkit::{Broker, unique_name};
 
@@ -38,6 +39,14 @@ fn read_all(
     partitions: &[i32],
     isolation: Isolation,
 ) -> Vec<(i32, i64, String, String)> {
+    // A committed read's end is the last stable offset, which trails a
+    // commit until the broker has written its markers: read on to each
+    // partition's high watermark, where the test's transactions all ended.
+    let admin = Admin::connect(settings, TIMEOUT).expect("admin");
+    let asked: Vec<TopicPartition> =
+        partitions.iter().map(|p| TopicPartition { topic: topic.to_owned(), partition: *p }).collect();
+    let highs = admin.watermarks(&asked).expect("watermarks");
+    let high = |partition: i32| highs.iter().find(|(tp, _)| tp.partition == partition).map_or(0, |(_, (_, h))| *h);
     let start: Vec<(i32, Option<i64>)> = partitions.iter().map(|p| (*p, None)).collect();
     let reader = PartitionReader::with_isolation(settings, topic, &start, 1024, isolation).expect("a reader");
     let mut ended = std::collections::BTreeSet::new();
@@ -50,7 +59,9 @@ fn read_all(
                 let text = |b: Option<&[u8]>| String::from_utf8_lossy(b.unwrap_or_default()).into_owned();
                 out.push((r.partition(), r.offset(), text(r.key()), text(r.value())));
             }
-            ReadEvent::EndOfPartition { partition, .. } => {
+            ReadEvent::EndOfPartition { partition, next_offset }
+                if next_offset.is_none_or(|next| next >= high(partition)) =>
+            {
                 ended.insert(partition);
             }
             _ => {}
